@@ -1,0 +1,41 @@
+//===- GraphBase.td - graph dialect definition -------------*- tablegen -*-===//
+//
+// The graph dialect: tensor-level ops with static shapes, the IR the ONNX
+// importer produces and that autodiff, partitioning and lowering consume.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_GRAPH_BASE
+#define LAMINA_GRAPH_BASE
+
+include "mlir/IR/OpBase.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let cppNamespace = "::lamina::graph";
+  let summary = "Static-shape tensor ops for training programs";
+  let description = [{
+    The `graph` dialect holds a model as a function of static-shape tensors.
+    Many ONNX ops map onto one op family here (Squeeze, Unsqueeze and Flatten
+    all become `graph.reshape`; Split becomes `graph.slice`), and opset
+    spelling differences live in the importer, not in the dialect.
+
+    Function arguments carry `graph.name` (the ONNX name) and `graph.kind`
+    (`input`, `trainable` or `constant`); the function carries
+    `graph.output_names`.
+  }];
+  let hasConstantMaterializer = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
+}
+
+class Graph_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Graph_Dialect, mnemonic, traits>;
+
+// Every graph value is a ranked tensor with a static shape (phase contract 1).
+def Graph_Tensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
+def Graph_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Graph_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Graph_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+#endif // LAMINA_GRAPH_BASE

@@ -1,0 +1,21 @@
+//===- GraphDialect.h - graph dialect ---------------------------*- C++ -*-===//
+#ifndef LAMINA_DIALECT_GRAPH_IR_GRAPHDIALECT_H
+#define LAMINA_DIALECT_GRAPH_IR_GRAPHDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+
+#include "lamina/Dialect/Graph/IR/GraphDialect.h.inc"
+
+namespace lamina::graph {
+/// Argument attributes on the functions the importer produces.
+inline constexpr llvm::StringLiteral kNameAttr = "graph.name";
+inline constexpr llvm::StringLiteral kKindAttr = "graph.kind";
+/// Function attribute: the ONNX names of the results, in order.
+inline constexpr llvm::StringLiteral kOutputNamesAttr = "graph.output_names";
+/// Values of `graph.kind`.
+inline constexpr llvm::StringLiteral kKindInput = "input";
+inline constexpr llvm::StringLiteral kKindTrainable = "trainable";
+inline constexpr llvm::StringLiteral kKindConstant = "constant";
+} // namespace lamina::graph
+
+#endif

@@ -1,0 +1,34 @@
+//===- GraphOps.h - graph dialect ops ---------------------------*- C++ -*-===//
+#ifndef LAMINA_DIALECT_GRAPH_IR_GRAPHOPS_H
+#define LAMINA_DIALECT_GRAPH_IR_GRAPHOPS_H
+
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace lamina::graph {
+/// Numpy broadcast of two static shapes; nullopt when they are incompatible.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+/// Result type of a broadcasting elementwise op: the broadcast shape of all
+/// operands with the element type of the first (or i1 for predicates).
+llvm::LogicalResult
+inferBroadcastResult(std::optional<mlir::Location> loc, mlir::ValueRange operands,
+                     bool predicate, llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// Result type of a reduction over `axes`.
+llvm::LogicalResult inferReduceResult(std::optional<mlir::Location> loc,
+                                      mlir::Value input,
+                                      llvm::ArrayRef<int64_t> axes,
+                                      bool keepdims,
+                                      llvm::SmallVectorImpl<mlir::Type> &types);
+} // namespace lamina::graph
+
+#define GET_OP_CLASSES
+#include "lamina/Dialect/Graph/IR/GraphOps.h.inc"
+
+#endif

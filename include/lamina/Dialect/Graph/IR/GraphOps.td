@@ -1,0 +1,362 @@
+//===- GraphOps.td - graph dialect ops ----------------------*- tablegen -*-===//
+//
+// Op families: elementwise (unary, binary with numpy broadcasting, compare,
+// select, cast), contraction (matmul), normalisation (softmax, layer/RMS
+// norm), reductions, data movement (reshape, transpose, slice, concat,
+// broadcast, tile, gather/scatter) and constants. Result types are inferred
+// wherever the operands and attributes determine them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_GRAPH_OPS
+#define LAMINA_GRAPH_OPS
+
+include "lamina/Dialect/Graph/IR/GraphBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Graph_ConstantOp : Graph_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "A constant tensor";
+  let description = [{
+    ```mlir
+    %0 = graph.constant dense<[1, 2]> : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+class Graph_UnaryOp<string mnemonic, Type type, string desc>
+    : Graph_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = desc;
+  let arguments = (ins type:$input);
+  let results = (outs type:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasFolder = 1;
+}
+
+def Graph_NegOp : Graph_UnaryOp<"neg", Graph_Tensor, "Elementwise -x">;
+def Graph_AbsOp : Graph_UnaryOp<"abs", Graph_Tensor, "Elementwise |x|">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor, "Elementwise e^x">;
+def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor, "Elementwise ln x">;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor, "Elementwise sqrt">;
+def Graph_ReciprocalOp
+    : Graph_UnaryOp<"reciprocal", Graph_FloatTensor, "Elementwise 1/x">;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", Graph_FloatTensor, "Elementwise tanh">;
+def Graph_ErfOp : Graph_UnaryOp<"erf", Graph_FloatTensor, "Elementwise erf">;
+def Graph_SigmoidOp
+    : Graph_UnaryOp<"sigmoid", Graph_FloatTensor, "Elementwise 1/(1+e^-x)">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", Graph_Tensor, "Elementwise max(x, 0)">;
+def Graph_CosOp : Graph_UnaryOp<"cos", Graph_FloatTensor, "Elementwise cos">;
+def Graph_SinOp : Graph_UnaryOp<"sin", Graph_FloatTensor, "Elementwise sin">;
+def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "Logical not">;
+
+def Graph_GeluOp : Graph_Op<"gelu",
+    [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)`; with `tanh` set, the tanh approximation
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary, numpy broadcasting
+//===----------------------------------------------------------------------===//
+
+class Graph_BroadcastOp<string mnemonic, Type operandType, Type resultType,
+                        string desc>
+    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = desc;
+  let description = [{
+    Operands broadcast numpy-style (right-aligned; a dimension of 1 stretches)
+    and must share an element type.
+  }];
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs resultType:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *ctx, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferBroadcastResult(loc, adaptor.getOperands(), }]
+      # !if(!eq(resultType, Graph_BoolTensor), "true", "false") # [{, types);
+    }
+  }];
+}
+
+class Graph_ArithOp<string mnemonic, string desc>
+    : Graph_BroadcastOp<mnemonic, Graph_Tensor, Graph_Tensor, desc>;
+def Graph_AddOp : Graph_ArithOp<"add", "Elementwise a + b">;
+def Graph_SubOp : Graph_ArithOp<"sub", "Elementwise a - b">;
+def Graph_MulOp : Graph_ArithOp<"mul", "Elementwise a * b">;
+def Graph_DivOp : Graph_ArithOp<"div",
+    "Elementwise a / b (integer division truncates)">;
+def Graph_PowOp : Graph_ArithOp<"pow", "Elementwise a ^ b">;
+def Graph_MinOp : Graph_ArithOp<"min", "Elementwise min(a, b)">;
+def Graph_MaxOp : Graph_ArithOp<"max", "Elementwise max(a, b)">;
+
+class Graph_LogicOp<string mnemonic, string desc>
+    : Graph_BroadcastOp<mnemonic, Graph_BoolTensor, Graph_BoolTensor, desc>;
+def Graph_AndOp : Graph_LogicOp<"and", "Logical and">;
+def Graph_OrOp : Graph_LogicOp<"or", "Logical or">;
+
+class Graph_CompareOp<string mnemonic, string desc>
+    : Graph_BroadcastOp<mnemonic, Graph_Tensor, Graph_BoolTensor, desc>;
+def Graph_EqualOp : Graph_CompareOp<"equal", "Elementwise a == b">;
+def Graph_GreaterOp : Graph_CompareOp<"greater", "Elementwise a > b">;
+def Graph_GreaterEqualOp
+    : Graph_CompareOp<"greater_equal", "Elementwise a >= b">;
+def Graph_LessOp : Graph_CompareOp<"less", "Elementwise a < b">;
+def Graph_LessEqualOp : Graph_CompareOp<"less_equal", "Elementwise a <= b">;
+
+def Graph_SelectOp : Graph_Op<"select", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise cond ? a : b, broadcasting all three";
+  let arguments = (ins Graph_BoolTensor:$condition, Graph_Tensor:$lhs,
+                       Graph_Tensor:$rhs);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise]> {
+  let summary = "Elementwise conversion to another element type";
+  let description = [{
+    Float to integer truncates toward zero; anything to `i1` tests `!= 0`.
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contraction and normalisation
+//===----------------------------------------------------------------------===//
+
+def Graph_MatMulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Batched matrix product with broadcast batch dimensions";
+  let description = [{
+    `[..., m, k] x [..., k, n] -> [..., m, n]`; both operands have rank >= 2
+    (the importer reshapes ONNX's rank-1 operands) and the leading dimensions
+    broadcast numpy-style.
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Graph_SoftmaxBase<string mnemonic, string desc>
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = desc;
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+def Graph_SoftmaxOp : Graph_SoftmaxBase<"softmax", "Softmax along one axis">;
+def Graph_LogSoftmaxOp
+    : Graph_SoftmaxBase<"log_softmax", "Log-softmax along one axis">;
+
+def Graph_LayerNormOp : Graph_Op<"layer_norm",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Layer normalisation over the trailing dimensions from `axis`";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * scale + bias`, statistics over
+    dimensions `axis..rank-1`; `scale` and `bias` have those dimensions' shape.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:` type($input) `,` type($scale)
+    (`,` type($bias)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RMSNormOp : Graph_Op<"rms_norm",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMS normalisation over the trailing dimensions from `axis`";
+  let description = [{ `x / sqrt(mean(x^2) + epsilon) * scale`. }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $scale attr-dict `:` type($input) `,` type($scale)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Graph_ReduceOp<string mnemonic, string desc>
+    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = desc;
+  let description = [{
+    Reduces the listed `axes` (strictly increasing, non-negative); with
+    `keepdims` they stay as size-1 dimensions.
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
+                       BoolAttr:$keepdims);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *ctx, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferReduceResult(loc, adaptor.getInput(), adaptor.getAxes(),
+                               adaptor.getKeepdims(), types);
+    }
+  }];
+}
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum over axes">;
+def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean over axes">;
+def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum over axes">;
+def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product over axes">;
+
+def Graph_CumSumOp : Graph_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "Cumulative sum along one axis";
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+  let summary = "Same elements, row-major order, another static shape";
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permutes dimensions: result dim i is input dim perm[i]";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Concatenates tensors along one axis";
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasFolder = 1;
+}
+
+def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Strided static slice";
+  let description = [{
+    Result dimension `i` has `sizes[i]` elements taken from input index
+    `starts[i] + j * steps[i]`; steps may be negative, every index touched is
+    in bounds.
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$steps);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+  let summary = "Broadcasts numpy-style to a static result shape";
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_TileOp : Graph_Op<"tile", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Repeats the tensor `repeats[i]` times along dimension i";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$repeats);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Keeps the upper (or lower) triangle of the last two dims";
+  let description = [{
+    With `upper`, keeps elements with `j - i >= k`; otherwise `j - i <= k`;
+    the rest become zero.
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$k, UnitAttr:$upper);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Takes slices of `data` along `axis` at `indices`";
+  let description = [{
+    Result shape `data[:axis] + indices + data[axis+1:]`; negative indices
+    count from the end.
+  }];
+  let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Graph_GatherNDOp : Graph_Op<"gather_nd", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX GatherND: index tuples into the leading dims of `data`";
+  let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices,
+                       I64Attr:$batch_dims);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_ScatterNDOp : Graph_Op<"scatter_nd",
+    [Pure, AllTypesMatch<["data", "result"]>]> {
+  let summary = "ONNX ScatterND: writes `updates` into a copy of `data`";
+  let description = [{
+    `reduction` is one of `none`, `add`, `mul`, `max`, `min`.
+  }];
+  let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices,
+                       Graph_Tensor:$updates, StrAttr:$reduction);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // LAMINA_GRAPH_OPS

@@ -1,0 +1,66 @@
+//===- GraphDialect.cpp - graph dialect -----------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace lamina::graph;
+
+#include "lamina/Dialect/Graph/IR/GraphDialect.cpp.inc"
+
+void GraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "lamina/Dialect/Graph/IR/GraphOps.cpp.inc"
+      >();
+}
+
+Operation *GraphDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                             Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
+                                                     unsigned region,
+                                                     unsigned arg,
+                                                     NamedAttribute attr) {
+  if (attr.getName() == kNameAttr) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kNameAttr << "' must be a string";
+    return success();
+  }
+  if (attr.getName() == kKindAttr) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (!kind || (kind.getValue() != kKindInput &&
+                  kind.getValue() != kKindTrainable &&
+                  kind.getValue() != kKindConstant))
+      return op->emitError() << "'" << kKindAttr << "' of argument " << arg
+                             << " must be \"input\", \"trainable\" or "
+                                "\"constant\"";
+    return success();
+  }
+  return op->emitError() << "unknown graph argument attribute '"
+                         << attr.getName() << "'";
+}
+
+LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
+                                                     NamedAttribute attr) {
+  if (attr.getName() != kOutputNamesAttr)
+    return op->emitError() << "unknown graph attribute '" << attr.getName()
+                           << "'";
+  auto func = dyn_cast<func::FuncOp>(op);
+  auto names = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!func || !names)
+    return op->emitError() << "'" << kOutputNamesAttr
+                           << "' must be an array on a func.func";
+  if (names.size() != func.getNumResults() ||
+      !llvm::all_of(names, [](Attribute a) { return isa<StringAttr>(a); }))
+    return op->emitError() << "'" << kOutputNamesAttr
+                           << "' needs one string per result";
+  return success();
+}

@@ -1,0 +1,348 @@
+//===- GraphOps.cpp - graph op type inference and verifiers ---------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+/// Emits an inference error at `loc` when there is one, and fails.
+LogicalResult inferError(std::optional<Location> loc, const Twine &message) {
+  if (loc)
+    emitError(*loc) << message;
+  return failure();
+}
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Checks `axis` lies in [0, rank).
+LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError() << "axis " << axis << " out of range for rank "
+                             << rank;
+  return success();
+}
+} // namespace
+
+std::optional<SmallVector<int64_t>>
+lamina::graph::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+LogicalResult lamina::graph::inferBroadcastResult(
+    std::optional<Location> loc, ValueRange operands, bool predicate,
+    SmallVectorImpl<Type> &types) {
+  // The first operand of a select is its condition; its element type is i1.
+  Type elementType;
+  SmallVector<int64_t> shape;
+  for (auto [i, v] : llvm::enumerate(operands)) {
+    auto type = tensorType(v);
+    bool isCondition = operands.size() == 3 && i == 0;
+    if (!isCondition) {
+      if (!elementType)
+        elementType = type.getElementType();
+      else if (elementType != type.getElementType())
+        return inferError(loc, "operands have different element types");
+    }
+    auto merged = broadcastShapes(shape, type.getShape());
+    if (!merged)
+      return inferError(loc, "operand shapes do not broadcast");
+    shape = *merged;
+  }
+  if (predicate)
+    elementType = IntegerType::get(operands[0].getContext(), 1);
+  types.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+LogicalResult lamina::graph::inferReduceResult(std::optional<Location> loc,
+                                               Value input,
+                                               ArrayRef<int64_t> axes,
+                                               bool keepdims,
+                                               SmallVectorImpl<Type> &types) {
+  auto type = tensorType(input);
+  int64_t rank = type.getRank();
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    if (axis < 0 || axis >= rank)
+      return inferError(loc, "reduction axis out of range");
+    if (i > 0 && axes[i - 1] >= axis)
+      return inferError(loc, "reduction axes must be strictly increasing");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    if (!reduced)
+      shape.push_back(type.getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Inference
+//===----------------------------------------------------------------------===//
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  return inferBroadcastResult(loc, adaptor.getOperands(), false, types);
+}
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto lhs = tensorType(adaptor.getLhs()), rhs = tensorType(adaptor.getRhs());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return inferError(loc, "matmul operands need rank >= 2");
+  if (lhs.getElementType() != rhs.getElementType())
+    return inferError(loc, "matmul operands have different element types");
+  int64_t k = lhs.getShape().back();
+  if (k != rhs.getShape()[rhs.getRank() - 2])
+    return inferError(loc, "matmul contraction sizes differ: " + Twine(k) +
+                               " vs " + Twine(rhs.getShape()[rhs.getRank() - 2]));
+  auto batch = broadcastShapes(lhs.getShape().drop_back(2),
+                               rhs.getShape().drop_back(2));
+  if (!batch)
+    return inferError(loc, "matmul batch dimensions do not broadcast");
+  batch->push_back(lhs.getShape()[lhs.getRank() - 2]);
+  batch->push_back(rhs.getShape().back());
+  types.push_back(RankedTensorType::get(*batch, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if (static_cast<int64_t>(perm.size()) != type.getRank())
+    return inferError(loc, "permutation size differs from the rank");
+  llvm::SmallBitVector seen(perm.size());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= type.getRank() || seen.test(p))
+      return inferError(loc, "perm is not a permutation");
+    seen.set(p);
+    shape.push_back(type.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return inferError(loc, "concat needs at least one input");
+  auto first = tensorType(inputs[0]);
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= first.getRank())
+    return inferError(loc, "concat axis out of range");
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : inputs) {
+    auto type = tensorType(v);
+    if (type.getRank() != first.getRank() ||
+        type.getElementType() != first.getElementType())
+      return inferError(loc, "concat inputs differ in rank or element type");
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != axis && type.getDimSize(d) != first.getDimSize(d))
+        return inferError(loc, "concat inputs differ outside the axis");
+    shape[axis] += type.getDimSize(axis);
+  }
+  types.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto type = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), sizes = adaptor.getSizes(),
+                    steps = adaptor.getSteps();
+  int64_t rank = type.getRank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(sizes.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return inferError(loc, "slice needs one start, size and step per dim");
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t dim = type.getDimSize(d);
+    if (steps[d] == 0 || sizes[d] < 0)
+      return inferError(loc, "slice step must be non-zero, size >= 0");
+    if (sizes[d] == 0)
+      continue;
+    int64_t last = starts[d] + (sizes[d] - 1) * steps[d];
+    if (starts[d] < 0 || starts[d] >= dim || last < 0 || last >= dim)
+      return inferError(loc, "slice of dim " + Twine(d) + " out of bounds");
+  }
+  types.push_back(RankedTensorType::get(sizes, type.getElementType()));
+  return success();
+}
+
+LogicalResult TileOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto type = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> repeats = adaptor.getRepeats();
+  if (static_cast<int64_t>(repeats.size()) != type.getRank())
+    return inferError(loc, "tile needs one repeat count per dim");
+  SmallVector<int64_t> shape;
+  for (auto [dim, r] : llvm::zip(type.getShape(), repeats)) {
+    if (r < 0)
+      return inferError(loc, "tile repeats must be non-negative");
+    shape.push_back(dim * r);
+  }
+  types.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto data = tensorType(adaptor.getData());
+  auto indices = tensorType(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= data.getRank())
+    return inferError(loc, "gather axis out of range");
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  types.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  auto data = tensorType(adaptor.getData());
+  auto indices = tensorType(adaptor.getIndices());
+  int64_t b = adaptor.getBatchDims();
+  int64_t r = data.getRank(), q = indices.getRank();
+  if (q < 1 || b < 0 || b >= std::min(r, q))
+    return inferError(loc, "gather_nd batch_dims out of range");
+  int64_t k = indices.getShape().back();
+  if (k < 1 || b + k > r)
+    return inferError(loc, "gather_nd index tuples longer than data rank");
+  for (int64_t d = 0; d < b; ++d)
+    if (data.getDimSize(d) != indices.getDimSize(d))
+      return inferError(loc, "gather_nd batch dimensions differ");
+  SmallVector<int64_t> shape(indices.getShape().drop_back());
+  llvm::append_range(shape, data.getShape().drop_front(b + k));
+  types.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("cast must keep the shape");
+  return success();
+}
+
+template <typename Op> static LogicalResult verifySoftmax(Op op) {
+  return verifyAxis(op, op.getAxis(), op.getInput().getType().getRank());
+}
+LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+
+/// Scale and bias of a normalisation cover the dims from `axis` on.
+static LogicalResult verifyNormParam(Operation *op, RankedTensorType input,
+                                     int64_t axis, Value param,
+                                     StringRef name) {
+  if (failed(verifyAxis(op, axis, input.getRank())))
+    return failure();
+  if (!param)
+    return success();
+  auto type = tensorType(param);
+  if (type.getShape() != input.getShape().drop_front(axis) ||
+      type.getElementType() != input.getElementType())
+    return op->emitOpError() << name << " type " << type
+                             << " does not match the normalised dims of "
+                             << input;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto input = getInput().getType();
+  if (failed(verifyNormParam(*this, input, getAxis(), getScale(), "scale")))
+    return failure();
+  return verifyNormParam(*this, input, getAxis(), getBias(), "bias");
+}
+
+LogicalResult RMSNormOp::verify() {
+  return verifyNormParam(*this, getInput().getType(), getAxis(), getScale(),
+                         "scale");
+}
+
+LogicalResult CumSumOp::verify() {
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("reshape must keep the element type");
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError() << "reshape from " << in << " to " << out
+                         << " changes the number of elements";
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("broadcast must keep the element type");
+  auto merged = broadcastShapes(in.getShape(), out.getShape());
+  if (!merged || ArrayRef<int64_t>(*merged) != out.getShape())
+    return emitOpError() << in << " does not broadcast to " << out;
+  return success();
+}
+
+LogicalResult TriluOp::verify() {
+  if (getInput().getType().getRank() < 2)
+    return emitOpError("trilu needs rank >= 2");
+  return success();
+}
+
+LogicalResult ScatterNDOp::verify() {
+  StringRef r = getReduction();
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    return emitOpError() << "unknown reduction '" << r << "'";
+  auto data = getData().getType();
+  auto indices = getIndices().getType();
+  auto updates = getUpdates().getType();
+  int64_t k = indices.getShape().back();
+  if (indices.getRank() < 1 || k > data.getRank())
+    return emitOpError("index tuples longer than the data rank");
+  SmallVector<int64_t> expected(indices.getShape().drop_back());
+  llvm::append_range(expected, data.getShape().drop_front(k));
+  if (updates.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "updates type " << updates
+                         << " does not match indices and data";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "lamina/Dialect/Graph/IR/GraphOps.cpp.inc"

@@ -1,0 +1,150 @@
+//===- Importer.h - ONNX import internals -----------------------*- C++ -*-===//
+//
+// The importer walks ONNX graphs node by node. Each op type has a handler
+// (registered by op family in Ops*.cpp) that reads its node through a
+// NodeContext and builds graph ops with createOrFold semantics, so shape
+// arithmetic folds away as it is built. Opset differences (an attribute that
+// became an input) are resolved inside each handler from `ctx.opset`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LAMINA_LIB_TARGET_ONNX_IMPORTER_H
+#define LAMINA_LIB_TARGET_ONNX_IMPORTER_H
+
+#include "ModelLoader.h"
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace lamina::onnx {
+
+/// What an ONNX value name is bound to during import: a tensor, or (for the
+/// sequence ops exporters emit around concatenation) a list of tensors.
+struct Slot {
+  mlir::Value tensor;
+  llvm::SmallVector<mlir::Value> sequence;
+  bool isSequence = false;
+};
+
+class ModelImporter;
+/// The builder the importer inserts ops with.
+mlir::OpBuilder &builderOf(ModelImporter &importer);
+/// The reader for tensors stored in the model (Constant node values).
+TensorReader &tensorReaderOf(ModelImporter &importer);
+
+/// One node being imported: its inputs, attributes (with function-call
+/// references already resolved) and the builder.
+class NodeContext {
+public:
+  using Attr = std::pair<llvm::StringRef, const ::onnx::AttributeProto *>;
+  NodeContext(ModelImporter &importer, const ::onnx::NodeProto &node,
+              llvm::ArrayRef<Attr> attrs,
+              llvm::ArrayRef<Slot *> inputs, int64_t opset,
+              mlir::Location loc, llvm::StringRef name);
+
+  const ::onnx::NodeProto &node;
+  int64_t opset;
+  mlir::Location loc;
+  llvm::StringRef name; // node name, unique within the model
+  mlir::OpBuilder &b;
+
+  // Inputs -----------------------------------------------------------------
+  size_t numInputs() const { return inputs.size(); }
+  /// Whether input `i` is present (ONNX marks omitted optionals with "").
+  bool has(size_t i) const { return i < inputs.size() && inputs[i]; }
+  /// Tensor input `i`; emits an error and returns null when missing.
+  mlir::Value input(size_t i);
+  mlir::RankedTensorType inputType(size_t i);
+  llvm::ArrayRef<int64_t> inputShape(size_t i) { return inputType(i).getShape(); }
+  const Slot *slot(size_t i) const { return has(i) ? inputs[i] : nullptr; }
+  /// Constant integer values of input `i` (shape-like inputs must be known at
+  /// compile time once dims are bound); errors when it is not constant.
+  std::optional<llvm::SmallVector<int64_t>> constInts(size_t i);
+  /// The constant attribute of input `i`, or null.
+  mlir::DenseElementsAttr constant(size_t i);
+
+  // Attributes -------------------------------------------------------------
+  const ::onnx::AttributeProto *attr(llvm::StringRef name) const;
+  int64_t attrInt(llvm::StringRef name, int64_t dflt) const;
+  float attrFloat(llvm::StringRef name, float dflt) const;
+  std::string attrString(llvm::StringRef name, llvm::StringRef dflt) const;
+  std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
+
+  // Outputs ----------------------------------------------------------------
+  size_t numOutputs() const { return node.output_size(); }
+  /// Whether output `i` is used (listed with a non-empty name).
+  bool wantsOutput(size_t i) const {
+    return i < numOutputs() && !node.output(i).empty();
+  }
+  void setOutput(size_t i, mlir::Value v);
+  void setSequenceOutput(size_t i, llvm::SmallVector<mlir::Value> values);
+
+  // Building ---------------------------------------------------------------
+  /// Builds `Op` with `resultType` (null: inferred), verifies it and folds it.
+  /// On failure the op is erased and a diagnostic names this node.
+  template <typename Op, typename... Args>
+  mlir::Value build(mlir::Type resultType, Args &&...args) {
+    mlir::OperationState state(loc, Op::getOperationName());
+    Op::build(b, state,
+              resultType ? resultType : b.getNoneType(),
+              std::forward<Args>(args)...);
+    return finish(b.create(state), /*infer=*/!resultType);
+  }
+  /// Shorthands for the common cases.
+  mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
+  mlir::Value cast(mlir::Value v, mlir::Type elementType);
+  mlir::Value scalar(double value, mlir::Type elementType);
+  mlir::Value constantOf(mlir::DenseElementsAttr value);
+
+  /// Normalises a possibly negative axis against `rank`; errors if outside.
+  std::optional<int64_t> axis(int64_t value, int64_t rank);
+
+  /// An error located at this node; the message is prefixed with its name
+  /// and op type.
+  mlir::InFlightDiagnostic error();
+
+  ModelImporter &importer;
+
+private:
+  mlir::Value finish(mlir::Operation *op, bool infer);
+  llvm::ArrayRef<Attr> attrs;
+  llvm::ArrayRef<Slot *> inputs;
+
+public:
+  /// What the handler produced, one slot per node output.
+  llvm::SmallVector<Slot> outputs;
+  llvm::SmallVector<bool> produced;
+};
+
+/// A handler imports one node; returns failure after emitting a diagnostic.
+using OpHandler = mlir::LogicalResult (*)(NodeContext &ctx);
+
+/// Handlers by ONNX op type (default domain).
+class OpRegistry {
+public:
+  void add(llvm::StringRef opType, OpHandler handler) { map[opType] = handler; }
+  OpHandler lookup(llvm::StringRef opType) const {
+    auto it = map.find(opType);
+    return it == map.end() ? nullptr : it->second;
+  }
+  static const OpRegistry &get();
+
+private:
+  llvm::StringMap<OpHandler> map;
+};
+
+// Per-family registration (one file each).
+void registerElementwiseOps(OpRegistry &registry);
+void registerNNOps(OpRegistry &registry);
+void registerTensorOps(OpRegistry &registry);
+void registerShapeOps(OpRegistry &registry);
+
+/// Normalises ONNX reduction axes (attribute or input) for `rank`; an empty
+/// list means all axes.
+std::optional<llvm::SmallVector<int64_t>>
+normaliseAxes(NodeContext &ctx, llvm::ArrayRef<int64_t> axes, int64_t rank);
+
+} // namespace lamina::onnx
+
+#endif

@@ -1,0 +1,69 @@
+//===- ModelLoader.h - reading and checking ONNX protobufs ------*- C++ -*-===//
+//
+// Everything that touches bytes a model file supplies: the protobuf parse,
+// tensor sizes, and external data, which is resolved only inside the model's
+// folder and checked against the real file size. Nothing a file says is
+// trusted before it is checked here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LAMINA_LIB_TARGET_ONNX_MODELLOADER_H
+#define LAMINA_LIB_TARGET_ONNX_MODELLOADER_H
+
+#include "onnx-ml.pb.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <string>
+
+namespace lamina::onnx {
+
+/// Parses `bytes` as a ModelProto; returns an error message or "".
+std::string parseModel(llvm::StringRef bytes, ::onnx::ModelProto &model);
+
+/// The MLIR element type of an ONNX `TensorProto::DataType`, or null for
+/// types Lamina does not handle (strings, complex, 8-bit floats, ...).
+mlir::Type elementTypeOf(mlir::MLIRContext *context, int32_t dataType);
+
+/// The ONNX name of a data type, for messages.
+llvm::StringRef dataTypeName(int32_t dataType);
+
+/// Largest element count Lamina accepts for any tensor (2^48): far beyond any
+/// model and safe from int64 overflow in byte counts.
+inline constexpr int64_t kMaxElements = int64_t(1) << 48;
+
+/// Element count of `shape`, or -1 when a dim is negative or the product
+/// exceeds kMaxElements.
+int64_t checkedNumElements(llvm::ArrayRef<int64_t> shape);
+
+/// Validates and reads initializer / attribute tensors of one model.
+class TensorReader {
+public:
+  /// `baseDir` is the model's folder ("" refuses external data).
+  explicit TensorReader(llvm::StringRef baseDir);
+
+  /// Checks the tensor's type, dims and the size and location of its data,
+  /// without reading weight bytes. Sets `type`; returns an error or "".
+  std::string validate(mlir::MLIRContext *context,
+                       const ::onnx::TensorProto &tensor,
+                       mlir::RankedTensorType &type);
+
+  /// Reads a validated tensor's values.
+  std::string read(const ::onnx::TensorProto &tensor,
+                   mlir::RankedTensorType type, mlir::DenseElementsAttr &out);
+
+private:
+  struct ExternalRange {
+    std::string path;
+    uint64_t offset = 0;
+  };
+  std::string resolveExternal(const ::onnx::TensorProto &tensor,
+                              uint64_t expectedBytes, ExternalRange &range);
+
+  std::string baseDir;     // as given
+  std::string realBaseDir; // symlinks resolved, "" when unavailable
+};
+
+} // namespace lamina::onnx
+
+#endif

@@ -1,0 +1,168 @@
+//===- OpsElementwise.cpp - elementwise ONNX ops --------------------------===//
+
+#include "Importer.h"
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::onnx;
+
+namespace {
+template <typename Op> LogicalResult unary(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  Value r = ctx.build<Op>(x.getType(), x);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+template <typename Op> LogicalResult binary(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  Value r = ctx.build<Op>(Type(), a, b);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+/// Sum, Min, Max: a left fold of the binary op over all inputs.
+template <typename Op> LogicalResult variadic(NodeContext &ctx) {
+  Value acc = ctx.input(0);
+  for (size_t i = 1; acc && i < ctx.numInputs(); ++i) {
+    Value next = ctx.input(i);
+    acc = next ? ctx.build<Op>(Type(), acc, next) : Value();
+  }
+  if (!acc)
+    return failure();
+  ctx.setOutput(0, acc);
+  return success();
+}
+
+LogicalResult importPow(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  // ONNX lets the exponent have its own type; graph ops share one.
+  Value exponent = ctx.cast(b, ctx.inputType(0).getElementType());
+  Value r = exponent ? ctx.build<graph::PowOp>(Type(), a, exponent) : Value();
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importWhere(NodeContext &ctx) {
+  Value c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
+  if (!c || !a || !b)
+    return failure();
+  Value r = ctx.build<graph::SelectOp>(Type(), c, a, b);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importCast(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  int64_t to = ctx.attrInt("to", 0);
+  Type elementType = elementTypeOf(ctx.b.getContext(), static_cast<int32_t>(to));
+  if (!elementType)
+    return ctx.error() << "cast to unsupported type " << dataTypeName(to);
+  Value r = ctx.cast(x, elementType);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importCastLike(NodeContext &ctx) {
+  Value x = ctx.input(0), like = ctx.input(1);
+  if (!x || !like)
+    return failure();
+  Value r = ctx.cast(x, ctx.inputType(1).getElementType());
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importIdentity(NodeContext &ctx) {
+  const Slot *s = ctx.slot(0);
+  if (!s)
+    return ctx.error() << "missing input 0";
+  ctx.outputs[0] = *s;
+  ctx.produced[0] = true;
+  return success();
+}
+
+/// Dropout imports as identity: the forward of an exported model is the
+/// inference graph. A requested mask output is all true.
+LogicalResult importDropout(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  ctx.setOutput(0, x);
+  if (ctx.wantsOutput(1)) {
+    auto type = RankedTensorType::get(ctx.inputShape(0), ctx.b.getI1Type());
+    ctx.setOutput(1, ctx.constantOf(DenseElementsAttr::get(type, true)));
+  }
+  return success();
+}
+
+LogicalResult importGelu(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  std::string approx = ctx.attrString("approximate", "none");
+  if (approx != "none" && approx != "tanh")
+    return ctx.error() << "unknown approximate='" << approx << "'";
+  Value r = ctx.build<graph::GeluOp>(x.getType(), x, approx == "tanh");
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+} // namespace
+
+void lamina::onnx::registerElementwiseOps(OpRegistry &r) {
+  r.add("Neg", unary<graph::NegOp>);
+  r.add("Abs", unary<graph::AbsOp>);
+  r.add("Exp", unary<graph::ExpOp>);
+  r.add("Log", unary<graph::LogOp>);
+  r.add("Sqrt", unary<graph::SqrtOp>);
+  r.add("Reciprocal", unary<graph::ReciprocalOp>);
+  r.add("Tanh", unary<graph::TanhOp>);
+  r.add("Erf", unary<graph::ErfOp>);
+  r.add("Sigmoid", unary<graph::SigmoidOp>);
+  r.add("Relu", unary<graph::ReluOp>);
+  r.add("Cos", unary<graph::CosOp>);
+  r.add("Sin", unary<graph::SinOp>);
+  r.add("Not", unary<graph::NotOp>);
+  r.add("Gelu", importGelu);
+  r.add("Add", binary<graph::AddOp>);
+  r.add("Sub", binary<graph::SubOp>);
+  r.add("Mul", binary<graph::MulOp>);
+  r.add("Div", binary<graph::DivOp>);
+  r.add("Pow", importPow);
+  r.add("And", binary<graph::AndOp>);
+  r.add("Or", binary<graph::OrOp>);
+  r.add("Equal", binary<graph::EqualOp>);
+  r.add("Greater", binary<graph::GreaterOp>);
+  r.add("GreaterOrEqual", binary<graph::GreaterEqualOp>);
+  r.add("Less", binary<graph::LessOp>);
+  r.add("LessOrEqual", binary<graph::LessEqualOp>);
+  r.add("Sum", variadic<graph::AddOp>);
+  r.add("Min", variadic<graph::MinOp>);
+  r.add("Max", variadic<graph::MaxOp>);
+  r.add("Where", importWhere);
+  r.add("Cast", importCast);
+  r.add("CastLike", importCastLike);
+  r.add("Identity", importIdentity);
+  r.add("Dropout", importDropout);
+}

@@ -1,0 +1,224 @@
+//===- OpsNN.cpp - contraction, normalisation and reduction ONNX ops ------===//
+
+#include "Importer.h"
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::onnx;
+
+namespace {
+/// MatMul with numpy semantics: rank-1 operands gain a unit dim that the
+/// result drops again.
+LogicalResult importMatMul(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  auto at = ctx.inputType(0), bt = ctx.inputType(1);
+  if (at.getRank() == 0 || bt.getRank() == 0)
+    return ctx.error() << "MatMul operands must have rank >= 1";
+  if (!isa<FloatType>(at.getElementType()))
+    return ctx.error() << "integer MatMul is not supported";
+  bool vecA = at.getRank() == 1, vecB = bt.getRank() == 1;
+  if (vecA)
+    a = ctx.reshape(a, {1, at.getDimSize(0)});
+  if (vecB)
+    b = ctx.reshape(b, {bt.getDimSize(0), 1});
+  Value r = a && b ? ctx.build<graph::MatMulOp>(Type(), a, b) : Value();
+  if (!r)
+    return failure();
+  if (vecA || vecB) {
+    SmallVector<int64_t> shape(cast<RankedTensorType>(r.getType()).getShape());
+    if (vecB)
+      shape.pop_back();
+    if (vecA)
+      shape.erase(shape.end() - (vecB ? 1 : 2));
+    r = ctx.reshape(r, shape);
+  }
+  ctx.setOutput(0, r);
+  return success();
+}
+
+Value transpose2d(NodeContext &ctx, Value v) {
+  return ctx.build<graph::TransposeOp>(Type(), v, ArrayRef<int64_t>{1, 0});
+}
+
+/// Gemm: alpha * op(A) op(B) + beta * C, as matmul, mul and add.
+LogicalResult importGemm(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  if (ctx.inputType(0).getRank() != 2 || ctx.inputType(1).getRank() != 2)
+    return ctx.error() << "Gemm operands must be matrices";
+  if (ctx.attrInt("transA", 0))
+    a = transpose2d(ctx, a);
+  if (ctx.attrInt("transB", 0))
+    b = transpose2d(ctx, b);
+  Value r = a && b ? ctx.build<graph::MatMulOp>(Type(), a, b) : Value();
+  if (!r)
+    return failure();
+  Type et = ctx.inputType(0).getElementType();
+  float alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
+  if (alpha != 1.0f)
+    r = ctx.build<graph::MulOp>(Type(), r, ctx.scalar(alpha, et));
+  if (r && ctx.has(2) && beta != 0.0f) {
+    Value c = ctx.input(2);
+    if (c && beta != 1.0f)
+      c = ctx.build<graph::MulOp>(Type(), c, ctx.scalar(beta, et));
+    r = c ? ctx.build<graph::AddOp>(Type(), r, c) : Value();
+  }
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+/// Softmax and LogSoftmax. Before opset 13 the input is coerced to 2-D at
+/// `axis` (default 1) and normalised over the flattened trailing dims.
+template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  auto type = ctx.inputType(0);
+  int64_t rank = type.getRank();
+  if (rank == 0)
+    return ctx.error() << "input must have rank >= 1";
+  auto axis = ctx.axis(ctx.attrInt("axis", ctx.opset < 13 ? 1 : -1), rank);
+  if (!axis)
+    return failure();
+  Value r;
+  if (ctx.opset >= 13 || *axis == rank - 1) {
+    r = ctx.build<Op>(x.getType(), x, *axis);
+  } else {
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < *axis ? outer : inner) *= type.getDimSize(d);
+    Value flat = ctx.reshape(x, {outer, inner});
+    Value s = flat ? ctx.build<Op>(flat.getType(), flat, int64_t(1)) : Value();
+    r = s ? ctx.reshape(s, type.getShape()) : Value();
+  }
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importLayerNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1);
+  if (!x || !scale)
+    return failure();
+  if (ctx.wantsOutput(1) || ctx.wantsOutput(2))
+    return ctx.error() << "the Mean and InvStdDev outputs are not supported";
+  auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
+  if (!axis)
+    return failure();
+  Value bias = ctx.has(2) ? ctx.input(2) : Value();
+  // Scale and bias broadcast to the normalised dims in ONNX; graph ops take
+  // them at exactly that shape.
+  auto normShape = ctx.inputShape(0).drop_front(*axis);
+  auto fit = [&](Value v) -> Value {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getShape() == normShape)
+      return v;
+    return ctx.build<graph::BroadcastOp>(t.clone(normShape), v);
+  };
+  scale = fit(scale);
+  if (bias)
+    bias = fit(bias);
+  if (!scale || (ctx.has(2) && !bias))
+    return failure();
+  Value r = ctx.build<graph::LayerNormOp>(
+      x.getType(), x, scale, bias, ctx.b.getI64IntegerAttr(*axis),
+      ctx.b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)));
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importRMSNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1);
+  if (!x || !scale)
+    return failure();
+  auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
+  if (!axis)
+    return failure();
+  auto normShape = ctx.inputShape(0).drop_front(*axis);
+  auto st = ctx.inputType(1);
+  if (st.getShape() != normShape)
+    scale = ctx.build<graph::BroadcastOp>(st.clone(normShape), scale);
+  Value r = scale ? ctx.build<graph::RMSNormOp>(
+                        x.getType(), x, scale, ctx.b.getI64IntegerAttr(*axis),
+                        ctx.b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)))
+                  : Value();
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+/// Reductions: axes are an attribute up to `inputSince - 1` and an optional
+/// input from `inputSince` (13 for ReduceSum, 18 for the others).
+template <typename Op, int inputSince>
+LogicalResult importReduce(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  SmallVector<int64_t> axes;
+  if (ctx.opset >= inputSince) {
+    if (ctx.has(1)) {
+      auto values = ctx.constInts(1);
+      if (!values)
+        return failure();
+      axes = *values;
+    }
+  } else if (auto values = ctx.attrInts("axes")) {
+    axes = *values;
+  }
+  bool keepdims = ctx.attrInt("keepdims", 1) != 0;
+  if (axes.empty() && ctx.attrInt("noop_with_empty_axes", 0)) {
+    ctx.setOutput(0, x);
+    return success();
+  }
+  auto normal = normaliseAxes(ctx, axes, ctx.inputType(0).getRank());
+  if (!normal)
+    return failure();
+  Value r = ctx.build<Op>(Type(), x, *normal, keepdims);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importCumSum(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto axisValues = ctx.constInts(1);
+  if (!x || !axisValues)
+    return failure();
+  if (axisValues->size() != 1)
+    return ctx.error() << "axis must hold one value";
+  auto axis = ctx.axis((*axisValues)[0], ctx.inputType(0).getRank());
+  if (!axis)
+    return failure();
+  Value r = ctx.build<graph::CumSumOp>(x.getType(), x, *axis,
+                                       ctx.attrInt("exclusive", 0) != 0,
+                                       ctx.attrInt("reverse", 0) != 0);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+} // namespace
+
+void lamina::onnx::registerNNOps(OpRegistry &r) {
+  r.add("MatMul", importMatMul);
+  r.add("Gemm", importGemm);
+  r.add("Softmax", importSoftmax<graph::SoftmaxOp>);
+  r.add("LogSoftmax", importSoftmax<graph::LogSoftmaxOp>);
+  r.add("LayerNormalization", importLayerNorm);
+  r.add("RMSNormalization", importRMSNorm);
+  r.add("ReduceSum", importReduce<graph::ReduceSumOp, 13>);
+  r.add("ReduceMean", importReduce<graph::ReduceMeanOp, 18>);
+  r.add("ReduceMax", importReduce<graph::ReduceMaxOp, 18>);
+  r.add("ReduceProd", importReduce<graph::ReduceProdOp, 18>);
+  r.add("CumSum", importCumSum);
+}

@@ -1,0 +1,374 @@
+//===- OpsTensor.cpp - data movement ONNX ops -----------------------------===//
+
+#include "Importer.h"
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::onnx;
+
+namespace {
+LogicalResult done(NodeContext &ctx, Value r) {
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+/// Axes given as an attribute before opset 13 and as an input from 13
+/// (Squeeze, Unsqueeze).
+std::optional<SmallVector<int64_t>> axesOperand(NodeContext &ctx) {
+  if (ctx.opset >= 13)
+    return ctx.has(1) ? ctx.constInts(1) : SmallVector<int64_t>();
+  return ctx.attrInts("axes").value_or(SmallVector<int64_t>());
+}
+
+LogicalResult importReshape(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto target = ctx.constInts(1);
+  if (!x || !target)
+    return failure();
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  bool allowZero = ctx.attrInt("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  int64_t known = 1, inferAt = -1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return ctx.error() << "shape copies dim " << i << " of a rank-"
+                           << in.size() << " input";
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferAt >= 0)
+        return ctx.error() << "shape has more than one -1";
+      inferAt = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return ctx.error() << "invalid target dim " << d;
+    shape.push_back(d);
+    if (d != 0 && known > kMaxElements / d)
+      return ctx.error() << "target shape is too large";
+    known *= d;
+  }
+  int64_t total = checkedNumElements(in);
+  if (inferAt >= 0) {
+    if (known == 0 || total % known)
+      return ctx.error() << "cannot infer the -1 dim: " << total
+                         << " elements do not divide by " << known;
+    shape[inferAt] = total / known;
+  } else if (known != total) {
+    return ctx.error() << "target shape has " << known << " elements, the "
+                       << "input " << total;
+  }
+  return done(ctx, ctx.reshape(x, shape));
+}
+
+LogicalResult importFlatten(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size(), a = ctx.attrInt("axis", 1);
+  if (a < 0)
+    a += rank;
+  if (a < 0 || a > rank)
+    return ctx.error() << "axis out of range";
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < a ? outer : inner) *= in[d];
+  return done(ctx, ctx.reshape(x, {outer, inner}));
+}
+
+LogicalResult importSqueeze(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto axes = axesOperand(ctx);
+  if (!x || !axes)
+    return failure();
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  SmallVector<bool> drop(in.size(), false);
+  for (int64_t a : *axes) {
+    auto n = ctx.axis(a, in.size());
+    if (!n)
+      return failure();
+    if (in[*n] != 1)
+      return ctx.error() << "cannot squeeze dim " << *n << " of size " << in[*n];
+    drop[*n] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!(axes->empty() ? in[d] == 1 : drop[d]))
+      shape.push_back(in[d]);
+  return done(ctx, ctx.reshape(x, shape));
+}
+
+LogicalResult importUnsqueeze(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto axes = axesOperand(ctx);
+  if (!x || !axes)
+    return failure();
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size() + axes->size();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t a : *axes) {
+    auto n = ctx.axis(a, rank);
+    if (!n)
+      return failure();
+    if (inserted[*n])
+      return ctx.error() << "repeated axis " << a;
+    inserted[*n] = true;
+  }
+  SmallVector<int64_t> shape;
+  size_t next = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(inserted[d] ? 1 : in[next++]);
+  return done(ctx, ctx.reshape(x, shape));
+}
+
+LogicalResult importTranspose(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  int64_t rank = ctx.inputType(0).getRank();
+  SmallVector<int64_t> perm;
+  if (auto p = ctx.attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  return done(ctx, ctx.build<graph::TransposeOp>(Type(), x, perm));
+}
+
+LogicalResult importConcat(NodeContext &ctx) {
+  SmallVector<Value> inputs;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    Value v = ctx.input(i);
+    if (!v)
+      return failure();
+    inputs.push_back(v);
+  }
+  if (inputs.empty())
+    return ctx.error() << "needs at least one input";
+  auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
+  if (!axis)
+    return failure();
+  return done(ctx, ctx.build<graph::ConcatOp>(Type(), inputs, *axis));
+}
+
+/// One slice along `axis` of `x`: [start, start + size).
+Value sliceAxis(NodeContext &ctx, Value x, int64_t axis, int64_t start,
+                int64_t size) {
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  SmallVector<int64_t> starts(shape.size(), 0), sizes(shape), steps(shape.size(), 1);
+  starts[axis] = start;
+  sizes[axis] = size;
+  return ctx.build<graph::SliceOp>(Type(), x, starts, sizes, steps);
+}
+
+LogicalResult importSplit(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
+  if (!axis)
+    return failure();
+  int64_t dim = ctx.inputShape(0)[*axis];
+  int64_t n = ctx.numOutputs();
+  SmallVector<int64_t> sizes;
+  if (ctx.opset >= 13 && ctx.has(1)) {
+    auto s = ctx.constInts(1);
+    if (!s)
+      return failure();
+    sizes = *s;
+  } else if (auto s = ctx.attrInts("split"); s && ctx.opset < 13) {
+    sizes = *s;
+  } else {
+    // Equal parts; from opset 18 `num_outputs` may leave a smaller last one.
+    int64_t parts = ctx.attrInt("num_outputs", n);
+    if (parts != n || parts <= 0)
+      return ctx.error() << "num_outputs does not match the outputs";
+    int64_t chunk = (dim + parts - 1) / parts;
+    if (ctx.opset < 18 && dim % parts)
+      return ctx.error() << "dim " << dim << " does not split evenly in " << parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  }
+  if (static_cast<int64_t>(sizes.size()) != n)
+    return ctx.error() << "split lists " << sizes.size() << " sizes for " << n
+                       << " outputs";
+  int64_t start = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (sizes[i] < 0 || start + sizes[i] > dim)
+      return ctx.error() << "split sizes exceed dim " << dim;
+    if (ctx.wantsOutput(i)) {
+      Value part;
+      if (sizes[i] == 0) {
+        SmallVector<int64_t> shape(ctx.inputShape(0));
+        shape[*axis] = 0;
+        part = ctx.constantOf(DenseElementsAttr::get(
+            ctx.inputType(0).clone(shape), ArrayRef<Attribute>()));
+      } else {
+        part = sliceAxis(ctx, x, *axis, start, sizes[i]);
+      }
+      if (!part)
+        return failure();
+      ctx.setOutput(i, part);
+    }
+    start += sizes[i];
+  }
+  return success();
+}
+
+/// Slice (opset >= 10 form: starts, ends, axes, steps as inputs) with ONNX's
+/// clamping rules, lowered to a static graph.slice.
+LogicalResult importSlice(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto starts = ctx.constInts(1), ends = ctx.constInts(2);
+  if (!x || !starts || !ends)
+    return failure();
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  SmallVector<int64_t> axes, steps;
+  if (ctx.has(3)) {
+    auto a = ctx.constInts(3);
+    if (!a)
+      return failure();
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (ctx.has(4)) {
+    auto s = ctx.constInts(4);
+    if (!s)
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return ctx.error() << "starts, ends, axes and steps differ in length";
+  SmallVector<int64_t> oStarts(rank, 0), oSizes(in), oSteps(rank, 1);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts->size(); ++i) {
+    auto axis = ctx.axis(axes[i], rank);
+    if (!axis)
+      return failure();
+    if (seen[*axis])
+      return ctx.error() << "axis " << *axis << " sliced twice";
+    seen[*axis] = true;
+    int64_t dim = in[*axis], step = steps[i];
+    if (step == 0)
+      return ctx.error() << "slice step is 0";
+    auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
+      if (v < 0)
+        v += dim; // counts from the end; still negative means "before 0"
+      return std::clamp(v, lo, hi);
+    };
+    int64_t start, end, size;
+    if (step > 0) {
+      start = clampIndex((*starts)[i], 0, dim);
+      end = clampIndex((*ends)[i], 0, dim);
+      size = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = clampIndex((*starts)[i], -1, dim - 1);
+      end = clampIndex((*ends)[i], -1, dim - 1);
+      size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    oStarts[*axis] = size ? start : 0;
+    oSizes[*axis] = size;
+    oSteps[*axis] = step;
+  }
+  if (llvm::is_contained(oSizes, 0)) {
+    auto type = ctx.inputType(0).clone(oSizes);
+    return done(ctx, ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
+  }
+  return done(ctx, ctx.build<graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
+}
+
+LogicalResult importExpand(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto shape = ctx.constInts(1);
+  if (!x || !shape)
+    return failure();
+  auto merged = graph::broadcastShapes(ctx.inputShape(0), *shape);
+  if (!merged || checkedNumElements(*merged) < 0)
+    return ctx.error() << "input does not broadcast to the requested shape";
+  return done(ctx, ctx.build<graph::BroadcastOp>(
+                       ctx.inputType(0).clone(*merged), x));
+}
+
+LogicalResult importTile(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto repeats = ctx.constInts(1);
+  if (!x || !repeats)
+    return failure();
+  SmallVector<int64_t> out;
+  for (auto [d, r] : llvm::zip(ctx.inputShape(0), *repeats))
+    out.push_back(d * r);
+  if (repeats->size() != ctx.inputShape(0).size() || checkedNumElements(out) < 0)
+    return ctx.error() << "invalid repeats";
+  return done(ctx, ctx.build<graph::TileOp>(Type(), x, *repeats));
+}
+
+LogicalResult importTrilu(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  int64_t k = 0;
+  if (ctx.has(1)) {
+    auto kv = ctx.constInts(1);
+    if (!kv || kv->size() != 1)
+      return kv ? ctx.error() << "k must hold one value" : failure();
+    k = (*kv)[0];
+  }
+  return done(ctx, ctx.build<graph::TriluOp>(x.getType(), x, k,
+                                             ctx.attrInt("upper", 1) != 0));
+}
+
+LogicalResult importGather(NodeContext &ctx) {
+  Value data = ctx.input(0), indices = ctx.input(1);
+  if (!data || !indices)
+    return failure();
+  auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
+  if (!axis)
+    return failure();
+  return done(ctx, ctx.build<graph::GatherOp>(Type(), data, indices, *axis));
+}
+
+LogicalResult importGatherND(NodeContext &ctx) {
+  Value data = ctx.input(0), indices = ctx.input(1);
+  if (!data || !indices)
+    return failure();
+  return done(ctx, ctx.build<graph::GatherNDOp>(Type(), data, indices,
+                                                ctx.attrInt("batch_dims", 0)));
+}
+
+LogicalResult importScatterND(NodeContext &ctx) {
+  Value data = ctx.input(0), indices = ctx.input(1), updates = ctx.input(2);
+  if (!data || !indices || !updates)
+    return failure();
+  return done(ctx, ctx.build<graph::ScatterNDOp>(
+                       data.getType(), data, indices, updates,
+                       ctx.attrString("reduction", "none")));
+}
+} // namespace
+
+void lamina::onnx::registerTensorOps(OpRegistry &r) {
+  r.add("Reshape", importReshape);
+  r.add("Flatten", importFlatten);
+  r.add("Squeeze", importSqueeze);
+  r.add("Unsqueeze", importUnsqueeze);
+  r.add("Transpose", importTranspose);
+  r.add("Concat", importConcat);
+  r.add("Split", importSplit);
+  r.add("Slice", importSlice);
+  r.add("Expand", importExpand);
+  r.add("Tile", importTile);
+  r.add("Trilu", importTrilu);
+  r.add("Gather", importGather);
+  r.add("GatherND", importGatherND);
+  r.add("ScatterND", importScatterND);
+}

@@ -1,0 +1,28 @@
+//===- lamina.cpp - the Lamina driver -------------------------------------===//
+//
+// `lamina <command> ...`. Each command lives in its own file and registers
+// its options on its own llvm::cl::SubCommand.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace lamina::tool {
+extern llvm::cl::SubCommand importCommand;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "Lamina: compile ONNX models into distributed training programs\n\n"
+      "  lamina import MODEL.onnx [--dim NAME=VALUE]... [-o OUT.mlir] [--summary]\n");
+  if (lamina::tool::importCommand)
+    return lamina::tool::runImport();
+  llvm::errs() << "lamina: no command given; try 'lamina --help'\n";
+  return 2;
+}
