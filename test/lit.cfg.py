@@ -7,28 +7,39 @@ from lit.llvm import llvm_config
 
 config.name = "Lamina"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir", ".test"]
+config.suffixes = [".mlir", ".test", ".onnxtxt"]
 config.excludes = ["Inputs", "lit.cfg.py", "CMakeLists.txt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.lamina_obj_root, "test")
 
 llvm_config.use_default_substitutions()
-llvm_config.with_environment("PATH", config.lamina_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.lamina_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # The model builders under python/ generate test models at test time.
 llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.lamina_src_root, "python"), append_path=True)
-config.substitutions.append(("%python", config.python_executable))
+# The python3 on PATH is the one scripts/install-deps.sh gave onnx to; resolve
+# it to a real interpreter (pyenv shims need more environment than lit keeps).
+def _resolve_python():
+    import subprocess
+    exe = shutil.which("python3") or config.python_executable
+    try:
+        return subprocess.check_output(
+            [exe, "-c", "import sys; print(sys.executable)"], text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return config.python_executable
+
+python = _resolve_python()
+config.substitutions.insert(0, ("%python", python))
 config.substitutions.append(("%models", os.path.join(config.lamina_src_root, "test", "Inputs", "models")))
 config.substitutions.append(("%srcroot", config.lamina_src_root))
 llvm_config.add_tool_substitutions(
     ["lamina", "lamina-opt", "lamina-translate"], [config.lamina_tools_dir])
 
 # Tests that need onnx / onnxruntime from pip.
-try:
-    import onnx  # noqa: F401
+import subprocess
+if subprocess.call([python, "-c", "import onnx, onnxruntime"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("onnx")
-except ImportError:
-    pass
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")

@@ -104,8 +104,21 @@ int runImport() {
   onnx::registerImportDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  // Diagnostics read "lamina: error: <message>"; the message names the ONNX
+  // node, the location adds it again for notes.
+  ScopedDiagnosticHandler diagnostics(&context, [](Diagnostic &diag) {
+    auto print = [](Diagnostic &d) {
+      const char *severity = d.getSeverity() == DiagnosticSeverity::Error ? "error"
+                             : d.getSeverity() == DiagnosticSeverity::Warning
+                                 ? "warning"
+                                 : "note";
+      llvm::errs() << "lamina: " << severity << ": " << d.str() << "\n";
+    };
+    print(diag);
+    for (Diagnostic &note : diag.getNotes())
+      print(note);
+    return success();
+  });
 
   onnx::ImportOptions options;
   llvm::BumpPtrAllocator alloc;
@@ -130,7 +143,7 @@ int runImport() {
     } else {
       OpPrintingFlags flags;
       if (locations)
-        flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+        flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false).useLocalScope();
       module->print(os, flags);
     }
     return llvm::Error::success();

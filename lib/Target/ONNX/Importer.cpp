@@ -114,8 +114,7 @@ private:
   Value materializeInitializer(const TensorProto &tensor);
   const FunctionProto *findFunction(const NodeProto &node) const;
   Location nodeLoc(StringRef name) {
-    return NameLoc::get(StringAttr::get(ctx, name),
-                        FileLineColLoc::get(ctx, displayName, 0, 0));
+    return NameLoc::get(StringAttr::get(ctx, name));
   }
 
   const ::onnx::ModelProto &model;
@@ -719,6 +718,11 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
       if (r == a.value)
         r = entry->getArgument(i);
   entry->getOperations().splice(entry->end(), body->getOperations());
+  // Folding leaves behind the constants it consumed; drop the unused ones
+  // (walking backwards so chains of dead constants go in one pass).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+    if (isa<graph::ConstantOp>(op) && op.use_empty())
+      op.erase();
   builder.setInsertionPointToEnd(entry);
   func::ReturnOp::create(builder, fileLoc, results);
   func->setAttr(graph::kOutputNamesAttr, builder.getArrayAttr(outputNames));

@@ -255,12 +255,6 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *,
 // Verifiers
 //===----------------------------------------------------------------------===//
 
-LogicalResult CastOp::verify() {
-  if (getInput().getType().getShape() != getResult().getType().getShape())
-    return emitOpError("cast must keep the shape");
-  return success();
-}
-
 template <typename Op> static LogicalResult verifySoftmax(Op op) {
   return verifyAxis(op, op.getAxis(), op.getInput().getType().getRank());
 }

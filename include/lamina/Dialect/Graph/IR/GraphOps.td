@@ -146,7 +146,6 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise]> {
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
-  let hasVerifier = 1;
   let hasFolder = 1;
 }
 

@@ -1,0 +1,505 @@
+#!/usr/bin/env python3
+"""Import conformance: run `lamina import` on every ONNX backend node test model.
+
+The requirement checked here: every ONNX backend node test model whose ops
+are all supported by the importer imports and verifies.
+
+Test models are taken from
+  * Debian's libonnx-testdata (/usr/share/libonnx-testdata/data/node/*/model.onnx)
+  * the pip `onnx` package (onnx/backend/test/data/node/*/model.onnx next to
+    the installed package; recent wheels no longer ship this directory)
+  * any --node-dir given on the command line.
+
+For each model the op types it uses are collected with the `onnx` package:
+the main graph, every subgraph (If/Loop/Scan bodies, also untaken branches)
+and the bodies of model-local functions (a call of a local function counts
+as the ops in its body, as the importer inlines it). The supported set is
+parsed from the `r.add("OpType", ...)` calls in lib/Target/ONNX/Ops*.cpp,
+plus `If` (which the importer handles itself, constant condition only), so
+it cannot drift from the importer.
+
+Each model ends up in one of four classes:
+  pass               all ops supported and `lamina import` succeeded
+  FAIL               all ops supported and `lamina import` failed
+  unsupported (op)   the model uses an op type the importer does not register
+  unsupported (dtype) all ops supported, and every error the importer gave is
+                     about an element type it does not model (string, float8,
+                     complex, ...) or a graph input that is not a tensor
+                     (sequence, optional); such tests are expected errors
+
+Exit status: 1 if any model is FAIL, 2 on a usage/setup error, else 0.
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SRC_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEBIAN_NODE_DIR = "/usr/share/libonnx-testdata/data/node"
+DEFAULT_DOMAIN = "ai.onnx"
+# Ops the importer handles outside the op registry (see importNode in
+# lib/Target/ONNX/Importer.cpp).
+BUILTIN_OPS = {"If"}
+# Error messages that mean "this element type / value kind is not modelled".
+DTYPE_ERROR = re.compile(
+    r"unsupported type|unsupported tensor element type|is not a tensor")
+TIMEOUT_S = 120
+
+
+def supported_ops(src_root):
+    """Op types registered by lib/Target/ONNX/Ops*.cpp, plus the builtins."""
+    ops = set(BUILTIN_OPS)
+    files = sorted(glob.glob(os.path.join(src_root, "lib", "Target", "ONNX",
+                                          "Ops*.cpp")))
+    pattern = re.compile(r"\br\s*\.\s*add\s*\(\s*\"([A-Za-z0-9_]+)\"")
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            ops.update(pattern.findall(f.read()))
+    return ops, files
+
+
+def node_test_dirs(extra_dirs):
+    """(source label, node dir) for every node test root that exists."""
+    roots = []
+    if os.path.isdir(DEBIAN_NODE_DIR):
+        roots.append(("libonnx-testdata", DEBIAN_NODE_DIR))
+    try:
+        import onnx
+        pip_dir = os.path.join(os.path.dirname(onnx.__file__), "backend",
+                               "test", "data", "node")
+        if os.path.isdir(pip_dir):
+            roots.append(("onnx " + onnx.__version__, pip_dir))
+    except ImportError:
+        pass
+    for d in extra_dirs:
+        roots.append((d, d))
+    # The same directory reached twice (symlinks) is listed once.
+    seen, unique = set(), []
+    for label, d in roots:
+        real = os.path.realpath(d)
+        if real not in seen:
+            seen.add(real)
+            unique.append((label, d))
+    return unique
+
+
+def qualified(domain, op_type):
+    domain = domain or DEFAULT_DOMAIN
+    return op_type if domain == DEFAULT_DOMAIN else domain + "::" + op_type
+
+
+def model_ops(model):
+    """Set of (domain, op_type) used by a model, function calls inlined."""
+    functions = {(f.domain, f.name, f.overload): f for f in model.functions}
+    ops = set()
+    seen_functions = set()
+
+    def walk(nodes):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g.node)
+                for g in attr.graphs:
+                    walk(g.node)
+            fn = functions.get((node.domain, node.op_type, node.overload))
+            if fn is not None:
+                if id(fn) not in seen_functions:
+                    seen_functions.add(id(fn))
+                    walk(fn.node)
+                continue
+            ops.add((node.domain or DEFAULT_DOMAIN, node.op_type))
+
+    walk(model.graph.node)
+    return ops
+
+
+def symbolic_dim_bindings(model, test_dir):
+    """--dim NAME=VALUE bindings for symbolic input dims, from input_N.pb."""
+    import onnx
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    symbolic = any(
+        d.HasField("dim_param") and d.dim_param
+        for i in inputs if i.type.HasField("tensor_type")
+        for d in i.type.tensor_type.shape.dim)
+    if not symbolic:
+        return [], None
+    data_sets = sorted(glob.glob(os.path.join(test_dir, "test_data_set_*")))
+    if not data_sets:
+        return [], "symbolic input dims but no test_data_set_* to bind them"
+    bindings = {}
+    for index, inp in enumerate(inputs):
+        if not inp.type.HasField("tensor_type"):
+            continue
+        path = os.path.join(data_sets[0], "input_%d.pb" % index)
+        if not os.path.exists(path):
+            continue
+        tensor = onnx.TensorProto()
+        with open(path, "rb") as f:
+            try:
+                tensor.ParseFromString(f.read())
+            except Exception:  # not a TensorProto (sequence, optional)
+                continue
+        for d, size in zip(inp.type.tensor_type.shape.dim, tensor.dims):
+            if d.HasField("dim_param") and d.dim_param:
+                bindings.setdefault(d.dim_param, size)
+    return ["--dim=%s=%d" % kv for kv in sorted(bindings.items())], None
+
+
+class Result:
+    def __init__(self, source, name, path):
+        self.source, self.name, self.path = source, name, path
+        self.ops = set()          # (domain, op_type)
+        self.missing = set()      # unsupported (domain, op_type)
+        self.status = None        # pass | fail | unsupported-op | unsupported-dtype
+        self.errors = []          # the importer's error lines
+        self.dims = []
+
+    @property
+    def first_error(self):
+        return self.errors[0] if self.errors else ""
+
+
+def classify(result, supported):
+    import onnx
+    try:
+        model = onnx.load(result.path, load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - report any load problem
+        result.status = "fail"
+        result.errors = ["onnx.load failed: %s" % e]
+        return None
+    result.ops = model_ops(model)
+    result.missing = {(d, t) for d, t in result.ops
+                      if d != DEFAULT_DOMAIN or t not in supported}
+    if result.missing:
+        result.status = "unsupported-op"
+        return None
+    result.dims, err = symbolic_dim_bindings(model, os.path.dirname(result.path))
+    if err:
+        result.status = "fail"
+        result.errors = [err]
+        return None
+    return model
+
+
+FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-fA-F]+ (.+?)(?:\(|\s*$)")
+
+
+def crash_summary(signum, stderr):
+    """'crashed (SIGSEGV) in callee <- lamina frame' from a crash report."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = "signal %d" % signum
+    lines = stderr.splitlines()
+    for l in lines:  # assertion / fatal error text says the most
+        if "Assertion" in l or l.startswith("LLVM ERROR:"):
+            return "crashed (%s): %s" % (name, l.strip())
+    frames = [m.group(1).strip() for m in map(FRAME.match, lines) if m]
+    for i, f in enumerate(frames):
+        if f.startswith("lamina::"):
+            where = f if i == 0 else "%s <- %s" % (frames[i - 1], f)
+            return "crashed (%s) in %s" % (name, where)
+    return "crashed (%s)" % name
+
+
+def cause_of(result):
+    """A coarse cause for a failure, to group the report."""
+    text = " ".join(result.errors)
+    if "crashed (" in text:
+        return "crash"
+    if re.search(r"default-domain opset \d+ is not supported", text):
+        return "opset outside the importer's range"
+    if "known at compile time" in text or "compile-time constant" in text:
+        return "needs a compile-time value"
+    return "other"
+
+
+def run_import(result, lamina):
+    cmd = [lamina, "import", result.path, "-o", os.devnull] + result.dims
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        result.status = "fail"
+        result.errors = ["timed out after %d s" % TIMEOUT_S]
+        return result
+    stderr = proc.stderr.decode("utf-8", "replace")
+    errors = [l.split("error: ", 1)[1] for l in stderr.splitlines()
+              if l.startswith("lamina: error: ")]
+    if proc.returncode == 0:
+        result.status = "pass"
+        return result
+    if proc.returncode < 0:
+        # A crash: keep any diagnostics, then say where it crashed.
+        errors.append(crash_summary(-proc.returncode, stderr))
+    elif not errors:
+        tail = [l for l in stderr.splitlines() if l.strip()]
+        errors = ["exit status %d%s" % (proc.returncode,
+                                        (": " + tail[-1]) if tail else "")]
+    result.errors = errors
+    if all(DTYPE_ERROR.search(e) for e in errors):
+        result.status = "unsupported-dtype"
+    else:
+        result.status = "fail"
+    return result
+
+
+STATUSES = ["pass", "fail", "unsupported-op", "unsupported-dtype"]
+
+
+def op_table(results, supported):
+    """{qualified op: Counter(status)} for every op any test contains."""
+    table = collections.defaultdict(collections.Counter)
+    for r in results:
+        for d, t in r.ops:
+            table[qualified(d, t)][r.status] += 1
+    for op in supported:  # supported ops without a test still get a row
+        table.setdefault(op, collections.Counter())
+    return table
+
+
+def is_supported(op, supported):
+    return "::" not in op and op in supported
+
+
+def totals_line(counts, n):
+    return ("totals: %d models, %d pass, %d fail, %d unsupported (op), "
+            "%d unsupported (dtype)" % (n, counts["pass"], counts["fail"],
+                                        counts["unsupported-op"],
+                                        counts["unsupported-dtype"]))
+
+
+def fmt_ops(ops):
+    return ", ".join(sorted(qualified(d, t) for d, t in ops))
+
+
+def print_text(results, supported, table, out):
+    w = max([len(op) for op in table] + [7])
+    out.write("%-*s  %-9s %5s %5s %5s %11s %13s\n" % (
+        w, "op", "supported", "tests", "pass", "fail", "unsupp.(op)",
+        "unsupp.(dtype)"))
+    for op in sorted(table, key=str.lower):
+        c = table[op]
+        out.write("%-*s  %-9s %5d %5d %5d %11d %13d\n" % (
+            w, op, "yes" if is_supported(op, supported) else "no",
+            sum(c.values()), c["pass"], c["fail"], c["unsupported-op"],
+            c["unsupported-dtype"]))
+    out.write("\n")
+    dtype = [r for r in results if r.status == "unsupported-dtype"]
+    if dtype:
+        out.write("unsupported (dtype): %d models, expected errors\n" % len(dtype))
+        for r in dtype:
+            out.write("  %s: %s\n" % (r.name, r.first_error))
+        out.write("\n")
+
+
+def grouped_failures(results):
+    groups = collections.OrderedDict()
+    for r in results:
+        if r.status == "fail":
+            groups.setdefault(cause_of(r), []).append(r)
+    return sorted(groups.items(), key=lambda kv: -len(kv[1]))
+
+
+def print_failures(results, out):
+    groups = grouped_failures(results)
+    if not groups:
+        return
+    out.write("FAILED: %d models whose ops are all supported\n"
+              % sum(len(g) for _, g in groups))
+    for cause, group in groups:
+        out.write("  %s (%d):\n" % (cause, len(group)))
+        for r in group:
+            out.write("    %s [%s] (%s): %s\n" % (
+                r.name, r.source, fmt_ops(r.ops), "; ".join(r.errors)))
+    out.write("\n")
+
+
+def md_escape(s):
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def write_markdown(path, results, supported, table, roots, counts, op_files):
+    import onnx
+    lines = []
+    add = lines.append
+    add("# ONNX import coverage")
+    add("")
+    add("Generated by `scripts/import-conformance.py`; do not edit by hand. "
+        "Regenerate after building with:")
+    add("")
+    add("```sh")
+    add("python3 scripts/import-conformance.py --lamina build/bin/lamina "
+        "--markdown docs/import-coverage.md")
+    add("```")
+    add("")
+    add("Every ONNX backend node test model is classified as:")
+    add("")
+    add("- **pass**: all its ops are supported and `lamina import` imports "
+        "and verifies it;")
+    add("- **fail**: all its ops are supported but the import fails (the "
+        "conformance requirement is that there are none);")
+    add("- **unsupported (op)**: it uses an op type the importer does not "
+        "register;")
+    add("- **unsupported (dtype)**: all ops are supported, but the importer "
+        "rejects it only for an element type it does not model (string, "
+        "float8, complex, ...) or a non-tensor graph input (sequence, "
+        "optional). These are expected errors.")
+    add("")
+    add("Op types are collected from the main graph, all subgraphs and the "
+        "bodies of model-local functions; the supported set is parsed from "
+        "the `r.add(\"...\")` calls in %s, plus `If` (constant condition "
+        "only). A test counts once for every op type it contains."
+        % ", ".join("`%s`" % os.path.relpath(f, SRC_ROOT) for f in op_files))
+    add("")
+    add("Test data: %s (onnx python package %s)." % (
+        "; ".join("%s, %d models" % (label, sum(1 for r in results
+                                                 if r.source == label))
+                  for label, _ in roots), onnx.__version__))
+    add("")
+    add("## Totals")
+    add("")
+    add("| models | pass | fail | unsupported (op) | unsupported (dtype) |")
+    add("|---:|---:|---:|---:|---:|")
+    add("| %d | %d | %d | %d | %d |" % (len(results), counts["pass"],
+                                      counts["fail"], counts["unsupported-op"],
+                                      counts["unsupported-dtype"]))
+    add("")
+    add("## Per op type")
+    add("")
+    add("| op | supported | tests | pass | fail | unsupported (op) | "
+        "unsupported (dtype) |")
+    add("|---|:-:|---:|---:|---:|---:|---:|")
+    for op in sorted(table, key=str.lower):
+        c = table[op]
+        add("| %s | %s | %d | %d | %d | %d | %d |" % (
+            md_escape(op), "yes" if is_supported(op, supported) else "no",
+            sum(c.values()), c["pass"], c["fail"], c["unsupported-op"],
+            c["unsupported-dtype"]))
+    add("")
+    blocking = collections.Counter()
+    for r in results:
+        if r.status == "unsupported-op":
+            for d, t in r.missing:
+                blocking[qualified(d, t)] += 1
+    if blocking:
+        add("## Missing op types by number of tests they block")
+        add("")
+        add("| op | tests |")
+        add("|---|---:|")
+        for op, n in sorted(blocking.items(), key=lambda kv: (-kv[1], kv[0])):
+            add("| %s | %d |" % (md_escape(op), n))
+        add("")
+    add("## Failures")
+    add("")
+    groups = grouped_failures(results)
+    for cause, group in groups:
+        add("### %s (%d)" % (cause[0].upper() + cause[1:], len(group)))
+        add("")
+        add("| test | source | ops | error |")
+        add("|---|---|---|---|")
+        for r in group:
+            add("| %s | %s | %s | %s |" % (r.name, r.source,
+                                          md_escape(fmt_ops(r.ops)),
+                                          md_escape("; ".join(r.errors))))
+        add("")
+    if not groups:
+        add("None.")
+        add("")
+    dtype = [r for r in results if r.status == "unsupported-dtype"]
+    add("## Unsupported (dtype): expected errors")
+    add("")
+    if dtype:
+        add("| test | source | reason |")
+        add("|---|---|---|")
+        for r in dtype:
+            add("| %s | %s | %s |" % (r.name, r.source,
+                                     md_escape("; ".join(r.errors))))
+    else:
+        add("None.")
+    add("")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lamina", default=None,
+                        help="the lamina binary (default: build/bin/lamina "
+                             "under the source root, else PATH)")
+    parser.add_argument("--jobs", "-j", type=int, default=2,
+                        help="parallel imports (default 2)")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="also write the report as markdown")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="print only failures and the totals")
+    parser.add_argument("--node-dir", action="append", default=[],
+                        metavar="DIR",
+                        help="an extra directory of node tests "
+                             "(DIR/*/model.onnx); may be repeated")
+    args = parser.parse_args()
+
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        sys.exit("import-conformance: error: the onnx python package is "
+                 "required")
+    lamina = args.lamina
+    if lamina is None:
+        built = os.path.join(SRC_ROOT, "build", "bin", "lamina")
+        lamina = built if os.path.exists(built) else "lamina"
+    resolved = shutil.which(lamina)
+    if resolved is None:
+        sys.exit("import-conformance: error: cannot find lamina binary '%s'"
+                 % lamina)
+
+    supported, op_files = supported_ops(SRC_ROOT)
+    if len(supported) <= len(BUILTIN_OPS):
+        sys.exit("import-conformance: error: found no r.add(\"...\") calls "
+                 "in lib/Target/ONNX/Ops*.cpp")
+    roots = node_test_dirs(args.node_dir)
+    results = []
+    for label, d in roots:
+        for path in sorted(glob.glob(os.path.join(d, "*", "model.onnx"))):
+            results.append(Result(label, os.path.basename(os.path.dirname(path)),
+                                  path))
+    if not results:
+        sys.exit("import-conformance: error: no ONNX backend node test "
+                 "models found (install libonnx-testdata or pass --node-dir)")
+
+    start = time.monotonic()
+    to_run = [r for r in results if classify(r, supported) is not None]
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        list(pool.map(lambda r: run_import(r, resolved), to_run))
+    elapsed = time.monotonic() - start
+
+    counts = collections.Counter(r.status for r in results)
+    table = op_table(results, supported)
+    out = sys.stdout
+    if not args.quiet:
+        out.write("test data: %s\n" % "; ".join(
+            "%s (%s)" % (label, d) for label, d in roots))
+        out.write("supported op types: %d; models: %d, imported: %d, "
+                  "%.1f s with %d jobs\n\n" % (len(supported), len(results),
+                                              len(to_run), elapsed, args.jobs))
+        print_text(results, supported, table, out)
+    print_failures(results, out)
+    out.write(totals_line(counts, len(results)) + "\n")
+    out.write("failures: %d\n" % counts["fail"])
+    if args.markdown:
+        write_markdown(args.markdown, results, supported, table, roots, counts,
+                       op_files)
+    return 1 if counts["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

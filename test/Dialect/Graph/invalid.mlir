@@ -1,0 +1,261 @@
+// RUN: lamina-opt %s -split-input-file -verify-diagnostics
+
+// Shapes that do not broadcast.
+func.func @add_shapes(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{operand shapes do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+// Element types must agree.
+func.func @add_types(%a: tensor<3xf32>, %b: tensor<3xf16>) {
+  // expected-error @+2 {{operands have different element types}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return
+}
+
+// -----
+// A declared result type that differs from the inferred one.
+func.func @add_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+// Graph values have static shapes.
+func.func @dynamic(%a: tensor<?x3xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %0 = graph.neg %a : tensor<?x3xf32>
+  return
+}
+
+// -----
+// Contraction sizes differ.
+func.func @matmul_k(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{matmul contraction sizes differ: 3 vs 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+// Matmul needs matrices.
+func.func @matmul_rank(%a: tensor<3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+2 {{matmul operands need rank >= 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.matmul %a, %b : (tensor<3xf32>, tensor<3x5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+// Batch dimensions must broadcast.
+func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x5xf32>) {
+  // expected-error @+2 {{matmul batch dimensions do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.matmul %a, %b : (tensor<2x2x3xf32>, tensor<3x3x5xf32>) -> tensor<2x2x5xf32>
+  return
+}
+
+// -----
+// Softmax axis out of range.
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 out of range for rank 2}}
+  %0 = graph.softmax %a {axis = 2 : i64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+// Layer norm scale must cover the normalised dims.
+func.func @layer_norm_scale(%a: tensor<2x3xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{scale type 'tensor<2xf32>' does not match the normalised dims}}
+  %0 = graph.layer_norm %a, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+// RMS norm axis out of range.
+func.func @rms_norm_axis(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{axis -1 out of range for rank 2}}
+  %0 = graph.rms_norm %a, %s {axis = -1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+// Reduction axes strictly increasing.
+func.func @reduce_axes(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{reduction axes must be strictly increasing}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.reduce_sum %a {axes = array<i64: 1, 0>, keepdims = false} : tensor<2x3xf32> -> tensor<f32>
+  return
+}
+
+// -----
+// Reduction axis out of range.
+func.func @reduce_range(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{reduction axis out of range}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.reduce_max %a {axes = array<i64: 2>, keepdims = false} : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+// Reshape keeps the element count.
+func.func @reshape_count(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{changes the number of elements}}
+  %0 = graph.reshape %a : tensor<2x3xf32> to tensor<5xf32>
+  return
+}
+
+// -----
+// Reshape keeps the element type.
+func.func @reshape_type(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{reshape must keep the element type}}
+  %0 = graph.reshape %a : tensor<2x3xf32> to tensor<6xf16>
+  return
+}
+
+// -----
+// Transpose needs a permutation.
+func.func @transpose_perm(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{perm is not a permutation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.transpose %a {perm = array<i64: 0, 0>} : tensor<2x3xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+// Concat inputs agree outside the axis.
+func.func @concat_dims(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error @+2 {{concat inputs differ outside the axis}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+// Slices stay in bounds.
+func.func @slice_bounds(%a: tensor<4xf32>) {
+  // expected-error @+2 {{slice of dim 0 out of bounds}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.slice %a {starts = array<i64: 2>, sizes = array<i64: 3>, steps = array<i64: 1>} : tensor<4xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+// Slice steps are non-zero.
+func.func @slice_step(%a: tensor<4xf32>) {
+  // expected-error @+2 {{slice step must be non-zero}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.slice %a {starts = array<i64: 0>, sizes = array<i64: 1>, steps = array<i64: 0>} : tensor<4xf32> -> tensor<1xf32>
+  return
+}
+
+// -----
+// Broadcast only stretches unit dims.
+func.func @broadcast_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'tensor<2x3xf32>' does not broadcast to 'tensor<4x3xf32>'}}
+  %0 = graph.broadcast %a : tensor<2x3xf32> to tensor<4x3xf32>
+  return
+}
+
+// -----
+// Cast keeps the shape.
+func.func @cast_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape}}
+  %0 = graph.cast %a : tensor<2x3xf32> to tensor<3x2xi64>
+  return
+}
+
+// -----
+// Gather axis in range.
+func.func @gather_axis(%a: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @+2 {{gather axis out of range}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.gather %a, %i {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// Gather indices are integers.
+func.func @gather_indices(%a: tensor<2x3xf32>, %i: tensor<4xf32>) {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = graph.gather %a, %i {axis = 0 : i64} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+// GatherND index tuples fit the data.
+func.func @gather_nd(%a: tensor<2x3xf32>, %i: tensor<4x3xi64>) {
+  // expected-error @+2 {{gather_nd index tuples longer than data rank}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.gather_nd %a, %i {batch_dims = 0 : i64} : (tensor<2x3xf32>, tensor<4x3xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// ScatterND reduction names.
+func.func @scatter_reduction(%a: tensor<4xf32>, %i: tensor<2x1xi64>, %u: tensor<2xf32>) {
+  // expected-error @+1 {{unknown reduction 'sum'}}
+  %0 = graph.scatter_nd %a, %i, %u {reduction = "sum"} : (tensor<4xf32>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// ScatterND updates shape.
+func.func @scatter_updates(%a: tensor<4xf32>, %i: tensor<2x1xi64>, %u: tensor<3xf32>) {
+  // expected-error @+1 {{updates type 'tensor<3xf32>' does not match indices and data}}
+  %0 = graph.scatter_nd %a, %i, %u {reduction = "none"} : (tensor<4xf32>, tensor<2x1xi64>, tensor<3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// Trilu needs matrices.
+func.func @trilu_rank(%a: tensor<4xf32>) {
+  // expected-error @+1 {{trilu needs rank >= 2}}
+  %0 = graph.trilu %a {k = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+// Cumsum axis in range.
+func.func @cumsum_axis(%a: tensor<4xf32>) {
+  // expected-error @+1 {{axis 1 out of range for rank 1}}
+  %0 = graph.cumsum %a {axis = 1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+// Tile repeats per dim.
+func.func @tile_repeats(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{tile needs one repeat count per dim}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.tile %a {repeats = array<i64: 2>} : tensor<2x3xf32> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+// Argument kinds are checked.
+// expected-error @+1 {{'graph.kind' of argument 0 must be "input", "trainable" or "constant"}}
+func.func @bad_kind(%a: tensor<4xf32> {graph.kind = "weights"}) {
+  return
+}
+
+// -----
+// One output name per result.
+// expected-error @+1 {{'graph.output_names' needs one string per result}}
+func.func @bad_names(%a: tensor<4xf32>) -> tensor<4xf32> attributes {graph.output_names = ["a", "b"]} {
+  return %a : tensor<4xf32>
+}
+
+// -----
+// Logic ops take booleans.
+func.func @and_types(%a: tensor<4xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = graph.and %a, %a : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi1>
+  return
+}

@@ -1,0 +1,96 @@
+// RUN: lamina-opt %s | FileCheck %s
+// RUN: lamina-opt %s | lamina-opt | FileCheck %s
+// RUN: lamina-opt -mlir-print-op-generic %s | lamina-opt | FileCheck %s
+
+// CHECK-LABEL: func @elementwise
+func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %i: tensor<2x3xi64>) -> tensor<2x3xf32> {
+  // CHECK: graph.add %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = graph.sub %0, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = graph.mul %1, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %3 = graph.div %2, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %4 = graph.pow %3, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %5 = graph.min %4, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %6 = graph.max %5, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %7 = graph.neg %6 : tensor<2x3xf32>
+  %8 = graph.abs %7 : tensor<2x3xf32>
+  %9 = graph.exp %8 : tensor<2x3xf32>
+  %10 = graph.log %9 : tensor<2x3xf32>
+  %11 = graph.sqrt %10 : tensor<2x3xf32>
+  %12 = graph.reciprocal %11 : tensor<2x3xf32>
+  %13 = graph.tanh %12 : tensor<2x3xf32>
+  %14 = graph.erf %13 : tensor<2x3xf32>
+  %15 = graph.sigmoid %14 : tensor<2x3xf32>
+  %16 = graph.relu %15 : tensor<2x3xf32>
+  %17 = graph.cos %16 : tensor<2x3xf32>
+  %18 = graph.sin %17 : tensor<2x3xf32>
+  // CHECK: graph.gelu %{{.*}} {tanh} : tensor<2x3xf32>
+  %19 = graph.gelu %18 {tanh} : tensor<2x3xf32>
+  // CHECK: graph.greater %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %c = graph.greater %19, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %d = graph.less_equal %19, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  %e = graph.and %c, %d : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  %f = graph.or %e, %c : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  %g = graph.not %f : tensor<2x3xi1>
+  %h = graph.equal %i, %i : (tensor<2x3xi64>, tensor<2x3xi64>) -> tensor<2x3xi1>
+  %k = graph.and %g, %h : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  // CHECK: graph.select %{{.*}} : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %r = graph.select %k, %19, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: graph.cast %{{.*}} : tensor<2x3xi64> to tensor<2x3xf32>
+  %s = graph.cast %i : tensor<2x3xi64> to tensor<2x3xf32>
+  %t = graph.add %r, %s : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %t : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func @nn
+func.func @nn(%x: tensor<4x8x16xf32>, %w: tensor<16x32xf32>, %s: tensor<16xf32>) -> tensor<4x8x32xf32> {
+  // CHECK: graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
+  %0 = graph.layer_norm %x, %s, %s {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32>
+  // CHECK: graph.layer_norm %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64} : tensor<4x8x16xf32>, tensor<16xf32>
+  %1 = graph.layer_norm %0, %s {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8x16xf32>, tensor<16xf32>
+  %2 = graph.rms_norm %1, %s {axis = 2 : i64, epsilon = 1.0e-6 : f64} : tensor<4x8x16xf32>, tensor<16xf32>
+  // CHECK: graph.matmul %{{.*}}, %{{.*}} : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  %3 = graph.matmul %2, %w : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  %4 = graph.softmax %3 {axis = 2 : i64} : tensor<4x8x32xf32>
+  %5 = graph.log_softmax %4 {axis = 1 : i64} : tensor<4x8x32xf32>
+  // CHECK: graph.reduce_mean %{{.*}} {axes = array<i64: 2>, keepdims = true} : tensor<4x8x32xf32> -> tensor<4x8x1xf32>
+  %6 = graph.reduce_mean %5 {axes = array<i64: 2>, keepdims = true} : tensor<4x8x32xf32> -> tensor<4x8x1xf32>
+  %7 = graph.reduce_sum %5 {axes = array<i64: 0, 2>, keepdims = false} : tensor<4x8x32xf32> -> tensor<8xf32>
+  %8 = graph.reduce_max %5 {axes = array<i64: 1>, keepdims = false} : tensor<4x8x32xf32> -> tensor<4x32xf32>
+  %9 = graph.reduce_prod %8 {axes = array<i64: 1>, keepdims = false} : tensor<4x32xf32> -> tensor<4xf32>
+  %10 = graph.cumsum %5 {axis = 1 : i64, exclusive} : tensor<4x8x32xf32>
+  %11 = graph.sub %10, %6 : (tensor<4x8x32xf32>, tensor<4x8x1xf32>) -> tensor<4x8x32xf32>
+  return %11 : tensor<4x8x32xf32>
+}
+
+// CHECK-LABEL: func @movement
+func.func @movement(%x: tensor<2x3x4xf32>, %ids: tensor<5xi64>, %table: tensor<10x4xf32>) -> tensor<5x4xf32> {
+  // CHECK: graph.constant dense<[1, 2]> : tensor<2xi64>
+  %c = graph.constant dense<[1, 2]> : tensor<2xi64>
+  %0 = graph.reshape %x : tensor<2x3x4xf32> to tensor<6x4xf32>
+  // CHECK: graph.transpose %{{.*}} {perm = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>
+  %2 = graph.concat %1, %1 {axis = 1 : i64} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x12xf32>
+  // CHECK: graph.slice %{{.*}} {sizes = array<i64: 4, 6>, starts = array<i64: 0, 11>, steps = array<i64: 1, -2>} : tensor<4x12xf32> -> tensor<4x6xf32>
+  %3 = graph.slice %2 {starts = array<i64: 0, 11>, sizes = array<i64: 4, 6>, steps = array<i64: 1, -2>} : tensor<4x12xf32> -> tensor<4x6xf32>
+  %4 = graph.broadcast %3 : tensor<4x6xf32> to tensor<2x4x6xf32>
+  %5 = graph.tile %4 {repeats = array<i64: 1, 2, 1>} : tensor<2x4x6xf32> -> tensor<2x8x6xf32>
+  %6 = graph.trilu %5 {k = 0 : i64, upper} : tensor<2x8x6xf32>
+  // CHECK: graph.gather %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<10x4xf32>, tensor<5xi64>) -> tensor<5x4xf32>
+  %7 = graph.gather %table, %ids {axis = 0 : i64} : (tensor<10x4xf32>, tensor<5xi64>) -> tensor<5x4xf32>
+  %idx = graph.reshape %ids : tensor<5xi64> to tensor<5x1xi64>
+  %8 = graph.gather_nd %table, %idx {batch_dims = 0 : i64} : (tensor<10x4xf32>, tensor<5x1xi64>) -> tensor<5x4xf32>
+  %9 = graph.scatter_nd %table, %idx, %8 {reduction = "add"} : (tensor<10x4xf32>, tensor<5x1xi64>, tensor<5x4xf32>) -> tensor<10x4xf32>
+  %10 = graph.gather %9, %ids {axis = 0 : i64} : (tensor<10x4xf32>, tensor<5xi64>) -> tensor<5x4xf32>
+  return %10 : tensor<5x4xf32>
+}
+
+// CHECK-LABEL: func @params
+// CHECK-SAME: graph.kind = "trainable"
+// CHECK-SAME: graph.output_names = ["y"]
+func.func @params(%w: tensor<4xf32> {graph.name = "w", graph.kind = "trainable"},
+                  %x: tensor<4xf32> {graph.name = "x", graph.kind = "input"}) -> tensor<4xf32>
+    attributes {graph.output_names = ["y"]} {
+  %0 = graph.mul %w, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
