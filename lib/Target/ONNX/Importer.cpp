@@ -708,6 +708,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   auto func = func::FuncOp::create(builder, fileLoc, options.functionName, funcType);
   Block *entry = func.addEntryBlock();
   for (auto [i, a] : llvm::enumerate(ordered)) {
+    entry->getArgument(i).setLoc(a.value.getLoc());
     a.value.replaceAllUsesWith(entry->getArgument(i));
     func.setArgAttr(i, graph::kNameAttr, builder.getStringAttr(a.name));
     func.setArgAttr(i, graph::kKindAttr, builder.getStringAttr(a.kind));
