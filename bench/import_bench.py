@@ -62,6 +62,7 @@ class Model:
         self.ir_bytes = None         # size of the printed IR
         self.blocks_before = self.blocks_after = None
         self.cached_pages = None     # data-file pages in the page cache after
+        self.instructions = None     # --callgrind: instructions, IR mode
 
     @property
     def data_path(self):
@@ -122,6 +123,26 @@ def run_import(lamina, model, mode, scratch, extra=None):
                            % (" ".join(argv), code, msg[-4000:]))
     with open(out, errors="replace") as f:
         return run, f.read()
+
+
+def count_instructions(argv, scratch):
+    """Instructions executed by argv under callgrind (deterministic)."""
+    log = os.path.join(scratch, "callgrind.log")
+    argv = ["valgrind", "--tool=callgrind", "--log-file=" + log,
+            "--callgrind-out-file=" + os.path.join(scratch, "callgrind.out")] + argv
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    with open(log, errors="replace") as f:
+        text = f.read()
+    if proc.returncode != 0:
+        raise ImportFailed("%s exited with %d:\n%s%s" % (
+            " ".join(argv), proc.returncode, proc.stderr[-2000:], text[-2000:]))
+    for line in text.splitlines():
+        if "Collected :" in line:
+            return int(line.split("Collected :")[1].split()[0])
+    raise ImportFailed("no instruction count in the callgrind log of "
+                       + " ".join(argv))
 
 
 # ------------------------------------------------------------------ models
@@ -375,27 +396,41 @@ def build_report(args, lamina, startup, results, markdown):
                        "cached" % (m.name, human_bytes(m.data_bytes),
                                    m.blocks_before, m.blocks_after, cached)))
 
-    # Informational: the strict ratio counts the fixed per-process cost four
-    # times on the 24-layer side; the marginal per-layer slopes do not.
+    # Informational. The strict ratio counts the fixed per-process cost (about
+    # the whole 1-layer time) four times on the 24-layer side; the marginal
+    # per-layer costs (1->24 vs 24->96 layers) do not, so their ratio is the
+    # linearity of the import itself. Wall time on a loaded machine is noisy
+    # at these durations; CPU time is less so, instruction counts not at all.
     info = []
-    ts = med(startup)
-    info.append("process start (lamina --help): %.3f s, %.0f MiB peak RSS"
-                % (ts, rss(startup)))
+    info.append("process start (lamina --help): median %.3f s wall, %.3f s "
+                "CPU, %.0f MiB peak RSS" % (med(startup), cpu(startup),
+                                            rss(startup)))
+
+    def linearity(label, v1, v24, v96, unit, scale):
+        s_lo, s_hi = (v24 - v1) / 23, (v96 - v24) / 72
+        ratio = ("%.2f [%s]" % (s_hi / s_lo, verdict(lo <= s_hi / s_lo <= hi))
+                 if s_lo > 0 else "n/a (noise)")
+        return ("%s: 4*v24/v96 = %.2f; per layer %.2f %s (1->24 layers) vs "
+                "%.2f %s (24->96), marginal ratio %s"
+                % (label, 4 * v24 / v96, s_lo * scale, unit, s_hi * scale, unit,
+                   ratio))
+
+    keys = lambda mode: [(n, mode) for n in ("gpt3-1L", "gpt3-24L", "gpt3-175B")]
+    info.append(linearity("IR, median wall", *[t[k] for k in keys("IR")],
+                          "ms", 1e3))
+    info.append(linearity("IR, min wall", *[tmin[k] for k in keys("IR")],
+                          "ms", 1e3))
     for mode in MODES:
-        t1, t24, t96 = (t[("gpt3-1L", mode)], t[("gpt3-24L", mode)],
-                        t[("gpt3-175B", mode)])
-        s_lo, s_hi = (t24 - t1) / 23, (t96 - t24) / 72
-        fixed = t1 - s_lo
-        ratio = s_hi / s_lo if s_lo > 0 else float("inf")
-        adj = 4 * (t24 - fixed) / (t96 - fixed) if t96 > fixed else float("inf")
-        info.append("%s: per layer %.2f ms (1->24 layers) vs %.2f ms (24->96), "
-                    "slope ratio %.2f [%s]; fixed cost %.3f s; "
-                    "4*t24/t96 without it %.2f [%s]"
-                    % (mode, 1e3 * s_lo, 1e3 * s_hi, ratio,
-                       verdict(lo <= ratio <= hi), fixed, adj,
-                       verdict(lo <= adj <= hi)))
-        info.append("%s: 4*t24/t96 on min times %.2f"
-                    % (mode, 4 * tmin[("gpt3-24L", mode)] / tmin[("gpt3-175B", mode)]))
+        info.append(linearity("%s, median CPU" % mode,
+                              *[cpu(results[k]) for k in keys(mode)], "ms", 1e3))
+    if args.callgrind:
+        icount = {m.name: m.instructions for m in MODELS}
+        info.append(linearity("IR, instructions (callgrind, one run)",
+                              icount["gpt3-1L"], icount["gpt3-24L"],
+                              icount["gpt3-175B"], "M", 1e-6))
+        info.append("instructions: " + ", ".join(
+            "%s %.1fM" % (m.name, m.instructions / 1e6) for m in MODELS) +
+            ", lamina --help %.1fM" % (args.startup_instructions / 1e6))
     rss_fixed = rss(startup)
     for m in big:
         info.append("%s IR: peak RSS above process start %.0f MiB"
@@ -447,12 +482,17 @@ def main(argv=None):
                         "page-cache check cannot see reads of the sparse file")
     p.add_argument("--output-markdown", metavar="FILE",
                    help="also write the results as a markdown section")
+    p.add_argument("--callgrind", action="store_true",
+                   help="also count instructions of one IR-mode import per "
+                        "model under valgrind (slow, noise-free linearity)")
     p.add_argument("--python", default=sys.executable,
                    help="interpreter for the model generator")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     lamina = os.path.abspath(args.lamina)
+    if args.callgrind and not shutil.which("valgrind"):
+        p.error("--callgrind needs valgrind on PATH")
     if not os.access(lamina, os.X_OK):
         p.error("no executable lamina at %s (build it: ninja -C build)" % lamina)
     args.revision = git_revision()
@@ -499,6 +539,14 @@ def bench(args, lamina, tmp):
             for mode in MODES:
                 run, _ = run_import(lamina, m, mode, scratch)
                 results[(m.name, mode)].append(run)
+
+    if args.callgrind:
+        print("counting instructions (callgrind) ...", file=sys.stderr, flush=True)
+        args.startup_instructions = count_instructions([lamina, "--help"],
+                                                       scratch)
+        for m in MODELS:
+            m.instructions = count_instructions(
+                [lamina] + m.import_args() + MODES["IR"], scratch)
 
     print("checking the weight files ...", file=sys.stderr, flush=True)
     for m in MODELS:

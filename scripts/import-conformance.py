@@ -70,7 +70,16 @@ def node_test_dirs(extra_dirs):
     """(source label, node dir) for every node test root that exists."""
     roots = []
     if os.path.isdir(DEBIAN_NODE_DIR):
-        roots.append(("libonnx-testdata", DEBIAN_NODE_DIR))
+        label = "libonnx-testdata"
+        try:
+            version = subprocess.run(
+                ["dpkg-query", "-W", "-f=${Version}", "libonnx-testdata"],
+                capture_output=True, text=True, timeout=10).stdout.strip()
+            if version:
+                label += " " + version
+        except (OSError, subprocess.SubprocessError):
+            pass
+        roots.append((label, DEBIAN_NODE_DIR))
     try:
         import onnx
         pip_dir = os.path.join(os.path.dirname(onnx.__file__), "backend",
@@ -216,6 +225,8 @@ def cause_of(result):
     text = " ".join(result.errors)
     if "crashed (" in text:
         return "crash"
+    if text.startswith("cannot run "):
+        return "lamina could not be run"
     if re.search(r"default-domain opset \d+ is not supported", text):
         return "opset outside the importer's range"
     if "known at compile time" in text or "compile-time constant" in text:
@@ -231,6 +242,10 @@ def run_import(result, lamina):
     except subprocess.TimeoutExpired:
         result.status = "fail"
         result.errors = ["timed out after %d s" % TIMEOUT_S]
+        return result
+    except OSError as e:  # e.g. the binary is being relinked
+        result.status = "fail"
+        result.errors = ["cannot run %s: %s" % (lamina, e)]
         return result
     stderr = proc.stderr.decode("utf-8", "replace")
     errors = [l.split("error: ", 1)[1] for l in stderr.splitlines()
@@ -386,18 +401,24 @@ def write_markdown(path, results, supported, table, roots, counts, op_files):
             sum(c.values()), c["pass"], c["fail"], c["unsupported-op"],
             c["unsupported-dtype"]))
     add("")
-    blocking = collections.Counter()
+    blocking, only = collections.Counter(), collections.Counter()
     for r in results:
         if r.status == "unsupported-op":
             for d, t in r.missing:
                 blocking[qualified(d, t)] += 1
+                if len(r.missing) == 1:
+                    only[qualified(d, t)] += 1
     if blocking:
         add("## Missing op types by number of tests they block")
         add("")
-        add("| op | tests |")
-        add("|---|---:|")
-        for op, n in sorted(blocking.items(), key=lambda kv: (-kv[1], kv[0])):
-            add("| %s | %d |" % (md_escape(op), n))
+        add("*tests*: tests that use the op; *alone*: tests in which it is "
+            "the only missing op (supporting it alone lets them run).")
+        add("")
+        add("| op | tests | alone |")
+        add("|---|---:|---:|")
+        for op, n in sorted(blocking.items(),
+                            key=lambda kv: (-kv[1], -only[kv[0]], kv[0])):
+            add("| %s | %d | %d |" % (md_escape(op), n, only[op]))
         add("")
     add("## Failures")
     add("")

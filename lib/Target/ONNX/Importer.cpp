@@ -719,13 +719,13 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
       if (r == a.value)
         r = entry->getArgument(i);
   entry->getOperations().splice(entry->end(), body->getOperations());
+  builder.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(builder, fileLoc, results);
   // Folding leaves behind the constants it consumed; drop the unused ones
   // (walking backwards so chains of dead constants go in one pass).
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
     if (isa<graph::ConstantOp>(op) && op.use_empty())
       op.erase();
-  builder.setInsertionPointToEnd(entry);
-  func::ReturnOp::create(builder, fileLoc, results);
   func->setAttr(graph::kOutputNamesAttr, builder.getArrayAttr(outputNames));
   if (failed(mlir::verify(*module)))
     return {};
