@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -721,10 +722,11 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   entry->getOperations().splice(entry->end(), body->getOperations());
   builder.setInsertionPointToEnd(entry);
   func::ReturnOp::create(builder, fileLoc, results);
-  // Folding leaves behind the constants it consumed; drop the unused ones
-  // (walking backwards so chains of dead constants go in one pass).
+  // Folding leaves behind what it consumed (constants, a reshape folded
+  // into the next one); graph ops are pure, so drop every unused one,
+  // walking backwards so dead chains go in one pass.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
-    if (isa<graph::ConstantOp>(op) && op.use_empty())
+    if (isOpTriviallyDead(&op))
       op.erase();
   func->setAttr(graph::kOutputNamesAttr, builder.getArrayAttr(outputNames));
   if (failed(mlir::verify(*module)))

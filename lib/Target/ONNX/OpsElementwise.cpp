@@ -102,11 +102,30 @@ LogicalResult importIdentity(NodeContext &ctx) {
 }
 
 /// Dropout imports as identity: the forward of an exported model is the
-/// inference graph. A requested mask output is all true.
+/// inference graph. A requested mask output is all true. Training mode with
+/// a non-zero ratio would drop values, which identity does not compute, so
+/// it is refused rather than imported wrongly.
 LogicalResult importDropout(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
+  if (ctx.has(2)) {
+    DenseElementsAttr training = ctx.constant(2);
+    if (!training || training.getNumElements() != 1)
+      return ctx.error() << "training_mode must be a compile-time constant";
+    bool on = (*training.value_begin<APInt>()).getBoolValue();
+    double ratio = 0.5;
+    if (ctx.has(1)) {
+      DenseElementsAttr r = ctx.constant(1);
+      if (!r || r.getNumElements() != 1 || !isa<FloatType>(r.getElementType()))
+        return ctx.error() << "ratio must be a compile-time constant";
+      ratio = (*r.value_begin<APFloat>()).convertToDouble();
+    }
+    if (on && ratio != 0.0)
+      return ctx.error() << "Dropout in training mode (ratio " << ratio
+                         << ") is not supported; export the model in "
+                            "inference mode";
+  }
   ctx.setOutput(0, x);
   if (ctx.wantsOutput(1)) {
     auto type = RankedTensorType::get(ctx.inputShape(0), ctx.b.getI1Type());

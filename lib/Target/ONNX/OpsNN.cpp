@@ -102,14 +102,44 @@ template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
   return success();
 }
 
+/// LayerNormalization's optional Mean and InvStdDev outputs, in
+/// `stash_type` precision, with the normalised dims kept as size 1.
+LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
+                                  float epsilon) {
+  int64_t rank = ctx.inputType(0).getRank();
+  Type stash = elementTypeOf(ctx.b.getContext(),
+                             static_cast<int32_t>(ctx.attrInt("stash_type", 1)));
+  if (!stash || !isa<FloatType>(stash))
+    return ctx.error() << "unsupported stash_type";
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d)
+    axes.push_back(d);
+  Value xs = ctx.cast(x, stash);
+  Value mean = xs ? ctx.build<graph::ReduceMeanOp>(Type(), xs, axes, true) : Value();
+  Value diff = mean ? ctx.build<graph::SubOp>(Type(), xs, mean) : Value();
+  Value sq = diff ? ctx.build<graph::MulOp>(Type(), diff, diff) : Value();
+  Value var = sq ? ctx.build<graph::ReduceMeanOp>(Type(), sq, axes, true) : Value();
+  Value shifted = var ? ctx.build<graph::AddOp>(Type(), var, ctx.scalar(epsilon, stash))
+                      : Value();
+  Value root = shifted ? ctx.build<graph::SqrtOp>(shifted.getType(), shifted) : Value();
+  Value inv = root ? ctx.build<graph::ReciprocalOp>(root.getType(), root) : Value();
+  if (!inv)
+    return failure();
+  ctx.setOutput(1, mean);
+  ctx.setOutput(2, inv);
+  return success();
+}
+
 LogicalResult importLayerNorm(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale)
     return failure();
-  if (ctx.wantsOutput(1) || ctx.wantsOutput(2))
-    return ctx.error() << "the Mean and InvStdDev outputs are not supported";
   auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
   if (!axis)
+    return failure();
+  float epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  if ((ctx.wantsOutput(1) || ctx.wantsOutput(2)) &&
+      failed(layerNormStatistics(ctx, x, *axis, epsilon)))
     return failure();
   Value bias = ctx.has(2) ? ctx.input(2) : Value();
   // Scale and bias broadcast to the normalised dims in ONNX; graph ops take
@@ -128,7 +158,7 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
     return failure();
   Value r = ctx.build<graph::LayerNormOp>(
       x.getType(), x, scale, bias, ctx.b.getI64IntegerAttr(*axis),
-      ctx.b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)));
+      ctx.b.getF64FloatAttr(epsilon));
   if (!r)
     return failure();
   ctx.setOutput(0, r);
