@@ -16,6 +16,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -39,6 +40,9 @@ static cl::opt<std::string> outputPath("o", cl::desc("write the IR here ('-': st
 static cl::opt<bool> summary("summary",
                              cl::desc("print a summary instead of the IR"),
                              cl::sub(importCommand));
+static cl::opt<bool> timing("timing",
+                            cl::desc("print the time of each phase to stderr"),
+                            cl::sub(importCommand));
 static cl::opt<bool> locations("print-locations",
                                cl::desc("print each op's location (its ONNX node)"),
                                cl::sub(importCommand));
@@ -128,20 +132,32 @@ int runImport() {
       llvm::errs() << "lamina import: " << err << "\n";
       return 2;
     }
+  DefaultTimingManager tm;
+  tm.setEnabled(timing);
+  TimingScope root = tm.getRootScope();
+  TimingScope importTimer = root.nest("import (parse, fold, verify)");
   OwningOpRef<ModuleOp> module = onnx::importModelFile(context, inputPath, options);
+  importTimer.stop();
   if (!module)
     return 1;
+  // The importer verified the module; graph-verify-imported changes nothing,
+  // so neither it nor the printer needs to verify again.
   PassManager pm(&context);
+  pm.enableVerifier(false);
+  TimingScope verifyTimer = root.nest("graph-verify-imported");
+  pm.enableTiming(verifyTimer);
   pm.addPass(graph::createGraphVerifyImported());
   if (failed(pm.run(*module)))
     return 1;
 
+  TimingScope writeTimer = root.nest("write output");
   auto write = [&](llvm::raw_ostream &os) -> llvm::Error {
     if (summary) {
       os << "model " << inputPath << "\n";
       printSummary(*module, os);
     } else {
       OpPrintingFlags flags;
+      flags.assumeVerified();
       if (locations)
         flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false).useLocalScope();
       module->print(os, flags);

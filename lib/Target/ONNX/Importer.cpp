@@ -708,17 +708,25 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   builder.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(builder, fileLoc, options.functionName, funcType);
   Block *entry = func.addEntryBlock();
+  // Argument attributes in one go: setArgAttr per argument rebuilds the
+  // whole array each time (quadratic in the parameter count).
+  SmallVector<DictionaryAttr> argAttrs;
+  argAttrs.reserve(ordered.size());
+  DenseMap<Value, Value> remap;
   for (auto [i, a] : llvm::enumerate(ordered)) {
     entry->getArgument(i).setLoc(a.value.getLoc());
     a.value.replaceAllUsesWith(entry->getArgument(i));
-    func.setArgAttr(i, graph::kNameAttr, builder.getStringAttr(a.name));
-    func.setArgAttr(i, graph::kKindAttr, builder.getStringAttr(a.kind));
+    remap[a.value] = entry->getArgument(i);
+    NamedAttribute attrs[] = {
+        builder.getNamedAttr(graph::kNameAttr, builder.getStringAttr(a.name)),
+        builder.getNamedAttr(graph::kKindAttr, builder.getStringAttr(a.kind))};
+    argAttrs.push_back(builder.getDictionaryAttr(attrs));
   }
+  func.setAllArgAttrs(argAttrs);
   // Results that are arguments themselves must be remapped too.
   for (Value &r : results)
-    for (auto [i, a] : llvm::enumerate(ordered))
-      if (r == a.value)
-        r = entry->getArgument(i);
+    if (Value arg = remap.lookup(r))
+      r = arg;
   entry->getOperations().splice(entry->end(), body->getOperations());
   builder.setInsertionPointToEnd(entry);
   func::ReturnOp::create(builder, fileLoc, results);

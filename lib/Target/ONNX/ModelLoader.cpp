@@ -145,6 +145,60 @@ std::string TensorReader::validate(MLIRContext *ctx, const TensorProto &tensor,
   return "";
 }
 
+const TensorReader::ResolvedFile &
+TensorReader::resolveFile(const std::string &location) {
+  auto [it, inserted] = files.try_emplace(location);
+  ResolvedFile &file = it->second;
+  if (!inserted)
+    return file;
+  if (realBaseDir.empty()) {
+    file.error = "external data '" + location +
+                 "' needs the model's folder, which is unknown here";
+    return file;
+  }
+  // Only relative paths below the model's folder: no absolute paths, no
+  // '..', and (checked after resolving) no links that lead outside.
+  if (llvm::sys::path::is_absolute(location) || location[0] == '/' ||
+      location[0] == '\\') {
+    file.error = "external data location '" + location +
+                 "' is an absolute path; only paths inside the model's "
+                 "folder are allowed";
+    return file;
+  }
+  for (auto p = llvm::sys::path::begin(location),
+            end = llvm::sys::path::end(location);
+       p != end; ++p)
+    if (*p == "..") {
+      file.error = "external data location '" + location +
+                   "' leaves the model's folder ('..')";
+      return file;
+    }
+  llvm::SmallString<256> joined(baseDir);
+  llvm::sys::path::append(joined, location);
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::real_path(joined, real)) {
+    file.error = "external data file '" + location + "' does not exist";
+    return file;
+  }
+  llvm::StringRef realRef(real);
+  if (!realRef.starts_with(realBaseDir) ||
+      (realRef.size() > realBaseDir.size() &&
+       realRef[realBaseDir.size()] != '/')) {
+    file.error = "external data location '" + location +
+                 "' resolves outside the model's folder (a link?)";
+    return file;
+  }
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(real, status) ||
+      status.type() != llvm::sys::fs::file_type::regular_file) {
+    file.error = "external data '" + location + "' is not a regular file";
+    return file;
+  }
+  file.path = std::string(real);
+  file.size = status.getSize();
+  return file;
+}
+
 std::string TensorReader::resolveExternal(const TensorProto &tensor,
                                           uint64_t expectedBytes,
                                           ExternalRange &range) {
@@ -167,38 +221,10 @@ std::string TensorReader::resolveExternal(const TensorProto &tensor,
   }
   if (location.empty())
     return "external data without a location";
-  if (realBaseDir.empty())
-    return "external data '" + location +
-           "' needs the model's folder, which is unknown here";
-  // Only relative paths below the model's folder: no absolute paths, no
-  // '..', and (checked after resolving) no links that lead outside.
-  if (llvm::sys::path::is_absolute(location) || location[0] == '/' ||
-      location[0] == '\\')
-    return "external data location '" + location +
-           "' is an absolute path; only paths inside the model's folder are "
-           "allowed";
-  for (auto it = llvm::sys::path::begin(location),
-            end = llvm::sys::path::end(location);
-       it != end; ++it)
-    if (*it == "..")
-      return "external data location '" + location +
-             "' leaves the model's folder ('..')";
-  llvm::SmallString<256> joined(baseDir);
-  llvm::sys::path::append(joined, location);
-  llvm::SmallString<256> real;
-  if (llvm::sys::fs::real_path(joined, real))
-    return "external data file '" + location + "' does not exist";
-  llvm::StringRef realRef(real);
-  if (!realRef.starts_with(realBaseDir) ||
-      (realRef.size() > realBaseDir.size() &&
-       realRef[realBaseDir.size()] != '/'))
-    return "external data location '" + location +
-           "' resolves outside the model's folder (a link?)";
-  llvm::sys::fs::file_status status;
-  if (llvm::sys::fs::status(real, status) ||
-      status.type() != llvm::sys::fs::file_type::regular_file)
-    return "external data '" + location + "' is not a regular file";
-  uint64_t size = status.getSize();
+  const ResolvedFile &file = resolveFile(location);
+  if (!file.error.empty())
+    return file.error;
+  uint64_t size = file.size;
   uint64_t start = offset.value_or(0);
   if (start > size)
     return ("external data offset " + llvm::Twine(start) + " is past the end of '" +
@@ -214,7 +240,7 @@ std::string TensorReader::resolveExternal(const TensorProto &tensor,
             llvm::Twine(expectedBytes) + ") runs past the end of '" + location +
             "' (" + llvm::Twine(size) + " bytes)")
         .str();
-  range.path = std::string(real);
+  range.path = file.path;
   range.offset = start;
   return "";
 }

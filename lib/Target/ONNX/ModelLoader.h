@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <string>
 
@@ -59,6 +60,15 @@ private:
   };
   std::string resolveExternal(const ::onnx::TensorProto &tensor,
                               uint64_t expectedBytes, ExternalRange &range);
+
+  /// Per location: the resolved path and size, or the error (a model's
+  /// tensors share few data files; resolving costs system calls).
+  struct ResolvedFile {
+    std::string path, error;
+    uint64_t size = 0;
+  };
+  const ResolvedFile &resolveFile(const std::string &location);
+  llvm::StringMap<ResolvedFile> files;
 
   std::string baseDir;     // as given
   std::string realBaseDir; // symlinks resolved, "" when unavailable
