@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what Lamina needs to build and test, idempotently: Debian packages
+# (apt) and Python packages (pip, for the python3 on PATH). Packages already
+# present are not touched, so a second run takes a second.
+# docs/dependencies.md says why each one is here.
+set -euo pipefail
+
+apt_packages=(
+  cmake ninja-build g++
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools   # MLIR 22, lit, FileCheck
+  protobuf-compiler libprotobuf-dev                        # ONNX's protobuf schema
+  libgtest-dev                                             # unit tests
+  libonnx-testdata                                         # ONNX backend node tests
+)
+pip_packages=(onnx onnxruntime numpy)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if ! "$python" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
+  echo "install-deps: pip install ${pip_packages[*]}"
+  # Debian's own python3 refuses pip installs (PEP 668) unless told to.
+  "$python" -m pip install -q "${pip_packages[@]}" 2>/dev/null ||
+    "$python" -m pip install -q --break-system-packages "${pip_packages[@]}"
+fi
