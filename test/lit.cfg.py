@@ -33,6 +33,7 @@ python = _resolve_python()
 config.substitutions.insert(0, ("%python", python))
 config.substitutions.append(("%models", os.path.join(config.lamina_src_root, "test", "Inputs", "models")))
 config.substitutions.append(("%srcroot", config.lamina_src_root))
+config.substitutions.append(("%lamina_obj_root", config.lamina_obj_root))
 llvm_config.add_tool_substitutions(
     ["lamina", "lamina-opt", "lamina-translate"], [config.lamina_tools_dir])
 
