@@ -11,7 +11,8 @@ dynamo exporter. Writes, from one randomly initialised model (seed 0):
 
 both with symbolic ``batch``/``seq`` dims and output ``logits``, plus
 ``reference.npz`` (input_ids and PyTorch's logits) to compare against.
-These files are what lamina.models imitates; they are not committed.
+The two .onnx files are committed in test/Inputs/models/ (what lamina.models
+imitates is checked against them).
 """
 
 from __future__ import annotations
