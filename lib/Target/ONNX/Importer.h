@@ -78,6 +78,13 @@ public:
     return i < numOutputs() && !node.output(i).empty();
   }
   void setOutput(size_t i, mlir::Value v);
+  /// Sets output 0 to `v`; failure when `v` is null (its error was emitted).
+  mlir::LogicalResult result(mlir::Value v) {
+    if (!v)
+      return mlir::failure();
+    setOutput(0, v);
+    return mlir::success();
+  }
   void setSequenceOutput(size_t i, llvm::SmallVector<mlir::Value> values);
 
   // Building ---------------------------------------------------------------

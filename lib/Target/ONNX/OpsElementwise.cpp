@@ -12,10 +12,7 @@ template <typename Op> LogicalResult unary(NodeContext &ctx) {
   if (!x)
     return failure();
   Value r = ctx.build<Op>(x.getType(), x);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 template <typename Op> LogicalResult binary(NodeContext &ctx) {
@@ -23,10 +20,7 @@ template <typename Op> LogicalResult binary(NodeContext &ctx) {
   if (!a || !b)
     return failure();
   Value r = ctx.build<Op>(Type(), a, b);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 /// Sum, Min, Max: a left fold of the binary op over all inputs.
@@ -36,10 +30,7 @@ template <typename Op> LogicalResult variadic(NodeContext &ctx) {
     Value next = ctx.input(i);
     acc = next ? ctx.build<Op>(Type(), acc, next) : Value();
   }
-  if (!acc)
-    return failure();
-  ctx.setOutput(0, acc);
-  return success();
+  return ctx.result(acc);
 }
 
 LogicalResult importPow(NodeContext &ctx) {
@@ -49,10 +40,7 @@ LogicalResult importPow(NodeContext &ctx) {
   // ONNX lets the exponent have its own type; graph ops share one.
   Value exponent = ctx.cast(b, ctx.inputType(0).getElementType());
   Value r = exponent ? ctx.build<graph::PowOp>(Type(), a, exponent) : Value();
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 LogicalResult importWhere(NodeContext &ctx) {
@@ -60,10 +48,7 @@ LogicalResult importWhere(NodeContext &ctx) {
   if (!c || !a || !b)
     return failure();
   Value r = ctx.build<graph::SelectOp>(Type(), c, a, b);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 LogicalResult importCast(NodeContext &ctx) {
@@ -75,10 +60,7 @@ LogicalResult importCast(NodeContext &ctx) {
   if (!elementType)
     return ctx.error() << "cast to unsupported type " << dataTypeName(to);
   Value r = ctx.cast(x, elementType);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 LogicalResult importCastLike(NodeContext &ctx) {
@@ -86,10 +68,7 @@ LogicalResult importCastLike(NodeContext &ctx) {
   if (!x || !like)
     return failure();
   Value r = ctx.cast(x, ctx.inputType(1).getElementType());
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 LogicalResult importIdentity(NodeContext &ctx) {
@@ -142,10 +121,7 @@ LogicalResult importGelu(NodeContext &ctx) {
   if (approx != "none" && approx != "tanh")
     return ctx.error() << "unknown approximate='" << approx << "'";
   Value r = ctx.build<graph::GeluOp>(x.getType(), x, approx == "tanh");
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 } // namespace
 

@@ -66,10 +66,7 @@ LogicalResult importGemm(NodeContext &ctx) {
       c = ctx.build<graph::MulOp>(Type(), c, ctx.scalar(beta, et));
     r = c ? ctx.build<graph::AddOp>(Type(), r, c) : Value();
   }
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 /// Softmax and LogSoftmax. Before opset 13 the input is coerced to 2-D at
@@ -96,10 +93,17 @@ template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
     Value s = flat ? ctx.build<Op>(flat.getType(), flat, int64_t(1)) : Value();
     r = s ? ctx.reshape(s, type.getShape()) : Value();
   }
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
+}
+
+/// Scale and bias broadcast to the normalised dims (input dims from `axis`)
+/// in ONNX; graph ops take them at exactly that shape.
+Value fitNormParam(NodeContext &ctx, Value v, int64_t axis) {
+  auto normShape = ctx.inputShape(0).drop_front(axis);
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getShape() == normShape)
+    return v;
+  return ctx.build<graph::BroadcastOp>(t.clone(normShape), v);
 }
 
 /// LayerNormalization's optional Mean and InvStdDev outputs, in
@@ -142,27 +146,15 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
       failed(layerNormStatistics(ctx, x, *axis, epsilon)))
     return failure();
   Value bias = ctx.has(2) ? ctx.input(2) : Value();
-  // Scale and bias broadcast to the normalised dims in ONNX; graph ops take
-  // them at exactly that shape.
-  auto normShape = ctx.inputShape(0).drop_front(*axis);
-  auto fit = [&](Value v) -> Value {
-    auto t = cast<RankedTensorType>(v.getType());
-    if (t.getShape() == normShape)
-      return v;
-    return ctx.build<graph::BroadcastOp>(t.clone(normShape), v);
-  };
-  scale = fit(scale);
+  scale = fitNormParam(ctx, scale, *axis);
   if (bias)
-    bias = fit(bias);
+    bias = fitNormParam(ctx, bias, *axis);
   if (!scale || (ctx.has(2) && !bias))
     return failure();
   Value r = ctx.build<graph::LayerNormOp>(
       x.getType(), x, scale, bias, ctx.b.getI64IntegerAttr(*axis),
       ctx.b.getF64FloatAttr(epsilon));
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 LogicalResult importRMSNorm(NodeContext &ctx) {
@@ -172,18 +164,12 @@ LogicalResult importRMSNorm(NodeContext &ctx) {
   auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  auto normShape = ctx.inputShape(0).drop_front(*axis);
-  auto st = ctx.inputType(1);
-  if (st.getShape() != normShape)
-    scale = ctx.build<graph::BroadcastOp>(st.clone(normShape), scale);
+  scale = fitNormParam(ctx, scale, *axis);
   Value r = scale ? ctx.build<graph::RMSNormOp>(
                         x.getType(), x, scale, ctx.b.getI64IntegerAttr(*axis),
                         ctx.b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)))
                   : Value();
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 /// Reductions: axes are an attribute up to `inputSince - 1` and an optional
@@ -213,10 +199,7 @@ LogicalResult importReduce(NodeContext &ctx) {
   if (!normal)
     return failure();
   Value r = ctx.build<Op>(Type(), x, *normal, keepdims);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 LogicalResult importCumSum(NodeContext &ctx) {
@@ -232,10 +215,7 @@ LogicalResult importCumSum(NodeContext &ctx) {
   Value r = ctx.build<graph::CumSumOp>(x.getType(), x, *axis,
                                        ctx.attrInt("exclusive", 0) != 0,
                                        ctx.attrInt("reverse", 0) != 0);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 } // namespace
 

@@ -190,10 +190,7 @@ LogicalResult importConcatFromSequence(NodeContext &ctx) {
     parts.push_back(v);
   }
   Value r = ctx.build<graph::ConcatOp>(Type(), parts, *axis);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 } // namespace
 

@@ -8,10 +8,7 @@ using namespace lamina::onnx;
 
 namespace {
 LogicalResult done(NodeContext &ctx, Value r) {
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.result(r);
 }
 
 /// Axes given as an attribute before opset 13 and as an input from 13
@@ -62,7 +59,7 @@ LogicalResult importReshape(NodeContext &ctx) {
     return ctx.error() << "target shape has " << known << " elements, the "
                        << "input " << total;
   }
-  return done(ctx, ctx.reshape(x, shape));
+  return ctx.result(ctx.reshape(x, shape));
 }
 
 LogicalResult importFlatten(NodeContext &ctx) {
@@ -78,7 +75,7 @@ LogicalResult importFlatten(NodeContext &ctx) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < rank; ++d)
     (d < a ? outer : inner) *= in[d];
-  return done(ctx, ctx.reshape(x, {outer, inner}));
+  return ctx.result(ctx.reshape(x, {outer, inner}));
 }
 
 LogicalResult importSqueeze(NodeContext &ctx) {
@@ -100,7 +97,7 @@ LogicalResult importSqueeze(NodeContext &ctx) {
   for (size_t d = 0; d < in.size(); ++d)
     if (!(axes->empty() ? in[d] == 1 : drop[d]))
       shape.push_back(in[d]);
-  return done(ctx, ctx.reshape(x, shape));
+  return ctx.result(ctx.reshape(x, shape));
 }
 
 LogicalResult importUnsqueeze(NodeContext &ctx) {
@@ -123,7 +120,7 @@ LogicalResult importUnsqueeze(NodeContext &ctx) {
   size_t next = 0;
   for (int64_t d = 0; d < rank; ++d)
     shape.push_back(inserted[d] ? 1 : in[next++]);
-  return done(ctx, ctx.reshape(x, shape));
+  return ctx.result(ctx.reshape(x, shape));
 }
 
 LogicalResult importTranspose(NodeContext &ctx) {
@@ -137,7 +134,7 @@ LogicalResult importTranspose(NodeContext &ctx) {
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
-  return done(ctx, ctx.build<graph::TransposeOp>(Type(), x, perm));
+  return ctx.result(ctx.build<graph::TransposeOp>(Type(), x, perm));
 }
 
 LogicalResult importConcat(NodeContext &ctx) {
@@ -153,7 +150,7 @@ LogicalResult importConcat(NodeContext &ctx) {
   auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  return done(ctx, ctx.build<graph::ConcatOp>(Type(), inputs, *axis));
+  return ctx.result(ctx.build<graph::ConcatOp>(Type(), inputs, *axis));
 }
 
 /// One slice along `axis` of `x`: [start, start + size).
@@ -283,9 +280,9 @@ LogicalResult importSlice(NodeContext &ctx) {
   }
   if (llvm::is_contained(oSizes, 0)) {
     auto type = ctx.inputType(0).clone(oSizes);
-    return done(ctx, ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
+    return ctx.result(ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
   }
-  return done(ctx, ctx.build<graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
+  return ctx.result(ctx.build<graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
 }
 
 LogicalResult importExpand(NodeContext &ctx) {
@@ -296,7 +293,7 @@ LogicalResult importExpand(NodeContext &ctx) {
   auto merged = graph::broadcastShapes(ctx.inputShape(0), *shape);
   if (!merged || checkedNumElements(*merged) < 0)
     return ctx.error() << "input does not broadcast to the requested shape";
-  return done(ctx, ctx.build<graph::BroadcastOp>(
+  return ctx.result(ctx.build<graph::BroadcastOp>(
                        ctx.inputType(0).clone(*merged), x));
 }
 
@@ -310,7 +307,7 @@ LogicalResult importTile(NodeContext &ctx) {
     out.push_back(d * r);
   if (repeats->size() != ctx.inputShape(0).size() || checkedNumElements(out) < 0)
     return ctx.error() << "invalid repeats";
-  return done(ctx, ctx.build<graph::TileOp>(Type(), x, *repeats));
+  return ctx.result(ctx.build<graph::TileOp>(Type(), x, *repeats));
 }
 
 LogicalResult importTrilu(NodeContext &ctx) {
@@ -324,7 +321,7 @@ LogicalResult importTrilu(NodeContext &ctx) {
       return kv ? ctx.error() << "k must hold one value" : failure();
     k = (*kv)[0];
   }
-  return done(ctx, ctx.build<graph::TriluOp>(x.getType(), x, k,
+  return ctx.result(ctx.build<graph::TriluOp>(x.getType(), x, k,
                                              ctx.attrInt("upper", 1) != 0));
 }
 
@@ -335,14 +332,14 @@ LogicalResult importGather(NodeContext &ctx) {
   auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  return done(ctx, ctx.build<graph::GatherOp>(Type(), data, indices, *axis));
+  return ctx.result(ctx.build<graph::GatherOp>(Type(), data, indices, *axis));
 }
 
 LogicalResult importGatherND(NodeContext &ctx) {
   Value data = ctx.input(0), indices = ctx.input(1);
   if (!data || !indices)
     return failure();
-  return done(ctx, ctx.build<graph::GatherNDOp>(Type(), data, indices,
+  return ctx.result(ctx.build<graph::GatherNDOp>(Type(), data, indices,
                                                 ctx.attrInt("batch_dims", 0)));
 }
 
@@ -350,7 +347,7 @@ LogicalResult importScatterND(NodeContext &ctx) {
   Value data = ctx.input(0), indices = ctx.input(1), updates = ctx.input(2);
   if (!data || !indices || !updates)
     return failure();
-  return done(ctx, ctx.build<graph::ScatterNDOp>(
+  return ctx.result(ctx.build<graph::ScatterNDOp>(
                        data.getType(), data, indices, updates,
                        ctx.attrString("reduction", "none")));
 }
