@@ -8,7 +8,9 @@
 #     --external-data variants: only the .onnx is kept, so they exercise the
 #     "external data refused" path);
 #   * the cases of `python3 -m lamina.testing.bad_models` (regular .onnx
-#     files only: no .bin, no symlinks).
+#     files only: no .bin, no symlinks);
+#   * tiny one-op models from fuzz/make_op_seeds.py, one per op the importer
+#     registers, fed from graph inputs and from Constant nodes (folding).
 # Files are named seed-<what>.onnx; OUTDIR is emptied first.
 set -euo pipefail
 
@@ -92,6 +94,12 @@ for f in "$tmp"/bad/*.onnx; do
   fi
 done
 echo "make-corpus: $n bad_models cases"
+
+# 4. One-op models: every importer op, and the folders.
+python3 "$root/fuzz/make_op_seeds.py" "$tmp/ops"
+for f in "$tmp"/ops/*.onnx; do
+  cp "$f" "$out/seed-$(basename "$f")"
+done
 
 count=$(find "$out" -maxdepth 1 -type f -name 'seed-*' | wc -l)
 size=$(du -sh "$out" | cut -f1)

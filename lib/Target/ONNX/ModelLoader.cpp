@@ -277,28 +277,53 @@ std::string TensorReader::read(const TensorProto &tensor, RankedTensorType type,
     out = fromRaw(type, tensor.raw_data());
     return "";
   }
-  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+  // Typed fields: only the one ONNX defines for this data type is read
+  // (validate() checked its length), so stray fields cannot add values.
+  int64_t n = type.getNumElements();
+  unsigned width = elementType.getIntOrFloatBitWidth();
+  switch (tensor.data_type()) {
+  case TensorProto::FLOAT:
+  case TensorProto::DOUBLE: {
     llvm::SmallVector<APFloat> values;
-    for (float v : tensor.float_data())
-      values.push_back(APFloat(v));
-    for (double v : tensor.double_data())
-      values.push_back(APFloat(v));
-    if (elementType.isF16() || elementType.isBF16())
-      for (int32_t bits : tensor.int32_data())
-        values.push_back(APFloat(floatType.getFloatSemantics(),
-                                 APInt(16, static_cast<uint16_t>(bits))));
+    if (tensor.data_type() == TensorProto::FLOAT)
+      for (float v : tensor.float_data())
+        values.push_back(APFloat(v));
+    else
+      for (double v : tensor.double_data())
+        values.push_back(APFloat(v));
+    if (static_cast<int64_t>(values.size()) != n)
+      return "value count does not match the dims";
     out = DenseElementsAttr::get(type, values);
     return "";
   }
-  unsigned width = elementType.getIntOrFloatBitWidth();
+  case TensorProto::FLOAT16:
+  case TensorProto::BFLOAT16: {
+    llvm::SmallVector<APFloat> values;
+    for (int32_t bits : tensor.int32_data())
+      values.push_back(APFloat(cast<FloatType>(elementType).getFloatSemantics(),
+                               APInt(16, static_cast<uint16_t>(bits))));
+    if (static_cast<int64_t>(values.size()) != n)
+      return "value count does not match the dims";
+    out = DenseElementsAttr::get(type, values);
+    return "";
+  }
+  default:
+    break;
+  }
   llvm::SmallVector<APInt> values;
-  for (int64_t v : tensor.int64_data())
-    values.push_back(APInt(width, static_cast<uint64_t>(v), true, true));
-  for (int32_t v : tensor.int32_data())
-    values.push_back(APInt(width, static_cast<uint64_t>(static_cast<int64_t>(v)),
-                           true, true));
-  for (uint64_t v : tensor.uint64_data())
-    values.push_back(APInt(width, v, false, true));
+  if (tensor.data_type() == TensorProto::INT64)
+    for (int64_t v : tensor.int64_data())
+      values.push_back(APInt(width, static_cast<uint64_t>(v), true, true));
+  else if (tensor.data_type() == TensorProto::UINT32 ||
+           tensor.data_type() == TensorProto::UINT64)
+    for (uint64_t v : tensor.uint64_data())
+      values.push_back(APInt(width, v, false, true));
+  else
+    for (int32_t v : tensor.int32_data())
+      values.push_back(APInt(width, static_cast<uint64_t>(static_cast<int64_t>(v)),
+                             true, true));
+  if (static_cast<int64_t>(values.size()) != n)
+    return "value count does not match the dims";
   out = DenseElementsAttr::get(type, values);
   return "";
 }

@@ -46,6 +46,10 @@ DenseElementsAttr NodeContext::constant(size_t i) {
 }
 
 std::optional<SmallVector<int64_t>> NodeContext::constInts(size_t i) {
+  if (!has(i)) {
+    error() << "missing input " << i;
+    return std::nullopt;
+  }
   DenseElementsAttr attr = constant(i);
   if (!attr || !isa<IntegerType>(attr.getElementType())) {
     error() << "input " << i << " ('" << node.input(i)

@@ -44,6 +44,7 @@ OpFoldResult foldElementwise(ArrayRef<Attribute> operands,
   out.type = resultType;
   out.splat = allSplat;
   bool resultFloat = isa<FloatType>(resultType.getElementType());
+  bool unrepresentable = false;
   SmallVector<double> fargs(lits.size());
   SmallVector<int64_t> iargs(lits.size());
   auto emit = [&](ArrayRef<int64_t> positions) {
@@ -63,10 +64,14 @@ OpFoldResult foldElementwise(ArrayRef<Attribute> operands,
     }
     if (isFloat) {
       double v = ff(fargs);
-      if (resultFloat)
+      if (resultFloat) {
         out.f.push_back(v);
-      else
+      } else if (std::isnan(v) || v >= 9.2e18 || v <= -9.2e18) {
+        unrepresentable = true; // float->int of NaN or out of range
+        out.i.push_back(0);
+      } else {
         out.i.push_back(static_cast<int64_t>(v));
+      }
     } else {
       int64_t v = fi(iargs);
       if (resultFloat)
@@ -77,7 +82,7 @@ OpFoldResult foldElementwise(ArrayRef<Attribute> operands,
   };
   if (allSplat) {
     emit(SmallVector<int64_t>(lits.size(), 0));
-    return out.write();
+    return unrepresentable ? OpFoldResult() : out.write();
   }
   // Broadcast strides: 0 along dimensions an operand stretches.
   ArrayRef<int64_t> shape = resultType.getShape();
@@ -101,7 +106,8 @@ OpFoldResult foldElementwise(ArrayRef<Attribute> operands,
     }
     emit(positions);
   });
-  return out.write();
+  // Leave conversions the target type cannot hold to the runtime.
+  return unrepresentable ? OpFoldResult() : out.write();
 }
 
 RankedTensorType resultTypeOf(Operation *op) {
@@ -238,9 +244,9 @@ OpFoldResult foldReduce(Attribute operand, RankedTensorType resultType,
   auto lit = Literal::read(operand);
   if (!lit)
     return {};
-  Literal in = lit->expanded();
-  if (!in.splat && in.type.getNumElements() > kMaxFoldElements)
+  if (!lit->splat && lit->type.getNumElements() > kMaxFoldElements)
     return {};
+  Literal in = lit->expanded();
   ArrayRef<int64_t> inShape = in.type.getShape();
   // Map each input element to its output position: reduced dims collapse.
   SmallVector<int64_t> outShape;
@@ -249,40 +255,49 @@ OpFoldResult foldReduce(Attribute operand, RankedTensorType resultType,
   auto outStrides = stridesOf(outShape);
   int64_t outCount = resultType.getNumElements();
   int64_t group = in.type.getNumElements() / std::max<int64_t>(outCount, 1);
-  double init = kind == ReduceKind::Prod ? 1.0
-                : kind == ReduceKind::Max ? -INFINITY
-                                          : 0.0;
-  SmallVector<double> acc(outCount, init);
-  bool isFloat = in.isFloat();
-  forEachIndex(inShape, [&](ArrayRef<int64_t> index, int64_t linear) {
+  auto outIndex = [&](ArrayRef<int64_t> index) {
     int64_t o = 0;
     for (size_t d = 0; d < index.size(); ++d)
       if (outShape[d] != 1 || inShape[d] == 1)
         o += index[d] * outStrides[d];
-    double v = isFloat ? in.f[linear] : static_cast<double>(in.i[linear]);
-    switch (kind) {
-    case ReduceKind::Sum:
-    case ReduceKind::Mean:
-      acc[o] += v;
-      break;
-    case ReduceKind::Max:
-      acc[o] = std::max(acc[o], v);
-      break;
-    case ReduceKind::Prod:
-      acc[o] *= v;
-      break;
-    }
-  });
+    return o;
+  };
   Literal out;
   out.type = resultType;
-  for (double v : acc) {
+  if (in.isFloat()) {
+    double init = kind == ReduceKind::Prod  ? 1.0
+                  : kind == ReduceKind::Max ? -INFINITY
+                                            : 0.0;
+    out.f.assign(outCount, init);
+    forEachIndex(inShape, [&](ArrayRef<int64_t> index, int64_t linear) {
+      double &acc = out.f[outIndex(index)];
+      double v = in.f[linear];
+      acc = kind == ReduceKind::Prod  ? acc * v
+            : kind == ReduceKind::Max ? std::max(acc, v)
+                                      : acc + v;
+    });
     if (kind == ReduceKind::Mean)
-      v /= static_cast<double>(group);
-    if (isFloat)
-      out.f.push_back(v);
-    else
-      out.i.push_back(static_cast<int64_t>(v));
+      for (double &v : out.f)
+        v /= static_cast<double>(group);
+    return out.write();
   }
+  // Integers wrap on overflow, as a runtime kernel would (no UB here).
+  if (kind == ReduceKind::Mean && group == 0)
+    return {};
+  int64_t init = kind == ReduceKind::Prod  ? 1
+                 : kind == ReduceKind::Max ? INT64_MIN
+                                           : 0;
+  out.i.assign(outCount, init);
+  forEachIndex(inShape, [&](ArrayRef<int64_t> index, int64_t linear) {
+    int64_t &acc = out.i[outIndex(index)];
+    uint64_t a = static_cast<uint64_t>(acc), v = static_cast<uint64_t>(in.i[linear]);
+    acc = kind == ReduceKind::Prod  ? static_cast<int64_t>(a * v)
+          : kind == ReduceKind::Max ? std::max(acc, in.i[linear])
+                                    : static_cast<int64_t>(a + v);
+  });
+  if (kind == ReduceKind::Mean)
+    for (int64_t &v : out.i)
+      v /= group;
   return out.write();
 }
 } // namespace
