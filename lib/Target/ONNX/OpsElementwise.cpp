@@ -113,6 +113,65 @@ LogicalResult importDropout(NodeContext &ctx) {
   return success();
 }
 
+/// Clip (opset 11+: bounds as optional scalar inputs) as max then min.
+LogicalResult importClip(NodeContext &ctx) {
+  Value r = ctx.input(0);
+  if (r && ctx.has(1))
+    r = ctx.input(1) ? ctx.build<graph::MaxOp>(Type(), r, ctx.input(1)) : Value();
+  if (r && ctx.has(2))
+    r = ctx.input(2) ? ctx.build<graph::MinOp>(Type(), r, ctx.input(2)) : Value();
+  return ctx.result(r);
+}
+
+/// Mean of the inputs: their sum over the count.
+LogicalResult importMean(NodeContext &ctx) {
+  if (failed(variadic<graph::AddOp>(ctx)))
+    return failure();
+  Value sum = ctx.outputs[0].tensor;
+  auto type = cast<RankedTensorType>(sum.getType());
+  if (!isa<FloatType>(type.getElementType()))
+    return ctx.error() << "Mean needs floating-point inputs";
+  Value n = ctx.scalar(static_cast<double>(ctx.numInputs()), type.getElementType());
+  return ctx.result(ctx.build<graph::DivOp>(Type(), sum, n));
+}
+
+/// LeakyRelu and PRelu: relu(x) + slope * min(x, 0).
+Value leaky(NodeContext &ctx, Value x, Value slope) {
+  Type et = cast<RankedTensorType>(x.getType()).getElementType();
+  Value pos = ctx.build<graph::ReluOp>(x.getType(), x);
+  Value neg = ctx.build<graph::MinOp>(Type(), x, ctx.scalar(0.0, et));
+  Value scaled = neg ? ctx.build<graph::MulOp>(Type(), neg, slope) : Value();
+  return pos && scaled ? ctx.build<graph::AddOp>(Type(), pos, scaled) : Value();
+}
+
+LogicalResult importLeakyRelu(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  Type et = ctx.inputType(0).getElementType();
+  return ctx.result(leaky(ctx, x, ctx.scalar(ctx.attrFloat("alpha", 0.01f), et)));
+}
+
+LogicalResult importPRelu(NodeContext &ctx) {
+  Value x = ctx.input(0), slope = ctx.input(1);
+  if (!x || !slope)
+    return failure();
+  return ctx.result(leaky(ctx, x, slope));
+}
+
+/// HardSigmoid: min(max(alpha * x + beta, 0), 1).
+LogicalResult importHardSigmoid(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  Type et = ctx.inputType(0).getElementType();
+  Value r = ctx.build<graph::MulOp>(Type(), x, ctx.scalar(ctx.attrFloat("alpha", 0.2f), et));
+  r = r ? ctx.build<graph::AddOp>(Type(), r, ctx.scalar(ctx.attrFloat("beta", 0.5f), et)) : Value();
+  r = r ? ctx.build<graph::MaxOp>(Type(), r, ctx.scalar(0.0, et)) : Value();
+  r = r ? ctx.build<graph::MinOp>(Type(), r, ctx.scalar(1.0, et)) : Value();
+  return ctx.result(r);
+}
+
 LogicalResult importGelu(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
@@ -155,6 +214,11 @@ void lamina::onnx::registerElementwiseOps(OpRegistry &r) {
   r.add("Sum", variadic<graph::AddOp>);
   r.add("Min", variadic<graph::MinOp>);
   r.add("Max", variadic<graph::MaxOp>);
+  r.add("Mean", importMean);
+  r.add("Clip", importClip);
+  r.add("LeakyRelu", importLeakyRelu);
+  r.add("PRelu", importPRelu);
+  r.add("HardSigmoid", importHardSigmoid);
   r.add("Where", importWhere);
   r.add("Cast", importCast);
   r.add("CastLike", importCastLike);

@@ -172,34 +172,120 @@ LogicalResult importRMSNorm(NodeContext &ctx) {
   return ctx.result(r);
 }
 
-/// Reductions: axes are an attribute up to `inputSince - 1` and an optional
-/// input from `inputSince` (13 for ReduceSum, 18 for the others).
-template <typename Op, int inputSince>
-LogicalResult importReduce(NodeContext &ctx) {
-  Value x = ctx.input(0);
-  if (!x)
-    return failure();
+/// The axes of a reduction: an attribute up to `inputSince - 1` and an
+/// optional input from `inputSince` (13 for ReduceSum, 18 for the others),
+/// normalised; empty means all axes. `noop` is set when empty axes with
+/// noop_with_empty_axes make the reduction an identity.
+std::optional<SmallVector<int64_t>> reductionAxes(NodeContext &ctx,
+                                                  int inputSince, bool &noop) {
   SmallVector<int64_t> axes;
   if (ctx.opset >= inputSince) {
     if (ctx.has(1)) {
       auto values = ctx.constInts(1);
       if (!values)
-        return failure();
+        return std::nullopt;
       axes = *values;
     }
   } else if (auto values = ctx.attrInts("axes")) {
     axes = *values;
   }
-  bool keepdims = ctx.attrInt("keepdims", 1) != 0;
-  if (axes.empty() && ctx.attrInt("noop_with_empty_axes", 0)) {
-    ctx.setOutput(0, x);
-    return success();
-  }
-  auto normal = normaliseAxes(ctx, axes, ctx.inputType(0).getRank());
-  if (!normal)
+  noop = axes.empty() && ctx.attrInt("noop_with_empty_axes", 0);
+  return normaliseAxes(ctx, axes, ctx.inputType(0).getRank());
+}
+
+/// A reduction `combine(x, axes, keepdims)` built from graph ops.
+using ReduceBuilder = function_ref<Value(NodeContext &, Value,
+                                         ArrayRef<int64_t>, bool)>;
+
+LogicalResult importReduction(NodeContext &ctx, int inputSince,
+                              ReduceBuilder combine) {
+  Value x = ctx.input(0);
+  if (!x)
     return failure();
-  Value r = ctx.build<Op>(Type(), x, *normal, keepdims);
-  return ctx.result(r);
+  bool noop = false;
+  auto axes = reductionAxes(ctx, inputSince, noop);
+  if (!axes)
+    return failure();
+  if (noop)
+    return ctx.result(x);
+  return ctx.result(combine(ctx, x, *axes, ctx.attrInt("keepdims", 1) != 0));
+}
+
+template <typename Op, int inputSince>
+LogicalResult importReduce(NodeContext &ctx) {
+  return importReduction(ctx, inputSince,
+                         [](NodeContext &c, Value x, ArrayRef<int64_t> axes,
+                            bool keep) -> Value {
+                           return c.build<Op>(Type(), x, axes, keep);
+                         });
+}
+
+/// Reductions ONNX defines as compositions: an elementwise map, a sum or
+/// max, and a final map.
+template <typename Unary> Value map(NodeContext &ctx, Value v) {
+  return v ? ctx.build<Unary>(v.getType(), v) : Value();
+}
+
+Value sumSquares(NodeContext &ctx, Value x, ArrayRef<int64_t> axes, bool keep) {
+  Value sq = ctx.build<graph::MulOp>(Type(), x, x);
+  return sq ? ctx.build<graph::ReduceSumOp>(Type(), sq, axes, keep) : Value();
+}
+
+LogicalResult importReduceMin(NodeContext &ctx) {
+  return importReduction(ctx, 18, [](NodeContext &c, Value x,
+                                     ArrayRef<int64_t> axes, bool keep) {
+    Value neg = map<graph::NegOp>(c, x);
+    Value m = neg ? c.build<graph::ReduceMaxOp>(Type(), neg, axes, keep) : Value();
+    return map<graph::NegOp>(c, m);
+  });
+}
+
+LogicalResult importReduceSumSquare(NodeContext &ctx) {
+  return importReduction(ctx, 18, sumSquares);
+}
+
+LogicalResult importReduceL2(NodeContext &ctx) {
+  return importReduction(ctx, 18, [](NodeContext &c, Value x,
+                                     ArrayRef<int64_t> axes, bool keep) {
+    return map<graph::SqrtOp>(c, sumSquares(c, x, axes, keep));
+  });
+}
+
+LogicalResult importReduceL1(NodeContext &ctx) {
+  return importReduction(ctx, 18, [](NodeContext &c, Value x,
+                                     ArrayRef<int64_t> axes, bool keep) {
+    Value a = map<graph::AbsOp>(c, x);
+    return a ? c.build<graph::ReduceSumOp>(Type(), a, axes, keep) : Value();
+  });
+}
+
+LogicalResult importReduceLogSum(NodeContext &ctx) {
+  return importReduction(ctx, 18, [](NodeContext &c, Value x,
+                                     ArrayRef<int64_t> axes, bool keep) {
+    Value s = c.build<graph::ReduceSumOp>(Type(), x, axes, keep);
+    return map<graph::LogOp>(c, s);
+  });
+}
+
+/// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m the maximum, so
+/// large inputs do not overflow.
+LogicalResult importReduceLogSumExp(NodeContext &ctx) {
+  return importReduction(ctx, 18, [](NodeContext &c, Value x,
+                                     ArrayRef<int64_t> axes, bool keep) {
+    Value m = c.build<graph::ReduceMaxOp>(Type(), x, axes, true);
+    Value shifted = m ? c.build<graph::SubOp>(Type(), x, m) : Value();
+    Value s = map<graph::ExpOp>(c, shifted);
+    Value sum = s ? c.build<graph::ReduceSumOp>(Type(), s, axes, true) : Value();
+    Value r = map<graph::LogOp>(c, sum);
+    r = r ? c.build<graph::AddOp>(Type(), r, m) : Value();
+    if (!r || keep)
+      return r;
+    SmallVector<int64_t> shape;
+    for (auto [d, size] : llvm::enumerate(c.inputShape(0)))
+      if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+        shape.push_back(size);
+    return c.reshape(r, shape);
+  });
 }
 
 LogicalResult importCumSum(NodeContext &ctx) {
@@ -230,5 +316,11 @@ void lamina::onnx::registerNNOps(OpRegistry &r) {
   r.add("ReduceMean", importReduce<graph::ReduceMeanOp, 18>);
   r.add("ReduceMax", importReduce<graph::ReduceMaxOp, 18>);
   r.add("ReduceProd", importReduce<graph::ReduceProdOp, 18>);
+  r.add("ReduceMin", importReduceMin);
+  r.add("ReduceSumSquare", importReduceSumSquare);
+  r.add("ReduceL1", importReduceL1);
+  r.add("ReduceL2", importReduceL2);
+  r.add("ReduceLogSum", importReduceLogSum);
+  r.add("ReduceLogSumExp", importReduceLogSumExp);
   r.add("CumSum", importCumSum);
 }
