@@ -18,6 +18,11 @@ dims=(--dim batch=2 --dim seq=8 --dim sequence=8 --dim batch_size=2
       --dim seq_len=8 --dim sequence_length=8 --dim past_seq_len=4
       --dim past_sequence_length=4 --dim total_seq_len=12 --dim past=4)
 
+# A bare name (lit passes `lamina`) is looked up on PATH.
+case $lamina in
+  */*) ;;
+  *) lamina=$(command -v "$lamina" || echo "$lamina") ;;
+esac
 [ -x "$lamina" ] || { echo "run-regressions: no $lamina (build first)" >&2; exit 2; }
 shopt -s nullglob
 files=("$dir"/*.onnx)

@@ -135,6 +135,16 @@ Value NodeContext::finish(Operation *op, bool infer) {
     }
     op->getResult(0).setType(types[0]);
   }
+  // Inferred shapes multiply dims the file chose (Gather, Tile, ...): keep
+  // every tensor within the element limit so later size arithmetic is safe.
+  for (Type t : op->getResultTypes()) {
+    auto ranked = dyn_cast<RankedTensorType>(t);
+    if (ranked && checkedNumElements(ranked.getShape()) < 0) {
+      op->erase();
+      error() << "result " << t << " is too large (more than 2^48 elements)";
+      return {};
+    }
+  }
   if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
     op->erase();
     error() << "produced an invalid op (see the diagnostic above)";

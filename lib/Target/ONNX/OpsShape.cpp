@@ -149,7 +149,9 @@ LogicalResult importRange(NodeContext &ctx) {
   SmallVector<APInt> values;
   unsigned width = et.getIntOrFloatBitWidth();
   for (int64_t i = 0; i < n; ++i)
-    values.push_back(APInt(width, static_cast<uint64_t>(is + i * id), true, true));
+    values.push_back(APInt(width, static_cast<uint64_t>(is) +
+                                      static_cast<uint64_t>(i) * static_cast<uint64_t>(id),
+                           true, true)); // wraps like the integer type would
   ctx.setOutput(0, ctx.constantOf(DenseElementsAttr::get(type, values)));
   return success();
 }

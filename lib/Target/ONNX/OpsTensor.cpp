@@ -2,6 +2,8 @@
 
 #include "Importer.h"
 
+#include "llvm/Support/CheckedArithmetic.h"
+
 using namespace mlir;
 using namespace lamina;
 using namespace lamina::onnx;
@@ -268,11 +270,12 @@ LogicalResult importSlice(NodeContext &ctx) {
     if (step > 0) {
       start = clampIndex((*starts)[i], 0, dim);
       end = clampIndex((*ends)[i], 0, dim);
-      size = end > start ? (end - start + step - 1) / step : 0;
+      size = end > start ? (end - start - 1) / step + 1 : 0;
     } else {
       start = clampIndex((*starts)[i], -1, dim - 1);
       end = clampIndex((*ends)[i], -1, dim - 1);
-      size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+      // -(step + 1) avoids negating INT64_MIN.
+      size = start > end ? (start - end - 1) / (uint64_t(-(step + 1)) + 1) + 1 : 0;
     }
     oStarts[*axis] = size ? start : 0;
     oSizes[*axis] = size;
@@ -302,11 +305,17 @@ LogicalResult importTile(NodeContext &ctx) {
   auto repeats = ctx.constInts(1);
   if (!x || !repeats)
     return failure();
+  if (repeats->size() != ctx.inputShape(0).size())
+    return ctx.error() << "needs one repeat count per dim";
   SmallVector<int64_t> out;
-  for (auto [d, r] : llvm::zip(ctx.inputShape(0), *repeats))
-    out.push_back(d * r);
-  if (repeats->size() != ctx.inputShape(0).size() || checkedNumElements(out) < 0)
-    return ctx.error() << "invalid repeats";
+  for (auto [d, r] : llvm::zip(ctx.inputShape(0), *repeats)) {
+    auto n = llvm::checkedMul(d, r);
+    if (r < 0 || !n)
+      return ctx.error() << "invalid repeat count " << r;
+    out.push_back(*n);
+  }
+  if (checkedNumElements(out) < 0)
+    return ctx.error() << "the tiled result is too large";
   return ctx.result(ctx.build<graph::TileOp>(Type(), x, *repeats));
 }
 

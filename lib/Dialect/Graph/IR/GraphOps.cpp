@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace lamina::graph;
@@ -189,8 +190,9 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
       return inferError(loc, "slice step must be non-zero, size >= 0");
     if (sizes[d] == 0)
       continue;
-    int64_t last = starts[d] + (sizes[d] - 1) * steps[d];
-    if (starts[d] < 0 || starts[d] >= dim || last < 0 || last >= dim)
+    auto span = llvm::checkedMul(sizes[d] - 1, steps[d]);
+    auto last = span ? llvm::checkedAdd(starts[d], *span) : std::nullopt;
+    if (starts[d] < 0 || starts[d] >= dim || !last || *last < 0 || *last >= dim)
       return inferError(loc, "slice of dim " + Twine(d) + " out of bounds");
   }
   types.push_back(RankedTensorType::get(sizes, type.getElementType()));
@@ -206,9 +208,10 @@ LogicalResult TileOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
     return inferError(loc, "tile needs one repeat count per dim");
   SmallVector<int64_t> shape;
   for (auto [dim, r] : llvm::zip(type.getShape(), repeats)) {
-    if (r < 0)
-      return inferError(loc, "tile repeats must be non-negative");
-    shape.push_back(dim * r);
+    auto n = llvm::checkedMul(dim, r);
+    if (r < 0 || !n)
+      return inferError(loc, "tile repeats must be non-negative and small enough");
+    shape.push_back(*n);
   }
   types.push_back(RankedTensorType::get(shape, type.getElementType()));
   return success();
