@@ -127,10 +127,21 @@ LogicalResult importRange(NodeContext &ctx) {
   double s = asDouble(start), l = asDouble(limit), d = asDouble(delta);
   if (d == 0)
     return ctx.error() << "delta is 0";
+  // The element count: exact for integers (a double loses the low digits of
+  // large int64 bounds), and checked before it becomes an integer.
   double count = std::ceil((l - s) / d);
-  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (isa<IntegerType>(et)) {
+    auto wide = [](DenseElementsAttr a) -> __int128 {
+      return (*a.value_begin<APInt>()).getSExtValue();
+    };
+    __int128 span = wide(limit) - wide(start), step = wide(delta);
+    __int128 c = step > 0 ? (span > 0 ? (span + step - 1) / step : 0)
+                          : (span < 0 ? (span + step + 1) / step : 0);
+    count = static_cast<double>(c);
+  }
   if (!(count <= kMaxRangeElements))
     return ctx.error() << "range of " << count << " elements is too large";
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   auto type = RankedTensorType::get({n}, et);
   if (auto ft = dyn_cast<FloatType>(et)) {
     SmallVector<APFloat> values;
