@@ -87,12 +87,17 @@ static void printSummary(ModuleOp module, llvm::raw_ostream &os) {
        << " constant (" << humanCount(elements[2]) << " values)\n";
     llvm::MapVector<StringRef, int> histogram;
     int total = 0;
-    func.walk([&](Operation *op) {
-      if (op->getDialect() && op->getDialect()->getNamespace() == "graph") {
-        ++histogram[op->getName().getStringRef()];
-        ++total;
-      }
+    int64_t flops = 0, matmulFlops = 0, bytes = 0;
+    func.walk([&](graph::CostOpInterface op) {
+      ++histogram[op->getName().getStringRef()];
+      ++total;
+      flops += op.getFlops();
+      bytes += op.getBytesAccessed();
+      if (isa<graph::MatMulOp>(op))
+        matmulFlops += op.getFlops();
     });
+    os << "  forward cost: " << flops << " FLOPs (" << matmulFlops
+       << " in matmul), " << humanCount(bytes) << "B accessed\n";
     SmallVector<std::pair<StringRef, int>> sorted(histogram.begin(), histogram.end());
     llvm::sort(sorted, [](auto &a, auto &b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;

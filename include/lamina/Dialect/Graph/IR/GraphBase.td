@@ -9,6 +9,7 @@
 #define LAMINA_GRAPH_BASE
 
 include "mlir/IR/OpBase.td"
+include "lamina/Dialect/Graph/IR/GraphInterfaces.td"
 
 def Graph_Dialect : Dialect {
   let name = "graph";
@@ -29,8 +30,11 @@ def Graph_Dialect : Dialect {
   let hasOperationAttrVerify = 1;
 }
 
+// Every graph op states its cost (GraphInterfaces.td); the cost of each op
+// is defined in GraphCost.cpp.
 class Graph_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Graph_Dialect, mnemonic, traits>;
+    : Op<Graph_Dialect, mnemonic,
+         !listconcat(traits, [DeclareOpInterfaceMethods<Graph_CostOpInterface>])>;
 
 // Every graph value is a ranked tensor with a static shape (phase contract 1).
 def Graph_Tensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;

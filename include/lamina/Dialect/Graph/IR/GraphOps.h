@@ -28,6 +28,13 @@ llvm::LogicalResult inferReduceResult(std::optional<mlir::Location> loc,
                                       llvm::SmallVectorImpl<mlir::Type> &types);
 } // namespace lamina::graph
 
+namespace lamina::graph::detail {
+/// Bytes of all operands and results (the default memory traffic).
+int64_t operandAndResultBytes(mlir::Operation *op);
+} // namespace lamina::graph::detail
+
+#include "lamina/Dialect/Graph/IR/GraphInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "lamina/Dialect/Graph/IR/GraphOps.h.inc"
 

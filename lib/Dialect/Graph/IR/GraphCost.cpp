@@ -1,0 +1,112 @@
+//===- GraphCost.cpp - what each graph op costs ---------------------------===//
+//
+// FLOPs per execution for CostOpInterface. Conventions: one FLOP per
+// multiply or add (a GEMM is 2*M*N*K), one per special-function evaluation
+// (exp, erf, ...), so composite ops count their parts (sigmoid: exp, add,
+// divide). Data movement, casts and constants do no arithmetic; the cost
+// model charges them by getBytesAccessed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+int64_t elements(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+int64_t bytes(Type t) {
+  auto ranked = cast<RankedTensorType>(t);
+  int64_t bits = ranked.getElementTypeBitWidth();
+  return ranked.getNumElements() * std::max<int64_t>(1, bits / 8);
+}
+} // namespace
+
+int64_t lamina::graph::detail::operandAndResultBytes(Operation *op) {
+  int64_t total = 0;
+  for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+    total += bytes(t);
+  return total;
+}
+
+#include "lamina/Dialect/Graph/IR/GraphInterfaces.cpp.inc"
+
+// Per result element, for ops that compute each result element alike.
+#define PER_ELEMENT(OP, N)                                                     \
+  int64_t OP::getFlops() { return (N) * elements(getResult()); }
+PER_ELEMENT(NegOp, 1)
+PER_ELEMENT(AbsOp, 1)
+PER_ELEMENT(ExpOp, 1)
+PER_ELEMENT(LogOp, 1)
+PER_ELEMENT(SqrtOp, 1)
+PER_ELEMENT(ReciprocalOp, 1)
+PER_ELEMENT(TanhOp, 1)
+PER_ELEMENT(ErfOp, 1)
+PER_ELEMENT(SigmoidOp, 3)  // exp, add, divide
+PER_ELEMENT(ReluOp, 1)
+PER_ELEMENT(CosOp, 1)
+PER_ELEMENT(SinOp, 1)
+PER_ELEMENT(NotOp, 1)
+PER_ELEMENT(AddOp, 1)
+PER_ELEMENT(SubOp, 1)
+PER_ELEMENT(MulOp, 1)
+PER_ELEMENT(DivOp, 1)
+PER_ELEMENT(PowOp, 1)
+PER_ELEMENT(MinOp, 1)
+PER_ELEMENT(MaxOp, 1)
+PER_ELEMENT(AndOp, 1)
+PER_ELEMENT(OrOp, 1)
+PER_ELEMENT(EqualOp, 1)
+PER_ELEMENT(GreaterOp, 1)
+PER_ELEMENT(GreaterEqualOp, 1)
+PER_ELEMENT(LessOp, 1)
+PER_ELEMENT(LessEqualOp, 1)
+PER_ELEMENT(SelectOp, 1)
+PER_ELEMENT(SoftmaxOp, 5)    // max, subtract, exp, sum, divide
+PER_ELEMENT(LogSoftmaxOp, 5) // max, subtract, exp, sum, subtract log
+PER_ELEMENT(LayerNormOp, 8)  // mean, centre, square, mean, scale, shift...
+PER_ELEMENT(RMSNormOp, 5)    // square, mean, scale, weight
+PER_ELEMENT(CumSumOp, 1)
+#undef PER_ELEMENT
+
+// GELU: erf form x * 0.5 * (1 + erf(x / sqrt 2)); tanh form adds the cubic.
+int64_t GeluOp::getFlops() {
+  return (getTanh() ? 8 : 5) * elements(getResult());
+}
+
+int64_t MatMulOp::getFlops() {
+  auto lhs = getLhs().getType();
+  int64_t k = lhs.getShape().back();
+  return 2 * k * elements(getResult());
+}
+
+// Reductions do one operation per input element.
+#define PER_INPUT_ELEMENT(OP)                                                  \
+  int64_t OP::getFlops() { return elements(getInput()); }
+PER_INPUT_ELEMENT(ReduceSumOp)
+PER_INPUT_ELEMENT(ReduceMeanOp)
+PER_INPUT_ELEMENT(ReduceMaxOp)
+PER_INPUT_ELEMENT(ReduceProdOp)
+#undef PER_INPUT_ELEMENT
+
+int64_t ScatterNDOp::getFlops() {
+  return getReduction() == "none" ? 0 : elements(getUpdates());
+}
+
+// No arithmetic: data movement, conversion and constants.
+#define NO_FLOPS(OP)                                                           \
+  int64_t OP::getFlops() { return 0; }
+NO_FLOPS(ConstantOp)
+NO_FLOPS(CastOp)
+NO_FLOPS(ReshapeOp)
+NO_FLOPS(TransposeOp)
+NO_FLOPS(ConcatOp)
+NO_FLOPS(SliceOp)
+NO_FLOPS(BroadcastOp)
+NO_FLOPS(TileOp)
+NO_FLOPS(TriluOp)
+NO_FLOPS(GatherOp)
+NO_FLOPS(GatherNDOp)
+#undef NO_FLOPS
