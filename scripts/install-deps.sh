@@ -10,6 +10,7 @@ apt_packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools   # MLIR 22, lit, FileCheck
   protobuf-compiler libprotobuf-dev                        # ONNX's protobuf schema
   libgtest-dev                                             # unit tests
+  libopenblas-dev                                          # runtime GEMM (cblas)
   libonnx-testdata                                         # ONNX backend node tests
 )
 pip_packages=(onnx onnxruntime numpy)

@@ -1,0 +1,166 @@
+//===- Kernels.h - host kernels for every graph op --------------*- C++ -*-===//
+//
+// One function per graph op family; semantics are those of the op in
+// include/lamina/Dialect/Graph/IR/GraphOps.td. Conventions:
+//
+// * The result comes last and is preallocated by the caller with the op's
+//   result type; every kernel checks shapes and element types (cheap, O(rank))
+//   and returns an error Status instead of reading out of bounds.
+// * Float tensors compute in fp32 (f16/bf16 widened, rounded back to nearest
+//   even on store); f64 computes in f64; integers in their own type, wrapping.
+// * Axis attributes are in [0, rank) as in the IR; negative values count
+//   from the end for convenience.
+// * A result may alias an input (same pointer) only for: unary, binary,
+//   compare and select when the aliased operand has the result's shape and
+//   element size, reshape, cumsum, trilu, softmax, logSoftmax, layerNorm,
+//   rmsNorm (input) and scatterND (data). Other kernels need disjoint memory.
+// * Large tensors are split over threads (setNumThreads); matmul uses
+//   OpenBLAS's own threads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_KERNELS_H
+#define LAMINA_RUNTIME_KERNELS_H
+
+#include "lamina/Runtime/Status.h"
+#include "lamina/Runtime/Tensor.h"
+
+#include <stdint.h>
+
+namespace lamina::rt {
+
+//===----------------------------------------------------------------------===//
+// Threading
+//===----------------------------------------------------------------------===//
+
+/// Threads the runtime may use, for its own loops and for OpenBLAS. n < 1
+/// means the hardware concurrency (the default).
+void setNumThreads(int n);
+int getNumThreads();
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class UnaryOp : uint8_t {
+  Neg, Abs, Relu,                            // any numeric type
+  Exp, Log, Sqrt, Reciprocal, Tanh, Erf,     // float types only
+  Sigmoid, Gelu, GeluTanh, Cos, Sin,         // float types only
+  Not,                                       // i1 only
+};
+/// result = op(input), same shape and element type.
+Status unary(UnaryOp op, const Tensor &input, const Tensor &result);
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Pow, Min, Max, // numeric, not i1
+  And, Or,                           // i1 only
+};
+/// Numpy broadcasting; operands and result share the element type.
+Status binary(BinaryOp op, const Tensor &lhs, const Tensor &rhs,
+              const Tensor &result);
+
+enum class CompareOp : uint8_t {
+  Equal, Greater, GreaterEqual, Less, LessEqual
+};
+/// Numpy broadcasting; result is i1. Comparisons with NaN are false.
+Status compare(CompareOp op, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &result);
+
+/// result = condition ? lhs : rhs, all three broadcasting; condition is i1.
+Status select(const Tensor &condition, const Tensor &lhs, const Tensor &rhs,
+              const Tensor &result);
+
+/// Element type conversion between any two types, same shape. Float to
+/// integer truncates toward zero, saturating at the type's range, NaN -> 0;
+/// anything to i1 is `!= 0`; integer to narrower integer wraps; to f16/bf16
+/// rounds to nearest even (once, also from f64).
+Status cast(const Tensor &input, const Tensor &result);
+
+//===----------------------------------------------------------------------===//
+// Contraction and normalisation
+//===----------------------------------------------------------------------===//
+
+/// [..., m, k] x [..., k, n] -> [..., m, n], batch dims broadcasting; both
+/// operands rank >= 2 and the same float type. OpenBLAS sgemm/dgemm (f16 and
+/// bf16 go through f32 copies).
+Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result);
+
+/// exp(x - max) / sum along `axis`.
+Status softmax(const Tensor &input, int64_t axis, const Tensor &result);
+/// x - max - log(sum exp(x - max)) along `axis`.
+Status logSoftmax(const Tensor &input, int64_t axis, const Tensor &result);
+
+/// (x - mean) / sqrt(var + epsilon) * scale + bias over dims axis..rank-1;
+/// scale and bias (nullptr when absent) have exactly those dims. Statistics
+/// accumulate in double.
+Status layerNorm(const Tensor &input, const Tensor &scale, const Tensor *bias,
+                 int64_t axis, double epsilon, const Tensor &result);
+/// x / sqrt(mean(x^2) + epsilon) * scale over dims axis..rank-1.
+Status rmsNorm(const Tensor &input, const Tensor &scale, int64_t axis,
+               double epsilon, const Tensor &result);
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class ReduceOp : uint8_t { Sum, Mean, Max, Prod };
+/// Reduces the `numAxes` dims in `axes` (distinct); with keepdims they stay
+/// as size-1 dims of the result. Float sums accumulate in the compute type
+/// (f32, or f64); integer mean truncates; max propagates NaN; an empty
+/// reduction gives 0, 0/0, the lowest value, 1. i1 supports only Max (any).
+Status reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
+              int numAxes, bool keepdims, const Tensor &result);
+
+/// Running sum along `axis`; `exclusive` leaves out the element itself,
+/// `reverse` sums from the end.
+Status cumsum(const Tensor &input, int64_t axis, bool exclusive, bool reverse,
+              const Tensor &result);
+
+//===----------------------------------------------------------------------===//
+// Data movement (any element type; copies bytes)
+//===----------------------------------------------------------------------===//
+
+/// Same elements, another shape: a copy, or nothing when result aliases input.
+Status reshape(const Tensor &input, const Tensor &result);
+/// Result dim i is input dim perm[i] (perm has rank entries).
+Status transpose(const Tensor &input, const int64_t *perm,
+                 const Tensor &result);
+Status concat(const Tensor *inputs, int numInputs, int64_t axis,
+              const Tensor &result);
+/// Result dim i takes input indices starts[i] + j * steps[i], j < sizes[i];
+/// steps may be negative (never 0); every index touched must be in bounds.
+Status slice(const Tensor &input, const int64_t *starts, const int64_t *sizes,
+             const int64_t *steps, const Tensor &result);
+/// Numpy broadcast of input to result's shape.
+Status broadcast(const Tensor &input, const Tensor &result);
+/// Repeats input repeats[i] times along dim i.
+Status tile(const Tensor &input, const int64_t *repeats, const Tensor &result);
+/// Keeps elements of the last two dims with j - i >= k (upper) or
+/// j - i <= k (lower); zeroes the rest.
+Status trilu(const Tensor &input, int64_t k, bool upper, const Tensor &result);
+
+//===----------------------------------------------------------------------===//
+// Gather / scatter (indices are i32 or i64; negative ones count from the end;
+// an index out of range is an error and nothing is written)
+//===----------------------------------------------------------------------===//
+
+/// result = data[:axis] + indices + data[axis+1:] shaped.
+Status gather(const Tensor &data, const Tensor &indices, int64_t axis,
+              const Tensor &result);
+/// ONNX GatherND with `batchDims` leading batch dims.
+Status gatherND(const Tensor &data, const Tensor &indices, int64_t batchDims,
+                const Tensor &result);
+
+enum class ScatterReduction : uint8_t { None, Add, Mul, Max, Min };
+/// The graph dialect's spelling ("none", "add", ...); false if unknown.
+bool parseScatterReduction(const char *name, ScatterReduction &out);
+/// ONNX ScatterND: result = data with updates written (or combined) at the
+/// index tuples, in order (a later duplicate wins for None). i1 data allows
+/// None, Max and Min.
+Status scatterND(const Tensor &data, const Tensor &indices,
+                 const Tensor &updates, ScatterReduction reduction,
+                 const Tensor &result);
+
+} // namespace lamina::rt
+
+#endif // LAMINA_RUNTIME_KERNELS_H

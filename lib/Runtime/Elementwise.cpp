@@ -1,0 +1,395 @@
+//===- Elementwise.cpp - unary, binary, compare, select, cast -------------===//
+
+#include "Internal.h"
+
+#include <cstring>
+#include <limits>
+
+using namespace lamina::rt;
+using namespace lamina::rt::detail;
+
+//===----------------------------------------------------------------------===//
+// Broadcast plan
+//===----------------------------------------------------------------------===//
+
+Status lamina::rt::detail::planBroadcast(const char *op,
+                                         const Tensor *const *inputs, int n,
+                                         const Tensor &result,
+                                         BroadcastPlan &plan) {
+  int rank = result.rank;
+  std::vector<int64_t> strides[3];
+  for (int k = 0; k < n; ++k) {
+    strides[k].resize(rank);
+    if (!broadcastStrides(inputs[k]->shape, inputs[k]->rank, result.shape, rank,
+                          strides[k].data()))
+      return Status::error(std::string(op) + ": operand " +
+                           describe(*inputs[k]) +
+                           " does not broadcast to result " + describe(result));
+  }
+  // The result may not be larger than the operands' broadcast.
+  for (int d = 0; d < rank; ++d) {
+    if (result.shape[d] == 1)
+      continue;
+    bool covered = false;
+    for (int k = 0; k < n; ++k) {
+      int j = d - (rank - inputs[k]->rank);
+      covered |= j >= 0 && inputs[k]->shape[j] == result.shape[d];
+    }
+    if (!covered)
+      return Status::error(std::string(op) + ": result " + describe(result) +
+                           " is not the broadcast of its operands");
+  }
+  plan.numInputs = n;
+  plan.shape.clear();
+  for (int k = 0; k < 3; ++k)
+    plan.strides[k].clear();
+  if (result.numElements() == 0) {
+    plan.shape = {0};
+    for (int k = 0; k < n; ++k)
+      plan.strides[k] = {0};
+    return Status::success();
+  }
+  for (int d = 0; d < rank; ++d) {
+    int64_t size = result.shape[d];
+    if (size == 1)
+      continue;
+    bool merge = !plan.shape.empty();
+    for (int k = 0; k < n && merge; ++k)
+      merge = plan.strides[k].back() == strides[k][d] * size;
+    if (merge) {
+      plan.shape.back() *= size;
+      for (int k = 0; k < n; ++k)
+        plan.strides[k].back() = strides[k][d];
+    } else {
+      plan.shape.push_back(size);
+      for (int k = 0; k < n; ++k)
+        plan.strides[k].push_back(strides[k][d]);
+    }
+  }
+  if (plan.shape.empty()) { // every dim is 1: a single element
+    plan.shape = {1};
+    for (int k = 0; k < n; ++k)
+      plan.strides[k] = {0};
+  }
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+namespace {
+template <typename T, typename F>
+void mapUnary(const Tensor &in, const Tensor &out, int64_t cost, F f) {
+  const T *x = in.as<T>();
+  T *y = out.as<T>();
+  parallelFor(in.numElements(), kGrain / cost, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = store<T>(f(load(x[i])));
+  });
+}
+
+template <typename T>
+void unaryFloat(UnaryOp op, const Tensor &in, const Tensor &out) {
+  using C = Compute<T>;
+  switch (op) {
+  case UnaryOp::Neg:
+    return mapUnary<T>(in, out, 1, [](C x) { return -x; });
+  case UnaryOp::Abs:
+    return mapUnary<T>(in, out, 1, [](C x) { return math::abs(x); });
+  case UnaryOp::Relu:
+    return mapUnary<T>(in, out, 1, [](C x) { return math::relu(x); });
+  case UnaryOp::Exp:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::exp(x); });
+  case UnaryOp::Log:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::log(x); });
+  case UnaryOp::Sqrt:
+    return mapUnary<T>(in, out, 4, [](C x) { return math::sqrt(x); });
+  case UnaryOp::Reciprocal:
+    return mapUnary<T>(in, out, 2, [](C x) { return math::reciprocal(x); });
+  case UnaryOp::Tanh:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::tanh(x); });
+  case UnaryOp::Erf:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::erf(x); });
+  case UnaryOp::Sigmoid:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::sigmoid(x); });
+  case UnaryOp::Gelu:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::gelu(x); });
+  case UnaryOp::GeluTanh:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::geluTanh(x); });
+  case UnaryOp::Cos:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::cos(x); });
+  case UnaryOp::Sin:
+    return mapUnary<T>(in, out, 8, [](C x) { return math::sin(x); });
+  case UnaryOp::Not:
+    return; // rejected before dispatch
+  }
+}
+} // namespace
+
+Status lamina::rt::unary(UnaryOp op, const Tensor &input,
+                         const Tensor &result) {
+  if (input.dtype != result.dtype || !sameShape(input, result))
+    return Status::error("unary: result " + describe(result) +
+                         " differs from input " + describe(input));
+  if (op == UnaryOp::Not) {
+    if (input.dtype != DType::I1)
+      return Status::error("unary: not needs i1, got " + describe(input));
+    mapUnary<Bool>(input, result, 1, [](uint8_t x) { return uint8_t(!x); });
+    return Status::success();
+  }
+  bool floatOnly =
+      op != UnaryOp::Neg && op != UnaryOp::Abs && op != UnaryOp::Relu;
+  if (input.dtype == DType::I1 || (floatOnly && !isFloat(input.dtype)))
+    return Status::error("unary: op " + std::to_string(int(op)) +
+                         " is not defined on " + describe(input));
+  dispatch(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>) {
+      unaryFloat<T>(op, input, result);
+    } else if constexpr (isIntStorage<T>) {
+      if (op == UnaryOp::Neg)
+        mapUnary<T>(input, result, 1, [](T x) { return math::neg(x); });
+      else if (op == UnaryOp::Abs)
+        mapUnary<T>(input, result, 1, [](T x) { return math::abs(x); });
+      else
+        mapUnary<T>(input, result, 1, [](T x) { return math::relu(x); });
+    }
+  });
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Binary and compare
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// result[i] = f(lhs[..], rhs[..]) over a broadcast plan; R is the result's
+/// storage type. The inner run specialises on which operand is stretched.
+template <typename T, typename R, typename F>
+void mapBinary(const BroadcastPlan &p, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, int64_t cost, F f) {
+  const T *a = lhs.as<T>(), *b = rhs.as<T>();
+  R *c = out.as<R>();
+  bool sa = p.strides[0].back() != 0, sb = p.strides[1].back() != 0;
+  forEachRun(p, cost, [&](int64_t o, const int64_t *off, int64_t len) {
+    const T *x = a + off[0], *y = b + off[1];
+    R *z = c + o;
+    if (sa && sb) {
+      for (int64_t i = 0; i < len; ++i)
+        z[i] = store<R>(f(load(x[i]), load(y[i])));
+    } else if (sa) {
+      auto v = load(y[0]);
+      for (int64_t i = 0; i < len; ++i)
+        z[i] = store<R>(f(load(x[i]), v));
+    } else if (sb) {
+      auto v = load(x[0]);
+      for (int64_t i = 0; i < len; ++i)
+        z[i] = store<R>(f(v, load(y[i])));
+    } else {
+      R v = store<R>(f(load(x[0]), load(y[0])));
+      for (int64_t i = 0; i < len; ++i)
+        z[i] = v;
+    }
+  });
+}
+
+template <typename T>
+void binaryArith(BinaryOp op, const BroadcastPlan &p, const Tensor &lhs,
+                 const Tensor &rhs, const Tensor &out) {
+  using C = Compute<T>;
+  switch (op) {
+  case BinaryOp::Add:
+    return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                           [](C x, C y) { return math::add(x, y); });
+  case BinaryOp::Sub:
+    return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                           [](C x, C y) { return math::sub(x, y); });
+  case BinaryOp::Mul:
+    return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                           [](C x, C y) { return math::mul(x, y); });
+  case BinaryOp::Div:
+    return mapBinary<T, T>(p, lhs, rhs, out, 2,
+                           [](C x, C y) { return math::div(x, y); });
+  case BinaryOp::Pow:
+    return mapBinary<T, T>(p, lhs, rhs, out, 8,
+                           [](C x, C y) { return math::pow(x, y); });
+  case BinaryOp::Min:
+    return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                           [](C x, C y) { return math::minimum(x, y); });
+  case BinaryOp::Max:
+    return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                           [](C x, C y) { return math::maximum(x, y); });
+  default:
+    return; // And/Or: i1 only, handled by the caller
+  }
+}
+
+Status checkOperands(const char *name, const Tensor &lhs, const Tensor &rhs) {
+  if (lhs.dtype != rhs.dtype)
+    return Status::error(std::string(name) + ": operand types differ: " +
+                         describe(lhs) + " and " + describe(rhs));
+  return Status::success();
+}
+} // namespace
+
+Status lamina::rt::binary(BinaryOp op, const Tensor &lhs, const Tensor &rhs,
+                          const Tensor &result) {
+  Status s = checkOperands("binary", lhs, rhs);
+  if (!s.ok())
+    return s;
+  if (result.dtype != lhs.dtype)
+    return Status::error("binary: result " + describe(result) +
+                         " has another element type than " + describe(lhs));
+  bool logic = op == BinaryOp::And || op == BinaryOp::Or;
+  if (logic != (lhs.dtype == DType::I1))
+    return Status::error(std::string("binary: ") +
+                         (logic ? "and/or need i1" : "arithmetic on i1") +
+                         ", got " + describe(lhs));
+  BroadcastPlan plan;
+  const Tensor *ins[] = {&lhs, &rhs};
+  s = planBroadcast("binary", ins, 2, result, plan);
+  if (!s.ok())
+    return s;
+  if (logic) {
+    if (op == BinaryOp::And)
+      mapBinary<Bool, Bool>(
+          plan, lhs, rhs, result, 1,
+          [](uint8_t a, uint8_t b) { return uint8_t(a & b); });
+    else
+      mapBinary<Bool, Bool>(
+          plan, lhs, rhs, result, 1,
+          [](uint8_t a, uint8_t b) { return uint8_t(a | b); });
+    return Status::success();
+  }
+  dispatch(lhs.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, Bool>)
+      binaryArith<T>(op, plan, lhs, rhs, result);
+  });
+  return Status::success();
+}
+
+Status lamina::rt::compare(CompareOp op, const Tensor &lhs, const Tensor &rhs,
+                           const Tensor &result) {
+  Status s = checkOperands("compare", lhs, rhs);
+  if (!s.ok())
+    return s;
+  if (result.dtype != DType::I1)
+    return Status::error("compare: result must be i1, got " + describe(result));
+  BroadcastPlan p;
+  const Tensor *ins[] = {&lhs, &rhs};
+  s = planBroadcast("compare", ins, 2, result, p);
+  if (!s.ok())
+    return s;
+  dispatch(lhs.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    switch (op) {
+    case CompareOp::Equal:
+      return mapBinary<T, Bool>(p, lhs, rhs, result, 1,
+                                [](C a, C b) { return a == b; });
+    case CompareOp::Greater:
+      return mapBinary<T, Bool>(p, lhs, rhs, result, 1,
+                                [](C a, C b) { return a > b; });
+    case CompareOp::GreaterEqual:
+      return mapBinary<T, Bool>(p, lhs, rhs, result, 1,
+                                [](C a, C b) { return a >= b; });
+    case CompareOp::Less:
+      return mapBinary<T, Bool>(p, lhs, rhs, result, 1,
+                                [](C a, C b) { return a < b; });
+    case CompareOp::LessEqual:
+      return mapBinary<T, Bool>(p, lhs, rhs, result, 1,
+                                [](C a, C b) { return a <= b; });
+    }
+  });
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Select
+//===----------------------------------------------------------------------===//
+
+Status lamina::rt::select(const Tensor &condition, const Tensor &lhs,
+                          const Tensor &rhs, const Tensor &result) {
+  if (condition.dtype != DType::I1)
+    return Status::error("select: condition must be i1, got " +
+                         describe(condition));
+  Status s = checkOperands("select", lhs, rhs);
+  if (!s.ok())
+    return s;
+  if (result.dtype != lhs.dtype)
+    return Status::error("select: result " + describe(result) +
+                         " has another element type than " + describe(lhs));
+  BroadcastPlan p;
+  const Tensor *ins[] = {&condition, &lhs, &rhs};
+  s = planBroadcast("select", ins, 3, result, p);
+  if (!s.ok())
+    return s;
+  // Values are copied as bytes, so one instantiation per element size.
+  dispatchSize(result.elementSize(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const uint8_t *c = condition.as<uint8_t>();
+    const U *a = lhs.as<U>(), *b = rhs.as<U>();
+    U *z = result.as<U>();
+    int64_t sc = p.strides[0].back(), sa = p.strides[1].back(),
+            sb = p.strides[2].back();
+    forEachRun(p, 1, [&](int64_t o, const int64_t *off, int64_t len) {
+      for (int64_t i = 0; i < len; ++i)
+        z[o + i] = c[off[0] + i * sc] ? a[off[1] + i * sa] : b[off[2] + i * sb];
+    });
+  });
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Truncation toward zero, saturating (a plain conversion of an out-of-range
+/// float is undefined behaviour); NaN gives 0.
+template <typename I, typename F> I floatToInt(F x) {
+  if (x != x)
+    return I(0);
+  constexpr F lo = F(std::numeric_limits<I>::min());
+  constexpr F hi = F(std::numeric_limits<I>::max()); // may round up to 2^N
+  if (x <= lo)
+    return std::numeric_limits<I>::min();
+  if (x >= hi)
+    return std::numeric_limits<I>::max();
+  return I(x);
+}
+
+template <typename D, typename C> D convert(C v) {
+  if constexpr (isIntStorage<D> && std::is_floating_point_v<C>)
+    return floatToInt<D>(v);
+  else
+    return store<D>(v);
+}
+} // namespace
+
+Status lamina::rt::cast(const Tensor &input, const Tensor &result) {
+  if (!sameShape(input, result))
+    return Status::error("cast: result " + describe(result) +
+                         " has another shape than " + describe(input));
+  if (input.dtype == result.dtype) {
+    if (input.data != result.data)
+      std::memcpy(result.data, input.data, input.byteSize());
+    return Status::success();
+  }
+  int64_t n = input.numElements();
+  dispatch(input.dtype, [&](auto srcTag) {
+    using S = typename decltype(srcTag)::type;
+    dispatch(result.dtype, [&](auto dstTag) {
+      using D = typename decltype(dstTag)::type;
+      const S *x = input.as<S>();
+      D *y = result.as<D>();
+      parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          y[i] = convert<D>(load(x[i]));
+      });
+    });
+  });
+  return Status::success();
+}

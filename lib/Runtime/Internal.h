@@ -1,0 +1,224 @@
+//===- Internal.h - shared machinery of the runtime kernels -----*- C++ -*-===//
+//
+// Private to lib/Runtime: element-type dispatch, widening loads and rounding
+// stores, the thread splitter, shape checks and the strided copy that all
+// data-movement kernels reduce to.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_LIB_RUNTIME_INTERNAL_H
+#define LAMINA_LIB_RUNTIME_INTERNAL_H
+
+#include "lamina/Runtime/Kernels.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace lamina::rt::detail {
+
+/// i1 storage: one byte, read as `!= 0` so a stray 2 still means true.
+struct Bool {
+  uint8_t value;
+};
+
+template <typename T> struct Tag {
+  using type = T;
+};
+
+/// Calls f(Tag<StorageType>{}) for the tensor's element type.
+template <typename F> decltype(auto) dispatch(DType t, F &&f) {
+  switch (t) {
+  case DType::F32: return f(Tag<float>{});
+  case DType::F64: return f(Tag<double>{});
+  case DType::F16: return f(Tag<Half>{});
+  case DType::BF16: return f(Tag<BFloat16>{});
+  case DType::I1: return f(Tag<Bool>{});
+  case DType::I8: return f(Tag<int8_t>{});
+  case DType::I16: return f(Tag<int16_t>{});
+  case DType::I32: return f(Tag<int32_t>{});
+  case DType::I64: return f(Tag<int64_t>{});
+  case DType::U8: return f(Tag<uint8_t>{});
+  case DType::U16: return f(Tag<uint16_t>{});
+  case DType::U32: return f(Tag<uint32_t>{});
+  default: return f(Tag<uint64_t>{});
+  }
+}
+
+/// The type a storage type computes in.
+template <typename T> struct ComputeOf { using type = T; };
+template <> struct ComputeOf<Half> { using type = float; };
+template <> struct ComputeOf<BFloat16> { using type = float; };
+template <> struct ComputeOf<Bool> { using type = uint8_t; };
+template <typename T> using Compute = typename ComputeOf<T>::type;
+
+template <typename T>
+constexpr bool isFloatStorage =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
+    std::is_same_v<T, BFloat16>;
+template <typename T>
+constexpr bool isIntStorage = std::is_integral_v<T>; // excludes Bool
+
+inline float load(Half h) { return math::halfToFloat(h.bits); }
+inline float load(BFloat16 b) { return math::bf16ToFloat(b.bits); }
+inline uint8_t load(Bool b) { return b.value != 0; }
+template <typename T> inline T load(T v) { return v; }
+
+/// Rounds a compute value into storage type T.
+template <typename T, typename C> inline T store(C v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
+      return Half{math::doubleToHalf(double(v))};
+    else
+      return Half{math::floatToHalf(float(v))};
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
+      return BFloat16{math::doubleToBf16(double(v))};
+    else
+      return BFloat16{math::floatToBf16(float(v))};
+  } else if constexpr (std::is_same_v<T, Bool>) {
+    return Bool{uint8_t(v != C(0))};
+  } else {
+    return T(v);
+  }
+}
+
+/// The unsigned integer type of a given element size, for byte copies.
+template <size_t N> struct UIntOfSize;
+template <> struct UIntOfSize<1> { using type = uint8_t; };
+template <> struct UIntOfSize<2> { using type = uint16_t; };
+template <> struct UIntOfSize<4> { using type = uint32_t; };
+template <> struct UIntOfSize<8> { using type = uint64_t; };
+
+/// Calls f(Tag<uintN_t>{}) for an element size of 1, 2, 4 or 8 bytes.
+template <typename F> decltype(auto) dispatchSize(size_t size, F &&f) {
+  switch (size) {
+  case 1: return f(Tag<uint8_t>{});
+  case 2: return f(Tag<uint16_t>{});
+  case 4: return f(Tag<uint32_t>{});
+  default: return f(Tag<uint64_t>{});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Threads
+//===----------------------------------------------------------------------===//
+
+/// Elements of simple work per thread below which splitting does not pay
+/// (spawning a thread costs tens of microseconds).
+constexpr int64_t kGrain = 1 << 15;
+
+/// Runs body(begin, end) over [0, n) in contiguous chunks of at least
+/// `minChunk` items, on up to getNumThreads() threads (the caller's included).
+void parallelFor(int64_t n, int64_t minChunk,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+/// OpenBLAS's thread count (Gemm.cpp), kept equal to getNumThreads().
+void setBlasThreads(int n);
+
+//===----------------------------------------------------------------------===//
+// Checks and messages
+//===----------------------------------------------------------------------===//
+
+/// "[2,3]xf32".
+std::string describe(const Tensor &t);
+std::string shapeString(const int64_t *shape, int rank);
+bool sameShape(const Tensor &a, const Tensor &b);
+bool hasShape(const Tensor &t, const std::vector<int64_t> &shape);
+/// Normalises `axis` into [0, rank); false if out of range.
+bool normaliseAxis(int64_t &axis, int rank);
+
+//===----------------------------------------------------------------------===//
+// Broadcast iteration and strided copy
+//===----------------------------------------------------------------------===//
+
+/// Up to three operands broadcast to a result, with dims of size 1 dropped
+/// and adjacent dims merged where every operand allows. The innermost dim's
+/// stride is then 1 or 0 for each operand.
+struct BroadcastPlan {
+  int numInputs = 0;
+  std::vector<int64_t> shape;      // collapsed result shape, rank >= 1
+  std::vector<int64_t> strides[3]; // element strides, 0 where broadcast
+};
+/// Fails unless each input broadcasts to `result` and `result` is exactly
+/// their broadcast.
+Status planBroadcast(const char *op, const Tensor *const *inputs, int n,
+                     const Tensor &result, BroadcastPlan &plan);
+
+/// Calls body(outOffset, inOffsets, length) for each innermost run of the
+/// plan (or piece of one); inner strides are plan.strides[k].back(). Splits
+/// over threads by rows, and splits rows too when there are few of them.
+template <typename Body>
+void forEachRun(const BroadcastPlan &p, int64_t costPerElement, Body &&body) {
+  int rank = int(p.shape.size());
+  int64_t inner = p.shape.back(), rows = 1;
+  for (int d = 0; d + 1 < rank; ++d)
+    rows *= p.shape[d];
+  if (rows == 0 || inner == 0)
+    return;
+  int64_t grain = std::max<int64_t>(1, kGrain / costPerElement);
+  int threads = getNumThreads();
+  if (rows < threads && inner >= 2 * grain) {
+    // Pieces of rows: each item finds its offsets from scratch.
+    int64_t pieceLen = std::max(grain, (inner + threads - 1) / threads);
+    int64_t pieces = (inner + pieceLen - 1) / pieceLen;
+    parallelFor(rows * pieces, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t r = item / pieces, start = (item % pieces) * pieceLen;
+        int64_t off[3] = {0, 0, 0};
+        for (int64_t rem = r, d = rank - 2; d >= 0; --d) {
+          for (int k = 0; k < p.numInputs; ++k)
+            off[k] += (rem % p.shape[d]) * p.strides[k][d];
+          rem /= p.shape[d];
+        }
+        for (int k = 0; k < p.numInputs; ++k)
+          off[k] += start * p.strides[k].back();
+        body(r * inner + start, off, std::min(pieceLen, inner - start));
+      }
+    });
+    return;
+  }
+  int64_t minRows = (grain + inner - 1) / inner;
+  parallelFor(rows, minRows, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> idx(rank > 1 ? rank - 1 : 1, 0);
+    int64_t off[3] = {0, 0, 0};
+    for (int64_t r = begin, d = rank - 2; d >= 0; --d) {
+      idx[d] = r % p.shape[d];
+      r /= p.shape[d];
+      for (int k = 0; k < p.numInputs; ++k)
+        off[k] += idx[d] * p.strides[k][d];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      body(r * inner, off, inner);
+      for (int d = rank - 2; d >= 0; --d) { // odometer step
+        for (int k = 0; k < p.numInputs; ++k)
+          off[k] += p.strides[k][d];
+        if (++idx[d] < p.shape[d])
+          break;
+        for (int k = 0; k < p.numInputs; ++k)
+          off[k] -= idx[d] * p.strides[k][d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+/// dst (dense, row-major over `shape`) = elements of `src` at element
+/// strides `srcStrides` (any sign, 0 repeats). Used by transpose, slice,
+/// broadcast and tile.
+void stridedCopy(const void *src, void *dst, size_t elementSize,
+                 std::vector<int64_t> shape, std::vector<int64_t> srcStrides);
+
+/// [outer, n, inner] around `axis`.
+inline void splitAround(const Tensor &t, int axis, int64_t &outer, int64_t &n,
+                        int64_t &inner) {
+  outer = numElements(t.shape, axis);
+  n = t.shape[axis];
+  inner = numElements(t.shape + axis + 1, t.rank - axis - 1);
+}
+
+} // namespace lamina::rt::detail
+
+#endif // LAMINA_LIB_RUNTIME_INTERNAL_H

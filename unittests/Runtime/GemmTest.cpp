@@ -1,0 +1,90 @@
+//===- GemmTest.cpp - batched matmul --------------------------------------===//
+
+#include "RuntimeTestUtil.h"
+
+using namespace lamina::rt;
+using namespace lamina::rt::test;
+
+namespace {
+
+/// Naive batched matmul in double with broadcast batch dims.
+std::vector<double> refMatmul(Buf &a, Buf &b, const std::vector<int64_t> &os) {
+  int64_t m = os[os.size() - 2], n = os.back(), k = a.shape.back();
+  std::vector<int64_t> ob(os.begin(), os.end() - 2);
+  std::vector<int64_t> ab(a.shape.begin(), a.shape.end() - 2);
+  std::vector<int64_t> bb(b.shape.begin(), b.shape.end() - 2);
+  int64_t batches = numElements(ob.data(), int(ob.size()));
+  std::vector<double> out(batches * m * n);
+  for (int64_t t = 0; t < batches; ++t) {
+    std::vector<int64_t> idx = unravel(t, ob);
+    const float *x = a.data<float>() + broadcastIndex(idx, ab) * m * k;
+    const float *y = b.data<float>() + broadcastIndex(idx, bb) * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < k; ++l)
+          s += double(x[i * k + l]) * y[l * n + j];
+        out[(t * m + i) * n + j] = s;
+      }
+  }
+  return out;
+}
+
+void checkMatmul(std::vector<int64_t> as, std::vector<int64_t> bs,
+                 std::vector<int64_t> os) {
+  Buf a = randomF32(as), b = randomF32(bs), out(DType::F32, os);
+  EXPECT_OK(matmul(a.view(), b.view(), out.view()));
+  std::vector<double> want = refMatmul(a, b, os);
+  for (int64_t i = 0; i < out.count(); ++i)
+    ASSERT_TRUE(close(out.data<float>()[i], want[i], 1e-5, 1e-5)) << "at " << i;
+}
+
+TEST(RuntimeMatmul, ShapesAndBroadcastBatches) {
+  checkMatmul({3, 4}, {4, 5}, {3, 5});
+  checkMatmul({2, 3, 4}, {2, 4, 5}, {2, 3, 5});
+  checkMatmul({2, 3, 4}, {4, 5}, {2, 3, 5});          // stacked into one gemm
+  checkMatmul({3, 4}, {2, 4, 5}, {2, 3, 5});          // lhs broadcast
+  checkMatmul({2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5}); // both broadcast
+  checkMatmul({1, 2, 3, 4}, {1, 4, 5}, {1, 2, 3, 5});
+  checkMatmul({1, 1}, {1, 1}, {1, 1});
+  checkMatmul({64, 96}, {96, 80}, {64, 80});
+}
+
+TEST(RuntimeMatmul, OtherTypesAndEdges) {
+  Buf a = make<double>(DType::F64, {2, 2}, {1, 2, 3, 4});
+  Buf b = make<double>(DType::F64, {2, 1}, {1 + 1e-12, 1});
+  Buf c(DType::F64, {2, 1});
+  EXPECT_OK(matmul(a.view(), b.view(), c.view()));
+  // 1e-12 would vanish in f32: the product is computed in f64.
+  EXPECT_TRUE(close(c.data<double>()[0], 3 + 1e-12, 1e-15));
+  EXPECT_TRUE(close(c.data<double>()[1], 7 + 3e-12, 1e-15));
+  for (const auto &[t, toBits, fromBits] : kHalfFormats) {
+    Buf h(t, {2, 3, 2}), w(t, {2, 2}), r(t, {2, 3, 2});
+    float hv[] = {1, 2, 3, 4, 5, 6, -1, -2, 0.5f, 0.25f, 8, 9};
+    float wv[] = {1, 0.5f, -1, 2};
+    for (int i = 0; i < 12; ++i)
+      h.data<uint16_t>()[i] = toBits(hv[i]);
+    for (int i = 0; i < 4; ++i)
+      w.data<uint16_t>()[i] = toBits(wv[i]);
+    EXPECT_OK(matmul(h.view(), w.view(), r.view()));
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 2; ++j) {
+        float want = hv[2 * i] * wv[j] + hv[2 * i + 1] * wv[2 + j];
+        EXPECT_EQ(r.data<uint16_t>()[2 * i + j], toBits(want));
+        EXPECT_EQ(fromBits(r.data<uint16_t>()[2 * i + j]),
+                  fromBits(toBits(want)));
+      }
+  }
+  Buf ek(DType::F32, {2, 0}), ek2(DType::F32, {0, 3});
+  Buf zeros = f32({2, 3}, {1, 1, 1, 1, 1, 1});
+  EXPECT_OK(matmul(ek.view(), ek2.view(), zeros.view()));
+  EXPECT_EQ(zeros.values<float>(), std::vector<float>(6, 0));
+  Buf x(DType::F32, {2, 3}), y(DType::F32, {4, 5}), z(DType::F32, {2, 5});
+  EXPECT_ERROR(matmul(x.view(), y.view(), z.view()), "does not give");
+  Buf v(DType::F32, {3});
+  EXPECT_ERROR(matmul(v.view(), y.view(), z.view()), "rank >= 2");
+  Buf i(DType::I32, {2, 2});
+  EXPECT_ERROR(matmul(i.view(), i.view(), i.view()), "float");
+}
+
+} // namespace

@@ -1,0 +1,158 @@
+//===- NNTest.cpp - softmax, log_softmax, layer_norm, rms_norm ------------===//
+
+#include "RuntimeTestUtil.h"
+
+using namespace lamina::rt;
+using namespace lamina::rt::test;
+
+namespace {
+
+/// Double-precision softmax (or log-softmax) along `axis`.
+std::vector<double> refSoftmax(const std::vector<float> &x,
+                               const std::vector<int64_t> &shape, int axis,
+                               bool log) {
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<int64_t> idx = unravel(int64_t(i), shape), j = idx;
+    double mx = -INFINITY, sum = 0;
+    for (j[axis] = 0; j[axis] < shape[axis]; ++j[axis])
+      mx = std::max(mx, double(x[ravel(j, shape)]));
+    for (j[axis] = 0; j[axis] < shape[axis]; ++j[axis])
+      sum += std::exp(double(x[ravel(j, shape)]) - mx);
+    double v = double(x[i]) - mx;
+    out[i] = log ? v - std::log(sum) : std::exp(v) / sum;
+  }
+  return out;
+}
+
+TEST(RuntimeSoftmax, EveryAxisMatchesReference) {
+  std::vector<int64_t> shape = {3, 4, 5};
+  Buf in = randomF32(shape, -4, 4);
+  for (bool log : {false, true})
+    for (int axis : {0, 1, 2, -1}) {
+      Buf out(DType::F32, shape);
+      EXPECT_OK(log ? logSoftmax(in.view(), axis, out.view())
+                    : softmax(in.view(), axis, out.view()));
+      std::vector<double> want =
+          refSoftmax(in.values<float>(), shape, (axis + 3) % 3, log);
+      for (int64_t i = 0; i < out.count(); ++i)
+        ASSERT_TRUE(close(out.data<float>()[i], want[i], 1e-5, 1e-7));
+    }
+}
+
+TEST(RuntimeSoftmax, LargeValuesDoNotOverflow) {
+  Buf in = f32({2, 3}, {1000, 1001, 1002, -1e30f, 0, 3e38f});
+  Buf out(DType::F32, {2, 3}), lout(DType::F32, {2, 3});
+  EXPECT_OK(softmax(in.view(), 1, out.view()));
+  EXPECT_OK(logSoftmax(in.view(), 1, lout.view()));
+  std::vector<double> want = refSoftmax(in.values<float>(), {2, 3}, 1, false);
+  std::vector<double> lwant = refSoftmax(in.values<float>(), {2, 3}, 1, true);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_TRUE(close(out.data<float>()[i], want[i], 1e-6, 1e-30));
+    EXPECT_TRUE(close(lout.data<float>()[i], lwant[i], 1e-6));
+  }
+  EXPECT_EQ(out.data<float>()[5], 1.0f);
+  EXPECT_TRUE(std::isfinite(lout.data<float>()[3]));
+  Buf d = make<double>(DType::F64, {3}, {1e300, 1e300, -1e300});
+  Buf dout(DType::F64, {3});
+  EXPECT_OK(softmax(d.view(), 0, dout.view()));
+  EXPECT_EQ(dout.values<double>(), (std::vector<double>{0.5, 0.5, 0}));
+}
+
+TEST(RuntimeSoftmax, HalfInPlaceAndErrors) {
+  std::vector<float> v = {0.5f, -1.0f, 2.0f, 0.0f};
+  Buf h(DType::BF16, {4});
+  for (int i = 0; i < 4; ++i)
+    h.data<uint16_t>()[i] = math::floatToBf16(v[i]);
+  EXPECT_OK(softmax(h.view(), 0, h.view()));
+  std::vector<double> want = refSoftmax(v, {4}, 0, false);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(close(math::bf16ToFloat(h.data<uint16_t>()[i]), want[i],
+                      1.0 / 256)); // half a bf16 ulp
+  Buf ints(DType::I32, {4});
+  EXPECT_ERROR(softmax(ints.view(), 0, ints.view()), "float");
+  Buf f(DType::F32, {4});
+  EXPECT_ERROR(softmax(f.view(), 1, f.view()), "axis");
+}
+
+/// Double-precision layer norm (bias optional) or RMS norm over dims from
+/// `axis` on.
+std::vector<double> refNorm(const std::vector<float> &x, int64_t n,
+                            const std::vector<float> &scale,
+                            const std::vector<float> *bias, double eps,
+                            bool rms) {
+  std::vector<double> out(x.size());
+  for (size_t r = 0; r < x.size() / n; ++r) {
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i)
+      mean += x[r * n + i];
+    mean /= n;
+    for (int64_t i = 0; i < n; ++i) {
+      double d = x[r * n + i] - (rms ? 0 : mean);
+      sq += d * d;
+    }
+    double inv = 1 / std::sqrt(sq / n + eps);
+    for (int64_t i = 0; i < n; ++i)
+      out[r * n + i] = (x[r * n + i] - (rms ? 0 : mean)) * inv * scale[i] +
+                       (bias ? (*bias)[i] : 0);
+  }
+  return out;
+}
+
+TEST(RuntimeNorm, LayerAndRmsNormMatchDoubleReference) {
+  std::vector<int64_t> shape = {4, 6, 8};
+  // An offset mean makes naive single-pass variance visibly wrong.
+  Buf in = randomF32(shape, 99, 101);
+  for (int64_t axis : {1, 2}) {
+    std::vector<int64_t> ps(shape.begin() + axis, shape.end());
+    Buf scale = randomF32(ps, 0.5f, 1.5f), bias = randomF32(ps);
+    int64_t n = scale.count();
+    std::vector<float> sv = scale.values<float>(), bv = bias.values<float>();
+    for (int variant = 0; variant < 3; ++variant) {
+      Buf out(DType::F32, shape);
+      Tensor b = bias.view();
+      bool rms = variant == 2, withBias = variant == 1;
+      EXPECT_OK(rms ? rmsNorm(in.view(), scale.view(), axis, 1e-5, out.view())
+                    : layerNorm(in.view(), scale.view(),
+                                withBias ? &b : nullptr, axis, 1e-5,
+                                out.view()));
+      std::vector<double> want = refNorm(in.values<float>(), n, sv,
+                                         withBias ? &bv : nullptr, 1e-5, rms);
+      for (int64_t i = 0; i < out.count(); ++i)
+        ASSERT_TRUE(close(out.data<float>()[i], want[i], 1e-5, 1e-6))
+            << "variant " << variant << " axis " << axis << " at " << i;
+    }
+  }
+}
+
+TEST(RuntimeNorm, F64HalfInPlaceAndErrors) {
+  std::vector<float> v = randomFloats(2 * 16);
+  Buf d(DType::F64, {2, 16}),
+      ds = make<double>(DType::F64, {16}, std::vector<double>(16, 2.0));
+  for (int i = 0; i < 32; ++i)
+    d.data<double>()[i] = v[i];
+  EXPECT_OK(layerNorm(d.view(), ds.view(), nullptr, 1, 1e-6, d.view()));
+  std::vector<double> want =
+      refNorm(v, 16, std::vector<float>(16, 2.0f), nullptr, 1e-6, false);
+  for (int i = 0; i < 32; ++i)
+    EXPECT_TRUE(close(d.data<double>()[i], want[i], 1e-12, 1e-14));
+  Buf h(DType::F16, {2, 16}), hs(DType::F16, {16});
+  for (int i = 0; i < 32; ++i)
+    h.data<uint16_t>()[i] = math::floatToHalf(v[i]);
+  for (int i = 0; i < 16; ++i)
+    hs.data<uint16_t>()[i] = math::floatToHalf(1.0f);
+  EXPECT_OK(rmsNorm(h.view(), hs.view(), 1, 1e-6, h.view()));
+  std::vector<float> hv(32);
+  for (int i = 0; i < 32; ++i)
+    hv[i] = math::halfToFloat(math::floatToHalf(v[i]));
+  want = refNorm(hv, 16, std::vector<float>(16, 1.0f), nullptr, 1e-6, true);
+  for (int i = 0; i < 32; ++i)
+    EXPECT_TRUE(
+        close(math::halfToFloat(h.data<uint16_t>()[i]), want[i], 1e-3, 1e-4));
+  Buf f = randomF32({2, 16}), bad(DType::F32, {8});
+  EXPECT_ERROR(layerNorm(f.view(), bad.view(), nullptr, 1, 1e-5, f.view()),
+               "parameter");
+  EXPECT_ERROR(rmsNorm(f.view(), ds.view(), 1, 1e-5, f.view()), "parameter");
+}
+
+} // namespace

@@ -1,0 +1,138 @@
+//===- RuntimeTestUtil.h - buffers and references for tests ---*- C++ -*-===//
+
+#ifndef LAMINA_UNITTESTS_RUNTIME_TESTUTIL_H
+#define LAMINA_UNITTESTS_RUNTIME_TESTUTIL_H
+
+#include "lamina/Runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace lamina::rt::test {
+
+/// An owning tensor: storage plus the shape the view points at. Views stay
+/// valid when a Buf is moved (vectors keep their heap blocks).
+struct Buf {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  Buf() = default;
+  Buf(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
+    bytes.assign(size_t(count()) * dtypeSize(t), 0);
+  }
+  int64_t count() const { return numElements(shape.data(), int(shape.size())); }
+  Tensor view() {
+    return Tensor{bytes.data(), dtype, int(shape.size()), shape.data()};
+  }
+  template <typename T> T *data() {
+    return reinterpret_cast<T *>(bytes.data());
+  }
+  template <typename T> std::vector<T> values() {
+    return std::vector<T>(data<T>(), data<T>() + count());
+  }
+};
+
+template <typename T>
+Buf make(DType t, std::vector<int64_t> shape, const std::vector<T> &values) {
+  Buf b(t, std::move(shape));
+  EXPECT_EQ(int64_t(values.size()), b.count());
+  if (!b.bytes.empty())
+    std::memcpy(b.bytes.data(), values.data(), b.bytes.size());
+  return b;
+}
+inline Buf f32(std::vector<int64_t> shape, const std::vector<float> &v) {
+  return make(DType::F32, std::move(shape), v);
+}
+inline Buf i64(std::vector<int64_t> shape, const std::vector<int64_t> &v) {
+  return make(DType::I64, std::move(shape), v);
+}
+
+/// The two 16-bit float formats and their conversions, to loop over.
+struct HalfFormat {
+  DType dtype;
+  uint16_t (*toBits)(float);
+  float (*fromBits)(uint16_t);
+};
+inline const HalfFormat kHalfFormats[] = {
+    {DType::F16, math::floatToHalf, math::halfToFloat},
+    {DType::BF16, math::floatToBf16, math::bf16ToFloat}};
+
+inline std::mt19937 &rng() {
+  static std::mt19937 gen(1234);
+  return gen;
+}
+inline std::vector<float> randomFloats(int64_t n, float lo = -2, float hi = 2) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(rng());
+  return v;
+}
+inline Buf randomF32(std::vector<int64_t> shape, float lo = -2, float hi = 2) {
+  Buf b(DType::F32, std::move(shape));
+  std::vector<float> v = randomFloats(b.count(), lo, hi);
+  if (!v.empty())
+    std::memcpy(b.bytes.data(), v.data(), b.bytes.size());
+  return b;
+}
+
+/// Row-major index <-> multi-index.
+inline std::vector<int64_t> unravel(int64_t i,
+                                    const std::vector<int64_t> &shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return idx;
+}
+inline int64_t ravel(const std::vector<int64_t> &idx,
+                     const std::vector<int64_t> &shape) {
+  int64_t i = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    i = i * shape[d] + idx[d];
+  return i;
+}
+/// Element of `shape` read at result multi-index `out` under broadcasting.
+inline int64_t broadcastIndex(const std::vector<int64_t> &out,
+                              const std::vector<int64_t> &shape) {
+  std::vector<int64_t> idx(shape.size());
+  size_t lead = out.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    idx[d] = shape[d] == 1 ? 0 : out[lead + d];
+  return ravel(idx, shape);
+}
+
+/// |got - want| <= rel * |want| + abs; NaN matches NaN.
+inline ::testing::AssertionResult close(double got, double want, double rel,
+                                        double abs = 0) {
+  if (std::isnan(want) && std::isnan(got))
+    return ::testing::AssertionSuccess();
+  if (got == want || std::fabs(got - want) <= rel * std::fabs(want) + abs)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "got " << got << ", want " << want << " (rel " << rel << ", abs "
+         << abs << ")";
+}
+
+#define EXPECT_OK(expr)                                                        \
+  do {                                                                         \
+    ::lamina::rt::Status s_ = (expr);                                          \
+    EXPECT_TRUE(s_.ok()) << s_.message();                                      \
+  } while (0)
+#define EXPECT_ERROR(expr, substring)                                          \
+  do {                                                                         \
+    ::lamina::rt::Status s_ = (expr);                                          \
+    EXPECT_FALSE(s_.ok());                                                     \
+    EXPECT_NE(s_.message().find(substring), std::string::npos)                 \
+        << s_.message();                                                       \
+  } while (0)
+
+} // namespace lamina::rt::test
+
+#endif // LAMINA_UNITTESTS_RUNTIME_TESTUTIL_H
