@@ -2,12 +2,15 @@
 
 #include "lamina/Schedule/Simulate.h"
 
+#include "ScheduleTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
 #include <map>
 
 using namespace lamina::schedule;
+using lamina::schedule::test::config;
 
 namespace {
 
@@ -15,17 +18,6 @@ const ScheduleKind kAllKinds[] = {
     ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
     ScheduleKind::BreadthFirst, ScheduleKind::Layered};
 
-ScheduleConfig config(ScheduleKind kind, int L, int p, int m, int d = 1,
-                      int zero = 0) {
-  ScheduleConfig c;
-  c.kind = kind;
-  c.numModules = L;
-  c.pipelineRanks = p;
-  c.microBatches = m;
-  c.dataParallel = d;
-  c.zeroLevel = zero;
-  return c;
-}
 
 // The documented preconditions of generateSchedule.
 bool shouldGenerate(ScheduleKind k, int L, int p, int m) {

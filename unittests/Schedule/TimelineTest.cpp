@@ -2,27 +2,17 @@
 
 #include "lamina/Schedule/Simulate.h"
 
+#include "ScheduleTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 using namespace lamina::schedule;
+using lamina::schedule::test::make;
 
 namespace {
 
-Schedule make(ScheduleKind kind, int L, int p, int m, int d = 1,
-              int zero = 0) {
-  ScheduleConfig c;
-  c.kind = kind;
-  c.numModules = L;
-  c.pipelineRanks = p;
-  c.microBatches = m;
-  c.dataParallel = d;
-  c.zeroLevel = zero;
-  Expected<Schedule> s = generateSchedule(c);
-  EXPECT_TRUE(s.ok()) << s.error();
-  return *s;
-}
 
 Timeline simulate(const Schedule &s, const CostModel &cost) {
   Expected<Timeline> t = simulateTimeline(s, cost);

@@ -2,6 +2,8 @@
 
 #include "lamina/Schedule/Simulate.h"
 
+#include "ScheduleTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,21 +11,13 @@
 using namespace lamina::schedule;
 
 namespace {
-
-Schedule make(ScheduleKind kind, int L, int p, int m, int d = 1,
-              int zero = 0) {
-  ScheduleConfig c;
-  c.kind = kind;
-  c.numModules = L;
-  c.pipelineRanks = p;
-  c.microBatches = m;
-  c.dataParallel = d;
-  c.zeroLevel = zero;
-  Expected<Schedule> s = generateSchedule(c);
-  EXPECT_TRUE(s.ok()) << s.error();
-  EXPECT_TRUE(verifySchedule(*s).ok());
-  return *s;
+/// A generated schedule that also verifies.
+Schedule make(ScheduleKind kind, int L, int p, int m, int d = 1, int zero = 0) {
+  Schedule s = test::make(kind, L, p, m, d, zero);
+  EXPECT_TRUE(verifySchedule(s).ok());
+  return s;
 }
+
 
 size_t find(const std::vector<Action> &list, const Action &a) {
   for (size_t i = 0; i < list.size(); ++i)
