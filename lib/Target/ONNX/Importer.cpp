@@ -489,8 +489,9 @@ LogicalResult ModelImporter::importNode(const NodeProto &node, Scope &scope,
     }
     Slot *slot = lookupValue(scope, in);
     if (!slot) {
-      if (!materialized.count(in) && initializers.count(in))
-        return failure(); // the initializer's own error was emitted
+      // A visible name whose initializer failed to load: its error is out.
+      if (scope.lookup(in))
+        return failure();
       return emitError(loc) << "node '" << name << "' (" << node.op_type()
                             << ") reads undefined value '" << in << "'";
     }
