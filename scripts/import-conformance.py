@@ -29,7 +29,16 @@ Each model ends up in one of four classes:
                      is not a compile-time constant, or an opset outside
                      11-23; such tests are expected errors
 
-Exit status: 1 if any model is FAIL, 2 on a usage/setup error, else 0.
+With --numeric, every model that imports is also run with `lamina-eval`
+(the reference evaluator on the host kernels) on each
+test_data_set_*/input_*.pb, and its outputs are compared with output_*.pb
+as the ONNX backend does by default: np.testing.assert_allclose with
+rtol=1e-3, atol=1e-7 for floats, exact equality for integers and bools,
+and equal dtypes and shapes. Each imported test is then "numeric pass" or
+"numeric fail" (with the largest absolute / relative error or the reason).
+
+Exit status: 1 if any model is FAIL (or, with --numeric, numeric fail),
+2 on a usage/setup error, else 0.
 """
 
 import argparse
@@ -42,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 SRC_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,6 +193,12 @@ class Result:
         self.status = None        # pass | fail | unsupported-op | out-of-scope
         self.errors = []          # the importer's error lines
         self.dims = []
+        self.input_dims = []      # per graph input: [dim_param or None]
+        self.output_names = []    # graph output names, in order
+        self.input_types = []     # per graph input: onnx elem_type
+        self.output_types = []
+        self.numeric = None       # None | "pass" | "fail" | "skip"
+        self.numeric_errors = []
 
     @property
     def first_error(self):
@@ -203,6 +219,17 @@ def classify(result, supported):
     if result.missing:
         result.status = "unsupported-op"
         return None
+    initializers = {t.name for t in model.graph.initializer}
+    result.input_dims = [
+        [d.dim_param if d.HasField("dim_param") and d.dim_param else None
+         for d in i.type.tensor_type.shape.dim]
+        if i.type.HasField("tensor_type") else []
+        for i in model.graph.input if i.name not in initializers]
+    result.output_names = [o.name for o in model.graph.output]
+    result.input_types = [i.type.tensor_type.elem_type for i in model.graph.input
+                          if i.name not in initializers]
+    result.output_types = [o.type.tensor_type.elem_type
+                           for o in model.graph.output]
     result.dims, err = symbolic_dim_bindings(model, os.path.dirname(result.path))
     if err:
         result.status = "fail"
@@ -277,6 +304,132 @@ def run_import(result, lamina):
         result.status = "out-of-scope"
     else:
         result.status = "fail"
+    return result
+
+
+def npy_name(name):
+    """The file lamina-eval writes an output to (see tools/lamina-eval)."""
+    s = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    return ("_" + s if s in ("", ".", "..") else s) + ".npy"
+
+
+def compare_output(actual, expected):
+    """'' if `actual` matches `expected` as the ONNX backend checks it, else
+    why not (with the largest absolute / relative error)."""
+    import numpy as np
+    if actual.dtype != expected.dtype:
+        return "dtype %s, expected %s" % (actual.dtype, expected.dtype)
+    if actual.shape != expected.shape:
+        return "shape %s, expected %s" % (actual.shape, expected.shape)
+    if expected.dtype.kind in "fc":
+        try:
+            np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-7)
+            return ""
+        except AssertionError:
+            a = actual.astype(np.float64)
+            e = expected.astype(np.float64)
+            with np.errstate(all="ignore"):
+                diff = np.abs(a - e)
+                diff[np.isnan(a) & np.isnan(e)] = 0
+                diff[np.isnan(diff)] = np.inf
+                rel = diff / np.abs(e)
+                rel[diff == 0] = 0
+            bad = int(np.sum(~np.isclose(a, e, rtol=1e-3, atol=1e-7,
+                                         equal_nan=True)))
+            return "max abs error %.3g, max rel error %.3g (%d of %d elements)" % (
+                float(np.max(diff)) if diff.size else 0.0,
+                float(np.max(rel)) if rel.size else 0.0, bad, expected.size)
+    if np.array_equal(actual, expected):
+        return ""
+    bad = int(np.sum(actual != expected))
+    return "%d of %d elements differ" % (bad, expected.size)
+
+
+def run_numeric(result, lamina_eval):
+    """Runs lamina-eval on each test_data_set_* of an imported model and
+    compares its outputs with output_*.pb."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    test_dir = os.path.dirname(result.path)
+    data_sets = sorted(glob.glob(os.path.join(test_dir, "test_data_set_*")))
+    if not data_sets:
+        result.numeric = "fail"
+        result.numeric_errors = ["no test_data_set_*"]
+        return result
+    # onnx 1.12's test data stores bfloat16 tensors as uint16 (numpy has no
+    # bfloat16), and CastLike's `like` input with the wrong shape: the data
+    # does not match the model, so such tests cannot be run by anyone.
+    bf16, uint16 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.UINT16
+    for ds in data_sets:
+        for kind, types in (("input", result.input_types),
+                            ("output", result.output_types)):
+            for index, elem in enumerate(types):
+                path = os.path.join(ds, "%s_%d.pb" % (kind, index))
+                if elem != bf16 or not os.path.exists(path):
+                    continue
+                t = onnx.TensorProto()
+                with open(path, "rb") as f:
+                    t.ParseFromString(f.read())
+                if t.data_type == uint16:
+                    result.numeric = "skip"
+                    result.numeric_errors = [
+                        "test data stores bfloat16 %s %d as uint16" % (kind, index)]
+                    return result
+    errors = []
+    for ds in data_sets:
+        label = os.path.basename(ds)
+        inputs = sorted(glob.glob(os.path.join(ds, "input_*.pb")),
+                        key=lambda p: int(re.findall(r"\d+", os.path.basename(p))[0]))
+        bindings = {}
+        for index, path in enumerate(inputs):
+            t = onnx.TensorProto()
+            with open(path, "rb") as f:
+                t.ParseFromString(f.read())
+            if index < len(result.input_dims):
+                for param, size in zip(result.input_dims[index], t.dims):
+                    if param:
+                        bindings.setdefault(param, size)
+        dims = ["--dim=%s=%d" % kv for kv in sorted(bindings.items())]
+        with tempfile.TemporaryDirectory(prefix="lamina-eval-") as out:
+            cmd = ([lamina_eval, result.path, "--output-dir", out] + dims +
+                   ["--input=" + p for p in inputs])
+            try:
+                proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                errors.append("%s: timed out after %d s" % (label, TIMEOUT_S))
+                continue
+            except OSError as e:
+                errors.append("cannot run %s: %s" % (lamina_eval, e))
+                break
+            if proc.returncode != 0:
+                stderr = proc.stderr.decode("utf-8", "replace")
+                lines = [l.split("error: ", 1)[1] for l in stderr.splitlines()
+                         if "error: " in l]
+                if proc.returncode < 0:
+                    lines.append(crash_summary(-proc.returncode, stderr))
+                errors.append("%s: lamina-eval failed: %s" % (
+                    label, "; ".join(lines) or "exit status %d" % proc.returncode))
+                continue
+            outputs = sorted(glob.glob(os.path.join(ds, "output_*.pb")),
+                             key=lambda p: int(re.findall(r"\d+", os.path.basename(p))[0]))
+            for index, path in enumerate(outputs):
+                t = onnx.TensorProto()
+                with open(path, "rb") as f:
+                    t.ParseFromString(f.read())
+                expected = numpy_helper.to_array(t)
+                name = (result.output_names[index]
+                        if index < len(result.output_names) else t.name)
+                got = os.path.join(out, npy_name(name))
+                if not os.path.exists(got):
+                    errors.append("%s: no output '%s'" % (label, name))
+                    continue
+                why = compare_output(np.load(got), expected)
+                if why:
+                    errors.append("%s output '%s': %s" % (label, name, why))
+    result.numeric = "fail" if errors else "pass"
+    result.numeric_errors = errors
     return result
 
 
@@ -478,6 +631,12 @@ def main():
                         help="also write the report as markdown")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="print only failures and the totals")
+    parser.add_argument("--numeric", action="store_true",
+                        help="also run every imported model with lamina-eval "
+                             "and compare its outputs with the test data")
+    parser.add_argument("--lamina-eval", default=None,
+                        help="the lamina-eval binary (default: next to "
+                             "lamina, else PATH)")
     parser.add_argument("--node-dir", action="append", default=[],
                         metavar="DIR",
                         help="an extra directory of node tests "
@@ -498,6 +657,14 @@ def main():
         sys.exit("import-conformance: error: cannot find lamina binary '%s'"
                  % lamina)
 
+    lamina_eval = None
+    if args.numeric:
+        lamina_eval = args.lamina_eval or os.path.join(
+            os.path.dirname(resolved), "lamina-eval")
+        lamina_eval = shutil.which(lamina_eval) or shutil.which("lamina-eval")
+        if lamina_eval is None:
+            sys.exit("import-conformance: error: cannot find lamina-eval")
+
     supported, op_files = supported_ops(SRC_ROOT)
     if len(supported) <= len(BUILTIN_OPS):
         sys.exit("import-conformance: error: found no r.add(\"...\") calls "
@@ -517,6 +684,13 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         list(pool.map(lambda r: run_import(r, resolved), to_run))
     elapsed = time.monotonic() - start
+    numeric_elapsed = 0.0
+    if args.numeric:
+        start = time.monotonic()
+        imported = [r for r in results if r.status == "pass"]
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            list(pool.map(lambda r: run_numeric(r, lamina_eval), imported))
+        numeric_elapsed = time.monotonic() - start
 
     counts = collections.Counter(r.status for r in results)
     table = op_table(results, supported)
@@ -531,10 +705,30 @@ def main():
     print_failures(results, out)
     out.write(totals_line(counts, len(results)) + "\n")
     out.write("failures: %d\n" % counts["fail"])
+    numeric_failures = 0
+    if args.numeric:
+        numeric = collections.Counter(r.numeric for r in results if r.numeric)
+        numeric_failures = numeric["fail"]
+        failed = [r for r in results if r.numeric == "fail"]
+        if failed:
+            out.write("NUMERIC FAILURES: %d\n" % len(failed))
+            for r in failed:
+                out.write("  %s [%s] (%s): %s\n" % (
+                    r.name, r.source, fmt_ops(r.ops),
+                    "; ".join(r.numeric_errors)))
+        skipped = [r for r in results if r.numeric == "skip"]
+        if skipped and not args.quiet:
+            out.write("numeric skipped (test data does not match the model):\n")
+            for r in skipped:
+                out.write("  %s: %s\n" % (r.name, "; ".join(r.numeric_errors)))
+        out.write("numeric: %d imported models, %d numeric pass, %d numeric "
+                  "fail, %d skipped (%.1f s)\n" % (
+                      sum(numeric.values()), numeric["pass"], numeric["fail"],
+                      numeric["skip"], numeric_elapsed))
     if args.markdown:
         write_markdown(args.markdown, results, supported, table, roots, counts,
                        op_files)
-    return 1 if counts["fail"] else 0
+    return 1 if counts["fail"] or numeric_failures else 0
 
 
 if __name__ == "__main__":

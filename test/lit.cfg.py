@@ -35,7 +35,7 @@ config.substitutions.append(("%models", os.path.join(config.lamina_src_root, "te
 config.substitutions.append(("%srcroot", config.lamina_src_root))
 config.substitutions.append(("%lamina_obj_root", config.lamina_obj_root))
 llvm_config.add_tool_substitutions(
-    ["lamina", "lamina-opt", "lamina-translate"], [config.lamina_tools_dir])
+    ["lamina", "lamina-opt", "lamina-translate", "lamina-eval"], [config.lamina_tools_dir])
 
 # Tests that need onnx / onnxruntime from pip.
 import subprocess

@@ -1,0 +1,427 @@
+//===- Evaluator.cpp - run an imported graph on the host kernels ----------===//
+//
+// Walks @forward in order and calls one lamina_runtime kernel per graph op.
+// Every value gets its own buffer; a buffer is freed after its last use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Eval/Evaluator.h"
+
+#include "ModelLoader.h" // lib/Target/ONNX: TensorReader, parseModel
+
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Runtime/Kernels.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::eval;
+
+//===----------------------------------------------------------------------===//
+// Host tensors
+//===----------------------------------------------------------------------===//
+
+HostTensor::HostTensor(rt::DType dtype, std::vector<int64_t> shape)
+    : dtype(dtype), shape(std::move(shape)) {
+  storage.assign((byteSize() + 7) / 8 + 1, 0);
+}
+
+int64_t HostTensor::numElements() const {
+  return rt::numElements(shape.data(), int(shape.size()));
+}
+
+rt::Tensor HostTensor::view() const {
+  return rt::Tensor{const_cast<uint64_t *>(storage.data()), dtype,
+                    int(shape.size()), shape.data()};
+}
+
+bool lamina::eval::dtypeOf(Type t, rt::DType &out) {
+  if (t.isF32()) out = rt::DType::F32;
+  else if (t.isF64()) out = rt::DType::F64;
+  else if (t.isF16()) out = rt::DType::F16;
+  else if (t.isBF16()) out = rt::DType::BF16;
+  else if (auto i = dyn_cast<IntegerType>(t)) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 1: out = rt::DType::I1; break;
+    case 8: out = u ? rt::DType::U8 : rt::DType::I8; break;
+    case 16: out = u ? rt::DType::U16 : rt::DType::I16; break;
+    case 32: out = u ? rt::DType::U32 : rt::DType::I32; break;
+    case 64: out = u ? rt::DType::U64 : rt::DType::I64; break;
+    default: return false;
+    }
+  } else
+    return false;
+  return true;
+}
+
+std::string lamina::eval::describe(const HostTensor &t) {
+  std::string s = "tensor<";
+  for (int64_t d : t.shape)
+    s += std::to_string(d) + "x";
+  return s + rt::dtypeName(t.dtype) + ">";
+}
+
+std::string lamina::eval::describe(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+static std::string allocFor(Type type, HostTensor &out) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  rt::DType dtype;
+  if (!ranked || !ranked.hasStaticShape() ||
+      !dtypeOf(ranked.getElementType(), dtype))
+    return "unsupported type " + describe(type);
+  out = HostTensor(dtype, std::vector<int64_t>(ranked.getShape().begin(),
+                                               ranked.getShape().end()));
+  return "";
+}
+
+static bool matches(const HostTensor &t, Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  rt::DType dtype;
+  return ranked && dtypeOf(ranked.getElementType(), dtype) &&
+         dtype == t.dtype && llvm::ArrayRef<int64_t>(t.shape) == ranked.getShape();
+}
+
+std::string lamina::eval::fromElementsAttr(ElementsAttr attr, HostTensor &out) {
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return "unsupported constant attribute (not dense elements)";
+  if (std::string err = allocFor(dense.getType(), out); !err.empty())
+    return err;
+  auto *bytes = static_cast<char *>(out.data());
+  if (out.dtype == rt::DType::I1) {
+    int64_t i = 0;
+    for (bool b : dense.getValues<bool>())
+      bytes[i++] = b ? 1 : 0;
+    return "";
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  size_t elt = rt::dtypeSize(out.dtype), total = out.byteSize();
+  if (dense.isSplat()) {
+    if (raw.size() < elt)
+      return "malformed splat constant";
+    for (size_t off = 0; off < total; off += elt)
+      std::memcpy(bytes + off, raw.data(), elt);
+    return "";
+  }
+  if (raw.size() != total)
+    return "constant data has " + std::to_string(raw.size()) +
+           " bytes, expected " + std::to_string(total);
+  std::memcpy(bytes, raw.data(), total);
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Initializers
+//===----------------------------------------------------------------------===//
+
+static func::FuncOp findFunction(ModuleOp module, StringRef name) {
+  for (auto f : module.getOps<func::FuncOp>())
+    if (name.empty() || f.getName() == name)
+      return f;
+  return {};
+}
+
+static void collectInitializers(const ::onnx::GraphProto &g,
+                                llvm::StringMap<const ::onnx::TensorProto *> &m) {
+  for (const auto &t : g.initializer())
+    m.try_emplace(t.name(), &t);
+  for (const auto &node : g.node())
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g())
+        collectInitializers(attr.g(), m);
+      for (const auto &sub : attr.graphs())
+        collectInitializers(sub, m);
+    }
+}
+
+std::string lamina::eval::loadInitializers(ModuleOp module, StringRef modelPath,
+                                           std::map<std::string, HostTensor> &out,
+                                           StringRef functionName) {
+  func::FuncOp func = findFunction(module, functionName);
+  if (!func)
+    return "no function @" + functionName.str() + " in the module";
+  auto buffer = llvm::MemoryBuffer::getFile(modelPath, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return "cannot open '" + modelPath.str() + "': " + buffer.getError().message();
+  ::onnx::ModelProto model;
+  if (std::string err = onnx::parseModel((*buffer)->getBuffer(), model);
+      !err.empty())
+    return "cannot read '" + modelPath.str() + "': " + err;
+  llvm::StringMap<const ::onnx::TensorProto *> inits;
+  collectInitializers(model.graph(), inits);
+  StringRef dir = llvm::sys::path::parent_path(modelPath);
+  onnx::TensorReader reader(dir.empty() ? "." : dir);
+  MLIRContext *ctx = module.getContext();
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+    if (!kind || !name || kind.getValue() == graph::kKindInput)
+      continue;
+    auto it = inits.find(name.getValue());
+    if (it == inits.end())
+      return "no initializer named '" + name.getValue().str() + "' in '" +
+             modelPath.str() + "'";
+    RankedTensorType type;
+    DenseElementsAttr attr;
+    std::string err = reader.validate(ctx, *it->second, type);
+    if (err.empty())
+      err = reader.read(*it->second, type, attr);
+    HostTensor t;
+    if (err.empty())
+      err = fromElementsAttr(attr, t);
+    if (!err.empty())
+      return "initializer '" + name.getValue().str() + "': " + err;
+    out[name.getValue().str()] = std::move(t);
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluation
+//===----------------------------------------------------------------------===//
+
+/// "'node name' (graph.add)": the ONNX node behind an op.
+static std::string where(Operation *op) {
+  Location loc = op->getLoc();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  while (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    loc = callsite.getCallee();
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())
+    loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << "node '" << name.getName().getValue() << "'";
+  else
+    os << loc;
+  os << " (" << op->getName() << ")";
+  return s;
+}
+
+namespace {
+using graph::ConstantOp;
+/// Runs one op's kernel; nullopt when the op has no kernel here.
+struct Runner {
+  Operation *op;
+  llvm::DenseMap<Value, const HostTensor *> &env;
+  rt::Tensor out;
+
+  rt::Tensor in(unsigned i) const { return env.lookup(op->getOperand(i))->view(); }
+  rt::Status un(rt::UnaryOp k) const { return rt::unary(k, in(0), out); }
+  rt::Status bin(rt::BinaryOp k) const { return rt::binary(k, in(0), in(1), out); }
+  rt::Status cmp(rt::CompareOp k) const { return rt::compare(k, in(0), in(1), out); }
+  template <typename Op> rt::Status red(rt::ReduceOp k, Op o) const {
+    ArrayRef<int64_t> axes = o.getAxes();
+    return rt::reduce(k, in(0), axes.data(), int(axes.size()), o.getKeepdims(), out);
+  }
+
+  std::optional<rt::Status> run() {
+    using namespace graph;
+    using U = rt::UnaryOp;
+    using B = rt::BinaryOp;
+    using C = rt::CompareOp;
+    using R = rt::ReduceOp;
+    using Result = std::optional<rt::Status>;
+    return llvm::TypeSwitch<Operation *, Result>(op)
+        // Unary.
+        .Case([&](NegOp) { return un(U::Neg); })
+        .Case([&](AbsOp) { return un(U::Abs); })
+        .Case([&](ReluOp) { return un(U::Relu); })
+        .Case([&](ExpOp) { return un(U::Exp); })
+        .Case([&](LogOp) { return un(U::Log); })
+        .Case([&](SqrtOp) { return un(U::Sqrt); })
+        .Case([&](ReciprocalOp) { return un(U::Reciprocal); })
+        .Case([&](TanhOp) { return un(U::Tanh); })
+        .Case([&](ErfOp) { return un(U::Erf); })
+        .Case([&](SigmoidOp) { return un(U::Sigmoid); })
+        .Case([&](CosOp) { return un(U::Cos); })
+        .Case([&](SinOp) { return un(U::Sin); })
+        .Case([&](NotOp) { return un(U::Not); })
+        .Case([&](GeluOp o) { return un(o.getTanh() ? U::GeluTanh : U::Gelu); })
+        // Binary, compare, select, cast.
+        .Case([&](AddOp) { return bin(B::Add); })
+        .Case([&](SubOp) { return bin(B::Sub); })
+        .Case([&](MulOp) { return bin(B::Mul); })
+        .Case([&](DivOp) { return bin(B::Div); })
+        .Case([&](PowOp) { return bin(B::Pow); })
+        .Case([&](MinOp) { return bin(B::Min); })
+        .Case([&](MaxOp) { return bin(B::Max); })
+        .Case([&](AndOp) { return bin(B::And); })
+        .Case([&](OrOp) { return bin(B::Or); })
+        .Case([&](EqualOp) { return cmp(C::Equal); })
+        .Case([&](GreaterOp) { return cmp(C::Greater); })
+        .Case([&](GreaterEqualOp) { return cmp(C::GreaterEqual); })
+        .Case([&](LessOp) { return cmp(C::Less); })
+        .Case([&](LessEqualOp) { return cmp(C::LessEqual); })
+        .Case([&](SelectOp) { return rt::select(in(0), in(1), in(2), out); })
+        .Case([&](CastOp) { return rt::cast(in(0), out); })
+        // Contraction, normalisation.
+        .Case([&](MatMulOp) { return rt::matmul(in(0), in(1), out); })
+        .Case([&](SoftmaxOp o) {
+          return rt::softmax(in(0), int64_t(o.getAxis()), out);
+        })
+        .Case([&](LogSoftmaxOp o) {
+          return rt::logSoftmax(in(0), int64_t(o.getAxis()), out);
+        })
+        .Case([&](LayerNormOp o) {
+          rt::Tensor bias;
+          if (o.getBias())
+            bias = env.lookup(o.getBias())->view();
+          return rt::layerNorm(in(0), in(1), o.getBias() ? &bias : nullptr,
+                               int64_t(o.getAxis()),
+                               o.getEpsilonAttr().getValueAsDouble(), out);
+        })
+        .Case([&](RMSNormOp o) {
+          return rt::rmsNorm(in(0), in(1), int64_t(o.getAxis()),
+                             o.getEpsilonAttr().getValueAsDouble(), out);
+        })
+        // Reductions.
+        .Case([&](ReduceSumOp o) { return red(R::Sum, o); })
+        .Case([&](ReduceMeanOp o) { return red(R::Mean, o); })
+        .Case([&](ReduceMaxOp o) { return red(R::Max, o); })
+        .Case([&](ReduceProdOp o) { return red(R::Prod, o); })
+        .Case([&](CumSumOp o) {
+          return rt::cumsum(in(0), int64_t(o.getAxis()), o.getExclusive(),
+                            o.getReverse(), out);
+        })
+        // Data movement.
+        .Case([&](ReshapeOp) { return rt::reshape(in(0), out); })
+        .Case([&](BroadcastOp) { return rt::broadcast(in(0), out); })
+        .Case([&](TransposeOp o) {
+          return rt::transpose(in(0), o.getPerm().data(), out);
+        })
+        .Case([&](ConcatOp o) {
+          std::vector<rt::Tensor> ins;
+          for (unsigned i = 0; i < op->getNumOperands(); ++i)
+            ins.push_back(in(i));
+          return rt::concat(ins.data(), int(ins.size()), int64_t(o.getAxis()), out);
+        })
+        .Case([&](SliceOp o) {
+          return rt::slice(in(0), o.getStarts().data(), o.getSizes().data(),
+                           o.getSteps().data(), out);
+        })
+        .Case([&](TileOp o) { return rt::tile(in(0), o.getRepeats().data(), out); })
+        .Case([&](TriluOp o) {
+          return rt::trilu(in(0), int64_t(o.getK()), o.getUpper(), out);
+        })
+        // Gather / scatter.
+        .Case([&](GatherOp o) {
+          return rt::gather(in(0), in(1), int64_t(o.getAxis()), out);
+        })
+        .Case([&](GatherNDOp o) {
+          return rt::gatherND(in(0), in(1), int64_t(o.getBatchDims()), out);
+        })
+        .Case([&](ScatterNDOp o) -> Result {
+          rt::ScatterReduction r;
+          std::string name = o.getReduction().str();
+          if (!rt::parseScatterReduction(name.c_str(), r))
+            return rt::Status::error("unknown reduction '" + name + "'");
+          return rt::scatterND(in(0), in(1), in(2), r, out);
+        })
+        .Default([](Operation *) { return Result(); });
+  }
+};
+} // namespace
+
+std::string
+lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> &args,
+                       std::vector<std::pair<std::string, HostTensor>> &outputs,
+                       StringRef functionName) {
+  func::FuncOp func = findFunction(module, functionName);
+  if (!func)
+    return "no function @" + functionName.str() + " in the module";
+  if (!func.getBody().hasOneBlock())
+    return "@" + func.getName().str() + " must have one block";
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Value, const HostTensor *> env;
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kNameAttr);
+    if (!name)
+      return "argument #" + std::to_string(arg.getArgNumber()) +
+             " has no graph.name";
+    auto it = args.find(name.getValue().str());
+    if (it == args.end())
+      return "no value for argument '" + name.getValue().str() + "'";
+    if (!matches(it->second, arg.getType()))
+      return "argument '" + name.getValue().str() + "': expected " +
+             describe(arg.getType()) + ", got " + describe(it->second);
+    env[arg] = &it->second;
+  }
+
+  // The last op using each value, so its buffer can go after that op.
+  llvm::DenseMap<Operation *, llvm::SmallVector<Value, 2>> dies;
+  {
+    llvm::DenseMap<Value, Operation *> last;
+    for (Operation &op : body)
+      for (Value v : op.getOperands())
+        last[v] = &op;
+    for (auto &[v, op] : last)
+      if (!isa<BlockArgument>(v))
+        dies[op].push_back(v);
+  }
+  llvm::DenseMap<Value, std::unique_ptr<HostTensor>> owned;
+
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      auto names = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        std::string name = "output_" + std::to_string(i);
+        if (names && i < names.size())
+          if (auto s = dyn_cast<StringAttr>(names[i]))
+            name = s.getValue().str();
+        outputs.emplace_back(name, *env.lookup(v));
+      }
+      return "";
+    }
+    if (op.getNumResults() != 1)
+      return "cannot evaluate " + where(&op) + ": not a single-result op";
+    auto result = std::make_unique<HostTensor>();
+    if (auto c = dyn_cast<graph::ConstantOp>(op)) {
+      if (std::string err = fromElementsAttr(c.getValue(), *result); !err.empty())
+        return "at " + where(&op) + ": " + err;
+    } else {
+      if (std::string err = allocFor(op.getResult(0).getType(), *result);
+          !err.empty())
+        return "at " + where(&op) + ": " + err;
+      for (Value v : op.getOperands())
+        if (!env.count(v))
+          return "at " + where(&op) + ": operand has no value";
+      Runner runner{&op, env, result->view()};
+      std::optional<rt::Status> status = runner.run();
+      if (!status)
+        return "no kernel for " + where(&op);
+      if (!status->ok())
+        return "at " + where(&op) + ": " + status->message();
+    }
+    env[op.getResult(0)] = result.get();
+    owned[op.getResult(0)] = std::move(result);
+    auto it = dies.find(&op);
+    if (it != dies.end())
+      for (Value v : it->second)
+        if (!llvm::any_of(body.getTerminator()->getOperands(),
+                          [&](Value r) { return r == v; })) {
+          env.erase(v);
+          owned.erase(v);
+        }
+  }
+  return "@" + func.getName().str() + " has no return";
+}

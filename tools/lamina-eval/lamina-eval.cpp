@@ -1,0 +1,183 @@
+//===- lamina-eval.cpp - run an ONNX model on the host kernels ------------===//
+//
+//   lamina-eval MODEL.onnx [--dim N=V]... --input [NAME=]FILE... --output-dir DIR
+//
+// Imports the model, reads its initializers, runs @forward with the
+// reference evaluator (lib/Eval) and writes `<output name>.npy` per output
+// (characters outside [A-Za-z0-9_.-] in the name become '_'). FILE is a
+// .npy file or a serialized ONNX TensorProto (.pb, as the backend node
+// tests store them). Without NAME=, a .pb file is matched by its name field,
+// anything else (or an unnamed .pb) by its position among the --input flags.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "lamina/Eval/Evaluator.h"
+#include "lamina/Runtime/Kernels.h"
+#include "lamina/Target/ONNX/ONNXImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace lamina;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
+                                      cl::Required);
+static cl::list<std::string> dims("dim", cl::desc("bind a symbolic dim"),
+                                  cl::value_desc("NAME=VALUE"));
+static cl::list<std::string> inputs("input", cl::desc("an input value (.npy or .pb)"),
+                                    cl::value_desc("[NAME=]FILE"));
+static cl::opt<std::string> outputDir("output-dir", cl::desc("write NAME.npy here"),
+                                      cl::value_desc("DIR"), cl::Required);
+static cl::opt<int> threads("eval-threads", cl::desc("kernel threads (0: all cores)"),
+                            cl::init(0));
+static cl::opt<bool> timing("timing", cl::desc("print phase times to stderr"));
+
+static int fail(const std::string &message) {
+  llvm::errs() << "lamina-eval: error: " << message << "\n";
+  return 1;
+}
+
+static std::string fileName(llvm::StringRef name) {
+  std::string s = name.str();
+  for (char &c : s)
+    if (!llvm::isAlnum(c) && c != '_' && c != '.' && c != '-')
+      c = '_';
+  if (s.empty() || s == "." || s == "..")
+    s = "_" + s;
+  return s;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Lamina reference evaluator\n");
+  rt::setNumThreads(threads);
+
+  DialectRegistry registry;
+  onnx::registerImportDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  ScopedDiagnosticHandler diagnostics(&context, [](Diagnostic &diag) {
+    llvm::errs() << "lamina-eval: "
+                 << (diag.getSeverity() == DiagnosticSeverity::Error ? "error"
+                                                                     : "note")
+                 << ": " << diag.str() << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      llvm::errs() << "lamina-eval: note: " << note.str() << "\n";
+    return success();
+  });
+
+  onnx::ImportOptions options;
+  llvm::BumpPtrAllocator alloc;
+  llvm::StringSaver saver(alloc);
+  for (const std::string &d : dims)
+    if (std::string err = onnx::parseDimBinding(d, options, saver); !err.empty())
+      return fail(err);
+
+  DefaultTimingManager tm;
+  tm.setEnabled(timing);
+  TimingScope root = tm.getRootScope();
+  TimingScope importTimer = root.nest("import");
+  OwningOpRef<ModuleOp> module = onnx::importModelFile(context, modelPath, options);
+  importTimer.stop();
+  if (!module)
+    return 1;
+  func::FuncOp func;
+  for (auto f : module->getOps<func::FuncOp>())
+    if (f.getName() == options.functionName)
+      func = f;
+  if (!func)
+    return fail("the import produced no @" + options.functionName);
+
+  TimingScope loadTimer = root.nest("read initializers and inputs");
+  std::map<std::string, eval::HostTensor> args;
+  if (std::string err = eval::loadInitializers(*module, modelPath, args);
+      !err.empty())
+    return fail(err);
+
+  // The function's inputs, in order.
+  std::vector<std::pair<std::string, Type>> expected;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+    if (kind && name && kind.getValue() == graph::kKindInput)
+      expected.emplace_back(name.getValue().str(), func.getArgument(i).getType());
+  }
+  auto expectedNames = [&] {
+    std::string s;
+    for (auto &[n, t] : expected)
+      s += (s.empty() ? "'" : ", '") + n + "': " + eval::describe(t);
+    return s.empty() ? std::string("none") : s;
+  };
+  std::map<std::string, bool> given;
+  for (auto [index, spec] : llvm::enumerate(inputs)) {
+    llvm::StringRef text(spec), name, file = text;
+    if (text.contains('=') && !llvm::sys::fs::exists(text))
+      std::tie(name, file) = text.split('=');
+    eval::HostTensor value;
+    std::string protoName, err;
+    if (file.ends_with(".npy"))
+      err = eval::readNpy(file, value);
+    else
+      err = eval::readTensorProto(&context, file, value, protoName);
+    if (!err.empty())
+      return fail(err);
+    std::string key = name.str();
+    if (key.empty())
+      key = protoName;
+    if (key.empty()) {
+      if (index >= expected.size())
+        return fail("input #" + std::to_string(index) + " ('" + file.str() +
+                    "') is beyond the model's " + std::to_string(expected.size()) +
+                    " inputs: " + expectedNames());
+      key = expected[index].first;
+    }
+    auto it = llvm::find_if(expected, [&](auto &e) { return e.first == key; });
+    if (it == expected.end())
+      return fail("'" + file.str() + "' is for input '" + key +
+                  "', which the model does not have; its inputs: " +
+                  expectedNames());
+    rt::DType dtype;
+    auto type = cast<RankedTensorType>(it->second);
+    if (!eval::dtypeOf(type.getElementType(), dtype) || dtype != value.dtype ||
+        llvm::ArrayRef<int64_t>(value.shape) != type.getShape())
+      return fail("input '" + key + "' ('" + file.str() + "'): expected " +
+                  eval::describe(type) + ", got " + eval::describe(value));
+    if (given[key])
+      return fail("input '" + key + "' is given twice");
+    given[key] = true;
+    args[key] = std::move(value);
+  }
+  for (auto &[n, t] : expected)
+    if (!given[n])
+      return fail("no value for input '" + n + "' (" + eval::describe(t) +
+                  "); give it with --input " + n + "=FILE");
+  loadTimer.stop();
+
+  TimingScope evalTimer = root.nest("evaluate");
+  std::vector<std::pair<std::string, eval::HostTensor>> outputs;
+  if (std::string err = eval::evaluate(*module, args, outputs); !err.empty())
+    return fail(err);
+  evalTimer.stop();
+
+  TimingScope writeTimer = root.nest("write outputs");
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create '" + outputDir + "': " + ec.message());
+  for (auto &[name, value] : outputs) {
+    llvm::SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, fileName(name) + ".npy");
+    if (std::string err = eval::writeNpy(path, value); !err.empty())
+      return fail(err);
+  }
+  return 0;
+}
