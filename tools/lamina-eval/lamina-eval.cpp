@@ -80,9 +80,8 @@ int main(int argc, char **argv) {
   onnx::ImportOptions options;
   llvm::BumpPtrAllocator alloc;
   llvm::StringSaver saver(alloc);
-  for (const std::string &d : dims)
-    if (std::string err = onnx::parseDimBinding(d, options, saver); !err.empty())
-      return fail(err);
+  if (std::string err = onnx::parseDimBindings(dims, options, saver); !err.empty())
+    return fail(err);
 
   DefaultTimingManager tm;
   tm.setEnabled(timing);

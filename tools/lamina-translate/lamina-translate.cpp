@@ -21,12 +21,11 @@ int main(int argc, char **argv) {
         lamina::onnx::ImportOptions options;
         llvm::BumpPtrAllocator alloc;
         llvm::StringSaver saver(alloc);
-        for (const std::string &d : dims)
-          if (std::string err = lamina::onnx::parseDimBinding(d, options, saver);
-              !err.empty()) {
-            mlir::emitError(mlir::UnknownLoc::get(context)) << err;
-            return nullptr;
-          }
+        if (std::string err = lamina::onnx::parseDimBindings(dims, options, saver);
+            !err.empty()) {
+          mlir::emitError(mlir::UnknownLoc::get(context)) << err;
+          return nullptr;
+        }
         const llvm::MemoryBuffer *buffer =
             sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
         llvm::StringRef name = buffer->getBufferIdentifier();

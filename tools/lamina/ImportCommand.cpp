@@ -132,11 +132,10 @@ int runImport() {
   onnx::ImportOptions options;
   llvm::BumpPtrAllocator alloc;
   llvm::StringSaver saver(alloc);
-  for (const std::string &d : dims)
-    if (std::string err = onnx::parseDimBinding(d, options, saver); !err.empty()) {
-      llvm::errs() << "lamina import: " << err << "\n";
-      return 2;
-    }
+  if (std::string err = onnx::parseDimBindings(dims, options, saver); !err.empty()) {
+    llvm::errs() << "lamina import: " << err << "\n";
+    return 2;
+  }
   DefaultTimingManager tm;
   tm.setEnabled(timing);
   TimingScope root = tm.getRootScope();

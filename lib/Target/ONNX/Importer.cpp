@@ -761,6 +761,15 @@ std::string lamina::onnx::parseDimBinding(StringRef text, ImportOptions &options
   return "";
 }
 
+std::string lamina::onnx::parseDimBindings(ArrayRef<std::string> texts,
+                                           ImportOptions &options,
+                                           llvm::StringSaver &saver) {
+  for (const std::string &text : texts)
+    if (std::string err = parseDimBinding(text, options, saver); !err.empty())
+      return err;
+  return "";
+}
+
 OwningOpRef<ModuleOp>
 lamina::onnx::importModelBytes(MLIRContext &context, StringRef bytes,
                                StringRef baseDir, StringRef displayName,

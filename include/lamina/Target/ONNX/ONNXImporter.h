@@ -28,6 +28,9 @@ struct ImportOptions {
 /// Parses `NAME=VALUE` into `options.dims`; returns an error message or "".
 std::string parseDimBinding(llvm::StringRef text, ImportOptions &options,
                             llvm::StringSaver &saver);
+/// The same for every `--dim` a tool received; stops at the first error.
+std::string parseDimBindings(llvm::ArrayRef<std::string> texts,
+                             ImportOptions &options, llvm::StringSaver &saver);
 
 /// Imports the ONNX model at `path`. Returns null after emitting diagnostics
 /// on failure. Weight data is never read, except for the small integer and
