@@ -70,8 +70,10 @@ void softmaxT(const Tensor &in, const Tensor &out, int64_t outer, int64_t n,
               });
 }
 
-Status softmaxImpl(const char *name, bool log, const Tensor &input,
-                   int64_t axis, const Tensor &result) {
+/// Softmax and the norms: a float result shaped like the input, and an
+/// axis inside it (normalised in place).
+Status checkFloatAlongAxis(const char *name, const Tensor &input,
+                           int64_t &axis, const Tensor &result) {
   if (input.dtype != result.dtype || !sameShape(input, result) ||
       !isFloat(input.dtype))
     return Status::error(std::string(name) + ": needs equal float types, got " +
@@ -79,6 +81,13 @@ Status softmaxImpl(const char *name, bool log, const Tensor &input,
   if (!normaliseAxis(axis, input.rank))
     return Status::error(std::string(name) + ": axis out of range for " +
                          describe(input));
+  return Status::success();
+}
+
+Status softmaxImpl(const char *name, bool log, const Tensor &input,
+                   int64_t axis, const Tensor &result) {
+  if (Status st = checkFloatAlongAxis(name, input, axis, result); !st.ok())
+    return st;
   int64_t outer, n, inner;
   splitAround(input, int(axis), outer, n, inner);
   if (input.numElements() == 0)
@@ -100,13 +109,8 @@ Status softmaxImpl(const char *name, bool log, const Tensor &input,
 Status checkNorm(const char *name, const Tensor &input, int64_t &axis,
                  const Tensor *const *params, int numParams,
                  const Tensor &result, int64_t &rows, int64_t &n) {
-  if (input.dtype != result.dtype || !sameShape(input, result) ||
-      !isFloat(input.dtype))
-    return Status::error(std::string(name) + ": needs equal float types, got " +
-                         describe(input) + " -> " + describe(result));
-  if (!normaliseAxis(axis, input.rank))
-    return Status::error(std::string(name) + ": axis out of range for " +
-                         describe(input));
+  if (Status st = checkFloatAlongAxis(name, input, axis, result); !st.ok())
+    return st;
   std::vector<int64_t> normShape(input.shape + axis, input.shape + input.rank);
   for (int k = 0; k < numParams; ++k)
     if (params[k]->dtype != input.dtype || !hasShape(*params[k], normShape))
