@@ -1,0 +1,81 @@
+//===- Program.h - the driver of a generated program ------------*- C++ -*-===//
+//
+// `lamina compile` emits one C++ file that defines the model's entry
+// function and a ProgramSpec describing its signature, then calls
+// programMain. Everything that is not the model itself lives here, in the
+// runtime: command-line parsing, reading the weights from the ONNX file (or
+// its external data) at start-up, reading and checking the inputs
+// (.npy, ONNX TensorProto .pb), allocating the arena, writing the outputs.
+//
+// No MLIR dependency; protobuf (the vendored onnx-ml.proto) for the weights.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_PROGRAM_H
+#define LAMINA_RUNTIME_PROGRAM_H
+
+#include "lamina/Runtime/Status.h"
+#include "lamina/Runtime/Tensor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace lamina::rt {
+
+/// Where an entry argument's value comes from.
+enum class ArgKind : uint8_t {
+  Input,     ///< --input NAME=FILE on the command line
+  Trainable, ///< an ONNX initializer (float parameter)
+  Constant,  ///< an ONNX initializer that is not trained
+};
+
+/// One argument of the entry function, in order. `name` is the ONNX name.
+struct ArgSpec {
+  const char *name;
+  ArgKind kind;
+  DType dtype;
+  int rank;
+  const int64_t *shape; ///< nullptr when rank == 0
+};
+
+/// One result of the entry function: it lives in the arena at `offset`.
+struct OutputSpec {
+  const char *name;
+  DType dtype;
+  int rank;
+  const int64_t *shape;
+  size_t offset;
+};
+
+/// The generated entry: args[i] views the value of ArgSpec i; the arena has
+/// arenaBytes bytes, 64-byte aligned. Errors are reported through
+/// checkKernel (below), so the entry itself returns nothing.
+using EntryFn = void (*)(const Tensor *args, void *arena);
+
+struct ProgramSpec {
+  /// The ONNX file the program was compiled from (absolute path). --model
+  /// overrides it; weights are read from it and its external data.
+  const char *modelPath;
+  const ArgSpec *args;
+  int numArgs;
+  const OutputSpec *outputs;
+  int numOutputs;
+  size_t arenaBytes;
+  EntryFn entry;
+};
+
+/// `OUTDIR/run --input NAME=FILE ... --output-dir DIR [--model FILE]
+/// [--threads N] [--repeat N] [--time]`; returns the process exit code.
+/// Bad input (unknown or missing input names, wrong dtype or shape,
+/// unreadable files, a model whose initializers do not match the compiled
+/// signature) is an error naming the argument, exit code 1, and no output
+/// file written.
+int programMain(int argc, char **argv, const ProgramSpec &spec);
+
+/// Called by generated code after every kernel: on error, prints
+/// "error: at <where>: <message>" to stderr and exits with status 1.
+void checkKernel(const Status &status, const char *where);
+
+} // namespace lamina::rt
+
+#endif // LAMINA_RUNTIME_PROGRAM_H
