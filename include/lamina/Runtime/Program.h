@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string>
 
 namespace lamina::rt {
 
@@ -71,6 +72,13 @@ struct ProgramSpec {
 /// signature) is an error naming the argument, exit code 1, and no output
 /// file written.
 int programMain(int argc, char **argv, const ProgramSpec &spec);
+
+/// The file programMain writes output `name` to, inside --output-dir:
+/// `name` + ".npy", with every byte outside [A-Za-z0-9_.-] (and a leading
+/// '.') written as %XX, so "logits" -> "logits.npy", "out:0" ->
+/// "out%3A0.npy", "a/b" -> "a%2Fb.npy"; an empty name gives "%.npy". The
+/// mapping is injective: distinct outputs never share a file.
+std::string outputFileName(const char *name);
 
 /// Called by generated code after every kernel: on error, prints
 /// "error: at <where>: <message>" to stderr and exits with status 1.

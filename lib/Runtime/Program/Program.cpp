@@ -1,0 +1,452 @@
+//===- Program.cpp - the driver of a generated program --------------------===//
+//
+// programMain's order is what makes "no output on error" hold: parse the
+// command line, check the spec, read and check every input, load and check
+// every initializer, run the entry, and only then create the output folder
+// and write the outputs (each to a temporary file first, all renamed into
+// place once every one has been written).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/Program.h"
+
+#include "FileUtil.h"
+#include "OnnxTensor.h"
+#include "lamina/Runtime/Kernels.h"
+#include "lamina/Runtime/TensorIO.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace lamina::rt;
+
+namespace {
+
+const char *const kUsage =
+    "usage: run --input NAME=FILE ... --output-dir DIR [--model FILE]\n"
+    "           [--threads N] [--repeat N] [--time] [--help]\n"
+    "\n"
+    "  --input NAME=FILE  value of model input NAME: a .npy file or a\n"
+    "                     serialized ONNX TensorProto (.pb); once per input\n"
+    "  --output-dir DIR   where <output name>.npy files are written\n"
+    "                     (created if missing)\n"
+    "  --model FILE       ONNX file to read the weights from (default: the\n"
+    "                     model the program was compiled from)\n"
+    "  --threads N        kernel threads (default: all cores)\n"
+    "  --repeat N         run the model N times (outputs of the last run)\n"
+    "  --time             print the mean time per run in ms to stderr\n";
+
+struct Options {
+  std::vector<std::string> inputs; // "NAME=FILE" as given
+  std::string outputDir, model;
+  int threads = 0, repeat = 1;
+  bool time = false, help = false;
+};
+
+bool parsePositive(const std::string &s, int &out) {
+  if (s.empty() || s.size() > 9)
+    return false;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + (c - '0');
+  }
+  out = v;
+  return v > 0;
+}
+
+/// Parses argv; "" on success, else a usage message.
+std::string parseOptions(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool hasValue = false;
+    // Accept both "--opt value" and "--opt=value".
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    auto take = [&](std::string &dst) -> bool {
+      if (!hasValue) {
+        if (i + 1 >= argc)
+          return false;
+        value = argv[++i];
+      }
+      dst = value;
+      return true;
+    };
+    std::string v;
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+    } else if (arg == "--time" && !hasValue) {
+      o.time = true;
+    } else if (arg == "--input") {
+      if (!take(v))
+        return "--input needs NAME=FILE";
+      if (v.find('=') == std::string::npos)
+        return "--input '" + v + "' is not NAME=FILE";
+      o.inputs.push_back(v);
+    } else if (arg == "--output-dir") {
+      if (!take(o.outputDir) || o.outputDir.empty())
+        return "--output-dir needs a folder";
+    } else if (arg == "--model") {
+      if (!take(o.model) || o.model.empty())
+        return "--model needs a file";
+    } else if (arg == "--threads") {
+      if (!take(v) || !parsePositive(v, o.threads))
+        return "--threads needs a positive number";
+    } else if (arg == "--repeat") {
+      if (!take(v) || !parsePositive(v, o.repeat))
+        return "--repeat needs a positive number";
+    } else {
+      return "unknown argument '" + std::string(argv[i]) + "'";
+    }
+  }
+  if (!o.help && o.outputDir.empty())
+    return "--output-dir is required";
+  return "";
+}
+
+/// Splits "NAME=FILE". Names may contain '=' (ONNX allows any string): the
+/// split is at the first '=' whose left side names an input of the spec,
+/// else at the first '='.
+std::pair<std::string, std::string> splitInput(const std::string &text,
+                                               const ProgramSpec &spec) {
+  for (size_t eq = text.find('='); eq != std::string::npos;
+       eq = text.find('=', eq + 1))
+    for (int i = 0; i < spec.numArgs; ++i)
+      if (spec.args[i].kind == ArgKind::Input &&
+          text.compare(0, eq, spec.args[i].name) == 0 &&
+          std::strlen(spec.args[i].name) == eq)
+        return {text.substr(0, eq), text.substr(eq + 1)};
+  size_t eq = text.find('=');
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+std::string describeArg(const ArgSpec &a) {
+  return describeType(a.dtype, a.shape, a.rank);
+}
+
+bool sameShape(const std::vector<int64_t> &shape, const int64_t *spec,
+               int rank) {
+  if (int(shape.size()) != rank)
+    return false;
+  for (int i = 0; i < rank; ++i)
+    if (shape[i] != spec[i])
+      return false;
+  return true;
+}
+
+/// The program's state between the steps of programMain.
+class Driver {
+public:
+  Driver(const ProgramSpec &spec, const Options &options)
+      : spec(spec), options(options), values(size_t(spec.numArgs)),
+        owned(size_t(spec.numArgs)) {}
+
+  Status checkSpec();
+  Status readInputs();
+  Status loadWeights();
+  Status run();
+  Status writeOutputs();
+
+private:
+  const ProgramSpec &spec;
+  const Options &options;
+  std::vector<Tensor> values;                   // per arg, what the entry sees
+  std::vector<std::unique_ptr<OwnedTensor>> owned; // storage behind values
+  ::onnx::ModelProto model; // initializers read in place live here
+  struct FreeDeleter {
+    void operator()(void *p) const { std::free(p); }
+  };
+  std::unique_ptr<void, FreeDeleter> arena;
+};
+
+Status Driver::checkSpec() {
+  for (int i = 0; i < spec.numOutputs; ++i) {
+    const OutputSpec &o = spec.outputs[i];
+    int64_t n = checkedNumElements(o.shape, o.rank);
+    size_t bytes = size_t(n) * dtypeSize(o.dtype);
+    if (n < 0 || o.offset > spec.arenaBytes ||
+        bytes > spec.arenaBytes - o.offset)
+      return Status::error("the program is inconsistent: output '" +
+                           std::string(o.name) + "' lies outside the arena");
+  }
+  return Status::success();
+}
+
+Status Driver::readInputs() {
+  std::map<std::string, int> given; // input name -> arg index
+  for (const auto &entry : options.inputs) {
+    auto [name, path] = splitInput(entry, spec);
+    int index = -1;
+    for (int i = 0; i < spec.numArgs; ++i)
+      if (spec.args[i].kind == ArgKind::Input && name == spec.args[i].name)
+        index = i;
+    if (index < 0) {
+      std::string known;
+      for (int i = 0; i < spec.numArgs; ++i)
+        if (spec.args[i].kind == ArgKind::Input)
+          known += std::string(known.empty() ? "" : ", ") + "'" +
+                   spec.args[i].name + "'";
+      return Status::error("unknown input '" + name + "' (the model's inputs: " +
+                           (known.empty() ? "none" : known) + ")");
+    }
+    if (!given.emplace(name, index).second)
+      return Status::error("input '" + name + "' is given more than once");
+    auto t = std::make_unique<OwnedTensor>();
+    Status s;
+    if (endsWith(path, ".npy"))
+      s = readNpy(path, *t);
+    else if (endsWith(path, ".pb"))
+      s = readTensorProto(path, *t);
+    else
+      s = Status::error("'" + path + "' is neither a .npy nor a .pb file");
+    if (!s.ok())
+      return Status::error("input '" + name + "': " + s.message());
+    const ArgSpec &a = spec.args[index];
+    // .npy has no bf16: a u2 file holds bf16 bit patterns (see writeNpy).
+    if (a.dtype == DType::BF16 && t->dtype == DType::U16 &&
+        endsWith(path, ".npy"))
+      t->dtype = DType::BF16;
+    if (t->dtype != a.dtype || !sameShape(t->shape, a.shape, a.rank))
+      return Status::error(
+          "input '" + name + "': expected " + describeArg(a) + ", got " +
+          describeType(t->dtype, t->shape.data(), int(t->shape.size())) +
+          " from '" + path + "'");
+    values[size_t(index)] = Tensor{t->data(), a.dtype, a.rank, a.shape};
+    owned[size_t(index)] = std::move(t);
+  }
+  for (int i = 0; i < spec.numArgs; ++i)
+    if (spec.args[i].kind == ArgKind::Input && !given.count(spec.args[i].name))
+      return Status::error("missing input '" + std::string(spec.args[i].name) +
+                           "' (" + describeArg(spec.args[i]) +
+                           "): pass --input " + spec.args[i].name + "=FILE");
+  return Status::success();
+}
+
+Status Driver::loadWeights() {
+  bool needed = false;
+  for (int i = 0; i < spec.numArgs; ++i)
+    needed |= spec.args[i].kind != ArgKind::Input;
+  if (!needed)
+    return Status::success();
+  std::string path = !options.model.empty() ? options.model
+                     : spec.modelPath       ? spec.modelPath
+                                            : "";
+  if (path.empty())
+    return Status::error("the program has weights but no model file; pass "
+                         "--model FILE");
+  if (Status s = loadModel(path, model); !s.ok())
+    return Status::error("cannot read the weights: " + s.message());
+  std::map<std::string, ::onnx::TensorProto *> inits;
+  collectInitializers(*model.mutable_graph(), inits);
+  TensorDecoder decoder(parentDir(path));
+  for (int i = 0; i < spec.numArgs; ++i) {
+    const ArgSpec &a = spec.args[i];
+    if (a.kind == ArgKind::Input)
+      continue;
+    auto it = inits.find(a.name);
+    if (it == inits.end())
+      return Status::error("no initializer named '" + std::string(a.name) +
+                           "' in '" + path + "' (the program expects " +
+                           describeArg(a) + ")");
+    ::onnx::TensorProto &tensor = *it->second;
+    auto fail = [&](const std::string &why) {
+      return Status::error("initializer '" + std::string(a.name) + "' in '" +
+                           path + "': " + why);
+    };
+    DType dtype;
+    std::vector<int64_t> shape;
+    if (Status s = decoder.inspect(tensor, dtype, shape); !s.ok())
+      return fail(s.message());
+    if (dtype != a.dtype || !sameShape(shape, a.shape, a.rank))
+      return fail("expected " + describeArg(a) + ", got " +
+                  describeType(dtype, shape.data(), int(shape.size())));
+    int64_t n = numElements(a.shape, a.rank);
+    std::string &raw = *tensor.mutable_raw_data();
+    if (tensor.data_location() != ::onnx::TensorProto::EXTERNAL &&
+        tensor.has_raw_data() && n > 0 &&
+        reinterpret_cast<uintptr_t>(raw.data()) % dtypeSize(dtype) == 0) {
+      // Use raw_data in place: weights are not held twice in memory.
+      auto *p = reinterpret_cast<uint8_t *>(&raw[0]);
+      if (dtype == DType::I1)
+        for (size_t k = 0; k < raw.size(); ++k)
+          p[k] = p[k] != 0;
+      values[size_t(i)] = Tensor{p, a.dtype, a.rank, a.shape};
+      continue;
+    }
+    auto t = std::make_unique<OwnedTensor>();
+    t->allocate(dtype, std::move(shape));
+    if (Status s = decoder.read(tensor, dtype, n, t->data()); !s.ok())
+      return fail(s.message());
+    tensor.Clear(); // the copy is what the program uses
+    values[size_t(i)] = Tensor{t->data(), a.dtype, a.rank, a.shape};
+    owned[size_t(i)] = std::move(t);
+  }
+  // Initializers the program does not take (folded into its code) need not
+  // stay in memory.
+  for (auto &[name, tensor] : inits) {
+    bool used = false;
+    for (int i = 0; i < spec.numArgs && !used; ++i)
+      used = spec.args[i].kind != ArgKind::Input && name == spec.args[i].name;
+    if (!used)
+      tensor->Clear();
+  }
+  return Status::success();
+}
+
+Status Driver::run() {
+  // 64-byte alignment (cache lines, AVX-512 loads); aligned_alloc wants a
+  // multiple of the alignment, and at least one block so `arena` is valid.
+  size_t bytes = (spec.arenaBytes + 63) / 64 * 64;
+  arena.reset(std::aligned_alloc(64, bytes ? bytes : 64));
+  if (!arena)
+    return Status::error("cannot allocate the " +
+                         std::to_string(spec.arenaBytes) + "-byte arena");
+  if (options.threads > 0)
+    setNumThreads(options.threads);
+  auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < options.repeat; ++r)
+    spec.entry(values.data(), arena.get());
+  auto end = std::chrono::steady_clock::now();
+  if (options.time) {
+    double ms = std::chrono::duration<double, std::milli>(end - start).count();
+    std::fprintf(stderr, "time: %.3f ms per run (mean of %d)\n",
+                 ms / options.repeat, options.repeat);
+  }
+  return Status::success();
+}
+
+} // namespace
+
+std::string lamina::rt::outputFileName(const char *name) {
+  // Bytes outside [A-Za-z0-9_-.] (and a leading '.') become %XX: the mapping
+  // is injective, so distinct outputs never share a file, and names such as
+  // "logits" stay as they are.
+  static const char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char *p = name; *p; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                 (c == '.' && p != name);
+    if (plain) {
+      out += char(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (out.empty())
+    out = "%"; // an empty name; no other name encodes to a lone '%'
+  return out + ".npy";
+}
+
+namespace {
+
+/// mkdir -p.
+Status makeDirs(const std::string &dir) {
+  std::string prefix;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    prefix = dir.substr(0, pos);
+    if (prefix.empty() || prefix == "/")
+      continue;
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return Status::error("cannot create '" + prefix +
+                           "': " + std::strerror(errno));
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error("'" + dir + "' is not a folder");
+  return Status::success();
+}
+
+} // namespace
+
+Status Driver::writeOutputs() {
+  if (Status s = makeDirs(options.outputDir); !s.ok())
+    return s;
+  std::vector<std::pair<std::string, std::string>> files; // (temp, final)
+  auto removeTemps = [&] {
+    for (const auto &f : files)
+      ::unlink(f.first.c_str());
+  };
+  std::string suffix = ".tmp" + std::to_string(::getpid());
+  for (int i = 0; i < spec.numOutputs; ++i) {
+    const OutputSpec &o = spec.outputs[i];
+    std::string path =
+        options.outputDir + "/" + outputFileName(o.name);
+    files.emplace_back(path + suffix, path);
+    Tensor t{static_cast<char *>(arena.get()) + o.offset, o.dtype, o.rank,
+             o.shape};
+    if (Status s = writeNpy(files.back().first, t); !s.ok()) {
+      removeTemps();
+      return Status::error("output '" + std::string(o.name) +
+                           "': " + s.message());
+    }
+  }
+  for (const auto &f : files)
+    if (::rename(f.first.c_str(), f.second.c_str()) != 0) {
+      Status s = Status::error("cannot write '" + f.second +
+                               "': " + std::strerror(errno));
+      removeTemps();
+      return s;
+    }
+  return Status::success();
+}
+
+int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec) {
+  Options options;
+  if (std::string err = parseOptions(argc, argv, options); !err.empty()) {
+    std::fprintf(stderr, "error: %s\n%s", err.c_str(), kUsage);
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  Driver driver(spec, options);
+  Status s = driver.checkSpec();
+  if (s.ok())
+    s = driver.readInputs();
+  if (s.ok())
+    s = driver.loadWeights();
+  if (s.ok())
+    s = driver.run();
+  if (s.ok())
+    s = driver.writeOutputs();
+  if (!s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+void lamina::rt::checkKernel(const Status &status, const char *where) {
+  if (status.ok())
+    return;
+  std::fprintf(stderr, "error: at %s: %s\n", where, status.message().c_str());
+  std::exit(1);
+}
