@@ -42,6 +42,10 @@ struct ModuleDesc {
   /// FLOPs of the GEMMs alone (matmuls), the quantity Megatron counts and
   /// the part tensor parallelism splits.
   double matmulFlops = 0;
+  /// Bytes accessed by those matmuls (part of forwardBytes). The rest of
+  /// forwardBytes is charged at memory bandwidth by the cost model; leave 0
+  /// when unknown (every byte is then charged, an upper bound).
+  double matmulBytes = 0;
   /// Bytes of the value handed to the next module (the residual stream,
   /// b*s*h for a transformer layer) for one micro-batch; 0 for the last.
   int64_t outputBytes = 0;

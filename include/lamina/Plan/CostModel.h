@@ -1,0 +1,139 @@
+//===- CostModel.h - price a training configuration ------------*- C++ -*-===//
+//
+// evaluatePlan turns a ModelDesc, a parallel configuration and a Hardware
+// into per-action durations, times the schedule with the shared simulator
+// (lamina/Schedule/Simulate.h) and reports step time, bubble, exposed
+// communication, memory and traffic per rank, MFU and warnings. No MLIR:
+// unit tests use hand-written descriptions. docs/plan.md has the formulas.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_PLAN_COSTMODEL_H
+#define LAMINA_PLAN_COSTMODEL_H
+
+#include "lamina/Plan/Hardware.h"
+#include "lamina/Plan/ModelDesc.h"
+#include "lamina/Schedule/Schedule.h"
+#include "lamina/Schedule/Simulate.h"
+
+#include <string>
+#include <vector>
+
+namespace lamina::plan {
+
+struct PlanConfig {
+  int pp = 1;            ///< pipeline ranks p
+  int dp = 1;            ///< data-parallel replicas d
+  int tp = 1;            ///< tensor-parallel ranks t (Megatron-style)
+  int microBatches = 1;  ///< m, per step per replica
+  int64_t microBatchSize = 1; ///< b, samples
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
+  int zero = 0;          ///< data-parallel sharding level 0-3
+  bool recompute = true; ///< full activation recomputation
+  /// interleaved-1f1b: chunks per pipeline rank (0: one layer per chunk).
+  int chunks = 0;
+
+  int gpus() const { return pp * dp * tp; }
+};
+
+/// "p8 d16 t8 m96 b1 interleaved-1f1b zero1 recompute"
+std::string describeConfig(const PlanConfig &config);
+
+/// One schedule module: consecutive modules of the description. Layers are
+/// the schedule's modules; the embedding joins the first layer and the head
+/// the last (Megatron puts them on the first and last stage).
+struct Stage {
+  std::vector<int> modules; ///< indices into ModelDesc::modules
+  double params = 0;        ///< per GPU (divided by t)
+  double forward = 0;       ///< seconds, including tensor-parallel comm
+  double backward = 0;      ///< seconds, including recompute
+  double tpForward = 0;     ///< tensor-parallel all-reduce time in forward
+  double tpBackward = 0;    ///< ... in backward (and recompute)
+  double sendBytes = 0;     ///< per GPU, one micro-batch's output
+  double send = 0;          ///< seconds for that transfer
+  double checkpointBytes = 0; ///< per GPU, kept per micro-batch in flight
+  double activationBytes = 0; ///< per GPU, full activations of one mb
+  double transientBytes = 0;
+  double allGather = 0, reduceScatter = 0, allReduce = 0; ///< seconds
+};
+
+struct RankMemory {
+  double weights = 0, grads = 0, optimizer = 0, activations = 0,
+         transient = 0;
+  double total() const {
+    return weights + grads + optimizer + activations + transient;
+  }
+};
+
+/// Bytes one GPU sends per step (ring volumes for collectives).
+struct RankTraffic {
+  double p2p = 0;        ///< pipeline activations and their gradients
+  double dataParallel = 0;
+  double tensorParallel = 0;
+  int sends = 0, collectives = 0;
+};
+
+struct RankStats {
+  int pipelineRank = 0;
+  std::vector<int> stages;  ///< schedule modules on this rank
+  std::vector<int> modules; ///< description modules on this rank
+  double params = 0;        ///< per GPU
+  RankMemory memory;
+  RankTraffic traffic;
+  double busy = 0, idle = 0; ///< seconds of compute and idle in the step
+  int peakInFlight = 0;      ///< most (stage, micro-batch) checkpoints held
+};
+
+struct Plan {
+  PlanConfig config;
+  Hardware hardware;
+  std::string modelName;
+  std::vector<Stage> stages;
+  /// The simulated schedule: data-parallel replicas run identical lists, so
+  /// at most two are simulated (two keep the collectives in the lists).
+  schedule::Schedule schedule;
+  schedule::Timeline timeline;
+  std::vector<RankStats> ranks; ///< one per pipeline rank
+
+  double stepTime = 0;       ///< seconds
+  double bubbleFraction = 0; ///< idle compute over ranks x step
+  double computeOnlyStep = 0; ///< step with free p2p and DP collectives
+  double exposedComm = 0;    ///< stepTime - computeOnlyStep
+  double tensorParallelTime = 0; ///< per step on a rank, inside compute
+  double samplesPerStep = 0, tokensPerStep = 0, tokensPerSecond = 0;
+  double modelFlopsPerStep = 0;    ///< forward + backward, no recompute
+  double hardwareFlopsPerStep = 0; ///< with recompute
+  double matmulFlopsPerStep = 0;   ///< GEMMs only with recompute (Megatron's count)
+  double mfu = 0, hfu = 0;
+  double modelTflopsPerGpu = 0, hardwareTflopsPerGpu = 0,
+         megatronTflopsPerGpu = 0;
+  double peakMemory = 0; ///< largest RankMemory::total
+  bool fits = true;      ///< every rank's memory within HBM
+  std::vector<std::string> warnings;
+};
+
+struct EvaluateOptions {
+  /// Also simulate with free communication to report exposedComm.
+  bool exposedComm = true;
+  /// Keep the schedule and timeline in the Plan (the reports need them).
+  bool keepTimeline = true;
+};
+
+/// Checks the configuration against the model (ranges, p <= layers, chunks
+/// that divide); the message names the offending option.
+schedule::Status checkConfig(const ModelDesc &desc, const PlanConfig &config);
+
+/// Prices `config`; fails with a message for invalid configurations.
+schedule::Expected<Plan> evaluatePlan(const ModelDesc &desc,
+                                      const PlanConfig &config,
+                                      const Hardware &hardware,
+                                      const EvaluateOptions &options = {});
+
+/// Seconds of one ring collective moving `factor * bytes` per GPU over `n`
+/// ranks in `steps` latency steps, and of one point-to-point transfer.
+double ringTime(double factor, double bytes, int steps, double bandwidth,
+                double latency);
+
+} // namespace lamina::plan
+
+#endif // LAMINA_PLAN_COSTMODEL_H

@@ -1,0 +1,517 @@
+//===- CostModel.cpp - durations, memory and traffic of a plan ------------===//
+//
+// Compute: GEMM FLOPs / (t x peak x gemm efficiency) plus the other bytes at
+// HBM speed; backward is twice the forward and full recompute adds one more
+// forward before it. Tensor parallelism (Megatron) splits FLOPs, bytes and
+// parameters by t and adds ring all-reduces of the activation inside the
+// compute (they sit on the critical path). Communication: ring volumes
+// (METHODS.md section 4) over NVLink when the group fits in a node, else
+// over each GPU's NIC. Everything is then timed by simulateTimeline.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Plan/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace lamina::plan {
+
+using schedule::Action;
+using schedule::ActionKind;
+using schedule::Expected;
+using schedule::ScheduleKind;
+using schedule::Status;
+
+namespace {
+/// Mixed-precision Adam: bf16 weights and gradients, fp32 master weights and
+/// two moments (METHODS.md section 4).
+constexpr double kWeightBytes = 2, kGradBytes = 2, kOptimizerBytes = 12;
+/// The optimizer step streams the fp32 state (read and write 12 B), reads
+/// the gradient and writes the bf16 weight.
+constexpr double kOptimizerStepBytes = 2 * 12 + 2 + 2;
+
+std::string fmtGiB(double bytes) {
+  std::ostringstream os;
+  os.precision(1);
+  os << std::fixed << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return os.str();
+}
+
+/// The layers of the description; with none marked, every module is one.
+std::vector<int> layerIndices(const ModelDesc &desc) {
+  std::vector<int> layers;
+  for (size_t i = 0; i < desc.modules.size(); ++i)
+    if (desc.modules[i].role == ModuleRole::Layer)
+      layers.push_back(static_cast<int>(i));
+  if (layers.empty())
+    for (size_t i = 0; i < desc.modules.size(); ++i)
+      layers.push_back(static_cast<int>(i));
+  return layers;
+}
+
+int numStages(const PlanConfig &c, int numLayers) {
+  if (c.schedule == ScheduleKind::Interleaved1F1B)
+    return c.chunks > 0 ? c.pp * c.chunks : numLayers;
+  return numLayers;
+}
+} // namespace
+
+double ringTime(double factor, double bytes, int steps, double bandwidth,
+                double latency) {
+  return factor * bytes / bandwidth + steps * latency;
+}
+
+std::string describeConfig(const PlanConfig &c) {
+  std::ostringstream os;
+  os << "p" << c.pp << " d" << c.dp << " t" << c.tp << " m" << c.microBatches
+     << " b" << c.microBatchSize << " "
+     << schedule::scheduleKindName(c.schedule);
+  if (c.schedule == ScheduleKind::Interleaved1F1B && c.chunks > 0)
+    os << " v" << c.chunks;
+  os << " zero" << c.zero << (c.recompute ? " recompute" : " no-recompute");
+  return os.str();
+}
+
+Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
+  auto bad = [](const std::string &flag, long long v, const std::string &why) {
+    return Status::error("--" + flag + " " + std::to_string(v) + ": " + why);
+  };
+  if (desc.modules.empty())
+    return Status::error("the model has no modules to plan");
+  if (desc.microBatchSize < 1)
+    return Status::error("the model description's micro-batch size must be "
+                         ">= 1");
+  if (c.pp < 1)
+    return bad("pp", c.pp, "must be >= 1");
+  if (c.dp < 1)
+    return bad("dp", c.dp, "must be >= 1");
+  if (c.tp < 1)
+    return bad("tp", c.tp, "must be >= 1");
+  if (c.microBatches < 1)
+    return bad("micro-batches", c.microBatches, "must be >= 1");
+  if (c.microBatchSize < 1)
+    return bad("micro-batch-size", c.microBatchSize, "must be >= 1");
+  if (c.zero < 0 || c.zero > 3)
+    return bad("zero", c.zero, "must be 0, 1, 2 or 3");
+  if (c.chunks < 0)
+    return bad("chunks", c.chunks, "must be >= 1 (0: one layer per chunk)");
+  const int layers = static_cast<int>(layerIndices(desc).size());
+  if (c.pp > layers)
+    return bad("pp", c.pp,
+               "more pipeline ranks than the model's " +
+                   std::to_string(layers) + " layers");
+  if (c.schedule == ScheduleKind::Layered && c.pp != 1)
+    return bad("pp", c.pp, "the layered schedule has no pipeline (use --pp 1)");
+  if (c.schedule == ScheduleKind::Interleaved1F1B) {
+    if (c.chunks > 0 && c.pp * c.chunks > layers)
+      return bad("chunks", c.chunks,
+                 "p x chunks exceeds the " + std::to_string(layers) +
+                     " layers");
+    if (c.chunks == 0 && layers % c.pp != 0)
+      return bad("pp", c.pp,
+                 "interleaved-1f1b needs the " + std::to_string(layers) +
+                     " layers to divide by p (or pass --chunks)");
+    if (c.microBatches % c.pp != 0)
+      return bad("micro-batches", c.microBatches,
+                 "interleaved-1f1b needs a multiple of --pp " +
+                     std::to_string(c.pp));
+  }
+  if (c.schedule == ScheduleKind::BreadthFirst && c.microBatches < c.pp)
+    return bad("micro-batches", c.microBatches,
+               "breadth-first needs at least --pp " + std::to_string(c.pp) +
+                   " micro-batches");
+  return Status::success();
+}
+
+namespace {
+
+class Evaluator {
+public:
+  Evaluator(const ModelDesc &desc, const PlanConfig &c, const Hardware &hw)
+      : desc(desc), c(c), hw(hw),
+        k(double(c.microBatchSize) / double(desc.microBatchSize)) {}
+
+  Expected<Plan> run(const EvaluateOptions &opts);
+
+private:
+  const ModelDesc &desc;
+  const PlanConfig &c;
+  const Hardware &hw;
+  const double k; ///< scale from the description's micro-batch size
+  Plan plan;
+
+  /// Bandwidth and latency of a group of `span` consecutive GPU indices.
+  std::pair<double, double> link(long long span) const {
+    if (span <= hw.gpusPerNode)
+      return {hw.intraNodeBandwidth * hw.intraNodeEfficiency,
+              hw.intraNodeLatency};
+    return {hw.interNodeBandwidth * hw.interNodeEfficiency,
+            hw.interNodeLatency};
+  }
+  double tpAllReduce(double bytes) const {
+    if (c.tp == 1)
+      return 0;
+    auto [bw, lat] = link(c.tp);
+    return ringTime(2.0 * (c.tp - 1) / c.tp, bytes, 2 * (c.tp - 1), bw, lat);
+  }
+  void buildStages();
+  void placeStats();
+  void memory();
+  void metrics();
+};
+
+// GPU order is Megatron's: tensor-parallel ranks innermost, then data
+// parallel, then pipeline, so a DP group spans t*d GPUs and pipeline
+// neighbours are t*d apart.
+void Evaluator::buildStages() {
+  const std::vector<int> layers = layerIndices(desc);
+  const int nl = static_cast<int>(layers.size());
+  const int ns = numStages(c, nl);
+  // Owner stage of every layer: contiguous groups, the first nl % ns get
+  // one more.
+  std::vector<int> stageOf(desc.modules.size(), -1);
+  for (int s = 0, li = 0; s < ns; ++s) {
+    int count = nl / ns + (s < nl % ns ? 1 : 0);
+    for (int j = 0; j < count; ++j)
+      stageOf[layers[li++]] = s;
+  }
+  // Non-layer modules join the stage of the nearest preceding layer, or the
+  // first stage when they come before every layer.
+  int last = 0;
+  for (size_t i = 0; i < desc.modules.size(); ++i) {
+    if (stageOf[i] < 0)
+      stageOf[i] = (int(i) < layers.front()) ? 0 : last;
+    last = stageOf[i];
+  }
+  plan.stages.assign(ns, Stage());
+  for (size_t i = 0; i < desc.modules.size(); ++i)
+    plan.stages[stageOf[i]].modules.push_back(static_cast<int>(i));
+
+  const double t = c.tp;
+  const double gemm = hw.peakFlops * hw.gemmEfficiency;
+  const double hbm = hw.hbmBandwidth * hw.hbmEfficiency;
+  auto [dpBw, dpLat] = link(static_cast<long long>(c.tp) * c.dp);
+  auto [ppBw, ppLat] = link(static_cast<long long>(c.gpus()));
+  auto [tpBw, tpLat] = link(c.tp);
+  const int d = c.dp;
+  for (Stage &st : plan.stages) {
+    double fwdCompute = 0, tpF = 0, tpB = 0;
+    for (size_t j = 0; j < st.modules.size(); ++j) {
+      const ModuleDesc &m = desc.modules[st.modules[j]];
+      const double otherBytes =
+          std::max(0.0, m.forwardBytes - m.matmulBytes) * k / t;
+      fwdCompute += m.matmulFlops * k / t / gemm + otherBytes / hbm;
+      // Non-GEMM FLOPs are few; charge them at GEMM speed so none is free.
+      fwdCompute += std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t /
+                    hw.peakFlops;
+      // Megatron: 2 all-reduces of the b*s*h activation per layer in the
+      // forward and 2 in the backward; the vocabulary-parallel embedding
+      // reduces its output in the forward, the head its input gradient.
+      if (m.role == ModuleRole::Layer) {
+        tpF += 2 * tpAllReduce(m.outputBytes * k);
+        tpB += 2 * tpAllReduce(m.outputBytes * k);
+      } else if (m.role == ModuleRole::Embedding) {
+        tpF += tpAllReduce(m.outputBytes * k);
+      } else {
+        tpB += tpAllReduce(m.inputBytes * k);
+      }
+      st.params += m.params / t;
+      st.activationBytes += m.activationBytes * k / t;
+      st.transientBytes =
+          std::max(st.transientBytes, m.peakTransientBytes * k / t);
+      if (j == 0)
+        st.checkpointBytes = m.inputBytes * k / t;
+    }
+    const ModuleDesc &tail = desc.modules[st.modules.back()];
+    st.tpForward = tpF;
+    st.tpBackward = tpB + (c.recompute ? tpF : 0);
+    st.forward = fwdCompute + tpF;
+    st.backward = 2 * fwdCompute + tpB + (c.recompute ? fwdCompute + tpF : 0);
+    // Scatter/gather: each of the t GPUs sends 1/t of the activation, the
+    // receivers all-gather it over NVLink.
+    st.sendBytes = tail.outputBytes * k / t;
+    st.send = ringTime(1, st.sendBytes, 1, ppBw, ppLat) +
+              (c.tp > 1 ? ringTime((t - 1), st.sendBytes, c.tp - 1, tpBw,
+                                   tpLat)
+                        : 0);
+    const double gradBytes = st.params * kGradBytes;
+    if (d > 1) {
+      st.allReduce = ringTime(2.0 * (d - 1) / d, gradBytes, 2 * (d - 1),
+                              dpBw, dpLat);
+      st.reduceScatter =
+          ringTime(double(d - 1) / d, gradBytes, d - 1, dpBw, dpLat);
+      st.allGather = ringTime(double(d - 1) / d, st.params * kWeightBytes,
+                              d - 1, dpBw, dpLat);
+    }
+  }
+}
+
+// Per-rank traffic and in-flight checkpoints, walking replica 0's lists.
+void Evaluator::placeStats() {
+  const auto &s = plan.schedule;
+  const int d = c.dp;
+  plan.ranks.assign(c.pp, RankStats());
+  for (int r = 0; r < c.pp; ++r) {
+    RankStats &rs = plan.ranks[r];
+    rs.pipelineRank = r;
+    rs.stages = s.placement.modulesOn(r);
+    for (int st : rs.stages) {
+      rs.params += plan.stages[st].params;
+      for (int m : plan.stages[st].modules)
+        rs.modules.push_back(m);
+    }
+    std::sort(rs.modules.begin(), rs.modules.end());
+    // Checkpoints (or, without recompute, full activations) are held from
+    // a forward to its backward; the backward itself needs one stage's
+    // full activations on top when they are recomputed.
+    double held = 0, peak = 0;
+    int inFlight = 0;
+    for (const Action &a : s.ranks[s.globalRank(r, 0)]) {
+      const Stage *st = a.module >= 0 ? &plan.stages[a.module] : nullptr;
+      const double keep = st ? (c.recompute ? st->checkpointBytes
+                                            : st->activationBytes)
+                             : 0;
+      switch (a.kind) {
+      case ActionKind::Forward:
+        held += keep;
+        ++inFlight;
+        rs.peakInFlight = std::max(rs.peakInFlight, inFlight);
+        peak = std::max(peak, held + (c.recompute ? st->activationBytes : 0));
+        break;
+      case ActionKind::Backward:
+        peak = std::max(peak, held + (c.recompute ? st->activationBytes : 0));
+        held -= keep;
+        --inFlight;
+        break;
+      case ActionKind::Send:
+        rs.traffic.p2p += st->sendBytes;
+        ++rs.traffic.sends;
+        break;
+      case ActionKind::AllReduce:
+        rs.traffic.dataParallel +=
+            2.0 * (d - 1) / d * st->params * kGradBytes;
+        ++rs.traffic.collectives;
+        break;
+      case ActionKind::ReduceScatter:
+        rs.traffic.dataParallel += double(d - 1) / d * st->params * kGradBytes;
+        ++rs.traffic.collectives;
+        break;
+      case ActionKind::AllGather:
+        rs.traffic.dataParallel +=
+            double(d - 1) / d * st->params * kWeightBytes;
+        ++rs.traffic.collectives;
+        break;
+      default:
+        break;
+      }
+    }
+    rs.memory.activations = peak;
+    // Tensor-parallel ring volume: 2(t-1)/t of each all-reduced activation.
+    if (c.tp > 1)
+      for (int st : rs.stages)
+        for (int mi : plan.stages[st].modules) {
+          const ModuleDesc &m = desc.modules[mi];
+          const double per = 2.0 * (c.tp - 1) / c.tp;
+          double n = m.role == ModuleRole::Layer ? 4 + (c.recompute ? 2 : 0)
+                                                 : 1 + (c.recompute &&
+                                                        m.role ==
+                                                            ModuleRole::Embedding);
+          double bytes =
+              m.role == ModuleRole::Head ? m.inputBytes : m.outputBytes;
+          rs.traffic.tensorParallel += per * n * bytes * k * c.microBatches;
+        }
+  }
+}
+
+void Evaluator::memory() {
+  const double d = c.dp;
+  for (RankStats &rs : plan.ranks) {
+    RankMemory &mem = rs.memory;
+    mem.weights = rs.params * kWeightBytes / (c.zero >= 3 ? d : 1);
+    mem.grads = rs.params * kGradBytes / (c.zero >= 2 ? d : 1);
+    mem.optimizer = rs.params * kOptimizerBytes / (c.zero >= 1 ? d : 1);
+    double transient = 0, largest = 0, second = 0;
+    for (int st : rs.stages) {
+      const Stage &s = plan.stages[st];
+      transient = std::max(transient, s.transientBytes);
+      if (s.params > largest) {
+        second = largest;
+        largest = s.params;
+      } else {
+        second = std::max(second, s.params);
+      }
+    }
+    // Level 3 gathers a stage's full weights before it runs (two with
+    // prefetch) and holds one stage's full gradient until reduce-scattered.
+    if (c.zero >= 3 && c.dp > 1)
+      transient += (largest + second) * kWeightBytes + largest * kGradBytes;
+    else if (c.zero == 2 && c.dp > 1)
+      transient += largest * kGradBytes;
+    mem.transient = transient;
+    plan.peakMemory = std::max(plan.peakMemory, mem.total());
+  }
+}
+
+void Evaluator::metrics() {
+  const double m = c.microBatches, d = c.dp;
+  double fwd = 0, mm = 0;
+  for (const ModuleDesc &mod : desc.modules) {
+    fwd += mod.forwardFlops * k;
+    mm += mod.matmulFlops * k;
+  }
+  const double passes = c.recompute ? 4 : 3;
+  plan.modelFlopsPerStep = 3 * fwd * m * d;
+  plan.hardwareFlopsPerStep = passes * fwd * m * d;
+  plan.matmulFlopsPerStep = passes * mm * m * d;
+  plan.samplesPerStep = double(c.microBatchSize) * m * d;
+  plan.tokensPerStep = plan.samplesPerStep * double(desc.seqLen);
+  const double gpus = c.gpus();
+  const double step = plan.stepTime;
+  if (step > 0) {
+    plan.tokensPerSecond = plan.tokensPerStep / step;
+    plan.modelTflopsPerGpu = plan.modelFlopsPerStep / step / gpus / 1e12;
+    plan.hardwareTflopsPerGpu = plan.hardwareFlopsPerStep / step / gpus / 1e12;
+    plan.megatronTflopsPerGpu = plan.matmulFlopsPerStep / step / gpus / 1e12;
+    plan.mfu = plan.modelTflopsPerGpu * 1e12 / hw.peakFlops;
+    plan.hfu = plan.hardwareTflopsPerGpu * 1e12 / hw.peakFlops;
+  }
+  double tpPerRank = 0;
+  for (const RankStats &rs : plan.ranks) {
+    double t = 0;
+    for (int st : rs.stages)
+      t += (plan.stages[st].tpForward + plan.stages[st].tpBackward) * m;
+    tpPerRank = std::max(tpPerRank, t);
+  }
+  plan.tensorParallelTime = tpPerRank;
+
+  auto warn = [&](std::string w) { plan.warnings.push_back(std::move(w)); };
+  if (c.microBatches < c.pp)
+    warn("micro-batches (" + std::to_string(c.microBatches) +
+         ") < pipeline ranks (" + std::to_string(c.pp) +
+         "): the pipeline never fills");
+  const double usable = hw.hbmBytes - hw.reservedBytes;
+  for (const RankStats &rs : plan.ranks)
+    if (rs.memory.total() > usable) {
+      plan.fits = false;
+      warn("pipeline rank " + std::to_string(rs.pipelineRank) + " needs " +
+           fmtGiB(rs.memory.total()) + " but " + hw.name + " offers " +
+           fmtGiB(usable) + " (" + fmtGiB(hw.hbmBytes) + " less " +
+           fmtGiB(hw.reservedBytes) + " reserved)");
+    }
+  if (c.tp > hw.gpusPerNode)
+    warn("tensor parallelism over " + std::to_string(c.tp) +
+         " GPUs crosses nodes (" + std::to_string(hw.gpusPerNode) +
+         " per node): its all-reduces use the network");
+  if (plan.bubbleFraction > 0.25)
+    warn("pipeline bubble is " +
+         std::to_string(int(std::lround(plan.bubbleFraction * 100))) +
+         "% of the step; raise --micro-batches or use interleaved-1f1b / "
+         "breadth-first");
+  if (plan.computeOnlyStep > 0 && plan.exposedComm > 0.15 * step)
+    warn("exposed communication is " +
+         std::to_string(int(std::lround(plan.exposedComm / step * 100))) +
+         "% of the step");
+  const int layers = static_cast<int>(layerIndices(desc).size());
+  if (c.schedule != ScheduleKind::Interleaved1F1B && layers % c.pp != 0)
+    warn(std::to_string(layers) + " layers do not divide by --pp " +
+         std::to_string(c.pp) + ": stages are uneven");
+  if (c.zero >= 3 && (c.schedule == ScheduleKind::GPipe ||
+                      c.schedule == ScheduleKind::OneFOneB ||
+                      c.schedule == ScheduleKind::Interleaved1F1B) &&
+      c.dp > 1 && c.microBatches > 1)
+    warn("zero 3 with a depth-first schedule gathers weights per "
+         "micro-batch; breadth-first/layered gather once per step");
+}
+
+Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
+  if (Status s = checkConfig(desc, c); !s)
+    return s;
+  plan.config = c;
+  plan.hardware = hw;
+  plan.modelName = desc.name;
+  buildStages();
+  schedule::ScheduleConfig sc;
+  sc.kind = c.schedule;
+  sc.numModules = static_cast<int>(plan.stages.size());
+  sc.pipelineRanks = c.pp;
+  sc.microBatches = c.microBatches;
+  sc.dataParallel = std::min(c.dp, 2);
+  sc.zeroLevel = c.zero;
+  if (c.schedule == ScheduleKind::GPipe || c.schedule == ScheduleKind::OneFOneB)
+    for (const Stage &st : plan.stages)
+      sc.moduleCost.push_back(st.forward + st.backward);
+  Expected<schedule::Schedule> sched = schedule::generateSchedule(sc);
+  if (!sched)
+    return sched.status();
+  plan.schedule = std::move(*sched);
+
+  const int p = c.pp;
+  auto durations = [&](bool comm) {
+    return [&, comm](int g, const Action &a) -> double {
+      const Stage *st = a.module >= 0 ? &plan.stages[a.module] : nullptr;
+      switch (a.kind) {
+      case ActionKind::Forward:
+        return st->forward;
+      case ActionKind::Backward:
+        return st->backward;
+      case ActionKind::Send:
+        return comm ? st->send : 0.0;
+      case ActionKind::Recv:
+        return 0.0;
+      case ActionKind::AllGather:
+        return comm ? st->allGather : 0.0;
+      case ActionKind::ReduceScatter:
+        return comm ? st->reduceScatter : 0.0;
+      case ActionKind::AllReduce:
+        return comm ? st->allReduce : 0.0;
+      case ActionKind::OptimizerStep: {
+        double params = 0;
+        for (int s : plan.schedule.placement.modulesOn(g % p))
+          params += plan.stages[s].params;
+        return params / (c.zero >= 1 ? c.dp : 1) * kOptimizerStepBytes /
+               (hw.hbmBandwidth * hw.hbmEfficiency);
+      }
+      }
+      return 0.0;
+    };
+  };
+  Expected<schedule::Timeline> tl =
+      schedule::simulateTimeline(plan.schedule, durations(true));
+  if (!tl)
+    return tl.status();
+  plan.timeline = std::move(*tl);
+  plan.stepTime = plan.timeline.stepTime;
+  plan.bubbleFraction = plan.timeline.bubbleFraction;
+  if (opts.exposedComm) {
+    Expected<schedule::Timeline> free =
+        schedule::simulateTimeline(plan.schedule, durations(false));
+    if (!free)
+      return free.status();
+    plan.computeOnlyStep = free->stepTime;
+    plan.exposedComm = std::max(0.0, plan.stepTime - free->stepTime);
+  }
+  placeStats();
+  for (int r = 0; r < p; ++r) {
+    plan.ranks[r].busy = plan.timeline.busy[r];
+    plan.ranks[r].idle = plan.timeline.idle[r];
+  }
+  memory();
+  metrics();
+  if (!opts.keepTimeline) {
+    plan.timeline = {};
+    plan.schedule.ranks.clear();
+  }
+  return std::move(plan);
+}
+
+} // namespace
+
+Expected<Plan> evaluatePlan(const ModelDesc &desc, const PlanConfig &config,
+                            const Hardware &hardware,
+                            const EvaluateOptions &options) {
+  return Evaluator(desc, config, hardware).run(options);
+}
+
+} // namespace lamina::plan
