@@ -1,0 +1,226 @@
+//===- CostModelTest.cpp - the cost model against METHODS.md --------------===//
+
+#include "lamina/Plan/CostModel.h"
+#include "lamina/Plan/Synthetic.h"
+
+#include "PlanTestUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace lamina::plan;
+using namespace lamina::plan::test;
+using lamina::schedule::ScheduleKind;
+
+namespace {
+
+Plan evaluate(const ModelDesc &d, const PlanConfig &c,
+              const Hardware &hw = unitHardware()) {
+  auto p = evaluatePlan(d, c, hw);
+  EXPECT_TRUE(p.ok()) << describeConfig(c) << ": " << p.error();
+  return p.ok() ? *p : Plan();
+}
+
+// Unit forward, backward 2 (no recompute), free communication: the
+// simulated bubbles equal METHODS.md section 2's formulas counted in units
+// of one module's forward + backward.
+TEST(CostModel, BubbleFormulas) {
+  for (int p : {2, 4})
+    for (int m : {4, 8, 12})
+      for (int k : {1, 2, 3}) { // modules per rank
+        const int L = k * p;
+        ModelDesc d = uniformLayers(L);
+        SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                     " L=" + std::to_string(L));
+        for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
+          Plan pl = evaluate(d, config(kind, p, m));
+          EXPECT_NEAR(pl.bubbleFraction, (p - 1.0) / (m + p - 1), 1e-9);
+          EXPECT_DOUBLE_EQ(pl.stepTime, (m + p - 1) * k * 3.0);
+        }
+        if (m % p == 0) {
+          Plan pl = evaluate(d, config(ScheduleKind::Interleaved1F1B, p, m));
+          const int v = k;
+          EXPECT_NEAR(pl.bubbleFraction, (p - 1.0) / (v * m + p - 1), 1e-9);
+        }
+        Plan bf = evaluate(d, config(ScheduleKind::BreadthFirst, p, m));
+        EXPECT_NEAR(bf.bubbleFraction, (p - 1.0) / (double(L) / p * m + p - 1),
+                    1e-9);
+      }
+  Plan layered = evaluate(uniformLayers(4), config(ScheduleKind::Layered, 1, 3));
+  EXPECT_DOUBLE_EQ(layered.bubbleFraction, 0);
+  EXPECT_DOUBLE_EQ(layered.stepTime, 4 * 3 * 3.0);
+}
+
+// Interleaved 1F1B with explicit chunks groups layers: v = 2 chunks of 2
+// layers each on p = 2 gives (p-1)/(v m + p-1).
+TEST(CostModel, InterleavedChunks) {
+  PlanConfig c = config(ScheduleKind::Interleaved1F1B, 2, 4);
+  c.chunks = 2;
+  Plan pl = evaluate(uniformLayers(8), c);
+  EXPECT_EQ(pl.stages.size(), 4u);
+  EXPECT_NEAR(pl.bubbleFraction, 1.0 / (2 * 4 + 1), 1e-9);
+}
+
+// METHODS.md section 4: per-rank ring volume of the data-parallel traffic.
+TEST(CostModel, DataParallelVolumes) {
+  const int L = 4, p = 2, d = 4;
+  const int64_t N = 1000; // parameters per layer
+  ModelDesc desc = uniformLayers(L, 1, N, 64);
+  const double Nrank = 2 * N; // two layers per rank
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::BreadthFirst})
+    for (int zero = 0; zero <= 2; ++zero) {
+      Plan pl = evaluate(desc, config(kind, p, 4, d, zero));
+      for (const RankStats &r : pl.ranks)
+        EXPECT_DOUBLE_EQ(r.traffic.dataParallel,
+                         2.0 * (d - 1) / d * Nrank * 2 /*bytes*/)
+            << "zero " << zero;
+    }
+  // Level 3, LGA: 2 all-gathers + 1 reduce-scatter per module, whatever m.
+  for (int m : {2, 4, 8}) {
+    Plan pl = evaluate(desc, config(ScheduleKind::BreadthFirst, p, m, d, 3));
+    for (const RankStats &r : pl.ranks)
+      EXPECT_DOUBLE_EQ(r.traffic.dataParallel, 3.0 * (d - 1) / d * Nrank * 2)
+          << "m " << m;
+  }
+  Plan l2 = evaluate(desc, config(ScheduleKind::Layered, 1, 2, d, 3));
+  Plan l8 = evaluate(desc, config(ScheduleKind::Layered, 1, 8, d, 3));
+  EXPECT_DOUBLE_EQ(l2.ranks[0].traffic.dataParallel,
+                   l8.ranks[0].traffic.dataParallel);
+  // Depth-first at level 3 gathers per micro-batch: it grows with m.
+  Plan df2 = evaluate(desc, config(ScheduleKind::OneFOneB, p, 2, d, 3));
+  Plan df8 = evaluate(desc, config(ScheduleKind::OneFOneB, p, 8, d, 3));
+  EXPECT_GT(df8.ranks[0].traffic.dataParallel,
+            2 * df2.ranks[0].traffic.dataParallel);
+  EXPECT_DOUBLE_EQ(df8.ranks[0].traffic.dataParallel,
+                   3.0 * 8 * (d - 1) / d * Nrank * 2);
+}
+
+// METHODS.md section 2: contiguous pipelines send (p-1) m activations and as
+// many gradients; breadth-first crosses every one of the L-1 boundaries.
+TEST(CostModel, PointToPointVolumes) {
+  const int L = 8, p = 4, m = 4;
+  const int64_t act = 100;
+  ModelDesc desc = uniformLayers(L, 1, 0, act);
+  auto total = [](const Plan &pl) {
+    double bytes = 0;
+    for (const RankStats &r : pl.ranks)
+      bytes += r.traffic.p2p;
+    return bytes;
+  };
+  EXPECT_DOUBLE_EQ(total(evaluate(desc, config(ScheduleKind::OneFOneB, p, m))),
+                   2.0 * (p - 1) * m * act);
+  EXPECT_DOUBLE_EQ(
+      total(evaluate(desc, config(ScheduleKind::BreadthFirst, p, m))),
+      2.0 * (L - 1) * m * act);
+}
+
+TEST(CostModel, MemoryDecreasesWithZeroLevel) {
+  ModelDesc desc = uniformLayers(8, 1, 1 << 20, 1 << 10);
+  double previous = 1e300;
+  for (int zero = 0; zero <= 3; ++zero) {
+    Plan pl = evaluate(desc, config(ScheduleKind::BreadthFirst, 2, 4, 8, zero));
+    RankMemory mem = pl.ranks[0].memory;
+    EXPECT_LT(mem.total(), previous) << "zero " << zero;
+    previous = mem.total();
+    const double N = 4.0 * (1 << 20); // four layers per rank
+    EXPECT_DOUBLE_EQ(mem.optimizer, N * 12 / (zero >= 1 ? 8 : 1));
+    EXPECT_DOUBLE_EQ(mem.grads, N * 2 / (zero >= 2 ? 8 : 1));
+    EXPECT_DOUBLE_EQ(mem.weights, N * 2 / (zero >= 3 ? 8 : 1));
+  }
+}
+
+// Full recompute keeps only each module's input per micro-batch in flight;
+// 1F1B holds at most p - r micro-batches on rank r, GPipe all m.
+TEST(CostModel, ActivationsFollowTheSchedule) {
+  const int L = 4, p = 2, m = 8;
+  const int64_t act = 1000;
+  ModelDesc desc = uniformLayers(L, 1, 0, act);
+  PlanConfig c = config(ScheduleKind::GPipe, p, m);
+  c.recompute = true;
+  Plan gpipe = evaluate(desc, c);
+  c.schedule = ScheduleKind::OneFOneB;
+  Plan ofob = evaluate(desc, c);
+  // GPipe: 2 modules x m checkpoints, plus one module's full activations.
+  EXPECT_DOUBLE_EQ(gpipe.ranks[0].memory.activations, 2.0 * m * act + 10 * act);
+  EXPECT_DOUBLE_EQ(ofob.ranks[0].memory.activations, 2.0 * p * act + 10 * act);
+  EXPECT_EQ(ofob.ranks[0].peakInFlight, 2 * p);
+  c.recompute = false;
+  Plan none = evaluate(desc, c);
+  EXPECT_DOUBLE_EQ(none.ranks[0].memory.activations, 2.0 * p * 10 * act);
+  // Recompute costs one more forward: backward 3 units instead of 2.
+  EXPECT_DOUBLE_EQ(ofob.stages[0].backward, 3);
+  EXPECT_DOUBLE_EQ(none.stages[0].backward, 2);
+}
+
+TEST(CostModel, FlagsWhatDoesNotFit) {
+  Hardware hw = *hardwarePreset("a100-80g");
+  GptShape g;
+  g.layers = 96;
+  g.hidden = 12288;
+  g.heads = 96;
+  g.seqLen = 2048;
+  g.vocab = 51200;
+  ModelDesc desc = syntheticGpt(g);
+  PlanConfig c = config(ScheduleKind::OneFOneB, 8, 8, 1);
+  Plan big = evaluate(desc, c, hw); // 22B parameters per GPU at 16 B each
+  EXPECT_FALSE(big.fits);
+  bool named = false;
+  for (const std::string &w : big.warnings)
+    named |= w.find("needs") != std::string::npos;
+  EXPECT_TRUE(named);
+  c.tp = 8;
+  Plan ok = evaluate(desc, c, hw);
+  EXPECT_TRUE(ok.fits) << ok.peakMemory;
+}
+
+TEST(CostModel, WarnsWhenThePipelineNeverFills) {
+  Plan pl = evaluate(uniformLayers(4), config(ScheduleKind::OneFOneB, 4, 2));
+  ASSERT_FALSE(pl.warnings.empty());
+  EXPECT_NE(pl.warnings[0].find("micro-batches (2) < pipeline ranks (4)"),
+            std::string::npos);
+}
+
+// Megatron: GEMMs split by t, two all-reduces of the activation per layer
+// per direction on the critical path.
+TEST(CostModel, TensorParallelism) {
+  Hardware hw = unitHardware();
+  hw.intraNodeBandwidth = 100;
+  ModelDesc desc = uniformLayers(2, 8, 0, 100);
+  desc.modules.back().outputBytes = 100;
+  PlanConfig c = config(ScheduleKind::Layered, 1, 1);
+  c.tp = 4;
+  Plan pl = evaluate(desc, c, hw);
+  const double ar = 2.0 * 3 / 4 * 100 / 100; // ring all-reduce of 100 bytes
+  EXPECT_DOUBLE_EQ(pl.stages[0].forward, 8.0 / 4 + 2 * ar);
+  EXPECT_DOUBLE_EQ(pl.stages[0].backward, 2 * 8.0 / 4 + 2 * ar);
+  EXPECT_DOUBLE_EQ(pl.ranks[0].traffic.tensorParallel, 2 * 4 * 0.75 * 2 * 100);
+}
+
+TEST(CostModel, RefusesBadConfigurations) {
+  ModelDesc desc = uniformLayers(6);
+  auto error = [&](PlanConfig c) {
+    auto p = evaluatePlan(desc, c, unitHardware());
+    return p.ok() ? std::string() : p.error();
+  };
+  EXPECT_NE(error(config(ScheduleKind::OneFOneB, 8, 8)).find("--pp 8"),
+            std::string::npos);
+  EXPECT_NE(error(config(ScheduleKind::Interleaved1F1B, 3, 4))
+                .find("--micro-batches 4"),
+            std::string::npos);
+  EXPECT_NE(error(config(ScheduleKind::Layered, 2, 4)).find("--pp 2"),
+            std::string::npos);
+  PlanConfig z = config(ScheduleKind::OneFOneB, 1, 1);
+  z.zero = 4;
+  EXPECT_NE(error(z).find("--zero 4"), std::string::npos);
+}
+
+// Scaling: costs were measured at the description's micro-batch size.
+TEST(CostModel, ScalesWithMicroBatchSize) {
+  ModelDesc desc = uniformLayers(2, 5);
+  desc.microBatchSize = 2;
+  PlanConfig c = config(ScheduleKind::Layered, 1, 1);
+  c.microBatchSize = 6;
+  Plan pl = evaluate(desc, c);
+  EXPECT_DOUBLE_EQ(pl.stages[0].forward, 15);
+}
+
+} // namespace
