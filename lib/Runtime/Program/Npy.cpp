@@ -168,8 +168,8 @@ int64_t lamina::rt::checkedNumElements(const int64_t *shape, int rank) {
 void OwnedTensor::allocate(DType type, std::vector<int64_t> dims) {
   dtype = type;
   shape = std::move(dims);
-  size_t bytes = byteSize();
-  storage.assign((bytes + 7) / 8, 0);
+  // One spare word so data() is never null, even for an empty tensor.
+  storage.assign((byteSize() + 7) / 8 + 1, 0);
 }
 
 std::string lamina::rt::describeType(DType dtype, const int64_t *shape,
