@@ -1,17 +1,24 @@
 //===- lamina-opt.cpp - mlir-opt for Lamina's dialects and passes ---------===//
 
+#include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Rt/IR/RtDialect.h"
 
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<lamina::graph::GraphDialect, mlir::func::FuncDialect>();
+  registry.insert<lamina::graph::GraphDialect, lamina::rt_ir::RtDialect,
+                  mlir::func::FuncDialect, mlir::memref::MemRefDialect,
+                  mlir::emitc::EmitCDialect>();
   mlir::registerTransformsPasses();
   lamina::graph::registerGraphPasses();
+  lamina::registerConversionPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Lamina optimizer driver\n", registry));
 }

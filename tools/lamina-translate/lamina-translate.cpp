@@ -1,8 +1,9 @@
-//===- lamina-translate.cpp - ONNX -> MLIR (and later MLIR -> C++) --------===//
+//===- lamina-translate.cpp - ONNX -> MLIR, and MLIR (EmitC) -> C++ -------===//
 
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllTranslations.h" // registerToCppTranslation
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
@@ -14,6 +15,7 @@ static llvm::cl::list<std::string>
          llvm::cl::value_desc("NAME=VALUE"));
 
 int main(int argc, char **argv) {
+  mlir::registerToCppTranslation();
   mlir::TranslateToMLIRRegistration importONNX(
       "import-onnx", "import an ONNX model into the graph dialect",
       [](llvm::SourceMgr &sourceMgr,

@@ -1,0 +1,42 @@
+//===- GraphToRt.h - graph ops -> runtime kernel calls ----------*- C++ -*-===//
+//
+// The one place that says which host kernel each graph op runs and how its
+// attributes become the kernel's arguments. The static memory plan that
+// decides where buffers live is in MemoryPlan.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_CONVERSION_GRAPHTORT_GRAPHTORT_H
+#define LAMINA_CONVERSION_GRAPHTORT_GRAPHTORT_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+
+namespace lamina {
+
+/// A call of a runtime kernel, in `rt.call`'s terms: `args` refers to buffer
+/// i by `i : index`, where buffers are the op's operands in order followed by
+/// its result.
+struct KernelCall {
+  std::string callee;
+  llvm::SmallVector<mlir::Attribute> args;
+};
+
+/// The kernel call of a graph op; nullopt when the op has no host kernel.
+std::optional<KernelCall> getKernelCall(mlir::Operation *op,
+                                        mlir::Builder &builder);
+
+/// Whether the op's kernel may write its result over operand `i` (same shape
+/// and element size), which lets the memory plan reuse a dying operand.
+bool kernelAllowsInPlace(mlir::Operation *op, unsigned operand);
+
+/// "node 'Add_3' (graph.add)": the ONNX node behind an op, for messages.
+std::string describeOrigin(mlir::Operation *op);
+
+} // namespace lamina
+
+#endif

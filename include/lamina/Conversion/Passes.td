@@ -1,0 +1,78 @@
+//===- Passes.td - Lamina conversion passes ----------------*- tablegen -*-===//
+
+#ifndef LAMINA_CONVERSION_PASSES
+#define LAMINA_CONVERSION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertGraphToRt : Pass<"convert-graph-to-rt", "mlir::ModuleOp"> {
+  let summary = "Bufferize graph functions onto a planned arena and call the "
+                "runtime's kernels";
+  let description = [{
+    Turns every `func.func` of graph ops into one that takes an `!rt.arena`
+    first, then its arguments as memrefs, and returns memrefs. Every result
+    of a graph op becomes an `rt.view` of the arena at an offset chosen by a
+    static memory plan, and the op becomes an `rt.call` of its host kernel.
+
+    The memory plan: each value lives from the op that defines it to its last
+    use (results to the end). Values are placed largest first at the lowest
+    offset that no value live at the same time occupies (64-byte aligned).
+    Two values share storage on purpose: a reshape result aliases its input,
+    and an elementwise op whose operand dies at the op writes its result
+    over that operand (the kernels allow it). The function gets
+    `rt.arena_bytes` (the plan's peak) and `rt.tensor_bytes` (the sum of all
+    values, what no reuse would need).
+
+    Before:
+    ```mlir
+    func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = graph.exp %x : tensor<4xf32>
+      return %0 : tensor<4xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @forward(%arena: !rt.arena, %x: memref<4xf32>) -> memref<4xf32>
+        attributes {rt.arena_bytes = 64 : i64, rt.tensor_bytes = 64 : i64} {
+      %0 = rt.view %arena[0] : memref<4xf32>
+      rt.call "lamina::rt::unary"(%x, %0) {args = ["lamina::rt::UnaryOp::Exp",
+          0 : index, 1 : index], where = "..."} : memref<4xf32>, memref<4xf32>
+      return %0 : memref<4xf32>
+    }
+    ```
+    An op without a host kernel is an error naming the op and its ONNX node.
+  }];
+  let dependentDialects = ["::lamina::rt_ir::RtDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numCalls", "kernel-calls", "Kernel calls emitted">,
+    Statistic<"numAliased", "aliased-values",
+              "Values stored over another (reshape views, in-place ops)">,
+  ];
+}
+
+def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
+  let summary = "Lower rt functions to EmitC: one C++ program per module";
+  let description = [{
+    Each rt function becomes an `emitc.func` taking
+    `(const lamina::rt::Tensor *args, void *arena)`: buffers are
+    `lamina::rt::Tensor` views (argument `i` is `args[i]`, a view is
+    `lamina::rt::gen::view(arena, offset, dtype, rank, shape)`), shapes and
+    integer arrays are static globals, constants are static word arrays, and
+    each `rt.call` is a call checked by `lamina::rt::checkKernel`. The module
+    also gets the `lamina::rt::ProgramSpec` tables (argument names, kinds,
+    types, output offsets, arena size) and a `main` that hands them to
+    `lamina::rt::programMain`, so `mlir-translate --mlir-to-cpp` of the
+    result is a complete program.
+  }];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+  let options = [
+    Option<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
+           "The ONNX file the program reads its weights from (recorded in "
+           "the program; its --model flag overrides it)">,
+    Option<"entryName", "entry", "std::string", /*default=*/"\"forward\"",
+           "The function that becomes the program's entry">,
+  ];
+}
+
+#endif // LAMINA_CONVERSION_PASSES

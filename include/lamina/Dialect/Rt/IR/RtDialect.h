@@ -1,0 +1,18 @@
+//===- RtDialect.h - rt dialect ---------------------------------*- C++ -*-===//
+#ifndef LAMINA_DIALECT_RT_IR_RTDIALECT_H
+#define LAMINA_DIALECT_RT_IR_RTDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+
+#include "lamina/Dialect/Rt/IR/RtDialect.h.inc"
+
+namespace lamina::rt_ir {
+/// Function attributes set by the memory plan (convert-graph-to-rt).
+inline constexpr llvm::StringLiteral kArenaBytesAttr = "rt.arena_bytes";
+inline constexpr llvm::StringLiteral kTensorBytesAttr = "rt.tensor_bytes";
+/// Alignment of every arena offset (a cache line; also what vector loads and
+/// CUDA want).
+inline constexpr int64_t kArenaAlignment = 64;
+} // namespace lamina::rt_ir
+
+#endif

@@ -1,0 +1,61 @@
+//===- Generated.h - what generated programs include ------------*- C++ -*-===//
+//
+// The only header `lamina compile` output includes: the kernels, the
+// program driver, and small adapters that give every kernel call a flat
+// argument list (convert-rt-to-emitc emits `callee(arg, arg, ...)`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_GENERATED_H
+#define LAMINA_RUNTIME_GENERATED_H
+
+#include "lamina/Runtime/Kernels.h"
+#include "lamina/Runtime/Program.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lamina::rt::gen {
+
+/// A buffer of the arena at a planned byte offset.
+inline Tensor view(void *arena, int64_t offset, DType dtype, int rank,
+                   const int64_t *shape) {
+  return Tensor{static_cast<char *>(arena) + offset, dtype, rank, shape};
+}
+
+/// Entry argument `index`, retyped with the compiled shape (programMain
+/// checked that they agree).
+inline Tensor arg(const Tensor *args, int index, DType dtype, int rank,
+                  const int64_t *shape) {
+  return Tensor{args[index].data, dtype, rank, shape};
+}
+
+/// A constant in static storage. Kernels never write their inputs, so the
+/// const_cast is only to fit the (non-owning, mutable) view.
+inline Tensor constant(const void *data, DType dtype, int rank,
+                       const int64_t *shape) {
+  return Tensor{const_cast<void *>(data), dtype, rank, shape};
+}
+
+inline Status layerNorm(const Tensor &input, const Tensor &scale,
+                        const Tensor &bias, int64_t axis, double epsilon,
+                        const Tensor &result) {
+  return rt::layerNorm(input, scale, &bias, axis, epsilon, result);
+}
+inline Status layerNorm(const Tensor &input, const Tensor &scale,
+                        std::nullptr_t, int64_t axis, double epsilon,
+                        const Tensor &result) {
+  return rt::layerNorm(input, scale, nullptr, axis, epsilon, result);
+}
+
+/// concat with the inputs last, so any number can follow.
+template <typename... Inputs>
+inline Status concat(const Tensor &result, int64_t axis,
+                     const Inputs &...inputs) {
+  const Tensor list[] = {inputs...};
+  return rt::concat(list, int(sizeof...(inputs)), axis, result);
+}
+
+} // namespace lamina::rt::gen
+
+#endif // LAMINA_RUNTIME_GENERATED_H

@@ -1,0 +1,223 @@
+//===- KernelCalls.cpp - which host kernel each graph op runs -------------===//
+//
+// Signatures are those of include/lamina/Runtime/Kernels.h, or of the small
+// adapters in include/lamina/Runtime/Generated.h where a kernel's C++
+// signature cannot be written as a flat argument list (optional tensors,
+// variadic inputs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Conversion/GraphToRt/GraphToRt.h"
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::graph;
+
+namespace {
+/// Builds one call: buffer references and literals in C++ argument order.
+class CallBuilder {
+public:
+  CallBuilder(Operation *op, Builder &b) : op(op), b(b) {}
+
+  /// Operand i.
+  Attribute in(unsigned i) const { return b.getIndexAttr(i); }
+  /// The result buffer (after all operands).
+  Attribute out() const { return b.getIndexAttr(op->getNumOperands()); }
+  Attribute i64(int64_t v) const { return b.getI64IntegerAttr(v); }
+  Attribute f64(double v) const { return b.getF64FloatAttr(v); }
+  Attribute flag(bool v) const { return b.getBoolAttr(v); }
+  Attribute array(ArrayRef<int64_t> v) const {
+    return b.getDenseI64ArrayAttr(v);
+  }
+  Attribute enumerator(StringRef name) const { return b.getStringAttr(name); }
+
+  KernelCall call(StringRef callee, ArrayRef<Attribute> args) const {
+    return KernelCall{("lamina::rt::" + callee).str(),
+                      SmallVector<Attribute>(args.begin(), args.end())};
+  }
+  KernelCall unary(StringRef kind) const {
+    return call("unary", {enumerator(("lamina::rt::UnaryOp::" + kind).str()),
+                          in(0), out()});
+  }
+  KernelCall binary(StringRef kind) const {
+    return call("binary", {enumerator(("lamina::rt::BinaryOp::" + kind).str()),
+                           in(0), in(1), out()});
+  }
+  KernelCall compare(StringRef kind) const {
+    return call("compare",
+                {enumerator(("lamina::rt::CompareOp::" + kind).str()), in(0),
+                 in(1), out()});
+  }
+  template <typename ReduceOpT>
+  KernelCall reduce(StringRef kind, ReduceOpT o) const {
+    ArrayRef<int64_t> axes = o.getAxes();
+    return call("reduce", {enumerator(("lamina::rt::ReduceOp::" + kind).str()),
+                           in(0), array(axes), i64(int64_t(axes.size())),
+                           flag(o.getKeepdims()), out()});
+  }
+
+private:
+  Operation *op;
+  Builder &b;
+};
+} // namespace
+
+std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  using Result = std::optional<KernelCall>;
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      // Unary.
+      .Case([&](NegOp) { return c.unary("Neg"); })
+      .Case([&](AbsOp) { return c.unary("Abs"); })
+      .Case([&](ReluOp) { return c.unary("Relu"); })
+      .Case([&](ExpOp) { return c.unary("Exp"); })
+      .Case([&](LogOp) { return c.unary("Log"); })
+      .Case([&](SqrtOp) { return c.unary("Sqrt"); })
+      .Case([&](ReciprocalOp) { return c.unary("Reciprocal"); })
+      .Case([&](TanhOp) { return c.unary("Tanh"); })
+      .Case([&](ErfOp) { return c.unary("Erf"); })
+      .Case([&](SigmoidOp) { return c.unary("Sigmoid"); })
+      .Case([&](CosOp) { return c.unary("Cos"); })
+      .Case([&](SinOp) { return c.unary("Sin"); })
+      .Case([&](NotOp) { return c.unary("Not"); })
+      .Case([&](GeluOp o) { return c.unary(o.getTanh() ? "GeluTanh" : "Gelu"); })
+      // Binary, compare, select, cast.
+      .Case([&](AddOp) { return c.binary("Add"); })
+      .Case([&](SubOp) { return c.binary("Sub"); })
+      .Case([&](MulOp) { return c.binary("Mul"); })
+      .Case([&](DivOp) { return c.binary("Div"); })
+      .Case([&](PowOp) { return c.binary("Pow"); })
+      .Case([&](MinOp) { return c.binary("Min"); })
+      .Case([&](MaxOp) { return c.binary("Max"); })
+      .Case([&](AndOp) { return c.binary("And"); })
+      .Case([&](OrOp) { return c.binary("Or"); })
+      .Case([&](EqualOp) { return c.compare("Equal"); })
+      .Case([&](GreaterOp) { return c.compare("Greater"); })
+      .Case([&](GreaterEqualOp) { return c.compare("GreaterEqual"); })
+      .Case([&](LessOp) { return c.compare("Less"); })
+      .Case([&](LessEqualOp) { return c.compare("LessEqual"); })
+      .Case([&](SelectOp) {
+        return c.call("select", {c.in(0), c.in(1), c.in(2), c.out()});
+      })
+      .Case([&](CastOp) { return c.call("cast", {c.in(0), c.out()}); })
+      // Contraction, normalisation.
+      .Case([&](MatMulOp) {
+        return c.call("matmul", {c.in(0), c.in(1), c.out()});
+      })
+      .Case([&](SoftmaxOp o) {
+        return c.call("softmax", {c.in(0), c.i64(o.getAxis()), c.out()});
+      })
+      .Case([&](LogSoftmaxOp o) {
+        return c.call("logSoftmax", {c.in(0), c.i64(o.getAxis()), c.out()});
+      })
+      .Case([&](LayerNormOp o) {
+        Attribute bias = o.getBias() ? c.in(2) : Attribute(b.getUnitAttr());
+        return c.call("gen::layerNorm",
+                      {c.in(0), c.in(1), bias, c.i64(o.getAxis()),
+                       c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out()});
+      })
+      .Case([&](RMSNormOp o) {
+        return c.call("rmsNorm",
+                      {c.in(0), c.in(1), c.i64(o.getAxis()),
+                       c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out()});
+      })
+      // Reductions.
+      .Case([&](ReduceSumOp o) { return c.reduce("Sum", o); })
+      .Case([&](ReduceMeanOp o) { return c.reduce("Mean", o); })
+      .Case([&](ReduceMaxOp o) { return c.reduce("Max", o); })
+      .Case([&](ReduceProdOp o) { return c.reduce("Prod", o); })
+      .Case([&](CumSumOp o) {
+        return c.call("cumsum", {c.in(0), c.i64(o.getAxis()),
+                                 c.flag(o.getExclusive()),
+                                 c.flag(o.getReverse()), c.out()});
+      })
+      // Data movement.
+      .Case([&](ReshapeOp) { return c.call("reshape", {c.in(0), c.out()}); })
+      .Case([&](BroadcastOp) {
+        return c.call("broadcast", {c.in(0), c.out()});
+      })
+      .Case([&](TransposeOp o) {
+        return c.call("transpose", {c.in(0), c.array(o.getPerm()), c.out()});
+      })
+      .Case([&](ConcatOp o) {
+        SmallVector<Attribute> args = {c.out(), c.i64(o.getAxis())};
+        for (unsigned i = 0; i < op->getNumOperands(); ++i)
+          args.push_back(c.in(i));
+        return c.call("gen::concat", args);
+      })
+      .Case([&](SliceOp o) {
+        return c.call("slice", {c.in(0), c.array(o.getStarts()),
+                                c.array(o.getSizes()), c.array(o.getSteps()),
+                                c.out()});
+      })
+      .Case([&](TileOp o) {
+        return c.call("tile", {c.in(0), c.array(o.getRepeats()), c.out()});
+      })
+      .Case([&](TriluOp o) {
+        return c.call("trilu", {c.in(0), c.i64(o.getK()),
+                                c.flag(o.getUpper()), c.out()});
+      })
+      // Gather / scatter.
+      .Case([&](GatherOp o) {
+        return c.call("gather",
+                      {c.in(0), c.in(1), c.i64(o.getAxis()), c.out()});
+      })
+      .Case([&](GatherNDOp o) {
+        return c.call("gatherND",
+                      {c.in(0), c.in(1), c.i64(o.getBatchDims()), c.out()});
+      })
+      .Case([&](ScatterNDOp o) -> Result {
+        static const std::pair<StringRef, StringRef> kReductions[] = {
+            {"none", "None"}, {"add", "Add"}, {"mul", "Mul"},
+            {"max", "Max"},   {"min", "Min"}};
+        for (auto [name, enumerator] : kReductions)
+          if (o.getReduction() == name)
+            return c.call("scatterND",
+                          {c.enumerator(("lamina::rt::ScatterReduction::" +
+                                         enumerator).str()),
+                           c.in(0), c.in(1), c.in(2), c.out()});
+        return std::nullopt;
+      })
+      .Default([](Operation *) { return Result(); });
+}
+
+bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
+  // Kernels.h lists the kernels whose result may alias an input.
+  if (op->getNumResults() != 1)
+    return false;
+  if (isa<ReshapeOp, CumSumOp, TriluOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
+          RMSNormOp>(op))
+    return operand == 0;
+  if (isa<ScatterNDOp>(op))
+    return operand == 0;
+  // Unary, binary, compare and select: elementwise with broadcasting.
+  if (isa<NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, TanhOp,
+          ErfOp, SigmoidOp, CosOp, SinOp, NotOp, GeluOp, AddOp, SubOp, MulOp,
+          DivOp, PowOp, MinOp, MaxOp, AndOp, OrOp, EqualOp, GreaterOp,
+          GreaterEqualOp, LessOp, LessEqualOp, SelectOp>(op))
+    return true;
+  return false;
+}
+
+std::string lamina::describeOrigin(Operation *op) {
+  Location loc = op->getLoc();
+  while (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    loc = callsite.getCallee();
+  if (auto fused = dyn_cast<FusedLoc>(loc);
+      fused && !fused.getLocations().empty())
+    loc = fused.getLocations().front();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << "node '" << name.getName().getValue() << "'";
+  else
+    os << loc;
+  os << " (" << op->getName() << ")";
+  return s;
+}

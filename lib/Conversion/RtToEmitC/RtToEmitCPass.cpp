@@ -1,0 +1,419 @@
+//===- RtToEmitCPass.cpp - rt functions -> an EmitC program ---------------===//
+//
+// The entry function becomes `static void lamina_forward(const Tensor *args,
+// void *arena)`; static globals hold shapes, integer arrays and constants;
+// the ProgramSpec tables and `main` are EmitC globals and a function, so
+// `translateToCpp` of the module is the whole program. See the pass
+// description in include/lamina/Conversion/Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "lamina/Dialect/Rt/IR/RtOps.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace lamina {
+#define GEN_PASS_DEF_CONVERTRTTOEMITC
+#include "lamina/Conversion/Passes.h.inc"
+} // namespace lamina
+
+using namespace mlir;
+using namespace lamina;
+
+/// The runtime's DType enumerator for an element type; "" if it has none.
+static std::string dtypeEnumerator(Type t) {
+  StringRef name;
+  if (t.isF32()) name = "F32";
+  else if (t.isF64()) name = "F64";
+  else if (t.isF16()) name = "F16";
+  else if (t.isBF16()) name = "BF16";
+  else if (auto i = dyn_cast<IntegerType>(t)) {
+    static const std::map<unsigned, std::pair<StringRef, StringRef>> kInts = {
+        {1, {"I1", "I1"}},   {8, {"I8", "U8"}},   {16, {"I16", "U16"}},
+        {32, {"I32", "U32"}}, {64, {"I64", "U64"}}};
+    auto it = kInts.find(i.getWidth());
+    if (it == kInts.end())
+      return "";
+    name = i.isUnsigned() ? it->second.second : it->second.first;
+  } else
+    return "";
+  return ("lamina::rt::DType::" + name).str();
+}
+
+/// A C++ string literal with `s`'s bytes.
+static std::string cString(StringRef s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\', out += char(c);
+    else if (c >= 0x20 && c < 0x7f && c != '?') // '?' avoids trigraphs
+      out += char(c);
+    else
+    {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\%03o", unsigned(c));
+      out += buf;
+    }
+  }
+  return out + "\"";
+}
+
+/// An exact C++ double: a hexadecimal floating literal.
+static std::string doubleLiteral(double v) {
+  if (std::isnan(v))
+    return "__builtin_nan(\"\")";
+  if (std::isinf(v))
+    return v > 0 ? "__builtin_inf()" : "(-__builtin_inf())";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%a", v);
+  return buf;
+}
+
+namespace {
+class ProgramEmitter {
+public:
+  ProgramEmitter(ModuleOp module, func::FuncOp entry, StringRef modelPath)
+      : module(module), entry(entry), modelPath(modelPath),
+        b(module.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  Type tensorType() { return emitc::OpaqueType::get(ctx(), "lamina::rt::Tensor"); }
+  MLIRContext *ctx() { return module.getContext(); }
+  emitc::OpaqueAttr opaque(StringRef s) { return emitc::OpaqueAttr::get(ctx(), s); }
+
+  /// A static const int64_t array global with `values`; "" when empty (the
+  /// callee gets nullptr).
+  std::string i64Global(ArrayRef<int64_t> values);
+  /// Reads a global array inside the function being built.
+  Value getGlobal(StringRef name, int64_t size);
+  /// A static word array with the constant's bytes: (name, word count).
+  std::pair<std::string, int64_t> constantGlobal(rt_ir::ConstantOp op);
+
+  LogicalResult emitBody(emitc::FuncOp func);
+  LogicalResult emitCall(rt_ir::CallOp call, Value argsPtr);
+  void emitSpecAndMain(emitc::FuncOp func);
+
+  ModuleOp module;
+  func::FuncOp entry;
+  std::string modelPath;
+  OpBuilder b;
+  OpBuilder globals{(MLIRContext *)nullptr};
+  std::map<std::vector<int64_t>, std::string> arrays;
+  unsigned numConstants = 0;
+  llvm::DenseMap<Value, Value> tensors; // rt buffer -> Tensor value
+  Value arena;
+  SmallVector<std::pair<func::ReturnOp, int>> returns;
+};
+} // namespace
+
+std::string ProgramEmitter::i64Global(ArrayRef<int64_t> values) {
+  if (values.empty())
+    return "";
+  std::vector<int64_t> key(values.begin(), values.end());
+  auto it = arrays.find(key);
+  if (it != arrays.end())
+    return it->second;
+  std::string name = "lamina_i64s_" + std::to_string(arrays.size());
+  auto type = emitc::ArrayType::get({int64_t(values.size())},
+                                    b.getIntegerType(64));
+  auto init = DenseIntElementsAttr::get(
+      RankedTensorType::get({int64_t(values.size())}, b.getIntegerType(64)),
+      values);
+  emitc::GlobalOp::create(globals, entry.getLoc(), name, type, init,
+                          /*extern=*/false, /*static=*/true, /*const=*/true);
+  arrays.emplace(std::move(key), name);
+  return name;
+}
+
+Value ProgramEmitter::getGlobal(StringRef name, int64_t size) {
+  auto type = emitc::ArrayType::get({size}, b.getIntegerType(64));
+  return emitc::GetGlobalOp::create(b, entry.getLoc(), type, name);
+}
+
+/// Constants are stored as little-endian 64-bit words so every element type
+/// (f16, bf16, i1 as one byte) keeps its exact bits and 8-byte alignment.
+std::pair<std::string, int64_t>
+ProgramEmitter::constantGlobal(rt_ir::ConstantOp op) {
+  auto dense = cast<DenseElementsAttr>(op.getValue());
+  MemRefType type = op.getResult().getType();
+  int64_t n = type.getNumElements();
+  Type elt = type.getElementType();
+  unsigned width = elt.isInteger(1) ? 8 : elt.getIntOrFloatBitWidth();
+  std::vector<uint8_t> bytes(size_t(n) * (width / 8));
+  if (elt.isInteger(1)) {
+    int64_t i = 0;
+    for (bool v : dense.getValues<bool>())
+      bytes[i++] = v ? 1 : 0;
+  } else {
+    ArrayRef<char> raw = dense.getRawData();
+    size_t elt = width / 8;
+    for (size_t off = 0; off < bytes.size(); off += elt)
+      std::memcpy(bytes.data() + off,
+                  raw.data() + (dense.isSplat() ? 0 : off), elt);
+  }
+  size_t words = std::max<size_t>(1, (bytes.size() + 7) / 8);
+  bytes.resize(words * 8, 0);
+  std::string init = "{";
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; --k)
+      v = (v << 8) | bytes[w * 8 + k];
+    init += (w ? ", " : "") + llvm::formatv("{0:x}ULL", v).str();
+  }
+  init += "}";
+  std::string name = "lamina_const_" + std::to_string(numConstants++);
+  emitc::GlobalOp::create(
+      globals, op.getLoc(), name,
+      emitc::ArrayType::get({int64_t(words)}, b.getIntegerType(64, false)),
+      opaque(init), /*extern=*/false, /*static=*/true, /*const=*/true);
+  return {name, int64_t(words)};
+}
+
+LogicalResult ProgramEmitter::emitCall(rt_ir::CallOp call, Value argsPtr) {
+  SmallVector<Value> operands;
+  for (Value v : call.getBuffers())
+    operands.push_back(tensors.lookup(v));
+  SmallVector<Attribute> args;
+  for (Attribute a : call.getArgs()) {
+    if (auto s = dyn_cast<StringAttr>(a)) {
+      args.push_back(opaque(s.getValue()));
+    } else if (isa<UnitAttr>(a)) {
+      args.push_back(opaque("nullptr"));
+    } else if (auto array = dyn_cast<DenseI64ArrayAttr>(a)) {
+      std::string name = i64Global(array.asArrayRef());
+      if (name.empty()) {
+        args.push_back(opaque("nullptr"));
+        continue;
+      }
+      operands.push_back(getGlobal(name, array.size()));
+      args.push_back(b.getIndexAttr(operands.size() - 1));
+    } else if (auto i = dyn_cast<IntegerAttr>(a); i && !i.getType().isIndex() &&
+                                                  !i.getType().isInteger(1)) {
+      // int64_t literals: spell them so that no value is out of range.
+      args.push_back(opaque(("int64_t(" + std::to_string(i.getInt()) + "LL)")));
+    } else if (auto f = dyn_cast<FloatAttr>(a)) {
+      args.push_back(opaque(doubleLiteral(f.getValueAsDouble())));
+    } else {
+      args.push_back(a); // index (operand) or bool
+    }
+  }
+  Type status = emitc::OpaqueType::get(ctx(), "lamina::rt::Status");
+  auto result = emitc::CallOpaqueOp::create(b, call.getLoc(), TypeRange{status},
+                                            call.getCallee(), operands,
+                                            b.getArrayAttr(args));
+  emitc::CallOpaqueOp::create(
+      b, call.getLoc(), TypeRange{}, "lamina::rt::checkKernel",
+      ValueRange{result.getResult(0)},
+      b.getArrayAttr({b.getIndexAttr(0), opaque(cString(call.getWhere()))}));
+  (void)argsPtr;
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  Value argsPtr = body->getArgument(0);
+  arena = body->getArgument(1);
+  Block &old = entry.getBody().front();
+  auto makeTensor = [&](Location loc, StringRef callee, Value base,
+                        Attribute first, MemRefType type) -> Value {
+    std::string dtype = dtypeEnumerator(type.getElementType());
+    SmallVector<Value> operands{base};
+    SmallVector<Attribute> args{b.getIndexAttr(0)};
+    if (first)
+      args.push_back(first);
+    args.append({opaque(dtype), b.getI32IntegerAttr(type.getRank())});
+    std::string shape = i64Global(type.getShape());
+    if (shape.empty()) {
+      args.push_back(opaque("nullptr"));
+    } else {
+      operands.push_back(getGlobal(shape, type.getRank()));
+      args.push_back(b.getIndexAttr(1));
+    }
+    return emitc::CallOpaqueOp::create(b, loc, TypeRange{tensorType()}, callee,
+                                       operands, b.getArrayAttr(args))
+        .getResult(0);
+  };
+  for (BlockArgument arg : old.getArguments().drop_front()) {
+    auto type = cast<MemRefType>(arg.getType());
+    tensors[arg] = makeTensor(entry.getLoc(), "lamina::rt::gen::arg", argsPtr,
+                              opaque(std::to_string(arg.getArgNumber() - 1)),
+                              type);
+  }
+  for (Operation &op : old) {
+    if (auto view = dyn_cast<rt_ir::ViewOp>(op)) {
+      tensors[view] = makeTensor(view.getLoc(), "lamina::rt::gen::view", arena,
+                                 opaque(std::to_string(view.getOffset())),
+                                 view.getResult().getType());
+    } else if (auto c = dyn_cast<rt_ir::ConstantOp>(op)) {
+      auto [name, numWords] = constantGlobal(c);
+      auto words =
+          emitc::ArrayType::get({numWords}, b.getIntegerType(64, false));
+      Value global = emitc::GetGlobalOp::create(b, c.getLoc(), words, name);
+      tensors[c] = makeTensor(c.getLoc(), "lamina::rt::gen::constant", global,
+                              Attribute(), c.getResult().getType());
+    } else if (auto call = dyn_cast<rt_ir::CallOp>(op)) {
+      if (failed(emitCall(call, argsPtr)))
+        return failure();
+    } else if (!isa<func::ReturnOp>(op)) {
+      return op.emitError("convert-rt-to-emitc: unexpected op ") << op.getName();
+    }
+  }
+  emitc::ReturnOp::create(b, entry.getLoc(), Value());
+  return success();
+}
+
+void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
+  Location loc = entry.getLoc();
+  auto argSpec = [&](unsigned i, StringRef name, StringRef kind, MemRefType t) {
+    std::string shape = i64Global(t.getShape());
+    return llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}}",
+                         cString(name), kind, dtypeEnumerator(t.getElementType()),
+                         t.getRank(), shape.empty() ? "nullptr" : shape)
+        .str();
+  };
+  std::string args, outputs;
+  unsigned numArgs = entry.getNumArguments() - 1;
+  for (unsigned i = 0; i < numArgs; ++i) {
+    auto name = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kNameAttr);
+    auto kind = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kKindAttr);
+    StringRef k = !kind || kind.getValue() == graph::kKindInput ? "Input"
+                  : kind.getValue() == graph::kKindTrainable ? "Trainable"
+                                                              : "Constant";
+    std::string n = name ? name.getValue().str() : "arg" + std::to_string(i);
+    args += (i ? ", " : "") +
+            argSpec(i, n, k, cast<MemRefType>(entry.getArgumentTypes()[i + 1]));
+  }
+  auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
+  auto names = entry->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto type = cast<MemRefType>(v.getType());
+    auto view = v.getDefiningOp<rt_ir::ViewOp>();
+    std::string name = "output_" + std::to_string(i);
+    if (names && i < names.size())
+      if (auto s = dyn_cast<StringAttr>(names[i]))
+        name = s.getValue().str();
+    std::string shape = i64Global(type.getShape());
+    outputs += (i ? ", " : "") +
+               llvm::formatv("{{{0}, {1}, {2}, {3}, {4}}", cString(name),
+                             dtypeEnumerator(type.getElementType()),
+                             type.getRank(), shape.empty() ? "nullptr" : shape,
+                             view ? view.getOffset() : 0)
+                   .str();
+  }
+  auto specArray = [&](StringRef name, StringRef type, int64_t n,
+                       const std::string &init) {
+    if (n == 0)
+      return std::string("nullptr");
+    emitc::GlobalOp::create(
+        globals, loc, name,
+        emitc::ArrayType::get({n}, emitc::OpaqueType::get(ctx(), type)),
+        opaque("{" + init + "}"), false, true, true);
+    return name.str();
+  };
+  std::string argsName =
+      specArray("lamina_args", "lamina::rt::ArgSpec", numArgs, args);
+  std::string outputsName = specArray("lamina_outputs", "lamina::rt::OutputSpec",
+                                      ret.getNumOperands(), outputs);
+  auto arenaBytes = entry->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
+  std::string spec = llvm::formatv(
+      "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", cString(modelPath), argsName,
+      numArgs, outputsName, ret.getNumOperands(),
+      arenaBytes ? arenaBytes.getInt() : 0, func.getName());
+  // The spec follows the entry function it points to.
+  OpBuilder after(ctx());
+  after.setInsertionPointAfter(func);
+  emitc::GlobalOp::create(after, loc, "lamina_program",
+                          emitc::OpaqueType::get(ctx(), "lamina::rt::ProgramSpec"),
+                          opaque(spec), false, true, true);
+  // int main(int argc, char **argv)
+  Type i32 = b.getI32Type();
+  Type argv = emitc::PointerType::get(
+      emitc::PointerType::get(emitc::OpaqueType::get(ctx(), "char")));
+  auto main = emitc::FuncOp::create(after, loc, "main",
+                                    b.getFunctionType({i32, argv}, {i32}));
+  Block *body = main.addEntryBlock();
+  OpBuilder mb = OpBuilder::atBlockEnd(body);
+  auto code = emitc::CallOpaqueOp::create(
+      mb, loc, TypeRange{i32}, "lamina::rt::programMain",
+      ValueRange{body->getArgument(0), body->getArgument(1)},
+      mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
+                       opaque("lamina_program")}));
+  emitc::ReturnOp::create(mb, loc, code.getResult(0));
+}
+
+LogicalResult ProgramEmitter::run() {
+  for (Type t : entry.getArgumentTypes().drop_front())
+    if (auto m = dyn_cast<MemRefType>(t); !m || dtypeEnumerator(m.getElementType()).empty())
+      return entry.emitError("convert-rt-to-emitc: unsupported argument type ") << t;
+  for (Value v : entry.getBody().front().getTerminator()->getOperands())
+    if (!v.getDefiningOp<rt_ir::ViewOp>())
+      return entry.emitError("convert-rt-to-emitc: results must be arena views "
+                             "(run convert-graph-to-rt)");
+  b.setInsertionPointToStart(module.getBody());
+  emitc::IncludeOp::create(b, entry.getLoc(), "lamina/Runtime/Generated.h");
+
+  Type argsType = emitc::PointerType::get(
+      emitc::OpaqueType::get(ctx(), "const lamina::rt::Tensor"));
+  Type arenaType = emitc::PointerType::get(emitc::OpaqueType::get(ctx(), "void"));
+  OpBuilder fb(ctx());
+  fb.setInsertionPoint(entry);
+  auto func = emitc::FuncOp::create(fb, entry.getLoc(), "lamina_" + entry.getName().str(),
+                                    fb.getFunctionType({argsType, arenaType}, {}));
+  func.setSpecifiersAttr(fb.getStrArrayAttr({"static"}));
+  // Globals go before the function that reads them.
+  globals = OpBuilder(ctx());
+  globals.setInsertionPoint(func);
+  if (failed(emitBody(func)))
+    return failure();
+  emitSpecAndMain(func);
+  entry.erase();
+  return success();
+}
+
+namespace {
+struct ConvertRtToEmitCPass
+    : public lamina::impl::ConvertRtToEmitCBase<ConvertRtToEmitCPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp entry;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (f.getName() == entryName)
+        entry = f;
+      else {
+        f.emitError("convert-rt-to-emitc: only the entry @")
+            << entryName << " can be lowered";
+        return signalPassFailure();
+      }
+    }
+    if (!entry) {
+      module.emitError("convert-rt-to-emitc: no function @") << entryName;
+      return signalPassFailure();
+    }
+    if (entry.getNumArguments() == 0 ||
+        !isa<rt_ir::ArenaType>(entry.getArgumentTypes()[0])) {
+      entry.emitError("convert-rt-to-emitc: @")
+          << entryName << " is not an rt function (run convert-graph-to-rt)";
+      return signalPassFailure();
+    }
+    if (failed(ProgramEmitter(module, entry, modelPath).run()))
+      signalPassFailure();
+  }
+};
+} // namespace

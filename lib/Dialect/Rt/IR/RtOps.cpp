@@ -1,0 +1,86 @@
+//===- RtOps.cpp - rt dialect verifiers -----------------------------------===//
+
+#include "lamina/Dialect/Rt/IR/RtOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+using namespace mlir;
+using namespace lamina::rt_ir;
+
+/// Buffers are dense row-major with static shapes: what the runtime's Tensor
+/// view can describe.
+static LogicalResult verifyBuffer(Operation *op, MemRefType type) {
+  if (!type.hasStaticShape())
+    return op->emitOpError("needs a static shape, got ") << type;
+  if (!type.getLayout().isIdentity())
+    return op->emitOpError("needs the identity layout, got ") << type;
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  if (getOffset() < 0 || getOffset() % kArenaAlignment != 0)
+    return emitOpError("offset ")
+           << getOffset() << " is not a non-negative multiple of "
+           << kArenaAlignment;
+  return verifyBuffer(*this, getResult().getType());
+}
+
+LogicalResult ConstantOp::verify() {
+  MemRefType type = getResult().getType();
+  auto valueType = dyn_cast<ShapedType>(getValue().getType());
+  if (!valueType || valueType.getShape() != type.getShape() ||
+      valueType.getElementType() != type.getElementType())
+    return emitOpError("value of type ")
+           << getValue().getType() << " does not match " << type;
+  return verifyBuffer(*this, type);
+}
+
+/// A C++ (qualified) identifier: letters, digits, '_' and '::'.
+static bool isQualifiedIdentifier(StringRef s) {
+  if (s.empty() || isdigit(static_cast<unsigned char>(s.front())))
+    return false;
+  return llvm::all_of(s, [](char c) {
+    return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+  });
+}
+
+LogicalResult CallOp::verify() {
+  if (!isQualifiedIdentifier(getCallee()))
+    return emitOpError("callee '") << getCallee() << "' is not a C++ name";
+  unsigned numBuffers = getBuffers().size();
+  if (numBuffers == 0)
+    return emitOpError("needs at least the buffer it writes");
+  llvm::SmallBitVector used(numBuffers);
+  for (Attribute arg : getArgs()) {
+    if (auto index = dyn_cast<IntegerAttr>(arg);
+        index && index.getType().isIndex()) {
+      uint64_t i = index.getValue().getZExtValue();
+      if (i >= numBuffers)
+        return emitOpError("argument refers to buffer #")
+               << i << " of " << numBuffers;
+      used.set(i);
+      continue;
+    }
+    if (auto s = dyn_cast<StringAttr>(arg)) {
+      if (!isQualifiedIdentifier(s.getValue()))
+        return emitOpError("string argument '")
+               << s.getValue() << "' is not a C++ enumerator";
+      continue;
+    }
+    if (isa<IntegerAttr, FloatAttr, BoolAttr, DenseI64ArrayAttr, UnitAttr>(arg))
+      continue;
+    return emitOpError("unsupported argument ") << arg;
+  }
+  if (!used.all())
+    return emitOpError("buffer #") << used.find_first_unset()
+                                   << " is not passed to the callee";
+  for (Value v : getBuffers())
+    if (failed(verifyBuffer(*this, cast<MemRefType>(v.getType()))))
+      return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "lamina/Dialect/Rt/IR/RtOps.cpp.inc"
