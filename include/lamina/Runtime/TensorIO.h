@@ -74,6 +74,24 @@ Status writeNpy(const std::string &path, const Tensor &t);
 Status readTensorProto(const std::string &path, OwnedTensor &out,
                        std::string *name = nullptr);
 
+/// Where an ONNX external-data `location` leads, or why it is refused.
+struct ExternalFile {
+  std::string path;  ///< canonical path, when `error` is empty
+  uint64_t size = 0; ///< its real size in bytes
+  std::string error; ///< "" when the location is acceptable
+  bool missing = false; ///< refused only because the file does not exist
+};
+
+/// Resolves `location` against the model folder `baseDir`, whose canonical
+/// path is `realBaseDir` ("" when unknown: then everything is refused).
+/// Accepts only a relative path without '..' components that, after
+/// resolving links, names a regular file inside the folder. The one
+/// implementation of these rules, for the program driver and any MLIR-free
+/// reader of ONNX files.
+ExternalFile resolveExternalFile(const std::string &baseDir,
+                                 const std::string &realBaseDir,
+                                 const std::string &location);
+
 } // namespace lamina::rt
 
 #endif // LAMINA_RUNTIME_TENSORIO_H

@@ -97,20 +97,18 @@ Status TensorDecoder::inspect(const TensorProto &tensor, DType &dtype,
   return Status::success();
 }
 
-const TensorDecoder::ResolvedFile &
-TensorDecoder::resolveFile(const std::string &location) {
-  auto [it, inserted] = files.try_emplace(location);
-  ResolvedFile &file = it->second;
-  if (!inserted)
-    return file;
+ExternalFile lamina::rt::resolveExternalFile(const std::string &baseDir,
+                                             const std::string &realBaseDir,
+                                             const std::string &location) {
+  ExternalFile file;
   if (realBaseDir.empty()) {
     file.error = "external data '" + location +
-                 "' needs the model's folder, which does not exist";
+                 "' needs the model's folder, which is unknown here";
     return file;
   }
   // Only relative paths below the model's folder: no absolute paths, no
   // '..', and (checked after resolving) no links that lead outside.
-  if (location[0] == '/' || location[0] == '\\') {
+  if (location.empty() || location[0] == '/' || location[0] == '\\') {
     file.error = "external data location '" + location +
                  "' is an absolute path; only paths inside the model's "
                  "folder are allowed";
@@ -130,27 +128,32 @@ TensorDecoder::resolveFile(const std::string &location) {
   std::string real = realPath(baseDir + "/" + location);
   if (real.empty()) {
     file.error = "external data file '" + location + "' does not exist";
+    file.missing = true;
     return file;
   }
-  bool inside = realBaseDir == "/"
-                    ? true
-                    : real.compare(0, realBaseDir.size(), realBaseDir) == 0 &&
-                          real.size() > realBaseDir.size() &&
-                          real[realBaseDir.size()] == '/';
+  bool inside = realBaseDir == "/" ||
+                (real.compare(0, realBaseDir.size(), realBaseDir) == 0 &&
+                 real.size() > realBaseDir.size() &&
+                 real[realBaseDir.size()] == '/');
   if (!inside) {
     file.error = "external data location '" + location +
                  "' resolves outside the model's folder (a link?)";
     return file;
   }
   File f;
-  uint64_t size = 0;
-  if (Status s = f.openForRead(real, size); !s.ok()) {
+  if (Status s = f.openForRead(real, file.size); !s.ok()) {
     file.error = "external data '" + location + "': " + s.message();
     return file;
   }
   file.path = real;
-  file.size = size;
   return file;
+}
+
+const ExternalFile &TensorDecoder::resolveFile(const std::string &location) {
+  auto [it, inserted] = files.try_emplace(location);
+  if (inserted)
+    it->second = resolveExternalFile(baseDir, realBaseDir, location);
+  return it->second;
 }
 
 Status TensorDecoder::resolveExternal(const TensorProto &tensor,
@@ -171,7 +174,7 @@ Status TensorDecoder::resolveExternal(const TensorProto &tensor,
   }
   if (location.empty())
     return Status::error("external data without a location");
-  const ResolvedFile &file = resolveFile(location);
+  const ExternalFile &file = resolveFile(location);
   if (!file.error.empty())
     return Status::error(file.error);
   uint64_t start = offset.value_or(0);

@@ -16,6 +16,7 @@
 
 #include "lamina/Runtime/Status.h"
 #include "lamina/Runtime/Tensor.h"
+#include "lamina/Runtime/TensorIO.h"
 
 #include <map>
 #include <string>
@@ -44,16 +45,12 @@ public:
               int64_t numElements, void *dst);
 
 private:
-  struct ResolvedFile {
-    std::string path, error;
-    uint64_t size = 0;
-  };
   /// Cached per location: a model's tensors share few data files.
-  const ResolvedFile &resolveFile(const std::string &location);
+  const ExternalFile &resolveFile(const std::string &location);
   Status resolveExternal(const ::onnx::TensorProto &tensor, uint64_t bytes,
                          std::string &path, uint64_t &offset);
 
-  std::map<std::string, ResolvedFile> files;
+  std::map<std::string, ExternalFile> files;
   std::string baseDir;     // as given
   std::string realBaseDir; // symlinks resolved, "" when it does not exist
 };
