@@ -134,6 +134,10 @@ public:
         k(double(c.microBatchSize) / double(desc.microBatchSize)) {}
 
   Expected<Plan> run(const EvaluateOptions &opts);
+  std::vector<Stage> stagesOnly() {
+    buildStages();
+    return std::move(plan.stages);
+  }
 
 private:
   const ModelDesc &desc;
@@ -507,6 +511,14 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
 }
 
 } // namespace
+
+Expected<std::vector<Stage>> priceStages(const ModelDesc &desc,
+                                         const PlanConfig &config,
+                                         const Hardware &hardware) {
+  if (Status s = checkConfig(desc, config); !s)
+    return s;
+  return Evaluator(desc, config, hardware).stagesOnly();
+}
 
 Expected<Plan> evaluatePlan(const ModelDesc &desc, const PlanConfig &config,
                             const Hardware &hardware,

@@ -123,6 +123,12 @@ struct EvaluateOptions {
 /// that divide); the message names the offending option.
 schedule::Status checkConfig(const ModelDesc &desc, const PlanConfig &config);
 
+/// The schedule modules of `config` with their durations and sizes (what
+/// evaluatePlan simulates), without simulating.
+schedule::Expected<std::vector<Stage>> priceStages(const ModelDesc &desc,
+                                                   const PlanConfig &config,
+                                                   const Hardware &hardware);
+
 /// Prices `config`; fails with a message for invalid configurations.
 schedule::Expected<Plan> evaluatePlan(const ModelDesc &desc,
                                       const PlanConfig &config,
