@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <sys/stat.h>
@@ -320,6 +321,69 @@ TEST_F(ProgramTest, UsageErrors) {
   EXPECT_NE(::testing::internal::GetCapturedStdout().find("usage: run"),
             std::string::npos);
   EXPECT_FALSE(exists(dir + "/out"));
+}
+
+// Non-f32 values through every path: typed int64_data in a .pb, a bool
+// .npy, bf16 bit patterns in a u2 .npy, and an f16 initializer stored in
+// int32_data. The entry copies each into the arena.
+const int64_t kThree[] = {3}, kTwo[] = {2};
+const ArgSpec kTypedArgs[] = {
+    {"ids", ArgKind::Input, DType::I64, 1, kThree},
+    {"flag", ArgKind::Input, DType::I1, 1, kThree},
+    {"h", ArgKind::Input, DType::BF16, 1, kTwo},
+    {"c", ArgKind::Constant, DType::F16, 1, kTwo},
+};
+const OutputSpec kTypedOutputs[] = {
+    {"ids", DType::I64, 1, kThree, 0},
+    {"flag", DType::I1, 1, kThree, 64},
+    {"h", DType::BF16, 1, kTwo, 128},
+    {"c", DType::F16, 1, kTwo, 192},
+};
+void copyEntry(const Tensor *args, void *arena) {
+  for (int i = 0; i < 4; ++i)
+    std::memcpy(static_cast<char *>(arena) + 64 * i, args[i].data,
+                args[i].byteSize());
+}
+
+TEST_F(ProgramTest, OtherDtypes) {
+  spec = ProgramSpec{modelPath.c_str(), kTypedArgs, 4, kTypedOutputs, 4, 256,
+                     copyEntry};
+  onnx::TensorProto ids;
+  ids.set_data_type(onnx::TensorProto::INT64);
+  ids.add_dims(3);
+  for (int64_t v : {-1LL, 1LL << 40, 7LL})
+    ids.add_int64_data(v);
+  writeProto(dir + "/ids.pb", ids);
+  uint8_t flags[] = {0, 2, 1}; // 2: a sloppy writer's "true"
+  Tensor flagT{flags, DType::I1, 1, kThree};
+  ASSERT_TRUE(writeNpy(dir + "/flag.npy", flagT).ok());
+  uint16_t bf16[] = {0x3f80, 0xc000};
+  ASSERT_TRUE(writeNpy(dir + "/h.npy", Tensor{bf16, DType::BF16, 1, kTwo}).ok());
+  onnx::TensorProto c;
+  c.set_name("c");
+  c.set_data_type(onnx::TensorProto::FLOAT16);
+  c.add_dims(2);
+  c.add_int32_data(0x3c00); // 1.0
+  c.add_int32_data(0xc000); // -2.0
+  writeModel(c);
+  ASSERT_EQ(run({"--input", "ids=" + dir + "/ids.pb", "--input",
+                 "flag=" + dir + "/flag.npy", "--input", "h=" + dir + "/h.npy",
+                 "--output-dir", outDir()}),
+            0)
+      << err;
+  OwnedTensor t;
+  ASSERT_TRUE(readNpy(outDir() + "/ids.npy", t).ok());
+  EXPECT_EQ(t.dtype, DType::I64);
+  EXPECT_EQ(static_cast<int64_t *>(t.data())[1], 1LL << 40);
+  ASSERT_TRUE(readNpy(outDir() + "/flag.npy", t).ok());
+  EXPECT_EQ(t.dtype, DType::I1);
+  EXPECT_EQ(static_cast<uint8_t *>(t.data())[1], 1);
+  ASSERT_TRUE(readNpy(outDir() + "/h.npy", t).ok());
+  EXPECT_EQ(t.dtype, DType::U16); // bf16 bit patterns
+  EXPECT_EQ(static_cast<uint16_t *>(t.data())[1], 0xc000);
+  ASSERT_TRUE(readNpy(outDir() + "/c.npy", t).ok());
+  EXPECT_EQ(t.dtype, DType::F16);
+  EXPECT_EQ(static_cast<uint16_t *>(t.data())[0], 0x3c00);
 }
 
 TEST(ProgramDeathTest, CheckKernelExits) {

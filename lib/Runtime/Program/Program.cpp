@@ -282,11 +282,15 @@ Status Driver::loadWeights() {
       return fail("expected " + describeArg(a) + ", got " +
                   describeType(dtype, shape.data(), int(shape.size())));
     int64_t n = numElements(a.shape, a.rank);
-    std::string &raw = *tensor.mutable_raw_data();
-    if (tensor.data_location() != ::onnx::TensorProto::EXTERNAL &&
-        tensor.has_raw_data() && n > 0 &&
-        reinterpret_cast<uintptr_t>(raw.data()) % dtypeSize(dtype) == 0) {
+    // (mutable_raw_data() would mark raw_data present: test first.)
+    bool inPlace = tensor.data_location() != ::onnx::TensorProto::EXTERNAL &&
+                   tensor.has_raw_data() && n > 0 &&
+                   reinterpret_cast<uintptr_t>(tensor.raw_data().data()) %
+                           dtypeSize(dtype) ==
+                       0;
+    if (inPlace) {
       // Use raw_data in place: weights are not held twice in memory.
+      std::string &raw = *tensor.mutable_raw_data();
       auto *p = reinterpret_cast<uint8_t *>(&raw[0]);
       if (dtype == DType::I1)
         for (size_t k = 0; k < raw.size(); ++k)
