@@ -15,6 +15,8 @@
 #include "lamina/Plan/Synthetic.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace lamina::plan {
 
@@ -87,6 +89,44 @@ ModelDesc syntheticGpt(const GptShape &g) {
   head.peakTransientBytes = static_cast<int64_t>(b * s * V * 4);
   d.modules.push_back(head);
   return d;
+}
+
+schedule::Expected<GptShape> parseGptSpec(std::string_view spec) {
+  using schedule::Status;
+  if (spec.substr(0, 4) != "gpt:")
+    return Status::error("a synthetic model is written 'gpt:layers=L,hidden=H,"
+                         "heads=A,seq=S,vocab=V[,batch=B]'");
+  GptShape g;
+  std::string_view rest = spec.substr(4);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? "" : rest.substr(comma + 1);
+    size_t eq = item.find('=');
+    std::string key(item.substr(0, eq));
+    std::string value(eq == std::string_view::npos ? "" : item.substr(eq + 1));
+    char *end = nullptr;
+    long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end || v < 1)
+      return Status::error("synthetic model: '" + std::string(item) +
+                           "' needs a positive integer value");
+    if (key == "layers")
+      g.layers = v;
+    else if (key == "hidden")
+      g.hidden = v;
+    else if (key == "heads")
+      g.heads = v;
+    else if (key == "seq")
+      g.seqLen = v;
+    else if (key == "vocab")
+      g.vocab = v;
+    else if (key == "batch")
+      g.microBatchSize = v;
+    else
+      return Status::error("synthetic model: unknown key '" + key +
+                           "' (layers, hidden, heads, seq, vocab, batch)");
+  }
+  return g;
 }
 
 } // namespace lamina::plan

@@ -11,6 +11,9 @@
 #define LAMINA_PLAN_SYNTHETIC_H
 
 #include "lamina/Plan/ModelDesc.h"
+#include "lamina/Schedule/Expected.h"
+
+#include <string_view>
 
 namespace lamina::plan {
 
@@ -29,6 +32,11 @@ double gptMegatronFlopsPerSample(const GptShape &shape);
 /// Costs in bf16 for one micro-batch of `shape.microBatchSize` samples;
 /// elementwise bytes follow Megatron-LM's fused kernels (docs/plan.md).
 ModelDesc syntheticGpt(const GptShape &shape);
+
+/// "gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200[,batch=1]"
+/// (omitted keys keep GptShape's defaults), for `lamina plan` on a shape
+/// without a model file.
+schedule::Expected<GptShape> parseGptSpec(std::string_view spec);
 
 } // namespace lamina::plan
 
