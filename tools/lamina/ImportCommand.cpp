@@ -46,6 +46,11 @@ static cl::opt<bool> timing("timing",
 static cl::opt<bool> locations("print-locations",
                                cl::desc("print each op's location (its ONNX node)"),
                                cl::sub(importCommand));
+static cl::opt<bool> structureOnly(
+    "structure-only",
+    cl::desc("accept weights whose external data file does not exist "
+             "(shapes only, as `lamina plan` needs)"),
+    cl::sub(importCommand));
 
 /// Human-readable element counts: 124.4M.
 static std::string humanCount(double n) {
@@ -113,23 +118,10 @@ int runImport() {
   onnx::registerImportDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  // Diagnostics read "lamina: error: <message>"; the message names the ONNX
-  // node, the location adds it again for notes.
-  ScopedDiagnosticHandler diagnostics(&context, [](Diagnostic &diag) {
-    auto print = [](Diagnostic &d) {
-      const char *severity = d.getSeverity() == DiagnosticSeverity::Error ? "error"
-                             : d.getSeverity() == DiagnosticSeverity::Warning
-                                 ? "warning"
-                                 : "note";
-      llvm::errs() << "lamina: " << severity << ": " << d.str() << "\n";
-    };
-    print(diag);
-    for (Diagnostic &note : diag.getNotes())
-      print(note);
-    return success();
-  });
+  installDiagnosticPrinter(context);
 
   onnx::ImportOptions options;
+  options.allowMissingExternalData = structureOnly;
   llvm::BumpPtrAllocator alloc;
   llvm::StringSaver saver(alloc);
   if (std::string err = onnx::parseDimBindings(dims, options, saver); !err.empty()) {

@@ -13,16 +13,21 @@
 
 namespace lamina::tool {
 extern llvm::cl::SubCommand importCommand;
-}
+extern llvm::cl::SubCommand compileCommand;
+} // namespace lamina::tool
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::cl::ParseCommandLineOptions(
       argc, argv,
       "Lamina: compile ONNX models into distributed training programs\n\n"
-      "  lamina import MODEL.onnx [--dim NAME=VALUE]... [-o OUT.mlir] [--summary]\n");
+      "  lamina import MODEL.onnx [--dim NAME=VALUE]... [-o OUT.mlir] [--summary]\n"
+      "  lamina compile MODEL.onnx --target host --mode inference "
+      "[--dim NAME=VALUE]... -o OUTDIR\n");
   if (lamina::tool::importCommand)
     return lamina::tool::runImport();
+  if (lamina::tool::compileCommand)
+    return lamina::tool::runCompile();
   llvm::errs() << "lamina: no command given; try 'lamina --help'\n";
   return 2;
 }

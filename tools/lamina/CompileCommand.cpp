@@ -1,0 +1,273 @@
+//===- CompileCommand.cpp - lamina compile --------------------------------===//
+//
+// ONNX -> graph (import, graph-verify-imported) -> rt (convert-graph-to-rt:
+// kernel calls on a planned arena) -> EmitC (convert-rt-to-emitc) -> C++,
+// then the C++ compiler builds OUTDIR/run against the runtime libraries of
+// this build (lamina/Config.h says where they are). OUTDIR/build.sh is the
+// exact build command, kept so the program can be rebuilt by hand.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#include "lamina/Config.h"
+#include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Target/ONNX/ONNXImporter.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace lamina::tool {
+cl::SubCommand compileCommand("compile",
+                              "Compile an ONNX model into an executable program");
+static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
+                                      cl::Required, cl::sub(compileCommand));
+static cl::opt<std::string> target("target", cl::desc("host (CPU kernels, BLAS)"),
+                                   cl::init("host"), cl::sub(compileCommand));
+static cl::opt<std::string> mode("mode", cl::desc("inference"),
+                                 cl::init("inference"), cl::sub(compileCommand));
+static cl::list<std::string> dims("dim", cl::desc("bind a symbolic dim"),
+                                  cl::value_desc("NAME=VALUE"),
+                                  cl::sub(compileCommand));
+static cl::opt<std::string> outDir("o", cl::desc("output folder (OUTDIR/run)"),
+                                   cl::value_desc("OUTDIR"), cl::Required,
+                                   cl::sub(compileCommand));
+static cl::opt<bool> noBuild("no-build",
+                             cl::desc("write model.cpp and build.sh only"),
+                             cl::sub(compileCommand));
+static cl::opt<bool> timing("timing", cl::desc("print the time of each phase"),
+                            cl::sub(compileCommand));
+static cl::opt<bool> quiet("quiet", cl::desc("print nothing on success"),
+                           cl::sub(compileCommand));
+
+static std::string humanBytes(int64_t bytes) {
+  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    ++i;
+  }
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format(i ? "%.1f %s" : "%.0f %s", v, unit[i]);
+  return s;
+}
+
+/// What the memory plan and the lowering produced, for the summary.
+struct PlanFigures {
+  int64_t arenaBytes = 0, tensorBytes = 0, weightBytes = 0, calls = 0;
+};
+
+static PlanFigures readFigures(ModuleOp module) {
+  PlanFigures f;
+  module.walk([&](func::FuncOp func) {
+    if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr))
+      f.arenaBytes += a.getInt();
+    if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kTensorBytesAttr))
+      f.tensorBytes += a.getInt();
+    for (unsigned i = 1; i < func.getNumArguments(); ++i) {
+      auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+      auto type = dyn_cast<MemRefType>(func.getArgumentTypes()[i]);
+      if (kind && kind.getValue() != graph::kKindInput && type)
+        f.weightBytes += type.getNumElements() *
+                         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    }
+    func.walk([&](rt_ir::CallOp) { ++f.calls; });
+  });
+  return f;
+}
+
+/// A single-quoted sh word.
+static std::string shellQuote(StringRef s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+static std::string buildScript() {
+  std::string link;
+  SmallVector<StringRef> libs;
+  StringRef(LAMINA_PROGRAM_LINK_LIBRARIES).split(libs, ';', -1, false);
+  for (StringRef lib : libs)
+    link += " " + shellQuote(lib);
+  return std::string("#!/bin/sh\n"
+                     "# Written by lamina compile: builds ./run from model.cpp.\n"
+                     "set -e\n"
+                     "cd \"$(dirname \"$0\")\"\n"
+                     "CXX=${CXX:-") +
+         shellQuote(LAMINA_CXX_COMPILER) +
+         "}\n"
+         "\"$CXX\" -std=c++17 -O2 -I" +
+         shellQuote(LAMINA_RUNTIME_INCLUDE_DIR) + " model.cpp -o run.tmp" + link +
+         " -lpthread\n"
+         "mv -f run.tmp run\n";
+}
+
+static bool writeFile(StringRef path, StringRef contents) {
+  if (llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+        os << contents;
+        return llvm::Error::success();
+      })) {
+    llvm::errs() << "lamina compile: cannot write '" << path
+                 << "': " << llvm::toString(std::move(err)) << "\n";
+    return false;
+  }
+  return true;
+}
+
+int runCompile() {
+  if (target == "cuda") {
+    llvm::errs() << "lamina compile: --target cuda is not implemented yet (the "
+                    "CUDA backend); use --target host\n";
+    return 1;
+  }
+  if (target != "host") {
+    llvm::errs() << "lamina compile: unknown --target '" << target
+                 << "' (expected host or cuda)\n";
+    return 2;
+  }
+  if (mode == "train") {
+    llvm::errs() << "lamina compile: --mode train is not implemented yet "
+                    "(autodiff, loss and optimizer come next); use --mode "
+                    "inference\n";
+    return 1;
+  }
+  if (mode != "inference") {
+    llvm::errs() << "lamina compile: unknown --mode '" << mode
+                 << "' (expected inference or train)\n";
+    return 2;
+  }
+  onnx::ImportOptions options;
+  llvm::BumpPtrAllocator alloc;
+  llvm::StringSaver saver(alloc);
+  if (std::string err = onnx::parseDimBindings(dims, options, saver); !err.empty()) {
+    llvm::errs() << "lamina compile: " << err << "\n";
+    return 2;
+  }
+  SmallString<256> absModel(modelPath);
+  if (std::error_code ec = llvm::sys::fs::make_absolute(absModel)) {
+    llvm::errs() << "lamina compile: cannot resolve '" << modelPath
+                 << "': " << ec.message() << "\n";
+    return 1;
+  }
+
+  DialectRegistry registry;
+  onnx::registerImportDialects(registry);
+  registry.insert<rt_ir::RtDialect, emitc::EmitCDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  installDiagnosticPrinter(context);
+
+  DefaultTimingManager tm;
+  tm.setEnabled(timing);
+  TimingScope root = tm.getRootScope();
+  TimingScope importTimer = root.nest("import");
+  OwningOpRef<ModuleOp> module = onnx::importModelFile(context, modelPath, options);
+  importTimer.stop();
+  if (!module)
+    return 1;
+
+  TimingScope lowerTimer = root.nest("lower to rt (memory plan)");
+  PassManager toRt(&context);
+  toRt.enableTiming(lowerTimer);
+  toRt.addPass(graph::createGraphVerifyImported());
+  toRt.addPass(createConvertGraphToRt());
+  if (failed(toRt.run(*module)))
+    return 1;
+  lowerTimer.stop();
+  PlanFigures figures = readFigures(*module);
+
+  TimingScope emitTimer = root.nest("emit C++");
+  PassManager toEmitC(&context);
+  ConvertRtToEmitCOptions emitOptions;
+  emitOptions.modelPath = std::string(absModel);
+  toEmitC.addPass(createConvertRtToEmitC(emitOptions));
+  if (failed(toEmitC.run(*module)))
+    return 1;
+  std::string cpp;
+  llvm::raw_string_ostream cppStream(cpp);
+  if (failed(emitc::translateToCpp(*module, cppStream)))
+    return 1;
+  emitTimer.stop();
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
+    llvm::errs() << "lamina compile: cannot create '" << outDir
+                 << "': " << ec.message() << "\n";
+    return 1;
+  }
+  SmallString<256> cppPath(outDir), scriptPath(outDir), runPath(outDir),
+      logPath(outDir);
+  llvm::sys::path::append(cppPath, "model.cpp");
+  llvm::sys::path::append(scriptPath, "build.sh");
+  llvm::sys::path::append(runPath, "run");
+  llvm::sys::path::append(logPath, "build.log");
+  // A stale program must not survive a failed rebuild.
+  llvm::sys::fs::remove(runPath);
+  if (!writeFile(cppPath, "// Generated by lamina compile from " +
+                              std::string(absModel) + "\n" + cpp) ||
+      !writeFile(scriptPath, buildScript()))
+    return 1;
+
+  double buildSeconds = 0;
+  if (!noBuild) {
+    TimingScope buildTimer = root.nest("build (C++ compiler)");
+    auto start = std::chrono::steady_clock::now();
+    std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
+                                            StringRef(logPath)};
+    std::string err;
+    int rc = llvm::sys::ExecuteAndWait("/bin/sh", {"/bin/sh", scriptPath},
+                                       std::nullopt, redirects, 0, 0, &err);
+    buildSeconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+    if (rc != 0) {
+      llvm::errs() << "lamina compile: building the program failed"
+                   << (err.empty() ? "" : ": " + err) << "; see " << logPath
+                   << "\n";
+      if (auto log = llvm::MemoryBuffer::getFile(logPath))
+        llvm::errs() << (*log)->getBuffer().take_back(4000);
+      return 1;
+    }
+  }
+
+  if (!quiet) {
+    llvm::outs() << "lamina compile: " << modelPath << " -> "
+                 << (noBuild ? cppPath : runPath) << " (host, inference)\n";
+    llvm::outs() << "  kernel calls: " << figures.calls << "\n";
+    llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
+                 << " (peak, " << figures.arenaBytes << " bytes) for "
+                 << humanBytes(figures.tensorBytes)
+                 << " of intermediate values";
+    if (figures.arenaBytes > 0)
+      llvm::outs() << llvm::format(" (%.1fx reuse)",
+                                   double(figures.tensorBytes) /
+                                       double(figures.arenaBytes));
+    llvm::outs() << "\n  weights: " << humanBytes(figures.weightBytes)
+                 << ", read from the model at start-up\n";
+    if (!noBuild)
+      llvm::outs() << llvm::format("  build: %.1f s\n", buildSeconds);
+  }
+  return 0;
+}
+} // namespace lamina::tool

@@ -1,0 +1,25 @@
+//===- Diagnostics.cpp - how every lamina command prints diagnostics ------===//
+
+#include "Commands.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+void lamina::tool::installDiagnosticPrinter(MLIRContext &context) {
+  context.getDiagEngine().registerHandler([](Diagnostic &diag) {
+    auto print = [](Diagnostic &d) {
+      const char *severity = d.getSeverity() == DiagnosticSeverity::Error ? "error"
+                             : d.getSeverity() == DiagnosticSeverity::Warning
+                                 ? "warning"
+                                 : "note";
+      llvm::errs() << "lamina: " << severity << ": " << d.str() << "\n";
+    };
+    print(diag);
+    for (Diagnostic &note : diag.getNotes())
+      print(note);
+    return success();
+  });
+}
