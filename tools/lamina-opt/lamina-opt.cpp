@@ -1,6 +1,7 @@
 //===- lamina-opt.cpp - mlir-opt for Lamina's dialects and passes ---------===//
 
 #include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtDialect.h"
@@ -18,6 +19,7 @@ int main(int argc, char **argv) {
                   mlir::emitc::EmitCDialect>();
   mlir::registerTransformsPasses();
   lamina::graph::registerGraphPasses();
+  lamina::dist::registerDistPasses();
   lamina::registerConversionPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Lamina optimizer driver\n", registry));

@@ -781,7 +781,7 @@ lamina::onnx::importModelBytes(MLIRContext &context, StringRef bytes,
         << "cannot read '" << displayName << "': " << err;
     return {};
   }
-  TensorReader reader(baseDir);
+  TensorReader reader(baseDir, options.allowMissingExternalData);
   ModelImporter importer(&context, model, reader, options, displayName);
   return importer.run();
 }

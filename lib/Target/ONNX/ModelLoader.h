@@ -41,7 +41,9 @@ int64_t checkedNumElements(llvm::ArrayRef<int64_t> shape);
 class TensorReader {
 public:
   /// `baseDir` is the model's folder ("" refuses external data).
-  explicit TensorReader(llvm::StringRef baseDir);
+  /// `allowMissingData` accepts external data whose file does not exist
+  /// (validate() succeeds; read() still fails), for structure-only models.
+  explicit TensorReader(llvm::StringRef baseDir, bool allowMissingData = false);
 
   /// Checks the tensor's type, dims and the size and location of its data,
   /// without reading weight bytes. Sets `type`; returns an error or "".
@@ -66,12 +68,14 @@ private:
   struct ResolvedFile {
     std::string path, error;
     uint64_t size = 0;
+    bool missing = false; ///< the file does not exist
   };
   const ResolvedFile &resolveFile(const std::string &location);
   llvm::StringMap<ResolvedFile> files;
 
   std::string baseDir;     // as given
   std::string realBaseDir; // symlinks resolved, "" when unavailable
+  bool allowMissingData = false;
 };
 
 } // namespace lamina::onnx

@@ -23,6 +23,10 @@ struct ImportOptions {
   llvm::MapVector<llvm::StringRef, int64_t> dims;
   /// Name of the produced function.
   std::string functionName = "forward";
+  /// Accept initializers whose external data file does not exist (only
+  /// their shapes are imported; `lamina plan` needs nothing more). Small
+  /// initializers the importer must read still fail with a diagnostic.
+  bool allowMissingExternalData = false;
 };
 
 /// Parses `NAME=VALUE` into `options.dims`; returns an error message or "".

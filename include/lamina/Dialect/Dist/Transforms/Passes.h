@@ -1,0 +1,16 @@
+//===- Passes.h - dist dialect passes ---------------------------*- C++ -*-===//
+#ifndef LAMINA_DIALECT_DIST_TRANSFORMS_PASSES_H
+#define LAMINA_DIALECT_DIST_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace lamina::dist {
+#define GEN_PASS_DECL
+#include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace lamina::dist
+
+#endif

@@ -1,0 +1,177 @@
+//===- DescribeModel.cpp - graph IR -> the planner's ModelDesc ------------===//
+//
+// Sums each discovered module's costs from the ops' CostOpInterface, counts
+// the parameters it owns and the bytes that cross its boundaries. Shared
+// values (masks, rotary tables) are not chain traffic: every rank computes
+// or receives them once, so they are listed by name instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
+#include "lamina/Dialect/Dist/Transforms/Discovery.h"
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace lamina;
+
+namespace {
+
+int64_t elementBytes(Type t) {
+  Type e = cast<ShapedType>(t).getElementType();
+  if (!e.isIntOrIndexOrFloat())
+    return 8;
+  unsigned bits = e.getIntOrFloatBitWidth();
+  return bits < 8 ? 1 : bits / 8;
+}
+
+int64_t tensorBytes(Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  return shaped.getNumElements() * elementBytes(t);
+}
+
+bool isConstant(Operation *op) {
+  return op && op->hasTrait<OpTrait::ConstantLike>();
+}
+
+std::string modelName(ModuleOp module) {
+  if (auto name = module.getSymName())
+    return name->str();
+  if (auto loc = dyn_cast<FileLineColLoc>(module.getLoc()))
+    return llvm::sys::path::stem(loc.getFilename().getValue()).str();
+  return "model";
+}
+
+} // namespace
+
+FailureOr<plan::ModelDesc>
+lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
+  auto func = module.lookupSymbol<func::FuncOp>(options.functionName);
+  if (!func)
+    return module.emitError() << "no function @" << options.functionName
+                              << " to describe";
+  FailureOr<ModuleChain> chain = discoverModules(func, options.moduleRegex);
+  if (failed(chain))
+    return failure();
+
+  plan::ModelDesc desc;
+  desc.name = modelName(module);
+  desc.discovery = chain->discovery;
+  size_t n = chain->modules.size();
+  for (const ChainModule &cm : chain->modules) {
+    plan::ModuleDesc md;
+    md.name = cm.name;
+    md.role = cm.role;
+    md.body = cm.body;
+    desc.modules.push_back(std::move(md));
+  }
+
+  // The micro-batch: the first integer input of rank >= 2 is [batch, seq]
+  // (token ids); otherwise the first input's leading dims.
+  std::optional<ArrayRef<int64_t>> dims;
+  for (BlockArgument arg : func.getArguments()) {
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kKindAttr);
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!kind || kind.getValue() != graph::kKindInput || !type)
+      continue;
+    if (type.getElementType().isInteger() && type.getRank() >= 2) {
+      dims = type.getShape();
+      break;
+    }
+    if (!dims && type.getRank() >= 1)
+      dims = type.getShape();
+  }
+  if (dims) {
+    desc.microBatchSize = std::max<int64_t>(1, (*dims)[0]);
+    if (dims->size() >= 2)
+      desc.seqLen = std::max<int64_t>(1, (*dims)[1]);
+  }
+
+  // Costs and activations.
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    plan::ModuleDesc &md = desc.modules[chain->moduleOfOp(&op)];
+    if (auto cost = dyn_cast<graph::CostOpInterface>(&op)) {
+      double flops = static_cast<double>(cost.getFlops());
+      md.forwardFlops += flops;
+      md.forwardBytes += static_cast<double>(cost.getBytesAccessed());
+      if (isa<graph::MatMulOp>(op))
+        md.matmulFlops += flops;
+    }
+    if (isConstant(&op))
+      continue;
+    for (Value r : op.getResults()) {
+      int64_t b = tensorBytes(r.getType());
+      md.activationBytes += b;
+      md.peakTransientBytes = std::max(md.peakTransientBytes, b);
+    }
+  }
+
+  // Parameters belong to the first module that reads them (a tied LM head
+  // reuses the embedding's table without owning it twice).
+  for (BlockArgument arg : func.getArguments()) {
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kKindAttr);
+    if (!kind || (kind.getValue() != graph::kKindTrainable &&
+                  kind.getValue() != graph::kKindConstant) ||
+        arg.use_empty())
+      continue;
+    int owner = static_cast<int>(n);
+    for (Operation *user : arg.getUsers())
+      owner = std::min(owner, chain->moduleOfOp(user));
+    auto type = cast<ShapedType>(arg.getType());
+    desc.modules[owner].params += type.getNumElements();
+    desc.modules[owner].paramBytes += tensorBytes(type);
+  }
+
+  // Chain traffic: a non-shared value produced in module m and read up to
+  // module u is handed m -> m+1 -> ... -> u (forwarded through the ranks
+  // between). Inputs that only the first module reads are not traffic.
+  llvm::DenseSet<Value> shared(chain->sharedValues.begin(),
+                               chain->sharedValues.end());
+  auto account = [&](Value v, int from) {
+    int last = from;
+    for (Operation *user : v.getUsers())
+      if (!isa<func::ReturnOp>(user))
+        last = std::max(last, chain->moduleOfOp(user));
+    int64_t b = tensorBytes(v.getType());
+    for (int m = from; m < last; ++m) {
+      desc.modules[m].outputBytes += b;
+      desc.modules[m + 1].inputBytes += b;
+    }
+  };
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (!isConstant(&op))
+      for (Value r : op.getResults())
+        if (!shared.contains(r))
+          account(r, chain->moduleOfOp(&op));
+
+  for (Value v : chain->sharedValues)
+    desc.sharedInputs.push_back(valueName(v));
+
+  // The residual width: the last dim of what the first layer hands on.
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    int m = chain->moduleOfOp(&op);
+    if (desc.modules[m].role != plan::ModuleRole::Layer || isConstant(&op))
+      continue;
+    for (Value r : op.getResults()) {
+      if (shared.contains(r))
+        continue;
+      bool crosses = llvm::any_of(r.getUsers(), [&](Operation *u) {
+        return chain->moduleOfOp(u) > m && !isa<func::ReturnOp>(u);
+      });
+      auto type = dyn_cast<RankedTensorType>(r.getType());
+      if (crosses && type && type.getRank() >= 1 &&
+          isa<FloatType>(type.getElementType()))
+        desc.hidden = type.getShape().back();
+    }
+    if (desc.hidden)
+      break;
+  }
+  return desc;
+}

@@ -1,0 +1,669 @@
+//===- Discovery.cpp - the module chain of an imported model --------------===//
+//
+// Module indices during discovery: 0 is the embedding, 1..N the layers and
+// N+1 the head; empty embedding/head modules are dropped at the end.
+//
+// 1. Seeds. Ops that read a parameter named like `transformer.h.3.attn...`
+//    (or whose node name has a scope `/h.3/`) are seeded with that layer.
+//    Without names, the residual stream's adds are the cut points and the
+//    period of the repeated op sequences between them gives the layers.
+// 2. Propagation. With names, unseeded ops follow their producers (as early
+//    as possible), except ops that read an anonymous weight (`onnx::MatMul_7`,
+//    `302`), which follow their users: a layer's first projection reads the
+//    previous layer's output but belongs to the layer whose bias it feeds.
+//    Structural seeds cover only the cuts, so everything else follows users.
+// 3. A final forward pass lifts every op to at least its producers' module,
+//    so no def-use edge points backwards and the chain is a chain.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Dist/Transforms/Discovery.h"
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Regex.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::dist;
+
+namespace {
+
+bool isSeparator(char c) { return c == '.' || c == '/' || c == '_' || c == ':'; }
+
+/// Splits a name at separators; empty tokens are dropped.
+SmallVector<std::pair<size_t, StringRef>> tokens(StringRef name) {
+  SmallVector<std::pair<size_t, StringRef>> out;
+  size_t i = 0;
+  while (i < name.size()) {
+    while (i < name.size() && isSeparator(name[i]))
+      ++i;
+    size_t start = i;
+    while (i < name.size() && !isSeparator(name[i]))
+      ++i;
+    if (i > start)
+      out.push_back({start, name.slice(start, i)});
+  }
+  return out;
+}
+
+bool isNumber(StringRef s) {
+  return !s.empty() && s.size() <= 6 && llvm::all_of(s, [](char c) { return llvm::isDigit(c); });
+}
+
+struct Candidate {
+  std::string key; ///< the path before the index: "transformer.h"
+  int64_t index;
+};
+
+/// Every `<container><sep><number><sep>...` reading of a name: a numeric
+/// component after a non-numeric one and followed by more path (so node
+/// counters such as `Add_28` or `val_66` are not scopes).
+SmallVector<Candidate> candidates(StringRef name) {
+  SmallVector<Candidate> out;
+  auto toks = tokens(name);
+  for (size_t j = 1; j + 1 < toks.size(); ++j) {
+    if (!isNumber(toks[j].second) || isNumber(toks[j - 1].second))
+      continue;
+    int64_t index = 0;
+    toks[j].second.getAsInteger(10, index);
+    size_t keyEnd = toks[j - 1].first + toks[j - 1].second.size();
+    out.push_back({name.substr(0, keyEnd).str(), index});
+  }
+  return out;
+}
+
+/// Exporter-made names that say nothing about the module: `302`,
+/// `val_66`, `onnx::MatMul_642`.
+bool isAnonymous(StringRef name) {
+  auto toks = tokens(name);
+  return toks.empty() || name.contains("::") || isNumber(toks.back().second);
+}
+
+/// The container key whose indices form the longest range starting at 0 or
+/// 1; ties go to the key seen in more names. Returns the key and its base.
+std::optional<std::pair<std::string, int64_t>>
+pickKey(const std::map<std::string, std::map<int64_t, int>> &stats,
+        int64_t &numLayers) {
+  std::optional<std::pair<std::string, int64_t>> best;
+  int64_t bestCount = 0, bestNames = 0;
+  for (const auto &[key, indices] : stats) {
+    int64_t base = indices.begin()->first;
+    int64_t count = static_cast<int64_t>(indices.size());
+    if (base > 1 || indices.rbegin()->first != base + count - 1)
+      continue;
+    int64_t names = 0;
+    for (const auto &entry : indices)
+      names += entry.second;
+    if (count > bestCount || (count == bestCount && names > bestNames)) {
+      best = {key, base};
+      bestCount = count;
+      bestNames = names;
+    }
+  }
+  numLayers = bestCount;
+  return best;
+}
+
+std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string s = locationName(inner); !s.empty())
+        return s;
+  return "";
+}
+
+bool isConstant(Operation *op) {
+  return op->hasTrait<OpTrait::ConstantLike>();
+}
+
+/// The state of one discovery run over the function's ops.
+struct Discoverer {
+  mutable func::FuncOp func;
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, size_t> pos;
+  std::vector<int> seed, mod;
+  /// Reads a parameter that names no layer: a named one (embedding or
+  /// head by position) or an anonymous one (follows its users).
+  std::vector<char> namedOther, anonymousParam;
+  int numLayers = 0;
+
+  explicit Discoverer(func::FuncOp f) : func(f) {
+    for (Operation &op : f.getBody().front().without_terminator()) {
+      pos[&op] = ops.size();
+      ops.push_back(&op);
+    }
+    seed.assign(ops.size(), -1);
+    mod.assign(ops.size(), -1);
+    namedOther.assign(ops.size(), 0);
+    anonymousParam.assign(ops.size(), 0);
+  }
+
+  int head() const { return numLayers + 1; }
+
+  bool isParam(unsigned arg) const {
+    auto kind = func.getArgAttrOfType<StringAttr>(arg, graph::kKindAttr);
+    return kind && (kind.getValue() == graph::kKindTrainable ||
+                    kind.getValue() == graph::kKindConstant);
+  }
+  StringRef argName(unsigned arg) const {
+    auto name = func.getArgAttrOfType<StringAttr>(arg, graph::kNameAttr);
+    return name ? name.getValue() : StringRef();
+  }
+
+  void seedUsers(Value v, int module) {
+    for (Operation *user : v.getUsers())
+      if (auto it = pos.find(user); it != pos.end())
+        seed[it->second] = std::max(seed[it->second], module);
+  }
+
+  /// Marks users of parameters that name no layer.
+  void markOtherParams(llvm::function_ref<bool(unsigned)> namesLayer) {
+    for (BlockArgument arg : func.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      if (!isParam(i) || namesLayer(i))
+        continue;
+      bool anonymous = isAnonymous(argName(i));
+      for (Operation *user : arg.getUsers())
+        if (auto it = pos.find(user); it != pos.end())
+          (anonymous ? anonymousParam : namedOther)[it->second] = 1;
+    }
+  }
+
+  /// Automatic names: parameter prefixes, then node-name scopes.
+  bool seedFromNames() {
+    std::map<std::string, std::map<int64_t, int>> paramStats, nodeStats;
+    for (BlockArgument arg : func.getArguments())
+      if (isParam(arg.getArgNumber()) && !arg.use_empty())
+        for (const Candidate &c : candidates(argName(arg.getArgNumber())))
+          ++paramStats[c.key][c.index];
+    for (Operation *op : ops)
+      for (const Candidate &c : candidates(locationName(op->getLoc())))
+        ++nodeStats[c.key][c.index];
+    int64_t paramLayers = 0, nodeLayers = 0;
+    auto paramKey = pickKey(paramStats, paramLayers);
+    auto nodeKey = pickKey(nodeStats, nodeLayers);
+    if (!paramKey && !nodeKey)
+      return false;
+    numLayers = static_cast<int>(paramKey ? paramLayers : nodeLayers);
+    auto layerOf = [](StringRef name, const std::pair<std::string, int64_t> &key)
+        -> std::optional<int> {
+      for (const Candidate &c : candidates(name))
+        if (c.key == key.first)
+          return static_cast<int>(c.index - key.second);
+      return std::nullopt;
+    };
+    if (paramKey) {
+      for (BlockArgument arg : func.getArguments())
+        if (isParam(arg.getArgNumber()))
+          if (auto layer = layerOf(argName(arg.getArgNumber()), *paramKey))
+            seedUsers(arg, *layer + 1);
+      markOtherParams([&](unsigned i) {
+        return layerOf(argName(i), *paramKey).has_value();
+      });
+    } else {
+      markOtherParams([](unsigned) { return false; });
+    }
+    // Node scopes cover the ops between parameters (residual adds, masks
+    // applied per layer); used when they agree on the layer count.
+    // A scoped node outside every layer (`/model/norm/Mul`) belongs to the
+    // embedding or the head, by position.
+    if (nodeKey && nodeLayers == numLayers)
+      for (auto [i, op] : llvm::enumerate(ops)) {
+        std::string name = locationName(op->getLoc());
+        if (auto layer = layerOf(name, *nodeKey))
+          seed[i] = *layer + 1;
+        else if (StringRef(name).contains('/') && !isConstant(op))
+          namedOther[i] = 1;
+      }
+    return true;
+  }
+
+  /// --module-regex: the first capture group of the parameter names (else
+  /// the node names) names the layer.
+  LogicalResult seedFromRegex(StringRef regex) {
+    llvm::Regex re(regex);
+    std::string error;
+    if (!re.isValid(error))
+      return func.emitError() << "--module-regex '" << regex
+                              << "' is not a valid regex: " << error;
+    if (re.getNumMatches() < 1)
+      return func.emitError() << "--module-regex '" << regex
+                              << "' needs a capture group naming the module";
+    auto capture = [&](StringRef name) -> std::optional<std::string> {
+      SmallVector<StringRef> m;
+      if (name.empty() || !re.match(name, &m) || m.size() < 2 || m[1].empty())
+        return std::nullopt;
+      return m[1].str();
+    };
+    // Per capture: the ops it seeds; the layers are ordered numerically
+    // when every capture is a number, else by first op.
+    std::map<std::string, SmallVector<size_t>> seeded;
+    for (BlockArgument arg : func.getArguments())
+      if (isParam(arg.getArgNumber()))
+        if (auto c = capture(argName(arg.getArgNumber())))
+          for (Operation *user : arg.getUsers())
+            if (auto it = pos.find(user); it != pos.end())
+              seeded[*c].push_back(it->second);
+    bool fromParams = !seeded.empty();
+    if (!fromParams)
+      for (auto [i, op] : llvm::enumerate(ops))
+        if (auto c = capture(locationName(op->getLoc())))
+          seeded[*c].push_back(i);
+    if (seeded.empty())
+      return func.emitError() << "--module-regex '" << regex
+                              << "' matches no parameter or node name";
+    SmallVector<std::pair<std::string, size_t>> order;
+    bool numeric = true;
+    for (auto &[name, idx] : seeded) {
+      order.push_back({name, *llvm::min_element(idx)});
+      numeric &= isNumber(name);
+    }
+    llvm::sort(order, [&](const auto &a, const auto &b) {
+      if (numeric)
+        return std::stoll(a.first) < std::stoll(b.first);
+      return a.second < b.second;
+    });
+    numLayers = static_cast<int>(order.size());
+    for (auto [layer, entry] : llvm::enumerate(order))
+      for (size_t i : seeded[entry.first])
+        seed[i] = std::max(seed[i], static_cast<int>(layer) + 1);
+    if (fromParams)
+      markOtherParams([&](unsigned i) {
+        return capture(argName(i)).has_value();
+      });
+    else
+      markOtherParams([](unsigned) { return false; });
+    regexNames.clear();
+    for (auto &entry : order)
+      regexNames.push_back(entry.first);
+    return success();
+  }
+  std::vector<std::string> regexNames;
+
+  int producerMax(Operation *op) const {
+    int lo = 0;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp(); def && !isConstant(def))
+        if (auto it = pos.find(def); it != pos.end())
+          lo = std::max(lo, mod[it->second]);
+    return lo;
+  }
+  /// A weight-only value several layers read (a rotary table) is computed
+  /// once before the chain, as a shared input, not in the first layer.
+  bool readBySeveralLayers(Operation *op) const {
+    llvm::SmallDenseSet<int> layers;
+    for (Operation *user : op->getUsers())
+      if (auto it = pos.find(user); it != pos.end())
+        if (mod[it->second] >= 1 && mod[it->second] <= numLayers)
+          layers.insert(mod[it->second]);
+    return layers.size() >= 2 ||
+           (layers.size() == 1 && llvm::any_of(op->getUsers(), [&](Operation *u) {
+              auto it = pos.find(u);
+              return it != pos.end() && mod[it->second] == 0;
+            }));
+  }
+  std::vector<char> weightOnlyOps;
+
+  int userMin(Operation *op) const {
+    int hi = INT_MAX;
+    for (Operation *user : op->getUsers()) {
+      auto it = pos.find(user);
+      hi = std::min(hi, it == pos.end() ? head() : mod[it->second]);
+    }
+    return hi;
+  }
+
+  /// Side computations: ops that read no model input (they compute on
+  /// weights and constants: a tied head's transposed table, a rotary table)
+  /// or no parameter (masks and position ids from the inputs). They go with
+  /// their first user rather than where their operands are.
+  std::vector<char> weightOnly() const {
+    std::vector<char> fromInput(ops.size(), 0), fromParam(ops.size(), 0),
+        result(ops.size(), 0);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (Value v : ops[i]->getOperands()) {
+        if (auto arg = dyn_cast<BlockArgument>(v)) {
+          bool param = isParam(arg.getArgNumber());
+          fromInput[i] |= !param;
+          fromParam[i] |= param;
+        } else if (auto it = pos.find(v.getDefiningOp()); it != pos.end()) {
+          fromInput[i] |= fromInput[it->second];
+          fromParam[i] |= fromParam[it->second];
+        }
+      }
+      result[i] = (!fromInput[i] || !fromParam[i]) && !isConstant(ops[i]);
+    }
+    return result;
+  }
+
+  void propagateNames() {
+    weightOnlyOps = weightOnly();
+    std::vector<char> followUsers = weightOnlyOps;
+    for (size_t i = 0; i < ops.size(); ++i)
+      followUsers[i] |= anonymousParam[i] && !namedOther[i];
+    for (int iter = 0; iter < 3; ++iter) {
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (seed[i] >= 0) {
+          mod[i] = seed[i];
+          continue;
+        }
+        int lo = producerMax(ops[i]);
+        if (namedOther[i] && !followUsers[i])
+          mod[i] = lo >= 1 ? head() : 0;
+        else if (!followUsers[i] || mod[i] < lo)
+          mod[i] = lo;
+      }
+      for (size_t i = ops.size(); i-- > 0;)
+        if (seed[i] < 0 && followUsers[i]) {
+          int hi = userMin(ops[i]);
+          if (weightOnlyOps[i] && readBySeveralLayers(ops[i]))
+            mod[i] = 0;
+          else if (hi != INT_MAX && hi > mod[i])
+            mod[i] = hi;
+        }
+    }
+  }
+
+  /// Everything unseeded follows its users (structural discovery).
+  void propagateToUsers() {
+    weightOnlyOps = weightOnly();
+    for (size_t i = ops.size(); i-- > 0;) {
+      if (seed[i] >= 0) {
+        mod[i] = seed[i];
+        continue;
+      }
+      int hi = userMin(ops[i]);
+      mod[i] = weightOnlyOps[i] && readBySeveralLayers(ops[i]) ? 0
+               : hi == INT_MAX                                   ? -1
+                                                                 : hi;
+    }
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (mod[i] < 0)
+        mod[i] = producerMax(ops[i]);
+  }
+
+  void liftAndPlaceConstants() {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (!isConstant(ops[i]))
+        mod[i] = std::clamp(std::max(mod[i], producerMax(ops[i])), 0, head());
+    // Constants are free and never cross a boundary: they join their first
+    // user.
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (isConstant(ops[i])) {
+        int hi = userMin(ops[i]);
+        mod[i] = hi == INT_MAX ? 0 : hi;
+      }
+  }
+
+  bool seedFromStructure();
+};
+
+//===----------------------------------------------------------------------===//
+// Structural fallback
+//===----------------------------------------------------------------------===//
+
+bool isNorm(Operation *op) {
+  return isa<graph::LayerNormOp, graph::RMSNormOp>(op);
+}
+
+/// Whether `target`'s value reaches `from` backwards, searching only ops at
+/// or after `target` in program order.
+bool reaches(const Discoverer &d, Value from, Operation *target) {
+  size_t limit = d.pos.lookup(target);
+  SmallVector<Value> work{from};
+  llvm::DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !d.pos.count(def) || seen.contains(def))
+      continue;
+    if (def == target)
+      return true;
+    if (d.pos.lookup(def) < limit)
+      continue;
+    seen.insert(def);
+    for (Value v : def->getOperands())
+      work.push_back(v);
+  }
+  return false;
+}
+
+bool Discoverer::seedFromStructure() {
+  // Residual adds: x + f(x). The stream value after one is the add itself,
+  // or the norm right after it (post-LN models such as BERT).
+  struct Residual {
+    Operation *add, *cut;
+    Value skip;
+  };
+  SmallVector<Residual> residuals;
+  for (Operation *op : ops) {
+    auto add = dyn_cast<graph::AddOp>(op);
+    if (!add)
+      continue;
+    for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
+                        std::pair(add.getRhs(), add.getLhs())}) {
+      Operation *aDef = a.getDefiningOp();
+      bool aIsValue = !aDef || !isConstant(aDef);
+      if (aIsValue && aDef && reaches(*this, b, aDef)) {
+        Operation *cut = op;
+        if (op->hasOneUse() && isNorm(*op->getUsers().begin()))
+          cut = *op->getUsers().begin();
+        residuals.push_back({op, cut, a});
+        break;
+      }
+    }
+  }
+  if (residuals.empty())
+    return false;
+  // The longest chain where each residual's skip is the previous cut.
+  DenseMap<Operation *, size_t> byCut;
+  for (auto [i, r] : llvm::enumerate(residuals))
+    byCut[r.cut] = i;
+  std::vector<int> length(residuals.size(), 1), prev(residuals.size(), -1);
+  for (auto [i, r] : llvm::enumerate(residuals))
+    if (Operation *def = r.skip.getDefiningOp())
+      if (auto it = byCut.find(def); it != byCut.end() && it->second < i) {
+        length[i] = length[it->second] + 1;
+        prev[i] = static_cast<int>(it->second);
+      }
+  size_t last = std::max_element(length.begin(), length.end()) - length.begin();
+  SmallVector<size_t> chain;
+  for (int i = static_cast<int>(last); i >= 0; i = prev[i])
+    chain.push_back(i);
+  std::reverse(chain.begin(), chain.end());
+  size_t m = chain.size();
+
+  // Segment j (1-based) ends at cut j; its signature is the sequence of ops
+  // that depend on the stream (shared mask/rotary ops do not).
+  std::vector<char> onStream(ops.size(), 0);
+  Value x0 = residuals[chain.front()].skip;
+  Operation *x0Def = x0.getDefiningOp();
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (Value v : ops[i]->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (v == x0 || (def && pos.count(def) && onStream[pos[def]] &&
+                      def != x0Def))
+        onStream[i] = 1;
+    }
+  std::fill(seed.begin(), seed.end(), -1);
+  for (size_t j = 0; j < m; ++j)
+    seed[pos[residuals[chain[j]].cut]] = static_cast<int>(j) + 1;
+  if (x0Def && pos.count(x0Def))
+    seed[pos[x0Def]] = 0;
+  numLayers = static_cast<int>(m);
+  propagateToUsers();
+  std::vector<std::string> sig(m + 2);
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (onStream[i] && mod[i] >= 1 && mod[i] <= static_cast<int>(m))
+      sig[mod[i]] += ops[i]->getName().getStringRef().str() + ";";
+  size_t period = m;
+  for (size_t k = 1; k < m; ++k) {
+    if (m % k)
+      continue;
+    bool repeats = true;
+    for (size_t j = 1; j + k <= m && repeats; ++j)
+      repeats = sig[j] == sig[j + k];
+    if (repeats) {
+      period = k;
+      break;
+    }
+  }
+  // Layer l holds segments l*period+1 .. (l+1)*period.
+  numLayers = static_cast<int>(m / period);
+  std::fill(seed.begin(), seed.end(), -1);
+  for (size_t j = 0; j < m; ++j)
+    seed[pos[residuals[chain[j]].cut]] = static_cast<int>(j / period) + 1;
+  if (x0Def && pos.count(x0Def))
+    seed[pos[x0Def]] = 0;
+  propagateToUsers();
+  return true;
+}
+
+/// Signature of a layer for body sharing: op names and types in order.
+std::string signature(ArrayRef<Operation *> ops) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  for (Operation *op : ops) {
+    os << op->getName() << "(";
+    llvm::interleaveComma(op->getOperandTypes(), os);
+    os << ")->";
+    llvm::interleaveComma(op->getResultTypes(), os);
+    op->getRawDictionaryAttrs().print(os);
+    os << ";";
+  }
+  return s;
+}
+
+} // namespace
+
+std::string lamina::dist::valueName(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        graph::kNameAttr))
+        return name.getValue().str();
+    return "argument " + std::to_string(arg.getArgNumber());
+  }
+  std::string name = locationName(value.getLoc());
+  return name.empty() ? value.getDefiningOp()->getName().getStringRef().str()
+                      : name;
+}
+
+FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
+                                                     StringRef moduleRegex) {
+  if (func.isExternal())
+    return func.emitError() << "@" << func.getSymName()
+                            << " has no body to split into modules";
+  Discoverer d(func);
+  if (d.ops.empty())
+    return func.emitError() << "@" << func.getSymName()
+                            << " has no ops to split into modules";
+  ModuleChain chain;
+  if (!moduleRegex.empty()) {
+    if (failed(d.seedFromRegex(moduleRegex)))
+      return failure();
+    d.propagateNames();
+    chain.discovery = "regex";
+  } else if (d.seedFromNames()) {
+    d.propagateNames();
+    chain.discovery = "names";
+  } else if (d.seedFromStructure()) {
+    chain.discovery = "structure";
+  } else {
+    // No names and no residual stream: one module holds everything.
+    d.numLayers = 1;
+    std::fill(d.mod.begin(), d.mod.end(), 1);
+    chain.discovery = "none";
+  }
+  d.liftAndPlaceConstants();
+
+  // Drop empty modules and renumber.
+  int total = d.head() + 1;
+  std::vector<SmallVector<Operation *>> members(total);
+  for (size_t i = 0; i < d.ops.size(); ++i)
+    members[d.mod[i]].push_back(d.ops[i]);
+  std::vector<int> newIndex(total, -1);
+  llvm::StringMap<int> bodies;
+  int layer = 0;
+  for (int m = 0; m < total; ++m) {
+    bool isLayer = m >= 1 && m <= d.numLayers;
+    if (isLayer)
+      ++layer;
+    bool allConstant = llvm::all_of(members[m], isConstant);
+    if (members[m].empty() || (!isLayer && allConstant))
+      continue;
+    ChainModule cm;
+    if (m == 0) {
+      cm.name = "embedding";
+      cm.role = plan::ModuleRole::Embedding;
+    } else if (m == d.head()) {
+      cm.name = "head";
+      cm.role = plan::ModuleRole::Head;
+    } else {
+      cm.name = chain.discovery == "regex" && !isNumber(d.regexNames[m - 1])
+                    ? d.regexNames[m - 1]
+                    : "layer." + std::to_string(layer - 1);
+      SmallVector<Operation *> body;
+      for (Operation *op : members[m])
+        if (!isConstant(op))
+          body.push_back(op);
+      auto [it, inserted] =
+          bodies.try_emplace(signature(body), static_cast<int>(bodies.size()));
+      cm.body = it->second;
+    }
+    newIndex[m] = static_cast<int>(chain.modules.size());
+    chain.modules.push_back(std::move(cm));
+  }
+  // Constant-only embedding/head modules were dropped: their constants join
+  // the nearest kept module (they cost nothing).
+  for (size_t i = 0; i < d.ops.size(); ++i) {
+    int m = d.mod[i];
+    while (newIndex[m] < 0 && m > 0)
+      --m;
+    while (newIndex[m] < 0)
+      ++m;
+    chain.moduleOf[d.ops[i]] = newIndex[m];
+  }
+
+  // Shared values: function inputs read by a layer, and op results read by
+  // two or more layers other than their own module.
+  auto isLayerModule = [&](int m) {
+    return chain.modules[m].role == plan::ModuleRole::Layer;
+  };
+  auto readers = [&](Value v, int own) {
+    llvm::SmallDenseSet<int> layers;
+    for (Operation *user : v.getUsers()) {
+      int m = chain.moduleOfOp(user);
+      if (m != own && isLayerModule(m))
+        layers.insert(m);
+    }
+    return layers.size();
+  };
+  for (BlockArgument arg : func.getArguments()) {
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kKindAttr);
+    if (!kind || kind.getValue() != graph::kKindInput)
+      continue;
+    // With an embedding the stream enters there; whatever else a layer reads
+    // from the inputs (a mask, position ids) is a side input.
+    size_t n = readers(arg, -1);
+    bool hasEmbedding =
+        chain.modules.front().role == plan::ModuleRole::Embedding;
+    if (n >= 2 || (n == 1 && hasEmbedding))
+      chain.sharedValues.push_back(arg);
+  }
+  for (Operation *op : d.ops)
+    if (!isConstant(op))
+      for (Value r : op->getResults())
+        if (readers(r, chain.moduleOf[op]) >= 2)
+          chain.sharedValues.push_back(r);
+  return chain;
+}
