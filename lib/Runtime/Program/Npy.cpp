@@ -235,14 +235,17 @@ Status lamina::rt::readNpy(const std::string &path, OwnedTensor &out) {
     nonTrivial += d > 1;
   if (header.fortran && nonTrivial > 1)
     return bad("fortran_order arrays are not supported");
-  if (checkedNumElements(header.shape.data(), int(header.shape.size())) < 0)
+  int64_t n = checkedNumElements(header.shape.data(), int(header.shape.size()));
+  if (n < 0)
     return bad("more than 2^48 elements");
-
-  out.allocate(type->dtype, std::move(header.shape));
-  uint64_t bytes = out.byteSize(), dataStart = start + headerLen;
+  // Checked before allocating: a header must not make us allocate more
+  // than the file holds.
+  uint64_t bytes = uint64_t(n) * dtypeSize(type->dtype),
+           dataStart = start + headerLen;
   if (size - dataStart < bytes)
     return bad("data has " + std::to_string(size - dataStart) +
                " bytes, the shape needs " + std::to_string(bytes));
+  out.allocate(type->dtype, std::move(header.shape));
   if (Status s = file.readAt(out.data(), bytes, dataStart); !s.ok())
     return s;
   if (out.dtype == DType::I1) {
