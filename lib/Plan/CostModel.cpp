@@ -131,7 +131,10 @@ class Evaluator {
 public:
   Evaluator(const ModelDesc &desc, const PlanConfig &c, const Hardware &hw)
       : desc(desc), c(c), hw(hw),
-        k(double(c.microBatchSize) / double(desc.microBatchSize)) {}
+        k(double(c.microBatchSize) / double(desc.microBatchSize)) {
+    for (const ModuleDesc &m : desc.modules)
+      anyLayer |= m.role == ModuleRole::Layer;
+  }
 
   Expected<Plan> run(const EvaluateOptions &opts);
   std::vector<Stage> stagesOnly() {
@@ -144,7 +147,15 @@ private:
   const PlanConfig &c;
   const Hardware &hw;
   const double k; ///< scale from the description's micro-batch size
+  bool anyLayer = false;
   Plan plan;
+
+  /// Layers are what full recompute checkpoints and recomputes (Megatron
+  /// keeps the embedding's and head's activations); a description without
+  /// roles is all layers.
+  bool isLayer(const ModuleDesc &m) const {
+    return m.role == ModuleRole::Layer || !anyLayer;
+  }
 
   /// Bandwidth and latency of a group of `span` consecutive GPU indices.
   std::pair<double, double> link(long long span) const {
@@ -201,38 +212,54 @@ void Evaluator::buildStages() {
   auto [tpBw, tpLat] = link(c.tp);
   const int d = c.dp;
   for (Stage &st : plan.stages) {
-    double fwdCompute = 0, tpF = 0, tpB = 0;
+    double fwdCompute = 0, layerCompute = 0, tpF = 0, tpB = 0, tpLayer = 0;
+    bool firstLayer = true;
     for (size_t j = 0; j < st.modules.size(); ++j) {
       const ModuleDesc &m = desc.modules[st.modules[j]];
       const double otherBytes =
           std::max(0.0, m.forwardBytes - m.matmulBytes) * k / t;
-      fwdCompute += m.matmulFlops * k / t / gemm + otherBytes / hbm;
-      // Non-GEMM FLOPs are few; charge them at GEMM speed so none is free.
-      fwdCompute += std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t /
-                    hw.peakFlops;
+      // Non-GEMM FLOPs are few; charge them at tensor peak so none is free.
+      const double compute =
+          m.matmulFlops * k / t / gemm + otherBytes / hbm +
+          std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t /
+              hw.peakFlops;
+      fwdCompute += compute;
       // Megatron: 2 all-reduces of the b*s*h activation per layer in the
       // forward and 2 in the backward; the vocabulary-parallel embedding
       // reduces its output in the forward, the head its input gradient.
-      if (m.role == ModuleRole::Layer) {
-        tpF += 2 * tpAllReduce(m.outputBytes * k);
-        tpB += 2 * tpAllReduce(m.outputBytes * k);
+      if (isLayer(m)) {
+        const double ar = 2 * tpAllReduce(m.outputBytes * k);
+        tpF += ar;
+        tpB += ar;
+        tpLayer += ar;
+        layerCompute += compute;
       } else if (m.role == ModuleRole::Embedding) {
         tpF += tpAllReduce(m.outputBytes * k);
       } else {
         tpB += tpAllReduce(m.inputBytes * k);
       }
       st.params += m.params / t;
-      st.activationBytes += m.activationBytes * k / t;
       st.transientBytes =
           std::max(st.transientBytes, m.peakTransientBytes * k / t);
-      if (j == 0)
-        st.checkpointBytes = m.inputBytes * k / t;
+      // Full recompute keeps the first layer's input and what the other
+      // modules need; without it, everything.
+      const double act = m.activationBytes * k / t;
+      st.activationBytes += act;
+      if (!isLayer(m))
+        st.checkpointBytes += act;
+      else if (firstLayer)
+        st.checkpointBytes += m.inputBytes * k / t;
+      if (isLayer(m)) {
+        st.recomputedBytes += act;
+        firstLayer = false;
+      }
     }
     const ModuleDesc &tail = desc.modules[st.modules.back()];
     st.tpForward = tpF;
-    st.tpBackward = tpB + (c.recompute ? tpF : 0);
+    st.tpBackward = tpB + (c.recompute ? tpLayer : 0);
     st.forward = fwdCompute + tpF;
-    st.backward = 2 * fwdCompute + tpB + (c.recompute ? fwdCompute + tpF : 0);
+    st.backward =
+        2 * fwdCompute + tpB + (c.recompute ? layerCompute + tpLayer : 0);
     // Scatter/gather: each of the t GPUs sends 1/t of the activation, the
     // receivers all-gather it over NVLink.
     st.sendBytes = tail.outputBytes * k / t;
@@ -277,15 +304,16 @@ void Evaluator::placeStats() {
       const double keep = st ? (c.recompute ? st->checkpointBytes
                                             : st->activationBytes)
                              : 0;
+      const double regen = st && c.recompute ? st->recomputedBytes : 0;
       switch (a.kind) {
       case ActionKind::Forward:
         held += keep;
         ++inFlight;
         rs.peakInFlight = std::max(rs.peakInFlight, inFlight);
-        peak = std::max(peak, held + (c.recompute ? st->activationBytes : 0));
+        peak = std::max(peak, held + regen);
         break;
       case ActionKind::Backward:
-        peak = std::max(peak, held + (c.recompute ? st->activationBytes : 0));
+        peak = std::max(peak, held + regen);
         held -= keep;
         --inFlight;
         break;
@@ -318,12 +346,10 @@ void Evaluator::placeStats() {
         for (int mi : plan.stages[st].modules) {
           const ModuleDesc &m = desc.modules[mi];
           const double per = 2.0 * (c.tp - 1) / c.tp;
-          double n = m.role == ModuleRole::Layer ? 4 + (c.recompute ? 2 : 0)
-                                                 : 1 + (c.recompute &&
-                                                        m.role ==
-                                                            ModuleRole::Embedding);
-          double bytes =
-              m.role == ModuleRole::Head ? m.inputBytes : m.outputBytes;
+          double n = isLayer(m) ? 4 + (c.recompute ? 2 : 0) : 1;
+          double bytes = !isLayer(m) && m.role == ModuleRole::Head
+                             ? m.inputBytes
+                             : m.outputBytes;
           rs.traffic.tensorParallel += per * n * bytes * k * c.microBatches;
         }
   }
@@ -360,15 +386,19 @@ void Evaluator::memory() {
 
 void Evaluator::metrics() {
   const double m = c.microBatches, d = c.dp;
-  double fwd = 0, mm = 0;
+  // Recompute runs the layers' forward once more.
+  double fwd = 0, mm = 0, refwd = 0, remm = 0;
   for (const ModuleDesc &mod : desc.modules) {
     fwd += mod.forwardFlops * k;
     mm += mod.matmulFlops * k;
+    if (c.recompute && isLayer(mod)) {
+      refwd += mod.forwardFlops * k;
+      remm += mod.matmulFlops * k;
+    }
   }
-  const double passes = c.recompute ? 4 : 3;
   plan.modelFlopsPerStep = 3 * fwd * m * d;
-  plan.hardwareFlopsPerStep = passes * fwd * m * d;
-  plan.matmulFlopsPerStep = passes * mm * m * d;
+  plan.hardwareFlopsPerStep = (3 * fwd + refwd) * m * d;
+  plan.matmulFlopsPerStep = (3 * mm + remm) * m * d;
   plan.samplesPerStep = double(c.microBatchSize) * m * d;
   plan.tokensPerStep = plan.samplesPerStep * double(desc.seqLen);
   const double gpus = c.gpus();

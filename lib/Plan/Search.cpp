@@ -56,7 +56,7 @@ Expected<PlanBound> boundPlan(const ModelDesc &desc, const PlanConfig &c,
       work += (st[l].forward + st[l].backward) * m;
       params += st[l].params;
       keep += c.recompute ? st[l].checkpointBytes : st[l].activationBytes;
-      full = std::max(full, c.recompute ? st[l].activationBytes : 0.0);
+      full = std::max(full, c.recompute ? st[l].recomputedBytes : 0.0);
     }
     const int first = mine.front();
     b.stepTime = std::max(b.stepTime, fwd[first] + work + bwd[first]);

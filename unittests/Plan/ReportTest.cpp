@@ -153,3 +153,40 @@ TEST(Search, MatchesExhaustiveEvaluation) {
 }
 
 } // namespace
+
+namespace {
+
+// The synthetic GPT reproduces Megatron-LM's own counts.
+TEST(Synthetic, MatchesMegatronFormulas) {
+  GptShape g;
+  g.layers = 96;
+  g.hidden = 12288;
+  g.heads = 96;
+  g.seqLen = 2048;
+  g.vocab = 51200;
+  ModelDesc d = syntheticGpt(g);
+  EXPECT_EQ(d.modules.size(), 98u);
+  EXPECT_NEAR(double(d.totalParams()), gptParams(g), 1e-6 * gptParams(g));
+  // Megatron counts GEMMs with the layers recomputed (not the head).
+  PlanConfig c;
+  c.pp = 8;
+  c.tp = 8;
+  c.recompute = true;
+  auto p = evaluatePlan(d, c, *hardwarePreset("a100-80g"));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_NEAR(p->matmulFlopsPerStep, gptMegatronFlopsPerSample(g),
+              1e-9 * gptMegatronFlopsPerSample(g));
+}
+
+TEST(Synthetic, ParsesSpecs) {
+  auto g = parseGptSpec("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000");
+  ASSERT_TRUE(g.ok()) << g.error();
+  EXPECT_EQ(g->layers, 4);
+  EXPECT_EQ(g->vocab, 1000);
+  EXPECT_NE(parseGptSpec("gpt:layers=0").error().find("positive integer"),
+            std::string::npos);
+  EXPECT_NE(parseGptSpec("gpt:depth=3").error().find("unknown key 'depth'"),
+            std::string::npos);
+}
+
+} // namespace

@@ -41,7 +41,8 @@ std::string describeConfig(const PlanConfig &config);
 
 /// One schedule module: consecutive modules of the description. Layers are
 /// the schedule's modules; the embedding joins the first layer and the head
-/// the last (Megatron puts them on the first and last stage).
+/// the last (Megatron puts them on the first and last stage). Full
+/// recompute applies to layers only, as in Megatron-LM.
 struct Stage {
   std::vector<int> modules; ///< indices into ModelDesc::modules
   double params = 0;        ///< per GPU (divided by t)
@@ -51,8 +52,13 @@ struct Stage {
   double tpBackward = 0;    ///< ... in backward (and recompute)
   double sendBytes = 0;     ///< per GPU, one micro-batch's output
   double send = 0;          ///< seconds for that transfer
-  double checkpointBytes = 0; ///< per GPU, kept per micro-batch in flight
-  double activationBytes = 0; ///< per GPU, full activations of one mb
+  /// Per GPU and micro-batch: what full recompute keeps from forward to
+  /// backward (the first layer's input, non-layer modules' activations),
+  /// everything the backward needs without recompute, and the part of that
+  /// recompute regenerates (live during the stage's backward).
+  double checkpointBytes = 0;
+  double activationBytes = 0;
+  double recomputedBytes = 0;
   double transientBytes = 0;
   double allGather = 0, reduceScatter = 0, allReduce = 0; ///< seconds
 };
