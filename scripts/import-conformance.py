@@ -51,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 
@@ -196,6 +197,7 @@ class Result:
         self.input_dims = []      # per graph input: [dim_param or None]
         self.output_names = []    # graph output names, in order
         self.input_types = []     # per graph input: onnx elem_type
+        self.input_names = []     # graph inputs that are not initializers
         self.output_types = []
         self.numeric = None       # None | "pass" | "fail" | "skip"
         self.numeric_errors = []
@@ -227,6 +229,8 @@ def classify(result, supported):
         for i in model.graph.input if i.name not in initializers]
     result.output_names = [o.name for o in model.graph.output]
     result.input_types = [i.type.tensor_type.elem_type for i in model.graph.input
+                          if i.name not in initializers]
+    result.input_names = [i.name for i in model.graph.input
                           if i.name not in initializers]
     result.output_types = [o.type.tensor_type.elem_type
                            for o in model.graph.output]
@@ -308,9 +312,17 @@ def run_import(result, lamina):
 
 
 def npy_name(name):
-    """The file lamina-eval writes an output to (see tools/lamina-eval)."""
-    s = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-    return ("_" + s if s in ("", ".", "..") else s) + ".npy"
+    """The file lamina-eval and compiled programs write an output to
+    (lamina::rt::outputFileName): bytes outside [A-Za-z0-9_.-] and a leading
+    '.' become %XX."""
+    out = ""
+    for i, b in enumerate(name.encode("utf-8")):
+        c = chr(b)
+        if c.isascii() and (c.isalnum() or c in "_-" or (c == "." and i > 0)):
+            out += c
+        else:
+            out += "%%%02X" % b
+    return (out or "%") + ".npy"
 
 
 def compare_output(actual, expected):
@@ -345,8 +357,82 @@ def compare_output(actual, expected):
     return "%d of %d elements differ" % (bad, expected.size)
 
 
-def run_numeric(result, lamina_eval):
-    """Runs lamina-eval on each test_data_set_* of an imported model and
+def first_errors(proc):
+    """The 'error: ...' lines of a failed tool, or a crash summary."""
+    stderr = proc.stderr.decode("utf-8", "replace")
+    lines = [l.split("error: ", 1)[1] for l in stderr.splitlines()
+             if "error: " in l]
+    if proc.returncode < 0:
+        lines.append(crash_summary(-proc.returncode, stderr))
+    return "; ".join(lines) or "exit status %d" % proc.returncode
+
+
+class EvalRunner:
+    """Outputs from the reference evaluator (lamina-eval)."""
+    name = "lamina-eval"
+
+    def __init__(self, lamina_eval):
+        self.lamina_eval = lamina_eval
+
+    def run(self, result, inputs, dims, out):
+        cmd = ([self.lamina_eval, result.path, "--output-dir", out] + dims +
+               ["--input=" + p for p in inputs])
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+        return "" if proc.returncode == 0 else "lamina-eval failed: " + first_errors(proc)
+
+    def done(self, result):
+        pass
+
+
+class CompiledRunner:
+    """Outputs from the compiled program: `lamina compile` once per model
+    and dim binding, then OUTDIR/run per data set."""
+    name = "compiled"
+
+    def __init__(self, lamina):
+        self.lamina = lamina
+        self.builds = {}  # (model path, dims) -> (dir, error)
+        self.lock = threading.Lock()
+
+    def build(self, result, dims):
+        key = (result.path, tuple(dims))
+        with self.lock:
+            if key in self.builds:
+                return self.builds[key]
+        outdir = tempfile.mkdtemp(prefix="lamina-compile-")
+        cmd = ([self.lamina, "compile", result.path, "--target", "host",
+                "--mode", "inference", "--quiet", "-o", outdir] + dims)
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=TIMEOUT_S * 4)
+        err = "" if proc.returncode == 0 else "lamina compile failed: " + first_errors(proc)
+        with self.lock:
+            self.builds[key] = (outdir, err)
+        return outdir, err
+
+    def run(self, result, inputs, dims, out):
+        outdir, err = self.build(result, dims)
+        if err:
+            return err
+        names = result.input_names
+        if len(inputs) != len(names):
+            return "%d input files for %d model inputs" % (len(inputs), len(names))
+        cmd = ([os.path.join(outdir, "run"), "--output-dir", out] +
+               ["--input=%s=%s" % (n, p) for n, p in zip(names, inputs)])
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+        return "" if proc.returncode == 0 else "run failed: " + first_errors(proc)
+
+    def done(self, result):
+        with self.lock:
+            dirs = [d for (path, _), (d, _) in self.builds.items()
+                    if path == result.path]
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def run_numeric(result, runner):
+    """Runs each test_data_set_* of an imported model (through `runner`) and
     compares its outputs with output_*.pb."""
     import numpy as np
     import onnx
@@ -391,26 +477,17 @@ def run_numeric(result, lamina_eval):
                     if param:
                         bindings.setdefault(param, size)
         dims = ["--dim=%s=%d" % kv for kv in sorted(bindings.items())]
-        with tempfile.TemporaryDirectory(prefix="lamina-eval-") as out:
-            cmd = ([lamina_eval, result.path, "--output-dir", out] + dims +
-                   ["--input=" + p for p in inputs])
+        with tempfile.TemporaryDirectory(prefix="lamina-out-") as out:
             try:
-                proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+                why = runner.run(result, inputs, dims, out)
             except subprocess.TimeoutExpired:
                 errors.append("%s: timed out after %d s" % (label, TIMEOUT_S))
                 continue
             except OSError as e:
-                errors.append("cannot run %s: %s" % (lamina_eval, e))
+                errors.append("cannot run %s: %s" % (runner.name, e))
                 break
-            if proc.returncode != 0:
-                stderr = proc.stderr.decode("utf-8", "replace")
-                lines = [l.split("error: ", 1)[1] for l in stderr.splitlines()
-                         if "error: " in l]
-                if proc.returncode < 0:
-                    lines.append(crash_summary(-proc.returncode, stderr))
-                errors.append("%s: lamina-eval failed: %s" % (
-                    label, "; ".join(lines) or "exit status %d" % proc.returncode))
+            if why:
+                errors.append("%s: %s" % (label, why))
                 continue
             outputs = sorted(glob.glob(os.path.join(ds, "output_*.pb")),
                              key=lambda p: int(re.findall(r"\d+", os.path.basename(p))[0]))
@@ -428,6 +505,7 @@ def run_numeric(result, lamina_eval):
                 why = compare_output(np.load(got), expected)
                 if why:
                     errors.append("%s output '%s': %s" % (label, name, why))
+    runner.done(result)
     result.numeric = "fail" if errors else "pass"
     result.numeric_errors = errors
     return result
@@ -634,6 +712,9 @@ def main():
     parser.add_argument("--numeric", action="store_true",
                         help="also run every imported model with lamina-eval "
                              "and compare its outputs with the test data")
+    parser.add_argument("--compiled", action="store_true",
+                        help="like --numeric, but compile every imported "
+                             "model with `lamina compile` and run the program")
     parser.add_argument("--lamina-eval", default=None,
                         help="the lamina-eval binary (default: next to "
                              "lamina, else PATH)")
@@ -657,13 +738,17 @@ def main():
         sys.exit("import-conformance: error: cannot find lamina binary '%s'"
                  % lamina)
 
-    lamina_eval = None
-    if args.numeric:
+    runner = None
+    if args.compiled:
+        args.numeric = True
+        runner = CompiledRunner(resolved)
+    elif args.numeric:
         lamina_eval = args.lamina_eval or os.path.join(
             os.path.dirname(resolved), "lamina-eval")
         lamina_eval = shutil.which(lamina_eval) or shutil.which("lamina-eval")
         if lamina_eval is None:
             sys.exit("import-conformance: error: cannot find lamina-eval")
+        runner = EvalRunner(lamina_eval)
 
     supported, op_files = supported_ops(SRC_ROOT)
     if len(supported) <= len(BUILTIN_OPS):
@@ -689,7 +774,7 @@ def main():
         start = time.monotonic()
         imported = [r for r in results if r.status == "pass"]
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            list(pool.map(lambda r: run_numeric(r, lamina_eval), imported))
+            list(pool.map(lambda r: run_numeric(r, runner), imported))
         numeric_elapsed = time.monotonic() - start
 
     counts = collections.Counter(r.status for r in results)
@@ -721,9 +806,9 @@ def main():
             out.write("numeric skipped (test data does not match the model):\n")
             for r in skipped:
                 out.write("  %s: %s\n" % (r.name, "; ".join(r.numeric_errors)))
-        out.write("numeric: %d imported models, %d numeric pass, %d numeric "
+        out.write("numeric (%s): %d imported models, %d numeric pass, %d numeric "
                   "fail, %d skipped (%.1f s)\n" % (
-                      sum(numeric.values()), numeric["pass"], numeric["fail"],
+                      runner.name, sum(numeric.values()), numeric["pass"], numeric["fail"],
                       numeric["skip"], numeric_elapsed))
     if args.markdown:
         write_markdown(args.markdown, results, supported, table, roots, counts,

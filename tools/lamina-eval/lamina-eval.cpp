@@ -4,7 +4,7 @@
 //
 // Imports the model, reads its initializers, runs @forward with the
 // reference evaluator (lib/Eval) and writes `<output name>.npy` per output
-// (characters outside [A-Za-z0-9_.-] in the name become '_'). FILE is a
+// (named as generated programs name them: rt::outputFileName). FILE is a
 // .npy file or a serialized ONNX TensorProto (.pb, as the backend node
 // tests store them). Without NAME=, a .pb file is matched by its name field,
 // anything else (or an unnamed .pb) by its position among the --input flags.
@@ -14,6 +14,7 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Eval/Evaluator.h"
 #include "lamina/Runtime/Kernels.h"
+#include "lamina/Runtime/Program.h" // outputFileName
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,16 +47,6 @@ static cl::opt<bool> timing("timing", cl::desc("print phase times to stderr"));
 static int fail(const std::string &message) {
   llvm::errs() << "lamina-eval: error: " << message << "\n";
   return 1;
-}
-
-static std::string fileName(llvm::StringRef name) {
-  std::string s = name.str();
-  for (char &c : s)
-    if (!llvm::isAlnum(c) && c != '_' && c != '.' && c != '-')
-      c = '_';
-  if (s.empty() || s == "." || s == "..")
-    s = "_" + s;
-  return s;
 }
 
 int main(int argc, char **argv) {
@@ -174,7 +165,7 @@ int main(int argc, char **argv) {
     return fail("cannot create '" + outputDir + "': " + ec.message());
   for (auto &[name, value] : outputs) {
     llvm::SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, fileName(name) + ".npy");
+    llvm::sys::path::append(path, rt::outputFileName(name.c_str()));
     if (std::string err = eval::writeNpy(path, value); !err.empty())
       return fail(err);
   }

@@ -179,9 +179,10 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         for (auto [name, enumerator] : kReductions)
           if (o.getReduction() == name)
             return c.call("scatterND",
-                          {c.enumerator(("lamina::rt::ScatterReduction::" +
+                          {c.in(0), c.in(1), c.in(2),
+                           c.enumerator(("lamina::rt::ScatterReduction::" +
                                          enumerator).str()),
-                           c.in(0), c.in(1), c.in(2), c.out()});
+                           c.out()});
         return std::nullopt;
       })
       .Default([](Operation *) { return Result(); });
