@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <sys/stat.h>
 
 using namespace lamina::rt;
 using ::onnx::TensorProto;
@@ -140,12 +141,13 @@ ExternalFile lamina::rt::resolveExternalFile(const std::string &baseDir,
                  "' resolves outside the model's folder (a link?)";
     return file;
   }
-  File f;
-  if (Status s = f.openForRead(real, file.size); !s.ok()) {
-    file.error = "external data '" + location + "': " + s.message();
+  struct stat st;
+  if (::stat(real.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    file.error = "external data '" + location + "' is not a regular file";
     return file;
   }
   file.path = real;
+  file.size = uint64_t(st.st_size);
   return file;
 }
 

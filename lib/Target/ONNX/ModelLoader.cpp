@@ -72,15 +72,7 @@ llvm::StringRef lamina::onnx::dataTypeName(int32_t dataType) {
 }
 
 int64_t lamina::onnx::checkedNumElements(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0)
-      return -1;
-    if (d != 0 && n > kMaxElements / d)
-      return -1;
-    n *= d;
-  }
-  return n;
+  return lamina::rt::checkedNumElements(shape.data(), int(shape.size()));
 }
 
 /// Bytes per element as ONNX stores them (bool: one byte).
@@ -157,56 +149,9 @@ std::string TensorReader::validate(MLIRContext *ctx, const TensorProto &tensor,
 const TensorReader::ResolvedFile &
 TensorReader::resolveFile(const std::string &location) {
   auto [it, inserted] = files.try_emplace(location);
-  ResolvedFile &file = it->second;
-  if (!inserted)
-    return file;
-  if (realBaseDir.empty()) {
-    file.error = "external data '" + location +
-                 "' needs the model's folder, which is unknown here";
-    return file;
-  }
-  // Only relative paths below the model's folder: no absolute paths, no
-  // '..', and (checked after resolving) no links that lead outside.
-  if (llvm::sys::path::is_absolute(location) || location[0] == '/' ||
-      location[0] == '\\') {
-    file.error = "external data location '" + location +
-                 "' is an absolute path; only paths inside the model's "
-                 "folder are allowed";
-    return file;
-  }
-  for (auto p = llvm::sys::path::begin(location),
-            end = llvm::sys::path::end(location);
-       p != end; ++p)
-    if (*p == "..") {
-      file.error = "external data location '" + location +
-                   "' leaves the model's folder ('..')";
-      return file;
-    }
-  llvm::SmallString<256> joined(baseDir);
-  llvm::sys::path::append(joined, location);
-  llvm::SmallString<256> real;
-  if (llvm::sys::fs::real_path(joined, real)) {
-    file.error = "external data file '" + location + "' does not exist";
-    file.missing = true;
-    return file;
-  }
-  llvm::StringRef realRef(real);
-  if (!realRef.starts_with(realBaseDir) ||
-      (realRef.size() > realBaseDir.size() &&
-       realRef[realBaseDir.size()] != '/')) {
-    file.error = "external data location '" + location +
-                 "' resolves outside the model's folder (a link?)";
-    return file;
-  }
-  llvm::sys::fs::file_status status;
-  if (llvm::sys::fs::status(real, status) ||
-      status.type() != llvm::sys::fs::file_type::regular_file) {
-    file.error = "external data '" + location + "' is not a regular file";
-    return file;
-  }
-  file.path = std::string(real);
-  file.size = status.getSize();
-  return file;
+  if (inserted)
+    it->second = rt::resolveExternalFile(baseDir, realBaseDir, location);
+  return it->second;
 }
 
 std::string TensorReader::resolveExternal(const TensorProto &tensor,

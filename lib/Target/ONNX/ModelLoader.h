@@ -11,6 +11,8 @@
 
 #include "onnx-ml.pb.h"
 
+#include "lamina/Runtime/TensorIO.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringMap.h"
@@ -31,7 +33,7 @@ llvm::StringRef dataTypeName(int32_t dataType);
 
 /// Largest element count Lamina accepts for any tensor (2^48): far beyond any
 /// model and safe from int64 overflow in byte counts.
-inline constexpr int64_t kMaxElements = int64_t(1) << 48;
+inline constexpr int64_t kMaxElements = lamina::rt::kMaxFileElements;
 
 /// Element count of `shape`, or -1 when a dim is negative or the product
 /// exceeds kMaxElements.
@@ -65,11 +67,9 @@ private:
 
   /// Per location: the resolved path and size, or the error (a model's
   /// tensors share few data files; resolving costs system calls).
-  struct ResolvedFile {
-    std::string path, error;
-    uint64_t size = 0;
-    bool missing = false; ///< the file does not exist
-  };
+  /// The rules themselves are the runtime's (rt::resolveExternalFile), so
+  /// the importer and generated programs accept the same files.
+  using ResolvedFile = lamina::rt::ExternalFile;
   const ResolvedFile &resolveFile(const std::string &location);
   llvm::StringMap<ResolvedFile> files;
 
