@@ -17,22 +17,21 @@ using namespace lamina::rt;
 using ::onnx::TensorProto;
 
 bool lamina::rt::dtypeFromOnnx(int32_t dataType, DType &out) {
-  switch (dataType) {
-  case TensorProto::FLOAT: out = DType::F32; return true;
-  case TensorProto::DOUBLE: out = DType::F64; return true;
-  case TensorProto::FLOAT16: out = DType::F16; return true;
-  case TensorProto::BFLOAT16: out = DType::BF16; return true;
-  case TensorProto::BOOL: out = DType::I1; return true;
-  case TensorProto::INT8: out = DType::I8; return true;
-  case TensorProto::INT16: out = DType::I16; return true;
-  case TensorProto::INT32: out = DType::I32; return true;
-  case TensorProto::INT64: out = DType::I64; return true;
-  case TensorProto::UINT8: out = DType::U8; return true;
-  case TensorProto::UINT16: out = DType::U16; return true;
-  case TensorProto::UINT32: out = DType::U32; return true;
-  case TensorProto::UINT64: out = DType::U64; return true;
-  default: return false;
-  }
+  static const std::pair<int32_t, DType> kTypes[] = {
+      {TensorProto::FLOAT, DType::F32},     {TensorProto::DOUBLE, DType::F64},
+      {TensorProto::FLOAT16, DType::F16},   {TensorProto::BFLOAT16, DType::BF16},
+      {TensorProto::BOOL, DType::I1},       {TensorProto::INT8, DType::I8},
+      {TensorProto::INT16, DType::I16},     {TensorProto::INT32, DType::I32},
+      {TensorProto::INT64, DType::I64},     {TensorProto::UINT8, DType::U8},
+      {TensorProto::UINT16, DType::U16},    {TensorProto::UINT32, DType::U32},
+      {TensorProto::UINT64, DType::U64},
+  };
+  for (const auto &[onnxType, dtype] : kTypes)
+    if (onnxType == dataType) {
+      out = dtype;
+      return true;
+    }
+  return false;
 }
 
 static std::string onnxTypeName(int32_t dataType) {
