@@ -2,6 +2,7 @@
 
 #include "Json.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -205,13 +206,9 @@ std::string number(double v) {
     return "null";
   if (v == std::floor(v) && std::fabs(v) < 1e15)
     return std::to_string(static_cast<long long>(v));
-  char buf[32];
-  for (int prec = 6; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v || prec == 17)
-      break;
-  }
-  return buf;
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v); // shortest
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
 void Writer::separate() {

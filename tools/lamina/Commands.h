@@ -11,6 +11,7 @@ namespace lamina::tool {
 /// code.
 int runImport();  // ImportCommand.cpp
 int runCompile(); // CompileCommand.cpp
+int runPlan();    // PlanCommand.cpp
 
 /// Prints the context's diagnostics as "lamina: error: <message>" (the
 /// message names the ONNX node; notes follow). Diagnostics.cpp.

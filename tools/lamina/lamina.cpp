@@ -14,6 +14,7 @@
 namespace lamina::tool {
 extern llvm::cl::SubCommand importCommand;
 extern llvm::cl::SubCommand compileCommand;
+extern llvm::cl::SubCommand planCommand;
 } // namespace lamina::tool
 
 int main(int argc, char **argv) {
@@ -23,11 +24,15 @@ int main(int argc, char **argv) {
       "Lamina: compile ONNX models into distributed training programs\n\n"
       "  lamina import MODEL.onnx [--dim NAME=VALUE]... [-o OUT.mlir] [--summary]\n"
       "  lamina compile MODEL.onnx --target host --mode inference "
-      "[--dim NAME=VALUE]... -o OUTDIR\n");
+      "[--dim NAME=VALUE]... -o OUTDIR\n"
+      "  lamina plan MODEL.onnx --pp P --dp D [--tp T] --micro-batches M "
+      "--schedule S ... (see docs/plan.md)\n");
   if (lamina::tool::importCommand)
     return lamina::tool::runImport();
   if (lamina::tool::compileCommand)
     return lamina::tool::runCompile();
+  if (lamina::tool::planCommand)
+    return lamina::tool::runPlan();
   llvm::errs() << "lamina: no command given; try 'lamina --help'\n";
   return 2;
 }

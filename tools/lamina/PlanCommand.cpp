@@ -1,0 +1,265 @@
+//===- PlanCommand.cpp - lamina plan --------------------------------------===//
+//
+// Imports a model (structure only: weights whose external data is missing
+// are fine), describes its module chain and prices a parallel configuration
+// with LaminaPlan; or searches for the fastest one. MODEL may also be a
+// synthetic GPT shape, `gpt:layers=96,hidden=12288,...`, to plan published
+// shapes without a file. docs/plan.md documents every flag and output.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
+#include "lamina/Plan/CostModel.h"
+#include "lamina/Plan/Report.h"
+#include "lamina/Plan/Search.h"
+#include "lamina/Plan/Synthetic.h"
+#include "lamina/Target/ONNX/ONNXImporter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace lamina::tool {
+cl::SubCommand planCommand(
+    "plan", "Price a distributed training configuration (or search for one)");
+
+static cl::opt<std::string> inputPath(
+    cl::Positional, cl::desc("MODEL.onnx | gpt:layers=L,hidden=H,..."),
+    cl::Required, cl::sub(planCommand));
+static cl::list<std::string> dims("dim", cl::desc("bind a symbolic dim"),
+                                  cl::value_desc("NAME=VALUE"),
+                                  cl::sub(planCommand));
+static cl::opt<int> pp("pp", cl::desc("pipeline ranks"), cl::init(1),
+                       cl::sub(planCommand));
+static cl::opt<int> dp("dp", cl::desc("data-parallel replicas"), cl::init(1),
+                       cl::sub(planCommand));
+static cl::opt<int> tp("tp", cl::desc("tensor-parallel ranks (costed only)"),
+                       cl::init(1), cl::sub(planCommand));
+static cl::opt<int> microBatches("micro-batches",
+                                 cl::desc("micro-batches per step per replica"),
+                                 cl::init(1), cl::sub(planCommand));
+static cl::opt<int> microBatchSize("micro-batch-size",
+                                   cl::desc("samples per micro-batch"),
+                                   cl::init(1), cl::sub(planCommand));
+static cl::opt<std::string> scheduleName(
+    "schedule",
+    cl::desc("gpipe | 1f1b | interleaved-1f1b | breadth-first | layered"),
+    cl::init("1f1b"), cl::sub(planCommand));
+static cl::opt<int> chunks("chunks",
+                           cl::desc("interleaved-1f1b: chunks per pipeline "
+                                    "rank (default: one layer per chunk)"),
+                           cl::init(0), cl::sub(planCommand));
+static cl::opt<int> zero("zero", cl::desc("data-parallel sharding level 0-3"),
+                         cl::init(0), cl::sub(planCommand));
+static cl::opt<std::string> recompute("recompute",
+                                      cl::desc("full | none"),
+                                      cl::init("full"), cl::sub(planCommand));
+static cl::opt<std::string> hardwareName(
+    "hardware", cl::desc("a100-80g | h100-sxm | h200 | FILE.json"),
+    cl::init("a100-80g"), cl::sub(planCommand));
+static cl::opt<std::string> format("format", cl::desc("text | json"),
+                                   cl::init("text"), cl::sub(planCommand));
+static cl::opt<std::string> tracePath(
+    "trace", cl::desc("write a Chrome trace / Perfetto timeline"),
+    cl::value_desc("FILE"), cl::sub(planCommand));
+static cl::opt<std::string> dotPath("dot",
+                                    cl::desc("write the module graph (Graphviz)"),
+                                    cl::value_desc("FILE"), cl::sub(planCommand));
+static cl::opt<std::string> htmlPath("html",
+                                     cl::desc("write a self-contained HTML report"),
+                                     cl::value_desc("FILE"), cl::sub(planCommand));
+static cl::opt<std::string> compareList(
+    "compare", cl::desc("price the configuration under each schedule"),
+    cl::value_desc("gpipe,1f1b,..."), cl::sub(planCommand));
+static cl::opt<bool> search("search",
+                            cl::desc("find the fastest configuration that fits"),
+                            cl::sub(planCommand));
+static cl::opt<int> gpus("gpus", cl::desc("--search: GPUs to use"), cl::init(0),
+                         cl::sub(planCommand));
+static cl::opt<long long> globalBatch("global-batch",
+                                      cl::desc("--search: samples per step"),
+                                      cl::init(0), cl::sub(planCommand));
+static cl::opt<int> top("top", cl::desc("--search: configurations shown"),
+                        cl::init(10), cl::sub(planCommand));
+static cl::opt<std::string> moduleRegex(
+    "module-regex",
+    cl::desc("override module discovery: the first capture group of this "
+             "regex over parameter names names the module"),
+    cl::sub(planCommand));
+static cl::opt<std::string> outputPath("o", cl::desc("write the report here"),
+                                       cl::value_desc("FILE"), cl::init("-"),
+                                       cl::sub(planCommand));
+
+namespace {
+int usage(const std::string &message) {
+  llvm::errs() << "lamina plan: " << message << "\n";
+  return 2;
+}
+
+bool writeFile(const std::string &path, const std::string &text) {
+  if (llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+        os << text;
+        return llvm::Error::success();
+      })) {
+    llvm::errs() << "lamina plan: cannot write '" << path
+                 << "': " << llvm::toString(std::move(err)) << "\n";
+    return false;
+  }
+  return true;
+}
+
+/// The model's description, from an ONNX file or a synthetic shape.
+std::optional<plan::ModelDesc> describe() {
+  if (llvm::StringRef(inputPath).starts_with("gpt:")) {
+    schedule::Expected<plan::GptShape> shape = plan::parseGptSpec(inputPath);
+    if (!shape) {
+      llvm::errs() << "lamina plan: " << shape.error() << "\n";
+      return std::nullopt;
+    }
+    return plan::syntheticGpt(*shape);
+  }
+  DialectRegistry registry;
+  onnx::registerImportDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  installDiagnosticPrinter(context);
+  onnx::ImportOptions options;
+  // Planning needs shapes only: a structure-only model (weights' external
+  // data absent) is enough.
+  options.allowMissingExternalData = true;
+  llvm::BumpPtrAllocator alloc;
+  llvm::StringSaver saver(alloc);
+  if (std::string err = onnx::parseDimBindings(dims, options, saver);
+      !err.empty()) {
+    llvm::errs() << "lamina plan: " << err << "\n";
+    return std::nullopt;
+  }
+  OwningOpRef<ModuleOp> module =
+      onnx::importModelFile(context, inputPath, options);
+  if (!module)
+    return std::nullopt;
+  dist::DescribeOptions describeOptions;
+  describeOptions.moduleRegex = moduleRegex;
+  FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
+  if (failed(desc))
+    return std::nullopt;
+  if (desc->name.empty())
+    desc->name = llvm::sys::path::stem(inputPath).str();
+  return std::move(*desc);
+}
+} // namespace
+
+int runPlan() {
+  // Flags first: a bad flag fails before any work.
+  std::optional<schedule::ScheduleKind> kind =
+      schedule::parseScheduleKind(scheduleName);
+  if (!kind)
+    return usage("--schedule " + scheduleName +
+                 ": unknown schedule (gpipe, 1f1b, interleaved-1f1b, "
+                 "breadth-first, layered)");
+  if (recompute != "full" && recompute != "none")
+    return usage("--recompute " + recompute + ": must be full or none");
+  if (format != "text" && format != "json")
+    return usage("--format " + format + ": must be text or json");
+  std::vector<schedule::ScheduleKind> compareKinds;
+  if (compareList.getNumOccurrences()) {
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(compareList).split(names, ',', -1, false);
+    for (llvm::StringRef n : names) {
+      std::optional<schedule::ScheduleKind> k =
+          schedule::parseScheduleKind(n.trim());
+      if (!k)
+        return usage("--compare: unknown schedule '" + n.trim().str() +
+                     "' (gpipe, 1f1b, interleaved-1f1b, breadth-first, "
+                     "layered)");
+      compareKinds.push_back(*k);
+    }
+    if (compareKinds.empty())
+      return usage("--compare: give a comma-separated list of schedules");
+  }
+  if (search) {
+    if (gpus < 1)
+      return usage("--search needs --gpus N with N >= 1");
+    if (globalBatch < 1)
+      return usage("--search needs --global-batch G with G >= 1");
+    if (!compareKinds.empty())
+      return usage("--search and --compare cannot be combined");
+  } else if (gpus.getNumOccurrences() || globalBatch.getNumOccurrences()) {
+    return usage("--gpus and --global-batch only apply with --search");
+  }
+  if (top < 1)
+    return usage("--top " + std::to_string(top) + ": must be >= 1");
+  schedule::Expected<plan::Hardware> hw = plan::loadHardware(hardwareName);
+  if (!hw)
+    return usage("--hardware " + hardwareName + ": " + hw.error());
+
+  std::optional<plan::ModelDesc> desc = describe();
+  if (!desc)
+    return 1;
+
+  if (search) {
+    plan::SearchOptions options;
+    options.gpus = gpus;
+    options.globalBatch = globalBatch;
+    options.top = top;
+    schedule::Expected<plan::SearchResult> result =
+        plan::searchPlans(*desc, *hw, options);
+    if (!result)
+      return usage(result.error());
+    return writeFile(outputPath, format == "json"
+                                     ? plan::formatSearchJson(*result)
+                                     : plan::formatSearch(*result, *desc))
+               ? (result->best.empty() ? 1 : 0)
+               : 1;
+  }
+
+  plan::PlanConfig config;
+  config.pp = pp;
+  config.dp = dp;
+  config.tp = tp;
+  config.microBatches = microBatches;
+  config.microBatchSize = microBatchSize;
+  config.schedule = *kind;
+  config.chunks = chunks;
+  config.zero = zero;
+  config.recompute = recompute == "full";
+  if (schedule::Status s = plan::checkConfig(*desc, config);
+      !s && compareKinds.empty())
+    return usage(s.message());
+
+  if (!compareKinds.empty()) {
+    plan::Comparison cmp =
+        plan::compareSchedules(*desc, config, *hw, compareKinds);
+    return writeFile(outputPath, format == "json"
+                                     ? plan::formatComparisonJson(cmp)
+                                     : plan::formatComparison(cmp))
+               ? 0
+               : 1;
+  }
+
+  schedule::Expected<plan::Plan> result =
+      plan::evaluatePlan(*desc, config, *hw);
+  if (!result)
+    return usage(result.error());
+  bool ok = writeFile(outputPath, format == "json"
+                                      ? plan::formatJson(*result, *desc)
+                                      : plan::formatTextReport(*result, *desc));
+  if (!tracePath.empty())
+    ok &= writeFile(tracePath, plan::formatChromeTrace(*result));
+  if (!dotPath.empty())
+    ok &= writeFile(dotPath, plan::formatDot(*result, *desc));
+  if (!htmlPath.empty())
+    ok &= writeFile(htmlPath, plan::formatHtml(*result, *desc));
+  return ok ? 0 : 1;
+}
+} // namespace lamina::tool
