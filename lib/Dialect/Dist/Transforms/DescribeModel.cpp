@@ -113,7 +113,9 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   }
 
   // Parameters belong to the first module that reads them (a tied LM head
-  // reuses the embedding's table without owning it twice).
+  // reuses the embedding's table without owning it twice), except that one
+  // read by several layers is counted in each: exporters merge equal
+  // tensors (dynamo's all-ones norm weights), the model has one per layer.
   for (BlockArgument arg : func.getArguments()) {
     auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   graph::kKindAttr);
@@ -121,12 +123,21 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
                   kind.getValue() != graph::kKindConstant) ||
         arg.use_empty())
       continue;
-    int owner = static_cast<int>(n);
-    for (Operation *user : arg.getUsers())
-      owner = std::min(owner, chain->moduleOfOp(user));
+    int first = static_cast<int>(n);
+    llvm::SmallDenseSet<int> layers;
+    for (Operation *user : arg.getUsers()) {
+      int m = chain->moduleOfOp(user);
+      first = std::min(first, m);
+      if (desc.modules[m].role == plan::ModuleRole::Layer)
+        layers.insert(m);
+    }
+    if (layers.size() < 2)
+      layers = {first};
     auto type = cast<ShapedType>(arg.getType());
-    desc.modules[owner].params += type.getNumElements();
-    desc.modules[owner].paramBytes += tensorBytes(type);
+    for (int m : layers) {
+      desc.modules[m].params += type.getNumElements();
+      desc.modules[m].paramBytes += tensorBytes(type);
+    }
   }
 
   // Chain traffic: a non-shared value produced in module m and read up to

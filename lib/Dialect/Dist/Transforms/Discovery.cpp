@@ -125,6 +125,25 @@ bool isConstant(Operation *op) {
   return op->hasTrait<OpTrait::ConstantLike>();
 }
 
+/// Signature of a layer or segment for body sharing: the sorted multiset of
+/// its ops (name, types, attributes), so the order a topological sort gave
+/// them (exporters list nodes in any order) does not matter.
+std::string signature(ArrayRef<Operation *> ops) {
+  std::vector<std::string> parts;
+  for (Operation *op : ops) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << op->getName() << "(";
+    llvm::interleaveComma(op->getOperandTypes(), os);
+    os << ")->";
+    llvm::interleaveComma(op->getResultTypes(), os);
+    op->getRawDictionaryAttrs().print(os);
+    parts.push_back(std::move(s));
+  }
+  llvm::sort(parts);
+  return llvm::join(parts, ";");
+}
+
 /// The state of one discovery run over the function's ops.
 struct Discoverer {
   mutable func::FuncOp func;
@@ -202,10 +221,20 @@ struct Discoverer {
       return std::nullopt;
     };
     if (paramKey) {
+      // A layer's parameter read by three or more ops was merged by the
+      // exporter with its equals in other layers (dynamo deduplicates the
+      // all-ones norm weights): it names no single layer.
       for (BlockArgument arg : func.getArguments())
         if (isParam(arg.getArgNumber()))
-          if (auto layer = layerOf(argName(arg.getArgNumber()), *paramKey))
-            seedUsers(arg, *layer + 1);
+          if (auto layer = layerOf(argName(arg.getArgNumber()), *paramKey)) {
+            if (std::distance(arg.use_begin(), arg.use_end()) < 3) {
+              seedUsers(arg, *layer + 1);
+              continue;
+            }
+            for (Operation *user : arg.getUsers())
+              if (auto it = pos.find(user); it != pos.end())
+                anonymousParam[it->second] = 1;
+          }
       markOtherParams([&](unsigned i) {
         return layerOf(argName(i), *paramKey).has_value();
       });
@@ -345,31 +374,56 @@ struct Discoverer {
     return result;
   }
 
+  /// Bounds from the seeds: `lo` is the latest module among an op's
+  /// producers, `hi` the earliest among its users. Ordinary ops take `lo`
+  /// (a residual add ends the layer that computed it); ops that read an
+  /// anonymous weight, and side computations, take `hi`.
   void propagateNames() {
     weightOnlyOps = weightOnly();
-    std::vector<char> followUsers = weightOnlyOps;
-    for (size_t i = 0; i < ops.size(); ++i)
-      followUsers[i] |= anonymousParam[i] && !namedOther[i];
-    for (int iter = 0; iter < 3; ++iter) {
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (seed[i] >= 0) {
-          mod[i] = seed[i];
-          continue;
-        }
-        int lo = producerMax(ops[i]);
-        if (namedOther[i] && !followUsers[i])
-          mod[i] = lo >= 1 ? head() : 0;
-        else if (!followUsers[i] || mod[i] < lo)
-          mod[i] = lo;
+    size_t n = ops.size();
+    std::vector<int> lo(n, 0), hi(n, INT_MAX);
+    std::vector<char> fixed(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      int l = 0;
+      for (Value v : ops[i]->getOperands())
+        if (Operation *def = v.getDefiningOp(); def && !isConstant(def))
+          if (auto it = pos.find(def); it != pos.end())
+            l = std::max(l, lo[it->second]);
+      fixed[i] = seed[i] >= 0 || (namedOther[i] && !weightOnlyOps[i]);
+      lo[i] = seed[i] >= 0 ? seed[i] : !fixed[i] ? l : l >= 1 ? head() : 0;
+    }
+    for (size_t i = n; i-- > 0;) {
+      if (fixed[i]) {
+        hi[i] = lo[i];
+        continue;
       }
-      for (size_t i = ops.size(); i-- > 0;)
-        if (seed[i] < 0 && followUsers[i]) {
-          int hi = userMin(ops[i]);
-          if (weightOnlyOps[i] && readBySeveralLayers(ops[i]))
-            mod[i] = 0;
-          else if (hi != INT_MAX && hi > mod[i])
-            mod[i] = hi;
-        }
+      for (Operation *user : ops[i]->getUsers()) {
+        auto it = pos.find(user);
+        hi[i] = std::min(hi[i], it == pos.end() ? head() : hi[it->second]);
+      }
+    }
+    // Users come later, so walking backwards sees them placed; a user that
+    // follows its producers is not placed for good yet and offers its bound.
+    std::vector<char> followUsers(n, 0);
+    for (size_t i = n; i-- > 0;) {
+      followUsers[i] = !fixed[i] && (weightOnlyOps[i] ||
+                                     (anonymousParam[i] && !namedOther[i]));
+      int target = INT_MAX;
+      for (Operation *user : ops[i]->getUsers()) {
+        auto it = pos.find(user);
+        size_t u = it == pos.end() ? 0 : it->second;
+        target = std::min(target, it == pos.end() ? head()
+                                  : fixed[u] || followUsers[u] ? mod[u]
+                                                               : hi[u]);
+      }
+      if (!followUsers[i] || target == INT_MAX)
+        mod[i] = lo[i];
+      else if (namedOther[i]) // a named non-layer weight stays out of layers
+        mod[i] = target >= head() ? head() : 0;
+      else if (weightOnlyOps[i] && readBySeveralLayers(ops[i]))
+        mod[i] = 0;
+      else
+        mod[i] = target;
     }
   }
 
@@ -453,33 +507,63 @@ bool Discoverer::seedFromStructure() {
       Operation *aDef = a.getDefiningOp();
       bool aIsValue = !aDef || !isConstant(aDef);
       if (aIsValue && aDef && reaches(*this, b, aDef)) {
-        Operation *cut = op;
-        if (op->hasOneUse() && isNorm(*op->getUsers().begin()))
-          cut = *op->getUsers().begin();
-        residuals.push_back({op, cut, a});
+        residuals.push_back({op, op, a});
         break;
       }
     }
   }
   if (residuals.empty())
     return false;
+  // Post-LN: the norm after an add carries the stream when it is itself the
+  // skip input of a later residual (a final norm before the head is not).
+  llvm::DenseSet<Value> skips;
+  for (const Residual &r : residuals)
+    skips.insert(r.skip);
+  for (Residual &r : residuals)
+    if (r.add->hasOneUse() && isNorm(*r.add->getUsers().begin()) &&
+        skips.contains(r.add->getUsers().begin()->getResult(0)))
+      r.cut = *r.add->getUsers().begin();
   // The longest chain where each residual's skip is the previous cut.
   DenseMap<Operation *, size_t> byCut;
   for (auto [i, r] : llvm::enumerate(residuals))
     byCut[r.cut] = i;
   std::vector<int> length(residuals.size(), 1), prev(residuals.size(), -1);
-  for (auto [i, r] : llvm::enumerate(residuals))
-    if (Operation *def = r.skip.getDefiningOp())
-      if (auto it = byCut.find(def); it != byCut.end() && it->second < i) {
-        length[i] = length[it->second] + 1;
-        prev[i] = static_cast<int>(it->second);
-      }
+  for (auto [i, r] : llvm::enumerate(residuals)) {
+    Operation *def = r.skip.getDefiningOp();
+    if (!def || !pos.count(def))
+      continue;
+    int j = -1;
+    if (auto it = byCut.find(def); it != byCut.end() && it->second < i) {
+      j = static_cast<int>(it->second);
+    } else {
+      // A norm spelled out in elementwise ops (post-LN exports): the skip
+      // is computed from the nearest earlier residual, which it then ends.
+      for (int k = static_cast<int>(i) - 1; k >= 0 && j < 0; --k)
+        if (pos[residuals[k].add] < pos[def] &&
+            residuals[k].add->getResult(0).getType() == r.skip.getType() &&
+            reaches(*this, r.skip, residuals[k].add))
+          j = k;
+      if (j >= 0)
+        residuals[j].cut = def;
+    }
+    if (j >= 0) {
+      length[i] = length[j] + 1;
+      prev[i] = j;
+    }
+  }
   size_t last = std::max_element(length.begin(), length.end()) - length.begin();
   SmallVector<size_t> chain;
   for (int i = static_cast<int>(last); i >= 0; i = prev[i])
     chain.push_back(i);
   std::reverse(chain.begin(), chain.end());
   size_t m = chain.size();
+  // In a post-LN chain the last layer ends with its norm too.
+  Residual &final = residuals[chain.back()];
+  if (llvm::any_of(chain, [&](size_t i) {
+        return residuals[i].cut != residuals[i].add;
+      }) &&
+      final.add->hasOneUse() && isNorm(*final.add->getUsers().begin()))
+    final.cut = *final.add->getUsers().begin();
 
   // Segment j (1-based) ends at cut j; its signature is the sequence of ops
   // that depend on the stream (shared mask/rotary ops do not).
@@ -500,16 +584,21 @@ bool Discoverer::seedFromStructure() {
     seed[pos[x0Def]] = 0;
   numLayers = static_cast<int>(m);
   propagateToUsers();
-  std::vector<std::string> sig(m + 2);
+  std::vector<SmallVector<Operation *>> segmentOps(m + 2);
   for (size_t i = 0; i < ops.size(); ++i)
     if (onStream[i] && mod[i] >= 1 && mod[i] <= static_cast<int>(m))
-      sig[mod[i]] += ops[i]->getName().getStringRef().str() + ";";
+      segmentOps[mod[i]].push_back(ops[i]);
+  std::vector<std::string> sig(m + 2);
+  for (size_t j = 1; j <= m; ++j)
+    sig[j] = signature(segmentOps[j]);
   size_t period = m;
   for (size_t k = 1; k < m; ++k) {
     if (m % k)
       continue;
-    bool repeats = true;
-    for (size_t j = 1; j + k <= m && repeats; ++j)
+    // The last segment may lack a trailing norm the others end with (it
+    // belongs to no later residual), so it is not compared.
+    bool repeats = k + 1 < m;
+    for (size_t j = 1; j + k < m && repeats; ++j)
       repeats = sig[j] == sig[j + k];
     if (repeats) {
       period = k;
@@ -525,21 +614,6 @@ bool Discoverer::seedFromStructure() {
     seed[pos[x0Def]] = 0;
   propagateToUsers();
   return true;
-}
-
-/// Signature of a layer for body sharing: op names and types in order.
-std::string signature(ArrayRef<Operation *> ops) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  for (Operation *op : ops) {
-    os << op->getName() << "(";
-    llvm::interleaveComma(op->getOperandTypes(), os);
-    os << ")->";
-    llvm::interleaveComma(op->getResultTypes(), os);
-    op->getRawDictionaryAttrs().print(os);
-    os << ";";
-  }
-  return s;
 }
 
 } // namespace
