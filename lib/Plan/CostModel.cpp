@@ -127,11 +127,23 @@ Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
 
 namespace {
 
+/// Training runs in bf16 mixed precision whatever the file stores: byte
+/// figures of a model exported in fp32 are scaled to 2-byte values.
+double valueScale(const ModelDesc &desc) {
+  double params = 0, bytes = 0;
+  for (const ModuleDesc &m : desc.modules) {
+    params += m.params;
+    bytes += m.paramBytes;
+  }
+  return params > 0 && bytes > 0 ? 2.0 / (bytes / params) : 1.0;
+}
+
 class Evaluator {
 public:
   Evaluator(const ModelDesc &desc, const PlanConfig &c, const Hardware &hw)
       : desc(desc), c(c), hw(hw),
-        k(double(c.microBatchSize) / double(desc.microBatchSize)) {
+        k(double(c.microBatchSize) / double(desc.microBatchSize)),
+        kb(k * valueScale(desc)) {
     for (const ModuleDesc &m : desc.modules)
       anyLayer |= m.role == ModuleRole::Layer;
   }
@@ -147,6 +159,7 @@ private:
   const PlanConfig &c;
   const Hardware &hw;
   const double k; ///< scale from the description's micro-batch size
+  const double kb; ///< k for bytes, also scaled to 2-byte values
   bool anyLayer = false;
   Plan plan;
 
@@ -217,7 +230,7 @@ void Evaluator::buildStages() {
     for (size_t j = 0; j < st.modules.size(); ++j) {
       const ModuleDesc &m = desc.modules[st.modules[j]];
       const double otherBytes =
-          std::max(0.0, m.forwardBytes - m.matmulBytes) * k / t;
+          std::max(0.0, m.forwardBytes - m.matmulBytes) * kb / t;
       // Non-GEMM FLOPs are few; charge them at tensor peak so none is free.
       const double compute =
           m.matmulFlops * k / t / gemm + otherBytes / hbm +
@@ -228,27 +241,27 @@ void Evaluator::buildStages() {
       // forward and 2 in the backward; the vocabulary-parallel embedding
       // reduces its output in the forward, the head its input gradient.
       if (isLayer(m)) {
-        const double ar = 2 * tpAllReduce(m.outputBytes * k);
+        const double ar = 2 * tpAllReduce(m.outputBytes * kb);
         tpF += ar;
         tpB += ar;
         tpLayer += ar;
         layerCompute += compute;
       } else if (m.role == ModuleRole::Embedding) {
-        tpF += tpAllReduce(m.outputBytes * k);
+        tpF += tpAllReduce(m.outputBytes * kb);
       } else {
-        tpB += tpAllReduce(m.inputBytes * k);
+        tpB += tpAllReduce(m.inputBytes * kb);
       }
       st.params += m.params / t;
       st.transientBytes =
-          std::max(st.transientBytes, m.peakTransientBytes * k / t);
+          std::max(st.transientBytes, m.peakTransientBytes * kb / t);
       // Full recompute keeps the first layer's input and what the other
       // modules need; without it, everything.
-      const double act = m.activationBytes * k / t;
+      const double act = m.activationBytes * kb / t;
       st.activationBytes += act;
       if (!isLayer(m))
         st.checkpointBytes += act;
       else if (firstLayer)
-        st.checkpointBytes += m.inputBytes * k / t;
+        st.checkpointBytes += m.inputBytes * kb / t;
       if (isLayer(m)) {
         st.recomputedBytes += act;
         firstLayer = false;
@@ -262,7 +275,7 @@ void Evaluator::buildStages() {
         2 * fwdCompute + tpB + (c.recompute ? layerCompute + tpLayer : 0);
     // Scatter/gather: each of the t GPUs sends 1/t of the activation, the
     // receivers all-gather it over NVLink.
-    st.sendBytes = tail.outputBytes * k / t;
+    st.sendBytes = tail.outputBytes * kb / t;
     st.send = ringTime(1, st.sendBytes, 1, ppBw, ppLat) +
               (c.tp > 1 ? ringTime((t - 1), st.sendBytes, c.tp - 1, tpBw,
                                    tpLat)
@@ -350,7 +363,7 @@ void Evaluator::placeStats() {
           double bytes = !isLayer(m) && m.role == ModuleRole::Head
                              ? m.inputBytes
                              : m.outputBytes;
-          rs.traffic.tensorParallel += per * n * bytes * k * c.microBatches;
+          rs.traffic.tensorParallel += per * n * bytes * kb * c.microBatches;
         }
   }
 }
@@ -465,6 +478,7 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
   plan.config = c;
   plan.hardware = hw;
   plan.modelName = desc.name;
+  plan.valueScale = valueScale(desc);
   buildStages();
   schedule::ScheduleConfig sc;
   sc.kind = c.schedule;

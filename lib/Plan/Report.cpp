@@ -127,6 +127,9 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
        " modules) on " + std::to_string(c.gpus()) + " x " + p.hardware.name +
        "\n";
   o += "config:     " + describeConfig(c) + "\n";
+  if (p.valueScale != 1)
+    o += "values:     the model stores " + fmt("%.0f", 2 / p.valueScale) +
+         "-byte values; bytes are costed as bf16 mixed precision\n";
   o += "batch:      " + count(p.samplesPerStep) + " samples = " +
        count(p.tokensPerStep) + " tokens per step\n";
   o += "step time:  " + seconds(p.stepTime) + "\n";
@@ -229,6 +232,7 @@ void writeSummary(json::Writer &w, const Plan &p) {
       .field("mfu", p.mfu)
       .field("hfu", p.hfu)
       .field("peak_memory_bytes", p.peakMemory)
+      .field("value_scale", p.valueScale)
       .field("fits", p.fits)
       .endObject();
 }

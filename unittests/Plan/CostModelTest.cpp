@@ -223,4 +223,15 @@ TEST(CostModel, ScalesWithMicroBatchSize) {
   EXPECT_DOUBLE_EQ(pl.stages[0].forward, 15);
 }
 
+// Training is bf16 mixed precision: an fp32 description's bytes halve.
+TEST(CostModel, Fp32DescriptionsAreCostedInBf16) {
+  ModelDesc desc = uniformLayers(4, 1, 10, 400);
+  for (ModuleDesc &m : desc.modules)
+    m.paramBytes = 4 * m.params;
+  Plan pl = evaluate(desc, config(ScheduleKind::OneFOneB, 2, 2));
+  EXPECT_DOUBLE_EQ(pl.valueScale, 0.5);
+  EXPECT_DOUBLE_EQ(pl.stages[0].sendBytes, 200);
+  EXPECT_DOUBLE_EQ(pl.ranks[0].traffic.p2p, 2 * 200);
+}
+
 } // namespace

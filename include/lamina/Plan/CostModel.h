@@ -113,6 +113,9 @@ struct Plan {
   double mfu = 0, hfu = 0;
   double modelTflopsPerGpu = 0, hardwareTflopsPerGpu = 0,
          megatronTflopsPerGpu = 0;
+  /// Factor applied to the description's byte figures: training runs in
+  /// bf16 mixed precision, so a model stored in fp32 is costed at 0.5.
+  double valueScale = 1;
   double peakMemory = 0; ///< largest RankMemory::total
   bool fits = true;      ///< every rank's memory within HBM
   std::vector<std::string> warnings;
