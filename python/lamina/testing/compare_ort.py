@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Runs an ONNX model with onnxruntime and with lamina-eval on the same
-random inputs and compares the outputs.
+"""Runs an ONNX model with onnxruntime and with Lamina on the same random
+inputs and compares the outputs.
 
-usage: compare_ort.py LAMINA_EVAL MODEL.onnx WORKDIR [--vocab V] [--rtol R]
-                      [--dim NAME=V]...
+usage: python -m lamina.testing.compare_ort TOOL MODEL.onnx WORKDIR
+           [--vocab V] [--rtol R] [--dim NAME=V]...
+
+TOOL is `lamina-eval` (the reference evaluator) or `lamina` (then the model
+is built with `lamina compile --target host --mode inference` into
+WORKDIR/program and WORKDIR/program/run computes the outputs).
 
 Inputs are generated from the model's (static) graph inputs: float inputs
 are standard normal, `*mask*` inputs are ones with the last position of the
@@ -24,9 +28,21 @@ import onnxruntime as ort
 from onnx import helper
 
 
+def npy_name(name):
+    """The file an output is written to (lamina::rt::outputFileName)."""
+    text = ""
+    for i, b in enumerate(name.encode("utf-8")):
+        c = chr(b)
+        if c.isascii() and (c.isalnum() or c in "_-" or (c == "." and i > 0)):
+            text += c
+        else:
+            text += "%%%02X" % b
+    return (text or "%") + ".npy"
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("lamina_eval")
+    p.add_argument("tool", help="lamina-eval, or lamina to compile the model")
     p.add_argument("model")
     p.add_argument("workdir")
     p.add_argument("--vocab", type=int, default=64)
@@ -40,10 +56,24 @@ def main():
     model = onnx.load(args.model)
     initializers = {t.name for t in model.graph.initializer}
     os.makedirs(args.workdir, exist_ok=True)
-    feeds, cmd = {}, [args.lamina_eval, args.model, "--output-dir",
-                      os.path.join(args.workdir, "out")]
+    out = os.path.join(args.workdir, "out")
+    compiled = os.path.basename(args.tool) == "lamina"
+    program = os.path.join(args.workdir, "program")
+    if compiled:
+        build = [args.tool, "compile", args.model, "--target", "host",
+                 "--mode", "inference", "--quiet", "-o", program]
+        build += ["--dim=" + d for d in args.dim]
+        proc = subprocess.run(build, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            sys.stdout.write(proc.stderr)
+            print("MISMATCH: lamina compile failed")
+            return 1
+        cmd = [os.path.join(program, "run"), "--output-dir", out]
+    else:
+        cmd = [args.tool, args.model, "--output-dir", out]
+        cmd += ["--dim=" + d for d in args.dim]
+    feeds = {}
     dims = dict((k, int(v)) for k, v in (d.split("=", 1) for d in args.dim))
-    cmd += ["--dim=" + d for d in args.dim]
     for inp in model.graph.input:
         if inp.name in initializers:
             continue
@@ -69,7 +99,7 @@ def main():
     proc = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         sys.stdout.write(proc.stderr)
-        print("MISMATCH: lamina-eval failed")
+        print("MISMATCH: %s failed" % os.path.basename(cmd[0]))
         return 1
     session = ort.InferenceSession(args.model,
                                    providers=["CPUExecutionProvider"])
@@ -77,7 +107,7 @@ def main():
     expected = session.run(names, feeds)
     ok = True
     for name, want in zip(names, expected):
-        got = np.load(os.path.join(args.workdir, "out", name + ".npy"))
+        got = np.load(os.path.join(out, npy_name(name)))
         if got.shape != want.shape or got.dtype != want.dtype:
             print("%s: %s %s, onnxruntime %s %s" % (name, got.dtype, got.shape,
                                                    want.dtype, want.shape))
