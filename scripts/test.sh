@@ -11,6 +11,7 @@ build=${BUILD_DIR:-$root/build}
 
 echo "== unit tests"
 "$build/bin/lamina-unittests" --gtest_brief=1
+"$build/bin/lamina-plan-unittests" --gtest_brief=1
 echo "== lit tests"
 /usr/lib/llvm-22/bin/lit -sv "$build/test"
 echo "== python model builders"
