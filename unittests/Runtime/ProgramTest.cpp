@@ -138,20 +138,24 @@ protected:
     os.write(static_cast<const char *>(data), std::streamsize(n));
   }
 
-  /// Runs programMain on `args` (argv[0] added); captures stderr.
-  int run(std::vector<std::string> args) {
+  /// Runs programMain on `args` (argv[0] added); captures stderr into
+  /// `err` unless `capture` is false (death tests read stderr themselves).
+  int run(std::vector<std::string> args, bool capture = true) {
     args.insert(args.begin(), "run");
     std::vector<char *> argv;
     for (std::string &a : args)
       argv.push_back(&a[0]);
-    ::testing::internal::CaptureStderr();
+    if (capture)
+      ::testing::internal::CaptureStderr();
     int rc = programMain(int(argv.size()), argv.data(), spec);
-    err = ::testing::internal::GetCapturedStderr();
+    if (capture)
+      err = ::testing::internal::GetCapturedStderr();
     return rc;
   }
-  int runDefault() {
+  int runDefault(bool capture = true) {
     return run({"--input", "x=" + dir + "/x.npy", "--input",
-                "y=" + dir + "/y.pb", "--output-dir", outDir()});
+                "y=" + dir + "/y.pb", "--output-dir", outDir()},
+               capture);
   }
   std::string outDir() const { return dir + "/out/nested"; }
   bool exists(const std::string &path) const {
@@ -303,6 +307,32 @@ TEST_F(ProgramTest, TruncatedExternalData) {
   expectError(runDefault(), "runs past the end of 'w.bin' (20 bytes)");
   writeModel(externalInitializer("w.bin", 100));
   expectError(runDefault(), "offset 100 is past the end");
+}
+
+TEST_F(ProgramTest, PbInputWithExternalData) {
+  // A .pb's external data is resolved in the .pb's own folder.
+  std::vector<float> y = {1, 1, 1, 1, 1, 1};
+  writeBytes(dir + "/y.bin", y.data(), y.size() * sizeof(float));
+  onnx::TensorProto t = externalInitializer("y.bin");
+  writeProto(dir + "/y.pb", t);
+  ASSERT_EQ(runDefault(), 0) << err;
+  EXPECT_EQ(readOutput("sum.npy")[0], 102);
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "/out'").c_str()), 0);
+  writeProto(dir + "/y.pb", externalInitializer("../y.bin"));
+  expectError(runDefault(), "input 'y': '" + dir + "/y.pb': external data "
+                            "location '../y.bin' leaves the model's folder");
+}
+
+void failingEntry(const Tensor *, void *) {
+  checkKernel(Status::error("index 9 is out of range"), "node 'g' (graph.gather)");
+}
+
+TEST_F(ProgramTest, KernelErrorWritesNothing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  spec.entry = failingEntry;
+  EXPECT_EXIT(runDefault(/*capture=*/false), ::testing::ExitedWithCode(1),
+              "error: at node 'g' \\(graph.gather\\): index 9 is out of range");
+  EXPECT_FALSE(exists(dir + "/out"));
 }
 
 TEST_F(ProgramTest, CorruptModel) {
