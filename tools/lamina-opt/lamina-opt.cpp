@@ -14,7 +14,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<lamina::graph::GraphDialect, lamina::rt_ir::RtDialect,
+  registry.insert<lamina::dist::DistDialect, lamina::graph::GraphDialect,
+                  lamina::rt_ir::RtDialect,
                   mlir::func::FuncDialect, mlir::memref::MemRefDialect,
                   mlir::emitc::EmitCDialect>();
   mlir::registerTransformsPasses();

@@ -2,6 +2,8 @@
 #ifndef LAMINA_DIALECT_DIST_TRANSFORMS_PASSES_H
 #define LAMINA_DIALECT_DIST_TRANSFORMS_PASSES_H
 
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -4,6 +4,77 @@
 
 include "mlir/Pass/PassBase.td"
 
+def DistDiscoverModules : Pass<"dist-discover-modules", "mlir::ModuleOp"> {
+  let summary = "Annotates the chain of modules: embedding, layers, head";
+  let description = [{
+    Splits the function into the chain of modules a pipeline places on
+    ranks (docs/modules.md): layers from parameter-name prefixes
+    (`transformer.h.3.attn...`, `model.layers.3...`, `encoder.layer.3...`),
+    node-name scopes (`/h.3/attn/MatMul`), or, without names, from the
+    repeated op sequences between the residual stream's adds. Values every
+    layer reads (masks, rotary tables, position ids) are shared inputs and
+    do not break the chain. `module-regex` overrides the rules: its first
+    capture group, applied to parameter names (then node names), names the
+    layer. Isomorphic layers share a body index.
+
+    ```mlir
+    // After: every op carries its module, the function the chain.
+    func.func @forward(...) attributes {
+        dist.chain = [#dist.module<"embedding", embedding>,
+                      #dist.module<"layer.0", layer, body = 0>,
+                      #dist.module<"layer.1", layer, body = 0>,
+                      #dist.module<"head", head>],
+        dist.discovery = "names"} {
+      %0 = graph.gather %arg0, %arg5 {axis = 0 : i64, dist.module = 0 : i64} ...
+    ```
+  }];
+  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let options = [
+    Option<"moduleRegex", "module-regex", "std::string", /*default=*/"",
+           "Regex whose first capture group names a layer (overrides "
+           "automatic discovery)">,
+    Option<"functionName", "function", "std::string", /*default=*/"\"forward\"",
+           "The function to split">,
+  ];
+  let statistics = [
+    Statistic<"numModules", "modules", "Modules in the chain">,
+    Statistic<"numBodies", "bodies", "Distinct layer bodies">,
+  ];
+}
+
+def DistPartition : Pass<"dist-partition", "mlir::ModuleOp"> {
+  let summary = "Places the chain's modules on pipeline ranks";
+  let description = [{
+    Reads the `dist.chain` that `dist-discover-modules` wrote and records a
+    `dist.placement` over `pp` pipeline ranks:
+
+    * `contiguous`: the layers in `pp` contiguous blocks, the first
+      `L mod pp` ranks holding one more; the embedding goes with the first
+      layer, the head with the last;
+    * `modular`: layer `l` on rank `l mod pp` (interleaved schedules' chunks);
+    * `balanced`: contiguous blocks over all modules that minimise the
+      largest per-rank forward FLOPs, so a heavy embedding or head takes a
+      rank's share of layers.
+
+    No layer is dropped or duplicated whatever `L` and `pp` are: the
+    placement has one rank per module and the verifier checks it.
+
+    ```mlir
+    // 7 layers on 3 ranks, contiguous:
+    dist.placement = #dist.placement<pp = 3, contiguous,
+                                     ranks = [0, 0, 0, 0, 1, 1, 2, 2, 2]>
+    ```
+  }];
+  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
+    Option<"placement", "placement", "std::string", /*default=*/"\"contiguous\"",
+           "contiguous, modular or balanced">,
+    Option<"functionName", "function", "std::string", /*default=*/"\"forward\"",
+           "The function to partition">,
+  ];
+}
+
 def DistDescribeModel : Pass<"dist-describe-model", "mlir::ModuleOp"> {
   let summary = "Prints the planner's view of the model (its module chain)";
   let description = [{

@@ -1,0 +1,62 @@
+//===- DistBase.td - dist dialect definition ----------------*- tablegen -*-===//
+//
+// The dist dialect: how a model is split for distributed training. Today it
+// records the module chain (which op belongs to which module) and the
+// placement of modules on pipeline ranks as attributes on the graph IR;
+// schedules and transfers come next (docs/modules.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_DIST_BASE
+#define LAMINA_DIST_BASE
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::lamina::dist";
+  let summary = "Modules, ranks and placements for distributed training";
+  let description = [{
+    Attributes that annotate a `func.func` over the graph dialect:
+
+    * `dist.chain = [#dist.module<...>, ...]` on the function: the modules in
+      chain order (an optional embedding, the layers, an optional head);
+    * `dist.module = N : i64` on every op of its body: the op's module;
+      along every def-use edge the index never decreases (the chain has no
+      backward edge), which the verifier checks;
+    * `dist.discovery = "names" | "structure" | "regex" | "none"`: how the
+      chain was found;
+    * `dist.placement = #dist.placement<...>` on the function: the pipeline
+      rank of each module.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr ::llvm::StringLiteral kChainAttr = "dist.chain";
+    static constexpr ::llvm::StringLiteral kModuleAttr = "dist.module";
+    static constexpr ::llvm::StringLiteral kDiscoveryAttr = "dist.discovery";
+    static constexpr ::llvm::StringLiteral kPlacementAttr = "dist.placement";
+  }];
+}
+
+def Dist_ModuleKind : I32EnumAttr<"ModuleKind", "role of a module in the chain", [
+    I32EnumAttrCase<"Embedding", 0, "embedding">,
+    I32EnumAttrCase<"Layer", 1, "layer">,
+    I32EnumAttrCase<"Head", 2, "head">,
+  ]> {
+  let cppNamespace = "::lamina::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_PlacementKind : I32EnumAttr<"PlacementKind", "how modules map to ranks", [
+    I32EnumAttrCase<"Contiguous", 0, "contiguous">,
+    I32EnumAttrCase<"Modular", 1, "modular">,
+    I32EnumAttrCase<"Balanced", 2, "balanced">,
+  ]> {
+  let cppNamespace = "::lamina::dist";
+  let genSpecializedAttr = 0;
+}
+
+#endif // LAMINA_DIST_BASE
