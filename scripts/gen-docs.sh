@@ -8,3 +8,5 @@ build=${BUILD_DIR:-$root/build}
 ninja -C "$build" mlir-doc >/dev/null
 cp "$build/docs/Dialects/GraphDialect.md" "$root/docs/generated/GraphDialect.md"
 cp "$build/docs/GraphPasses.md" "$root/docs/generated/GraphPasses.md"
+cp "$build/docs/Dialects/DistDialect.md" "$root/docs/generated/DistDialect.md"
+cp "$build/docs/DistPasses.md" "$root/docs/generated/DistPasses.md"
