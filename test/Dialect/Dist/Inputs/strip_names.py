@@ -8,7 +8,7 @@ import sys
 
 import onnx
 
-model = onnx.load(sys.argv[1])
+model = onnx.load(sys.argv[1], load_external_data=False)
 renamed = {t.name: f"w{i}" for i, t in enumerate(model.graph.initializer)}
 for t in model.graph.initializer:
     t.name = renamed[t.name]
