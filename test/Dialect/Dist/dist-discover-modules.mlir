@@ -1,6 +1,7 @@
 // RUN: split-file %s %t
 // RUN: lamina-opt %t/names.mlir --dist-discover-modules | FileCheck %s
 // RUN: lamina-opt %t/names.mlir --dist-describe-model -o /dev/null | FileCheck %s --check-prefix=DESC
+// RUN: lamina-opt %t/experts.mlir --dist-discover-modules | FileCheck %s --check-prefix=MOE
 // RUN: lamina-opt %t/structure.mlir --dist-discover-modules | FileCheck %s --check-prefix=STRUCT
 // RUN: lamina-opt %t/regex.mlir --dist-discover-modules | FileCheck %s --check-prefix=NONE
 // RUN: lamina-opt %t/regex.mlir --dist-discover-modules="module-regex=blk_([a-z])" | FileCheck %s --check-prefix=REGEX
@@ -49,6 +50,33 @@ func.func @forward(%emb: tensor<8x4xf32> {graph.kind = "trainable", graph.name =
   %r1 = graph.add %r0, %m1 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %y = graph.matmul %r1, %wf : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
+}
+
+//--- experts.mlir
+// Nested numbered containers: three experts per layer do not make three
+// layers; the outer container (`model.layers`) wins.
+// MOE: dist.chain = [#dist.module<"layer.0", layer, body = 0>, #dist.module<"layer.1", layer, body = 0>]
+func.func @forward(
+    %w00: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.experts.0.weight"},
+    %w01: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.experts.1.weight"},
+    %w02: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.experts.2.weight"},
+    %w10: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.experts.0.weight"},
+    %w11: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.experts.1.weight"},
+    %w12: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.experts.2.weight"},
+    %x: tensor<3x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<3x4xf32> {
+  %m00 = graph.matmul %x, %w00 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %m01 = graph.matmul %x, %w01 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %m02 = graph.matmul %x, %w02 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %s0 = graph.add %m00, %m01 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %t0 = graph.add %s0, %m02 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r0 = graph.add %x, %t0 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %m10 = graph.matmul %r0, %w10 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %m11 = graph.matmul %r0, %w11 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %m12 = graph.matmul %r0, %w12 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %s1 = graph.add %m10, %m11 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %t1 = graph.add %s1, %m12 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r1 = graph.add %r0, %t1 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %r1 : tensor<3x4xf32>
 }
 
 //--- structure.mlir

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <tuple>
 
 using namespace mlir;
 using namespace lamina;
@@ -87,12 +88,15 @@ bool isAnonymous(StringRef name) {
 }
 
 /// The container key whose indices form the longest range starting at 0 or
-/// 1; ties go to the key seen in more names. Returns the key and its base.
+/// 1. Outer containers win over nested ones (`model.layers` over
+/// `model.layers.0.mlp.experts`, whatever the expert count), then longer
+/// ranges, then keys seen in more names. Returns the key and its base.
 std::optional<std::pair<std::string, int64_t>>
 pickKey(const std::map<std::string, std::map<int64_t, int>> &stats,
         int64_t &numLayers) {
   std::optional<std::pair<std::string, int64_t>> best;
-  int64_t bestCount = 0, bestNames = 0;
+  std::tuple<int64_t, int64_t, int64_t> bestRank{INT64_MIN, 0, 0};
+  numLayers = 0;
   for (const auto &[key, indices] : stats) {
     int64_t base = indices.begin()->first;
     int64_t count = static_cast<int64_t>(indices.size());
@@ -101,13 +105,15 @@ pickKey(const std::map<std::string, std::map<int64_t, int>> &stats,
     int64_t names = 0;
     for (const auto &entry : indices)
       names += entry.second;
-    if (count > bestCount || (count == bestCount && names > bestNames)) {
+    int64_t nesting = llvm::count_if(
+        tokens(key), [](const auto &tok) { return isNumber(tok.second); });
+    std::tuple<int64_t, int64_t, int64_t> rank{-nesting, count, names};
+    if (!best || rank > bestRank) {
       best = {key, base};
-      bestCount = count;
-      bestNames = names;
+      bestRank = rank;
+      numLayers = count;
     }
   }
-  numLayers = bestCount;
   return best;
 }
 
