@@ -464,6 +464,52 @@ struct Discoverer {
       }
   }
 
+  /// When every layer but the last shares one body, the boundary between
+  /// the last layer and the head is moved to where the last layer matches
+  /// them: a post-LN layer's spelled-out final norm that no later residual
+  /// claimed, or a classifier's `x[:, 0]` that followed its producer.
+  void alignLastLayer() {
+    if (numLayers < 2)
+      return;
+    int last = numLayers;
+    std::vector<SmallVector<Operation *>> layerOps(numLayers + 1);
+    SmallVector<size_t> tail; // last layer and head, in program order
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (isConstant(ops[i]))
+        continue;
+      if (mod[i] >= 1 && mod[i] <= numLayers)
+        layerOps[mod[i]].push_back(ops[i]);
+      if (mod[i] >= last)
+        tail.push_back(i);
+    }
+    std::string reference = signature(layerOps[1]);
+    for (int l = 2; l < last; ++l)
+      if (signature(layerOps[l]) != reference)
+        return;
+    size_t n = layerOps[1].size();
+    if (signature(layerOps[last]) == reference || tail.size() < n)
+      return;
+    SmallVector<Operation *> prefix;
+    llvm::DenseSet<Operation *> inPrefix;
+    for (size_t k = 0; k < n; ++k) {
+      prefix.push_back(ops[tail[k]]);
+      inPrefix.insert(ops[tail[k]]);
+    }
+    if (signature(prefix) != reference)
+      return;
+    // The new last layer must not read the new head.
+    for (Operation *op : prefix)
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp(); def && !isConstant(def))
+          if (auto it = pos.find(def);
+              it != pos.end() && mod[it->second] >= last &&
+              !inPrefix.contains(def))
+            return;
+    for (size_t k = 0; k < tail.size(); ++k)
+      mod[tail[k]] = k < n ? last : head();
+    liftAndPlaceConstants();
+  }
+
   bool seedFromStructure();
 };
 
@@ -664,6 +710,7 @@ FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
     chain.discovery = "none";
   }
   d.liftAndPlaceConstants();
+  d.alignLastLayer();
 
   // Drop empty modules and renumber.
   int total = d.head() + 1;
