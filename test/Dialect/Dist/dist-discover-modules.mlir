@@ -1,6 +1,8 @@
 // RUN: split-file %s %t
 // RUN: lamina-opt %t/names.mlir --dist-discover-modules | FileCheck %s
 // RUN: lamina-opt %t/names.mlir --dist-describe-model -o /dev/null | FileCheck %s --check-prefix=DESC
+// RUN: lamina-opt %t/names.mlir --dist-discover-modules --dist-describe-model -o /dev/null | FileCheck %s --check-prefix=DESC
+// RUN: lamina-opt %t/annotated.mlir --dist-describe-model -o /dev/null | FileCheck %s --check-prefix=ANNOT
 // RUN: lamina-opt %t/experts.mlir --dist-discover-modules | FileCheck %s --check-prefix=MOE
 // RUN: lamina-opt %t/structure.mlir --dist-discover-modules | FileCheck %s --check-prefix=STRUCT
 // RUN: lamina-opt %t/regex.mlir --dist-discover-modules | FileCheck %s --check-prefix=NONE
@@ -50,6 +52,23 @@ func.func @forward(%emb: tensor<8x4xf32> {graph.kind = "trainable", graph.name =
   %r1 = graph.add %r0, %m1 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %y = graph.matmul %r1, %wf : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
+}
+
+//--- annotated.mlir
+// A chain written by hand is what dist-describe-model (and lamina plan)
+// describe: here the two matmuls form one module.
+// ANNOT: model annotated: 2 modules by annotated
+// ANNOT: front embedding -1 0 12 0 144 0 48
+// ANNOT: block layer -1 32 192 192 320 48 0
+func.func @forward(%w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "b"},
+                   %w2: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "c"},
+                   %x: tensor<3x4xf32> {graph.kind = "input", graph.name = "x"})
+    -> tensor<3x4xf32> attributes {
+    dist.chain = [#dist.module<"front", embedding>, #dist.module<"block", layer>]} {
+  %a = graph.mul %x, %x {dist.module = 0 : i64} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %b = graph.matmul %a, %w1 {dist.module = 1 : i64} : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %c = graph.matmul %b, %w2 {dist.module = 1 : i64} : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  return %c : tensor<3x4xf32>
 }
 
 //--- experts.mlir

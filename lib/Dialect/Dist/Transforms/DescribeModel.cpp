@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
 #include "lamina/Dialect/Dist/Transforms/Discovery.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
@@ -55,7 +56,12 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   if (!func)
     return module.emitError() << "no function @" << options.functionName
                               << " to describe";
-  FailureOr<ModuleChain> chain = discoverModules(func, options.moduleRegex);
+  // A chain already in the IR (dist-discover-modules, or edited by hand)
+  // is what the user wants planned, unless a regex asks for another.
+  FailureOr<ModuleChain> chain =
+      func->hasAttr(DistDialect::kChainAttr) && options.moduleRegex.empty()
+          ? chainFromAttributes(func)
+          : discoverModules(func, options.moduleRegex);
   if (failed(chain))
     return failure();
 

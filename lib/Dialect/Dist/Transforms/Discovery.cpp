@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Dist/Transforms/Discovery.h"
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -683,6 +684,73 @@ std::string lamina::dist::valueName(Value value) {
                       : name;
 }
 
+/// Shared values: function inputs read by a layer, and op results read by
+/// two or more layers other than their own module.
+static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
+  auto isLayerModule = [&](int m) {
+    return chain.modules[m].role == plan::ModuleRole::Layer;
+  };
+  auto readers = [&](Value v, int own) {
+    llvm::SmallDenseSet<int> layers;
+    for (Operation *user : v.getUsers()) {
+      int m = chain.moduleOfOp(user);
+      if (m != own && isLayerModule(m))
+        layers.insert(m);
+    }
+    return layers.size();
+  };
+  bool hasEmbedding = chain.modules.front().role == plan::ModuleRole::Embedding;
+  for (BlockArgument arg : func.getArguments()) {
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kKindAttr);
+    if (!kind || kind.getValue() != graph::kKindInput)
+      continue;
+    // With an embedding the stream enters there; whatever else a layer reads
+    // from the inputs (a mask, position ids) is a side input.
+    size_t n = readers(arg, -1);
+    if (n >= 2 || (n == 1 && hasEmbedding))
+      chain.sharedValues.push_back(arg);
+  }
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (!isConstant(&op))
+      for (Value r : op.getResults())
+        if (readers(r, chain.moduleOfOp(&op)) >= 2)
+          chain.sharedValues.push_back(r);
+}
+
+FailureOr<ModuleChain> lamina::dist::chainFromAttributes(func::FuncOp func) {
+  auto modules = func->getAttrOfType<ArrayAttr>(DistDialect::kChainAttr);
+  if (!modules || modules.empty())
+    return func.emitError() << "@" << func.getSymName()
+                            << " has no 'dist.chain'";
+  ModuleChain chain;
+  for (Attribute entry : modules) {
+    auto m = dyn_cast<ModuleAttr>(entry);
+    if (!m)
+      return func.emitError() << "'dist.chain' holds " << entry
+                              << ", not a #dist.module";
+    ChainModule cm;
+    cm.name = m.getName().str();
+    cm.role = m.getKind() == ModuleKind::Embedding ? plan::ModuleRole::Embedding
+              : m.getKind() == ModuleKind::Head    ? plan::ModuleRole::Head
+                                                   : plan::ModuleRole::Layer;
+    cm.body = static_cast<int>(m.getBody());
+    chain.modules.push_back(std::move(cm));
+  }
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto index = op.getAttrOfType<IntegerAttr>(DistDialect::kModuleAttr);
+    if (!index || index.getInt() < 0 ||
+        index.getInt() >= static_cast<int64_t>(modules.size()))
+      return op.emitError() << "op without a valid 'dist.module' in a "
+                               "function with a 'dist.chain'";
+    chain.moduleOf[&op] = static_cast<int>(index.getInt());
+  }
+  auto how = func->getAttrOfType<StringAttr>(DistDialect::kDiscoveryAttr);
+  chain.discovery = how ? how.getValue().str() : "annotated";
+  findSharedValues(func, chain);
+  return chain;
+}
+
 FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
                                                      StringRef moduleRegex) {
   if (func.isExternal())
@@ -760,37 +828,6 @@ FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
     chain.moduleOf[d.ops[i]] = newIndex[m];
   }
 
-  // Shared values: function inputs read by a layer, and op results read by
-  // two or more layers other than their own module.
-  auto isLayerModule = [&](int m) {
-    return chain.modules[m].role == plan::ModuleRole::Layer;
-  };
-  auto readers = [&](Value v, int own) {
-    llvm::SmallDenseSet<int> layers;
-    for (Operation *user : v.getUsers()) {
-      int m = chain.moduleOfOp(user);
-      if (m != own && isLayerModule(m))
-        layers.insert(m);
-    }
-    return layers.size();
-  };
-  for (BlockArgument arg : func.getArguments()) {
-    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kKindAttr);
-    if (!kind || kind.getValue() != graph::kKindInput)
-      continue;
-    // With an embedding the stream enters there; whatever else a layer reads
-    // from the inputs (a mask, position ids) is a side input.
-    size_t n = readers(arg, -1);
-    bool hasEmbedding =
-        chain.modules.front().role == plan::ModuleRole::Embedding;
-    if (n >= 2 || (n == 1 && hasEmbedding))
-      chain.sharedValues.push_back(arg);
-  }
-  for (Operation *op : d.ops)
-    if (!isConstant(op))
-      for (Value r : op->getResults())
-        if (readers(r, chain.moduleOf[op]) >= 2)
-          chain.sharedValues.push_back(r);
+  findSharedValues(func, chain);
   return chain;
 }

@@ -33,7 +33,8 @@ struct ModuleChain {
   /// Module index of every op of the function body except the terminator.
   /// Along every def-use edge the index never decreases.
   llvm::DenseMap<mlir::Operation *, int> moduleOf;
-  /// "names", "structure", "regex" or "none" (the whole body is one layer).
+  /// "names", "structure", "regex" or "none" (the whole body is one layer);
+  /// "annotated" for a chain read from IR that does not say.
   std::string discovery;
   /// Values read by two or more layers but not part of the chain (masks,
   /// rotary tables, position ids): function arguments or op results.
@@ -53,6 +54,10 @@ struct ModuleChain {
 /// function.
 mlir::FailureOr<ModuleChain> discoverModules(mlir::func::FuncOp func,
                                              llvm::StringRef moduleRegex);
+
+/// The chain recorded in the IR by dist-discover-modules (or by hand):
+/// `dist.chain` on the function, `dist.module` on its ops.
+mlir::FailureOr<ModuleChain> chainFromAttributes(mlir::func::FuncOp func);
 
 /// A printable name for a value: an argument's `graph.name`, else the name
 /// of the defining op's location (its ONNX node).
