@@ -27,7 +27,9 @@ struct DescribeOptions {
 };
 
 /// Describes @functionName of `module`; on failure emits a diagnostic (naming
-/// what could not be split) and returns failure.
+/// what could not be split) and returns failure. A chain already recorded
+/// in the IR (`dist.chain`, docs/modules.md) is used as is unless
+/// `moduleRegex` asks for another.
 mlir::FailureOr<plan::ModelDesc> describeModel(mlir::ModuleOp module,
                                                const DescribeOptions &options);
 

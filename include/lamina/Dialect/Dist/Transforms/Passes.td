@@ -78,8 +78,9 @@ def DistPartition : Pass<"dist-partition", "mlir::ModuleOp"> {
 def DistDescribeModel : Pass<"dist-describe-model", "mlir::ModuleOp"> {
   let summary = "Prints the planner's view of the model (its module chain)";
   let description = [{
-    Runs module discovery on the function and prints, per module, what the
-    cost model receives (`lamina::plan::ModelDesc`): forward FLOPs (matmul
+    Takes the function's chain (its `dist.chain` when one is recorded and no
+    `module-regex` is given, else module discovery) and prints, per module,
+    what the cost model receives (`lamina::plan::ModelDesc`): forward FLOPs (matmul
     FLOPs apart), bytes accessed, parameters, activation bytes and the bytes
     handed to the next module, for one micro-batch. The IR is unchanged.
 
