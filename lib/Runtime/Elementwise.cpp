@@ -212,6 +212,19 @@ void binaryArith(BinaryOp op, const BroadcastPlan &p, const Tensor &lhs,
     return mapBinary<T, T>(p, lhs, rhs, out, 2,
                            [](C x, C y) { return math::div(x, y); });
   case BinaryOp::Pow:
+    // A constant square or cube (GELU's tanh form, variance): multiplies,
+    // not pow. Within an ulp of pow, far faster.
+    if constexpr (std::is_floating_point_v<C>) {
+      if (rhs.numElements() == 1) {
+        C e = load(rhs.as<T>()[0]);
+        if (e == C(2))
+          return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                                 [](C x, C) { return x * x; });
+        if (e == C(3))
+          return mapBinary<T, T>(p, lhs, rhs, out, 1,
+                                 [](C x, C) { return x * x * x; });
+      }
+    }
     return mapBinary<T, T>(p, lhs, rhs, out, 8,
                            [](C x, C y) { return math::pow(x, y); });
   case BinaryOp::Min:

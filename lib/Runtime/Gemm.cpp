@@ -1,9 +1,10 @@
 //===- Gemm.cpp - batched matmul on OpenBLAS ------------------------------===//
 //
-// One cblas_{s,d}gemm per result batch; when the rhs is shared by every batch
-// and the lhs is not broadcast, the batches stack into a single [B*m, k]
-// product, which is the linear-layer case and lets OpenBLAS use its threads
-// on one large call. f16/bf16 operands are widened to f32 copies first.
+// One cblas_{s,d}gemm per result batch (split over threads by batches, or
+// by rows/columns of one large product); when the rhs is shared by every
+// batch and the lhs is not broadcast, the batches stack into a single
+// [B*m, k] product, the linear-layer case. Transposed operands go to BLAS as
+// transposed, never copied. f16/bf16 operands are widened to f32 first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,45 +15,93 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <mutex>
 
 using namespace lamina::rt;
 using namespace lamina::rt::detail;
 
-void lamina::rt::detail::setBlasThreads(int n) { openblas_set_num_threads(n); }
+// OpenBLAS always runs single-threaded: the runtime splits each product over
+// its own threads (parallelFor), so OpenBLAS's idle threads never spin
+// (sched_yield) against the elementwise kernels between calls.
+void lamina::rt::detail::setBlasThreads(int) { openblas_set_num_threads(1); }
 
 namespace {
-void gemm(const float *a, const float *b, float *c, int m, int n, int k) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b,
-              n, 0.0f, c, n);
+std::once_flag blasInit;
+
+CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+/// C[m, n] (leading dim ldc) = op(A) op(B) on one thread.
+void gemm(const float *a, int lda, bool ta, const float *b, int ldb, bool tb,
+          float *c, int ldc, int m, int n, int k) {
+  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb,
+              0.0f, c, ldc);
 }
-void gemm(const double *a, const double *b, double *c, int m, int n, int k) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
-              n, 0.0, c, n);
+void gemm(const double *a, int lda, bool ta, const double *b, int ldb, bool tb,
+          double *c, int ldc, int m, int n, int k) {
+  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb,
+              0.0, c, ldc);
+}
+
+/// One dense product C[m, n] = op(A) op(B), split over threads by rows of C
+/// (or by columns when there are fewer rows than columns); each piece is a
+/// single-threaded BLAS call on a sub-matrix.
+template <typename E>
+void gemmParallel(const E *a, bool ta, const E *b, bool tb, E *c, int64_t m,
+                  int64_t n, int64_t k) {
+  int lda = int(ta ? m : k), ldb = int(tb ? k : n), ldc = int(n);
+  // Pieces of at least ~2 MFLOP, so small products stay on one thread.
+  int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(
+      getNumThreads(), 2 * m * n * k / (int64_t(1) << 21)));
+  bool byRows = m >= n;
+  int64_t extent = byRows ? m : n;
+  pieces = std::min(pieces, extent);
+  parallelFor(pieces, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t lo = extent * p / pieces, hi = extent * (p + 1) / pieces;
+      if (hi == lo)
+        continue;
+      if (byRows)
+        gemm(ta ? a + lo : a + lo * k, lda, ta, b, ldb, tb, c + lo * n, ldc,
+             int(hi - lo), int(n), int(k));
+      else
+        gemm(a, lda, ta, tb ? b + lo * k : b + lo, ldb, tb, c + lo, ldc,
+             int(m), int(hi - lo), int(k));
+    }
+  });
 }
 
 struct BatchPlan {
   int64_t m, n, k, batches;
+  bool ta, tb;
   std::vector<int64_t> shape, lhsStrides, rhsStrides; // batch dims of result
   bool stack;                                         // one [batches*m, k] gemm
 };
 
 template <typename E>
 void matmulT(const E *a, const E *b, E *c, const BatchPlan &p) {
+  std::call_once(blasInit, [] { openblas_set_num_threads(1); });
   if (p.k == 0) { // BLAS needs lda >= 1; the product of empty sums is 0
     std::fill(c, c + p.batches * p.m * p.n, E(0));
     return;
   }
   if (p.stack) {
-    gemm(a, b, c, int(p.batches * p.m), int(p.n), int(p.k));
+    gemmParallel(a, false, b, p.tb, c, p.batches * p.m, p.n, p.k);
     return;
   }
   int rank = int(p.shape.size());
-  for (int64_t i = 0; i < p.batches; ++i) {
+  auto one = [&](int64_t i) {
     int64_t la = broadcastOffset(i, p.shape.data(), rank, p.lhsStrides.data());
     int64_t rb = broadcastOffset(i, p.shape.data(), rank, p.rhsStrides.data());
-    gemm(a + la * p.m * p.k, b + rb * p.k * p.n, c + i * p.m * p.n, int(p.m),
-         int(p.n), int(p.k));
-  }
+    gemmParallel(a + la * p.m * p.k, p.ta, b + rb * p.k * p.n, p.tb,
+                 c + i * p.m * p.n, p.m, p.n, p.k);
+  };
+  if (p.batches == 1)
+    return one(0);
+  // Many small products: one thread per group of batches.
+  parallelFor(p.batches, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      one(i);
+  });
 }
 
 template <typename T> std::vector<float> widen(const Tensor &t) {
@@ -67,7 +116,8 @@ template <typename T> std::vector<float> widen(const Tensor &t) {
 } // namespace
 
 Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
-                          const Tensor &result) {
+                          const Tensor &result, bool transposeLhs,
+                          bool transposeRhs) {
   if (lhs.dtype != rhs.dtype || lhs.dtype != result.dtype ||
       !isFloat(lhs.dtype))
     return Status::error("matmul: needs one float type, got " + describe(lhs) +
@@ -76,20 +126,25 @@ Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
     return Status::error("matmul: operands need rank >= 2, got " +
                          describe(lhs) + ", " + describe(rhs));
   BatchPlan p;
-  p.m = lhs.shape[lhs.rank - 2];
-  p.k = lhs.shape[lhs.rank - 1];
-  p.n = rhs.shape[rhs.rank - 1];
+  p.ta = transposeLhs;
+  p.tb = transposeRhs;
+  p.m = lhs.shape[lhs.rank - (p.ta ? 1 : 2)];
+  p.k = lhs.shape[lhs.rank - (p.ta ? 2 : 1)];
+  p.n = rhs.shape[rhs.rank - (p.tb ? 2 : 1)];
+  int64_t rhsK = rhs.shape[rhs.rank - (p.tb ? 1 : 2)];
   int lb = lhs.rank - 2, rb = rhs.rank - 2;
   std::vector<int64_t> batch(std::max(lb, rb));
   int batchRank = 0;
   bool ok =
-      rhs.shape[rhs.rank - 2] == p.k &&
+      rhsK == p.k &&
       broadcastShape(lhs.shape, lb, rhs.shape, rb, batch.data(), &batchRank);
   std::vector<int64_t> expected = batch;
   expected.insert(expected.end(), {p.m, p.n});
   if (!ok || !hasShape(result, expected))
-    return Status::error("matmul: " + describe(lhs) + " x " + describe(rhs) +
-                         " does not give " + describe(result));
+    return Status::error(std::string("matmul: ") + describe(lhs) +
+                         (p.ta ? "^T" : "") + " x " + describe(rhs) +
+                         (p.tb ? "^T" : "") + " does not give " +
+                         describe(result));
   p.shape = batch;
   p.batches = numElements(batch.data(), batchRank);
   p.lhsStrides.resize(batchRank);
@@ -103,7 +158,7 @@ Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
                          describe(rhs) + " exceed BLAS's int");
   bool rhsShared = numElements(rhs.shape, rb) == 1;
   bool lhsFull = numElements(lhs.shape, lb) == p.batches;
-  p.stack = rhsShared && lhsFull && p.batches * p.m <= INT_MAX;
+  p.stack = rhsShared && lhsFull && !p.ta && p.batches * p.m <= INT_MAX;
 
   switch (lhs.dtype) {
   case DType::F32:

@@ -192,6 +192,7 @@ int runCompile() {
   PassManager toRt(&context);
   toRt.enableTiming(lowerTimer);
   toRt.addPass(graph::createGraphVerifyImported());
+  toRt.addPass(graph::createGraphFuseGelu());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))
     return 1;

@@ -14,8 +14,8 @@
 //   compare and select when the aliased operand has the result's shape and
 //   element size, reshape, cumsum, trilu, softmax, logSoftmax, layerNorm,
 //   rmsNorm (input) and scatterND (data). Other kernels need disjoint memory.
-// * Large tensors are split over threads (setNumThreads); matmul uses
-//   OpenBLAS's own threads.
+// * Large tensors are split over threads (setNumThreads); matmul splits
+//   its products over the same threads and runs OpenBLAS single-threaded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,9 +81,12 @@ Status cast(const Tensor &input, const Tensor &result);
 //===----------------------------------------------------------------------===//
 
 /// [..., m, k] x [..., k, n] -> [..., m, n], batch dims broadcasting; both
-/// operands rank >= 2 and the same float type. OpenBLAS sgemm/dgemm (f16 and
-/// bf16 go through f32 copies).
-Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result);
+/// operands rank >= 2 and the same float type. With transposeLhs the lhs is
+/// stored as [..., k, m], with transposeRhs the rhs as [..., n, k] (what a
+/// graph.transpose of the last two dims feeding the matmul would make).
+/// OpenBLAS sgemm/dgemm (f16 and bf16 go through f32 copies).
+Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
+              bool transposeLhs = false, bool transposeRhs = false);
 
 /// exp(x - max) / sum along `axis`.
 Status softmax(const Tensor &input, int64_t axis, const Tensor &result);

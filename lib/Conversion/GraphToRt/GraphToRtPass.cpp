@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace lamina {
@@ -64,6 +65,9 @@ private:
   SmallVector<Operation *> ops;               // the body without terminator
   llvm::DenseMap<Value, int64_t> lastUse;     // op index; ops.size() = end
   llvm::DenseMap<Value, unsigned> classOf;    // arena values only
+  // Transposes of the last two dims that only feed matmuls: never computed;
+  // the matmuls read their input with a BLAS transposition flag.
+  llvm::SmallPtrSet<Operation *, 8> foldedTransposes;
   SmallVector<StorageClass> classes;
   SmallVector<unsigned> returnCopies;         // class per copied result
   MemoryPlan plan;
@@ -82,13 +86,24 @@ LogicalResult FunctionBufferizer::assignClasses() {
   Operation *terminator = body.getTerminator();
   for (Value v : terminator->getOperands())
     lastUse[v] = end;
+  for (Operation *op : ops) {
+    auto t = dyn_cast<graph::TransposeOp>(op);
+    if (!t || !isLastTwoDimsSwap(t.getPerm()) || t->use_empty() ||
+        !llvm::all_of(t->getUsers(),
+                      [](Operation *u) { return isa<graph::MatMulOp>(u); }))
+      continue;
+    foldedTransposes.insert(op);
+    // The input is read where the transposed value would have been.
+    int64_t &inputLast = lastUse[t.getInput()];
+    inputLast = std::max(inputLast, lastUse.lookup(t.getResult()));
+  }
 
   for (auto [index, op] : llvm::enumerate(ops)) {
     int64_t i = int64_t(index);
     if (op->getNumResults() != 1 || op->getNumRegions() != 0)
       return op->emitError("cannot lower ")
              << describeOrigin(op) << ": not a single-result graph op";
-    if (isa<graph::ConstantOp>(op))
+    if (isa<graph::ConstantOp>(op) || foldedTransposes.count(op))
       continue;
     Value result = op->getResult(0);
     int64_t bytes = byteSize(result.getType());
@@ -195,13 +210,25 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
           b, op->getLoc(), bufferType(result.getType()), c.getValue());
       continue;
     }
+    if (foldedTransposes.count(op)) {
+      buffer[result] = buffer.lookup(op->getOperand(0));
+      continue;
+    }
     Value out = view(op->getLoc(), classOf[result], result.getType());
     buffer[result] = out;
     if (isa<graph::ReshapeOp>(op) &&
         classOf.lookup(op->getOperand(0)) == classOf[result] &&
         classOf.count(op->getOperand(0)))
       continue; // an aliasing view: nothing to compute
-    std::optional<KernelCall> call = getKernelCall(op, b);
+    auto folded = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && foldedTransposes.count(def);
+    };
+    std::optional<KernelCall> call =
+        isa<graph::MatMulOp>(op)
+            ? getMatMulCall(op, b, folded(op->getOperand(0)),
+                            folded(op->getOperand(1)))
+            : getKernelCall(op, b);
     SmallVector<Value> operands;
     for (Value v : op->getOperands())
       operands.push_back(buffer.lookup(v));

@@ -68,6 +68,23 @@ private:
 };
 } // namespace
 
+KernelCall lamina::getMatMulCall(Operation *op, Builder &b, bool transposeLhs,
+                                 bool transposeRhs) {
+  CallBuilder c(op, b);
+  return c.call("matmul", {c.in(0), c.in(1), c.out(), c.flag(transposeLhs),
+                           c.flag(transposeRhs)});
+}
+
+bool lamina::isLastTwoDimsSwap(ArrayRef<int64_t> perm) {
+  int64_t rank = int64_t(perm.size());
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    if (perm[i] != i)
+      return false;
+  return true;
+}
+
 std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
   CallBuilder c(op, b);
   using Result = std::optional<KernelCall>;
@@ -107,9 +124,7 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       })
       .Case([&](CastOp) { return c.call("cast", {c.in(0), c.out()}); })
       // Contraction, normalisation.
-      .Case([&](MatMulOp) {
-        return c.call("matmul", {c.in(0), c.in(1), c.out()});
-      })
+      .Case([&](MatMulOp o) { return getMatMulCall(o, b, false, false); })
       .Case([&](SoftmaxOp o) {
         return c.call("softmax", {c.in(0), c.i64(o.getAxis()), c.out()});
       })

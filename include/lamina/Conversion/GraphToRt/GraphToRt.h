@@ -30,6 +30,13 @@ struct KernelCall {
 std::optional<KernelCall> getKernelCall(mlir::Operation *op,
                                         mlir::Builder &builder);
 
+/// The matmul kernel call with BLAS transposition flags: an operand made by a
+/// graph.transpose of its last two dims is passed untransposed.
+KernelCall getMatMulCall(mlir::Operation *matmul, mlir::Builder &builder,
+                         bool transposeLhs, bool transposeRhs);
+/// True for a permutation that swaps the last two dims and keeps the rest.
+bool isLastTwoDimsSwap(llvm::ArrayRef<int64_t> perm);
+
 /// Whether the op's kernel may write its result over operand `i` (same shape
 /// and element size), which lets the memory plan reuse a dying operand.
 bool kernelAllowsInPlace(mlir::Operation *op, unsigned operand);

@@ -1,0 +1,189 @@
+//===- FuseGelu.cpp - elementwise GELU chains -> graph.gelu ---------------===//
+//
+// A matcher, not a pattern set: each chain is anchored at its tanh or erf
+// and walked outwards, so commuted operands are handled once, in one place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+namespace lamina::graph {
+#define GEN_PASS_DEF_GRAPHFUSEGELU
+#include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace lamina::graph
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+/// True when `v` is a one-element float constant equal to `want` (to float
+/// precision).
+bool isScalar(Value v, double want) {
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1 ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  double got = (*attr.getValues<APFloat>().begin()).convertToDouble();
+  return std::fabs(got - want) <= 1e-6 * std::fabs(want);
+}
+
+/// The op using `v`, when it is the only use.
+Operation *soleUser(Value v) {
+  return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+}
+
+/// For a binary op of type OpT, the operand that is not the scalar `c`.
+template <typename OpT> Value otherThanScalar(Operation *op, double c) {
+  auto bin = dyn_cast_or_null<OpT>(op);
+  if (!bin)
+    return {};
+  if (isScalar(bin.getRhs(), c))
+    return bin.getLhs();
+  if (isScalar(bin.getLhs(), c))
+    return bin.getRhs();
+  return {};
+}
+
+/// For a binary op of type OpT, the operand that is not `v`.
+template <typename OpT> Value otherThan(Operation *op, Value v) {
+  auto bin = dyn_cast_or_null<OpT>(op);
+  if (!bin)
+    return {};
+  if (bin.getLhs() == v)
+    return bin.getRhs();
+  if (bin.getRhs() == v)
+    return bin.getLhs();
+  return {};
+}
+
+Operation *def(Value v) { return v ? v.getDefiningOp() : nullptr; }
+
+struct Chain {
+  Value x;
+  Operation *root = nullptr;
+  SmallVector<Operation *> ops; // everything the gelu replaces
+};
+
+/// x from the argument of tanh: 0.7978845608 (x + 0.044715 x^3).
+Value matchTanhArgument(Value arg, Chain &chain) {
+  Operation *scale = def(arg);
+  Value sum = otherThanScalar<MulOp>(scale, std::sqrt(2.0 / M_PI));
+  auto add = dyn_cast_or_null<AddOp>(def(sum));
+  if (!add || !sum.hasOneUse())
+    return {};
+  for (auto [x, cubic] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())}) {
+    Value cube = otherThanScalar<MulOp>(def(cubic), 0.044715);
+    auto pow = dyn_cast_or_null<PowOp>(def(cube));
+    if (!cube || !cubic.hasOneUse() || !cube.hasOneUse() || !pow ||
+        pow.getLhs() != x || !isScalar(pow.getRhs(), 3.0))
+      continue;
+    chain.ops.append({scale, add, def(cubic), pow});
+    return x;
+  }
+  return {};
+}
+
+/// x from the argument of erf: x / sqrt(2) or x * (1 / sqrt(2)).
+Value matchErfArgument(Value arg, Chain &chain) {
+  Operation *scale = def(arg);
+  Value x;
+  if (auto div = dyn_cast_or_null<DivOp>(scale);
+      div && isScalar(div.getRhs(), std::sqrt(2.0)))
+    x = div.getLhs();
+  else
+    x = otherThanScalar<MulOp>(scale, std::sqrt(0.5));
+  if (x)
+    chain.ops.push_back(scale);
+  return x;
+}
+
+/// From `d = 1 + f(x)` to the value 0.5 * x * d, in any association.
+Operation *matchOuterProduct(Value d, Value x, Chain &chain) {
+  Operation *user = soleUser(d);
+  if (!isa_and_nonnull<MulOp>(user))
+    return nullptr;
+  // (0.5 x) d
+  Value other = otherThan<MulOp>(user, d);
+  if (other && other.hasOneUse() && otherThanScalar<MulOp>(def(other), 0.5) == x) {
+    chain.ops.push_back(def(other));
+    return user;
+  }
+  // (x d) 0.5
+  if (other == x) {
+    Operation *outer = soleUser(user->getResult(0));
+    if (otherThanScalar<MulOp>(outer, 0.5) == user->getResult(0)) {
+      chain.ops.push_back(user);
+      return outer;
+    }
+  }
+  // x (0.5 d)
+  if (otherThanScalar<MulOp>(user, 0.5) == d) {
+    Operation *outer = soleUser(user->getResult(0));
+    if (otherThan<MulOp>(outer, user->getResult(0)) == x) {
+      chain.ops.push_back(user);
+      return outer;
+    }
+  }
+  return nullptr;
+}
+
+std::optional<Chain> matchGelu(Operation *fn, bool tanh) {
+  Chain chain;
+  Value arg = fn->getOperand(0);
+  if (!arg.hasOneUse())
+    return std::nullopt;
+  chain.x = tanh ? matchTanhArgument(arg, chain) : matchErfArgument(arg, chain);
+  if (!chain.x)
+    return std::nullopt;
+  chain.ops.push_back(fn);
+  Operation *plusOne = soleUser(fn->getResult(0));
+  Value d = plusOne ? plusOne->getResult(0) : Value();
+  if (!d || otherThanScalar<AddOp>(plusOne, 1.0) != fn->getResult(0))
+    return std::nullopt;
+  chain.ops.push_back(plusOne);
+  chain.root = matchOuterProduct(d, chain.x, chain);
+  if (!chain.root || chain.root->getResult(0).getType() != chain.x.getType())
+    return std::nullopt;
+  return chain;
+}
+
+struct GraphFuseGelu : lamina::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
+  void runOnOperation() override {
+    SmallVector<Operation *> anchors;
+    getOperation().walk([&](Operation *op) {
+      if (isa<TanhOp, ErfOp>(op))
+        anchors.push_back(op);
+    });
+    for (Operation *fn : anchors) {
+      std::optional<Chain> chain = matchGelu(fn, isa<TanhOp>(fn));
+      if (!chain)
+        continue;
+      OpBuilder b(chain->root);
+      auto gelu = GeluOp::create(b, chain->root->getLoc(), chain->x.getType(),
+                                 chain->x, isa<TanhOp>(fn));
+      chain->root->getResult(0).replaceAllUsesWith(gelu.getResult());
+      chain->root->erase();
+      // Erase what became dead, users before producers, in as many rounds
+      // as the chain's order needs.
+      SmallVector<Operation *> live = chain->ops;
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (Operation *&op : live)
+          if (op && op->use_empty()) {
+            op->erase();
+            op = nullptr;
+            changed = true;
+          }
+      }
+      ++numFused;
+    }
+  }
+};
+} // namespace
