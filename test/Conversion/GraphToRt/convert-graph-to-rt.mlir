@@ -1,0 +1,86 @@
+// RUN: lamina-opt %s -split-input-file -convert-graph-to-rt -verify-diagnostics | FileCheck %s
+
+// The memory plan: exp overwrites the matmul result that dies at it, the
+// reshape is a view of the same bytes (no call), the add needs fresh room
+// while its operand is live, and a result that is an argument is copied into
+// the arena so every output has an offset.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[ARENA:.*]]: !rt.arena, %[[X:.*]]: memref<2x3xf32> {graph.kind = "input", graph.name = "x"}, %[[W:.*]]: memref<3x4xf32> {graph.kind = "trainable", graph.name = "w"})
+// CHECK-SAME: -> (memref<2x4xf32>, memref<8xf32>, memref<3x4xf32>)
+// CHECK-SAME: rt.arena_bytes = 192 : i64, rt.tensor_bytes = 320 : i64
+func.func @forward(%x: tensor<2x3xf32> {graph.name = "x", graph.kind = "input"},
+                   %w: tensor<3x4xf32> {graph.name = "w", graph.kind = "trainable"})
+    -> (tensor<2x4xf32>, tensor<8xf32>, tensor<3x4xf32>)
+    attributes {graph.output_names = ["y", "z", "w_out"]} {
+  // CHECK: %[[MM:.*]] = rt.view %[[ARENA]][[[OFF:[0-9]+]]] : memref<2x4xf32>
+  // CHECK: rt.call "lamina::rt::matmul"(%[[X]], %[[W]], %[[MM]]) {args = [0 : index, 1 : index, 2 : index, false, false]
+  %0 = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  // CHECK: %[[EXP:.*]] = rt.view %[[ARENA]][[[OFF]]] : memref<2x4xf32>
+  // CHECK: rt.call "lamina::rt::unary"(%[[MM]], %[[EXP]]) {args = ["lamina::rt::UnaryOp::Exp", 0 : index, 1 : index]
+  %1 = graph.exp %0 : tensor<2x4xf32>
+  // CHECK: %[[FLAT:.*]] = rt.view %[[ARENA]][[[OFF]]] : memref<8xf32>
+  // CHECK-NOT: lamina::rt::reshape
+  %2 = graph.reshape %1 : tensor<2x4xf32> to tensor<8xf32>
+  // CHECK: %[[C:.*]] = rt.constant dense<{{.*}}> : tensor<8xf32> : memref<8xf32>
+  %c = graph.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>
+  // CHECK: %[[SUM:.*]] = rt.view %[[ARENA]][{{[0-9]+}}] : memref<8xf32>
+  // CHECK: rt.call "lamina::rt::binary"(%[[FLAT]], %[[C]], %[[SUM]])
+  %3 = graph.add %2, %c : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  // CHECK: %[[COPY:.*]] = rt.view %[[ARENA]][{{[0-9]+}}] : memref<3x4xf32>
+  // CHECK: rt.call "lamina::rt::reshape"(%[[W]], %[[COPY]])
+  // CHECK: return %[[EXP]], %[[SUM]], %[[COPY]]
+  return %1, %3, %w : tensor<2x4xf32>, tensor<8xf32>, tensor<3x4xf32>
+}
+
+// -----
+
+// A transpose of the last two dims that only feeds matmuls is never
+// computed: the matmul reads its input with BLAS's transposition flag (the
+// tied embedding of a language-model head).
+// CHECK-LABEL: func.func @tied_head
+// CHECK-SAME: %[[H:[^:]*]]: memref<2x8xf32>{{.*}}%[[E:[^:]*]]: memref<16x8xf32>
+// CHECK-NOT: lamina::rt::transpose
+// CHECK: rt.call "lamina::rt::matmul"(%[[H]], %[[E]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, false, true]
+func.func @tied_head(%h: tensor<2x8xf32> {graph.name = "h", graph.kind = "input"},
+                     %e: tensor<16x8xf32> {graph.name = "wte", graph.kind = "trainable"})
+    -> tensor<2x16xf32> {
+  %t = graph.transpose %e {perm = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
+  %0 = graph.matmul %h, %t : (tensor<2x8xf32>, tensor<8x16xf32>) -> tensor<2x16xf32>
+  return %0 : tensor<2x16xf32>
+}
+
+// -----
+
+// A transpose with another user is computed as usual.
+// CHECK-LABEL: func.func @transpose_kept
+// CHECK: rt.call "lamina::rt::transpose"
+// CHECK: rt.call "lamina::rt::matmul"({{.*}}) {args = [0 : index, 1 : index, 2 : index, false, false]
+func.func @transpose_kept(%h: tensor<2x8xf32> {graph.name = "h", graph.kind = "input"},
+                          %e: tensor<16x8xf32> {graph.name = "wte", graph.kind = "trainable"})
+    -> (tensor<2x16xf32>, tensor<8x16xf32>) {
+  %t = graph.transpose %e {perm = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
+  %0 = graph.matmul %h, %t : (tensor<2x8xf32>, tensor<8x16xf32>) -> tensor<2x16xf32>
+  return %0, %t : tensor<2x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// Values live at the same time never share bytes; dead ones are reused.
+// %a and %b are both live at the add; %d reuses the room of %a or %b.
+// CHECK-LABEL: func.func @reuse
+// CHECK-SAME: rt.arena_bytes = 8192 : i64, rt.tensor_bytes = 12288 : i64
+func.func @reuse(%x: tensor<1024xf32> {graph.name = "x", graph.kind = "input"})
+    -> tensor<1024xf32> {
+  %a = graph.exp %x : tensor<1024xf32>
+  %b = graph.sin %x : tensor<1024xf32>
+  %c = graph.add %a, %b : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
+  return %c : tensor<1024xf32>
+}
+
+// -----
+
+// Only static shapes can be planned.
+// expected-error @+1 {{argument or result type 'tensor<?xf32>' is not a static tensor}}
+func.func @dynamic(%x: tensor<?xf32> {graph.name = "x", graph.kind = "input"}) -> tensor<?xf32> {
+  return %x : tensor<?xf32>
+}
