@@ -466,9 +466,31 @@ LogicalResult ModelImporter::importNodes(
   return success();
 }
 
+/// The module scope torch's dynamo exporter records in a node's metadata
+/// (`pkg.torch.onnx.name_scopes = "['', 'model', 'model.layers.3', 'add']"`)
+/// as `model.layers.3/add`, or "" when the node has none. Module discovery
+/// (docs/modules.md) reads it from the location's child.
+static std::string metadataScope(const NodeProto &node) {
+  for (const auto &prop : node.metadata_props()) {
+    if (prop.key() != "pkg.torch.onnx.name_scopes")
+      continue;
+    SmallVector<StringRef> parts;
+    StringRef(prop.value()).trim("[] ").split(parts, ',');
+    for (StringRef &part : parts)
+      part = part.trim(" '\"");
+    if (parts.size() < 2 || parts[parts.size() - 2].empty())
+      return "";
+    return (parts[parts.size() - 2] + "/" + parts.back()).str();
+  }
+  return "";
+}
+
 LogicalResult ModelImporter::importNode(const NodeProto &node, Scope &scope,
                                         BodyContext &bodyCtx, StringRef name) {
   Location loc = nodeLoc(name);
+  if (std::string moduleScope = metadataScope(node); !moduleScope.empty())
+    loc = NameLoc::get(StringAttr::get(ctx, name),
+                       NameLoc::get(StringAttr::get(ctx, moduleScope)));
   // Attributes: a reference (`ref_attr_name`) inside a function body takes
   // the calling node's attribute; an unset reference is dropped.
   SmallVector<NodeContext::Attr> attrs;

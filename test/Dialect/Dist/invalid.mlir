@@ -107,7 +107,7 @@ func.func @no_ranks() attributes {
 
 // -----
 // The discovery method is one of four.
-// expected-error @+1 {{'dist.discovery' must be "names", "structure", "regex" or "none"}}
+// expected-error @+1 {{'dist.discovery' must be "names", "metadata", "structure", "regex" or "none"}}
 func.func @bad_discovery() attributes {
     dist.chain = [#dist.module<"layer.0", layer>], dist.discovery = "guess"} {
   return

@@ -165,10 +165,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return verifyPlacement(op, attr.getValue());
   if (name == kDiscoveryAttr) {
     auto how = dyn_cast<StringAttr>(attr.getValue());
-    if (!how || !llvm::is_contained({"names", "structure", "regex", "none"},
-                                    how.getValue()))
+    if (!how || !llvm::is_contained(
+                    {"names", "metadata", "structure", "regex", "none"},
+                    how.getValue()))
       return op->emitError() << "'dist.discovery' must be \"names\", "
-                                "\"structure\", \"regex\" or \"none\"";
+                                "\"metadata\", \"structure\", \"regex\" "
+                                "or \"none\"";
     return success();
   }
   return op->emitError() << "unknown dist attribute '" << name << "'";

@@ -128,6 +128,15 @@ std::string locationName(Location loc) {
   return "";
 }
 
+/// The module scope an exporter recorded in the node's metadata, which the
+/// importer keeps as the location's child (`model.layers.3/add`), or "".
+std::string metadataScope(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    if (auto child = dyn_cast<NameLoc>(name.getChildLoc()))
+      return child.getName().str();
+  return "";
+}
+
 bool isConstant(Operation *op) {
   return op->hasTrait<OpTrait::ConstantLike>();
 }
@@ -206,19 +215,31 @@ struct Discoverer {
 
   /// Automatic names: parameter prefixes, then node-name scopes.
   bool seedFromNames() {
-    std::map<std::string, std::map<int64_t, int>> paramStats, nodeStats;
+    std::map<std::string, std::map<int64_t, int>> paramStats, nodeStats,
+        metaStats;
     for (BlockArgument arg : func.getArguments())
       if (isParam(arg.getArgNumber()) && !arg.use_empty())
         for (const Candidate &c : candidates(argName(arg.getArgNumber())))
           ++paramStats[c.key][c.index];
-    for (Operation *op : ops)
+    for (Operation *op : ops) {
       for (const Candidate &c : candidates(locationName(op->getLoc())))
         ++nodeStats[c.key][c.index];
+      for (const Candidate &c : candidates(metadataScope(op->getLoc())))
+        ++metaStats[c.key][c.index];
+    }
     int64_t paramLayers = 0, nodeLayers = 0;
     auto paramKey = pickKey(paramStats, paramLayers);
     auto nodeKey = pickKey(nodeStats, nodeLayers);
+    // Node names without scopes (dynamo's `node_add_5`): the module scopes
+    // of the nodes' metadata stand in for them.
+    bool fromMetadata = false;
+    if (!nodeKey) {
+      nodeKey = pickKey(metaStats, nodeLayers);
+      fromMetadata = nodeKey.has_value();
+    }
     if (!paramKey && !nodeKey)
       return false;
+    usedMetadata = fromMetadata && !paramKey;
     numLayers = static_cast<int>(paramKey ? paramLayers : nodeLayers);
     auto layerOf = [](StringRef name, const std::pair<std::string, int64_t> &key)
         -> std::optional<int> {
@@ -254,7 +275,8 @@ struct Discoverer {
     // embedding or the head, by position.
     if (nodeKey && nodeLayers == numLayers)
       for (auto [i, op] : llvm::enumerate(ops)) {
-        std::string name = locationName(op->getLoc());
+        std::string name = fromMetadata ? metadataScope(op->getLoc())
+                                        : locationName(op->getLoc());
         if (auto layer = layerOf(name, *nodeKey))
           seed[i] = *layer + 1;
         else if (StringRef(name).contains('/') && !isConstant(op))
@@ -324,6 +346,8 @@ struct Discoverer {
     return success();
   }
   std::vector<std::string> regexNames;
+  /// Layers came from node metadata alone (no parameter names).
+  bool usedMetadata = false;
 
   int producerMax(Operation *op) const {
     int lo = 0;
@@ -768,7 +792,7 @@ FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
     chain.discovery = "regex";
   } else if (d.seedFromNames()) {
     d.propagateNames();
-    chain.discovery = "names";
+    chain.discovery = d.usedMetadata ? "metadata" : "names";
   } else if (d.seedFromStructure()) {
     chain.discovery = "structure";
   } else {

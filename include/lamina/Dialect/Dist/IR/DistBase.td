@@ -26,7 +26,7 @@ def Dist_Dialect : Dialect {
     * `dist.module = N : i64` on every op of its body: the op's module;
       along every def-use edge the index never decreases (the chain has no
       backward edge), which the verifier checks;
-    * `dist.discovery = "names" | "structure" | "regex" | "none"`: how the
+    * `dist.discovery = "names" | "metadata" | "structure" | "regex" | "none"`: how the
       chain was found;
     * `dist.placement = #dist.placement<...>` on the function: the pipeline
       rank of each module.

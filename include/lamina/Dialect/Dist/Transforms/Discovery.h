@@ -33,7 +33,8 @@ struct ModuleChain {
   /// Module index of every op of the function body except the terminator.
   /// Along every def-use edge the index never decreases.
   llvm::DenseMap<mlir::Operation *, int> moduleOf;
-  /// "names", "structure", "regex" or "none" (the whole body is one layer);
+  /// "names", "metadata" (node metadata scopes, no parameter names),
+  /// "structure", "regex" or "none" (the whole body is one layer);
   /// "annotated" for a chain read from IR that does not say.
   std::string discovery;
   /// Values read by two or more layers but not part of the chain (masks,
