@@ -1,13 +1,44 @@
 #!/usr/bin/env bash
 # The main job on the embedded default, from a fresh machine: install what is
-# missing, build, and import the bundled example model (a GPT-2 written by
-# PyTorch's TorchScript exporter, with symbolic batch and sequence dims),
-# printing a summary of the verified IR. Later issues grow this into
-# compiling and training the model on the host backend.
+# missing, build, then take the bundled example (a GPT-2 written by PyTorch's
+# TorchScript exporter, with symbolic batch and sequence dims) through the
+# host backend: compile it to a standalone program, run it on a batch of
+# token ids and check its logits against onnxruntime, and show what a
+# 4-GPU breadth-first training plan of it would cost. Training and MPI ranks
+# come with the next issues.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" lamina >/dev/null
+lamina="$root/build/bin/lamina"
 model="$root/test/Inputs/models/gpt2_torchscript_opset14.onnx"
+work="$root/build/demo"
+rm -rf "$work" && mkdir -p "$work"
+
 echo "\$ lamina import $(basename "$model") --dim batch=4 --dim seq=128 --summary"
-"$root/build/bin/lamina" import "$model" --dim batch=4 --dim seq=128 --summary
+"$lamina" import "$model" --dim batch=4 --dim seq=128 --summary
+echo
+echo "\$ lamina compile $(basename "$model") --target host --mode inference --dim batch=4 --dim seq=128 -o build/demo/gpt2"
+"$lamina" compile "$model" --target host --mode inference \
+  --dim batch=4 --dim seq=128 -o "$work/gpt2"
+python3 -c "import numpy as np; np.save('$work/input_ids.npy', np.random.default_rng(0).integers(0, 64, (4, 128)))"
+echo
+echo "\$ build/demo/gpt2/run --input input_ids=build/demo/input_ids.npy --output-dir build/demo/out --time"
+"$work/gpt2/run" --input input_ids="$work/input_ids.npy" --output-dir "$work/out" --time
+python3 - "$model" "$work" <<'PY'
+import sys, numpy as np, onnxruntime as ort
+model, work = sys.argv[1], sys.argv[2]
+ids = np.load(work + "/input_ids.npy")
+want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+    ["logits"], {"input_ids": ids})[0]
+got = np.load(work + "/out/logits.npy")
+err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+print("logits %s: max relative difference from onnxruntime %.1e -> %s"
+      % ("x".join(map(str, got.shape)), err, "ok" if err < 1e-4 else "MISMATCH"))
+sys.exit(0 if err < 1e-4 else 1)
+PY
+echo
+echo "\$ lamina plan $(basename "$model") --dim batch=1 --dim seq=128 --pp 2 --dp 2 --micro-batches 4 --micro-batch-size 1 --schedule breadth-first --zero 3 --hardware a100-80g"
+"$lamina" plan "$model" --dim batch=1 --dim seq=128 --pp 2 --dp 2 \
+  --micro-batches 4 --micro-batch-size 1 --schedule breadth-first --zero 3 \
+  --recompute full --hardware a100-80g
