@@ -71,8 +71,8 @@ LogicalResult verifyChain(Operation *op, Attribute value) {
   for (auto [i, entry] : llvm::enumerate(chain)) {
     auto module = dyn_cast<ModuleAttr>(entry);
     if (!module)
-      return op->emitError() << "'dist.chain' entry " << i
-                             << " is not a #dist.module";
+      return op->emitError()
+             << "'dist.chain' entry " << i << " is not a #dist.module";
     if (module.getKind() == ModuleKind::Embedding && i != 0)
       return op->emitError() << "embedding module '" << module.getName()
                              << "' must come first in the chain";
@@ -102,8 +102,8 @@ LogicalResult verifyModuleIndex(Operation *op, Attribute value) {
            << "'dist.module' outside a function with a 'dist.chain'";
   if (index.getInt() >= static_cast<int64_t>(chain.size()))
     return op->emitError() << "'dist.module' " << index.getInt()
-                           << " is out of range for a chain of "
-                           << chain.size() << " modules";
+                           << " is out of range for a chain of " << chain.size()
+                           << " modules";
   // The chain has no backward edge: a module reads only from itself and
   // from modules before it.
   for (Value operand : op->getOperands()) {
@@ -138,8 +138,8 @@ LogicalResult verifyPlacement(Operation *op, Attribute value) {
       if (ranks[m] != layer % placement.getPp())
         return op->emitError()
                << "modular placement puts layer " << layer << " ('"
-               << cast<ModuleAttr>(entry).getName() << "') on rank "
-               << ranks[m] << "; expected " << layer % placement.getPp();
+               << cast<ModuleAttr>(entry).getName() << "') on rank " << ranks[m]
+               << "; expected " << layer % placement.getPp();
       ++layer;
     }
     return success();
@@ -165,9 +165,9 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return verifyPlacement(op, attr.getValue());
   if (name == kDiscoveryAttr) {
     auto how = dyn_cast<StringAttr>(attr.getValue());
-    if (!how || !llvm::is_contained(
-                    {"names", "metadata", "structure", "regex", "none"},
-                    how.getValue()))
+    if (!how ||
+        !llvm::is_contained({"names", "metadata", "structure", "regex", "none"},
+                            how.getValue()))
       return op->emitError() << "'dist.discovery' must be \"names\", "
                                 "\"metadata\", \"structure\", \"regex\" "
                                 "or \"none\"";

@@ -54,8 +54,8 @@ FailureOr<plan::ModelDesc>
 lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   auto func = module.lookupSymbol<func::FuncOp>(options.functionName);
   if (!func)
-    return module.emitError() << "no function @" << options.functionName
-                              << " to describe";
+    return mlir::emitError(module.getLoc())
+           << "no function @" << options.functionName << " to describe";
   // A chain already in the IR (dist-discover-modules, or edited by hand)
   // is what the user wants planned, unless a regex asks for another.
   FailureOr<ModuleChain> chain =
@@ -81,8 +81,8 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   // (token ids); otherwise the first input's leading dims.
   std::optional<ArrayRef<int64_t>> dims;
   for (BlockArgument arg : func.getArguments()) {
-    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kKindAttr);
+    auto kind =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kKindAttr);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!kind || kind.getValue() != graph::kKindInput || !type)
       continue;
@@ -123,10 +123,11 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   // read by several layers is counted in each: exporters merge equal
   // tensors (dynamo's all-ones norm weights), the model has one per layer.
   for (BlockArgument arg : func.getArguments()) {
-    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kKindAttr);
-    if (!kind || (kind.getValue() != graph::kKindTrainable &&
-                  kind.getValue() != graph::kKindConstant) ||
+    auto kind =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kKindAttr);
+    if (!kind ||
+        (kind.getValue() != graph::kKindTrainable &&
+         kind.getValue() != graph::kKindConstant) ||
         arg.use_empty())
       continue;
     int first = static_cast<int>(n);

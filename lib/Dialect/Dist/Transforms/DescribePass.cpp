@@ -34,7 +34,8 @@ struct DistDescribeModel
     dist::DescribeOptions options;
     options.moduleRegex = moduleRegex;
     options.functionName = functionName;
-    FailureOr<plan::ModelDesc> desc = dist::describeModel(getOperation(), options);
+    FailureOr<plan::ModelDesc> desc =
+        dist::describeModel(getOperation(), options);
     if (failed(desc))
       return signalPassFailure();
     llvm::raw_ostream &os = llvm::outs();
@@ -56,7 +57,8 @@ struct DistDescribeModel
                          m.name.c_str(), roleName(m.role), m.body,
                          (long long)m.params, m.forwardFlops, m.matmulFlops,
                          m.forwardBytes, (long long)m.inputBytes,
-                         (long long)m.outputBytes, (long long)m.activationBytes);
+                         (long long)m.outputBytes,
+                         (long long)m.activationBytes);
   }
 };
 } // namespace

@@ -34,7 +34,7 @@ struct DistDiscoverModules
   void runOnOperation() override {
     auto func = getOperation().lookupSymbol<func::FuncOp>(functionName);
     if (!func) {
-      getOperation().emitError()
+      mlir::emitError(getOperation().getLoc())
           << "dist-discover-modules: no function @" << functionName;
       return signalPassFailure();
     }

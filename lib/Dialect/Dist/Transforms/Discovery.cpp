@@ -37,7 +37,9 @@ using namespace lamina::dist;
 
 namespace {
 
-bool isSeparator(char c) { return c == '.' || c == '/' || c == '_' || c == ':'; }
+bool isSeparator(char c) {
+  return c == '.' || c == '/' || c == '_' || c == ':';
+}
 
 /// Splits a name at separators; empty tokens are dropped.
 SmallVector<std::pair<size_t, StringRef>> tokens(StringRef name) {
@@ -56,7 +58,8 @@ SmallVector<std::pair<size_t, StringRef>> tokens(StringRef name) {
 }
 
 bool isNumber(StringRef s) {
-  return !s.empty() && s.size() <= 6 && llvm::all_of(s, [](char c) { return llvm::isDigit(c); });
+  return !s.empty() && s.size() <= 6 &&
+         llvm::all_of(s, [](char c) { return llvm::isDigit(c); });
 }
 
 struct Candidate {
@@ -137,9 +140,7 @@ std::string metadataScope(Location loc) {
   return "";
 }
 
-bool isConstant(Operation *op) {
-  return op->hasTrait<OpTrait::ConstantLike>();
-}
+bool isConstant(Operation *op) { return op->hasTrait<OpTrait::ConstantLike>(); }
 
 /// Signature of a layer or segment for body sharing: the sorted multiset of
 /// its ops (name, types, attributes), so the order a topological sort gave
@@ -241,8 +242,9 @@ struct Discoverer {
       return false;
     usedMetadata = fromMetadata && !paramKey;
     numLayers = static_cast<int>(paramKey ? paramLayers : nodeLayers);
-    auto layerOf = [](StringRef name, const std::pair<std::string, int64_t> &key)
-        -> std::optional<int> {
+    auto layerOf =
+        [](StringRef name,
+           const std::pair<std::string, int64_t> &key) -> std::optional<int> {
       for (const Candidate &c : candidates(name))
         if (c.key == key.first)
           return static_cast<int>(c.index - key.second);
@@ -291,11 +293,13 @@ struct Discoverer {
     llvm::Regex re(regex);
     std::string error;
     if (!re.isValid(error))
-      return func.emitError() << "--module-regex '" << regex
-                              << "' is not a valid regex: " << error;
+      return mlir::emitError(func.getLoc())
+             << "--module-regex '" << regex
+             << "' is not a valid regex: " << error;
     if (re.getNumMatches() < 1)
-      return func.emitError() << "--module-regex '" << regex
-                              << "' needs a capture group naming the module";
+      return mlir::emitError(func.getLoc())
+             << "--module-regex '" << regex
+             << "' needs a capture group naming the module";
     auto capture = [&](StringRef name) -> std::optional<std::string> {
       SmallVector<StringRef> m;
       if (name.empty() || !re.match(name, &m) || m.size() < 2 || m[1].empty())
@@ -317,8 +321,9 @@ struct Discoverer {
         if (auto c = capture(locationName(op->getLoc())))
           seeded[*c].push_back(i);
     if (seeded.empty())
-      return func.emitError() << "--module-regex '" << regex
-                              << "' matches no parameter or node name";
+      return mlir::emitError(func.getLoc())
+             << "--module-regex '" << regex
+             << "' matches no parameter or node name";
     SmallVector<std::pair<std::string, size_t>> order;
     bool numeric = true;
     for (auto &[name, idx] : seeded) {
@@ -335,9 +340,8 @@ struct Discoverer {
       for (size_t i : seeded[entry.first])
         seed[i] = std::max(seed[i], static_cast<int>(layer) + 1);
     if (fromParams)
-      markOtherParams([&](unsigned i) {
-        return capture(argName(i)).has_value();
-      });
+      markOtherParams(
+          [&](unsigned i) { return capture(argName(i)).has_value(); });
     else
       markOtherParams([](unsigned) { return false; });
     regexNames.clear();
@@ -366,7 +370,8 @@ struct Discoverer {
         if (mod[it->second] >= 1 && mod[it->second] <= numLayers)
           layers.insert(mod[it->second]);
     return layers.size() >= 2 ||
-           (layers.size() == 1 && llvm::any_of(op->getUsers(), [&](Operation *u) {
+           (layers.size() == 1 &&
+            llvm::any_of(op->getUsers(), [&](Operation *u) {
               auto it = pos.find(u);
               return it != pos.end() && mod[it->second] == 0;
             }));
@@ -443,7 +448,7 @@ struct Discoverer {
       for (Operation *user : ops[i]->getUsers()) {
         auto it = pos.find(user);
         size_t u = it == pos.end() ? 0 : it->second;
-        target = std::min(target, it == pos.end() ? head()
+        target = std::min(target, it == pos.end()              ? head()
                                   : fixed[u] || followUsers[u] ? mod[u]
                                                                : hi[u]);
       }
@@ -468,8 +473,8 @@ struct Discoverer {
       }
       int hi = userMin(ops[i]);
       mod[i] = weightOnlyOps[i] && readBySeveralLayers(ops[i]) ? 0
-               : hi == INT_MAX                                   ? -1
-                                                                 : hi;
+               : hi == INT_MAX                                 ? -1
+                                                               : hi;
     }
     for (size_t i = 0; i < ops.size(); ++i)
       if (mod[i] < 0)
@@ -526,9 +531,9 @@ struct Discoverer {
     for (Operation *op : prefix)
       for (Value v : op->getOperands())
         if (Operation *def = v.getDefiningOp(); def && !isConstant(def))
-          if (auto it = pos.find(def);
-              it != pos.end() && mod[it->second] >= last &&
-              !inPrefix.contains(def))
+          if (auto it = pos.find(def); it != pos.end() &&
+                                       mod[it->second] >= last &&
+                                       !inPrefix.contains(def))
             return;
     for (size_t k = 0; k < tail.size(); ++k)
       mod[tail[k]] = k < n ? last : head();
@@ -636,9 +641,9 @@ bool Discoverer::seedFromStructure() {
   size_t m = chain.size();
   // In a post-LN chain the last layer ends with its norm too.
   Residual &final = residuals[chain.back()];
-  if (llvm::any_of(chain, [&](size_t i) {
-        return residuals[i].cut != residuals[i].add;
-      }) &&
+  if (llvm::any_of(
+          chain,
+          [&](size_t i) { return residuals[i].cut != residuals[i].add; }) &&
       final.add->hasOneUse() && isNorm(*final.add->getUsers().begin()))
     final.cut = *final.add->getUsers().begin();
 
@@ -650,8 +655,8 @@ bool Discoverer::seedFromStructure() {
   for (size_t i = 0; i < ops.size(); ++i)
     for (Value v : ops[i]->getOperands()) {
       Operation *def = v.getDefiningOp();
-      if (v == x0 || (def && pos.count(def) && onStream[pos[def]] &&
-                      def != x0Def))
+      if (v == x0 ||
+          (def && pos.count(def) && onStream[pos[def]] && def != x0Def))
         onStream[i] = 1;
     }
   std::fill(seed.begin(), seed.end(), -1);
@@ -725,8 +730,8 @@ static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
   };
   bool hasEmbedding = chain.modules.front().role == plan::ModuleRole::Embedding;
   for (BlockArgument arg : func.getArguments()) {
-    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kKindAttr);
+    auto kind =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kKindAttr);
     if (!kind || kind.getValue() != graph::kKindInput)
       continue;
     // With an embedding the stream enters there; whatever else a layer reads
@@ -745,14 +750,14 @@ static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
 FailureOr<ModuleChain> lamina::dist::chainFromAttributes(func::FuncOp func) {
   auto modules = func->getAttrOfType<ArrayAttr>(DistDialect::kChainAttr);
   if (!modules || modules.empty())
-    return func.emitError() << "@" << func.getSymName()
-                            << " has no 'dist.chain'";
+    return mlir::emitError(func.getLoc())
+           << "@" << func.getSymName() << " has no 'dist.chain'";
   ModuleChain chain;
   for (Attribute entry : modules) {
     auto m = dyn_cast<ModuleAttr>(entry);
     if (!m)
-      return func.emitError() << "'dist.chain' holds " << entry
-                              << ", not a #dist.module";
+      return mlir::emitError(func.getLoc())
+             << "'dist.chain' holds " << entry << ", not a #dist.module";
     ChainModule cm;
     cm.name = m.getName().str();
     cm.role = m.getKind() == ModuleKind::Embedding ? plan::ModuleRole::Embedding
@@ -778,12 +783,12 @@ FailureOr<ModuleChain> lamina::dist::chainFromAttributes(func::FuncOp func) {
 FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
                                                      StringRef moduleRegex) {
   if (func.isExternal())
-    return func.emitError() << "@" << func.getSymName()
-                            << " has no body to split into modules";
+    return mlir::emitError(func.getLoc())
+           << "@" << func.getSymName() << " has no body to split into modules";
   Discoverer d(func);
   if (d.ops.empty())
-    return func.emitError() << "@" << func.getSymName()
-                            << " has no ops to split into modules";
+    return mlir::emitError(func.getLoc())
+           << "@" << func.getSymName() << " has no ops to split into modules";
   ModuleChain chain;
   if (!moduleRegex.empty()) {
     if (failed(d.seedFromRegex(moduleRegex)))

@@ -27,27 +27,29 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
   void runOnOperation() override {
     auto func = getOperation().lookupSymbol<func::FuncOp>(functionName);
     if (!func) {
-      getOperation().emitError() << "dist-partition: no function @"
-                                 << functionName;
+      mlir::emitError(getOperation().getLoc())
+          << "dist-partition: no function @" << functionName;
       return signalPassFailure();
     }
     auto chain = func->getAttrOfType<ArrayAttr>(DistDialect::kChainAttr);
     if (!chain) {
-      func.emitError() << "dist-partition: @" << functionName
-                       << " has no 'dist.chain'; run dist-discover-modules "
-                          "first";
+      mlir::emitError(func.getLoc())
+          << "dist-partition: @" << functionName
+          << " has no 'dist.chain'; run dist-discover-modules "
+             "first";
       return signalPassFailure();
     }
     int64_t numRanks = pp;
     if (numRanks < 1) {
-      func.emitError() << "dist-partition: --pp=" << numRanks
-                       << " must be at least 1";
+      mlir::emitError(func.getLoc())
+          << "dist-partition: --pp=" << numRanks << " must be at least 1";
       return signalPassFailure();
     }
     std::optional<PlacementKind> kind = symbolizePlacementKind(placement);
     if (!kind) {
-      func.emitError() << "dist-partition: unknown --placement='" << placement
-                       << "'; expected contiguous, modular or balanced";
+      mlir::emitError(func.getLoc())
+          << "dist-partition: unknown --placement='" << placement
+          << "'; expected contiguous, modular or balanced";
       return signalPassFailure();
     }
     FailureOr<SmallVector<int64_t>> ranks = place(func, chain, *kind);
@@ -71,10 +73,11 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
         layers.push_back(m);
     if (kind != PlacementKind::Balanced &&
         static_cast<int64_t>(layers.size()) < numRanks)
-      func.emitWarning() << "dist-partition: " << layers.size()
-                         << " layers on --pp=" << numRanks << " ranks leave "
-                         << numRanks - static_cast<int64_t>(layers.size())
-                         << " ranks without a layer";
+      mlir::emitWarning(func.getLoc())
+          << "dist-partition: " << layers.size()
+          << " layers on --pp=" << numRanks << " ranks leave "
+          << numRanks - static_cast<int64_t>(layers.size())
+          << " ranks without a layer";
 
     schedule::Expected<schedule::Placement> result =
         schedule::Status::error("no placement");
@@ -88,18 +91,17 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
       });
       result = schedule::placeBalanced(cost, ranks);
       if (!result.ok()) {
-        func.emitError() << "dist-partition: " << result.error();
+        mlir::emitError(func.getLoc()) << "dist-partition: " << result.error();
         return failure();
       }
-      return SmallVector<int64_t>(result->rankOf.begin(),
-                                  result->rankOf.end());
+      return SmallVector<int64_t>(result->rankOf.begin(), result->rankOf.end());
     }
     int numLayers = static_cast<int>(layers.size());
     result = kind == PlacementKind::Modular
                  ? schedule::placeModular(numLayers, ranks)
                  : schedule::placeContiguous(numLayers, ranks);
     if (!result.ok()) {
-      func.emitError() << "dist-partition: " << result.error();
+      mlir::emitError(func.getLoc()) << "dist-partition: " << result.error();
       return failure();
     }
     // The embedding rides with the first layer, the head with the last.
