@@ -227,10 +227,15 @@ def main(argv=None) -> int:
           f"{s.bubble_fraction:.1%}, MFU {s.mfu:.1%}, peak "
           f"{s.peak_memory_bytes / 2**30:.2f} GiB, {len(plan.ranks)} ranks, "
           f"{sum(len(t) for t in plan.timeline)} actions")
-    if args.timeline:
-        plot_timeline(plan, args.timeline)
-    if args.memory:
-        plot_memory(plan, args.memory)
+    # Plotting is optional: without matplotlib the summary still prints.
+    for out, plot in ((args.timeline, plot_timeline), (args.memory, plot_memory)):
+        if not out:
+            continue
+        try:
+            plot(plan, out)
+        except ImportError:
+            print(f"note: matplotlib is not installed; {out} not written",
+                  file=sys.stderr)
     return 0
 
 
