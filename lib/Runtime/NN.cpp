@@ -21,10 +21,53 @@ namespace {
 /// is not innermost, so reads along `inner` stay contiguous.
 constexpr int64_t kSoftmaxBlock = 64;
 
+/// The last-axis case (attention scores, logits) over f32: one row at a
+/// time, in loops the compiler vectorises.
+template <bool Log>
+void softmaxRowsF32(const float *x, float *y, int64_t rows, int64_t n) {
+  parallelFor(rows, std::max<int64_t>(1, kGrain / (8 * n)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t row = b; row < e; ++row) {
+                  const float *xr = x + row * n;
+                  float *yr = y + row * n;
+                  float mx = -std::numeric_limits<float>::infinity();
+                  bool nan = false;
+                  for (int64_t i = 0; i < n; ++i) {
+                    mx = xr[i] > mx ? xr[i] : mx;
+                    nan |= xr[i] != xr[i];
+                  }
+                  if (nan) // NaN anywhere in the row: NaN everywhere
+                    mx = std::numeric_limits<float>::quiet_NaN();
+                  double sum = 0;
+                  for (int64_t i = 0; i < n; ++i) {
+                    float ev = math::expNonPositive(xr[i] - mx);
+                    sum += ev;
+                    if (!Log)
+                      yr[i] = ev;
+                  }
+                  if (Log) {
+                    float s = float(std::log(sum));
+                    for (int64_t i = 0; i < n; ++i)
+                      yr[i] = (xr[i] - mx) - s;
+                  } else {
+                    float s = float(1.0 / sum);
+                    for (int64_t i = 0; i < n; ++i)
+                      yr[i] *= s;
+                  }
+                }
+              });
+}
+
 template <typename T, bool Log>
 void softmaxT(const Tensor &in, const Tensor &out, int64_t outer, int64_t n,
               int64_t inner) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, float>) {
+    // In place (out aliases in) is fine: every element is read before it
+    // is written, at the same index.
+    if (inner == 1)
+      return softmaxRowsF32<Log>(in.as<float>(), out.as<float>(), outer, n);
+  }
   const T *x = in.as<T>();
   T *y = out.as<T>();
   int64_t width = std::min(inner, kSoftmaxBlock);

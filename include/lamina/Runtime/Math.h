@@ -149,6 +149,29 @@ template <typename T> LAMINA_HD inline T relu(T x) {
 }
 
 LAMINA_HD inline float exp(float x) { return ::expf(x); }
+/// exp for x <= 0 (softmax's x - max), written so loops over it vectorise:
+/// Cephes' expf (exp(x) = 2^n exp(r), |r| <= ln2/2, degree-6 polynomial),
+/// within 2 ulp of expf; results below FLT_MIN (x < -87.3) flush to 0 and
+/// NaN propagates. libm's expf takes a slow path for every underflow, which
+/// masked attention scores hit constantly.
+LAMINA_HD inline float expNonPositive(float x) {
+  const float lowest = -87.3365479f; // exp(lowest) = FLT_MIN
+  float xc = x < lowest ? lowest : x;
+  xc = xc > 0.0f ? 0.0f : xc;
+  float n = ::floorf(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  y = y * bitsFloat(uint32_t(int32_t(n) + 127) << 23);
+  y = x < lowest ? 0.0f : y;
+  return x != x ? x : y;
+}
 LAMINA_HD inline double exp(double x) { return ::exp(x); }
 LAMINA_HD inline float log(float x) { return ::logf(x); }
 LAMINA_HD inline double log(double x) { return ::log(x); }
