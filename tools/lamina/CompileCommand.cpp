@@ -52,6 +52,10 @@ static cl::list<std::string> dims("dim", cl::desc("bind a symbolic dim"),
 static cl::opt<std::string> outDir("o", cl::desc("output folder (OUTDIR/run)"),
                                    cl::value_desc("OUTDIR"), cl::Required,
                                    cl::sub(compileCommand));
+static cl::opt<int> tensorParallel(
+    "tp", cl::desc("tensor-parallel degree (costed by lamina plan; only 1 "
+                   "executes)"),
+    cl::init(1), cl::sub(compileCommand));
 static cl::opt<bool> noBuild("no-build",
                              cl::desc("write model.cpp and build.sh only"),
                              cl::sub(compileCommand));
@@ -146,6 +150,13 @@ int runCompile() {
     llvm::errs() << "lamina compile: unknown --target '" << target
                  << "' (expected host or cuda)\n";
     return 2;
+  }
+  if (tensorParallel != 1) {
+    llvm::errs() << "lamina compile: --tp " << tensorParallel
+                 << " is not supported: tensor parallelism is costed by "
+                    "`lamina plan --tp` but code generation does not split "
+                    "layers yet; use --tp 1\n";
+    return tensorParallel < 1 ? 2 : 1;
   }
   if (mode == "train") {
     llvm::errs() << "lamina compile: --mode train is not implemented yet "

@@ -106,8 +106,10 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
       double flops = static_cast<double>(cost.getFlops());
       md.forwardFlops += flops;
       md.forwardBytes += static_cast<double>(cost.getBytesAccessed());
-      if (isa<graph::MatMulOp>(op))
+      if (isa<graph::MatMulOp>(op)) {
         md.matmulFlops += flops;
+        md.matmulBytes += static_cast<double>(cost.getBytesAccessed());
+      }
     }
     if (isConstant(&op))
       continue;
