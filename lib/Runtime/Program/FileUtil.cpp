@@ -78,6 +78,12 @@ Status File::write(const void *buffer, uint64_t n) {
   return Status::success();
 }
 
+Status File::sync() {
+  if (::fsync(fd_) != 0)
+    return ioError("sync", path_);
+  return Status::success();
+}
+
 Status File::close() {
   int fd = fd_;
   fd_ = -1;
@@ -102,4 +108,49 @@ std::string lamina::rt::parentDir(const std::string &path) {
   if (slash == 0)
     return "/";
   return path.substr(0, slash);
+}
+
+AtomicWriter::~AtomicWriter() {
+  if (!temp.empty()) {
+    (void)file.close();
+    ::unlink(temp.c_str());
+  }
+}
+
+Status AtomicWriter::open(const std::string &path) {
+  static unsigned counter = 0;
+  target = path;
+  size_t slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string name = dir + "." + base + ".tmp-" + std::to_string(::getpid()) +
+                     "-" + std::to_string(counter++);
+  if (Status s = file.openForWrite(name); !s.ok())
+    return s;
+  temp = name;
+  return Status::success();
+}
+
+Status AtomicWriter::commit() {
+  if (temp.empty())
+    return Status::error("'" + target + "' was not opened for writing");
+  if (Status s = file.sync(); !s.ok())
+    return s;
+  if (Status s = file.close(); !s.ok())
+    return s;
+  if (::rename(temp.c_str(), target.c_str()) != 0)
+    return ioError("rename a temporary file to", target);
+  temp.clear();
+  return syncDir(parentDir(target));
+}
+
+Status lamina::rt::syncDir(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return ioError("open the folder", dir);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    return ioError("sync the folder", dir);
+  return Status::success();
 }

@@ -31,6 +31,8 @@ public:
   Status readAt(void *buffer, uint64_t n, uint64_t offset);
   /// Writes all `n` bytes at the current position.
   Status write(const void *buffer, uint64_t n);
+  /// Flushes the file's data and size to the disk (fsync).
+  Status sync();
   /// Closes, reporting a failed final write (NFS, full disk).
   Status close();
   int fd() const { return fd_; }
@@ -39,6 +41,32 @@ private:
   int fd_ = -1;
   std::string path_;
 };
+
+/// Writes a file so that a crash or kill at any moment leaves either the
+/// old file or the complete new one: the bytes go to a temporary file in the
+/// same folder (".NAME.tmp-PID-N", so readers that skip dot files never see
+/// it), which is fsynced and renamed over the target, then the folder is
+/// fsynced so the rename itself survives a power loss. Destroying an
+/// uncommitted writer removes the temporary file.
+class AtomicWriter {
+public:
+  AtomicWriter() = default;
+  AtomicWriter(const AtomicWriter &) = delete;
+  AtomicWriter &operator=(const AtomicWriter &) = delete;
+  ~AtomicWriter();
+
+  Status open(const std::string &path);
+  Status write(const void *buffer, uint64_t n) { return file.write(buffer, n); }
+  Status commit();
+  const std::string &tempPath() const { return temp; }
+
+private:
+  File file;
+  std::string target, temp;
+};
+
+/// fsyncs the folder `dir`, making renames and unlinks in it durable.
+Status syncDir(const std::string &dir);
 
 /// The canonical absolute path of `path` (symlinks resolved), or "" if it
 /// does not exist.

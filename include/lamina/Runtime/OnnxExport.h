@@ -1,0 +1,49 @@
+//===- OnnxExport.h - trained weights back into the ONNX model --*- C++ -*-===//
+//
+// After training, the original graph with its initializers replaced by the
+// trained values is written as a new ONNX model that onnxruntime (or any
+// ONNX tool) loads. Reading goes through the program driver's initializer
+// reader, so the source model's external data is subject to the same rules
+// (inside the model's folder only, ranges checked).
+//
+// Implemented in lib/Runtime/Program (library lamina_program).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_ONNXEXPORT_H
+#define LAMINA_RUNTIME_ONNXEXPORT_H
+
+#include "lamina/Runtime/Checkpoint.h"
+#include "lamina/Runtime/Status.h"
+#include "lamina/Runtime/TensorIO.h"
+
+#include <map>
+#include <stdint.h>
+#include <string>
+#include <vector>
+
+namespace lamina::rt {
+
+/// Writes `destPath`: the model at `sourcePath` with every initializer named
+/// in `replacements` set to that tensor (as little-endian raw_data; its
+/// dtype and shape must equal the initializer's, or nothing is written).
+/// Initializers the source keeps in external files are copied in, so the
+/// result does not depend on the source's folder. When all initializer data
+/// together exceeds `inlineLimit` (default: a little under protobuf's 2 GiB
+/// message limit), every initializer of 1 KiB or more goes instead to a
+/// sibling file `<destPath>.data` (ONNX external data, offsets 64-byte
+/// aligned) and only the rest stays inline. Every file is written
+/// atomically; the data file before the model that names it.
+Status exportOnnx(const std::string &sourcePath, const std::string &destPath,
+                  const NamedView *replacements, int n,
+                  uint64_t inlineLimit = (uint64_t(1) << 31) - (64u << 20));
+
+/// Reads every initializer of the model at `path` (main graph first, then
+/// subgraphs) whose element type Lamina supports, under the program
+/// driver's rules for external data.
+Status readInitializers(const std::string &path,
+                        std::map<std::string, OwnedTensor> &out);
+
+} // namespace lamina::rt
+
+#endif // LAMINA_RUNTIME_ONNXEXPORT_H

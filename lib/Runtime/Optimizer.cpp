@@ -1,0 +1,223 @@
+//===- Optimizer.cpp - SGD, AdamW, clipping and LR schedules --------------===//
+//
+// Element-wise arithmetic is f32 in PyTorch's order (so results match
+// torch.optim bit for bit or within an ulp); scalars PyTorch computes in
+// Python (bias corrections, the step size) are computed in double and
+// rounded to f32 where PyTorch passes them to a tensor op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/Optimizer.h"
+
+#include <cmath>
+
+using namespace lamina::rt;
+
+static std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+static bool sameShape(const Tensor &t, const std::vector<int64_t> &shape) {
+  if (t.rank != int(shape.size()))
+    return false;
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] != shape[size_t(i)])
+      return false;
+  return true;
+}
+
+Status Optimizer::init(const OptimizerConfig &config,
+                       std::vector<std::string> paramNames,
+                       std::vector<std::vector<int64_t>> paramShapes) {
+  auto bad = [](const char *what, double v) {
+    return Status::error(std::string("optimizer: invalid ") + what + " " +
+                         std::to_string(v));
+  };
+  if (!(config.weightDecay >= 0))
+    return bad("weight decay", config.weightDecay);
+  if (config.kind == OptimizerKind::Sgd) {
+    if (!(config.momentum >= 0))
+      return bad("momentum", config.momentum);
+    if (config.nesterov && (config.momentum <= 0 || config.dampening != 0))
+      return Status::error("optimizer: Nesterov momentum needs momentum > 0 "
+                           "and dampening 0");
+  } else {
+    if (!(config.beta1 >= 0 && config.beta1 < 1))
+      return bad("beta1 (must be in [0, 1))", config.beta1);
+    if (!(config.beta2 >= 0 && config.beta2 < 1))
+      return bad("beta2 (must be in [0, 1))", config.beta2);
+    if (!(config.eps >= 0))
+      return bad("eps", config.eps);
+  }
+  if (paramNames.size() != paramShapes.size())
+    return Status::error("optimizer: " + std::to_string(paramNames.size()) +
+                         " names for " + std::to_string(paramShapes.size()) +
+                         " parameters");
+  cfg = config;
+  names = std::move(paramNames);
+  shapes = std::move(paramShapes);
+  steps = 0;
+  buffers.clear();
+  for (const auto &shape : shapes) {
+    int64_t n = numElements(shape.data(), int(shape.size()));
+    if (n < 0)
+      return Status::error("optimizer: negative dimension in " +
+                           shapeString(shape));
+    for (int s = 0; s < numSlots(); ++s)
+      buffers.emplace_back(size_t(n), 0.0f);
+  }
+  return Status::success();
+}
+
+int Optimizer::numSlots() const {
+  if (cfg.kind == OptimizerKind::AdamW)
+    return 2;
+  return cfg.momentum != 0 ? 1 : 0;
+}
+
+const char *Optimizer::slotName(int slot) const {
+  if (cfg.kind == OptimizerKind::Sgd)
+    return "momentum_buffer";
+  return slot == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+Tensor Optimizer::state(int param, int slot) {
+  const auto &shape = shapes[size_t(param)];
+  return Tensor{buffers[size_t(param * numSlots() + slot)].data(), DType::F32,
+                int(shape.size()), shape.data()};
+}
+
+/// torch.lerp(a, b, w) for a scalar weight: two formulas, picked by w, so
+/// the result is exact at both ends.
+static inline float lerp(float a, float b, float w) {
+  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
+Status Optimizer::step(float lr, const Tensor *params, const Tensor *grads,
+                       int n) {
+  if (n != numParams())
+    return Status::error("optimizer: step with " + std::to_string(n) +
+                         " parameters, initialised with " +
+                         std::to_string(numParams()));
+  if (!(lr >= 0))
+    return Status::error("optimizer: invalid learning rate " +
+                         std::to_string(lr));
+  for (int i = 0; i < n; ++i) {
+    const auto &shape = shapes[size_t(i)];
+    for (const Tensor *t : {&params[i], &grads[i]})
+      if (t->dtype != DType::F32 || !sameShape(*t, shape))
+        return Status::error(
+            "optimizer: " + std::string(t == &params[i] ? "parameter" : "gradient") +
+            " '" + names[size_t(i)] + "' must be f32 " + shapeString(shape) +
+            " (got " + dtypeName(t->dtype) + " of rank " +
+            std::to_string(t->rank) + "); f16/bf16 parameters are not "
+            "supported");
+  }
+  ++steps;
+  const int slots = numSlots();
+  for (int i = 0; i < n; ++i) {
+    float *p = params[i].as<float>();
+    const float *g = grads[i].as<float>();
+    int64_t count = params[i].numElements();
+    if (cfg.kind == OptimizerKind::Sgd) {
+      const float wd = cfg.weightDecay, mom = cfg.momentum;
+      const float damp = 1.0f - cfg.dampening;
+      float *buf = slots ? buffers[size_t(i)].data() : nullptr;
+      for (int64_t k = 0; k < count; ++k) {
+        float d = wd != 0 ? g[k] + wd * p[k] : g[k];
+        if (buf) {
+          // PyTorch: the first step copies the gradient (no dampening).
+          buf[k] = steps == 1 ? d : mom * buf[k] + damp * d;
+          d = cfg.nesterov ? d + mom * buf[k] : buf[k];
+        }
+        p[k] = p[k] - lr * d;
+      }
+      continue;
+    }
+    // AdamW, torch.optim.adamw._single_tensor_adamw.
+    float *m = buffers[size_t(i * slots)].data();
+    float *v = buffers[size_t(i * slots + 1)].data();
+    const double t = double(steps);
+    const double bc1 = 1.0 - std::pow(double(cfg.beta1), t);
+    const double bc2Sqrt = std::sqrt(1.0 - std::pow(double(cfg.beta2), t));
+    const float decay = float(1.0 - double(lr) * double(cfg.weightDecay));
+    const float w1 = float(1.0 - double(cfg.beta1));
+    const float b2 = cfg.beta2, w2 = float(1.0 - double(cfg.beta2));
+    const float stepSize = float(double(lr) / bc1);
+    const float bc2 = float(bc2Sqrt), eps = cfg.eps;
+    for (int64_t k = 0; k < count; ++k) {
+      p[k] *= decay;
+      m[k] = lerp(m[k], g[k], w1);
+      // addcmul / addcdiv evaluate (value * a) * b and (value * a) / b.
+      v[k] = v[k] * b2 + w2 * g[k] * g[k];
+      float denom = std::sqrt(v[k]) / bc2 + eps;
+      p[k] = p[k] + -stepSize * m[k] / denom;
+    }
+  }
+  return Status::success();
+}
+
+Status lamina::rt::clipGradNorm(const Tensor *grads, int n, float maxNorm,
+                                double &totalNorm) {
+  if (!(maxNorm > 0))
+    return Status::error("clip_grad_norm: max norm must be positive, got " +
+                         std::to_string(maxNorm));
+  double sumSq = 0;
+  for (int i = 0; i < n; ++i) {
+    if (grads[i].dtype != DType::F32)
+      return Status::error("clip_grad_norm: gradient " + std::to_string(i) +
+                           " is " + dtypeName(grads[i].dtype) +
+                           ", expected f32");
+    const float *g = grads[i].as<float>();
+    for (int64_t k = 0, e = grads[i].numElements(); k < e; ++k)
+      sumSq += double(g[k]) * double(g[k]);
+  }
+  totalNorm = std::sqrt(sumSq);
+  if (!std::isfinite(totalNorm))
+    return Status::success();
+  double coef = double(maxNorm) / (totalNorm + 1e-6);
+  if (coef >= 1.0)
+    return Status::success();
+  const float c = float(coef);
+  for (int i = 0; i < n; ++i) {
+    float *g = grads[i].as<float>();
+    for (int64_t k = 0, e = grads[i].numElements(); k < e; ++k)
+      g[k] *= c;
+  }
+  return Status::success();
+}
+
+Status LrSchedule::validate() const {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    return Status::error("learning rate must be a finite number >= 0, got " +
+                         std::to_string(lr));
+  if (kind == LrScheduleKind::Constant)
+    return Status::success();
+  if (!(minLr >= 0) || minLr > lr)
+    return Status::error("minimum learning rate " + std::to_string(minLr) +
+                         " must be in [0, lr = " + std::to_string(lr) + "]");
+  if (warmupSteps < 0)
+    return Status::error("warm-up steps must be >= 0, got " +
+                         std::to_string(warmupSteps));
+  if (decaySteps <= warmupSteps)
+    return Status::error("decay steps (" + std::to_string(decaySteps) +
+                         ") must exceed the warm-up steps (" +
+                         std::to_string(warmupSteps) + ")");
+  return Status::success();
+}
+
+double LrSchedule::at(int64_t step) const {
+  if (kind == LrScheduleKind::Constant)
+    return lr;
+  if (step < warmupSteps)
+    return lr * double(step + 1) / double(warmupSteps + 1);
+  if (step > decaySteps)
+    return minLr;
+  double ratio =
+      double(step - warmupSteps) / double(decaySteps - warmupSteps);
+  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return minLr + coeff * (lr - minLr);
+}
