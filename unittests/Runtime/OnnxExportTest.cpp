@@ -10,6 +10,8 @@
 
 #include "onnx-ml.pb.h"
 
+#include "RuntimeTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,12 +26,10 @@ using namespace lamina::rt;
 
 namespace {
 
-class OnnxExportTest : public ::testing::Test {
+class OnnxExportTest : public test::TempDirTest {
 protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/lamina-export-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir = tmpl;
+    TempDirTest::SetUp();
     source = dir + "/model.onnx";
     // w: raw_data 2x2; b: float_data [2]; e: external [4] in weights.bin;
     // ids: int64 raw, kept.
@@ -80,16 +80,12 @@ protected:
     std::ofstream out(source, std::ios::binary);
     ASSERT_TRUE(model.SerializeToOstream(&out));
   }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir + "'";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-  }
   static std::vector<float> floats(const OwnedTensor &t) {
     const float *p = static_cast<const float *>(t.data());
     return std::vector<float>(p, p + t.numElements());
   }
 
-  std::string dir, source;
+  std::string source;
   const int64_t wShape[2] = {2, 2};
   const int64_t bShape[1] = {2};
 };

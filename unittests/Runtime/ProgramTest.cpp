@@ -12,6 +12,8 @@
 
 #include "onnx-ml.pb.h"
 
+#include "RuntimeTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -49,21 +51,15 @@ void entry(const Tensor *args, void *arena) {
   }
 }
 
-class ProgramTest : public ::testing::Test {
+class ProgramTest : public test::TempDirTest {
 protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/lamina-program-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir = tmpl;
+    TempDirTest::SetUp();
     modelPath = dir + "/model.onnx";
     spec = ProgramSpec{modelPath.c_str(), kArgs, 3, kOutputs, 2, 128, entry};
     writeF32Npy(dir + "/x.npy", {2, 3}, {1, 2, 3, 4, 5, 6});
     writeF32Pb(dir + "/y.pb", {2, 3}, {10, 20, 30, 40, 50, 60});
     writeModel(rawInitializer("w", {100, 200, 300, 400, 500, 600}));
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir + "'";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
 
   static void writeF32Npy(const std::string &path, std::vector<int64_t> shape,
@@ -179,7 +175,7 @@ protected:
     EXPECT_FALSE(exists(dir + "/out")) << "outputs written on error";
   }
 
-  std::string dir, modelPath, err;
+  std::string modelPath, err;
   ProgramSpec spec{};
 };
 

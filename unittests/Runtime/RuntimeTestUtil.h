@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace lamina::rt::test {
@@ -132,6 +134,22 @@ inline ::testing::AssertionResult close(double got, double want, double rel,
     EXPECT_NE(s_.message().find(substring), std::string::npos)                 \
         << s_.message();                                                       \
   } while (0)
+
+/// A fixture with a fresh folder `dir` under /tmp, removed with everything
+/// in it after each test.
+class TempDirTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lamina-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir = tmpl;
+  }
+  void TearDown() override {
+    std::string cmd = "rm -rf '" + dir + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  std::string dir;
+};
 
 } // namespace lamina::rt::test
 

@@ -2,6 +2,8 @@
 
 #include "lamina/Runtime/TokenData.h"
 
+#include "RuntimeTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,17 +16,8 @@ using namespace lamina::rt;
 
 namespace {
 
-class TokenDataTest : public ::testing::Test {
+class TokenDataTest : public test::TempDirTest {
 protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/lamina-tokens-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir = tmpl;
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir + "'";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-  }
   std::string write(const std::string &name, const void *data, size_t n) {
     std::string path = dir + "/" + name;
     FILE *f = std::fopen(path.c_str(), "wb");
@@ -37,7 +30,6 @@ protected:
     return write(sizeof(T) == 2 ? "u16.bin" : "u32.bin", ids.data(),
                  ids.size() * sizeof(T));
   }
-  std::string dir;
 };
 
 /// Batches as i64 or i32 tensors.

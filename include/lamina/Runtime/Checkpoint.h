@@ -38,6 +38,8 @@ namespace lamina::rt {
 /// CRC-32C (Castagnoli), continuing from `crc` (0 to start): the SSE4.2
 /// instruction where the CPU has it, a table otherwise.
 uint32_t crc32c(const void *data, size_t n, uint32_t crc = 0);
+/// The table implementation crc32c falls back to, exposed for tests.
+uint32_t crc32cPortable(const void *data, size_t n, uint32_t crc = 0);
 
 /// A tensor to save: a name and a view of its data.
 struct NamedView {

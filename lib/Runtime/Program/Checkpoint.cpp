@@ -72,6 +72,10 @@ uint32_t lamina::rt::crc32c(const void *data, size_t n, uint32_t crc) {
   return ~crcTable(p, n, crc);
 }
 
+uint32_t lamina::rt::crc32cPortable(const void *data, size_t n, uint32_t crc) {
+  return ~crcTable(static_cast<const uint8_t *>(data), n, ~crc);
+}
+
 //===----------------------------------------------------------------------===//
 // Fingerprint
 //===----------------------------------------------------------------------===//

@@ -7,29 +7,12 @@
 
 #include <climits>
 #include <cstring>
-#include <functional>
 
 using namespace lamina::rt;
 using ::onnx::TensorProto;
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "ONNX raw_data is little-endian and is copied from memory");
-
-/// Calls `fn` on every initializer of `graph` and its subgraphs, main graph
-/// first (collectInitializers keeps only the first of a name; export must
-/// rewrite them all).
-static void forEachInitializer(::onnx::GraphProto &graph,
-                               const std::function<void(TensorProto &)> &fn) {
-  for (TensorProto &t : *graph.mutable_initializer())
-    fn(t);
-  for (auto &node : *graph.mutable_node())
-    for (auto &attr : *node.mutable_attribute()) {
-      if (attr.has_g())
-        forEachInitializer(*attr.mutable_g(), fn);
-      for (auto &sub : *attr.mutable_graphs())
-        forEachInitializer(sub, fn);
-    }
-}
 
 /// Makes `t` hold `bytes` as raw_data and nothing else.
 static void setRaw(TensorProto &t, std::string bytes) {
@@ -67,6 +50,8 @@ Status lamina::rt::exportOnnx(const std::string &sourcePath,
   std::map<std::string, bool> replaced;
   uint64_t total = 0;
   Status status;
+  // Every tensor of a replaced name is rewritten (collectInitializers would
+  // give only the first).
   forEachInitializer(*model.mutable_graph(), [&](TensorProto &t) {
     if (!status.ok())
       return;

@@ -276,17 +276,25 @@ Status lamina::rt::loadModel(const std::string &path,
   return Status::success();
 }
 
-void lamina::rt::collectInitializers(
-    ::onnx::GraphProto &graph, std::map<std::string, TensorProto *> &out) {
+void lamina::rt::forEachInitializer(
+    ::onnx::GraphProto &graph,
+    const std::function<void(TensorProto &)> &fn) {
   for (TensorProto &t : *graph.mutable_initializer())
-    out.emplace(t.name(), &t);
+    fn(t);
   for (auto &node : *graph.mutable_node())
     for (auto &attr : *node.mutable_attribute()) {
       if (attr.has_g())
-        collectInitializers(*attr.mutable_g(), out);
+        forEachInitializer(*attr.mutable_g(), fn);
       for (auto &sub : *attr.mutable_graphs())
-        collectInitializers(sub, out);
+        forEachInitializer(sub, fn);
     }
+}
+
+void lamina::rt::collectInitializers(
+    ::onnx::GraphProto &graph, std::map<std::string, TensorProto *> &out) {
+  forEachInitializer(graph, [&out](TensorProto &t) {
+    out.emplace(t.name(), &t);
+  });
 }
 
 Status lamina::rt::readTensorProto(const std::string &path, OwnedTensor &out,

@@ -18,6 +18,7 @@
 #include "lamina/Runtime/Tensor.h"
 #include "lamina/Runtime/TensorIO.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,6 +59,11 @@ private:
 /// Parses the ONNX model at `path`, streaming from the file (no second copy
 /// of the bytes), with protobuf's 2 GiB limit and a nesting limit.
 Status loadModel(const std::string &path, ::onnx::ModelProto &model);
+
+/// Calls `fn` on every initializer of `graph` and, recursively, of its
+/// subgraphs (If, Loop, Scan bodies), main graph first.
+void forEachInitializer(::onnx::GraphProto &graph,
+                        const std::function<void(::onnx::TensorProto &)> &fn);
 
 /// Name -> initializer of `graph` and, recursively, of its subgraphs (If,
 /// Loop, Scan bodies); the first tensor of a name wins, main graph first.
