@@ -3,9 +3,10 @@
 # missing, build, then take the bundled example (a GPT-2 written by PyTorch's
 # TorchScript exporter, with symbolic batch and sequence dims) through the
 # host backend: compile it to a standalone program, run it on a batch of
-# token ids and check its logits against onnxruntime, and show what a
-# 4-GPU breadth-first training plan of it would cost. Training and MPI ranks
-# come with the next issues.
+# token ids and check its logits against onnxruntime; then show what a
+# 4-GPU breadth-first training plan of a GPT-2-small-shaped model would cost
+# (a structure-only file: shapes, no weights). Training and MPI ranks come
+# with the next issues.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -15,13 +16,13 @@ model="$root/test/Inputs/models/gpt2_torchscript_opset14.onnx"
 work="$root/build/demo"
 rm -rf "$work" && mkdir -p "$work"
 
-echo "\$ lamina import $(basename "$model") --dim batch=4 --dim seq=128 --summary"
-"$lamina" import "$model" --dim batch=4 --dim seq=128 --summary
+echo "\$ lamina import $(basename "$model") --dim batch=4 --dim seq=64 --summary"
+"$lamina" import "$model" --dim batch=4 --dim seq=64 --summary
 echo
-echo "\$ lamina compile $(basename "$model") --target host --mode inference --dim batch=4 --dim seq=128 -o build/demo/gpt2"
+echo "\$ lamina compile $(basename "$model") --target host --mode inference --dim batch=4 --dim seq=64 -o build/demo/gpt2"
 "$lamina" compile "$model" --target host --mode inference \
-  --dim batch=4 --dim seq=128 -o "$work/gpt2"
-python3 -c "import numpy as np; np.save('$work/input_ids.npy', np.random.default_rng(0).integers(0, 64, (4, 128)))"
+  --dim batch=4 --dim seq=64 -o "$work/gpt2"
+python3 -c "import numpy as np; np.save('$work/input_ids.npy', np.random.default_rng(0).integers(0, 64, (4, 64)))"
 echo
 echo "\$ build/demo/gpt2/run --input input_ids=build/demo/input_ids.npy --output-dir build/demo/out --time"
 "$work/gpt2/run" --input input_ids="$work/input_ids.npy" --output-dir "$work/out" --time
@@ -38,7 +39,11 @@ print("logits %s: max relative difference from onnxruntime %.1e -> %s"
 sys.exit(0 if err < 1e-4 else 1)
 PY
 echo
-echo "\$ lamina plan $(basename "$model") --dim batch=1 --dim seq=128 --pp 2 --dp 2 --micro-batches 4 --micro-batch-size 1 --schedule breadth-first --zero 3 --hardware a100-80g"
-"$lamina" plan "$model" --dim batch=1 --dim seq=128 --pp 2 --dp 2 \
-  --micro-batches 4 --micro-batch-size 1 --schedule breadth-first --zero 3 \
-  --recompute full --hardware a100-80g
+echo "\$ python3 -m lamina.models gpt2 --layers 12 --hidden 768 --heads 12 --seq 1024 --vocab 50257 --batch 1 --no-weights-data -o build/demo/gpt2-124m.onnx"
+PYTHONPATH="$root/python" python3 -m lamina.models gpt2 --layers 12 --hidden 768 \
+  --heads 12 --seq 1024 --vocab 50257 --batch 1 --no-weights-data \
+  -o "$work/gpt2-124m.onnx"
+echo "\$ lamina plan gpt2-124m.onnx --pp 2 --dp 2 --micro-batches 8 --micro-batch-size 1 --schedule breadth-first --zero 3 --recompute full --hardware a100-80g"
+"$lamina" plan "$work/gpt2-124m.onnx" --pp 2 --dp 2 --micro-batches 8 \
+  --micro-batch-size 1 --schedule breadth-first --zero 3 --recompute full \
+  --hardware a100-80g
