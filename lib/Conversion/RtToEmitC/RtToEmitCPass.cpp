@@ -105,19 +105,18 @@ private:
   std::pair<std::string, int64_t> constantGlobal(rt_ir::ConstantOp op);
 
   LogicalResult emitBody(emitc::FuncOp func);
-  LogicalResult emitCall(rt_ir::CallOp call, Value argsPtr);
+  void emitCall(rt_ir::CallOp call);
   void emitSpecAndMain(emitc::FuncOp func);
 
   ModuleOp module;
   func::FuncOp entry;
   std::string modelPath;
   OpBuilder b;
-  OpBuilder globals{(MLIRContext *)nullptr};
+  OpBuilder globals{static_cast<MLIRContext *>(nullptr)};
   std::map<std::vector<int64_t>, std::string> arrays;
   unsigned numConstants = 0;
   llvm::DenseMap<Value, Value> tensors; // rt buffer -> Tensor value
   Value arena;
-  SmallVector<std::pair<func::ReturnOp, int>> returns;
 };
 } // namespace
 
@@ -184,7 +183,7 @@ ProgramEmitter::constantGlobal(rt_ir::ConstantOp op) {
   return {name, int64_t(words)};
 }
 
-LogicalResult ProgramEmitter::emitCall(rt_ir::CallOp call, Value argsPtr) {
+void ProgramEmitter::emitCall(rt_ir::CallOp call) {
   SmallVector<Value> operands;
   for (Value v : call.getBuffers())
     operands.push_back(tensors.lookup(v));
@@ -220,8 +219,6 @@ LogicalResult ProgramEmitter::emitCall(rt_ir::CallOp call, Value argsPtr) {
       b, call.getLoc(), TypeRange{}, "lamina::rt::checkKernel",
       ValueRange{result.getResult(0)},
       b.getArrayAttr({b.getIndexAttr(0), opaque(cString(call.getWhere()))}));
-  (void)argsPtr;
-  return success();
 }
 
 LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
@@ -268,8 +265,7 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
       tensors[c] = makeTensor(c.getLoc(), "lamina::rt::gen::constant", global,
                               Attribute(), c.getResult().getType());
     } else if (auto call = dyn_cast<rt_ir::CallOp>(op)) {
-      if (failed(emitCall(call, argsPtr)))
-        return failure();
+      emitCall(call);
     } else if (!isa<func::ReturnOp>(op)) {
       return op.emitError("convert-rt-to-emitc: unexpected op ") << op.getName();
     }
@@ -280,7 +276,7 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
 
 void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
   Location loc = entry.getLoc();
-  auto argSpec = [&](unsigned i, StringRef name, StringRef kind, MemRefType t) {
+  auto argSpec = [&](StringRef name, StringRef kind, MemRefType t) {
     std::string shape = i64Global(t.getShape());
     return llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}}",
                          cString(name), kind, dtypeEnumerator(t.getElementType()),
@@ -297,7 +293,7 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
                                                               : "Constant";
     std::string n = name ? name.getValue().str() : "arg" + std::to_string(i);
     args += (i ? ", " : "") +
-            argSpec(i, n, k, cast<MemRefType>(entry.getArgumentTypes()[i + 1]));
+            argSpec(n, k, cast<MemRefType>(entry.getArgumentTypes()[i + 1]));
   }
   auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
   auto names = entry->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
@@ -342,7 +338,7 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
                           emitc::OpaqueType::get(ctx(), "lamina::rt::ProgramSpec"),
                           opaque(spec), false, true, true);
   // int main(int argc, char **argv)
-  Type i32 = b.getI32Type();
+  Type i32 = emitc::OpaqueType::get(ctx(), "int");
   Type argv = emitc::PointerType::get(
       emitc::PointerType::get(emitc::OpaqueType::get(ctx(), "char")));
   auto main = emitc::FuncOp::create(after, loc, "main",
