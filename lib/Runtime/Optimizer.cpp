@@ -62,10 +62,11 @@ Status Optimizer::init(const OptimizerConfig &config,
   steps = 0;
   buffers.clear();
   for (const auto &shape : shapes) {
+    for (int64_t d : shape)
+      if (d < 0)
+        return Status::error("optimizer: negative dimension in " +
+                             shapeString(shape));
     int64_t n = numElements(shape.data(), int(shape.size()));
-    if (n < 0)
-      return Status::error("optimizer: negative dimension in " +
-                           shapeString(shape));
     for (int s = 0; s < numSlots(); ++s)
       buffers.emplace_back(size_t(n), 0.0f);
   }

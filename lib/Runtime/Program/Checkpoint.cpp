@@ -210,7 +210,8 @@ struct Cursor {
   bool take(void *dst, size_t n) {
     if (size_t(end - p) < n)
       return false;
-    std::memcpy(dst, p, n);
+    if (n) // dst is null for a scalar's empty shape
+      std::memcpy(dst, p, n);
     p += n;
     return true;
   }
