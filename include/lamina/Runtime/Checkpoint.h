@@ -24,6 +24,7 @@
 #ifndef LAMINA_RUNTIME_CHECKPOINT_H
 #define LAMINA_RUNTIME_CHECKPOINT_H
 
+#include "lamina/Runtime/Optimizer.h"
 #include "lamina/Runtime/Status.h"
 #include "lamina/Runtime/Tensor.h"
 #include "lamina/Runtime/TensorIO.h"
@@ -62,6 +63,17 @@ struct Checkpoint {
   /// The tensor called `name`, or nullptr.
   const OwnedTensor *find(const std::string &name) const;
 };
+
+/// Copies each view's tensor of the same name out of `ck` into the view's
+/// memory. A missing name or a different dtype or shape is an error naming
+/// the tensor; nothing is half-restored (all are checked before copying).
+Status restoreTensors(const Checkpoint &ck, const NamedView *views, int n);
+
+/// Views of all of `opt`'s state: "<param>.<slot>" (e.g. "wte.exp_avg")
+/// per parameter and slot, then "optimizer.step" (i64 scalar). Saved with
+/// the parameters and given back to restoreTensors, an optimizer continues
+/// exactly where it stopped.
+std::vector<NamedView> optimizerState(Optimizer &opt);
 
 /// Writes one checkpoint file atomically (temporary file, fsync, rename,
 /// fsync of the folder).

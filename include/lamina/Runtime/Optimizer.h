@@ -79,6 +79,9 @@ public:
   /// correction uses it, SGD uses it to seed the momentum buffer).
   int64_t stepCount() const { return steps; }
   void setStepCount(int64_t s) { steps = s; }
+  /// The step count as an i64 scalar view, so checkpoints save and restore
+  /// it like any state tensor.
+  Tensor stepCountView() { return Tensor{&steps, DType::I64, 0, nullptr}; }
 
   /// State buffers per parameter: 0 (plain SGD), 1 (SGD momentum_buffer) or
   /// 2 (AdamW exp_avg, exp_avg_sq).

@@ -326,6 +326,40 @@ Status lamina::rt::readCheckpoint(const std::string &path, Checkpoint &out) {
   return Status::success();
 }
 
+Status lamina::rt::restoreTensors(const Checkpoint &ck, const NamedView *views,
+                                  int n) {
+  std::vector<const OwnedTensor *> found(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const Tensor &v = views[i].value;
+    const OwnedTensor *t = ck.find(views[i].name);
+    if (!t)
+      return Status::error("the checkpoint has no tensor '" + views[i].name +
+                           "'");
+    bool same = t->dtype == v.dtype && int(t->shape.size()) == v.rank;
+    for (int d = 0; same && d < v.rank; ++d)
+      same = t->shape[size_t(d)] == v.shape[d];
+    if (!same)
+      return Status::error(
+          "checkpoint tensor '" + views[i].name + "' is " +
+          describeType(t->dtype, t->shape.data(), int(t->shape.size())) +
+          ", expected " + describeType(v.dtype, v.shape, v.rank));
+    found[size_t(i)] = t;
+  }
+  for (int i = 0; i < n; ++i)
+    if (size_t bytes = found[size_t(i)]->byteSize())
+      std::memcpy(views[i].value.data, found[size_t(i)]->data(), bytes);
+  return Status::success();
+}
+
+std::vector<NamedView> lamina::rt::optimizerState(Optimizer &opt) {
+  std::vector<NamedView> out;
+  for (int p = 0; p < opt.numParams(); ++p)
+    for (int s = 0; s < opt.numSlots(); ++s)
+      out.push_back({opt.paramName(p) + "." + opt.slotName(s), opt.state(p, s)});
+  out.push_back({"optimizer.step", opt.stepCountView()});
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // A folder of checkpoints
 //===----------------------------------------------------------------------===//
