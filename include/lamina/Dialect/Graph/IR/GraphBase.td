@@ -36,6 +36,11 @@ class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<Graph_CostOpInterface>])>;
 
+// A differentiable op states its gradient (GraphInterfaces.td); the rules
+// are in GraphGradients.cpp.
+defvar Graph_Differentiable =
+    DeclareOpInterfaceMethods<Graph_GradientOpInterface>;
+
 // Every graph value is a ranked tensor with a static shape (phase contract 1).
 def Graph_Tensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
 def Graph_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;

@@ -39,8 +39,10 @@ def Graph_ConstantOp : Graph_Op<"constant",
 // Elementwise unary
 //===----------------------------------------------------------------------===//
 
-class Graph_UnaryOp<string mnemonic, Type type, string desc>
-    : Graph_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+class Graph_UnaryOp<string mnemonic, Type type, string desc,
+                    list<Trait> extra = [Graph_Differentiable]>
+    : Graph_Op<mnemonic, !listconcat([Pure, Elementwise,
+                                      SameOperandsAndResultType], extra)> {
   let summary = desc;
   let arguments = (ins type:$input);
   let results = (outs type:$result);
@@ -62,10 +64,10 @@ def Graph_SigmoidOp
 def Graph_ReluOp : Graph_UnaryOp<"relu", Graph_Tensor, "Elementwise max(x, 0)">;
 def Graph_CosOp : Graph_UnaryOp<"cos", Graph_FloatTensor, "Elementwise cos">;
 def Graph_SinOp : Graph_UnaryOp<"sin", Graph_FloatTensor, "Elementwise sin">;
-def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "Logical not">;
+def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "Logical not", []>;
 
 def Graph_GeluOp : Graph_Op<"gelu",
-    [Pure, Elementwise, SameOperandsAndResultType]> {
+    [Pure, Elementwise, SameOperandsAndResultType, Graph_Differentiable]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `x * Phi(x)`; with `tanh` set, the tanh approximation
@@ -82,8 +84,8 @@ def Graph_GeluOp : Graph_Op<"gelu",
 //===----------------------------------------------------------------------===//
 
 class Graph_BroadcastOp<string mnemonic, Type operandType, Type resultType,
-                        string desc>
-    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+                        string desc, list<Trait> extra = []>
+    : Graph_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], extra)> {
   let summary = desc;
   let description = [{
     Operands broadcast numpy-style (right-aligned; a dimension of 1 stretches)
@@ -105,7 +107,8 @@ class Graph_BroadcastOp<string mnemonic, Type operandType, Type resultType,
 }
 
 class Graph_ArithOp<string mnemonic, string desc>
-    : Graph_BroadcastOp<mnemonic, Graph_Tensor, Graph_Tensor, desc>;
+    : Graph_BroadcastOp<mnemonic, Graph_Tensor, Graph_Tensor, desc,
+                        [Graph_Differentiable]>;
 def Graph_AddOp : Graph_ArithOp<"add", "Elementwise a + b">;
 def Graph_SubOp : Graph_ArithOp<"sub", "Elementwise a - b">;
 def Graph_MulOp : Graph_ArithOp<"mul", "Elementwise a * b">;
@@ -129,7 +132,8 @@ def Graph_GreaterEqualOp
 def Graph_LessOp : Graph_CompareOp<"less", "Elementwise a < b">;
 def Graph_LessEqualOp : Graph_CompareOp<"less_equal", "Elementwise a <= b">;
 
-def Graph_SelectOp : Graph_Op<"select", [Pure, InferTypeOpAdaptor]> {
+def Graph_SelectOp : Graph_Op<"select",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Elementwise cond ? a : b, broadcasting all three";
   let arguments = (ins Graph_BoolTensor:$condition, Graph_Tensor:$lhs,
                        Graph_Tensor:$rhs);
@@ -139,7 +143,7 @@ def Graph_SelectOp : Graph_Op<"select", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise]> {
+def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise, Graph_Differentiable]> {
   let summary = "Elementwise conversion to another element type";
   let description = [{
     Float to integer truncates toward zero; anything to `i1` tests `!= 0`.
@@ -154,7 +158,8 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise]> {
 // Contraction and normalisation
 //===----------------------------------------------------------------------===//
 
-def Graph_MatMulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Graph_MatMulOp : Graph_Op<"matmul",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Batched matrix product with broadcast batch dimensions";
   let description = [{
     `[..., m, k] x [..., k, n] -> [..., m, n]`; both operands have rank >= 2
@@ -168,7 +173,8 @@ def Graph_MatMulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Graph_SoftmaxBase<string mnemonic, string desc>
-    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType,
+                          Graph_Differentiable]> {
   let summary = desc;
   let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Graph_FloatTensor:$result);
@@ -180,7 +186,7 @@ def Graph_LogSoftmaxOp
     : Graph_SoftmaxBase<"log_softmax", "Log-softmax along one axis">;
 
 def Graph_LayerNormOp : Graph_Op<"layer_norm",
-    [Pure, AllTypesMatch<["input", "result"]>]> {
+    [Pure, AllTypesMatch<["input", "result"]>, Graph_Differentiable]> {
   let summary = "Layer normalisation over the trailing dimensions from `axis`";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias`, statistics over
@@ -198,7 +204,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
 }
 
 def Graph_RMSNormOp : Graph_Op<"rms_norm",
-    [Pure, AllTypesMatch<["input", "result"]>]> {
+    [Pure, AllTypesMatch<["input", "result"]>, Graph_Differentiable]> {
   let summary = "RMS normalisation over the trailing dimensions from `axis`";
   let description = [{ `x / sqrt(mean(x^2) + epsilon) * scale`. }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
@@ -213,8 +219,9 @@ def Graph_RMSNormOp : Graph_Op<"rms_norm",
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Graph_ReduceOp<string mnemonic, string desc>
-    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+class Graph_ReduceOp<string mnemonic, string desc,
+                     list<Trait> extra = [Graph_Differentiable]>
+    : Graph_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], extra)> {
   let summary = desc;
   let description = [{
     Reduces the listed `axes` (strictly increasing, non-negative); with
@@ -238,9 +245,12 @@ class Graph_ReduceOp<string mnemonic, string desc>
 def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum over axes">;
 def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean over axes">;
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum over axes">;
-def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product over axes">;
+// No gradient rule yet: the product's gradient needs care at zeros.
+def Graph_ReduceProdOp
+    : Graph_ReduceOp<"reduce_prod", "Product over axes", []>;
 
-def Graph_CumSumOp : Graph_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+def Graph_CumSumOp : Graph_Op<"cumsum",
+    [Pure, SameOperandsAndResultType, Graph_Differentiable]> {
   let summary = "Cumulative sum along one axis";
   let arguments = (ins Graph_Tensor:$input, I64Attr:$axis, UnitAttr:$exclusive,
                        UnitAttr:$reverse);
@@ -253,7 +263,7 @@ def Graph_CumSumOp : Graph_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure, Graph_Differentiable]> {
   let summary = "Same elements, row-major order, another static shape";
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$result);
@@ -262,7 +272,8 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Graph_TransposeOp : Graph_Op<"transpose",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Permutes dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Graph_Tensor:$result);
@@ -270,7 +281,8 @@ def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Graph_ConcatOp : Graph_Op<"concat",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Concatenates tensors along one axis";
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Graph_Tensor:$result);
@@ -279,7 +291,8 @@ def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Graph_SliceOp : Graph_Op<"slice",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Strided static slice";
   let description = [{
     Result dimension `i` has `sizes[i]` elements taken from input index
@@ -293,7 +306,7 @@ def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure, Graph_Differentiable]> {
   let summary = "Broadcasts numpy-style to a static result shape";
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$result);
@@ -302,14 +315,16 @@ def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_TileOp : Graph_Op<"tile", [Pure, InferTypeOpAdaptor]> {
+def Graph_TileOp : Graph_Op<"tile",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Repeats the tensor `repeats[i]` times along dimension i";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$repeats);
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+def Graph_TriluOp : Graph_Op<"trilu",
+    [Pure, SameOperandsAndResultType, Graph_Differentiable]> {
   let summary = "Keeps the upper (or lower) triangle of the last two dims";
   let description = [{
     With `upper`, keeps elements with `j - i >= k`; otherwise `j - i <= k`;
@@ -322,7 +337,8 @@ def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
   let hasFolder = 1;
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Graph_GatherOp : Graph_Op<"gather",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Takes slices of `data` along `axis` at `indices`";
   let description = [{
     Result shape `data[:axis] + indices + data[axis+1:]`; negative indices
@@ -336,7 +352,8 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_GatherNDOp : Graph_Op<"gather_nd", [Pure, InferTypeOpAdaptor]> {
+def Graph_GatherNDOp : Graph_Op<"gather_nd",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "ONNX GatherND: index tuples into the leading dims of `data`";
   let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices,
                        I64Attr:$batch_dims);

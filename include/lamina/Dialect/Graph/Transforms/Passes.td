@@ -47,4 +47,56 @@ def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
+  let summary = "Builds @train_step: the loss and its gradient per trainable "
+                "parameter";
+  let description = [{
+    Reads `@forward` and adds `@train_step`, which takes the same arguments,
+    recomputes the forward pass and then runs reverse-mode differentiation
+    from the loss: each op states its gradient through `GradientOpInterface`,
+    so the gradient ops are ordinary graph ops that later phases cost and
+    lower. Its results are the loss followed by the gradient of every
+    `trainable` argument, in argument order, named
+    `["loss", "grad:<param>", ...]` in `graph.output_names`. `@forward` stays.
+
+    Gradients flow only through float values that depend on a trainable
+    argument: integer and boolean tensors, indices and conditions are
+    non-differentiable. A value used several times (fan-out, a tied weight)
+    gets the sum of its gradients; a parameter the loss does not depend on
+    gets a zero gradient. An op on the path from a parameter to the loss
+    without a gradient rule fails the pass with a diagnostic naming the op
+    and its ONNX node.
+
+    ```mlir
+    func.func @forward(%w: tensor<3xf32> {graph.kind = "trainable", graph.name = "w"},
+                       %x: tensor<3xf32> {graph.kind = "input", graph.name = "x"})
+        -> tensor<f32> attributes {graph.output_names = ["loss"]} {
+      %0 = graph.mul %w, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+      %1 = graph.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : tensor<3xf32> -> tensor<f32>
+      return %1 : tensor<f32>
+    }
+    // adds
+    func.func @train_step(%w: ..., %x: ...) -> (tensor<f32>, tensor<3xf32>)
+        attributes {graph.output_names = ["loss", "grad:w"]} {
+      %0 = graph.mul %w, %x ...
+      %1 = graph.reduce_sum %0 ...
+      %one = graph.constant dense<1.0> : tensor<f32>
+      %g0 = graph.reshape %one : tensor<f32> to tensor<1xf32>
+      %g1 = graph.broadcast %g0 : tensor<1xf32> to tensor<3xf32>
+      %gw = graph.mul %g1, %x ...
+      return %1, %gw : tensor<f32>, tensor<3xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "Name (a graph.output_names entry) of the scalar f32/f64 output to "
+           "differentiate; default: the function's only scalar output">,
+  ];
+  let statistics = [
+    Statistic<"numGradientOps", "gradient-ops",
+              "Ops in @train_step beyond the forward pass">,
+  ];
+}
+
 #endif

@@ -1,0 +1,605 @@
+//===- GraphGradients.cpp - reverse-mode gradient rules -------------------===//
+//
+// GradientOpInterface for every differentiable graph op. Each rule reads the
+// gradient of its single result (never null: graph-autodiff only calls a
+// rule when the result has a gradient) and builds graph ops
+// for the operand gradients, so gradients are costed and lowered like any
+// forward op. Gradient ops take the forward op's location, so diagnostics
+// and plans name the ONNX node they come from.
+//
+// Broadcasting ops reduce each operand's gradient back to its shape
+// (`sumTo`). Integer and boolean operands, indices and conditions get null.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool isFloatTensor(Value v) {
+  return isa<FloatType>(typeOf(v).getElementType());
+}
+
+/// Builds the graph ops a rule needs, at the forward op's location.
+struct GradBuilder {
+  ImplicitLocOpBuilder b;
+  GradBuilder(Operation *op, OpBuilder &builder) : b(op->getLoc(), builder) {}
+
+  /// A splat constant of `type`.
+  Value splat(RankedTensorType type, double value) {
+    Attribute element =
+        isa<FloatType>(type.getElementType())
+            ? Attribute(b.getFloatAttr(type.getElementType(), value))
+            : Attribute(b.getIntegerAttr(type.getElementType(), int64_t(value)));
+    return ConstantOp::create(
+        b, cast<ElementsAttr>(DenseElementsAttr::get(type, element)));
+  }
+  /// A rank-0 constant with the element type of `like` (broadcasts anywhere).
+  Value scalar(Value like, double value) {
+    return splat(RankedTensorType::get({}, typeOf(like).getElementType()), value);
+  }
+  Value zerosLike(Value v) { return splat(typeOf(v), 0.0); }
+  Value zeros(ArrayRef<int64_t> shape, Type element) {
+    return splat(RankedTensorType::get(shape, element), 0.0);
+  }
+
+  Value add(Value x, Value y) { return AddOp::create(b, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, x, y); }
+  Value neg(Value x) { return NegOp::create(b, x); }
+  Value mulScalar(Value x, double c) { return mul(x, scalar(x, c)); }
+  Value select(Value c, Value x, Value y) { return SelectOp::create(b, c, x, y); }
+
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    auto type = RankedTensorType::get(shape, typeOf(v).getElementType());
+    if (type == v.getType())
+      return v;
+    return ReshapeOp::create(b, type, v);
+  }
+  Value broadcastTo(Value v, Type type) {
+    if (v.getType() == type)
+      return v;
+    return BroadcastOp::create(b, type, v);
+  }
+  Value reduceSum(Value v, ArrayRef<int64_t> axes, bool keepdims) {
+    if (axes.empty())
+      return v;
+    return ReduceSumOp::create(b, v, b.getDenseI64ArrayAttr(axes),
+                               b.getBoolAttr(keepdims));
+  }
+  Value reduceMean(Value v, ArrayRef<int64_t> axes, bool keepdims) {
+    return ReduceMeanOp::create(b, v, b.getDenseI64ArrayAttr(axes),
+                                b.getBoolAttr(keepdims));
+  }
+  Value transpose(Value v, ArrayRef<int64_t> perm) {
+    return TransposeOp::create(b, v, b.getDenseI64ArrayAttr(perm));
+  }
+  Value concat(ValueRange parts, int64_t axis) {
+    if (parts.size() == 1)
+      return parts.front();
+    return ConcatOp::create(b, parts, b.getI64IntegerAttr(axis));
+  }
+  /// Elements [start, start + size) of dimension `d`, the others whole.
+  Value sliceDim(Value v, int64_t d, int64_t start, int64_t size,
+                 int64_t step = 1) {
+    auto type = typeOf(v);
+    SmallVector<int64_t> starts(type.getRank(), 0), steps(type.getRank(), 1);
+    SmallVector<int64_t> sizes(type.getShape());
+    starts[d] = start;
+    sizes[d] = size;
+    steps[d] = step;
+    return SliceOp::create(b, v, b.getDenseI64ArrayAttr(starts),
+                           b.getDenseI64ArrayAttr(sizes),
+                           b.getDenseI64ArrayAttr(steps));
+  }
+
+  /// Sums a broadcast gradient back to `target`'s shape: over the leading
+  /// dims `target` lacks and over the dims where it has size 1.
+  Value sumTo(Value grad, Type target) {
+    if (grad.getType() == target)
+      return grad;
+    auto from = typeOf(grad);
+    auto to = cast<RankedTensorType>(target);
+    int64_t lead = from.getRank() - to.getRank();
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < from.getRank(); ++d)
+      if (d < lead || (to.getDimSize(d - lead) == 1 && from.getDimSize(d) != 1))
+        axes.push_back(d);
+    return reshape(reduceSum(grad, axes, /*keepdims=*/false), to.getShape());
+  }
+
+  /// `grad` of a reduction's result, reshaped and broadcast back over
+  /// the input's shape.
+  Value unreduce(Value grad, RankedTensorType input, ArrayRef<int64_t> axes,
+                 bool keepdims) {
+    SmallVector<int64_t> kept(input.getShape());
+    for (int64_t a : axes)
+      kept[a] = 1;
+    if (!keepdims)
+      grad = reshape(grad, kept);
+    return broadcastTo(grad, input);
+  }
+
+  /// Scatters a slice's gradient back along dimension `d`: the gradient's
+  /// element j lands at `start + j * step` of a zero tensor of size `full`.
+  /// Built from slice/reshape/concat of splat zeros, so no index tensor is
+  /// materialised.
+  Value padDim(Value g, int64_t d, int64_t start, int64_t step, int64_t full) {
+    auto type = typeOf(g);
+    Type element = type.getElementType();
+    int64_t n = type.getDimSize(d);
+    SmallVector<int64_t> shape(type.getShape());
+    if (n == 0) {
+      shape[d] = full;
+      return zeros(shape, element);
+    }
+    if (step < 0) {
+      // Reverse, then it is a positive-step slice from the lowest index.
+      g = sliceDim(g, d, n - 1, n, -1);
+      start += (n - 1) * step;
+      step = -step;
+    }
+    if (step > 1 && n > 1) {
+      // Interleave step-1 zeros after each element: [n, 1] ++ [n, step-1].
+      SmallVector<int64_t> unit(shape), gap(shape), wide(shape);
+      unit.insert(unit.begin() + d + 1, 1);
+      gap.insert(gap.begin() + d + 1, step - 1);
+      Value spread = concat({reshape(g, unit), zeros(gap, element)}, d + 1);
+      wide[d] = n * step;
+      g = sliceDim(reshape(spread, wide), d, 0, (n - 1) * step + 1);
+    }
+    int64_t len = typeOf(g).getDimSize(d);
+    SmallVector<Value> parts;
+    if (start > 0) {
+      shape[d] = start;
+      parts.push_back(zeros(shape, element));
+    }
+    parts.push_back(g);
+    if (int64_t after = full - start - len; after > 0) {
+      shape[d] = after;
+      parts.push_back(zeros(shape, element));
+    }
+    return concat(parts, d);
+  }
+
+  /// Swaps the last two dimensions.
+  Value transposeLast2(Value v) {
+    int64_t rank = typeOf(v).getRank();
+    SmallVector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return transpose(v, perm);
+  }
+};
+
+/// Axes `from..rank-1`.
+SmallVector<int64_t> axesFrom(int64_t from, int64_t rank) {
+  SmallVector<int64_t> axes(rank - from);
+  std::iota(axes.begin(), axes.end(), from);
+  return axes;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary: dx = g * f'(x), written with the result y where cheaper.
+//===----------------------------------------------------------------------===//
+
+#define UNARY_RULE(OP, BODY)                                                   \
+  LogicalResult OP::buildGradients(OpBuilder &builder, ValueRange gradients,   \
+                                   SmallVectorImpl<Value> &out) {              \
+    GradBuilder gb(*this, builder);                                            \
+    Value g = gradients[0], x = getInput(), y = getResult();                   \
+    (void)x;                                                                   \
+    (void)y;                                                                   \
+    out.push_back(BODY);                                                       \
+    return success();                                                          \
+  }
+
+UNARY_RULE(NegOp, gb.neg(g))
+UNARY_RULE(AbsOp, gb.select(LessOp::create(gb.b, x, gb.scalar(x, 0)),
+                            gb.neg(g), g))
+UNARY_RULE(ExpOp, gb.mul(g, y))
+UNARY_RULE(LogOp, gb.div(g, x))
+UNARY_RULE(SqrtOp, gb.div(g, gb.mulScalar(y, 2)))
+UNARY_RULE(ReciprocalOp, gb.neg(gb.mul(g, gb.mul(y, y))))
+UNARY_RULE(TanhOp, gb.mul(g, gb.sub(gb.scalar(y, 1), gb.mul(y, y))))
+// erf'(x) = 2/sqrt(pi) exp(-x^2)
+UNARY_RULE(ErfOp, gb.mul(g, gb.mulScalar(ExpOp::create(gb.b, gb.neg(gb.mul(x, x))),
+                                         2 / std::sqrt(M_PI))))
+UNARY_RULE(SigmoidOp, gb.mul(g, gb.mul(y, gb.sub(gb.scalar(y, 1), y))))
+UNARY_RULE(ReluOp, gb.select(GreaterOp::create(gb.b, x, gb.scalar(x, 0)), g,
+                             gb.scalar(g, 0)))
+UNARY_RULE(CosOp, gb.neg(gb.mul(g, SinOp::create(gb.b, x))))
+UNARY_RULE(SinOp, gb.mul(g, CosOp::create(gb.b, x)))
+#undef UNARY_RULE
+
+LogicalResult GeluOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                     SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], x = getInput();
+  Value half = gb.scalar(x, 0.5), one = gb.scalar(x, 1);
+  Value dydx;
+  if (getTanh()) {
+    // y = x/2 (1 + t), t = tanh(c (x + a x^3)):
+    // dy/dx = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2).
+    const double c = std::sqrt(2 / M_PI), a = 0.044715;
+    Value x2 = gb.mul(x, x);
+    Value u = gb.mulScalar(gb.add(x, gb.mulScalar(gb.mul(x2, x), a)), c);
+    Value t = TanhOp::create(gb.b, u);
+    Value du = gb.mulScalar(gb.add(one, gb.mulScalar(x2, 3 * a)), c);
+    Value sech2 = gb.sub(one, gb.mul(t, t));
+    dydx = gb.add(gb.mul(half, gb.add(one, t)),
+                  gb.mul(gb.mul(half, x), gb.mul(sech2, du)));
+  } else {
+    // y = x Phi(x): dy/dx = Phi(x) + x phi(x).
+    Value cdf = gb.mul(half, gb.add(one, ErfOp::create(
+                                             gb.b, gb.mulScalar(x, M_SQRT1_2))));
+    Value pdf = gb.mulScalar(
+        ExpOp::create(gb.b, gb.mulScalar(gb.mul(x, x), -0.5)),
+        1 / std::sqrt(2 * M_PI));
+    dydx = gb.add(cdf, gb.mul(x, pdf));
+  }
+  out.push_back(gb.mul(g, dydx));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary with numpy broadcasting
+//===----------------------------------------------------------------------===//
+
+#define BINARY_RULE(OP, LHS, RHS)                                              \
+  LogicalResult OP::buildGradients(OpBuilder &builder, ValueRange gradients,   \
+                                   SmallVectorImpl<Value> &out) {              \
+    GradBuilder gb(*this, builder);                                            \
+    Value g = gradients[0], a = getLhs(), b = getRhs(), y = getResult();       \
+    (void)y;                                                                   \
+    out.push_back(gb.sumTo(LHS, a.getType()));                                 \
+    out.push_back(gb.sumTo(RHS, b.getType()));                                 \
+    return success();                                                          \
+  }
+
+BINARY_RULE(AddOp, g, g)
+BINARY_RULE(SubOp, g, gb.neg(g))
+BINARY_RULE(MulOp, gb.mul(g, b), gb.mul(g, a))
+BINARY_RULE(DivOp, gb.div(g, b), gb.neg(gb.div(gb.mul(g, y), b)))
+// d/da a^b = b a^(b-1); d/db a^b = a^b ln a (defined for a > 0; the pass
+// drops it when the exponent is not trainable, the usual case).
+BINARY_RULE(PowOp,
+            gb.mul(g, gb.mul(b, PowOp::create(gb.b, a, gb.sub(b, gb.scalar(b, 1))))),
+            gb.mul(g, gb.mul(y, LogOp::create(gb.b, a))))
+// Ties go to the lhs, so the two masks partition the elements.
+BINARY_RULE(MinOp,
+            gb.select(LessEqualOp::create(gb.b, a, b), g, gb.scalar(g, 0)),
+            gb.select(LessEqualOp::create(gb.b, a, b), gb.scalar(g, 0), g))
+BINARY_RULE(MaxOp,
+            gb.select(GreaterEqualOp::create(gb.b, a, b), g, gb.scalar(g, 0)),
+            gb.select(GreaterEqualOp::create(gb.b, a, b), gb.scalar(g, 0), g))
+#undef BINARY_RULE
+
+LogicalResult SelectOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                       SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], c = getCondition(), zero = gb.scalar(g, 0);
+  out.push_back(nullptr);
+  out.push_back(gb.sumTo(gb.select(c, g, zero), getLhs().getType()));
+  out.push_back(gb.sumTo(gb.select(c, zero, g), getRhs().getType()));
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                     SmallVectorImpl<Value> &out) {
+  // Only float-to-float casts carry a gradient (back in the input's type).
+  if (!isFloatTensor(getInput()) || !isFloatTensor(getResult())) {
+    out.push_back(nullptr);
+    return success();
+  }
+  GradBuilder gb(*this, builder);
+  out.push_back(CastOp::create(gb.b, getInput().getType(), gradients[0]));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contraction and normalisation
+//===----------------------------------------------------------------------===//
+
+// dA = G B^T, dB = A^T G, each summed over the batch dims it was broadcast in.
+LogicalResult MatMulOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                       SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], a = getLhs(), b = getRhs();
+  out.push_back(gb.sumTo(
+      MatMulOp::create(gb.b, g, gb.transposeLast2(b)), a.getType()));
+  out.push_back(gb.sumTo(
+      MatMulOp::create(gb.b, gb.transposeLast2(a), g), b.getType()));
+  return success();
+}
+
+// dx = y (g - sum(g y)) along the axis.
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                        SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], y = getResult();
+  Value s = gb.reduceSum(gb.mul(g, y), {int64_t(getAxis())}, true);
+  out.push_back(gb.mul(y, gb.sub(g, s)));
+  return success();
+}
+
+// dx = g - softmax(x) sum(g), with softmax(x) = exp(y).
+LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &builder,
+                                           ValueRange gradients,
+                                           SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], y = getResult();
+  Value s = gb.reduceSum(g, {int64_t(getAxis())}, true);
+  out.push_back(gb.sub(g, gb.mul(ExpOp::create(gb.b, y), s)));
+  return success();
+}
+
+// The statistics are recomputed from x (not saved by the forward op):
+// xhat = (x - mean) rstd; dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat
+// xhat)) with dxhat = g scale; dscale and dbias sum over the leading dims.
+LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], x = getInput();
+  int64_t axis = getAxis(), rank = typeOf(x).getRank();
+  SmallVector<int64_t> norm = axesFrom(axis, rank), lead = axesFrom(0, axis);
+  Value xc = gb.sub(x, gb.reduceMean(x, norm, true));
+  Value var = gb.reduceMean(gb.mul(xc, xc), norm, true);
+  Value rstd = ReciprocalOp::create(
+      gb.b, SqrtOp::create(gb.b, gb.add(var, gb.scalar(x, getEpsilon().convertToDouble()))));
+  Value xhat = gb.mul(xc, rstd);
+  Value dxhat = gb.mul(g, getScale());
+  Value inner = gb.sub(gb.sub(dxhat, gb.reduceMean(dxhat, norm, true)),
+                       gb.mul(xhat, gb.reduceMean(gb.mul(dxhat, xhat), norm, true)));
+  out.push_back(gb.mul(rstd, inner));
+  out.push_back(gb.reduceSum(gb.mul(g, xhat), lead, false));
+  if (getBias())
+    out.push_back(gb.reduceSum(g, lead, false));
+  return success();
+}
+
+// y = x r scale, r = (mean(x^2) + eps)^-1/2:
+// dx = r dxh - x r^3 mean(dxh x), dxh = g scale; dscale = sum_lead(g x r).
+LogicalResult RMSNormOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                        SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0], x = getInput();
+  int64_t axis = getAxis(), rank = typeOf(x).getRank();
+  SmallVector<int64_t> norm = axesFrom(axis, rank), lead = axesFrom(0, axis);
+  Value ms = gb.reduceMean(gb.mul(x, x), norm, true);
+  Value r = ReciprocalOp::create(
+      gb.b, SqrtOp::create(gb.b, gb.add(ms, gb.scalar(x, getEpsilon().convertToDouble()))));
+  Value dxh = gb.mul(g, getScale());
+  Value r3 = gb.mul(r, gb.mul(r, r));
+  Value corr = gb.mul(gb.mul(x, r3), gb.reduceMean(gb.mul(dxh, x), norm, true));
+  out.push_back(gb.sub(gb.mul(dxh, r), corr));
+  out.push_back(gb.reduceSum(gb.mul(g, gb.mul(x, r)), lead, false));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(gb.unreduce(gradients[0], getInput().getType(), getAxes(),
+                            getKeepdims()));
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildGradients(OpBuilder &builder,
+                                           ValueRange gradients,
+                                           SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto input = getInput().getType();
+  int64_t count = 1;
+  for (int64_t a : getAxes())
+    count *= input.getDimSize(a);
+  Value g = gb.unreduce(gradients[0], input, getAxes(), getKeepdims());
+  out.push_back(gb.mulScalar(g, 1.0 / double(std::max<int64_t>(count, 1))));
+  return success();
+}
+
+// The gradient goes to the maximal elements, split evenly among ties.
+LogicalResult ReduceMaxOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto input = getInput().getType();
+  Value max = gb.unreduce(getResult(), input, getAxes(), getKeepdims());
+  Value mask = CastOp::create(gb.b, input, EqualOp::create(gb.b, getInput(), max));
+  Value count = gb.reduceSum(mask, getAxes(), true);
+  Value g = gb.unreduce(gradients[0], input, getAxes(), getKeepdims());
+  out.push_back(gb.div(gb.mul(g, mask), count));
+  return success();
+}
+
+// The adjoint of a cumulative sum is the cumulative sum the other way.
+LogicalResult CumSumOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                       SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(CumSumOp::create(gb.b, gradients[0], getAxisAttr(),
+                                 getExclusiveAttr(),
+                                 getReverse() ? UnitAttr() : gb.b.getUnitAttr()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                        SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(gb.reshape(gradients[0], getInput().getType().getShape()));
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = int64_t(i);
+  out.push_back(gb.transpose(gradients[0], inverse));
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                       SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  int64_t axis = getAxis(), offset = 0;
+  for (Value input : getInputs()) {
+    int64_t size = typeOf(input).getDimSize(axis);
+    out.push_back(gb.sliceDim(gradients[0], axis, offset, size));
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                      SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto input = getInput().getType();
+  Value g = gradients[0];
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t start = getStarts()[d], size = getSizes()[d], step = getSteps()[d];
+    if (start == 0 && step == 1 && size == input.getDimSize(d))
+      continue;
+    g = gb.padDim(g, d, start, step, input.getDimSize(d));
+  }
+  out.push_back(g);
+  return success();
+}
+
+LogicalResult BroadcastOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(gb.sumTo(gradients[0], getInput().getType()));
+  return success();
+}
+
+// Result dim i is repeats[i] copies of input dim i: view the gradient as
+// [r0, d0, r1, d1, ...] and sum the copies.
+LogicalResult TileOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                     SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto input = getInput().getType();
+  SmallVector<int64_t> split, axes;
+  for (auto [d, r] : llvm::enumerate(getRepeats())) {
+    if (r != 1) {
+      axes.push_back(int64_t(split.size()));
+      split.push_back(r);
+    }
+    split.push_back(input.getDimSize(d));
+  }
+  Value g = gb.reduceSum(gb.reshape(gradients[0], split), axes, false);
+  out.push_back(gb.reshape(g, input.getShape()));
+  return success();
+}
+
+// The mask is linear: the gradient keeps the same triangle.
+LogicalResult TriluOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                      SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(TriluOp::create(gb.b, gradients[0], getKAttr(), getUpperAttr()));
+  return success();
+}
+
+// Embedding lookups: the gradient scatter-adds the result rows into zeros
+// (repeated indices accumulate). The gathered axis is moved to the front so
+// scatter_nd indexes it with 1-tuples, then moved back.
+LogicalResult GatherOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                       SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto data = getData().getType();
+  auto indices = getIndices().getType();
+  int64_t axis = getAxis(), q = indices.getRank(), rank = data.getRank();
+  Value g = gradients[0];
+  // g: data[:axis] + indices + data[axis+1:] -> indices + data[:axis] + rest.
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < q; ++i)
+    perm.push_back(axis + i);
+  for (int64_t i = 0; i < axis; ++i)
+    perm.push_back(i);
+  for (int64_t i = axis + q; i < typeOf(g).getRank(); ++i)
+    perm.push_back(i);
+  if (axis > 0)
+    g = gb.transpose(g, perm);
+  SmallVector<int64_t> moved{data.getDimSize(axis)};
+  llvm::append_range(moved, data.getShape().take_front(axis));
+  llvm::append_range(moved, data.getShape().drop_front(axis + 1));
+  SmallVector<int64_t> tupleShape(indices.getShape());
+  tupleShape.push_back(1);
+  Value tuples = gb.reshape(getIndices(), tupleShape);
+  Value grad = ScatterNDOp::create(gb.b, gb.zeros(moved, data.getElementType()),
+                                   tuples, g, gb.b.getStringAttr("add"));
+  if (axis > 0) {
+    // Dim 0 of `moved` goes back to position `axis`.
+    SmallVector<int64_t> back;
+    for (int64_t i = 0; i < rank; ++i)
+      back.push_back(i < axis ? i + 1 : i == axis ? 0 : i);
+    grad = gb.transpose(grad, back);
+  }
+  out.push_back(grad);
+  out.push_back(nullptr);
+  return success();
+}
+
+// Scatter-add into zeros with the same index tuples; with batch dims each
+// tuple is prefixed by its batch coordinates (a constant the size of the
+// index tuples) so scatter_nd, which has no batch dims, addresses them.
+LogicalResult GatherNDOp::buildGradients(OpBuilder &builder,
+                                         ValueRange gradients,
+                                         SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto indices = getIndices().getType();
+  int64_t batch = getBatchDims();
+  Value tuples = getIndices();
+  if (batch > 0) {
+    ArrayRef<int64_t> outer = indices.getShape().drop_back();
+    int64_t count = 1;
+    for (int64_t d : outer)
+      count *= d;
+    SmallVector<int64_t> coords(outer.size());
+    SmallVector<APInt> values;
+    unsigned width = indices.getElementTypeBitWidth();
+    for (int64_t t = 0; t < count; ++t) {
+      for (int64_t d = int64_t(outer.size()) - 1, rest = t; d >= 0; --d) {
+        coords[d] = rest % outer[d];
+        rest /= outer[d];
+      }
+      for (int64_t d = 0; d < batch; ++d)
+        values.push_back(APInt(width, uint64_t(coords[d]), /*isSigned=*/true));
+    }
+    SmallVector<int64_t> prefixShape(outer);
+    prefixShape.push_back(batch);
+    auto prefixType = RankedTensorType::get(prefixShape, indices.getElementType());
+    Value prefix = ConstantOp::create(
+        gb.b, cast<ElementsAttr>(DenseElementsAttr::get(prefixType, values)));
+    tuples = gb.concat({prefix, tuples}, int64_t(outer.size()));
+  }
+  out.push_back(ScatterNDOp::create(gb.b, gb.zerosLike(getData()), tuples,
+                                    gradients[0], gb.b.getStringAttr("add")));
+  out.push_back(nullptr);
+  return success();
+}

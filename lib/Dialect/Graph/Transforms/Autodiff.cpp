@@ -1,0 +1,238 @@
+//===- Autodiff.cpp - graph-autodiff: reverse-mode gradients --------------===//
+//
+// Clones @forward into @train_step and appends the backward pass: ops are
+// visited in reverse, each asked for its operand gradients through
+// GradientOpInterface, and gradients of values used more than once are
+// summed. Only float values that depend on a trainable argument ("active"
+// values) receive gradients; whatever a rule builds for other operands is
+// dead and removed at the end, together with forward ops the loss and
+// gradients do not need.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace lamina::graph {
+#define GEN_PASS_DEF_GRAPHAUTODIFF
+#include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace lamina::graph
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+bool isFloatTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+/// " (ONNX node 'name')" when the location names a node, else "".
+std::string nodeSuffix(Location loc) {
+  while (true) {
+    if (auto name = dyn_cast<NameLoc>(loc))
+      return (" (ONNX node '" + name.getName().getValue() + "')").str();
+    if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+      loc = callsite.getCallee();
+    else if (auto fused = dyn_cast<FusedLoc>(loc);
+             fused && !fused.getLocations().empty())
+      loc = fused.getLocations().front();
+    else
+      return "";
+  }
+}
+
+Value splat(OpBuilder &b, Location loc, Type type, double value) {
+  auto ranked = cast<RankedTensorType>(type);
+  auto attr = DenseElementsAttr::get(
+      ranked, b.getFloatAttr(ranked.getElementType(), value));
+  return ConstantOp::create(b, loc, cast<ElementsAttr>(attr));
+}
+
+struct GraphAutodiff
+    : lamina::graph::impl::GraphAutodiffBase<GraphAutodiff> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("graph-autodiff: no func.func @forward");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("train_step")) {
+      module.emitError("graph-autodiff: @train_step already exists");
+      return signalPassFailure();
+    }
+    if (!forward.getBody().hasOneBlock()) {
+      forward.emitError("graph-autodiff: @forward must have one block");
+      return signalPassFailure();
+    }
+    std::optional<unsigned> lossIndex = findLoss(forward);
+    if (!lossIndex)
+      return signalPassFailure();
+
+    OpBuilder builder(forward);
+    builder.setInsertionPointAfter(forward);
+    auto step = cast<func::FuncOp>(builder.clone(*forward));
+    step.setSymName("train_step");
+    if (failed(differentiate(step, *lossIndex))) {
+      step.erase();
+      return signalPassFailure();
+    }
+  }
+
+  /// The index of the loss output: `loss` by name, else the only scalar.
+  std::optional<unsigned> findLoss(func::FuncOp forward) {
+    auto names = forward->getAttrOfType<ArrayAttr>(kOutputNamesAttr);
+    auto nameOf = [&](unsigned i) -> std::string {
+      if (names && i < names.size())
+        if (auto s = dyn_cast<StringAttr>(names[i]))
+          return s.getValue().str();
+      return "output_" + std::to_string(i);
+    };
+    ArrayRef<Type> results = forward.getFunctionType().getResults();
+    std::optional<unsigned> found;
+    if (!loss.empty()) {
+      for (unsigned i = 0; i < results.size(); ++i)
+        if (nameOf(i) == loss)
+          found = i;
+      if (!found) {
+        auto diag = forward.emitError()
+                    << "graph-autodiff: no output named '" << loss
+                    << "'; outputs:";
+        for (unsigned i = 0; i < results.size(); ++i)
+          diag << " '" << nameOf(i) << "'";
+        return std::nullopt;
+      }
+    } else {
+      unsigned scalars = 0;
+      for (unsigned i = 0; i < results.size(); ++i)
+        if (auto t = dyn_cast<RankedTensorType>(results[i]);
+            t && t.hasStaticShape() && t.getNumElements() == 1)
+          found = i, ++scalars;
+      if (scalars != 1) {
+        forward.emitError()
+            << "graph-autodiff: @forward has " << scalars
+            << " scalar outputs; name the loss with the 'loss' option";
+        return std::nullopt;
+      }
+    }
+    auto type = dyn_cast<RankedTensorType>(results[*found]);
+    if (!type || !type.hasStaticShape() || type.getNumElements() != 1 ||
+        !(type.getElementType().isF32() || type.getElementType().isF64())) {
+      forward.emitError() << "graph-autodiff: loss '" << nameOf(*found)
+                          << "' must be a scalar f32 or f64 tensor, not "
+                          << results[*found];
+      return std::nullopt;
+    }
+    return found;
+  }
+
+  LogicalResult differentiate(func::FuncOp step, unsigned lossIndex) {
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value lossValue = ret.getOperand(lossIndex);
+
+    SmallVector<BlockArgument> params;
+    llvm::DenseSet<Value> active;
+    for (BlockArgument arg : body.getArguments()) {
+      auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
+      if (!kind || kind.getValue() != kKindTrainable)
+        continue;
+      if (!isFloatTensor(arg))
+        return step.emitError() << "graph-autodiff: trainable argument #"
+                                << arg.getArgNumber() << " is not a float tensor";
+      params.push_back(arg);
+      active.insert(arg);
+    }
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator()) {
+      forwardOps.push_back(&op);
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
+        for (Value r : op.getResults())
+          if (isFloatTensor(r))
+            active.insert(r);
+    }
+
+    OpBuilder b(ret);
+    llvm::DenseMap<Value, Value> grads;
+    if (active.contains(lossValue))
+      grads[lossValue] = splat(b, ret.getLoc(), lossValue.getType(), 1.0);
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        any |= bool(resultGrads.back());
+      }
+      if (!any)
+        continue;
+      auto rule = dyn_cast<GradientOpInterface>(op);
+      if (!rule)
+        return op->emitError() << "graph-autodiff: no gradient rule for '"
+                               << op->getName() << "'"
+                               << nodeSuffix(op->getLoc())
+                               << ", which lies between a trainable parameter "
+                                  "and the loss";
+      SmallVector<Value> operandGrads;
+      if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
+        return op->emitError() << "graph-autodiff: gradient rule of '"
+                               << op->getName() << "' failed"
+                               << nodeSuffix(op->getLoc());
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitError() << "graph-autodiff: gradient rule of '"
+                               << op->getName() << "' gave "
+                               << operandGrads.size() << " gradients for "
+                               << op->getNumOperands() << " operands";
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!grad || !active.contains(operand))
+          continue;
+        if (grad.getType() != operand.getType())
+          return op->emitError() << "graph-autodiff: gradient rule of '"
+                                 << op->getName() << "' built " << grad.getType()
+                                 << " for an operand of type " << operand.getType();
+        Value &slot = grads[operand];
+        slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, grad)) : grad;
+      }
+    }
+
+    SmallVector<Value> results{lossValue};
+    SmallVector<Attribute> names{b.getStringAttr("loss")};
+    for (BlockArgument p : params) {
+      Value g = grads.lookup(p);
+      results.push_back(g ? g : splat(b, ret.getLoc(), p.getType(), 0.0));
+      auto name = step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kNameAttr);
+      names.push_back(b.getStringAttr(
+          "grad:" + (name ? name.getValue().str()
+                          : "arg" + std::to_string(p.getArgNumber()))));
+    }
+    ret->setOperands(results);
+    step.setFunctionType(FunctionType::get(
+        &getContext(), step.getArgumentTypes(), TypeRange(ValueRange(results))));
+    step.removeResAttrsAttr();
+    step->setAttr(kOutputNamesAttr, b.getArrayAttr(names));
+
+    // Drop what neither the loss nor a gradient needs (unused operand
+    // gradients, forward-only outputs).
+    llvm::DenseSet<Operation *> forwardSet(forwardOps.begin(), forwardOps.end());
+    SmallVector<Operation *> all;
+    for (Operation &op : body.without_terminator())
+      all.push_back(&op);
+    for (Operation *op : llvm::reverse(all))
+      if (isOpTriviallyDead(op)) {
+        forwardSet.erase(op);
+        op->erase();
+      }
+    for (Operation &op : body.without_terminator())
+      if (!forwardSet.contains(&op))
+        ++numGradientOps;
+    return success();
+  }
+};
+} // namespace

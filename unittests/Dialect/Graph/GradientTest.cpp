@@ -1,0 +1,466 @@
+//===- GradientTest.cpp - finite-difference checks of gradient rules ------===//
+//
+// For every op with a gradient rule: a tiny f64 @forward computing
+// loss = reduce_sum(op(params...) * r) with fixed random weights r, run
+// graph-autodiff, evaluate @train_step on the reference evaluator and
+// compare each gradient element with a central difference of @forward.
+// Inputs are chosen away from kinks (relu and abs at 0, max ties).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Eval/Evaluator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+using namespace mlir;
+using lamina::eval::HostTensor;
+
+namespace {
+/// One argument of the test function.
+struct Arg {
+  std::string name;
+  std::vector<int64_t> shape;
+  /// "trainable" (random values in [lo, hi], checked) or "input".
+  std::string kind = "trainable";
+  double lo = -1, hi = 1;
+  /// Integer contents (an i64 input) when non-empty.
+  std::vector<int64_t> ints = {};
+  std::string element = "f64";
+};
+
+struct Case {
+  std::string name;
+  std::vector<Arg> args;
+  /// Ops that define %y from the arguments (named %<name>).
+  std::string body;
+  std::vector<int64_t> resultShape;
+  double eps = 1e-6, rtol = 1e-5, atol = 1e-8;
+};
+
+std::string typeText(const std::vector<int64_t> &shape, StringRef element) {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + element.str() + ">";
+}
+
+/// @forward(args..., %r) -> reduce_sum(%y * %r).
+std::string moduleText(const Case &c) {
+  std::string rt = typeText(c.resultShape, "f64");
+  std::string s = "func.func @forward(";
+  for (const Arg &a : c.args)
+    s += "%" + a.name + ": " + typeText(a.shape, a.element) +
+         " {graph.kind = \"" + a.kind + "\", graph.name = \"" + a.name + "\"}, ";
+  s += "%r: " + rt + " {graph.kind = \"input\", graph.name = \"r\"}) -> tensor<f64>"
+       " attributes {graph.output_names = [\"loss\"]} {\n" + c.body + "\n";
+  std::string axes;
+  for (size_t i = 0; i < c.resultShape.size(); ++i)
+    axes += (i ? ", " : ": ") + std::to_string(i);
+  s += "  %m = graph.mul %y, %r : (" + rt + ", " + rt + ") -> " + rt + "\n";
+  s += "  %l = graph.reduce_sum %m {axes = array<i64" + axes +
+       ">, keepdims = false} : " + rt + " -> tensor<f64>\n";
+  s += "  return %l : tensor<f64>\n}\n";
+  return s;
+}
+
+HostTensor randomTensor(const std::vector<int64_t> &shape, double lo, double hi,
+                        std::mt19937 &rng) {
+  HostTensor t(lamina::rt::DType::F64, shape);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  auto *p = static_cast<double *>(t.data());
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    p[i] = dist(rng);
+  return t;
+}
+
+double loss(ModuleOp module, const std::map<std::string, HostTensor> &args) {
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  std::string err = lamina::eval::evaluate(module, args, outputs, "forward");
+  EXPECT_EQ(err, "");
+  return err.empty() ? *static_cast<const double *>(outputs[0].second.data())
+                     : NAN;
+}
+
+/// Central difference of @forward's loss in element `i` of argument `name`.
+double numericGradient(ModuleOp module, std::map<std::string, HostTensor> &args,
+                       const std::string &name, int64_t i, double eps) {
+  auto *value = static_cast<double *>(args[name].data());
+  double saved = value[i];
+  value[i] = saved + eps;
+  double up = loss(module, args);
+  value[i] = saved - eps;
+  double down = loss(module, args);
+  value[i] = saved;
+  return (up - down) / (2 * eps);
+}
+
+void checkGradients(const Case &c) {
+  SCOPED_TRACE(c.name);
+  DialectRegistry registry;
+  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::string text = moduleText(c);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << text;
+  PassManager pm(&context);
+  pm.addPass(lamina::graph::createGraphAutodiff());
+  ASSERT_TRUE(succeeded(pm.run(*module))) << text;
+
+  std::mt19937 rng(1234);
+  std::map<std::string, HostTensor> args;
+  for (const Arg &a : c.args) {
+    if (a.ints.empty()) {
+      args[a.name] = randomTensor(a.shape, a.lo, a.hi, rng);
+      continue;
+    }
+    HostTensor t(lamina::rt::DType::I64, a.shape);
+    std::copy(a.ints.begin(), a.ints.end(), static_cast<int64_t *>(t.data()));
+    args[a.name] = t;
+  }
+  args["r"] = randomTensor(c.resultShape, -1, 1, rng);
+
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  ASSERT_EQ(lamina::eval::evaluate(*module, args, outputs, "train_step"), "");
+  EXPECT_NEAR(*static_cast<const double *>(outputs[0].second.data()),
+              loss(*module, args), 1e-12);
+  size_t next = 1;
+  for (const Arg &a : c.args) {
+    if (a.kind != "trainable")
+      continue;
+    ASSERT_LT(next, outputs.size());
+    EXPECT_EQ(outputs[next].first, "grad:" + a.name);
+    const auto *grad = static_cast<const double *>(outputs[next++].second.data());
+    for (int64_t i = 0; i < args[a.name].numElements(); ++i) {
+      double numeric = numericGradient(*module, args, a.name, i, c.eps);
+      EXPECT_NEAR(grad[i], numeric, c.atol + c.rtol * std::fabs(numeric))
+          << a.name << "[" << i << "]";
+    }
+  }
+  EXPECT_EQ(next, outputs.size());
+}
+
+/// A unary op on one [2,3] parameter with values in [lo, hi].
+Case unary(const std::string &op, double lo = -1, double hi = 1,
+           const std::string &attrs = "") {
+  return {op + attrs,
+          {{"a", {2, 3}, "trainable", lo, hi}},
+          "  %y = graph." + op + " %a " + attrs + " : tensor<2x3xf64>",
+          {2, 3}};
+}
+
+/// A broadcasting binary op: [2,3] with [3] (and [2,1] with [3]).
+std::vector<Case> binary(const std::string &op, double lo = -1, double hi = 1) {
+  return {{op,
+           {{"a", {2, 3}, "trainable", lo, hi}, {"b", {3}, "trainable", lo, hi}},
+           "  %y = graph." + op +
+               " %a, %b : (tensor<2x3xf64>, tensor<3xf64>) -> tensor<2x3xf64>",
+           {2, 3}},
+          {op + "_outer",
+           {{"a", {2, 1}, "trainable", lo, hi}, {"b", {3}, "trainable", lo, hi}},
+           "  %y = graph." + op +
+               " %a, %b : (tensor<2x1xf64>, tensor<3xf64>) -> tensor<2x3xf64>",
+           {2, 3}}};
+}
+
+TEST(GradientTest, Unary) {
+  for (const Case &c :
+       {unary("neg"), unary("abs", 0.2, 1.0), unary("exp"),
+        unary("log", 0.5, 2), unary("sqrt", 0.5, 2),
+        unary("reciprocal", 0.5, 2), unary("tanh"), unary("erf"),
+        unary("sigmoid"), unary("relu", 0.1, 1), unary("gelu", -2, 2),
+        unary("gelu", -2, 2, "{tanh}"), unary("cos"), unary("sin")})
+    checkGradients(c);
+  // abs and relu on the negative side as well.
+  checkGradients(unary("abs", -1, -0.2));
+  checkGradients(unary("relu", -1, -0.1));
+}
+
+TEST(GradientTest, Binary) {
+  for (const char *op : {"add", "sub", "mul", "min", "max"})
+    for (const Case &c : binary(op))
+      checkGradients(c);
+  for (const Case &c : binary("div", 0.5, 2))
+    checkGradients(c);
+  for (const Case &c : binary("pow", 0.5, 2))
+    checkGradients(c);
+}
+
+TEST(GradientTest, SelectAndCast) {
+  checkGradients({"select",
+                  {{"a", {2, 3}}, {"b", {3}}, {"c", {2, 3}, "input"}},
+                  "  %z = graph.constant dense<0.0> : tensor<f64>\n"
+                  "  %p = graph.greater %c, %z : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xi1>\n"
+                  "  %y = graph.select %p, %a, %b : (tensor<2x3xi1>, tensor<2x3xf64>, "
+                  "tensor<3xf64>) -> tensor<2x3xf64>",
+                  {2, 3}});
+  // Through f32 and back: the difference quotient sees f32 rounding.
+  checkGradients({"cast",
+                  {{"a", {2, 3}}},
+                  "  %f = graph.cast %a : tensor<2x3xf64> to tensor<2x3xf32>\n"
+                  "  %y = graph.cast %f : tensor<2x3xf32> to tensor<2x3xf64>",
+                  {2, 3},
+                  1e-2, 1e-3, 1e-5});
+}
+
+TEST(GradientTest, MatMul) {
+  checkGradients({"matmul",
+                  {{"a", {2, 3, 4}}, {"b", {4, 5}}},
+                  "  %y = graph.matmul %a, %b : (tensor<2x3x4xf64>, tensor<4x5xf64>) "
+                  "-> tensor<2x3x5xf64>",
+                  {2, 3, 5}});
+  checkGradients({"matmul_batch_broadcast",
+                  {{"a", {2, 1, 3, 4}}, {"b", {3, 4, 2}}},
+                  "  %y = graph.matmul %a, %b : (tensor<2x1x3x4xf64>, "
+                  "tensor<3x4x2xf64>) -> tensor<2x3x3x2xf64>",
+                  {2, 3, 3, 2}});
+}
+
+TEST(GradientTest, Normalisation) {
+  checkGradients({"softmax",
+                  {{"a", {2, 4}, "trainable", -2, 2}},
+                  "  %y = graph.softmax %a {axis = 1 : i64} : tensor<2x4xf64>",
+                  {2, 4}});
+  checkGradients({"log_softmax",
+                  {{"a", {2, 4}, "trainable", -2, 2}},
+                  "  %y = graph.log_softmax %a {axis = 0 : i64} : tensor<2x4xf64>",
+                  {2, 4}});
+  checkGradients({"layer_norm",
+                  {{"a", {2, 3, 4}, "trainable", -2, 2}, {"s", {4}}, {"b", {4}}},
+                  "  %y = graph.layer_norm %a, %s, %b {axis = 2 : i64, epsilon = "
+                  "1.0e-5 : f64} : tensor<2x3x4xf64>, tensor<4xf64>, tensor<4xf64>",
+                  {2, 3, 4}});
+  checkGradients({"layer_norm_2d_no_bias",
+                  {{"a", {2, 3, 4}, "trainable", -2, 2}, {"s", {3, 4}}},
+                  "  %y = graph.layer_norm %a, %s {axis = 1 : i64, epsilon = "
+                  "1.0e-5 : f64} : tensor<2x3x4xf64>, tensor<3x4xf64>",
+                  {2, 3, 4}});
+  checkGradients({"rms_norm",
+                  {{"a", {2, 3, 4}, "trainable", -2, 2}, {"s", {4}}},
+                  "  %y = graph.rms_norm %a, %s {axis = 2 : i64, epsilon = "
+                  "1.0e-5 : f64} : tensor<2x3x4xf64>, tensor<4xf64>",
+                  {2, 3, 4}});
+}
+
+TEST(GradientTest, Reductions) {
+  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
+    checkGradients({std::string(op),
+                    {{"a", {2, 3, 4}}},
+                    std::string("  %y = graph.") + op +
+                        " %a {axes = array<i64: 0, 2>, keepdims = false} : "
+                        "tensor<2x3x4xf64> -> tensor<3xf64>",
+                    {3}});
+    checkGradients({std::string(op) + "_keepdims",
+                    {{"a", {2, 3, 4}}},
+                    std::string("  %y = graph.") + op +
+                        " %a {axes = array<i64: 1>, keepdims = true} : "
+                        "tensor<2x3x4xf64> -> tensor<2x1x4xf64>",
+                    {2, 1, 4}});
+  }
+  for (const char *attrs : {"", ", exclusive", ", reverse", ", exclusive, reverse"})
+    checkGradients({std::string("cumsum") + attrs,
+                    {{"a", {2, 4}}},
+                    std::string("  %y = graph.cumsum %a {axis = 1 : i64") + attrs +
+                        "} : tensor<2x4xf64>",
+                    {2, 4}});
+}
+
+TEST(GradientTest, DataMovement) {
+  checkGradients({"reshape",
+                  {{"a", {2, 3, 2}}},
+                  "  %y = graph.reshape %a : tensor<2x3x2xf64> to tensor<3x4xf64>",
+                  {3, 4}});
+  checkGradients({"transpose",
+                  {{"a", {2, 3, 4}}},
+                  "  %y = graph.transpose %a {perm = array<i64: 2, 0, 1>} : "
+                  "tensor<2x3x4xf64> -> tensor<4x2x3xf64>",
+                  {4, 2, 3}});
+  checkGradients({"concat",
+                  {{"a", {2, 3}}, {"b", {2, 2}}},
+                  "  %y = graph.concat %a, %b, %a {axis = 1 : i64} : "
+                  "(tensor<2x3xf64>, tensor<2x2xf64>, tensor<2x3xf64>) -> tensor<2x8xf64>",
+                  {2, 8}});
+  checkGradients({"slice",
+                  {{"a", {4, 7}}},
+                  "  %y = graph.slice %a {starts = array<i64: 1, 1>, sizes = "
+                  "array<i64: 2, 3>, steps = array<i64: 1, 2>} : tensor<4x7xf64> -> "
+                  "tensor<2x3xf64>",
+                  {2, 3}});
+  checkGradients({"slice_negative_steps",
+                  {{"a", {4, 7}}},
+                  "  %y = graph.slice %a {starts = array<i64: 3, 6>, sizes = "
+                  "array<i64: 4, 2>, steps = array<i64: -1, -3>} : tensor<4x7xf64> -> "
+                  "tensor<4x2xf64>",
+                  {4, 2}});
+  checkGradients({"broadcast",
+                  {{"a", {3, 1}}},
+                  "  %y = graph.broadcast %a : tensor<3x1xf64> to tensor<2x3x4xf64>",
+                  {2, 3, 4}});
+  checkGradients({"tile",
+                  {{"a", {2, 3}}},
+                  "  %y = graph.tile %a {repeats = array<i64: 2, 1>} : "
+                  "tensor<2x3xf64> -> tensor<4x3xf64>",
+                  {4, 3}});
+  checkGradients({"tile_both",
+                  {{"a", {2, 3}}},
+                  "  %y = graph.tile %a {repeats = array<i64: 3, 2>} : "
+                  "tensor<2x3xf64> -> tensor<6x6xf64>",
+                  {6, 6}});
+  checkGradients({"trilu",
+                  {{"a", {2, 3, 3}}},
+                  "  %y = graph.trilu %a {k = 0 : i64} : tensor<2x3x3xf64>",
+                  {2, 3, 3}});
+  checkGradients({"trilu_upper",
+                  {{"a", {3, 4}}},
+                  "  %y = graph.trilu %a {k = 1 : i64, upper} : tensor<3x4xf64>",
+                  {3, 4}});
+}
+
+TEST(GradientTest, Gather) {
+  // Repeated and negative indices accumulate into the same rows.
+  checkGradients({"gather_embedding",
+                  {{"e", {5, 3}}, {"i", {2, 3}, "input", 0, 0, {1, 4, 1, 0, -1, 2}, "i64"}},
+                  "  %y = graph.gather %e, %i {axis = 0 : i64} : (tensor<5x3xf64>, "
+                  "tensor<2x3xi64>) -> tensor<2x3x3xf64>",
+                  {2, 3, 3}});
+  checkGradients({"gather_axis1",
+                  {{"e", {2, 4, 3}}, {"i", {3}, "input", 0, 0, {3, 0, 3}, "i64"}},
+                  "  %y = graph.gather %e, %i {axis = 1 : i64} : (tensor<2x4x3xf64>, "
+                  "tensor<3xi64>) -> tensor<2x3x3xf64>",
+                  {2, 3, 3}});
+  checkGradients({"gather_nd",
+                  {{"e", {3, 4, 2}}, {"i", {3, 2}, "input", 0, 0, {0, 1, 2, 3, 0, 1}, "i64"}},
+                  "  %y = graph.gather_nd %e, %i {batch_dims = 0 : i64} : "
+                  "(tensor<3x4x2xf64>, tensor<3x2xi64>) -> tensor<3x2xf64>",
+                  {3, 2}});
+  checkGradients({"gather_nd_batch",
+                  {{"e", {2, 4, 3}}, {"i", {2, 3, 1}, "input", 0, 0, {1, 3, 1, 0, 2, 2}, "i64"}},
+                  "  %y = graph.gather_nd %e, %i {batch_dims = 1 : i64} : "
+                  "(tensor<2x4x3xf64>, tensor<2x3x1xi64>) -> tensor<2x3x3xf64>",
+                  {2, 3, 3}});
+}
+
+TEST(GradientTest, FanOutAndUnused) {
+  // %a feeds three ops; %u is never used: its gradient is zero.
+  checkGradients({"fan_out",
+                  {{"a", {2, 3}}, {"u", {2}}},
+                  "  %t = graph.tanh %a : tensor<2x3xf64>\n"
+                  "  %p = graph.mul %t, %a : (tensor<2x3xf64>, tensor<2x3xf64>) -> "
+                  "tensor<2x3xf64>\n"
+                  "  %y = graph.add %p, %a : (tensor<2x3xf64>, tensor<2x3xf64>) -> "
+                  "tensor<2x3xf64>",
+                  {2, 3}});
+}
+
+/// A tiny GPT-2 as the importer writes it (Inputs/tiny-gpt2.mlir), made f64
+/// so central differences are accurate, with loss = sum(logits * r): every
+/// parameter's gradient is checked at a few elements. With `fuseGelu` the
+/// MLP's GELU chain becomes one graph.gelu {tanh} first, as for codegen.
+void checkTinyGpt2(bool fuseGelu) {
+  SmallString<256> path(llvm::sys::path::parent_path(__FILE__));
+  llvm::sys::path::append(path, "Inputs", "tiny-gpt2.mlir");
+  auto file = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(bool(file)) << path.str().str();
+  std::string text = (*file)->getBuffer().str();
+  for (size_t at = text.find("f32"); at != std::string::npos;
+       at = text.find("f32", at))
+    text.replace(at, 3, "f64");
+
+  DialectRegistry registry;
+  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  auto forward = module->lookupSymbol<func::FuncOp>("forward");
+  ASSERT_TRUE(forward && forward.getNumResults() == 1);
+
+  // Append the weights argument %r and the scalar loss.
+  Builder attrs(&context);
+  Type logitsType = forward.getResultTypes()[0];
+  unsigned rIndex = forward.getNumArguments();
+  ASSERT_TRUE(succeeded(forward.insertArgument(
+      rIndex, logitsType,
+      attrs.getDictionaryAttr(
+          {attrs.getNamedAttr(lamina::graph::kKindAttr, attrs.getStringAttr("input")),
+           attrs.getNamedAttr(lamina::graph::kNameAttr, attrs.getStringAttr("r"))}),
+      forward.getLoc())));
+  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  Value weighted = lamina::graph::MulOp::create(b, ret.getLoc(), ret.getOperand(0),
+                                                forward.getArgument(rIndex));
+  int64_t rank = cast<RankedTensorType>(logitsType).getRank();
+  SmallVector<int64_t> all(rank);
+  std::iota(all.begin(), all.end(), 0);
+  Value sum = lamina::graph::ReduceSumOp::create(
+      b, ret.getLoc(), weighted, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
+  ret->setOperands(sum);
+  forward.setFunctionType(FunctionType::get(
+      &context, forward.getArgumentTypes(), {sum.getType()}));
+  forward->setAttr(lamina::graph::kOutputNamesAttr,
+                   attrs.getStrArrayAttr({"loss"}));
+
+  PassManager pm(&context);
+  if (fuseGelu)
+    pm.addPass(lamina::graph::createGraphFuseGelu());
+  pm.addPass(lamina::graph::createGraphAutodiff());
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto gelus = forward.getBody().getOps<lamina::graph::GeluOp>();
+  EXPECT_EQ(std::distance(gelus.begin(), gelus.end()), fuseGelu ? 1 : 0);
+
+  std::mt19937 rng(7);
+  std::map<std::string, HostTensor> args;
+  std::vector<std::string> params;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
+    std::string name =
+        forward.getArgAttrOfType<StringAttr>(i, lamina::graph::kNameAttr).str();
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (isa<IntegerType>(type.getElementType())) {
+      HostTensor ids(lamina::rt::DType::I64, shape);
+      std::uniform_int_distribution<int64_t> token(0, 31);
+      for (int64_t j = 0; j < ids.numElements(); ++j)
+        static_cast<int64_t *>(ids.data())[j] = token(rng);
+      args[name] = ids;
+      continue;
+    }
+    args[name] = randomTensor(shape, -0.5, 0.5, rng);
+    auto kind = forward.getArgAttrOfType<StringAttr>(i, lamina::graph::kKindAttr);
+    if (kind && kind.getValue() == lamina::graph::kKindTrainable)
+      params.push_back(name);
+  }
+  ASSERT_EQ(params.size(), 16u);
+
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  ASSERT_EQ(lamina::eval::evaluate(*module, args, outputs, "train_step"), "");
+  ASSERT_EQ(outputs.size(), params.size() + 1);
+  for (auto [i, name] : llvm::enumerate(params)) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(outputs[i + 1].first, "grad:" + name);
+    const auto *grad = static_cast<const double *>(outputs[i + 1].second.data());
+    int64_t n = args[name].numElements();
+    // The first, the last and a few elements in between.
+    for (int64_t j : {int64_t(0), n / 3, n / 2, (2 * n) / 3, n - 1}) {
+      double numeric = numericGradient(*module, args, name, j, 1e-6);
+      EXPECT_NEAR(grad[j], numeric, 1e-7 + 1e-5 * std::fabs(numeric))
+          << name << "[" << j << "]";
+    }
+  }
+}
+
+TEST(GradientTest, TinyGpt2) { checkTinyGpt2(/*fuseGelu=*/false); }
+TEST(GradientTest, TinyGpt2FusedGelu) { checkTinyGpt2(/*fuseGelu=*/true); }
+} // namespace
