@@ -1,4 +1,4 @@
-// RUN: lamina-opt %s -split-input-file -graph-autodiff="loss=b" -verify-diagnostics | FileCheck %s
+// RUN: lamina-opt %s -split-input-file -graph-autodiff="loss=b" -graph-verify-train-step -verify-diagnostics | FileCheck %s
 
 // The 'loss' option picks one of several scalar outputs by name.
 // CHECK-LABEL: func.func @train_step

@@ -1,4 +1,4 @@
-// RUN: lamina-opt %s -split-input-file -graph-autodiff -verify-diagnostics | FileCheck %s
+// RUN: lamina-opt %s -split-input-file -graph-autodiff -graph-verify-train-step -verify-diagnostics | FileCheck %s
 
 // Chain rule through tanh and a product: dL/dw = (1 - tanh(w x)^2) x.
 // CHECK-LABEL: func.func @forward

@@ -99,4 +99,23 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphVerifyTrainStep : Pass<"graph-verify-train-step", "mlir::ModuleOp"> {
+  let summary = "Checks phase contract 2: one function computes the loss and "
+                "every trainable parameter's gradient";
+  let description = [{
+    After autodiff the module has a `func.func @train_step` over the `graph`
+    dialect with static shapes whose results are the loss (a scalar f32 or
+    f64 named `loss`) followed by one gradient per `trainable` argument, in
+    argument order, each named `grad:<argument name>` and of the argument's
+    type. The pass changes nothing; it fails with a diagnostic at the first
+    violation.
+
+    ```mlir
+    // Rejected: the gradient of "w" is missing.
+    func.func @train_step(%w: tensor<4xf32> {graph.kind = "trainable", graph.name = "w"})
+        -> tensor<f32> attributes {graph.output_names = ["loss"]}
+    ```
+  }];
+}
+
 #endif
