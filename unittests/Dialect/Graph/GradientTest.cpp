@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -87,12 +88,35 @@ HostTensor randomTensor(const std::vector<int64_t> &shape, double lo, double hi,
   return t;
 }
 
+/// @forward's output named "loss".
 double loss(ModuleOp module, const std::map<std::string, HostTensor> &args) {
   std::vector<std::pair<std::string, HostTensor>> outputs;
   std::string err = lamina::eval::evaluate(module, args, outputs, "forward");
   EXPECT_EQ(err, "");
-  return err.empty() ? *static_cast<const double *>(outputs[0].second.data())
-                     : NAN;
+  for (const auto &[name, value] : outputs)
+    if (name == "loss")
+      return *static_cast<const double *>(value.data());
+  ADD_FAILURE() << "@forward has no output named 'loss'";
+  return NAN;
+}
+
+/// Mean cross-entropy of `logits` ([n, v] row-major) against `labels`,
+/// skipping labels equal to `ignore`: the reference for graph-add-loss.
+double crossEntropy(const double *logits, const std::vector<int64_t> &labels,
+                    int64_t v, int64_t ignore) {
+  double total = 0;
+  int64_t count = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] == ignore)
+      continue;
+    const double *row = logits + i * v;
+    double max = *std::max_element(row, row + v), sum = 0;
+    for (int64_t j = 0; j < v; ++j)
+      sum += std::exp(row[j] - max);
+    total -= row[labels[i]] - max - std::log(sum);
+    ++count;
+  }
+  return total / double(std::max<int64_t>(count, 1));
 }
 
 /// Central difference of @forward's loss in element `i` of argument `name`.
@@ -370,7 +394,9 @@ TEST(GradientTest, FanOutAndUnused) {
 /// so central differences are accurate, with loss = sum(logits * r): every
 /// parameter's gradient is checked at a few elements. With `fuseGelu` the
 /// MLP's GELU chain becomes one graph.gelu {tanh} first, as for codegen.
-void checkTinyGpt2(bool fuseGelu) {
+/// With `causalLm`, the loss is graph-add-loss's next-token cross-entropy
+/// instead, and its value is checked against crossEntropy().
+void checkTinyGpt2(bool fuseGelu, bool causalLm = false) {
   SmallString<256> path(llvm::sys::path::parent_path(__FILE__));
   llvm::sys::path::append(path, "Inputs", "tiny-gpt2.mlir");
   auto file = llvm::MemoryBuffer::getFile(path);
@@ -388,35 +414,38 @@ void checkTinyGpt2(bool fuseGelu) {
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   ASSERT_TRUE(forward && forward.getNumResults() == 1);
 
-  // Append the weights argument %r and the scalar loss.
   Builder attrs(&context);
-  Type logitsType = forward.getResultTypes()[0];
-  unsigned rIndex = forward.getNumArguments();
-  ASSERT_TRUE(succeeded(forward.insertArgument(
-      rIndex, logitsType,
-      attrs.getDictionaryAttr(
-          {attrs.getNamedAttr(lamina::graph::kKindAttr, attrs.getStringAttr("input")),
-           attrs.getNamedAttr(lamina::graph::kNameAttr, attrs.getStringAttr("r"))}),
-      forward.getLoc())));
-  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
-  OpBuilder b(ret);
-  Value weighted = lamina::graph::MulOp::create(b, ret.getLoc(), ret.getOperand(0),
-                                                forward.getArgument(rIndex));
-  int64_t rank = cast<RankedTensorType>(logitsType).getRank();
-  SmallVector<int64_t> all(rank);
-  std::iota(all.begin(), all.end(), 0);
-  Value sum = lamina::graph::ReduceSumOp::create(
-      b, ret.getLoc(), weighted, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
-  ret->setOperands(sum);
-  forward.setFunctionType(FunctionType::get(
-      &context, forward.getArgumentTypes(), {sum.getType()}));
-  forward->setAttr(lamina::graph::kOutputNamesAttr,
-                   attrs.getStrArrayAttr({"loss"}));
-
   PassManager pm(&context);
   if (fuseGelu)
     pm.addPass(lamina::graph::createGraphFuseGelu());
+  if (causalLm)
+    pm.addPass(lamina::graph::createGraphAddLoss());
   pm.addPass(lamina::graph::createGraphAutodiff());
+  if (!causalLm) {
+    // Append the weights argument %r and the scalar loss.
+    Type logitsType = forward.getResultTypes()[0];
+    unsigned rIndex = forward.getNumArguments();
+    ASSERT_TRUE(succeeded(forward.insertArgument(
+        rIndex, logitsType,
+        attrs.getDictionaryAttr(
+            {attrs.getNamedAttr(lamina::graph::kKindAttr, attrs.getStringAttr("input")),
+             attrs.getNamedAttr(lamina::graph::kNameAttr, attrs.getStringAttr("r"))}),
+        forward.getLoc())));
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    OpBuilder b(ret);
+    Value weighted = lamina::graph::MulOp::create(b, ret.getLoc(), ret.getOperand(0),
+                                                  forward.getArgument(rIndex));
+    int64_t rank = cast<RankedTensorType>(logitsType).getRank();
+    SmallVector<int64_t> all(rank);
+    std::iota(all.begin(), all.end(), 0);
+    Value sum = lamina::graph::ReduceSumOp::create(
+        b, ret.getLoc(), weighted, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
+    ret->setOperands(sum);
+    forward.setFunctionType(FunctionType::get(
+        &context, forward.getArgumentTypes(), {sum.getType()}));
+    forward->setAttr(lamina::graph::kOutputNamesAttr,
+                     attrs.getStrArrayAttr({"loss"}));
+  }
   ASSERT_TRUE(succeeded(pm.run(*module)));
   auto gelus = forward.getBody().getOps<lamina::graph::GeluOp>();
   EXPECT_EQ(std::distance(gelus.begin(), gelus.end()), fuseGelu ? 1 : 0);
@@ -444,6 +473,21 @@ void checkTinyGpt2(bool fuseGelu) {
   }
   ASSERT_EQ(params.size(), 16u);
 
+  if (causalLm) {
+    // Position t of the logits predicts token t + 1.
+    std::vector<std::pair<std::string, HostTensor>> fwd;
+    ASSERT_EQ(lamina::eval::evaluate(*module, args, fwd, "forward"), "");
+    ASSERT_EQ(fwd.size(), 2u);
+    const auto *logits = static_cast<const double *>(fwd[0].second.data());
+    const auto *ids = static_cast<const int64_t *>(args["input_ids"].data());
+    double expected = 0;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 3; ++t)
+        expected += crossEntropy(logits + (b * 4 + t) * 32, {ids[b * 4 + t + 1]},
+                                 32, -100);
+    EXPECT_NEAR(loss(*module, args), expected / 6, 1e-12);
+  }
+
   std::vector<std::pair<std::string, HostTensor>> outputs;
   ASSERT_EQ(lamina::eval::evaluate(*module, args, outputs, "train_step"), "");
   ASSERT_EQ(outputs.size(), params.size() + 1);
@@ -463,4 +507,55 @@ void checkTinyGpt2(bool fuseGelu) {
 
 TEST(GradientTest, TinyGpt2) { checkTinyGpt2(/*fuseGelu=*/false); }
 TEST(GradientTest, TinyGpt2FusedGelu) { checkTinyGpt2(/*fuseGelu=*/true); }
+TEST(GradientTest, TinyGpt2CausalLm) {
+  checkTinyGpt2(/*fuseGelu=*/true, /*causalLm=*/true);
+}
+
+/// graph-add-loss kind=cross-entropy with an ignored label: the loss matches
+/// crossEntropy() and its gradient the central differences.
+TEST(GradientTest, CrossEntropyIgnoreIndex) {
+  DialectRegistry registry;
+  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+    func.func @forward(%w: tensor<4x5xf64> {graph.kind = "trainable", graph.name = "w"},
+                       %x: tensor<3x4xf64> {graph.kind = "input", graph.name = "x"},
+                       %y: tensor<3xi64> {graph.kind = "input", graph.name = "y"})
+        -> tensor<3x5xf64> attributes {graph.output_names = ["logits"]} {
+      %0 = graph.matmul %x, %w : (tensor<3x4xf64>, tensor<4x5xf64>) -> tensor<3x5xf64>
+      return %0 : tensor<3x5xf64>
+    })mlir", &context);
+  ASSERT_TRUE(module);
+  PassManager pm(&context);
+  lamina::graph::GraphAddLossOptions options;
+  options.kind = "cross-entropy";
+  options.labels = "y";
+  options.ignoreIndex = -1;
+  pm.addPass(lamina::graph::createGraphAddLoss(options));
+  pm.addPass(lamina::graph::createGraphAutodiff());
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+
+  std::mt19937 rng(3);
+  std::map<std::string, HostTensor> args;
+  args["w"] = randomTensor({4, 5}, -1, 1, rng);
+  args["x"] = randomTensor({3, 4}, -1, 1, rng);
+  std::vector<int64_t> labels{4, -1, 1};
+  args["y"] = HostTensor(lamina::rt::DType::I64, {3});
+  std::copy(labels.begin(), labels.end(), static_cast<int64_t *>(args["y"].data()));
+
+  std::vector<std::pair<std::string, HostTensor>> fwd;
+  ASSERT_EQ(lamina::eval::evaluate(*module, args, fwd, "forward"), "");
+  EXPECT_NEAR(loss(*module, args),
+              crossEntropy(static_cast<const double *>(fwd[0].second.data()),
+                           labels, 5, -1),
+              1e-12);
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  ASSERT_EQ(lamina::eval::evaluate(*module, args, outputs, "train_step"), "");
+  ASSERT_EQ(outputs.size(), 2u);
+  const auto *grad = static_cast<const double *>(outputs[1].second.data());
+  for (int64_t i = 0; i < 20; ++i) {
+    double numeric = numericGradient(*module, args, "w", i, 1e-6);
+    EXPECT_NEAR(grad[i], numeric, 1e-8 + 1e-5 * std::fabs(numeric)) << i;
+  }
+}
 } // namespace

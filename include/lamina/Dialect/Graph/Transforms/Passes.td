@@ -118,4 +118,43 @@ def GraphVerifyTrainStep : Pass<"graph-verify-train-step", "mlir::ModuleOp"> {
   }];
 }
 
+def GraphAddLoss : Pass<"graph-add-loss", "mlir::ModuleOp"> {
+  let summary = "Adds a softmax cross-entropy loss output to @forward";
+  let description = [{
+    Appends a scalar output `loss` to `@forward`: the mean softmax
+    cross-entropy of a logits output (`[..., V]`, f32 or f64) against integer
+    labels (`[...]`), over the positions whose label is not `ignore-index`
+    (the sum over no position is divided by 1, not 0). With
+    `kind=causal-lm` the labels are the token input shifted by one: position
+    `t` predicts token `t + 1`, so the last position's logits and the first
+    token are dropped along the sequence dim (the second to last of the
+    logits). With `kind=cross-entropy` the labels are the input argument
+    named by `labels`. The other outputs stay, and `graph-autodiff` then
+    differentiates the loss (the only scalar output).
+
+    ```mlir
+    // kind=causal-lm on logits: tensor<2x8x64xf32>, input_ids: tensor<2x8xi64>
+    %l = graph.slice %logits {starts = array<i64: 0, 0, 0>, sizes = array<i64: 2, 7, 64>, ...}
+    %t = graph.slice %input_ids {starts = array<i64: 0, 1>, sizes = array<i64: 2, 7>, ...}
+    %lp = graph.log_softmax %l {axis = 2 : i64} : tensor<2x7x64xf32>
+    %p = graph.gather_nd %lp, %idx {batch_dims = 2 : i64} ...  // log p(label)
+    ...                                                      // masked mean, negated
+    return %logits, %loss : tensor<2x8x64xf32>, tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"causal-lm\"",
+           "causal-lm (labels: the token input shifted by one) or "
+           "cross-entropy (labels: the input named by 'labels')">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "Name of the logits output; default: the only float output of "
+           "rank >= 2">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"\"",
+           "Name of the labels input (cross-entropy), or of the token input "
+           "(causal-lm; default: the only integer input)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "Label value that contributes nothing to the loss">,
+  ];
+}
+
 #endif

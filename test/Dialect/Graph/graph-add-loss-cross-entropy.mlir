@@ -1,0 +1,18 @@
+// RUN: lamina-opt %s -graph-add-loss="kind=cross-entropy labels=y ignore-index=-1" -graph-autodiff -graph-verify-train-step | FileCheck %s
+
+// kind=cross-entropy: the labels input as given (no shift), its own ignore
+// index; graph-autodiff then differentiates the new loss output.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: graph.output_names = ["logits", "loss"]
+// CHECK-NOT: graph.slice
+// CHECK: graph.log_softmax %{{.*}} {axis = 2 : i64} : tensor<2x4x8xf32>
+// CHECK: graph.constant dense<-1> : tensor<i32>
+// CHECK: graph.equal %arg1
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: graph.output_names = ["loss", "grad:w"]
+func.func @forward(%w: tensor<2x4x8xf32> {graph.kind = "trainable", graph.name = "w"},
+                   %y: tensor<2x4xi32> {graph.kind = "input", graph.name = "y"})
+    -> tensor<2x4x8xf32> attributes {graph.output_names = ["logits"]} {
+  %0 = graph.tanh %w : tensor<2x4x8xf32>
+  return %0 : tensor<2x4x8xf32>
+}
