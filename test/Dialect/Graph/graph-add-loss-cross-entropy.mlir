@@ -1,4 +1,12 @@
 // RUN: lamina-opt %s -graph-add-loss="kind=cross-entropy labels=y ignore-index=-1" -graph-autodiff -graph-verify-train-step | FileCheck %s
+// RUN: not lamina-opt %s -graph-add-loss="kind=mse" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not lamina-opt %s -graph-add-loss="kind=cross-entropy" 2>&1 | FileCheck %s --check-prefix=NOLABELS
+// RUN: not lamina-opt %s -graph-add-loss="kind=cross-entropy labels=z" 2>&1 | FileCheck %s --check-prefix=NOINPUT
+// RUN: not lamina-opt %s -graph-add-loss="logits=out" 2>&1 | FileCheck %s --check-prefix=NOLOGITS
+// KIND: error: graph-add-loss: unknown kind 'mse' (causal-lm or cross-entropy)
+// NOLABELS: error: graph-add-loss: cross-entropy needs the 'labels' option naming an input
+// NOINPUT: error: graph-add-loss: no input named 'z'
+// NOLOGITS: error: graph-add-loss: no output named 'out'
 
 // kind=cross-entropy: the labels input as given (no shift), its own ignore
 // index; graph-autodiff then differentiates the new loss output.
