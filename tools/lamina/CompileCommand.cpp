@@ -30,6 +30,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -44,8 +45,34 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
                                       cl::Required, cl::sub(compileCommand));
 static cl::opt<std::string> target("target", cl::desc("host (CPU kernels, BLAS)"),
                                    cl::init("host"), cl::sub(compileCommand));
-static cl::opt<std::string> mode("mode", cl::desc("inference"),
+static cl::opt<std::string> mode("mode", cl::desc("inference or train"),
                                  cl::init("inference"), cl::sub(compileCommand));
+static cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("--mode train: add a softmax cross-entropy loss: "
+                      "causal-lm (labels = inputs shifted) or cross-entropy"),
+             cl::sub(compileCommand));
+static cl::opt<std::string> logitsName("logits",
+                                       cl::desc("--mode train: the logits output"),
+                                       cl::sub(compileCommand));
+static cl::opt<std::string>
+    labelsName("labels", cl::desc("--mode train --loss cross-entropy: the "
+                                  "labels input"),
+               cl::sub(compileCommand));
+static cl::opt<std::string>
+    lossOutput("loss-output",
+               cl::desc("--mode train: the model's own scalar loss output"),
+               cl::sub(compileCommand));
+static cl::opt<std::string>
+    freezeRegex("freeze",
+                cl::desc("--mode train: initializers whose name matches this "
+                         "regex (anywhere in the name) are not trained"),
+                cl::value_desc("REGEX"), cl::sub(compileCommand));
+static cl::opt<int64_t>
+    ignoreIndex("ignore-index",
+                cl::desc("--mode train: label value that adds nothing to "
+                         "the loss"),
+                cl::init(-100), cl::sub(compileCommand));
 static cl::list<std::string> dims("dim", cl::desc("bind a symbolic dim"),
                                   cl::value_desc("NAME=VALUE"),
                                   cl::sub(compileCommand));
@@ -140,6 +167,86 @@ static bool writeFile(StringRef path, StringRef contents) {
   return true;
 }
 
+/// The --mode train flags agree with each other; "" when they do.
+static std::string checkTrainFlags(bool train) {
+  bool any = !lossKind.empty() || !logitsName.empty() || !labelsName.empty() ||
+             !lossOutput.empty() || !freezeRegex.empty() ||
+             ignoreIndex.getNumOccurrences();
+  if (!train)
+    return any ? "--loss, --logits, --labels, --loss-output, --freeze and "
+                 "--ignore-index need --mode train"
+               : "";
+  if (!lossOutput.empty()) {
+    if (!lossKind.empty() || !logitsName.empty() || !labelsName.empty())
+      return "--loss-output names the model's own loss; it does not go with "
+             "--loss, --logits or --labels";
+    return "";
+  }
+  if (lossKind.empty())
+    return "--mode train needs a loss: --loss causal-lm --logits NAME, "
+           "--loss cross-entropy --logits NAME --labels NAME, or "
+           "--loss-output NAME";
+  if (lossKind != "causal-lm" && lossKind != "cross-entropy")
+    return "unknown --loss '" + lossKind +
+           "' (expected causal-lm or cross-entropy)";
+  if (logitsName.empty())
+    return "--loss " + lossKind + " needs --logits NAME (the logits output)";
+  if (lossKind == "cross-entropy" && labelsName.empty())
+    return "--loss cross-entropy needs --labels NAME (the labels input)";
+  if (lossKind == "causal-lm" && !labelsName.empty())
+    return "--loss causal-lm takes its labels from the inputs; --labels "
+           "goes with --loss cross-entropy";
+  if (!freezeRegex.empty()) {
+    std::string err;
+    if (!llvm::Regex(freezeRegex).isValid(err))
+      return "--freeze '" + freezeRegex + "' is not a valid regex: " + err;
+  }
+  return "";
+}
+
+/// Before autodiff: --freeze turns matching trainable arguments of @forward
+/// into constants, and the vocabulary (the logits' last dim) is read for
+/// the training driver's token-id check (0 when there are no logits).
+static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitError("lamina compile: no @forward function");
+  Builder b(module.getContext());
+  if (!freezeRegex.empty()) {
+    llvm::Regex re(freezeRegex);
+    unsigned frozen = 0, trainable = 0;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      auto kind = forward.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+      auto name = forward.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      if (!kind || kind.getValue() != graph::kKindTrainable)
+        continue;
+      if (name && re.match(name.getValue())) {
+        forward.setArgAttr(i, graph::kKindAttr,
+                           b.getStringAttr(graph::kKindConstant));
+        ++frozen;
+      } else {
+        ++trainable;
+      }
+    }
+    if (frozen == 0)
+      return forward.emitError("lamina compile: --freeze '")
+             << freezeRegex << "' matches no trainable initializer";
+    if (trainable == 0)
+      return forward.emitError("lamina compile: --freeze '")
+             << freezeRegex << "' freezes every initializer: nothing to train";
+  }
+  if (!logitsName.empty())
+    if (auto names = forward->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr))
+      for (unsigned i = 0; i < names.size(); ++i)
+        if (auto s = dyn_cast<StringAttr>(names[i]);
+            s && s.getValue() == logitsName)
+          if (auto t = dyn_cast<RankedTensorType>(
+                  forward.getFunctionType().getResult(i));
+              t && t.getRank() > 0 && !t.isDynamicDim(t.getRank() - 1))
+            vocab = t.getShape().back();
+  return success();
+}
+
 int runCompile() {
   if (target == "cuda") {
     llvm::errs() << "lamina compile: --target cuda is not implemented yet (the "
@@ -158,15 +265,14 @@ int runCompile() {
                     "layers yet; use --tp 1\n";
     return tensorParallel < 1 ? 2 : 1;
   }
-  if (mode == "train") {
-    llvm::errs() << "lamina compile: --mode train is not implemented yet "
-                    "(autodiff, loss and optimizer come next); use --mode "
-                    "inference\n";
-    return 1;
-  }
-  if (mode != "inference") {
+  if (mode != "inference" && mode != "train") {
     llvm::errs() << "lamina compile: unknown --mode '" << mode
                  << "' (expected inference or train)\n";
+    return 2;
+  }
+  bool train = mode == "train";
+  if (std::string err = checkTrainFlags(train); !err.empty()) {
+    llvm::errs() << "lamina compile: " << err << "\n";
     return 2;
   }
   onnx::ImportOptions options;
@@ -202,7 +308,36 @@ int runCompile() {
   TimingScope lowerTimer = root.nest("lower to rt (memory plan)");
   PassManager toRt(&context);
   toRt.enableTiming(lowerTimer);
-  toRt.addPass(graph::createGraphVerifyImported());
+  int64_t vocab = 0;
+  if (train) {
+    PassManager verify(&context);
+    verify.addPass(graph::createGraphVerifyImported());
+    if (failed(verify.run(*module)))
+      return 1;
+    if (failed(prepareTrain(*module, vocab)))
+      return 1;
+    PassManager autodiff(&context);
+    if (lossOutput.empty()) {
+      graph::GraphAddLossOptions lossOptions;
+      lossOptions.kind = lossKind;
+      lossOptions.logits = logitsName;
+      lossOptions.labels = labelsName;
+      lossOptions.ignoreIndex = ignoreIndex;
+      autodiff.addPass(graph::createGraphAddLoss(lossOptions));
+    }
+    graph::GraphAutodiffOptions adOptions;
+    adOptions.loss = lossOutput.empty() ? std::string("loss")
+                                        : std::string(lossOutput);
+    autodiff.addPass(graph::createGraphAutodiff(adOptions));
+    autodiff.addPass(graph::createGraphVerifyTrainStep());
+    if (failed(autodiff.run(*module)))
+      return 1;
+    // Only the train step is compiled.
+    if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
+      forward.erase();
+  } else {
+    toRt.addPass(graph::createGraphVerifyImported());
+  }
   toRt.addPass(graph::createGraphFuseGelu());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))
@@ -214,6 +349,13 @@ int runCompile() {
   PassManager toEmitC(&context);
   ConvertRtToEmitCOptions emitOptions;
   emitOptions.modelPath = std::string(absModel);
+  if (train) {
+    emitOptions.entryName = "train_step";
+    emitOptions.mode = "train";
+    if (lossOutput.empty() && lossKind == "cross-entropy")
+      emitOptions.labelsInput = labelsName;
+    emitOptions.vocab = vocab;
+  }
   toEmitC.addPass(createConvertRtToEmitC(emitOptions));
   if (failed(toEmitC.run(*module)))
     return 1;
@@ -265,7 +407,8 @@ int runCompile() {
 
   if (!quiet) {
     llvm::outs() << "lamina compile: " << modelPath << " -> "
-                 << (noBuild ? cppPath : runPath) << " (host, inference)\n";
+                 << (noBuild ? cppPath : runPath)
+                 << (train ? " (host, train)\n" : " (host, inference)\n");
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
     llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
                  << " (peak, " << figures.arenaBytes << " bytes) for "

@@ -72,6 +72,15 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
            "the program; its --model flag overrides it)">,
     Option<"entryName", "entry", "std::string", /*default=*/"\"forward\"",
            "The function that becomes the program's entry">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"inference\"",
+           "inference: `main` calls lamina::rt::programMain; train: the "
+           "entry is a train step and `main` calls lamina::rt::trainMain">,
+    Option<"labelsInput", "labels-input", "std::string", /*default=*/"\"\"",
+           "mode=train: the entry input that takes the labels (none: a "
+           "causal LM, labels are the inputs shifted)">,
+    Option<"vocab", "vocab", "int64_t", /*default=*/"0",
+           "mode=train: the vocabulary size token ids are checked against "
+           "(0: unknown)">,
   ];
 }
 

@@ -73,6 +73,23 @@ struct ProgramSpec {
 /// file written.
 int programMain(int argc, char **argv, const ProgramSpec &spec);
 
+/// What a training program knows beyond its ProgramSpec (convert-rt-to-emitc
+/// with mode=train emits it): the entry input that takes the labels
+/// (nullptr: causal LM, labels come from the inputs), and the vocabulary
+/// size token ids are checked against (0: unknown, not checked).
+struct TrainSpec {
+  const char *labelsInput;
+  int64_t vocab;
+};
+
+/// `OUTDIR/run --data FILE --steps N ...` (lib/Runtime/Program/Train.cpp,
+/// docs/training.md "Training executable"): the spec's entry is a train
+/// step (result 0 the loss, result i > 0 the gradient of the i-th trainable
+/// argument); each step draws a batch, runs it, clips, and applies the
+/// optimizer to the parameters in place. Exit codes as programMain.
+int trainMain(int argc, char **argv, const ProgramSpec &spec,
+              const TrainSpec &train);
+
 /// The file programMain writes output `name` to, inside --output-dir:
 /// `name` + ".npy", with every byte outside [A-Za-z0-9_.-] (and a leading
 /// '.') written as %XX, so "logits" -> "logits.npy", "out:0" ->

@@ -85,8 +85,11 @@ static std::string doubleLiteral(double v) {
 namespace {
 class ProgramEmitter {
 public:
-  ProgramEmitter(ModuleOp module, func::FuncOp entry, StringRef modelPath)
-      : module(module), entry(entry), modelPath(modelPath),
+  ProgramEmitter(ModuleOp module, func::FuncOp entry, StringRef modelPath,
+                 bool train = false, StringRef labelsInput = "",
+                 int64_t vocab = 0)
+      : module(module), entry(entry), modelPath(modelPath), train(train),
+        labelsInput(labelsInput), vocab(vocab),
         b(module.getContext()) {}
 
   LogicalResult run();
@@ -111,6 +114,9 @@ private:
   ModuleOp module;
   func::FuncOp entry;
   std::string modelPath;
+  bool train;
+  std::string labelsInput;
+  int64_t vocab;
   OpBuilder b;
   OpBuilder globals{static_cast<MLIRContext *>(nullptr)};
   std::map<std::vector<int64_t>, std::string> arrays;
@@ -345,11 +351,26 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
                                     b.getFunctionType({i32, argv}, {i32}));
   Block *body = main.addEntryBlock();
   OpBuilder mb = OpBuilder::atBlockEnd(body);
+  if (train) {
+    // The train spec goes before main, after the program spec.
+    std::string trainSpec = llvm::formatv(
+        "{{{0}, {1}}", labelsInput.empty() ? "nullptr" : cString(labelsInput),
+        vocab);
+    OpBuilder before(ctx());
+    before.setInsertionPoint(main);
+    emitc::GlobalOp::create(before, loc, "lamina_train",
+                            emitc::OpaqueType::get(ctx(), "lamina::rt::TrainSpec"),
+                            opaque(trainSpec), false, true, true);
+  }
   auto code = emitc::CallOpaqueOp::create(
-      mb, loc, TypeRange{i32}, "lamina::rt::programMain",
+      mb, loc, TypeRange{i32},
+      train ? "lamina::rt::trainMain" : "lamina::rt::programMain",
       ValueRange{body->getArgument(0), body->getArgument(1)},
-      mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
-                       opaque("lamina_program")}));
+      train ? mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
+                               opaque("lamina_program"),
+                               opaque("lamina_train")})
+            : mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
+                               opaque("lamina_program")}));
   emitc::ReturnOp::create(mb, loc, code.getResult(0));
 }
 
@@ -408,7 +429,15 @@ struct ConvertRtToEmitCPass
           << entryName << " is not an rt function (run convert-graph-to-rt)";
       return signalPassFailure();
     }
-    if (failed(ProgramEmitter(module, entry, modelPath).run()))
+    if (mode != "inference" && mode != "train") {
+      module.emitError("convert-rt-to-emitc: mode must be inference or "
+                       "train, got '")
+          << mode << "'";
+      return signalPassFailure();
+    }
+    if (failed(ProgramEmitter(module, entry, modelPath, mode == "train",
+                              labelsInput, vocab)
+                   .run()))
       signalPassFailure();
   }
 };

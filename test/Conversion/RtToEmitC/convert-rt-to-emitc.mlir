@@ -1,5 +1,15 @@
 // RUN: lamina-opt %s -convert-graph-to-rt -convert-rt-to-emitc=model-path=/models/m.onnx | FileCheck %s --check-prefix=EMITC
 // RUN: lamina-opt %s -convert-graph-to-rt -convert-rt-to-emitc=model-path=/models/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s --check-prefix=CPP
+// RUN: lamina-opt %s -convert-graph-to-rt '-convert-rt-to-emitc=model-path=/models/m.onnx mode=train labels-input=x vocab=50' | lamina-translate --mlir-to-cpp | FileCheck %s --check-prefix=TRAIN
+// RUN: not lamina-opt %s -convert-graph-to-rt -convert-rt-to-emitc=mode=eval 2>&1 | FileCheck %s --check-prefix=MODE
+
+// mode=train: main hands a TrainSpec to trainMain instead.
+// TRAIN: static const lamina::rt::ProgramSpec lamina_program =
+// TRAIN: static const lamina::rt::TrainSpec lamina_train = {"x", 50};
+// TRAIN: main(
+// TRAIN: lamina::rt::trainMain({{.*}}, lamina_program, lamina_train);
+// TRAIN-NOT: programMain
+// MODE: mode must be inference or train, got 'eval'
 
 // EMITC: emitc.include "lamina/Runtime/Generated.h"
 // EMITC: emitc.func @lamina_forward(%{{.*}}: !emitc.ptr<!emitc.opaque<"const lamina::rt::Tensor">>, %{{.*}}: !emitc.ptr<!emitc.opaque<"void">>) attributes {specifiers = ["static"]}

@@ -1,0 +1,515 @@
+//===- Train.cpp - the driver of a generated training program -------------===//
+//
+// trainMain: parse the flags, load the weights (trainable ones into owned
+// f32 buffers the optimizer updates in place), open the token data, resume
+// from the newest checkpoint when asked, then per step: draw a batch, run
+// the train-step entry, read the loss and gradients from the arena, clip,
+// update, log, checkpoint. --export writes the model with the trained
+// weights at the end. docs/training.md ("Training executable").
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/Checkpoint.h"
+#include "lamina/Runtime/Kernels.h"
+#include "lamina/Runtime/OnnxExport.h"
+#include "lamina/Runtime/Optimizer.h"
+#include "lamina/Runtime/Program.h"
+#include "lamina/Runtime/TensorIO.h"
+#include "lamina/Runtime/TokenData.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <cerrno>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace lamina::rt;
+
+namespace {
+
+const char *const kTrainUsage =
+    "usage: run --data FILE --steps N [options]\n"
+    "\n"
+    "Trains the compiled model. The batch size and sequence length are the\n"
+    "compiled input shape [batch, seq] (set them when compiling, e.g. with\n"
+    "--dim); they cannot change here.\n"
+    "\n"
+    "  --data FILE            flat file of little-endian token ids, no header\n"
+    "  --data-dtype T         uint16 (default) or uint32\n"
+    "  --steps N              train until step N (required)\n"
+    "  --lr X                 peak learning rate (default 1e-3)\n"
+    "  --lr-schedule S        constant (default) or cosine (linear warm-up,\n"
+    "                         cosine decay to --min-lr at the last step)\n"
+    "  --warmup N             warm-up steps (cosine; default 0)\n"
+    "  --min-lr X             final learning rate (cosine; default 0)\n"
+    "  --optimizer O          adamw (default) or sgd\n"
+    "  --weight-decay X       default 0.01 (adamw) or 0 (sgd)\n"
+    "  --momentum X           sgd momentum (default 0)\n"
+    "  --clip X               clip the global gradient norm to X (default: off)\n"
+    "  --seed N               batch sampling seed (default 0)\n"
+    "  --log-every N          log every N steps (default 10)\n"
+    "  --checkpoint-dir DIR   where checkpoints are written\n"
+    "  --checkpoint-every N   checkpoint every N steps (and at the end)\n"
+    "  --resume               continue from the newest checkpoint in DIR\n"
+    "  --export FILE.onnx     write the model with the trained weights\n"
+    "  --model FILE           ONNX file to read the initial weights from\n"
+    "                         (default: the model compiled from)\n"
+    "  --threads N            kernel threads (default: all cores)\n";
+
+struct TrainOptions {
+  std::string data, dataDtype = "uint16", schedule = "constant",
+                    optimizer = "adamw", checkpointDir, exportPath, model;
+  int64_t steps = -1, warmup = 0, seed = 0, logEvery = 10,
+          checkpointEvery = 0, threads = 0;
+  double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
+  bool resume = false, help = false;
+};
+
+bool parseInt(const std::string &s, int64_t &out, int64_t min) {
+  if (s.empty() || s.size() > 18)
+    return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + (c - '0');
+  }
+  out = v;
+  return v >= min;
+}
+
+bool parseReal(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end && *end == 0 && std::isfinite(out) && out >= 0;
+}
+
+std::string parseTrainOptions(int argc, char **argv, TrainOptions &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool hasValue = false;
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    auto take = [&]() -> bool {
+      if (!hasValue) {
+        if (i + 1 >= argc)
+          return false;
+        value = argv[++i];
+      }
+      return true;
+    };
+    auto str = [&](std::string &dst) {
+      if (!take() || value.empty())
+        return "--" + arg.substr(2) + " needs a value";
+      dst = value;
+      return std::string();
+    };
+    auto integer = [&](int64_t &dst, int64_t min) {
+      if (!take() || !parseInt(value, dst, min))
+        return arg + (min > 0 ? " needs a positive integer"
+                              : " needs an integer >= 0");
+      return std::string();
+    };
+    auto real = [&](double &dst) {
+      if (!take() || !parseReal(value, dst))
+        return arg + " needs a number >= 0";
+      return std::string();
+    };
+    std::string err;
+    if (arg == "--help" || arg == "-h")
+      o.help = true;
+    else if (arg == "--resume" && !hasValue)
+      o.resume = true;
+    else if (arg == "--data")
+      err = str(o.data);
+    else if (arg == "--data-dtype")
+      err = str(o.dataDtype);
+    else if (arg == "--lr-schedule")
+      err = str(o.schedule);
+    else if (arg == "--optimizer")
+      err = str(o.optimizer);
+    else if (arg == "--checkpoint-dir")
+      err = str(o.checkpointDir);
+    else if (arg == "--export")
+      err = str(o.exportPath);
+    else if (arg == "--model")
+      err = str(o.model);
+    else if (arg == "--steps")
+      err = integer(o.steps, 0);
+    else if (arg == "--warmup")
+      err = integer(o.warmup, 0);
+    else if (arg == "--seed")
+      err = integer(o.seed, 0);
+    else if (arg == "--log-every")
+      err = integer(o.logEvery, 1);
+    else if (arg == "--checkpoint-every")
+      err = integer(o.checkpointEvery, 1);
+    else if (arg == "--threads")
+      err = integer(o.threads, 1);
+    else if (arg == "--lr")
+      err = real(o.lr);
+    else if (arg == "--min-lr")
+      err = real(o.minLr);
+    else if (arg == "--weight-decay")
+      err = real(o.weightDecay);
+    else if (arg == "--momentum")
+      err = real(o.momentum);
+    else if (arg == "--clip")
+      err = real(o.clip);
+    else
+      return "unknown argument '" + std::string(argv[i]) + "'";
+    if (!err.empty())
+      return err;
+  }
+  if (o.help)
+    return "";
+  if (o.data.empty())
+    return "--data is required";
+  if (o.steps < 0)
+    return "--steps is required";
+  if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
+    return "--data-dtype must be uint16 or uint32, got '" + o.dataDtype + "'";
+  if (o.schedule != "constant" && o.schedule != "cosine")
+    return "--lr-schedule must be constant or cosine, got '" + o.schedule +
+           "'";
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return "--optimizer must be adamw or sgd, got '" + o.optimizer + "'";
+  if (o.resume && o.checkpointDir.empty())
+    return "--resume needs --checkpoint-dir";
+  if (o.checkpointEvery > 0 && o.checkpointDir.empty())
+    return "--checkpoint-every needs --checkpoint-dir";
+  return "";
+}
+
+bool sameShape(const std::vector<int64_t> &shape, const int64_t *spec,
+               int rank) {
+  if (int(shape.size()) != rank)
+    return false;
+  for (int i = 0; i < rank; ++i)
+    if (shape[size_t(i)] != spec[i])
+      return false;
+  return true;
+}
+
+/// mkdir -p.
+Status makeDirs(const std::string &dir) {
+  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
+    std::string prefix = dir.substr(0, pos);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 &&
+        errno != EEXIST)
+      return Status::error("cannot create '" + prefix +
+                           "': " + std::strerror(errno));
+    if (pos == std::string::npos)
+      break;
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error("'" + dir + "' is not a folder");
+  return Status::success();
+}
+
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
+};
+
+Status train(const ProgramSpec &spec, const TrainSpec &ts,
+             const TrainOptions &o) {
+  // The signature: inputs, trainable parameters (gradient i+1 each).
+  std::vector<int> inputArgs, trainArgs;
+  for (int i = 0; i < spec.numArgs; ++i) {
+    if (spec.args[i].kind == ArgKind::Input)
+      inputArgs.push_back(i);
+    else if (spec.args[i].kind == ArgKind::Trainable)
+      trainArgs.push_back(i);
+  }
+  if (spec.numOutputs != int(trainArgs.size()) + 1 || spec.numOutputs < 1)
+    return Status::error("the program is not a train step: " +
+                         std::to_string(spec.numOutputs) + " results for " +
+                         std::to_string(trainArgs.size()) +
+                         " trainable parameters");
+  const OutputSpec &lossOut = spec.outputs[0];
+  if (lossOut.dtype != DType::F32 || numElements(lossOut.shape, lossOut.rank) != 1)
+    return Status::error("the program's loss is not an f32 scalar");
+  for (size_t k = 0; k < trainArgs.size(); ++k) {
+    const ArgSpec &a = spec.args[trainArgs[k]];
+    const OutputSpec &g = spec.outputs[k + 1];
+    if (a.dtype != DType::F32)
+      return Status::error("trainable parameter '" + std::string(a.name) +
+                           "' is not f32 (only f32 training is supported)");
+    if (g.dtype != a.dtype || g.rank != a.rank ||
+        numElements(g.shape, g.rank) != numElements(a.shape, a.rank))
+      return Status::error("the program is inconsistent: gradient " +
+                           std::to_string(k + 1) + " does not match '" +
+                           a.name + "'");
+  }
+  for (int i = 0; i < spec.numOutputs; ++i) {
+    const OutputSpec &out = spec.outputs[i];
+    size_t bytes = size_t(numElements(out.shape, out.rank)) * dtypeSize(out.dtype);
+    if (out.offset > spec.arenaBytes || bytes > spec.arenaBytes - out.offset)
+      return Status::error("the program is inconsistent: output '" +
+                           std::string(out.name) + "' lies outside the arena");
+  }
+  // Which input is the token batch and which the labels.
+  int tokensArg = -1, labelsArg = -1;
+  for (int i : inputArgs) {
+    if (ts.labelsInput && std::strcmp(spec.args[i].name, ts.labelsInput) == 0)
+      labelsArg = i;
+    else if (tokensArg < 0)
+      tokensArg = i;
+    else
+      return Status::error("the model has more than one non-label input ('" +
+                           std::string(spec.args[tokensArg].name) + "', '" +
+                           spec.args[i].name +
+                           "'); the training driver feeds one token batch");
+  }
+  if (tokensArg < 0)
+    return Status::error("the model has no token input to feed");
+  if (ts.labelsInput && labelsArg < 0)
+    return Status::error("the program has no labels input '" +
+                         std::string(ts.labelsInput) + "'");
+  const ArgSpec &tok = spec.args[tokensArg];
+  if (tok.rank != 2 || (tok.dtype != DType::I64 && tok.dtype != DType::I32))
+    return Status::error("input '" + std::string(tok.name) + "' is " +
+                         describeType(tok.dtype, tok.shape, tok.rank) +
+                         "; token batches are [batch, seq] of i64 or i32");
+  if (labelsArg >= 0) {
+    const ArgSpec &l = spec.args[labelsArg];
+    if (l.dtype != tok.dtype || l.rank != 2 || l.shape[0] != tok.shape[0] ||
+        l.shape[1] != tok.shape[1])
+      return Status::error("labels input '" + std::string(l.name) +
+                           "' must have the type of '" + tok.name + "'");
+  }
+  int64_t batch = tok.shape[0], seq = tok.shape[1];
+  int64_t vocab = ts.vocab > 0 ? ts.vocab
+                  : tok.dtype == DType::I32 ? int64_t(INT32_MAX) + 1
+                                            : int64_t(UINT32_MAX) + 1;
+
+  // Data.
+  TokenData data;
+  if (Status s = data.open(o.data, o.dataDtype == "uint16" ? DType::U16
+                                                            : DType::U32);
+      !s.ok())
+    return s;
+  if (Status s = data.checkFits(seq, vocab); !s.ok())
+    return s;
+
+  // Weights.
+  std::string modelPath = !o.model.empty() ? o.model
+                          : spec.modelPath ? spec.modelPath
+                                           : "";
+  std::map<std::string, OwnedTensor> inits;
+  if (Status s = readInitializers(modelPath, inits); !s.ok())
+    return Status::error("cannot read the weights: " + s.message());
+  std::vector<Tensor> values(size_t(spec.numArgs));
+  OwnedTensor tokens, labels;
+  tokens.allocate(tok.dtype, {batch, seq});
+  labels.allocate(tok.dtype, {batch, seq});
+  for (int i = 0; i < spec.numArgs; ++i) {
+    const ArgSpec &a = spec.args[i];
+    if (a.kind == ArgKind::Input) {
+      values[size_t(i)] = Tensor{i == tokensArg ? tokens.data() : labels.data(),
+                                 a.dtype, a.rank, a.shape};
+      continue;
+    }
+    auto it = inits.find(a.name);
+    if (it == inits.end())
+      return Status::error("no initializer named '" + std::string(a.name) +
+                           "' in '" + modelPath + "' (the program expects " +
+                           describeType(a.dtype, a.shape, a.rank) + ")");
+    if (it->second.dtype != a.dtype ||
+        !sameShape(it->second.shape, a.shape, a.rank))
+      return Status::error(
+          "initializer '" + std::string(a.name) + "' in '" + modelPath +
+          "': expected " + describeType(a.dtype, a.shape, a.rank) + ", got " +
+          describeType(it->second.dtype, it->second.shape.data(),
+                       int(it->second.shape.size())));
+    values[size_t(i)] = Tensor{it->second.data(), a.dtype, a.rank, a.shape};
+  }
+
+  // Optimizer.
+  OptimizerConfig cfg =
+      o.optimizer == "sgd"
+          ? OptimizerConfig::sgd(float(o.momentum),
+                                 float(o.weightDecay < 0 ? 0 : o.weightDecay))
+          : OptimizerConfig::adamw(float(o.weightDecay < 0 ? 0.01 : o.weightDecay));
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<Tensor> params, grads;
+  std::vector<NamedView> paramViews;
+  for (int i : trainArgs) {
+    const ArgSpec &a = spec.args[i];
+    names.push_back(a.name);
+    shapes.emplace_back(a.shape, a.shape + a.rank);
+    params.push_back(values[size_t(i)]);
+    paramViews.push_back(NamedView{a.name, values[size_t(i)]});
+  }
+  Optimizer opt;
+  if (Status s = opt.init(cfg, names, shapes); !s.ok())
+    return s;
+  LrSchedule sched;
+  sched.kind = o.schedule == "cosine" ? LrScheduleKind::WarmupCosine
+                                      : LrScheduleKind::Constant;
+  sched.lr = o.lr;
+  sched.minLr = o.minLr;
+  sched.warmupSteps = o.warmup;
+  sched.decaySteps = o.steps;
+  if (Status s = sched.validate(); !s.ok())
+    return s;
+  uint64_t fingerprint =
+      modelFingerprint(paramViews.data(), int(paramViews.size()));
+  std::vector<NamedView> state = paramViews;
+  for (NamedView &v : optimizerState(opt))
+    state.push_back(v);
+
+  if (!o.checkpointDir.empty())
+    if (Status s = makeDirs(o.checkpointDir); !s.ok())
+      return Status::error("--checkpoint-dir: " + s.message());
+
+  // Resume.
+  SplitMix64 rng(uint64_t(o.seed));
+  int64_t step = 0;
+  if (o.resume) {
+    Checkpoint ck;
+    bool found = false;
+    std::vector<std::string> warnings;
+    Status s = loadLatestCheckpoint(o.checkpointDir, fingerprint, ck, found,
+                                    &warnings);
+    for (const std::string &w : warnings)
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!s.ok())
+      return s;
+    if (found) {
+      if (ck.rng.size() != sizeof(uint64_t))
+        return Status::error("checkpoint in '" + o.checkpointDir +
+                             "' has no sampler state");
+      if (Status r = restoreTensors(ck, state.data(), int(state.size()));
+          !r.ok())
+        return r;
+      std::memcpy(&rng.state, ck.rng.data(), sizeof(uint64_t));
+      step = int64_t(ck.step);
+      std::printf("resumed from step %lld\n", (long long)step);
+    } else {
+      std::printf("no checkpoint in '%s': starting from step 0\n",
+                  o.checkpointDir.c_str());
+    }
+  }
+  auto save = [&](int64_t at) -> Status {
+    std::vector<uint8_t> r(sizeof(uint64_t));
+    std::memcpy(r.data(), &rng.state, sizeof(uint64_t));
+    return saveCheckpoint(o.checkpointDir, 2, uint64_t(at), fingerprint, r,
+                          state.data(), int(state.size()));
+  };
+
+  // Arena.
+  size_t bytes = (spec.arenaBytes + 63) / 64 * 64;
+  std::unique_ptr<void, FreeDeleter> arena(
+      std::aligned_alloc(64, bytes ? bytes : 64));
+  if (!arena)
+    return Status::error("cannot allocate the " +
+                         std::to_string(spec.arenaBytes) + "-byte arena");
+  char *base = static_cast<char *>(arena.get());
+  for (size_t k = 0; k < trainArgs.size(); ++k) {
+    const OutputSpec &g = spec.outputs[k + 1];
+    grads.push_back(Tensor{base + g.offset, DType::F32, g.rank, g.shape});
+  }
+  if (o.threads > 0)
+    setNumThreads(int(o.threads));
+
+  auto start = std::chrono::steady_clock::now();
+  int64_t firstStep = step, lastCkpt = step;
+  bool tty = ::isatty(STDOUT_FILENO);
+  for (; step < o.steps; ++step) {
+    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
+        !s.ok())
+      return s;
+    spec.entry(values.data(), arena.get());
+    float loss;
+    std::memcpy(&loss, base + lossOut.offset, sizeof(float));
+    if (!std::isfinite(loss))
+      return Status::error("the loss is " + std::to_string(loss) +
+                           " at step " + std::to_string(step + 1));
+    if (o.clip > 0) {
+      double norm = 0;
+      if (Status s = clipGradNorm(grads.data(), int(grads.size()),
+                                  float(o.clip), norm);
+          !s.ok())
+        return s;
+      if (!std::isfinite(norm))
+        return Status::error("the gradient norm is not finite at step " +
+                             std::to_string(step + 1));
+    }
+    double lr = sched.at(step);
+    if (Status s = opt.step(float(lr), params.data(), grads.data(),
+                            int(params.size()));
+        !s.ok())
+      return s;
+    int64_t done = step + 1;
+    if (done % o.logEvery == 0 || done == o.steps || done == 1) {
+      double elapsed = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      double perStep = elapsed / double(done - firstStep);
+      double tokensPerSec =
+          elapsed > 0 ? double(batch * seq * (done - firstStep)) / elapsed : 0;
+      std::printf("step %lld loss %.6f lr %.6g tokens/s %.0f elapsed %.1fs "
+                  "eta %.1fs\n",
+                  (long long)done, double(loss), lr, tokensPerSec, elapsed,
+                  perStep * double(o.steps - done));
+      std::fflush(stdout);
+    } else if (tty) {
+      std::fprintf(stderr, "\rstep %lld/%lld loss %.4f ", (long long)done,
+                   (long long)o.steps, double(loss));
+    }
+    if (o.checkpointEvery > 0 && done % o.checkpointEvery == 0) {
+      if (Status s = save(done); !s.ok())
+        return s;
+      lastCkpt = done;
+    }
+  }
+  if (!o.checkpointDir.empty() && lastCkpt != step)
+    if (Status s = save(step); !s.ok())
+      return s;
+  if (!o.exportPath.empty()) {
+    if (Status s = exportOnnx(modelPath, o.exportPath, paramViews.data(),
+                              int(paramViews.size()));
+        !s.ok())
+      return Status::error("--export: " + s.message());
+    std::printf("exported the trained model to %s\n", o.exportPath.c_str());
+  }
+  return Status::success();
+}
+
+} // namespace
+
+int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
+                          const TrainSpec &train) {
+  TrainOptions options;
+  if (std::string err = parseTrainOptions(argc, argv, options); !err.empty()) {
+    std::fprintf(stderr, "error: %s\n%s", err.c_str(), kTrainUsage);
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(kTrainUsage, stdout);
+    return 0;
+  }
+  if (Status s = ::train(spec, train, options); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}

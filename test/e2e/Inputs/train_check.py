@@ -1,0 +1,108 @@
+"""Checks for train-tiny-gpt.test; prints "ok" or the reason it is not.
+
+  loss LOG                           last logged loss < 10% of the first
+  falls LOG                          last logged loss < the first
+  same FULL RESUMED                  every step the resumed run logs has the
+                                     uninterrupted run's loss
+  frozen ORIG TRAINED REGEX          initializers matching REGEX are unchanged,
+                                     some others changed
+  square-model OUT.onnx              writes a model whose output is its loss
+  export ORIG TRAINED DATA LOG       onnxruntime's causal-LM loss on the corpus
+                                     is below 10% of the first logged loss for
+                                     the exported model, and not for the
+                                     original one
+"""
+import re
+import sys
+
+import numpy as np
+
+
+def losses(path):
+    out = []
+    for line in open(path):
+        m = re.match(r"step (\d+) loss (\S+) ", line)
+        if m:
+            out.append((int(m.group(1)), float(m.group(2)), line))
+    if not out:
+        sys.exit(f"no loss lines in {path}")
+    return out
+
+
+def ort_loss(model, data):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    batch, seq = inp.shape
+    ids = np.stack([data[b * 3:b * 3 + seq] for b in range(batch)]).astype(
+        np.int64 if "int64" in inp.type else np.int32)
+    (logits,) = sess.run(["logits"], {inp.name: ids})
+    logits = logits[:, :-1].astype(np.float64)
+    labels = ids[:, 1:]
+    logits -= logits.max(-1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return float(-np.take_along_axis(logp, labels[..., None], -1).mean())
+
+
+def main():
+    what = sys.argv[1]
+    if what == "loss":
+        ls = losses(sys.argv[2])
+        first, last = ls[0][1], ls[-1][1]
+        print(f"loss: step {ls[0][0]} {first:.6f} -> step {ls[-1][0]} {last:.6f}",
+              file=sys.stderr)
+        print("ok" if last < 0.1 * first else f"loss {first} -> {last}")
+    elif what == "falls":
+        ls = losses(sys.argv[2])
+        print("ok" if ls[-1][1] < ls[0][1] else f"loss {ls[0][1]} -> {ls[-1][1]}")
+    elif what == "same":
+        # Every step both logged (the resumed run's), loss as printed.
+        full = {step: loss for step, loss, _ in losses(sys.argv[2])}
+        resumed = losses(sys.argv[3])
+        bad = [line.strip() for step, loss, line in resumed
+               if full.get(step) != loss]
+        print("ok" if not bad else "resumed run differs: " + "; ".join(bad))
+    elif what == "export":
+        orig, trained, data, log = sys.argv[2:6]
+        tokens = np.fromfile(data, dtype=np.uint16)
+        first = losses(log)[0][1]
+        lo, lt = ort_loss(orig, tokens), ort_loss(trained, tokens)
+        print(f"onnxruntime loss: original {lo:.6f}, exported {lt:.6f}",
+              file=sys.stderr)
+        print("ok" if lt < 0.1 * first <= lo else f"original {lo}, exported {lt}, first logged {first}")
+    elif what == "frozen":
+        import onnx
+        from onnx import numpy_helper
+
+        def inits(path):
+            return {t.name: numpy_helper.to_array(t)
+                    for t in onnx.load(path).graph.initializer}
+        a, b = inits(sys.argv[2]), inits(sys.argv[3])
+        pattern = re.compile(sys.argv[4])
+        frozen = [n for n in a if pattern.search(n)]
+        changed = [n for n in a if not np.array_equal(a[n], b[n])]
+        ok = frozen and all(n not in changed for n in frozen) and changed
+        print("ok" if ok else f"frozen {frozen}, changed {changed}")
+    elif what == "square-model":
+        # A model with its own scalar loss: mean(emb[input_ids]^2).
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        emb = numpy_helper.from_array(
+            np.random.RandomState(0).randn(32, 8).astype(np.float32), "emb")
+        nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["h"]),
+                 helper.make_node("Mul", ["h", "h"], ["sq"]),
+                 helper.make_node("ReduceMean", ["sq"], ["loss"], keepdims=0)]
+        graph = helper.make_graph(
+            nodes, "square",
+            [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [2, 4])],
+            [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], [emb])
+        onnx.save(helper.make_model(graph, ir_version=8,
+                                    opset_imports=[helper.make_opsetid("", 17)]),
+                  sys.argv[2])
+    else:
+        sys.exit(f"unknown check {what}")
+
+
+if __name__ == "__main__":
+    main()
