@@ -7,6 +7,7 @@
   frozen ORIG TRAINED REGEX          initializers matching REGEX are unchanged,
                                      some others changed
   square-model OUT.onnx              writes a model whose output is its loss
+  bigram-model OUT.onnx              writes a model with a labels input
   export ORIG TRAINED DATA LOG       onnxruntime's causal-LM loss on the corpus
                                      is below 10% of the first logged loss for
                                      the exported model, and not for the
@@ -97,6 +98,22 @@ def main():
             nodes, "square",
             [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [2, 4])],
             [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], [emb])
+        onnx.save(helper.make_model(graph, ir_version=8,
+                                    opset_imports=[helper.make_opsetid("", 17)]),
+                  sys.argv[2])
+    elif what == "bigram-model":
+        # logits = emb[input_ids], with a separate labels input.
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        emb = numpy_helper.from_array(
+            np.random.RandomState(0).randn(32, 32).astype(np.float32), "emb")
+        ids = [helper.make_tensor_value_info(n, TensorProto.INT64, [2, 4])
+               for n in ("input_ids", "labels")]
+        graph = helper.make_graph(
+            [helper.make_node("Gather", ["emb", "input_ids"], ["logits"])],
+            "bigram", ids,
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4, 32])],
+            [emb])
         onnx.save(helper.make_model(graph, ir_version=8,
                                     opset_imports=[helper.make_opsetid("", 17)]),
                   sys.argv[2])
