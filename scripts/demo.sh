@@ -3,10 +3,12 @@
 # missing, build, then take the bundled example (a GPT-2 written by PyTorch's
 # TorchScript exporter, with symbolic batch and sequence dims) through the
 # host backend: compile it to a standalone program, run it on a batch of
-# token ids and check its logits against onnxruntime; then show what a
-# 4-GPU breadth-first training plan of a GPT-2-small-shaped model would cost
-# (a structure-only file: shapes, no weights). Training and MPI ranks come
-# with the next issues.
+# token ids and check its logits against onnxruntime; compile it for
+# training and train it for 100 steps on a small corpus (falling loss,
+# checkpoints, the trained model exported as ONNX); then show what a 4-GPU
+# breadth-first training plan of a GPT-2-small-shaped model would cost (a
+# structure-only file: shapes, no weights). MPI ranks come with the
+# distributed issue.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -38,6 +40,16 @@ print("logits %s: max relative difference from onnxruntime %.1e -> %s"
       % ("x".join(map(str, got.shape)), err, "ok" if err < 1e-4 else "MISMATCH"))
 sys.exit(0 if err < 1e-4 else 1)
 PY
+echo
+echo "\$ lamina compile $(basename "$model") --target host --mode train --loss causal-lm --logits logits --dim batch=4 --dim seq=64 -o build/demo/train"
+"$lamina" compile "$model" --target host --mode train --loss causal-lm \
+  --logits logits --dim batch=4 --dim seq=64 -o "$work/train"
+# A repetitive corpus of uint16 token ids (nanoGPT's train.bin format).
+python3 -c "import numpy as np; np.tile(np.array([3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38, 4, 6, 26], np.uint16), 2000).tofile('$work/corpus.bin')"
+echo "\$ build/demo/train/run --data build/demo/corpus.bin --data-dtype uint16 --steps 100 --lr 1e-2 --log-every 20 --checkpoint-dir build/demo/ckpt --export build/demo/trained.onnx"
+"$work/train/run" --data "$work/corpus.bin" --data-dtype uint16 --steps 100 \
+  --lr 1e-2 --log-every 20 --seed 1 --checkpoint-dir "$work/ckpt" \
+  --export "$work/trained.onnx"
 echo
 echo "\$ python3 -m lamina.models gpt2 --layers 12 --hidden 768 --heads 12 --seq 1024 --vocab 50257 --batch 1 --no-weights-data -o build/demo/gpt2-124m.onnx"
 PYTHONPATH="$root/python" python3 -m lamina.models gpt2 --layers 12 --hidden 768 \
