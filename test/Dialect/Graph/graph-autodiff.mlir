@@ -89,13 +89,14 @@ func.func @forward(%wte: tensor<8x4xf32> {graph.kind = "trainable", graph.name =
 
 // -----
 
-// An op without a gradient rule between a parameter and the loss.
+// An op without a gradient rule for its form (scatter_nd with mul) between a
+// parameter and the loss.
 func.func @forward(%w: tensor<4xf32> {graph.kind = "trainable", graph.name = "w"},
                    %i: tensor<1x1xi64> {graph.kind = "input", graph.name = "i"},
                    %u: tensor<1xf32> {graph.kind = "input", graph.name = "u"})
     -> tensor<f32> attributes {graph.output_names = ["loss"]} {
-  // expected-error @+1 {{graph-autodiff: no gradient rule for 'graph.scatter_nd', which lies between a trainable parameter and the loss}}
-  %0 = graph.scatter_nd %w, %i, %u {reduction = "none"} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{graph-autodiff: no gradient rule for 'graph.scatter_nd' in this form, which lies between a trainable parameter and the loss}}
+  %0 = graph.scatter_nd %w, %i, %u {reduction = "mul"} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
   %1 = graph.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
   return %1 : tensor<f32>
 }

@@ -38,7 +38,7 @@ struct Arg {
   /// "trainable" (random values in [lo, hi], checked) or "input".
   std::string kind = "trainable";
   double lo = -1, hi = 1;
-  /// Integer contents (an i64 input) when non-empty.
+  /// Contents when non-empty: an i64 input, or exact f64 values.
   std::vector<int64_t> ints = {};
   std::string element = "f64";
 };
@@ -150,6 +150,12 @@ void checkGradients(const Case &c) {
   for (const Arg &a : c.args) {
     if (a.ints.empty()) {
       args[a.name] = randomTensor(a.shape, a.lo, a.hi, rng);
+      continue;
+    }
+    if (a.element == "f64") { // exact float values (zeros, ties)
+      HostTensor t(lamina::rt::DType::F64, a.shape);
+      std::copy(a.ints.begin(), a.ints.end(), static_cast<double *>(t.data()));
+      args[a.name] = t;
       continue;
     }
     HostTensor t(lamina::rt::DType::I64, a.shape);
@@ -295,6 +301,17 @@ TEST(GradientTest, Reductions) {
                         "tensor<2x3x4xf64> -> tensor<2x1x4xf64>",
                     {2, 1, 4}});
   }
+  // reduce_prod away from zero, then with one zero and two zeros in a row.
+  checkGradients({"reduce_prod",
+                  {{"a", {2, 3, 4}, "trainable", 0.5, 1.5}},
+                  "  %y = graph.reduce_prod %a {axes = array<i64: 0, 2>, "
+                  "keepdims = false} : tensor<2x3x4xf64> -> tensor<3xf64>",
+                  {3}});
+  checkGradients({"reduce_prod_zeros",
+                  {{"a", {3, 3}, "trainable", 0, 0, {2, 0, 3, 0, 0, 5, 1, -2, 3}}},
+                  "  %y = graph.reduce_prod %a {axes = array<i64: 1>, "
+                  "keepdims = true} : tensor<3x3xf64> -> tensor<3x1xf64>",
+                  {3, 1}});
   for (const char *attrs : {"", ", exclusive", ", reverse", ", exclusive, reverse"})
     checkGradients({std::string("cumsum") + attrs,
                     {{"a", {2, 4}}},
@@ -376,6 +393,19 @@ TEST(GradientTest, Gather) {
                   "  %y = graph.gather_nd %e, %i {batch_dims = 1 : i64} : "
                   "(tensor<2x4x3xf64>, tensor<2x3x1xi64>) -> tensor<2x3x3xf64>",
                   {2, 3, 3}});
+}
+
+TEST(GradientTest, ScatterND) {
+  for (const char *reduction : {"add", "none"})
+    checkGradients({std::string("scatter_nd_") + reduction,
+                    {{"d", {4, 3}},
+                     {"i", {2, 1}, "input", 0, 0, {3, 1}, "i64"},
+                     {"u", {2, 3}}},
+                    std::string("  %y = graph.scatter_nd %d, %i, %u {reduction = \"") +
+                        reduction +
+                        "\"} : (tensor<4x3xf64>, tensor<2x1xi64>, "
+                        "tensor<2x3xf64>) -> tensor<4x3xf64>",
+                    {4, 3}});
 }
 
 TEST(GradientTest, FanOutAndUnused) {

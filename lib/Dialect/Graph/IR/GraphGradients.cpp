@@ -430,6 +430,32 @@ LogicalResult ReduceMaxOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
+// d prod / d x_i is the product of the other elements. Dividing the product
+// by x_i fails at zeros, so count them: with no zero it is prod / x_i; with
+// exactly one, only the zero gets the product of the nonzero others; with
+// more, everything is 0.
+LogicalResult ReduceProdOp::buildGradients(OpBuilder &builder,
+                                           ValueRange gradients,
+                                           SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  auto input = getInput().getType();
+  if (!isa<FloatType>(input.getElementType()))
+    return failure();
+  Value x = getInput();
+  Value isZero = EqualOp::create(gb.b, x, gb.scalar(x, 0.0));
+  Value nonzero = gb.select(isZero, gb.scalar(x, 1.0), x);
+  Value prodNonzero = ReduceProdOp::create(gb.b, nonzero, getAxes(), true);
+  Value zeros = gb.reduceSum(CastOp::create(gb.b, input, isZero), getAxes(), true);
+  Value none = EqualOp::create(gb.b, zeros, gb.scalar(zeros, 0.0));
+  Value one = EqualOp::create(gb.b, zeros, gb.scalar(zeros, 1.0));
+  Value others = gb.select(
+      isZero, gb.select(one, prodNonzero, gb.scalar(prodNonzero, 0.0)),
+      gb.select(none, gb.div(prodNonzero, nonzero), gb.scalar(x, 0.0)));
+  Value g = gb.unreduce(gradients[0], input, getAxes(), getKeepdims());
+  out.push_back(gb.mul(g, others));
+  return success();
+}
+
 // The adjoint of a cumulative sum is the cumulative sum the other way.
 LogicalResult CumSumOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                        SmallVectorImpl<Value> &out) {
@@ -562,6 +588,30 @@ LogicalResult GatherOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   }
   out.push_back(grad);
   out.push_back(nullptr);
+  return success();
+}
+
+// `add`: data passes the gradient through and each update reads it at its
+// index tuple. `none`: the overwritten positions of data get nothing (ONNX
+// leaves duplicate indices undefined, so each tuple is taken as unique).
+// mul/max/min have no rule.
+LogicalResult ScatterNDOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  StringRef reduction = getReduction();
+  if (reduction != "add" && reduction != "none")
+    return failure();
+  Value g = gradients[0];
+  Value dataGrad = g;
+  if (reduction == "none")
+    dataGrad = ScatterNDOp::create(gb.b, g, getIndices(),
+                                   gb.zerosLike(getUpdates()),
+                                   gb.b.getStringAttr("none"));
+  out.push_back(dataGrad);
+  out.push_back(nullptr);
+  out.push_back(GatherNDOp::create(gb.b, getUpdates().getType(), g,
+                                   getIndices(), gb.b.getI64IntegerAttr(0)));
   return success();
 }
 

@@ -182,9 +182,13 @@ struct GraphAutodiff
                                   "and the loss";
       SmallVector<Value> operandGrads;
       if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
-        return op->emitError() << "graph-autodiff: gradient rule of '"
-                               << op->getName() << "' failed"
-                               << nodeSuffix(op->getLoc());
+        // The op has rules, but not for these attributes or types
+        // (scatter_nd with reduction mul/max/min, an integer product).
+        return op->emitError() << "graph-autodiff: no gradient rule for '"
+                               << op->getName() << "' in this form"
+                               << nodeSuffix(op->getLoc())
+                               << ", which lies between a trainable parameter "
+                                  "and the loss";
       if (operandGrads.size() != op->getNumOperands())
         return op->emitError() << "graph-autodiff: gradient rule of '"
                                << op->getName() << "' gave "

@@ -245,9 +245,7 @@ class Graph_ReduceOp<string mnemonic, string desc,
 def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum over axes">;
 def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean over axes">;
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum over axes">;
-// No gradient rule yet: the product's gradient needs care at zeros.
-def Graph_ReduceProdOp
-    : Graph_ReduceOp<"reduce_prod", "Product over axes", []>;
+def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product over axes">;
 
 def Graph_CumSumOp : Graph_Op<"cumsum",
     [Pure, SameOperandsAndResultType, Graph_Differentiable]> {
@@ -363,7 +361,7 @@ def Graph_GatherNDOp : Graph_Op<"gather_nd",
 }
 
 def Graph_ScatterNDOp : Graph_Op<"scatter_nd",
-    [Pure, AllTypesMatch<["data", "result"]>]> {
+    [Pure, AllTypesMatch<["data", "result"]>, Graph_Differentiable]> {
   let summary = "ONNX ScatterND: writes `updates` into a copy of `data`";
   let description = [{
     `reduction` is one of `none`, `add`, `mul`, `max`, `min`.
