@@ -68,6 +68,8 @@ private:
   // Transposes of the last two dims that only feed matmuls: never computed;
   // the matmuls read their input with a BLAS transposition flag.
   llvm::SmallPtrSet<Operation *, 8> foldedTransposes;
+  // Reshapes that are views of their input's bytes: no kernel call.
+  llvm::SmallPtrSet<Operation *, 8> viewReshapes;
   SmallVector<StorageClass> classes;
   SmallVector<unsigned> returnCopies;         // class per copied result
   MemoryPlan plan;
@@ -119,6 +121,7 @@ LogicalResult FunctionBufferizer::assignClasses() {
     // A reshape is a view of its input's bytes.
     if (isa<graph::ReshapeOp>(op) && classOf.count(op->getOperand(0))) {
       join(classOf[op->getOperand(0)]);
+      viewReshapes.insert(op);
       continue;
     }
     // Overwrite an operand whose storage dies here, when the kernel allows
@@ -216,9 +219,7 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
     }
     Value out = view(op->getLoc(), classOf[result], result.getType());
     buffer[result] = out;
-    if (isa<graph::ReshapeOp>(op) &&
-        classOf.lookup(op->getOperand(0)) == classOf[result] &&
-        classOf.count(op->getOperand(0)))
+    if (viewReshapes.count(op))
       continue; // an aliasing view: nothing to compute
     auto folded = [&](Value v) {
       Operation *def = v.getDefiningOp();

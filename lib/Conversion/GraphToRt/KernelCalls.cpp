@@ -207,8 +207,8 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
   // Kernels.h lists the kernels whose result may alias an input.
   if (op->getNumResults() != 1)
     return false;
-  if (isa<ReshapeOp, CumSumOp, TriluOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
-          RMSNormOp>(op))
+  // (A reshape of an arena value is a view, never a call: not listed.)
+  if (isa<CumSumOp, TriluOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp, RMSNormOp>(op))
     return operand == 0;
   if (isa<ScatterNDOp>(op))
     return operand == 0;

@@ -10,6 +10,7 @@
 
 #include "lamina/Runtime/Program.h"
 
+#include "Args.h"
 #include "FileUtil.h"
 #include "OnnxTensor.h"
 #include "lamina/Runtime/Kernels.h"
@@ -52,67 +53,45 @@ struct Options {
   bool time = false, help = false;
 };
 
-bool parsePositive(const std::string &s, int &out) {
-  if (s.empty() || s.size() > 9)
+/// A positive count below 10^9 (an int), as --threads and --repeat take.
+bool parseSmallCount(const std::string &s, int &out) {
+  int64_t v;
+  if (!parseCount(s, v, 1) || v >= 1000000000)
     return false;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9')
-      return false;
-    v = v * 10 + (c - '0');
-  }
-  out = v;
-  return v > 0;
+  out = int(v);
+  return true;
 }
 
 /// Parses argv; "" on success, else a usage message.
 std::string parseOptions(int argc, char **argv, Options &o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool hasValue = false;
-    // Accept both "--opt value" and "--opt=value".
-    if (arg.rfind("--", 0) == 0) {
-      size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    auto take = [&](std::string &dst) -> bool {
-      if (!hasValue) {
-        if (i + 1 >= argc)
-          return false;
-        value = argv[++i];
-      }
-      dst = value;
-      return true;
-    };
+  ArgReader args(argc, argv);
+  while (args.next()) {
+    const std::string &arg = args.name();
     std::string v;
     if (arg == "--help" || arg == "-h") {
       o.help = true;
-    } else if (arg == "--time" && !hasValue) {
+    } else if (args.isFlag("--time")) {
       o.time = true;
     } else if (arg == "--input") {
-      if (!take(v))
+      if (!args.take(v))
         return "--input needs NAME=FILE";
       if (v.find('=') == std::string::npos)
         return "--input '" + v + "' is not NAME=FILE";
       o.inputs.push_back(v);
     } else if (arg == "--output-dir") {
-      if (!take(o.outputDir) || o.outputDir.empty())
+      if (!args.take(o.outputDir) || o.outputDir.empty())
         return "--output-dir needs a folder";
     } else if (arg == "--model") {
-      if (!take(o.model) || o.model.empty())
+      if (!args.take(o.model) || o.model.empty())
         return "--model needs a file";
     } else if (arg == "--threads") {
-      if (!take(v) || !parsePositive(v, o.threads))
+      if (!args.take(v) || !parseSmallCount(v, o.threads))
         return "--threads needs a positive number";
     } else if (arg == "--repeat") {
-      if (!take(v) || !parsePositive(v, o.repeat))
+      if (!args.take(v) || !parseSmallCount(v, o.repeat))
         return "--repeat needs a positive number";
     } else {
-      return "unknown argument '" + std::string(argv[i]) + "'";
+      return "unknown argument '" + std::string(args.raw()) + "'";
     }
   }
   if (!o.help && o.outputDir.empty())

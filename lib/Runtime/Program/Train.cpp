@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Args.h"
+
 #include "lamina/Runtime/Checkpoint.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/OnnxExport.h"
@@ -72,19 +74,6 @@ struct TrainOptions {
   bool resume = false, help = false;
 };
 
-bool parseInt(const std::string &s, int64_t &out, int64_t min) {
-  if (s.empty() || s.size() > 18)
-    return false;
-  int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9')
-      return false;
-    v = v * 10 + (c - '0');
-  }
-  out = v;
-  return v >= min;
-}
-
 bool parseReal(const std::string &s, double &out) {
   if (s.empty())
     return false;
@@ -94,25 +83,11 @@ bool parseReal(const std::string &s, double &out) {
 }
 
 std::string parseTrainOptions(int argc, char **argv, TrainOptions &o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0) {
-      size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    auto take = [&]() -> bool {
-      if (!hasValue) {
-        if (i + 1 >= argc)
-          return false;
-        value = argv[++i];
-      }
-      return true;
-    };
+  ArgReader args(argc, argv);
+  std::string value;
+  while (args.next()) {
+    const std::string &arg = args.name();
+    auto take = [&] { return args.take(value); };
     auto str = [&](std::string &dst) {
       if (!take() || value.empty())
         return "--" + arg.substr(2) + " needs a value";
@@ -120,7 +95,7 @@ std::string parseTrainOptions(int argc, char **argv, TrainOptions &o) {
       return std::string();
     };
     auto integer = [&](int64_t &dst, int64_t min) {
-      if (!take() || !parseInt(value, dst, min))
+      if (!take() || !parseCount(value, dst, min))
         return arg + (min > 0 ? " needs a positive integer"
                               : " needs an integer >= 0");
       return std::string();
@@ -133,7 +108,7 @@ std::string parseTrainOptions(int argc, char **argv, TrainOptions &o) {
     std::string err;
     if (arg == "--help" || arg == "-h")
       o.help = true;
-    else if (arg == "--resume" && !hasValue)
+    else if (args.isFlag("--resume"))
       o.resume = true;
     else if (arg == "--data")
       err = str(o.data);
@@ -172,7 +147,7 @@ std::string parseTrainOptions(int argc, char **argv, TrainOptions &o) {
     else if (arg == "--clip")
       err = real(o.clip);
     else
-      return "unknown argument '" + std::string(argv[i]) + "'";
+      return "unknown argument '" + std::string(args.raw()) + "'";
     if (!err.empty())
       return err;
   }
