@@ -11,6 +11,7 @@ apt_packages=(
   protobuf-compiler libprotobuf-dev                        # ONNX's protobuf schema
   libgtest-dev                                             # unit tests
   libopenblas-dev                                          # runtime GEMM (cblas)
+  libopenmpi-dev openmpi-bin                               # distributed training runtime (MPI)
   libonnx-testdata                                         # ONNX backend node tests
 )
 pip_packages=(onnx onnxruntime numpy)

@@ -44,3 +44,12 @@ if subprocess.call([python, "-c", "import onnx, onnxruntime"],
     config.available_features.add("onnx")
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")
+
+# MPI programs (distributed training, test/Runtime/dist-*.test): mpirun may
+# run as root, start more ranks than cores, and yields when idle.
+_mpirun = shutil.which("mpirun")
+if _mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", _mpirun + " --allow-run-as-root --oversubscribe"))
+    config.environment["OMPI_MCA_mpi_yield_when_idle"] = "1"

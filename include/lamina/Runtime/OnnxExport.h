@@ -18,6 +18,7 @@
 #include "lamina/Runtime/TensorIO.h"
 
 #include <map>
+#include <set>
 #include <stdint.h>
 #include <string>
 #include <vector>
@@ -40,9 +41,11 @@ Status exportOnnx(const std::string &sourcePath, const std::string &destPath,
 
 /// Reads every initializer of the model at `path` (main graph first, then
 /// subgraphs) whose element type Lamina supports, under the program
-/// driver's rules for external data.
+/// driver's rules for external data. With `only`, just the initializers it
+/// names are read (a pipeline rank loads only its modules' weights).
 Status readInitializers(const std::string &path,
-                        std::map<std::string, OwnedTensor> &out);
+                        std::map<std::string, OwnedTensor> &out,
+                        const std::set<std::string> *only = nullptr);
 
 } // namespace lamina::rt
 

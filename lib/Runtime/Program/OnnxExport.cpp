@@ -160,7 +160,8 @@ Status lamina::rt::exportOnnx(const std::string &sourcePath,
 }
 
 Status lamina::rt::readInitializers(const std::string &path,
-                                    std::map<std::string, OwnedTensor> &out) {
+                                    std::map<std::string, OwnedTensor> &out,
+                                    const std::set<std::string> *only) {
   ::onnx::ModelProto model;
   if (Status s = loadModel(path, model); !s.ok())
     return s;
@@ -168,6 +169,8 @@ Status lamina::rt::readInitializers(const std::string &path,
   collectInitializers(*model.mutable_graph(), inits);
   TensorDecoder decoder(parentDir(path));
   for (auto &[name, tensor] : inits) {
+    if (only && !only->count(name))
+      continue;
     DType dtype;
     if (!dtypeFromOnnx(tensor->data_type(), dtype))
       continue;

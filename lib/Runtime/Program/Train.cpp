@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Args.h"
+#include "TrainCommon.h"
 
 #include "lamina/Runtime/Checkpoint.h"
 #include "lamina/Runtime/Kernels.h"
@@ -35,172 +35,6 @@
 using namespace lamina::rt;
 
 namespace {
-
-const char *const kTrainUsage =
-    "usage: run --data FILE --steps N [options]\n"
-    "\n"
-    "Trains the compiled model. The batch size and sequence length are the\n"
-    "compiled input shape [batch, seq] (set them when compiling, e.g. with\n"
-    "--dim); they cannot change here.\n"
-    "\n"
-    "  --data FILE            flat file of little-endian token ids, no header\n"
-    "  --data-dtype T         uint16 (default) or uint32\n"
-    "  --steps N              train until step N (required)\n"
-    "  --lr X                 peak learning rate (default 1e-3)\n"
-    "  --lr-schedule S        constant (default) or cosine (linear warm-up,\n"
-    "                         cosine decay to --min-lr at the last step)\n"
-    "  --warmup N             warm-up steps (cosine; default 0)\n"
-    "  --min-lr X             final learning rate (cosine; default 0)\n"
-    "  --optimizer O          adamw (default) or sgd\n"
-    "  --weight-decay X       default 0.01 (adamw) or 0 (sgd)\n"
-    "  --momentum X           sgd momentum (default 0)\n"
-    "  --clip X               clip the global gradient norm to X (default: off)\n"
-    "  --seed N               batch sampling seed (default 0)\n"
-    "  --log-every N          log every N steps (default 10)\n"
-    "  --checkpoint-dir DIR   where checkpoints are written\n"
-    "  --checkpoint-every N   checkpoint every N steps (and at the end)\n"
-    "  --resume               continue from the newest checkpoint in DIR\n"
-    "  --export FILE.onnx     write the model with the trained weights\n"
-    "  --model FILE           ONNX file to read the initial weights from\n"
-    "                         (default: the model compiled from)\n"
-    "  --threads N            kernel threads (default: all cores)\n";
-
-struct TrainOptions {
-  std::string data, dataDtype = "uint16", schedule = "constant",
-                    optimizer = "adamw", checkpointDir, exportPath, model;
-  int64_t steps = -1, warmup = 0, seed = 0, logEvery = 10,
-          checkpointEvery = 0, threads = 0;
-  double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
-  bool resume = false, help = false;
-};
-
-bool parseReal(const std::string &s, double &out) {
-  if (s.empty())
-    return false;
-  char *end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return end && *end == 0 && std::isfinite(out) && out >= 0;
-}
-
-std::string parseTrainOptions(int argc, char **argv, TrainOptions &o) {
-  ArgReader args(argc, argv);
-  std::string value;
-  while (args.next()) {
-    const std::string &arg = args.name();
-    auto take = [&] { return args.take(value); };
-    auto str = [&](std::string &dst) {
-      if (!take() || value.empty())
-        return "--" + arg.substr(2) + " needs a value";
-      dst = value;
-      return std::string();
-    };
-    auto integer = [&](int64_t &dst, int64_t min) {
-      if (!take() || !parseCount(value, dst, min))
-        return arg + (min > 0 ? " needs a positive integer"
-                              : " needs an integer >= 0");
-      return std::string();
-    };
-    auto real = [&](double &dst) {
-      if (!take() || !parseReal(value, dst))
-        return arg + " needs a number >= 0";
-      return std::string();
-    };
-    std::string err;
-    if (arg == "--help" || arg == "-h")
-      o.help = true;
-    else if (args.isFlag("--resume"))
-      o.resume = true;
-    else if (arg == "--data")
-      err = str(o.data);
-    else if (arg == "--data-dtype")
-      err = str(o.dataDtype);
-    else if (arg == "--lr-schedule")
-      err = str(o.schedule);
-    else if (arg == "--optimizer")
-      err = str(o.optimizer);
-    else if (arg == "--checkpoint-dir")
-      err = str(o.checkpointDir);
-    else if (arg == "--export")
-      err = str(o.exportPath);
-    else if (arg == "--model")
-      err = str(o.model);
-    else if (arg == "--steps")
-      err = integer(o.steps, 0);
-    else if (arg == "--warmup")
-      err = integer(o.warmup, 0);
-    else if (arg == "--seed")
-      err = integer(o.seed, 0);
-    else if (arg == "--log-every")
-      err = integer(o.logEvery, 1);
-    else if (arg == "--checkpoint-every")
-      err = integer(o.checkpointEvery, 1);
-    else if (arg == "--threads")
-      err = integer(o.threads, 1);
-    else if (arg == "--lr")
-      err = real(o.lr);
-    else if (arg == "--min-lr")
-      err = real(o.minLr);
-    else if (arg == "--weight-decay")
-      err = real(o.weightDecay);
-    else if (arg == "--momentum")
-      err = real(o.momentum);
-    else if (arg == "--clip")
-      err = real(o.clip);
-    else
-      return "unknown argument '" + std::string(args.raw()) + "'";
-    if (!err.empty())
-      return err;
-  }
-  if (o.help)
-    return "";
-  if (o.data.empty())
-    return "--data is required";
-  if (o.steps < 0)
-    return "--steps is required";
-  if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
-    return "--data-dtype must be uint16 or uint32, got '" + o.dataDtype + "'";
-  if (o.schedule != "constant" && o.schedule != "cosine")
-    return "--lr-schedule must be constant or cosine, got '" + o.schedule +
-           "'";
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    return "--optimizer must be adamw or sgd, got '" + o.optimizer + "'";
-  if (o.resume && o.checkpointDir.empty())
-    return "--resume needs --checkpoint-dir";
-  if (o.checkpointEvery > 0 && o.checkpointDir.empty())
-    return "--checkpoint-every needs --checkpoint-dir";
-  return "";
-}
-
-bool sameShape(const std::vector<int64_t> &shape, const int64_t *spec,
-               int rank) {
-  if (int(shape.size()) != rank)
-    return false;
-  for (int i = 0; i < rank; ++i)
-    if (shape[size_t(i)] != spec[i])
-      return false;
-  return true;
-}
-
-/// mkdir -p.
-Status makeDirs(const std::string &dir) {
-  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
-    std::string prefix = dir.substr(0, pos);
-    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 &&
-        errno != EEXIST)
-      return Status::error("cannot create '" + prefix +
-                           "': " + std::strerror(errno));
-    if (pos == std::string::npos)
-      break;
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Status::error("'" + dir + "' is not a folder");
-  return Status::success();
-}
-
-struct FreeDeleter {
-  void operator()(void *p) const { std::free(p); }
-};
 
 Status train(const ProgramSpec &spec, const TrainSpec &ts,
              const TrainOptions &o) {
@@ -270,9 +104,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                            "' must have the type of '" + tok.name + "'");
   }
   int64_t batch = tok.shape[0], seq = tok.shape[1];
-  int64_t vocab = ts.vocab > 0 ? ts.vocab
-                  : tok.dtype == DType::I32 ? int64_t(INT32_MAX) + 1
-                                            : int64_t(UINT32_MAX) + 1;
+  int64_t vocab = tokenVocab(ts.vocab, tok.dtype);
 
   // Data.
   TokenData data;
@@ -284,9 +116,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     return s;
 
   // Weights.
-  std::string modelPath = !o.model.empty() ? o.model
-                          : spec.modelPath ? spec.modelPath
-                                           : "";
+  std::string modelPath = modelPathOf(o, spec.modelPath);
   std::map<std::string, OwnedTensor> inits;
   if (Status s = readInitializers(modelPath, inits); !s.ok())
     return Status::error("cannot read the weights: " + s.message());
@@ -302,26 +132,15 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       continue;
     }
     auto it = inits.find(a.name);
-    if (it == inits.end())
-      return Status::error("no initializer named '" + std::string(a.name) +
-                           "' in '" + modelPath + "' (the program expects " +
-                           describeType(a.dtype, a.shape, a.rank) + ")");
-    if (it->second.dtype != a.dtype ||
-        !sameShape(it->second.shape, a.shape, a.rank))
-      return Status::error(
-          "initializer '" + std::string(a.name) + "' in '" + modelPath +
-          "': expected " + describeType(a.dtype, a.shape, a.rank) + ", got " +
-          describeType(it->second.dtype, it->second.shape.data(),
-                       int(it->second.shape.size())));
+    if (Status st = checkInitializer(
+            a, it == inits.end() ? nullptr : &it->second, modelPath);
+        !st.ok())
+      return st;
     values[size_t(i)] = Tensor{it->second.data(), a.dtype, a.rank, a.shape};
   }
 
   // Optimizer.
-  OptimizerConfig cfg =
-      o.optimizer == "sgd"
-          ? OptimizerConfig::sgd(float(o.momentum),
-                                 float(o.weightDecay < 0 ? 0 : o.weightDecay))
-          : OptimizerConfig::adamw(float(o.weightDecay < 0 ? 0.01 : o.weightDecay));
+  OptimizerConfig cfg = optimizerConfig(o);
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<Tensor> params, grads;
@@ -337,13 +156,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   if (Status s = opt.init(cfg, names, shapes); !s.ok())
     return s;
   LrSchedule sched;
-  sched.kind = o.schedule == "cosine" ? LrScheduleKind::WarmupCosine
-                                      : LrScheduleKind::Constant;
-  sched.lr = o.lr;
-  sched.minLr = o.minLr;
-  sched.warmupSteps = o.warmup;
-  sched.decaySteps = o.steps;
-  if (Status s = sched.validate(); !s.ok())
+  if (Status s = lrSchedule(o, sched); !s.ok())
     return s;
   uint64_t fingerprint =
       modelFingerprint(paramViews.data(), int(paramViews.size()));
@@ -474,12 +287,14 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
 int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
                           const TrainSpec &train) {
   TrainOptions options;
-  if (std::string err = parseTrainOptions(argc, argv, options); !err.empty()) {
-    std::fprintf(stderr, "error: %s\n%s", err.c_str(), kTrainUsage);
+  if (std::string err = parseTrainOptions(argc, argv, options, false);
+      !err.empty()) {
+    std::fprintf(stderr, "error: %s\n%s", err.c_str(),
+                 trainUsage(false).c_str());
     return 2;
   }
   if (options.help) {
-    std::fputs(kTrainUsage, stdout);
+    std::fputs(trainUsage(false).c_str(), stdout);
     return 0;
   }
   if (Status s = ::train(spec, train, options); !s.ok()) {

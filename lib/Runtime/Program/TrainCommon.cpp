@@ -1,0 +1,234 @@
+//===- TrainCommon.cpp - flags and helpers of the training drivers --------===//
+//
+// TrainCommon.h: shared by trainMain (Train.cpp) and distTrainMain
+// (lib/Runtime/Dist).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainCommon.h"
+
+#include "Args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+
+using namespace lamina::rt;
+
+namespace {
+
+const char *const kUsage =
+    "usage: run --data FILE --steps N [options]\n"
+    "\n"
+    "Trains the compiled model. The batch size and sequence length are the\n"
+    "compiled input shape [batch, seq] (set them when compiling, e.g. with\n"
+    "--dim); they cannot change here.\n"
+    "\n"
+    "  --data FILE            flat file of little-endian token ids, no header\n"
+    "  --data-dtype T         uint16 (default) or uint32\n"
+    "  --steps N              train until step N (required)\n"
+    "  --lr X                 peak learning rate (default 1e-3)\n"
+    "  --lr-schedule S        constant (default) or cosine (linear warm-up,\n"
+    "                         cosine decay to --min-lr at the last step)\n"
+    "  --warmup N             warm-up steps (cosine; default 0)\n"
+    "  --min-lr X             final learning rate (cosine; default 0)\n"
+    "  --optimizer O          adamw (default) or sgd\n"
+    "  --weight-decay X       default 0.01 (adamw) or 0 (sgd)\n"
+    "  --momentum X           sgd momentum (default 0)\n"
+    "  --clip X               clip the global gradient norm to X (default: off)\n"
+    "  --seed N               batch sampling seed (default 0)\n"
+    "  --log-every N          log every N steps (default 10)\n"
+    "  --checkpoint-dir DIR   where checkpoints are written\n"
+    "  --checkpoint-every N   checkpoint every N steps (and at the end)\n"
+    "  --resume               continue from the newest checkpoint in DIR\n"
+    "  --export FILE.onnx     write the model with the trained weights\n"
+    "  --model FILE           ONNX file to read the initial weights from\n"
+    "                         (default: the model compiled from)\n"
+    "  --threads N            kernel threads (default: all cores)\n";
+
+const char *const kDistUsage =
+    "\n"
+    "Distributed programs (launch with mpirun; docs/distributed.md) also take:\n"
+    "  --trace FILE           write a Chrome trace (chrome://tracing, Perfetto)\n"
+    "  --stats FILE           write the per-rank statistics as JSON\n"
+    "  --comm-timeout S       seconds to wait for a peer before giving up\n"
+    "                         (default 60)\n";
+
+bool parseReal(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end && *end == 0 && std::isfinite(out) && out >= 0;
+}
+
+} // namespace
+
+std::string lamina::rt::parseTrainOptions(int argc, char **argv,
+                                          TrainOptions &o, bool dist) {
+  ArgReader args(argc, argv);
+  std::string value;
+  while (args.next()) {
+    const std::string &arg = args.name();
+    auto take = [&] { return args.take(value); };
+    auto str = [&](std::string &dst) {
+      if (!take() || value.empty())
+        return "--" + arg.substr(2) + " needs a value";
+      dst = value;
+      return std::string();
+    };
+    auto integer = [&](int64_t &dst, int64_t min) {
+      if (!take() || !parseCount(value, dst, min))
+        return arg + (min > 0 ? " needs a positive integer"
+                              : " needs an integer >= 0");
+      return std::string();
+    };
+    auto real = [&](double &dst) {
+      if (!take() || !parseReal(value, dst))
+        return arg + " needs a number >= 0";
+      return std::string();
+    };
+    std::string err;
+    if (arg == "--help" || arg == "-h")
+      o.help = true;
+    else if (args.isFlag("--resume"))
+      o.resume = true;
+    else if (arg == "--data")
+      err = str(o.data);
+    else if (arg == "--data-dtype")
+      err = str(o.dataDtype);
+    else if (arg == "--lr-schedule")
+      err = str(o.schedule);
+    else if (arg == "--optimizer")
+      err = str(o.optimizer);
+    else if (arg == "--checkpoint-dir")
+      err = str(o.checkpointDir);
+    else if (arg == "--export")
+      err = str(o.exportPath);
+    else if (arg == "--model")
+      err = str(o.model);
+    else if (arg == "--steps")
+      err = integer(o.steps, 0);
+    else if (arg == "--warmup")
+      err = integer(o.warmup, 0);
+    else if (arg == "--seed")
+      err = integer(o.seed, 0);
+    else if (arg == "--log-every")
+      err = integer(o.logEvery, 1);
+    else if (arg == "--checkpoint-every")
+      err = integer(o.checkpointEvery, 1);
+    else if (arg == "--threads")
+      err = integer(o.threads, 1);
+    else if (arg == "--lr")
+      err = real(o.lr);
+    else if (arg == "--min-lr")
+      err = real(o.minLr);
+    else if (arg == "--weight-decay")
+      err = real(o.weightDecay);
+    else if (arg == "--momentum")
+      err = real(o.momentum);
+    else if (arg == "--clip")
+      err = real(o.clip);
+    else if (dist && arg == "--trace")
+      err = str(o.trace);
+    else if (dist && arg == "--stats")
+      err = str(o.stats);
+    else if (dist && arg == "--comm-timeout") {
+      err = real(o.commTimeout);
+      if (err.empty() && !(o.commTimeout > 0))
+        err = "--comm-timeout needs a number > 0";
+    } else
+      return "unknown argument '" + std::string(args.raw()) + "'";
+    if (!err.empty())
+      return err;
+  }
+  if (o.help)
+    return "";
+  if (o.data.empty())
+    return "--data is required";
+  if (o.steps < 0)
+    return "--steps is required";
+  if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
+    return "--data-dtype must be uint16 or uint32, got '" + o.dataDtype + "'";
+  if (o.schedule != "constant" && o.schedule != "cosine")
+    return "--lr-schedule must be constant or cosine, got '" + o.schedule +
+           "'";
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return "--optimizer must be adamw or sgd, got '" + o.optimizer + "'";
+  if (o.resume && o.checkpointDir.empty())
+    return "--resume needs --checkpoint-dir";
+  if (o.checkpointEvery > 0 && o.checkpointDir.empty())
+    return "--checkpoint-every needs --checkpoint-dir";
+  return "";
+}
+
+static bool sameShape(const std::vector<int64_t> &shape, const int64_t *spec,
+                      int rank) {
+  if (int(shape.size()) != rank)
+    return false;
+  for (int i = 0; i < rank; ++i)
+    if (shape[size_t(i)] != spec[i])
+      return false;
+  return true;
+}
+
+Status lamina::rt::makeDirs(const std::string &dir) {
+  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
+    std::string prefix = dir.substr(0, pos);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 &&
+        errno != EEXIST)
+      return Status::error("cannot create '" + prefix +
+                           "': " + std::strerror(errno));
+    if (pos == std::string::npos)
+      break;
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error("'" + dir + "' is not a folder");
+  return Status::success();
+}
+
+
+std::string lamina::rt::trainUsage(bool dist) {
+  return std::string(kUsage) + (dist ? kDistUsage : "");
+}
+
+OptimizerConfig lamina::rt::optimizerConfig(const TrainOptions &o) {
+  return o.optimizer == "sgd"
+             ? OptimizerConfig::sgd(float(o.momentum),
+                                    float(o.weightDecay < 0 ? 0 : o.weightDecay))
+             : OptimizerConfig::adamw(
+                   float(o.weightDecay < 0 ? 0.01 : o.weightDecay));
+}
+
+Status lamina::rt::lrSchedule(const TrainOptions &o, LrSchedule &sched) {
+  sched.kind = o.schedule == "cosine" ? LrScheduleKind::WarmupCosine
+                                      : LrScheduleKind::Constant;
+  sched.lr = o.lr;
+  sched.minLr = o.minLr;
+  sched.warmupSteps = o.warmup;
+  sched.decaySteps = o.steps;
+  return sched.validate();
+}
+
+int64_t lamina::rt::tokenVocab(int64_t compiled, DType tokenType) {
+  return compiled > 0                ? compiled
+         : tokenType == DType::I32 ? int64_t(INT32_MAX) + 1
+                                   : int64_t(UINT32_MAX) + 1;
+}
+
+Status lamina::rt::checkInitializer(const ArgSpec &a, const OwnedTensor *init,
+                                    const std::string &modelPath) {
+  if (!init)
+    return Status::error("no initializer named '" + std::string(a.name) +
+                         "' in '" + modelPath + "' (the program expects " +
+                         describeType(a.dtype, a.shape, a.rank) + ")");
+  if (init->dtype != a.dtype || !sameShape(init->shape, a.shape, a.rank))
+    return Status::error(
+        "initializer '" + std::string(a.name) + "' in '" + modelPath +
+        "': expected " + describeType(a.dtype, a.shape, a.rank) + ", got " +
+        describeType(init->dtype, init->shape.data(), int(init->shape.size())));
+  return Status::success();
+}

@@ -1,0 +1,75 @@
+//===- TrainCommon.h - what trainMain and distTrainMain share ---*- C++ -*-===//
+//
+// The training flags (one parser, one usage text), the optimizer and
+// learning-rate schedule they configure, the checks of an initializer
+// against the compiled signature, and small file helpers. Private to the
+// runtime libraries (lamina_program, lamina_dist); implemented in
+// TrainCommon.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
+#define LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
+
+#include "lamina/Runtime/Optimizer.h"
+#include "lamina/Runtime/Program.h"
+#include "lamina/Runtime/Status.h"
+#include "lamina/Runtime/TensorIO.h"
+
+#include <cstdlib>
+#include <stdint.h>
+#include <string>
+#include <vector>
+
+namespace lamina::rt {
+
+struct TrainOptions {
+  std::string data, dataDtype = "uint16", schedule = "constant",
+                    optimizer = "adamw", checkpointDir, exportPath, model;
+  int64_t steps = -1, warmup = 0, seed = 0, logEvery = 10,
+          checkpointEvery = 0, threads = 0;
+  double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
+  bool resume = false, help = false;
+  // Distributed programs only (parseTrainOptions with dist = true).
+  std::string trace, stats;
+  double commTimeout = 60;
+};
+
+/// The usage text of `run` for a training program; `dist` adds the flags
+/// of distributed programs.
+std::string trainUsage(bool dist);
+
+/// Parses argv into `o`; returns "" or the error. The flags of distributed
+/// programs (--trace, --stats, --comm-timeout) are accepted only when
+/// `dist` is set.
+std::string parseTrainOptions(int argc, char **argv, TrainOptions &o,
+                              bool dist);
+
+/// The optimizer and schedule the flags select (validated).
+OptimizerConfig optimizerConfig(const TrainOptions &o);
+Status lrSchedule(const TrainOptions &o, LrSchedule &out);
+
+/// The vocabulary ids are checked against: the compiled one, else the
+/// largest the token dtype can hold.
+int64_t tokenVocab(int64_t compiled, DType tokenType);
+
+/// The initializer `a` names, from `inits`, with a's dtype and shape; an
+/// error naming the model otherwise.
+Status checkInitializer(const ArgSpec &a, const OwnedTensor *init,
+                        const std::string &modelPath);
+
+/// The --model path, else the compiled one.
+inline std::string modelPathOf(const TrainOptions &o, const char *compiled) {
+  return !o.model.empty() ? o.model : compiled ? compiled : "";
+}
+
+/// mkdir -p.
+Status makeDirs(const std::string &dir);
+
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
+};
+
+} // namespace lamina::rt
+
+#endif // LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
