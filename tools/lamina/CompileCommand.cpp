@@ -12,9 +12,12 @@
 
 #include "lamina/Config.h"
 #include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
+#include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Schedule/Schedule.h"
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -83,6 +86,31 @@ static cl::opt<int> tensorParallel(
     "tp", cl::desc("tensor-parallel degree (costed by lamina plan; only 1 "
                    "executes)"),
     cl::init(1), cl::sub(compileCommand));
+static cl::opt<int> pipelineRanks(
+    "pp", cl::desc("--mode train: pipeline ranks (distributed program)"),
+    cl::init(1), cl::sub(compileCommand));
+static cl::opt<int> dataParallel(
+    "dp", cl::desc("--mode train: data-parallel replicas (distributed program)"),
+    cl::init(1), cl::sub(compileCommand));
+static cl::opt<int> microBatches(
+    "micro-batches",
+    cl::desc("--mode train: micro-batches per step and replica; the compiled "
+             "batch dim is the micro-batch size"),
+    cl::init(1), cl::sub(compileCommand));
+static cl::opt<std::string> scheduleName(
+    "schedule",
+    cl::desc("--mode train: gpipe, 1f1b, interleaved-1f1b, breadth-first "
+             "(default) or layered"),
+    cl::init("breadth-first"), cl::sub(compileCommand));
+static cl::opt<int> zeroLevel(
+    "zero", cl::desc("--mode train: data-parallel sharding level 0-3"),
+    cl::init(0), cl::sub(compileCommand));
+static cl::opt<std::string> recomputeMode(
+    "recompute",
+    cl::desc("--mode train, distributed: modules (keep module inputs, "
+             "recompute in the backward; default for breadth-first and "
+             "layered) or none (keep every activation; default otherwise)"),
+    cl::sub(compileCommand));
 static cl::opt<bool> noBuild("no-build",
                              cl::desc("write model.cpp and build.sh only"),
                              cl::sub(compileCommand));
@@ -136,12 +164,20 @@ static std::string shellQuote(StringRef s) {
   return out + "'";
 }
 
-static std::string buildScript() {
-  std::string link;
-  SmallVector<StringRef> libs;
+static std::string buildScript(bool dist) {
+  std::string link, includes;
+  SmallVector<StringRef> libs, dirs;
+#ifdef LAMINA_DIST_LINK_LIBRARIES
+  if (dist) {
+    StringRef(LAMINA_DIST_LINK_LIBRARIES).split(libs, ';', -1, false);
+    StringRef(LAMINA_DIST_INCLUDE_DIRS).split(dirs, ';', -1, false);
+  }
+#endif
   StringRef(LAMINA_PROGRAM_LINK_LIBRARIES).split(libs, ';', -1, false);
   for (StringRef lib : libs)
     link += " " + shellQuote(lib);
+  for (StringRef dir : dirs)
+    includes += " -I" + shellQuote(dir);
   return std::string("#!/bin/sh\n"
                      "# Written by lamina compile: builds ./run from model.cpp.\n"
                      "set -e\n"
@@ -150,7 +186,8 @@ static std::string buildScript() {
          shellQuote(LAMINA_CXX_COMPILER) +
          "}\n"
          "\"$CXX\" -std=c++17 -O2 -I" +
-         shellQuote(LAMINA_RUNTIME_INCLUDE_DIR) + " model.cpp -o run.tmp" + link +
+         shellQuote(LAMINA_RUNTIME_INCLUDE_DIR) + includes +
+         " model.cpp -o run.tmp" + link +
          " -lpthread\n"
          "mv -f run.tmp run\n";
 }
@@ -247,6 +284,50 @@ static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab) {
   return success();
 }
 
+/// Any of the distributed flags makes a distributed (SPMD, MPI) program.
+static bool isDistributed() {
+  return pipelineRanks.getNumOccurrences() || dataParallel.getNumOccurrences() ||
+         microBatches.getNumOccurrences() || scheduleName.getNumOccurrences() ||
+         zeroLevel.getNumOccurrences() || recomputeMode.getNumOccurrences();
+}
+
+static bool recomputeModules() {
+  if (!recomputeMode.empty())
+    return recomputeMode == "modules";
+  return scheduleName == "breadth-first" || scheduleName == "layered";
+}
+
+/// The distributed flags agree with each other; "" when they do. The
+/// schedule generator checks the rest (m < p for breadth-first, ...) once
+/// the number of modules is known.
+static std::string checkDistFlags(bool train, bool dist) {
+  if (!dist)
+    return "";
+  if (!train)
+    return "--pp, --dp, --micro-batches, --schedule, --zero and --recompute "
+           "need --mode train";
+  if (pipelineRanks < 1)
+    return "--pp must be at least 1";
+  if (dataParallel < 1)
+    return "--dp must be at least 1";
+  if (microBatches < 1)
+    return "--micro-batches must be at least 1";
+  if (zeroLevel < 0 || zeroLevel > 3)
+    return "--zero must be 0, 1, 2 or 3";
+  if (!schedule::parseScheduleKind(scheduleName))
+    return "unknown --schedule '" + scheduleName +
+           "' (expected gpipe, 1f1b, interleaved-1f1b, breadth-first or "
+           "layered)";
+  if (!recomputeMode.empty() && recomputeMode != "modules" &&
+      recomputeMode != "none")
+    return "--recompute must be modules or none, got '" + recomputeMode + "'";
+#ifndef LAMINA_DIST_LINK_LIBRARIES
+  return "this lamina was built without MPI; distributed programs need it "
+         "(scripts/install-deps.sh installs OpenMPI)";
+#endif
+  return "";
+}
+
 int runCompile() {
   if (target == "cuda") {
     llvm::errs() << "lamina compile: --target cuda is not implemented yet (the "
@@ -272,6 +353,11 @@ int runCompile() {
   }
   bool train = mode == "train";
   if (std::string err = checkTrainFlags(train); !err.empty()) {
+    llvm::errs() << "lamina compile: " << err << "\n";
+    return 2;
+  }
+  const bool dist = isDistributed();
+  if (std::string err = checkDistFlags(train, dist); !err.empty()) {
     llvm::errs() << "lamina compile: " << err << "\n";
     return 2;
   }
@@ -325,16 +411,29 @@ int runCompile() {
       lossOptions.ignoreIndex = ignoreIndex;
       autodiff.addPass(graph::createGraphAddLoss(lossOptions));
     }
-    graph::GraphAutodiffOptions adOptions;
-    adOptions.loss = lossOutput.empty() ? std::string("loss")
+    if (dist) {
+      // graph-fuse-gelu first: the outlined functions are differentiated
+      // as they will run.
+      autodiff.addPass(graph::createGraphFuseGelu());
+      dist::DistOutlineModulesOptions outline;
+      outline.recompute = recomputeModules();
+      outline.loss = lossOutput.empty() ? std::string("loss")
                                         : std::string(lossOutput);
-    autodiff.addPass(graph::createGraphAutodiff(adOptions));
-    autodiff.addPass(graph::createGraphVerifyTrainStep());
-    if (failed(autodiff.run(*module)))
-      return 1;
-    // Only the train step is compiled.
-    if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
-      forward.erase();
+      autodiff.addPass(dist::createDistOutlineModules(outline));
+      if (failed(autodiff.run(*module)))
+        return 1;
+    } else {
+      graph::GraphAutodiffOptions adOptions;
+      adOptions.loss = lossOutput.empty() ? std::string("loss")
+                                          : std::string(lossOutput);
+      autodiff.addPass(graph::createGraphAutodiff(adOptions));
+      autodiff.addPass(graph::createGraphVerifyTrainStep());
+      if (failed(autodiff.run(*module)))
+        return 1;
+      // Only the train step is compiled.
+      if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
+        forward.erase();
+    }
   } else {
     toRt.addPass(graph::createGraphVerifyImported());
   }
@@ -349,7 +448,21 @@ int runCompile() {
   PassManager toEmitC(&context);
   ConvertRtToEmitCOptions emitOptions;
   emitOptions.modelPath = std::string(absModel);
-  if (train) {
+  if (dist) {
+    emitOptions.mode = "dist";
+    emitOptions.pp = pipelineRanks;
+    emitOptions.dp = dataParallel;
+    emitOptions.microBatches = microBatches;
+    emitOptions.scheduleName = scheduleName;
+    emitOptions.zero = zeroLevel;
+    emitOptions.recompute = recomputeModules();
+    emitOptions.loss = !lossOutput.empty() ? std::string("output")
+                                           : std::string(lossKind);
+    if (lossOutput.empty() && lossKind == "cross-entropy")
+      emitOptions.labelsInput = labelsName;
+    emitOptions.ignoreIndex = ignoreIndex;
+    emitOptions.vocab = vocab;
+  } else if (train) {
     emitOptions.entryName = "train_step";
     emitOptions.mode = "train";
     if (lossOutput.empty() && lossKind == "cross-entropy")
@@ -380,7 +493,7 @@ int runCompile() {
   llvm::sys::fs::remove(runPath);
   if (!writeFile(cppPath, "// Generated by lamina compile from " +
                               std::string(absModel) + "\n" + cpp) ||
-      !writeFile(scriptPath, buildScript()))
+      !writeFile(scriptPath, buildScript(dist)))
     return 1;
 
   double buildSeconds = 0;

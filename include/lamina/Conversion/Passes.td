@@ -64,6 +64,12 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     types, output offsets, arena size) and a `main` that hands them to
     `lamina::rt::programMain`, so `mlir-translate --mlir-to-cpp` of the
     result is a complete program.
+
+    `mode=dist` lowers every function of dist-outline-modules (`@fwd_k`,
+    `@bwd_k`) instead, emits the `lamina::rt::DistSpec` tables
+    (include/lamina/Runtime/DistProgram.h): per module its two functions,
+    and per rank the action list of the verified schedule; `main` calls
+    `lamina::rt::distTrainMain`.
   }];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
   let options = [
@@ -79,8 +85,28 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
            "mode=train: the entry input that takes the labels (none: a "
            "causal LM, labels are the inputs shifted)">,
     Option<"vocab", "vocab", "int64_t", /*default=*/"0",
-           "mode=train: the vocabulary size token ids are checked against "
-           "(0: unknown)">,
+           "mode=train/dist: the vocabulary size token ids are checked "
+           "against (0: unknown)">,
+    Option<"scheduleName", "schedule", "std::string",
+           /*default=*/"\"breadth-first\"",
+           "mode=dist: gpipe, 1f1b, interleaved-1f1b, breadth-first or "
+           "layered">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1",
+           "mode=dist: pipeline ranks">,
+    Option<"dp", "dp", "int64_t", /*default=*/"1",
+           "mode=dist: data-parallel replicas">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "mode=dist: micro-batches per step and replica">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "mode=dist: data-parallel sharding level 0-3">,
+    Option<"recompute", "recompute", "bool", /*default=*/"true",
+           "mode=dist: the backward functions recompute (recorded in the "
+           "program)">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "mode=dist: causal-lm, cross-entropy or output (how the runtime "
+           "weighs micro-batches)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "mode=dist: the label value that does not count">,
   ];
 }
 

@@ -28,6 +28,10 @@ enum class ArgKind : uint8_t {
   Input,     ///< --input NAME=FILE on the command line
   Trainable, ///< an ONNX initializer (float parameter)
   Constant,  ///< an ONNX initializer that is not trained
+  // Only in distributed programs' module functions (DistProgram.h):
+  Boundary,  ///< an activation handed over by the previous module
+  Residual,  ///< a forward value kept for the backward
+  Cotangent, ///< the gradient of a forward output
 };
 
 /// One argument of the entry function, in order. `name` is the ONNX name.

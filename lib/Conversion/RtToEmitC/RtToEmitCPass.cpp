@@ -11,12 +11,15 @@
 #include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Schedule/Schedule.h"
+#include "lamina/Schedule/Simulate.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -24,6 +27,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace lamina {
 #define GEN_PASS_DEF_CONVERTRTTOEMITC
@@ -93,6 +97,16 @@ public:
         b(module.getContext()) {}
 
   LogicalResult run();
+  /// mode=dist: every outlined module function, the DistSpec and a `main`
+  /// calling lamina::rt::distTrainMain.
+  struct DistOptions {
+    const schedule::Schedule *scheduleActions = nullptr;
+    schedule::ScheduleConfig schedule;
+    bool recompute = true;
+    std::string lossKind = "CausalLM", labelsInput;
+    int64_t vocab = 0, ignoreIndex = -100;
+  };
+  LogicalResult runDist(ArrayRef<func::FuncOp> funcs, const DistOptions &opts);
 
 private:
   Type tensorType() { return emitc::OpaqueType::get(ctx(), "lamina::rt::Tensor"); }
@@ -108,8 +122,17 @@ private:
   std::pair<std::string, int64_t> constantGlobal(rt_ir::ConstantOp op);
 
   LogicalResult emitBody(emitc::FuncOp func);
+  LogicalResult checkEntry();
+  /// `entry` as `static void lamina_<name>(const Tensor *, void *)`.
+  FailureOr<emitc::FuncOp> emitFunction();
   void emitCall(rt_ir::CallOp call);
   void emitSpecAndMain(emitc::FuncOp func);
+  /// Static ArgSpec / OutputSpec arrays of `entry`; their names, or
+  /// "nullptr" when empty.
+  std::string argsTable(StringRef name);
+  std::string outputsTable(StringRef name);
+  std::string specArray(StringRef name, StringRef type, int64_t n,
+                        const std::string &init);
 
   ModuleOp module;
   func::FuncOp entry;
@@ -280,58 +303,77 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
   return success();
 }
 
-void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
-  Location loc = entry.getLoc();
-  auto argSpec = [&](StringRef name, StringRef kind, MemRefType t) {
-    std::string shape = i64Global(t.getShape());
-    return llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}}",
-                         cString(name), kind, dtypeEnumerator(t.getElementType()),
-                         t.getRank(), shape.empty() ? "nullptr" : shape)
-        .str();
-  };
-  std::string args, outputs;
+/// The runtime's ArgKind enumerator for a `graph.kind` value.
+static StringRef argKindEnumerator(StringAttr kind) {
+  if (!kind || kind.getValue() == graph::kKindInput)
+    return "Input";
+  return llvm::StringSwitch<StringRef>(kind.getValue())
+      .Case(graph::kKindTrainable, "Trainable")
+      .Case(graph::kKindBoundary, "Boundary")
+      .Case(graph::kKindResidual, "Residual")
+      .Case(graph::kKindCotangent, "Cotangent")
+      .Default("Constant");
+}
+
+std::string ProgramEmitter::specArray(StringRef name, StringRef type, int64_t n,
+                                      const std::string &init) {
+  if (n == 0)
+    return "nullptr";
+  emitc::GlobalOp::create(
+      globals, module.getLoc(), name,
+      emitc::ArrayType::get({n}, emitc::OpaqueType::get(ctx(), type)),
+      opaque("{" + init + "}"), false, true, true);
+  return name.str();
+}
+
+std::string ProgramEmitter::argsTable(StringRef name) {
+  std::string args;
   unsigned numArgs = entry.getNumArguments() - 1;
   for (unsigned i = 0; i < numArgs; ++i) {
-    auto name = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kNameAttr);
+    auto argName = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kNameAttr);
     auto kind = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kKindAttr);
-    StringRef k = !kind || kind.getValue() == graph::kKindInput ? "Input"
-                  : kind.getValue() == graph::kKindTrainable ? "Trainable"
-                                                              : "Constant";
-    std::string n = name ? name.getValue().str() : "arg" + std::to_string(i);
+    auto t = cast<MemRefType>(entry.getArgumentTypes()[i + 1]);
+    std::string shape = i64Global(t.getShape());
+    std::string n = argName ? argName.getValue().str() : "arg" + std::to_string(i);
     args += (i ? ", " : "") +
-            argSpec(n, k, cast<MemRefType>(entry.getArgumentTypes()[i + 1]));
+            llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}}",
+                          cString(n), argKindEnumerator(kind),
+                          dtypeEnumerator(t.getElementType()), t.getRank(),
+                          shape.empty() ? "nullptr" : shape)
+                .str();
   }
+  return specArray(name, "lamina::rt::ArgSpec", numArgs, args);
+}
+
+std::string ProgramEmitter::outputsTable(StringRef name) {
+  std::string outputs;
   auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
   auto names = entry->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto type = cast<MemRefType>(v.getType());
     auto view = v.getDefiningOp<rt_ir::ViewOp>();
-    std::string name = "output_" + std::to_string(i);
+    std::string outName = "output_" + std::to_string(i);
     if (names && i < names.size())
       if (auto s = dyn_cast<StringAttr>(names[i]))
-        name = s.getValue().str();
+        outName = s.getValue().str();
     std::string shape = i64Global(type.getShape());
     outputs += (i ? ", " : "") +
-               llvm::formatv("{{{0}, {1}, {2}, {3}, {4}}", cString(name),
+               llvm::formatv("{{{0}, {1}, {2}, {3}, {4}}", cString(outName),
                              dtypeEnumerator(type.getElementType()),
                              type.getRank(), shape.empty() ? "nullptr" : shape,
                              view ? view.getOffset() : 0)
                    .str();
   }
-  auto specArray = [&](StringRef name, StringRef type, int64_t n,
-                       const std::string &init) {
-    if (n == 0)
-      return std::string("nullptr");
-    emitc::GlobalOp::create(
-        globals, loc, name,
-        emitc::ArrayType::get({n}, emitc::OpaqueType::get(ctx(), type)),
-        opaque("{" + init + "}"), false, true, true);
-    return name.str();
-  };
-  std::string argsName =
-      specArray("lamina_args", "lamina::rt::ArgSpec", numArgs, args);
-  std::string outputsName = specArray("lamina_outputs", "lamina::rt::OutputSpec",
-                                      ret.getNumOperands(), outputs);
+  return specArray(name, "lamina::rt::OutputSpec", ret.getNumOperands(),
+                   outputs);
+}
+
+void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
+  Location loc = entry.getLoc();
+  unsigned numArgs = entry.getNumArguments() - 1;
+  auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
+  std::string argsName = argsTable("lamina_args");
+  std::string outputsName = outputsTable("lamina_outputs");
   auto arenaBytes = entry->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
   std::string spec = llvm::formatv(
       "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", cString(modelPath), argsName,
@@ -374,7 +416,7 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
   emitc::ReturnOp::create(mb, loc, code.getResult(0));
 }
 
-LogicalResult ProgramEmitter::run() {
+LogicalResult ProgramEmitter::checkEntry() {
   for (Type t : entry.getArgumentTypes().drop_front())
     if (auto m = dyn_cast<MemRefType>(t); !m || dtypeEnumerator(m.getElementType()).empty())
       return entry.emitError("convert-rt-to-emitc: unsupported argument type ") << t;
@@ -382,9 +424,12 @@ LogicalResult ProgramEmitter::run() {
     if (!v.getDefiningOp<rt_ir::ViewOp>())
       return entry.emitError("convert-rt-to-emitc: results must be arena views "
                              "(run convert-graph-to-rt)");
-  b.setInsertionPointToStart(module.getBody());
-  emitc::IncludeOp::create(b, entry.getLoc(), "lamina/Runtime/Generated.h");
+  return success();
+}
 
+FailureOr<emitc::FuncOp> ProgramEmitter::emitFunction() {
+  if (failed(checkEntry()))
+    return failure();
   Type argsType = emitc::PointerType::get(
       emitc::OpaqueType::get(ctx(), "const lamina::rt::Tensor"));
   Type arenaType = emitc::PointerType::get(emitc::OpaqueType::get(ctx(), "void"));
@@ -398,8 +443,148 @@ LogicalResult ProgramEmitter::run() {
   globals.setInsertionPoint(func);
   if (failed(emitBody(func)))
     return failure();
-  emitSpecAndMain(func);
+  return func;
+}
+
+LogicalResult ProgramEmitter::run() {
+  b.setInsertionPointToStart(module.getBody());
+  emitc::IncludeOp::create(b, entry.getLoc(), "lamina/Runtime/Generated.h");
+  FailureOr<emitc::FuncOp> func = emitFunction();
+  if (failed(func))
+    return failure();
+  emitSpecAndMain(*func);
   entry.erase();
+  return success();
+}
+
+LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
+                                      const DistOptions &opts) {
+  Location loc = func::FuncOp(funcs.front()).getLoc();
+  b.setInsertionPointToStart(module.getBody());
+  emitc::IncludeOp::create(b, loc, "lamina/Runtime/Generated.h");
+  emitc::IncludeOp::create(b, loc, "lamina/Runtime/DistProgram.h");
+  // fwd_k / bwd_k in module order: FunctionSpec initialisers by name.
+  std::map<std::string, std::string> specs;
+  struct Info {
+    std::string name;
+    int64_t numIn = 0, numOut = 0, numResiduals = 0;
+  };
+  std::map<int64_t, Info> modules;
+  std::string tokens;
+  std::set<std::string> inputs;
+  for (func::FuncOp f : funcs) {
+    auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined");
+    if (!outlined)
+      return f.emitError("convert-rt-to-emitc: mode=dist needs the functions "
+                         "of dist-outline-modules; @")
+             << f.getName() << " has no 'dist.outlined'";
+    int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
+    Info &info = modules[k];
+    info.name = outlined.getAs<StringAttr>("name").getValue().str();
+    info.numIn = outlined.getAs<IntegerAttr>("num_in").getInt();
+    info.numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
+    info.numResiduals = outlined.getAs<IntegerAttr>("num_residuals").getInt();
+    entry = f;
+    for (unsigned i = 1; i < f.getNumArguments(); ++i) {
+      auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      if (kind && kind.getValue() == graph::kKindInput && name)
+        inputs.insert(name.getValue().str());
+    }
+    FailureOr<emitc::FuncOp> func = emitFunction();
+    if (failed(func))
+      return failure();
+    std::string name = f.getName().str();
+    std::string argsName = argsTable("lamina_" + name + "_args");
+    std::string outputsName = outputsTable("lamina_" + name + "_outputs");
+    auto arenaBytes = f->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
+    specs[name] = llvm::formatv(
+        "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", cString(name), argsName,
+        f.getNumArguments() - 1, outputsName,
+        f.getBody().front().getTerminator()->getNumOperands(),
+        arenaBytes ? arenaBytes.getInt() : 0, func->getName());
+    f.erase();
+  }
+  const int64_t numModules = int64_t(modules.size());
+  for (int64_t k = 0; k < numModules; ++k)
+    if (!modules.count(k) || !specs.count("fwd_" + std::to_string(k)) ||
+        !specs.count("bwd_" + std::to_string(k)))
+      return module.emitError("convert-rt-to-emitc: module ")
+             << k << " lacks @fwd_" << k << " or @bwd_" << k;
+  for (const std::string &in : inputs)
+    if (in != opts.labelsInput) {
+      if (!tokens.empty())
+        return module.emitError("convert-rt-to-emitc: the model has more than "
+                                "one non-label input ('")
+               << tokens << "', '" << in
+               << "'); the training driver feeds one token batch";
+      tokens = in;
+    }
+  if (tokens.empty())
+    return module.emitError("convert-rt-to-emitc: the model has no token input");
+  if (opts.schedule.numModules != numModules)
+    return module.emitError("convert-rt-to-emitc: the schedule has ")
+           << opts.schedule.numModules << " modules, the program "
+           << numModules;
+
+  // Tables after the last function: they name the functions.
+  globals = OpBuilder(ctx());
+  globals.setInsertionPointToEnd(module.getBody());
+  std::string moduleInit;
+  for (int64_t k = 0; k < numModules; ++k) {
+    const Info &info = modules[k];
+    moduleInit += llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}, {6}}",
+                                k ? ", " : "", cString(info.name),
+                                specs["fwd_" + std::to_string(k)],
+                                specs["bwd_" + std::to_string(k)], info.numIn,
+                                info.numOut, info.numResiduals)
+                      .str();
+  }
+  specArray("lamina_modules", "lamina::rt::ModuleSpec", numModules, moduleInit);
+  const schedule::Schedule &sched = *opts.scheduleActions;
+  std::string actions, begins = "0", ranks;
+  int64_t numActions = 0;
+  for (const auto &list : sched.ranks) {
+    for (const schedule::Action &a : list)
+      actions += llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}}",
+                               numActions++ ? ", " : "", unsigned(a.kind),
+                               unsigned(a.payload), a.module, a.microBatch,
+                               a.peer)
+                     .str();
+    begins += ", " + std::to_string(numActions);
+  }
+  for (int64_t k = 0; k < numModules; ++k)
+    ranks += (k ? ", " : "") + std::to_string(sched.placement.rankOf[k]);
+  specArray("lamina_actions", "lamina::rt::ActionSpec", numActions, actions);
+  specArray("lamina_action_begin", "int", sched.numRanks() + 1, begins);
+  specArray("lamina_module_rank", "int", numModules, ranks);
+  const schedule::ScheduleConfig &c = sched.config;
+  std::string spec = llvm::formatv(
+      "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+      "lamina_actions, lamina_action_begin, {8}, lamina_module_rank, "
+      "lamina::rt::LossKind::{9}, {10}, {11}, int64_t({12}LL), "
+      "int64_t({13}LL)}",
+      cString(modelPath), numModules, c.pipelineRanks, c.dataParallel,
+      c.microBatches, c.zeroLevel, cString(schedule::scheduleKindName(c.kind)),
+      opts.recompute ? "true" : "false", sched.numRanks(), opts.lossKind,
+      opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
+      cString(tokens), opts.vocab, opts.ignoreIndex);
+  emitc::GlobalOp::create(globals, loc, "lamina_dist",
+                          emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
+                          opaque(spec), false, true, true);
+  Type i32 = emitc::OpaqueType::get(ctx(), "int");
+  Type argv = emitc::PointerType::get(
+      emitc::PointerType::get(emitc::OpaqueType::get(ctx(), "char")));
+  auto main = emitc::FuncOp::create(globals, loc, "main",
+                                    b.getFunctionType({i32, argv}, {i32}));
+  Block *body = main.addEntryBlock();
+  OpBuilder mb = OpBuilder::atBlockEnd(body);
+  auto code = emitc::CallOpaqueOp::create(
+      mb, loc, TypeRange{i32}, "lamina::rt::distTrainMain",
+      ValueRange{body->getArgument(0), body->getArgument(1)},
+      mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
+                       opaque("lamina_dist")}));
+  emitc::ReturnOp::create(mb, loc, code.getResult(0));
   return success();
 }
 
@@ -409,6 +594,8 @@ struct ConvertRtToEmitCPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (mode == "dist")
+      return runDist(module);
     func::FuncOp entry;
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.getName() == entryName)
@@ -423,21 +610,87 @@ struct ConvertRtToEmitCPass
       module.emitError("convert-rt-to-emitc: no function @") << entryName;
       return signalPassFailure();
     }
-    if (entry.getNumArguments() == 0 ||
-        !isa<rt_ir::ArenaType>(entry.getArgumentTypes()[0])) {
-      entry.emitError("convert-rt-to-emitc: @")
-          << entryName << " is not an rt function (run convert-graph-to-rt)";
+    if (failed(checkRtFunction(entry)))
       return signalPassFailure();
-    }
     if (mode != "inference" && mode != "train") {
-      module.emitError("convert-rt-to-emitc: mode must be inference or "
-                       "train, got '")
+      module.emitError("convert-rt-to-emitc: mode must be inference, train "
+                       "or dist, got '")
           << mode << "'";
       return signalPassFailure();
     }
     if (failed(ProgramEmitter(module, entry, modelPath, mode == "train",
                               labelsInput, vocab)
                    .run()))
+      signalPassFailure();
+  }
+
+  LogicalResult checkRtFunction(func::FuncOp f) {
+    if (f.getNumArguments() == 0 ||
+        !isa<rt_ir::ArenaType>(f.getArgumentTypes()[0]))
+      return f.emitError("convert-rt-to-emitc: @")
+             << f.getName() << " is not an rt function (run convert-graph-to-rt)";
+    return success();
+  }
+
+  void runDist(ModuleOp module) {
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    if (funcs.empty()) {
+      module.emitError("convert-rt-to-emitc: mode=dist found no functions");
+      return signalPassFailure();
+    }
+    for (func::FuncOp f : funcs)
+      if (failed(checkRtFunction(f)))
+        return signalPassFailure();
+    ProgramEmitter::DistOptions opts;
+    std::optional<schedule::ScheduleKind> kind =
+        schedule::parseScheduleKind(scheduleName);
+    if (!kind) {
+      module.emitError("convert-rt-to-emitc: unknown schedule '")
+          << scheduleName << "'";
+      return signalPassFailure();
+    }
+    auto numModules = module->getAttrOfType<IntegerAttr>("dist.num_modules");
+    if (!numModules) {
+      module.emitError("convert-rt-to-emitc: mode=dist needs "
+                       "'dist.num_modules' (run dist-outline-modules)");
+      return signalPassFailure();
+    }
+    opts.schedule.kind = *kind;
+    opts.schedule.numModules = int(numModules.getInt());
+    opts.schedule.pipelineRanks = int(pp);
+    opts.schedule.dataParallel = int(dp);
+    opts.schedule.microBatches = int(microBatches);
+    opts.schedule.zeroLevel = int(zero);
+    schedule::Expected<schedule::Schedule> sched =
+        schedule::generateSchedule(opts.schedule);
+    if (!sched) {
+      module.emitError("convert-rt-to-emitc: ") << sched.status().message();
+      return signalPassFailure();
+    }
+    if (schedule::Status s = schedule::verifySchedule(*sched); !s) {
+      module.emitError("convert-rt-to-emitc: the schedule is invalid: ")
+          << s.message();
+      return signalPassFailure();
+    }
+    opts.scheduleActions = &*sched;
+    opts.recompute = recompute;
+    if (loss == "causal-lm")
+      opts.lossKind = "CausalLM";
+    else if (loss == "cross-entropy")
+      opts.lossKind = "CrossEntropy";
+    else if (loss == "output")
+      opts.lossKind = "Output";
+    else {
+      module.emitError("convert-rt-to-emitc: loss must be causal-lm, "
+                       "cross-entropy or output, got '")
+          << loss << "'";
+      return signalPassFailure();
+    }
+    opts.labelsInput = labelsInput;
+    opts.vocab = vocab;
+    opts.ignoreIndex = ignoreIndex;
+    if (failed(ProgramEmitter(module, funcs.front(), modelPath)
+                   .runDist(funcs, opts)))
       signalPassFailure();
   }
 };

@@ -173,5 +173,29 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                 "or \"none\"";
     return success();
   }
+  if (name == kOutlinedAttr) {
+    // {module, name, num_in, num_out, num_residuals} on an outlined module
+    // function (dist-outline-modules).
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !dict)
+      return op->emitError() << "'dist.outlined' must be a dictionary on a "
+                                "func.func";
+    for (StringRef key : {"module", "num_in", "num_out", "num_residuals"}) {
+      auto v = dict.getAs<IntegerAttr>(key);
+      if (!v || v.getInt() < 0)
+        return op->emitError() << "'dist.outlined' needs a non-negative "
+                                  "integer '" << key << "'";
+    }
+    if (!dict.getAs<StringAttr>("name"))
+      return op->emitError() << "'dist.outlined' needs a string 'name'";
+    return success();
+  }
+  if (name == kNumModulesAttr) {
+    auto v = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !v || v.getInt() < 1)
+      return op->emitError() << "'dist.num_modules' must be a positive "
+                                "integer on a builtin.module";
+    return success();
+  }
   return op->emitError() << "unknown dist attribute '" << name << "'";
 }

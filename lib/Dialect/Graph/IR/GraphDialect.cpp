@@ -36,12 +36,14 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (attr.getName() == kKindAttr) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
-    if (!kind || (kind.getValue() != kKindInput &&
-                  kind.getValue() != kKindTrainable &&
-                  kind.getValue() != kKindConstant))
+    if (!kind ||
+        !llvm::is_contained({kKindInput, kKindTrainable, kKindConstant,
+                             kKindBoundary, kKindResidual, kKindCotangent},
+                            kind.getValue()))
       return op->emitError() << "'" << kKindAttr << "' of argument " << arg
-                             << " must be \"input\", \"trainable\" or "
-                                "\"constant\"";
+                             << " must be \"input\", \"trainable\", "
+                                "\"constant\", \"boundary\", \"residual\" "
+                                "or \"cotangent\"";
     return success();
   }
   return op->emitError() << "unknown graph argument attribute '"

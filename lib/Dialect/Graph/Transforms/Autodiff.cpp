@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,13 +48,88 @@ std::string nodeSuffix(Location loc) {
   }
 }
 
-Value splat(OpBuilder &b, Location loc, Type type, double value) {
+} // namespace
+
+Value lamina::graph::splatConstant(OpBuilder &b, Location loc, Type type,
+                                   double value) {
   auto ranked = cast<RankedTensorType>(type);
   auto attr = DenseElementsAttr::get(
       ranked, b.getFloatAttr(ranked.getElementType(), value));
   return ConstantOp::create(b, loc, cast<ElementsAttr>(attr));
 }
 
+FailureOr<SmallVector<Value>>
+lamina::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
+                            ValueRange outputs, ValueRange seeds,
+                            ValueRange wrt) {
+  llvm::DenseSet<Value> active;
+  for (Value v : wrt)
+    if (isFloatTensor(v))
+      active.insert(v);
+  for (Operation *op : forwardOps)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return active.contains(v); }))
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          active.insert(r);
+
+  llvm::DenseMap<Value, Value> grads;
+  for (auto [out, seed] : llvm::zip(outputs, seeds)) {
+    if (!active.contains(out))
+      continue;
+    Value &slot = grads[out];
+    slot = slot ? Value(AddOp::create(b, seed.getLoc(), slot, seed)) : seed;
+  }
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      resultGrads.push_back(grads.lookup(r));
+      any |= bool(resultGrads.back());
+    }
+    if (!any)
+      continue;
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule)
+      return op->emitError() << "graph-autodiff: no gradient rule for '"
+                             << op->getName() << "'"
+                             << nodeSuffix(op->getLoc())
+                             << ", which lies between a trainable parameter "
+                                "and the loss";
+    SmallVector<Value> operandGrads;
+    if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
+      // The op has rules, but not for these attributes or types
+      // (scatter_nd with reduction mul/max/min, an integer product).
+      return op->emitError() << "graph-autodiff: no gradient rule for '"
+                             << op->getName() << "' in this form"
+                             << nodeSuffix(op->getLoc())
+                             << ", which lies between a trainable parameter "
+                                "and the loss";
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitError() << "graph-autodiff: gradient rule of '"
+                             << op->getName() << "' gave "
+                             << operandGrads.size() << " gradients for "
+                             << op->getNumOperands() << " operands";
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!grad || !active.contains(operand))
+        continue;
+      if (grad.getType() != operand.getType())
+        return op->emitError() << "graph-autodiff: gradient rule of '"
+                               << op->getName() << "' built " << grad.getType()
+                               << " for an operand of type " << operand.getType();
+      Value &slot = grads[operand];
+      slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, grad)) : grad;
+    }
+  }
+  SmallVector<Value> result;
+  for (Value v : wrt) {
+    Value g = grads.lookup(v);
+    result.push_back(g ? g : splatConstant(b, v.getLoc(), v.getType(), 0.0));
+  }
+  return result;
+}
+
+namespace {
 struct GraphAutodiff
     : lamina::graph::impl::GraphAutodiffBase<GraphAutodiff> {
   using Base::Base;
@@ -140,7 +216,6 @@ struct GraphAutodiff
     Value lossValue = ret.getOperand(lossIndex);
 
     SmallVector<BlockArgument> params;
-    llvm::DenseSet<Value> active;
     for (BlockArgument arg : body.getArguments()) {
       auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
       if (!kind || kind.getValue() != kKindTrainable)
@@ -149,68 +224,23 @@ struct GraphAutodiff
         return step.emitError() << "graph-autodiff: trainable argument #"
                                 << arg.getArgNumber() << " is not a float tensor";
       params.push_back(arg);
-      active.insert(arg);
     }
     SmallVector<Operation *> forwardOps;
-    for (Operation &op : body.without_terminator()) {
+    for (Operation &op : body.without_terminator())
       forwardOps.push_back(&op);
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
-        for (Value r : op.getResults())
-          if (isFloatTensor(r))
-            active.insert(r);
-    }
 
     OpBuilder b(ret);
-    llvm::DenseMap<Value, Value> grads;
-    if (active.contains(lossValue))
-      grads[lossValue] = splat(b, ret.getLoc(), lossValue.getType(), 1.0);
-    for (Operation *op : llvm::reverse(forwardOps)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        resultGrads.push_back(grads.lookup(r));
-        any |= bool(resultGrads.back());
-      }
-      if (!any)
-        continue;
-      auto rule = dyn_cast<GradientOpInterface>(op);
-      if (!rule)
-        return op->emitError() << "graph-autodiff: no gradient rule for '"
-                               << op->getName() << "'"
-                               << nodeSuffix(op->getLoc())
-                               << ", which lies between a trainable parameter "
-                                  "and the loss";
-      SmallVector<Value> operandGrads;
-      if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
-        // The op has rules, but not for these attributes or types
-        // (scatter_nd with reduction mul/max/min, an integer product).
-        return op->emitError() << "graph-autodiff: no gradient rule for '"
-                               << op->getName() << "' in this form"
-                               << nodeSuffix(op->getLoc())
-                               << ", which lies between a trainable parameter "
-                                  "and the loss";
-      if (operandGrads.size() != op->getNumOperands())
-        return op->emitError() << "graph-autodiff: gradient rule of '"
-                               << op->getName() << "' gave "
-                               << operandGrads.size() << " gradients for "
-                               << op->getNumOperands() << " operands";
-      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (!grad || !active.contains(operand))
-          continue;
-        if (grad.getType() != operand.getType())
-          return op->emitError() << "graph-autodiff: gradient rule of '"
-                                 << op->getName() << "' built " << grad.getType()
-                                 << " for an operand of type " << operand.getType();
-        Value &slot = grads[operand];
-        slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, grad)) : grad;
-      }
-    }
+    Value seed = splatConstant(b, ret.getLoc(), lossValue.getType(), 1.0);
+    FailureOr<SmallVector<Value>> paramGrads = buildReverse(
+        b, forwardOps, ValueRange{lossValue}, ValueRange{seed},
+        ValueRange(ArrayRef<BlockArgument>(params)));
+    if (failed(paramGrads))
+      return failure();
 
     SmallVector<Value> results{lossValue};
     SmallVector<Attribute> names{b.getStringAttr("loss")};
-    for (BlockArgument p : params) {
-      Value g = grads.lookup(p);
-      results.push_back(g ? g : splat(b, ret.getLoc(), p.getType(), 0.0));
+    for (auto [p, g] : llvm::zip(params, *paramGrads)) {
+      results.push_back(g);
       auto name = step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kNameAttr);
       names.push_back(b.getStringAttr(
           "grad:" + (name ? name.getValue().str()

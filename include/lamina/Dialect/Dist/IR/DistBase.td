@@ -1,9 +1,10 @@
 //===- DistBase.td - dist dialect definition ----------------*- tablegen -*-===//
 //
-// The dist dialect: how a model is split for distributed training. Today it
+// The dist dialect: how a model is split for distributed training. It
 // records the module chain (which op belongs to which module) and the
-// placement of modules on pipeline ranks as attributes on the graph IR;
-// schedules and transfers come next (docs/modules.md).
+// placement of modules on pipeline ranks as attributes on the graph IR
+// (docs/modules.md), and the schedule of a training step as ops
+// (DistOps.td, docs/schedules.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,13 @@ def Dist_Dialect : Dialect {
       chain was found;
     * `dist.placement = #dist.placement<...>` on the function: the pipeline
       rank of each module.
+
+    And ops for the schedule of one training step: `dist.schedule` holds a
+    `dist.rank` per global rank, each an ordered list of actions
+    (`dist.forward`, `dist.backward`, `dist.send`, `dist.recv`,
+    `dist.all_gather`, `dist.reduce_scatter`, `dist.all_reduce`,
+    `dist.optimizer_step`), written by `dist-schedule` and
+    `dist-insert-comm` and checked by `dist-verify-schedule`.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -38,6 +46,8 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kModuleAttr = "dist.module";
     static constexpr ::llvm::StringLiteral kDiscoveryAttr = "dist.discovery";
     static constexpr ::llvm::StringLiteral kPlacementAttr = "dist.placement";
+    static constexpr ::llvm::StringLiteral kOutlinedAttr = "dist.outlined";
+    static constexpr ::llvm::StringLiteral kNumModulesAttr = "dist.num_modules";
   }];
 }
 

@@ -100,4 +100,54 @@ def DistDescribeModel : Pass<"dist-describe-model", "mlir::ModuleOp"> {
   ];
 }
 
+def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
+  let summary = "Splits @forward (with its loss) into per-module forward "
+                "and backward functions";
+  let description = [{
+    The code a pipeline rank runs: for every module `k` of the chain (a
+    layer; the embedding joins the first, the head and the loss the last)
+    `@fwd_k` and `@bwd_k`, following the contract in
+    include/lamina/Runtime/DistProgram.h:
+
+    * `@fwd_k(boundary..., inputs..., params...) -> (boundary..., residuals...)`
+      where the boundary values are the activations that cross from module
+      `k-1` to `k` (usually the residual stream) and, for the last module,
+      the only output is the loss;
+    * `@bwd_k(same args..., residuals..., cotangents...) ->
+      (grad of each boundary arg..., grad of each trainable param...)`,
+      built by the same reverse pass as graph-autodiff.
+
+    With `recompute` (activation checkpointing, the default) `@bwd_k`
+    recomputes the module's forward from its boundary inputs and no
+    residuals are kept; without it `@fwd_k` returns every forward value the
+    backward reads. Values that do not depend on a trainable parameter
+    (position ids, masks, rotary tables) are recomputed in every module
+    that reads them rather than sent. Needs a `dist.chain` on @forward
+    (dist-discover-modules) and the loss as an output named `loss`
+    (graph-add-loss); replaces @forward.
+
+    ```mlir
+    func.func @fwd_1(%x: tensor<2x16x64xf32> {graph.kind = "boundary", graph.name = "boundary:0:0"},
+                     %w: tensor<64x64xf32> {graph.kind = "trainable", graph.name = "h.1.attn.w"}, ...)
+        -> tensor<2x16x64xf32> attributes {dist.module = 1 : i64, dist.num_in = 1 : i64, ...}
+    ```
+  }];
+  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let options = [
+    Option<"recompute", "recompute", "bool", /*default=*/"true",
+           "Backward functions recompute the module's forward (keep only "
+           "module inputs)">,
+    Option<"moduleRegex", "module-regex", "std::string", /*default=*/"",
+           "Regex whose first capture group names a layer (when @forward "
+           "has no dist.chain yet)">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
+           "The output that is the loss">,
+  ];
+  let statistics = [
+    Statistic<"numModules", "modules", "Modules outlined">,
+    Statistic<"numBoundary", "boundary-values", "Values crossing module boundaries">,
+    Statistic<"numCloned", "cloned-ops", "Parameter-free ops recomputed in a later module">,
+  ];
+}
+
 #endif

@@ -16,6 +16,12 @@ inline constexpr llvm::StringLiteral kOutputNamesAttr = "graph.output_names";
 inline constexpr llvm::StringLiteral kKindInput = "input";
 inline constexpr llvm::StringLiteral kKindTrainable = "trainable";
 inline constexpr llvm::StringLiteral kKindConstant = "constant";
+/// Only on dist-outline-modules' functions (include/lamina/Runtime/
+/// DistProgram.h): an activation from the previous module, a forward value
+/// kept for the backward, the gradient of a forward output.
+inline constexpr llvm::StringLiteral kKindBoundary = "boundary";
+inline constexpr llvm::StringLiteral kKindResidual = "residual";
+inline constexpr llvm::StringLiteral kKindCotangent = "cotangent";
 } // namespace lamina::graph
 
 #endif
