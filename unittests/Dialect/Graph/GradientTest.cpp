@@ -408,6 +408,82 @@ TEST(GradientTest, ScatterND) {
                     {4, 3}});
 }
 
+/// mul/max/min with a repeated tuple (row 3 gets two updates), both data and
+/// updates trainable; mul also with exact zeros among the updates: one zero
+/// at a position, two at one position, and none.
+TEST(GradientTest, ScatterNDReductions) {
+  auto scatterCase = [](const std::string &reduction, const std::string &name,
+                        Arg updates) {
+    return Case{name,
+                {{"d", {4, 3}},
+                 {"i", {3, 1}, "input", 0, 0, {3, 1, 3}, "i64"},
+                 std::move(updates)},
+                "  %y = graph.scatter_nd %d, %i, %u {reduction = \"" +
+                    reduction +
+                    "\"} : (tensor<4x3xf64>, tensor<3x1xi64>, "
+                    "tensor<3x3xf64>) -> tensor<4x3xf64>",
+                {4, 3}};
+  };
+  for (const char *reduction : {"mul", "max", "min"})
+    checkGradients(scatterCase(reduction, std::string("scatter_nd_") + reduction,
+                               {"u", {3, 3}}));
+  // Rows 0 and 2 land on data row 3: column 0 has one zero (row 0), column 1
+  // two (rows 0 and 2), column 2 none; row 1 (data row 1) has one zero.
+  checkGradients(scatterCase("mul", "scatter_nd_mul_zeros",
+                             {"u", {3, 3}, "trainable", 0, 0,
+                              {0, 0, 2, -3, 2, 0, 3, 0, -2}}));
+}
+
+/// scatter_nd max/min ties: the gradient is split evenly among the
+/// candidates equal to the result (data and updates), as in PyTorch's
+/// scatter_reduce amax/amin.
+TEST(GradientTest, ScatterNDTies) {
+  for (const char *reduction : {"max", "min"}) {
+    SCOPED_TRACE(reduction);
+    DialectRegistry registry;
+    registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+    MLIRContext context(registry);
+    Case c{"ties",
+           {{"d", {3}}, {"i", {3, 1}, "input", 0, 0, {0, 0, 1}, "i64"}, {"u", {3}}},
+           std::string("  %y = graph.scatter_nd %d, %i, %u {reduction = \"") +
+               reduction +
+               "\"} : (tensor<3xf64>, tensor<3x1xi64>, tensor<3xf64>) -> "
+               "tensor<3xf64>",
+           {3}};
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(moduleText(c), &context);
+    ASSERT_TRUE(module);
+    PassManager pm(&context);
+    pm.addPass(lamina::graph::createGraphAutodiff());
+    ASSERT_TRUE(succeeded(pm.run(*module)));
+    auto tensor = [](std::vector<double> v) {
+      HostTensor t(lamina::rt::DType::F64, {int64_t(v.size())});
+      std::copy(v.begin(), v.end(), static_cast<double *>(t.data()));
+      return t;
+    };
+    double s = std::string(reduction) == "max" ? 1 : -1;
+    std::map<std::string, HostTensor> args;
+    // Position 0: data and both updates tie (3 ways); position 1: data and
+    // one update tie; position 2: untouched.
+    args["d"] = tensor({2 * s, 1 * s, 5});
+    args["u"] = tensor({2 * s, 2 * s, 1 * s});
+    args["r"] = tensor({3, 5, 7});
+    args["i"] = HostTensor(lamina::rt::DType::I64, {3, 1});
+    std::vector<int64_t> idx{0, 0, 1};
+    std::copy(idx.begin(), idx.end(), static_cast<int64_t *>(args["i"].data()));
+    std::vector<std::pair<std::string, HostTensor>> outputs;
+    ASSERT_EQ(lamina::eval::evaluate(*module, args, outputs, "train_step"), "");
+    ASSERT_EQ(outputs.size(), 3u);
+    const auto *dd = static_cast<const double *>(outputs[1].second.data());
+    const auto *du = static_cast<const double *>(outputs[2].second.data());
+    EXPECT_DOUBLE_EQ(dd[0], 1.0);
+    EXPECT_DOUBLE_EQ(dd[1], 2.5);
+    EXPECT_DOUBLE_EQ(dd[2], 7.0);
+    EXPECT_DOUBLE_EQ(du[0], 1.0);
+    EXPECT_DOUBLE_EQ(du[1], 1.0);
+    EXPECT_DOUBLE_EQ(du[2], 2.5);
+  }
+}
+
 TEST(GradientTest, FanOutAndUnused) {
   // %a feeds three ops; %u is never used: its gradient is zero.
   checkGradients({"fan_out",

@@ -591,28 +591,88 @@ LogicalResult GatherOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   return success();
 }
 
+// With t_i the tuple of update i and S(p) = {i : t_i = p}, the result is
+// y[p] = data[p] (op) updates[i] for i in S(p); duplicate tuples are exact
+// for every reduction (all but `none` are order-independent).
+//
 // `add`: data passes the gradient through and each update reads it at its
-// index tuple. `none`: the overwritten positions of data get nothing (ONNX
-// leaves duplicate indices undefined, so each tuple is taken as unique).
-// mul/max/min have no rule.
+// tuple. `none`: the overwritten positions of data get nothing (ONNX leaves
+// duplicate tuples undefined, so each is taken as unique).
+//
+// `mul`: y[p] = data[p] prod_{S(p)} u_i. The data gradient is g times the
+// product of the updates scattered onto ones (exact with duplicates and
+// zeros). An update's gradient is g data prod_{S(p) - i} u_j, built like
+// reduce_prod's without dividing by zero: with P[p] = data[p] times the
+// nonzero updates and Z[p] the number of zero updates at p, a nonzero
+// update gets P / u_i when Z = 0 (else 0), a zero one P when Z = 1 (else 0).
+//
+// `max`/`min`: the gradient goes to the candidates equal to the result
+// (data[p] and every u_i of S(p)), split evenly among ties, as PyTorch's
+// scatter_reduce "amax"/"amin" (include_self) and reduce_max here do.
 LogicalResult ScatterNDOp::buildGradients(OpBuilder &builder,
                                           ValueRange gradients,
                                           SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
   StringRef reduction = getReduction();
-  if (reduction != "add" && reduction != "none")
+  Value g = gradients[0], data = getData(), indices = getIndices(),
+        updates = getUpdates();
+  auto updatesType = typeOf(updates);
+  if (!isFloatTensor(data))
     return failure();
-  Value g = gradients[0];
-  Value dataGrad = g;
-  if (reduction == "none")
-    dataGrad = ScatterNDOp::create(gb.b, g, getIndices(),
-                                   gb.zerosLike(getUpdates()),
-                                   gb.b.getStringAttr("none"));
-  out.push_back(dataGrad);
-  out.push_back(nullptr);
-  out.push_back(GatherNDOp::create(gb.b, getUpdates().getType(), g,
-                                   getIndices(), gb.b.getI64IntegerAttr(0)));
-  return success();
+  auto scatter = [&](Value into, Value values, StringRef kind) -> Value {
+    return ScatterNDOp::create(gb.b, into, indices, values,
+                               gb.b.getStringAttr(kind));
+  };
+  auto gatherAt = [&](Value v) -> Value {
+    return GatherNDOp::create(gb.b, updatesType, v, indices,
+                              gb.b.getI64IntegerAttr(0));
+  };
+  auto asFloat = [&](Value mask, RankedTensorType like) -> Value {
+    return CastOp::create(gb.b, like, mask);
+  };
+
+  if (reduction == "add" || reduction == "none") {
+    Value dataGrad = g;
+    if (reduction == "none")
+      dataGrad = scatter(g, gb.zerosLike(updates), "none");
+    out.push_back(dataGrad);
+    out.push_back(nullptr);
+    out.push_back(gatherAt(g));
+    return success();
+  }
+
+  if (reduction == "mul") {
+    // Data: g * prod of the updates at each position (1 where none lands).
+    out.push_back(gb.mul(g, scatter(gb.splat(typeOf(data), 1.0), updates, "mul")));
+    out.push_back(nullptr);
+    Value isZero = EqualOp::create(gb.b, updates, gb.scalar(updates, 0.0));
+    Value nonzero = gb.select(isZero, gb.scalar(updates, 1.0), updates);
+    Value prodNonzero = gatherAt(scatter(data, nonzero, "mul"));
+    Value zeros = gatherAt(
+        scatter(gb.zerosLike(data), asFloat(isZero, updatesType), "add"));
+    Value none = EqualOp::create(gb.b, zeros, gb.scalar(zeros, 0.0));
+    Value one = EqualOp::create(gb.b, zeros, gb.scalar(zeros, 1.0));
+    Value others = gb.select(
+        isZero, gb.select(one, prodNonzero, gb.scalar(updates, 0.0)),
+        gb.select(none, gb.div(prodNonzero, nonzero), gb.scalar(updates, 0.0)));
+    out.push_back(gb.mul(gatherAt(g), others));
+    return success();
+  }
+
+  if (reduction == "max" || reduction == "min") {
+    Value y = getResult();
+    Value dataWins = asFloat(EqualOp::create(gb.b, data, y), typeOf(data));
+    Value updateWins = asFloat(EqualOp::create(gb.b, updates, gatherAt(y)),
+                               updatesType);
+    // How many candidates share each position's result (>= 1).
+    Value ties = scatter(dataWins, updateWins, "add");
+    Value share = gb.div(g, ties);
+    out.push_back(gb.mul(share, dataWins));
+    out.push_back(nullptr);
+    out.push_back(gb.mul(gatherAt(share), updateWins));
+    return success();
+  }
+  return failure();
 }
 
 // Scatter-add into zeros with the same index tuples; with batch dims each
