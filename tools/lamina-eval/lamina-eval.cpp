@@ -9,9 +9,18 @@
 // tests store them). Without NAME=, a .pb file is matched by its name field,
 // anything else (or an unnamed .pb) by its position among the --input flags.
 //
+// With a loss (the flags of `lamina compile --mode train`: --loss causal-lm
+// --logits NAME, --loss cross-entropy --logits NAME --labels NAME, or
+// --loss-output NAME), graph-add-loss and graph-autodiff run first and
+// @train_step is evaluated instead: `loss.npy` and one `grad:<param>` file
+// per trainable initializer (written `grad%3A<param>.npy`), every
+// initializer trainable. This is how Lamina's gradients are compared with an
+// independent reference (test/e2e/reference-grads.test).
+//
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Eval/Evaluator.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/Program.h" // outputFileName
@@ -20,6 +29,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -43,6 +53,19 @@ static cl::opt<std::string> outputDir("output-dir", cl::desc("write NAME.npy her
 static cl::opt<int> threads("eval-threads", cl::desc("kernel threads (0: all cores)"),
                             cl::init(0));
 static cl::opt<bool> timing("timing", cl::desc("print phase times to stderr"));
+static cl::opt<std::string>
+    lossKind("loss", cl::desc("evaluate @train_step with this loss added: "
+                              "causal-lm or cross-entropy"),
+             cl::value_desc("KIND"));
+static cl::opt<std::string> logitsName("logits", cl::desc("--loss: the logits output"),
+                                       cl::value_desc("NAME"));
+static cl::opt<std::string>
+    labelsName("labels", cl::desc("--loss cross-entropy: the labels input"),
+               cl::value_desc("NAME"));
+static cl::opt<std::string>
+    lossOutput("loss-output",
+               cl::desc("evaluate @train_step for the model's own scalar output"),
+               cl::value_desc("NAME"));
 
 static int fail(const std::string &message) {
   llvm::errs() << "lamina-eval: error: " << message << "\n";
@@ -88,6 +111,31 @@ int main(int argc, char **argv) {
       func = f;
   if (!func)
     return fail("the import produced no @" + options.functionName);
+
+  // Training: the loss and the gradients of every trainable initializer.
+  std::string evalFunction = options.functionName;
+  if (!lossKind.empty() || !lossOutput.empty()) {
+    if (!lossKind.empty() == !lossOutput.empty())
+      return fail("give either --loss KIND or --loss-output NAME");
+    if (!lossKind.empty() && logitsName.empty())
+      return fail("--loss needs --logits NAME");
+    PassManager pm(&context);
+    if (!lossKind.empty()) {
+      graph::GraphAddLossOptions lossOptions;
+      lossOptions.kind = lossKind;
+      lossOptions.logits = logitsName;
+      lossOptions.labels = labelsName;
+      pm.addPass(graph::createGraphAddLoss(lossOptions));
+    }
+    graph::GraphAutodiffOptions autodiffOptions;
+    autodiffOptions.loss = lossOutput.empty() ? std::string("loss") : lossOutput.getValue();
+    pm.addPass(graph::createGraphAutodiff(autodiffOptions));
+    if (failed(pm.run(*module)))
+      return 1;
+    evalFunction = "train_step";
+  } else if (!logitsName.empty() || !labelsName.empty()) {
+    return fail("--logits and --labels go with --loss");
+  }
 
   TimingScope loadTimer = root.nest("read initializers and inputs");
   std::map<std::string, eval::HostTensor> args;
@@ -156,7 +204,8 @@ int main(int argc, char **argv) {
 
   TimingScope evalTimer = root.nest("evaluate");
   std::vector<std::pair<std::string, eval::HostTensor>> outputs;
-  if (std::string err = eval::evaluate(*module, args, outputs); !err.empty())
+  if (std::string err = eval::evaluate(*module, args, outputs, evalFunction);
+      !err.empty())
     return fail(err);
   evalTimer.stop();
 
