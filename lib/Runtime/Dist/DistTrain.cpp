@@ -285,12 +285,8 @@ int lamina::rt::distTrainMain(int argc, char **argv, const DistSpec &spec) {
     Comm comm;
     rc = run(argc, argv, spec, comm);
   }
+  // Every rank gets here (errors are agreed; other failures abort the job).
   std::fflush(stdout);
-  if (rc == 0)
-    MPI_Finalize();
-  else {
-    // Every rank reaches here with the same code on agreed errors.
-    MPI_Finalize();
-  }
+  MPI_Finalize();
   return rc;
 }

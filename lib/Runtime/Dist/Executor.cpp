@@ -38,31 +38,10 @@ void Packed::add(DType dtype, int rank, const int64_t *shape) {
 namespace {
 std::string str(int v) { return std::to_string(v); }
 
-/// "F3.1", "Sa2.0>1", "AG4", ... (Schedule.h formatAction's tokens).
+/// "F3.1", "Sa2.0>1", "AG4", ... (Schedule.h).
 std::string actionName(const ActionSpec &a) {
-  std::string mb = "." + str(a.microBatch);
-  switch (ActionKind(a.kind)) {
-  case ActionKind::Forward:
-    return "F" + str(a.module) + mb;
-  case ActionKind::Backward:
-    return "B" + str(a.module) + mb;
-  case ActionKind::Send:
-  case ActionKind::Recv: {
-    bool send = ActionKind(a.kind) == ActionKind::Send;
-    return std::string(send ? "S" : "R") +
-           (Payload(a.payload) == Payload::Activation ? "a" : "g") +
-           str(a.module) + mb + (send ? ">" : "<") + str(a.peer);
-  }
-  case ActionKind::AllGather:
-    return "AG" + str(a.module);
-  case ActionKind::ReduceScatter:
-    return "RS" + str(a.module);
-  case ActionKind::AllReduce:
-    return "AR" + str(a.module);
-  case ActionKind::OptimizerStep:
-    return "OPT";
-  }
-  return "?";
+  return lamina::schedule::formatAction(lamina::schedule::Action{
+      ActionKind(a.kind), Payload(a.payload), a.module, a.microBatch, a.peer});
 }
 } // namespace
 
@@ -109,11 +88,7 @@ Status Executor::setup() {
   seq = tok->shape[1];
   globalBatch = microBatch * spec.microBatches * spec.dp;
   vocab = tokenVocab(spec.vocab, tokenType);
-  if (Status s = data.open(o.data, o.dataDtype == "uint16" ? DType::U16
-                                                            : DType::U32);
-      !s.ok())
-    return s;
-  if (Status s = data.checkFits(seq, vocab); !s.ok())
+  if (Status s = openTokenData(o, data, seq, vocab); !s.ok())
     return s;
   tokens.allocate(tokenType, {globalBatch, seq});
   labels.allocate(tokenType, {globalBatch, seq});
@@ -205,7 +180,6 @@ Status Executor::setupModules() {
   if (!arena.get())
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
                          "-byte arena");
-  int d = spec.dp;
   for (int k : localModules) {
     const ModuleSpec &m = spec.modules[k];
     Packed res;
@@ -214,7 +188,6 @@ Status Executor::setupModules() {
       res.add(out.dtype, out.rank, out.shape);
     }
     resLayout.emplace(k, std::move(res));
-    (void)d;
   }
   return Status::success();
 }
@@ -469,15 +442,20 @@ void Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
   }
 }
 
+void Executor::runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
+                           const char *cat, std::string name) {
+  double t0 = now();
+  f.entry(args.data(), arena.get());
+  double t1 = now();
+  busySeconds += t1 - t0;
+  record(cat, std::move(name), t0, t1);
+}
+
 void Executor::forward(int k, int j) {
   const ModuleSpec &m = spec.modules[k];
   std::vector<Tensor> args;
   bindForwardArgs(k, j, args);
-  double t0 = now();
-  m.forward.entry(args.data(), arena.get());
-  double t1 = now();
-  busySeconds += t1 - t0;
-  record("forward", "F" + str(k) + "." + str(j), t0, t1);
+  runFunction(m.forward, args, "forward", "F" + str(k) + "." + str(j));
   const char *base = arena.get();
   if (k == spec.numModules - 1) {
     std::memcpy(&lossOf[size_t(j)], base + m.forward.outputs[0].offset,
@@ -528,11 +506,7 @@ void Executor::backward(int k, int j) {
     for (int i = 0; i < m.numOut; ++i)
       args.push_back(gradLayout[size_t(k)].view(cot->second, size_t(i)));
   }
-  double t0 = now();
-  m.backward.entry(args.data(), arena.get());
-  double t1 = now();
-  busySeconds += t1 - t0;
-  record("backward", "B" + str(k) + "." + str(j), t0, t1);
+  runFunction(m.backward, args, "backward", "B" + str(k) + "." + str(j));
   const char *base = arena.get();
   if (k > 0) {
     const Packed &lay = gradLayout[size_t(k - 1)];

@@ -167,6 +167,8 @@ private:
                     : spec.modules[module].forward;
   }
   void bindForwardArgs(int module, int mb, std::vector<Tensor> &args);
+  void runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
+                   const char *cat, std::string name);
   void forward(int module, int mb);
   void backward(int module, int mb);
   void ensureRun(int module, bool backward);

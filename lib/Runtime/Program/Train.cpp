@@ -108,11 +108,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
 
   // Data.
   TokenData data;
-  if (Status s = data.open(o.data, o.dataDtype == "uint16" ? DType::U16
-                                                            : DType::U32);
-      !s.ok())
-    return s;
-  if (Status s = data.checkFits(seq, vocab); !s.ok())
+  if (Status s = openTokenData(o, data, seq, vocab); !s.ok())
     return s;
 
   // Weights.

@@ -232,3 +232,12 @@ Status lamina::rt::checkInitializer(const ArgSpec &a, const OwnedTensor *init,
         describeType(init->dtype, init->shape.data(), int(init->shape.size())));
   return Status::success();
 }
+
+Status lamina::rt::openTokenData(const TrainOptions &o, TokenData &data,
+                                 int64_t seq, int64_t vocab) {
+  if (Status s = data.open(o.data, o.dataDtype == "uint16" ? DType::U16
+                                                            : DType::U32);
+      !s.ok())
+    return s;
+  return data.checkFits(seq, vocab);
+}

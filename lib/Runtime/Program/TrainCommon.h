@@ -15,6 +15,7 @@
 #include "lamina/Runtime/Program.h"
 #include "lamina/Runtime/Status.h"
 #include "lamina/Runtime/TensorIO.h"
+#include "lamina/Runtime/TokenData.h"
 
 #include <cstdlib>
 #include <stdint.h>
@@ -52,6 +53,11 @@ Status lrSchedule(const TrainOptions &o, LrSchedule &out);
 /// The vocabulary ids are checked against: the compiled one, else the
 /// largest the token dtype can hold.
 int64_t tokenVocab(int64_t compiled, DType tokenType);
+
+/// Opens --data (its --data-dtype) and checks it fits windows of `seq`
+/// tokens with ids below `vocab`.
+Status openTokenData(const TrainOptions &o, TokenData &data, int64_t seq,
+                     int64_t vocab);
 
 /// The initializer `a` names, from `inits`, with a's dtype and shape; an
 /// error naming the model otherwise.
