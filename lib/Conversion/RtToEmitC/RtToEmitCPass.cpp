@@ -509,21 +509,21 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   for (int64_t k = 0; k < numModules; ++k)
     if (!modules.count(k) || !specs.count("fwd_" + std::to_string(k)) ||
         !specs.count("bwd_" + std::to_string(k)))
-      return module.emitError("convert-rt-to-emitc: module ")
+      return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: module ")
              << k << " lacks @fwd_" << k << " or @bwd_" << k;
   for (const std::string &in : inputs)
     if (in != opts.labelsInput) {
       if (!tokens.empty())
-        return module.emitError("convert-rt-to-emitc: the model has more than "
+        return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the model has more than "
                                 "one non-label input ('")
                << tokens << "', '" << in
                << "'); the training driver feeds one token batch";
       tokens = in;
     }
   if (tokens.empty())
-    return module.emitError("convert-rt-to-emitc: the model has no token input");
+    return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the model has no token input");
   if (opts.schedule.numModules != numModules)
-    return module.emitError("convert-rt-to-emitc: the schedule has ")
+    return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the schedule has ")
            << opts.schedule.numModules << " modules, the program "
            << numModules;
 
@@ -607,13 +607,13 @@ struct ConvertRtToEmitCPass
       }
     }
     if (!entry) {
-      module.emitError("convert-rt-to-emitc: no function @") << entryName;
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: no function @") << entryName;
       return signalPassFailure();
     }
     if (failed(checkRtFunction(entry)))
       return signalPassFailure();
     if (mode != "inference" && mode != "train") {
-      module.emitError("convert-rt-to-emitc: mode must be inference, train "
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be inference, train "
                        "or dist, got '")
           << mode << "'";
       return signalPassFailure();
@@ -635,7 +635,7 @@ struct ConvertRtToEmitCPass
   void runDist(ModuleOp module) {
     SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
     if (funcs.empty()) {
-      module.emitError("convert-rt-to-emitc: mode=dist found no functions");
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist found no functions");
       return signalPassFailure();
     }
     for (func::FuncOp f : funcs)
@@ -645,13 +645,13 @@ struct ConvertRtToEmitCPass
     std::optional<schedule::ScheduleKind> kind =
         schedule::parseScheduleKind(scheduleName);
     if (!kind) {
-      module.emitError("convert-rt-to-emitc: unknown schedule '")
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: unknown schedule '")
           << scheduleName << "'";
       return signalPassFailure();
     }
     auto numModules = module->getAttrOfType<IntegerAttr>("dist.num_modules");
     if (!numModules) {
-      module.emitError("convert-rt-to-emitc: mode=dist needs "
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist needs "
                        "'dist.num_modules' (run dist-outline-modules)");
       return signalPassFailure();
     }
@@ -664,11 +664,11 @@ struct ConvertRtToEmitCPass
     schedule::Expected<schedule::Schedule> sched =
         schedule::generateSchedule(opts.schedule);
     if (!sched) {
-      module.emitError("convert-rt-to-emitc: ") << sched.status().message();
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: ") << sched.status().message();
       return signalPassFailure();
     }
     if (schedule::Status s = schedule::verifySchedule(*sched); !s) {
-      module.emitError("convert-rt-to-emitc: the schedule is invalid: ")
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the schedule is invalid: ")
           << s.message();
       return signalPassFailure();
     }
@@ -681,7 +681,7 @@ struct ConvertRtToEmitCPass
     else if (loss == "output")
       opts.lossKind = "Output";
     else {
-      module.emitError("convert-rt-to-emitc: loss must be causal-lm, "
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: loss must be causal-lm, "
                        "cross-entropy or output, got '")
           << loss << "'";
       return signalPassFailure();

@@ -240,7 +240,7 @@ func.func @tile_repeats(%a: tensor<2x3xf32>) {
 
 // -----
 // Argument kinds are checked.
-// expected-error @+1 {{'graph.kind' of argument 0 must be "input", "trainable" or "constant"}}
+// expected-error @+1 {{'graph.kind' of argument 0 must be "input", "trainable", "constant", "boundary", "residual" or "cotangent"}}
 func.func @bad_kind(%a: tensor<4xf32> {graph.kind = "weights"}) {
   return
 }
