@@ -1,16 +1,20 @@
 //===- Generate.cpp - gpipe, 1f1b, interleaved, breadth-first, layered ----===//
 //
-// Generation is two steps. First each schedule fixes, per pipeline rank, the
-// order of its compute actions (forward/backward of a module for a
-// micro-batch). Then one lowering inserts everything else the same way for
-// every schedule: a Recv right before a compute whose input lives on another
-// rank, a Send right after a compute whose output is needed elsewhere, the
-// data-parallel collectives of the sharding level, and the optimizer step.
-// The lists are finally replicated for the d data-parallel replicas.
+// Generation is two steps, each callable on its own (the dist-schedule and
+// dist-insert-comm passes run them over IR). First, generateComputeOrder:
+// each schedule fixes, per pipeline rank, the order of its compute actions
+// (forward/backward of a module for a micro-batch, then the optimizer step),
+// copied for the d data-parallel replicas. Then lowerComputeOrder inserts
+// everything else the same way for every schedule: a Recv right before a
+// compute whose input lives on another rank, a Send right after a compute
+// whose output is needed elsewhere, and the data-parallel collectives of the
+// sharding level.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Schedule/Schedule.h"
+
+#include "Analysis.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -261,7 +265,7 @@ std::optional<ScheduleKind> parseScheduleKind(std::string_view name) {
   return std::nullopt;
 }
 
-Expected<Schedule> generateSchedule(const ScheduleConfig &config) {
+Expected<Schedule> generateComputeOrder(const ScheduleConfig &config) {
   if (Status s = validate(config); !s)
     return s;
   const int L = config.numModules, p = config.pipelineRanks;
@@ -297,16 +301,83 @@ Expected<Schedule> generateSchedule(const ScheduleConfig &config) {
   s.placement = *pl;
   s.ranks.resize(static_cast<size_t>(p) * d);
   for (int r = 0; r < p; ++r) {
-    std::vector<Action> list = lower(config, *pl, r, order[r]);
-    for (int dp = 0; dp < d; ++dp) {
-      std::vector<Action> &out = s.ranks[s.globalRank(r, dp)];
-      out = list;
-      for (Action &a : out)
-        if (a.isP2P())
-          a.peer = s.globalRank(a.peer, dp);
-    }
+    std::vector<Action> list;
+    list.reserve(order[r].size() + 1);
+    for (const Compute &x : order[r])
+      list.push_back(x.backward ? Action::backward(x.module, x.mb)
+                                : Action::forward(x.module, x.mb));
+    list.push_back(Action::optimizerStep());
+    for (int dp = 0; dp < d; ++dp)
+      s.ranks[s.globalRank(r, dp)] = list;
   }
   return s;
+}
+
+Expected<Schedule> lowerComputeOrder(const Schedule &compute) {
+  const ScheduleConfig &config = compute.config;
+  if (Status s = validate(config); !s)
+    return s;
+  const int L = config.numModules, p = config.pipelineRanks;
+  const int m = config.microBatches, d = config.dataParallel;
+  const Placement &pl = compute.placement;
+  if (pl.numRanks != p || pl.numModules() != L)
+    return Status::error("placement is for " + std::to_string(pl.numModules()) +
+                         " modules on " + std::to_string(pl.numRanks) +
+                         " ranks; the config has L = " + std::to_string(L) +
+                         ", p = " + std::to_string(p));
+  for (int l = 0; l < L; ++l)
+    if (pl.rankOf[l] < 0 || pl.rankOf[l] >= p)
+      return Status::error("placement puts module " + std::to_string(l) +
+                           " on pipeline rank " + std::to_string(pl.rankOf[l]) +
+                           ", outside [0, " + std::to_string(p) + ")");
+  if (compute.numRanks() != p * d)
+    return Status::error("compute order has " +
+                         std::to_string(compute.numRanks()) +
+                         " lists; p * d = " + std::to_string(p * d));
+
+  Schedule s;
+  s.config = config;
+  s.placement = pl;
+  s.ranks.resize(static_cast<size_t>(p) * d);
+  for (int g = 0; g < compute.numRanks(); ++g) {
+    const std::vector<Action> &in = compute.ranks[g];
+    std::vector<Compute> ord;
+    ord.reserve(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Action &a = in[i];
+      auto where = [&] {
+        return detail::rankName(s, g) + " action #" + std::to_string(i) + " " +
+               describeAction(a);
+      };
+      bool last = i + 1 == in.size();
+      if (a.kind == ActionKind::OptimizerStep && last)
+        continue;
+      if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward)
+        return Status::error(where() + ": a compute order holds only forwards "
+                             "and backwards, then one OptimizerStep");
+      if (a.module < 0 || a.module >= L || a.microBatch < 0 ||
+          a.microBatch >= m)
+        return Status::error(where() + ": module or micro-batch out of range");
+      ord.push_back({a.kind == ActionKind::Backward, a.module, a.microBatch});
+    }
+    if (in.empty() || in.back().kind != ActionKind::OptimizerStep)
+      return Status::error(detail::rankName(s, g) +
+                           ": a compute order ends with one OptimizerStep");
+    const int dp = s.dataRank(g);
+    std::vector<Action> &out = s.ranks[g];
+    out = lower(config, pl, s.pipelineRank(g), ord);
+    for (Action &a : out)
+      if (a.isP2P())
+        a.peer = s.globalRank(a.peer, dp);
+  }
+  return s;
+}
+
+Expected<Schedule> generateSchedule(const ScheduleConfig &config) {
+  Expected<Schedule> compute = generateComputeOrder(config);
+  if (!compute)
+    return compute.status();
+  return lowerComputeOrder(*compute);
 }
 
 } // namespace lamina::schedule

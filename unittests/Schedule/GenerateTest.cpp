@@ -11,12 +11,9 @@
 
 using namespace lamina::schedule;
 using lamina::schedule::test::config;
+using lamina::schedule::test::kAllKinds;
 
 namespace {
-
-const ScheduleKind kAllKinds[] = {
-    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
-    ScheduleKind::BreadthFirst, ScheduleKind::Layered};
 
 
 // The documented preconditions of generateSchedule.

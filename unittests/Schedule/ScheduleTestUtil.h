@@ -8,6 +8,10 @@
 
 namespace lamina::schedule::test {
 
+inline constexpr ScheduleKind kAllKinds[] = {
+    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
+    ScheduleKind::BreadthFirst, ScheduleKind::Layered};
+
 inline ScheduleConfig config(ScheduleKind kind, int L, int p, int m, int d = 1,
                              int zero = 0) {
   ScheduleConfig c;

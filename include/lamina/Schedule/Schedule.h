@@ -143,7 +143,24 @@ struct Schedule {
 /// Builds the schedule, or explains why the configuration is invalid (for
 /// example breadth-first with m < p, interleaved-1f1b with L % p != 0 or
 /// m % p != 0, layered with p > 1, a pipeline schedule with L < p).
+/// Equal to lowerComputeOrder(generateComputeOrder(config)).
 Expected<Schedule> generateSchedule(const ScheduleConfig &config);
+
+/// Generation, step 1: the placement and, per pipeline rank, the order of its
+/// compute actions. Every global rank's list (replicas get identical ones)
+/// holds only Forward and Backward actions followed by one OptimizerStep.
+/// Fails for the configurations generateSchedule refuses.
+Expected<Schedule> generateComputeOrder(const ScheduleConfig &config);
+
+/// Generation, step 2, the same for every schedule kind: lowers compute-only
+/// lists (as generateComputeOrder makes them, or edited) by adding the Recv
+/// before and the Send after each compute whose input or output lives on
+/// another pipeline rank (peers in the rank's own replica), and, when d > 1,
+/// the data-parallel collectives of the sharding level (docs/schedules.md).
+/// Fails when the config or placement is invalid, a list holds anything but
+/// Forward/Backward (module and micro-batch in range) and one final
+/// OptimizerStep, or there are not p * d lists.
+Expected<Schedule> lowerComputeOrder(const Schedule &compute);
 
 /// Short token, e.g. "F3.1", "Sa2.0>1" (send activation of boundary 2, mb 0
 /// to rank 1), "Rg2.0<3", "AG4", "RS4", "AR4", "OPT". See docs/schedules.md.

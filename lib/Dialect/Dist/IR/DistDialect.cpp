@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Dist/IR/DistDialect.h"
+#include "lamina/Dialect/Dist/IR/DistOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -28,6 +29,10 @@ void DistDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "lamina/Dialect/Dist/IR/DistAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "lamina/Dialect/Dist/IR/DistOps.cpp.inc"
       >();
 }
 

@@ -100,6 +100,108 @@ def DistDescribeModel : Pass<"dist-describe-model", "mlir::ModuleOp"> {
   ];
 }
 
+def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
+  let summary = "Writes the compute order of a training step as a dist.schedule";
+  let description = [{
+    Generates, with the schedule library (docs/schedules.md), the placement
+    and the per-rank order of forwards and backwards of `schedule` over `pp`
+    pipeline ranks, `dp` data-parallel replicas and `micro-batches`
+    micro-batches, and appends it to the top-level module as a `dist.schedule`
+    with one `dist.rank` per global rank: compute actions only, then
+    `dist.optimizer_step`. `dist-insert-comm` adds the communication.
+
+    `modules` is the number of modules `L`; 0 takes the layers of the
+    `dist.chain` on `@function` (written by `dist-discover-modules`; an
+    embedding and a head ride with the first and last layer). A
+    configuration the generator refuses (breadth-first with fewer
+    micro-batches than pipeline ranks, interleaved-1f1b with `L` or `m` not
+    a multiple of `pp`, layered with `pp > 1`, fewer modules than pipeline
+    ranks) is an error that names the options.
+
+    ```mlir
+    // -dist-schedule="schedule=breadth-first pp=2 micro-batches=1 modules=2"
+    dist.schedule "breadth-first" modules = 2, pp = 2, dp = 1,
+        micro_batches = 1, zero = 0, placement = [0, 1] {
+      dist.rank 0 {
+        dist.forward 0, 0
+        dist.backward 0, 0
+        dist.optimizer_step
+      }
+      dist.rank 1 {
+        dist.forward 1, 0
+        dist.backward 1, 0
+        dist.optimizer_step
+      }
+    }
+    ```
+  }];
+  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let options = [
+    Option<"scheduleKind", "schedule", "std::string",
+           /*default=*/"\"breadth-first\"",
+           "gpipe, 1f1b, interleaved-1f1b, breadth-first or layered">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel replicas">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Micro-batches per replica and step">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "Data-parallel sharding level (0-3)">,
+    Option<"modules", "modules", "int64_t", /*default=*/"0",
+           "Number of modules L (0: the layers of @function's dist.chain)">,
+    Option<"functionName", "function", "std::string", /*default=*/"\"forward\"",
+           "The function whose chain gives L when modules is 0">,
+  ];
+}
+
+def DistInsertComm : Pass<"dist-insert-comm", "mlir::ModuleOp"> {
+  let summary = "Adds transfers and data-parallel collectives to a schedule";
+  let description = [{
+    Lowers every compute-only `dist.schedule` of the module with the
+    schedule library's common lowering (`lowerComputeOrder`): a
+    `dist.recv` before each compute whose input lives on another pipeline
+    rank, a `dist.send` after each compute whose output is needed there
+    (peers in the rank's own replica), and, when `dp > 1`, the collectives
+    of the sharding level (`all_reduce` at 0; `reduce_scatter` and, after
+    the optimizer step, `all_gather` at 1-2; per-run `all_gather` and
+    `reduce_scatter` at 3). The result equals the library's
+    `generateSchedule` for the same configuration. A list that already holds
+    communication, or does not end with one `dist.optimizer_step`, is an
+    error.
+
+    ```mlir
+    // after dist-insert-comm, rank 0 of the dist-schedule example:
+    dist.rank 0 {
+      dist.forward 0, 0
+      dist.send activation 0, 0 to 1
+      dist.recv gradient 0, 0 from 1
+      dist.backward 0, 0
+      dist.optimizer_step
+    }
+    ```
+  }];
+}
+
+def DistVerifySchedule : Pass<"dist-verify-schedule", "mlir::ModuleOp"> {
+  let summary = "Proves every dist.schedule complete and deadlock-free";
+  let description = [{
+    Reads each `dist.schedule` back and runs the schedule library's
+    verifier (`verifySchedule`, docs/schedules.md): action fields against
+    the placement and sharding level, one send per receive, equal
+    collective counts in every data-parallel group, then a simulation with
+    buffered sends and blocking receives and collectives that finds missing
+    dependencies, collective mismatches and deadlocks. A failure is an error
+    with the verifier's text, attached to the action op it names (else to
+    the `dist.rank`, else to the schedule). Always terminates. The IR is
+    unchanged.
+
+    ```
+    error: deadlock: no rank can progress; 2 of 2 ranks blocked:
+      rank 0 (pp 0, dp 0) action #0 Recv(gradient, boundary 0, mb 0, from rank 1) waits for ...
+      wait cycle: rank 0 -> rank 1 -> rank 0
+    ```
+  }];
+}
+
 def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
   let summary = "Splits @forward (with its loss) into per-module forward "
                 "and backward functions";

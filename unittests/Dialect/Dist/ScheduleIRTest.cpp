@@ -1,0 +1,195 @@
+//===- ScheduleIRTest.cpp - schedules as dist ops, the two generation steps ===//
+//
+// generateSchedule = lowerComputeOrder . generateComputeOrder; the passes
+// dist-schedule + dist-insert-comm produce exactly generateSchedule's lists;
+// buildSchedule / readSchedule round-trip through printed IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../Schedule/ScheduleTestUtil.h"
+#include "lamina/Dialect/Dist/Transforms/Passes.h"
+#include "lamina/Dialect/Dist/Transforms/ScheduleIR.h"
+#include "lamina/Schedule/Simulate.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::schedule;
+using lamina::schedule::test::config;
+using lamina::schedule::test::kAllKinds;
+
+namespace {
+
+/// Every valid configuration of a small grid, each kind.
+std::vector<ScheduleConfig> grid() {
+  std::vector<ScheduleConfig> out;
+  for (ScheduleKind k : kAllKinds)
+    for (int L : {1, 2, 3, 4, 6})
+      for (int p : {1, 2, 3})
+        for (int m : {1, 2, 3, 4})
+          for (int d : {1, 2})
+            for (int zero = 0; zero <= 3; ++zero) {
+              if (d == 1 && zero > 0)
+                continue;
+              ScheduleConfig c = config(k, L, p, m, d, zero);
+              if (generateSchedule(c).ok())
+                out.push_back(c);
+            }
+  return out;
+}
+
+std::string name(const ScheduleConfig &c) {
+  return std::string(scheduleKindName(c.kind)) + " L=" +
+         std::to_string(c.numModules) + " p=" +
+         std::to_string(c.pipelineRanks) + " m=" +
+         std::to_string(c.microBatches) + " d=" +
+         std::to_string(c.dataParallel) + " zero=" +
+         std::to_string(c.zeroLevel);
+}
+
+void expectSame(const Schedule &a, const Schedule &b, const std::string &what) {
+  EXPECT_EQ(a.config.kind, b.config.kind) << what;
+  EXPECT_EQ(a.config.numModules, b.config.numModules) << what;
+  EXPECT_EQ(a.config.pipelineRanks, b.config.pipelineRanks) << what;
+  EXPECT_EQ(a.config.microBatches, b.config.microBatches) << what;
+  EXPECT_EQ(a.config.dataParallel, b.config.dataParallel) << what;
+  EXPECT_EQ(a.config.zeroLevel, b.config.zeroLevel) << what;
+  EXPECT_EQ(a.placement.numRanks, b.placement.numRanks) << what;
+  EXPECT_EQ(a.placement.rankOf, b.placement.rankOf) << what;
+  EXPECT_EQ(a.ranks, b.ranks) << what;
+}
+
+TEST(ScheduleSplit, ComputeOrderThenLoweringIsGenerateSchedule) {
+  std::vector<ScheduleConfig> configs = grid();
+  ASSERT_GT(configs.size(), 100u);
+  for (const ScheduleConfig &c : configs) {
+    Expected<Schedule> compute = generateComputeOrder(c);
+    ASSERT_TRUE(compute.ok()) << name(c) << ": " << compute.error();
+    ASSERT_EQ(compute->numRanks(), c.pipelineRanks * c.dataParallel);
+    for (const std::vector<Action> &list : compute->ranks) {
+      ASSERT_FALSE(list.empty());
+      EXPECT_EQ(list.back(), Action::optimizerStep()) << name(c);
+      for (size_t i = 0; i + 1 < list.size(); ++i)
+        EXPECT_TRUE(list[i].kind == ActionKind::Forward ||
+                    list[i].kind == ActionKind::Backward)
+            << name(c);
+    }
+    Expected<Schedule> lowered = lowerComputeOrder(*compute);
+    ASSERT_TRUE(lowered.ok()) << name(c) << ": " << lowered.error();
+    expectSame(*lowered, *generateSchedule(c), name(c));
+  }
+}
+
+TEST(ScheduleSplit, InvalidConfigurationsFailInBothSteps) {
+  ScheduleConfig bad = config(ScheduleKind::BreadthFirst, 4, 2, 1);
+  EXPECT_FALSE(generateComputeOrder(bad).ok());
+  Expected<Schedule> ok =
+      generateComputeOrder(config(ScheduleKind::BreadthFirst, 4, 2, 2));
+  ASSERT_TRUE(ok.ok());
+  Schedule s = *ok;
+  s.config.microBatches = 1; // now breadth-first with m < p
+  EXPECT_NE(lowerComputeOrder(s).error().find("m >= p"), std::string::npos);
+}
+
+TEST(ScheduleSplit, LoweringRefusesNonComputeLists) {
+  Schedule s = *generateSchedule(config(ScheduleKind::GPipe, 2, 2, 1));
+  Expected<Schedule> again = lowerComputeOrder(s);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().find("a compute order holds only"),
+            std::string::npos)
+      << again.error();
+  Schedule c = *generateComputeOrder(config(ScheduleKind::GPipe, 2, 2, 1));
+  c.ranks[0].back() = Action::forward(5, 0);
+  EXPECT_FALSE(lowerComputeOrder(c).ok());
+  c = *generateComputeOrder(config(ScheduleKind::GPipe, 2, 2, 1));
+  c.ranks.pop_back();
+  EXPECT_FALSE(lowerComputeOrder(c).ok());
+  c = *generateComputeOrder(config(ScheduleKind::GPipe, 2, 2, 1));
+  c.placement.rankOf[1] = 7;
+  EXPECT_FALSE(lowerComputeOrder(c).ok());
+}
+
+class ScheduleIRTest : public ::testing::Test {
+protected:
+  ScheduleIRTest() { ctx.loadDialect<dist::DistDialect, func::FuncDialect>(); }
+  MLIRContext ctx;
+};
+
+TEST_F(ScheduleIRTest, BuildPrintParseRead) {
+  for (const ScheduleConfig &c : grid()) {
+    Schedule s = *generateSchedule(c);
+    OpBuilder b(&ctx);
+    OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
+    b.setInsertionPointToEnd(module->getBody());
+    dist::buildSchedule(b, b.getUnknownLoc(), s);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    OwningOpRef<ModuleOp> parsed = parseSourceString<ModuleOp>(text, &ctx);
+    ASSERT_TRUE(parsed) << name(c);
+    auto op = *parsed->getOps<dist::ScheduleOp>().begin();
+    FailureOr<Schedule> read = dist::readSchedule(op);
+    ASSERT_TRUE(succeeded(read)) << name(c);
+    expectSame(*read, s, name(c));
+  }
+}
+
+TEST_F(ScheduleIRTest, PassesEqualGenerateSchedule) {
+  for (const ScheduleConfig &c : grid()) {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
+    PassManager pm(&ctx);
+    dist::DistScheduleOptions options;
+    options.scheduleKind = scheduleKindName(c.kind);
+    options.pp = c.pipelineRanks;
+    options.dp = c.dataParallel;
+    options.microBatches = c.microBatches;
+    options.zero = c.zeroLevel;
+    options.modules = c.numModules;
+    pm.addPass(dist::createDistSchedule(options));
+    pm.addPass(dist::createDistInsertComm());
+    pm.addPass(dist::createDistVerifySchedule());
+    ASSERT_TRUE(succeeded(pm.run(*module))) << name(c);
+    auto op = *module->getOps<dist::ScheduleOp>().begin();
+    FailureOr<Schedule> read = dist::readSchedule(op);
+    ASSERT_TRUE(succeeded(read)) << name(c);
+    expectSame(*read, *generateSchedule(c), name(c));
+  }
+}
+
+TEST_F(ScheduleIRTest, VerifyErrorLandsOnTheNamedAction) {
+  Schedule s = *generateSchedule(config(ScheduleKind::GPipe, 2, 2, 1));
+  // Drop rank 1's receive of the activation: rank 0's send is unmatched.
+  ASSERT_EQ(s.ranks[1][0].kind, ActionKind::Recv);
+  s.ranks[1].erase(s.ranks[1].begin());
+  Status st = verifySchedule(s);
+  ASSERT_FALSE(st.ok());
+  OpBuilder b(&ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
+  b.setInsertionPointToEnd(module->getBody());
+  auto op = dist::buildSchedule(b, b.getUnknownLoc(), s);
+  Operation *send = dist::findAction(op, 0, 1);
+  ASSERT_TRUE(send);
+  EXPECT_TRUE(isa<dist::SendOp>(send));
+  EXPECT_EQ(dist::findAction(op, 0, 99), nullptr);
+  EXPECT_EQ(dist::findAction(op, 7, 0), nullptr);
+  send->setLoc(NameLoc::get(b.getStringAttr("the send")));
+  Location reported = b.getUnknownLoc();
+  std::string message;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    reported = diag.getLocation();
+    message = diag.str();
+    return success();
+  });
+  (void)dist::emitScheduleError(op, st.message());
+  EXPECT_EQ(reported, send->getLoc());
+  EXPECT_EQ(message, st.message());
+}
+} // namespace
