@@ -49,7 +49,7 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [NoTerminator, SingleBlock,
     the lists are complete and cannot deadlock.
 
     ```mlir
-    dist.schedule "breadth-first" modules = 2, pp = 2, dp = 1,
+    dist.schedule "gpipe" modules = 2, pp = 2, dp = 1,
         micro_batches = 1, zero = 0, placement = [0, 1] {
       dist.rank 0 {
         dist.forward 0, 0

@@ -119,8 +119,8 @@ def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
     ranks) is an error that names the options.
 
     ```mlir
-    // -dist-schedule="schedule=breadth-first pp=2 micro-batches=1 modules=2"
-    dist.schedule "breadth-first" modules = 2, pp = 2, dp = 1,
+    // -dist-schedule="schedule=gpipe pp=2 micro-batches=1 modules=2"
+    dist.schedule "gpipe" modules = 2, pp = 2, dp = 1,
         micro_batches = 1, zero = 0, placement = [0, 1] {
       dist.rank 0 {
         dist.forward 0, 0
