@@ -25,12 +25,18 @@ using schedule::ScheduleKind;
 using schedule::Status;
 
 namespace {
-/// Mixed-precision Adam: bf16 weights and gradients, fp32 master weights and
-/// two moments (METHODS.md section 4).
-constexpr double kWeightBytes = 2, kGradBytes = 2, kOptimizerBytes = 12;
-/// The optimizer step streams the fp32 state (read and write 12 B), reads
-/// the gradient and writes the bf16 weight.
-constexpr double kOptimizerStepBytes = 2 * 12 + 2 + 2;
+/// Bytes per value and parameter under each precision, with Adam.
+/// bf16-mixed (METHODS.md section 4): bf16 weights, gradients and
+/// activations, fp32 master weights and two moments (12 B); the step reads
+/// and writes the fp32 state, reads the gradient, writes the bf16 weight.
+/// fp32 (the host backend): 4-byte everything, moments m and v (8 B), no
+/// master copy; the step reads and writes weight and moments and reads the
+/// gradient.
+constexpr PrecisionBytes kPrecisions[] = {
+    {Precision::Bf16Mixed, "bf16-mixed", "bf16 mixed precision", 2, 2, 2, 12,
+     2 * 12 + 2 + 2},
+    {Precision::Fp32, "fp32", "fp32", 4, 4, 4, 8, 2 * (4 + 8) + 4},
+};
 
 std::string fmtGiB(double bytes) {
   std::ostringstream os;
@@ -58,6 +64,27 @@ int numStages(const PlanConfig &c, int numLayers) {
 }
 } // namespace
 
+const PrecisionBytes &precisionBytes(Precision precision) {
+  for (const PrecisionBytes &row : kPrecisions)
+    if (row.precision == precision)
+      return row;
+  return kPrecisions[0];
+}
+
+std::optional<Precision> parsePrecision(const std::string &name) {
+  for (const PrecisionBytes &row : kPrecisions)
+    if (name == row.name)
+      return row.precision;
+  return std::nullopt;
+}
+
+std::string precisionNames() {
+  std::string names;
+  for (const PrecisionBytes &row : kPrecisions)
+    names += (names.empty() ? "" : ", ") + std::string(row.name);
+  return names;
+}
+
 double ringTime(double factor, double bytes, int steps, double bandwidth,
                 double latency) {
   return factor * bytes / bandwidth + steps * latency;
@@ -71,6 +98,8 @@ std::string describeConfig(const PlanConfig &c) {
   if (c.schedule == ScheduleKind::Interleaved1F1B && c.chunks > 0)
     os << " v" << c.chunks;
   os << " zero" << c.zero << (c.recompute ? " recompute" : " no-recompute");
+  if (c.precision != Precision::Bf16Mixed)
+    os << " " << precisionBytes(c.precision).name;
   return os.str();
 }
 
@@ -127,23 +156,26 @@ Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
 
 namespace {
 
-/// Training runs in bf16 mixed precision whatever the file stores: byte
-/// figures of a model exported in fp32 are scaled to 2-byte values.
-double valueScale(const ModelDesc &desc) {
+/// Training runs in the configured precision whatever the file stores:
+/// byte figures of the description are scaled from the stored value size
+/// (the parameters' bytes per parameter) to the precision's.
+double valueScale(const ModelDesc &desc, Precision precision) {
   double params = 0, bytes = 0;
   for (const ModuleDesc &m : desc.modules) {
     params += m.params;
     bytes += m.paramBytes;
   }
-  return params > 0 && bytes > 0 ? 2.0 / (bytes / params) : 1.0;
+  return params > 0 && bytes > 0
+             ? precisionBytes(precision).value / (bytes / params)
+             : 1.0;
 }
 
 class Evaluator {
 public:
   Evaluator(const ModelDesc &desc, const PlanConfig &c, const Hardware &hw)
-      : desc(desc), c(c), hw(hw),
+      : desc(desc), c(c), hw(hw), prec(precisionBytes(c.precision)),
         k(double(c.microBatchSize) / double(desc.microBatchSize)),
-        kb(k * valueScale(desc)) {
+        kb(k * valueScale(desc, c.precision)) {
     for (const ModuleDesc &m : desc.modules)
       anyLayer |= m.role == ModuleRole::Layer;
   }
@@ -158,10 +190,13 @@ private:
   const ModelDesc &desc;
   const PlanConfig &c;
   const Hardware &hw;
+  const PrecisionBytes &prec; ///< the precision's sizes
   const double k; ///< scale from the description's micro-batch size
-  const double kb; ///< k for bytes, also scaled to 2-byte values
+  const double kb; ///< k for bytes, also scaled to the precision's values
   bool anyLayer = false;
   Plan plan;
+  /// Per tied parameter read by more than one stage: the stages reading it.
+  std::vector<std::pair<const SharedParam *, std::vector<int>>> tied;
 
   /// Layers are what full recompute checkpoints and recomputes (Megatron
   /// keeps the embedding's and head's activations); a description without
@@ -185,6 +220,12 @@ private:
     return ringTime(2.0 * (c.tp - 1) / c.tp, bytes, 2 * (c.tp - 1), bw, lat);
   }
   void buildStages();
+  /// Pipeline ranks holding tied parameter `i` (replica 0's placement).
+  std::vector<int> tiedHolders(size_t i) const;
+  /// Bytes each holder sends for the all-reduce of tied parameter `i`.
+  double tiedVolume(size_t i) const;
+  /// Seconds of rank r's tied-parameter all-reduces (in the optimizer step).
+  double tiedSyncTime(int r) const;
   void placeStats();
   void memory();
   void metrics();
@@ -216,6 +257,22 @@ void Evaluator::buildStages() {
   plan.stages.assign(ns, Stage());
   for (size_t i = 0; i < desc.modules.size(); ++i)
     plan.stages[stageOf[i]].modules.push_back(static_cast<int>(i));
+  // Tied parameters whose readers span stages leave the owner's
+  // collectives; they are synchronised by their holders' all-reduce.
+  tied.clear();
+  for (const SharedParam &sp : desc.sharedParams) {
+    std::vector<int> stages;
+    for (int m : sp.readers)
+      if (m >= 0 && m < int(desc.modules.size()))
+        stages.push_back(stageOf[m]);
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    if (stages.size() < 2)
+      continue;
+    plan.stages[stageOf[sp.readers.front()]].sharedParams +=
+        double(sp.params) / c.tp;
+    tied.push_back({&sp, stages});
+  }
 
   const double t = c.tp;
   const double gemm = hw.peakFlops * hw.gemmEfficiency;
@@ -280,16 +337,49 @@ void Evaluator::buildStages() {
               (c.tp > 1 ? ringTime((t - 1), st.sendBytes, c.tp - 1, tpBw,
                                    tpLat)
                         : 0);
-    const double gradBytes = st.params * kGradBytes;
+    const double synced = st.params - st.sharedParams;
+    const double gradBytes = synced * prec.grad;
     if (d > 1) {
       st.allReduce = ringTime(2.0 * (d - 1) / d, gradBytes, 2 * (d - 1),
                               dpBw, dpLat);
       st.reduceScatter =
           ringTime(double(d - 1) / d, gradBytes, d - 1, dpBw, dpLat);
-      st.allGather = ringTime(double(d - 1) / d, st.params * kWeightBytes,
+      st.allGather = ringTime(double(d - 1) / d, synced * prec.weight,
                               d - 1, dpBw, dpLat);
     }
   }
+}
+
+std::vector<int> Evaluator::tiedHolders(size_t i) const {
+  std::vector<int> ranks;
+  for (int st : tied[i].second)
+    ranks.push_back(plan.schedule.placement.rankOf[size_t(st)]);
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+double Evaluator::tiedVolume(size_t i) const {
+  const double n = double(tiedHolders(i).size()) * c.dp;
+  return n > 1 ? 2.0 * (n - 1) / n * double(tied[i].first->params) / c.tp *
+                     prec.grad
+               : 0.0;
+}
+
+double Evaluator::tiedSyncTime(int r) const {
+  double seconds = 0;
+  for (size_t i = 0; i < tied.size(); ++i) {
+    std::vector<int> holders = tiedHolders(i);
+    const int n = int(holders.size()) * c.dp;
+    if (n < 2 || !std::binary_search(holders.begin(), holders.end(), r))
+      continue;
+    // The group spans the job when it crosses pipeline ranks.
+    auto [bw, lat] = link(holders.size() > 1
+                              ? static_cast<long long>(c.gpus())
+                              : static_cast<long long>(c.tp) * c.dp);
+    seconds += ringTime(1, tiedVolume(i), 2 * (n - 1), bw, lat);
+  }
+  return seconds;
 }
 
 // Per-rank traffic and in-flight checkpoints, walking replica 0's lists.
@@ -335,17 +425,21 @@ void Evaluator::placeStats() {
         ++rs.traffic.sends;
         break;
       case ActionKind::AllReduce:
-        rs.traffic.dataParallel +=
-            2.0 * (d - 1) / d * st->params * kGradBytes;
+        rs.traffic.dataParallel += 2.0 * (d - 1) / d *
+                                   (st->params - st->sharedParams) *
+                                   prec.grad;
         ++rs.traffic.collectives;
         break;
       case ActionKind::ReduceScatter:
-        rs.traffic.dataParallel += double(d - 1) / d * st->params * kGradBytes;
+        rs.traffic.dataParallel += double(d - 1) / d *
+                                   (st->params - st->sharedParams) *
+                                   prec.grad;
         ++rs.traffic.collectives;
         break;
       case ActionKind::AllGather:
-        rs.traffic.dataParallel +=
-            double(d - 1) / d * st->params * kWeightBytes;
+        rs.traffic.dataParallel += double(d - 1) / d *
+                                   (st->params - st->sharedParams) *
+                                   prec.weight;
         ++rs.traffic.collectives;
         break;
       default:
@@ -353,6 +447,18 @@ void Evaluator::placeStats() {
       }
     }
     rs.memory.activations = peak;
+    // Tied parameters: whole on every holder, one all-reduce per step over
+    // the holders of all replicas (before the optimizer step).
+    for (size_t i = 0; i < tied.size(); ++i) {
+      std::vector<int> holders = tiedHolders(i);
+      if (!std::binary_search(holders.begin(), holders.end(), r))
+        continue;
+      rs.sharedParams += double(tied[i].first->params) / c.tp;
+      if (tiedVolume(i) > 0) {
+        rs.traffic.dataParallel += tiedVolume(i);
+        ++rs.traffic.collectives;
+      }
+    }
     // Tensor-parallel ring volume: 2(t-1)/t of each all-reduced activation.
     if (c.tp > 1)
       for (int st : rs.stages)
@@ -372,26 +478,36 @@ void Evaluator::memory() {
   const double d = c.dp;
   for (RankStats &rs : plan.ranks) {
     RankMemory &mem = rs.memory;
-    mem.weights = rs.params * kWeightBytes / (c.zero >= 3 ? d : 1);
-    mem.grads = rs.params * kGradBytes / (c.zero >= 2 ? d : 1);
-    mem.optimizer = rs.params * kOptimizerBytes / (c.zero >= 1 ? d : 1);
+    // Sharded: the rank's parameters less the tied ones, which every
+    // holder keeps whole.
+    double sharded = rs.params;
+    for (int st : rs.stages)
+      sharded -= plan.stages[st].sharedParams;
+    const double whole = rs.sharedParams;
+    mem.weights = sharded * prec.weight / (c.zero >= 3 ? d : 1) +
+                  whole * prec.weight;
+    mem.grads =
+        sharded * prec.grad / (c.zero >= 2 ? d : 1) + whole * prec.grad;
+    mem.optimizer = sharded * prec.optimizer / (c.zero >= 1 ? d : 1) +
+                    whole * prec.optimizer;
     double transient = 0, largest = 0, second = 0;
     for (int st : rs.stages) {
       const Stage &s = plan.stages[st];
+      const double params = s.params - s.sharedParams;
       transient = std::max(transient, s.transientBytes);
-      if (s.params > largest) {
+      if (params > largest) {
         second = largest;
-        largest = s.params;
+        largest = params;
       } else {
-        second = std::max(second, s.params);
+        second = std::max(second, params);
       }
     }
     // Level 3 gathers a stage's full weights before it runs (two with
     // prefetch) and holds one stage's full gradient until reduce-scattered.
     if (c.zero >= 3 && c.dp > 1)
-      transient += (largest + second) * kWeightBytes + largest * kGradBytes;
+      transient += (largest + second) * prec.weight + largest * prec.grad;
     else if (c.zero == 2 && c.dp > 1)
-      transient += largest * kGradBytes;
+      transient += largest * prec.grad;
     mem.transient = transient;
     plan.peakMemory = std::max(plan.peakMemory, mem.total());
   }
@@ -478,7 +594,7 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
   plan.config = c;
   plan.hardware = hw;
   plan.modelName = desc.name;
-  plan.valueScale = valueScale(desc);
+  plan.valueScale = valueScale(desc, c.precision);
   buildStages();
   schedule::ScheduleConfig sc;
   sc.kind = c.schedule;
@@ -515,11 +631,17 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
       case ActionKind::AllReduce:
         return comm ? st->allReduce : 0.0;
       case ActionKind::OptimizerStep: {
-        double params = 0;
+        double sharded = 0, whole = 0;
         for (int s : plan.schedule.placement.modulesOn(g % p))
-          params += plan.stages[s].params;
-        return params / (c.zero >= 1 ? c.dp : 1) * kOptimizerStepBytes /
-               (hw.hbmBandwidth * hw.hbmEfficiency);
+          sharded += plan.stages[s].params - plan.stages[s].sharedParams;
+        for (size_t i = 0; i < tied.size(); ++i) {
+          std::vector<int> holders = tiedHolders(i);
+          if (std::binary_search(holders.begin(), holders.end(), g % p))
+            whole += double(tied[i].first->params) / c.tp;
+        }
+        return (sharded / (c.zero >= 1 ? c.dp : 1) + whole) *
+                   prec.optimizerStep / (hw.hbmBandwidth * hw.hbmEfficiency) +
+               (comm ? tiedSyncTime(g % p) : 0.0);
       }
       }
       return 0.0;

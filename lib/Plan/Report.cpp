@@ -127,9 +127,14 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
        " modules) on " + std::to_string(c.gpus()) + " x " + p.hardware.name +
        "\n";
   o += "config:     " + describeConfig(c) + "\n";
+  const PrecisionBytes &prec = precisionBytes(c.precision);
   if (p.valueScale != 1)
-    o += "values:     the model stores " + fmt("%.0f", 2 / p.valueScale) +
-         "-byte values; bytes are costed as bf16 mixed precision\n";
+    o += "values:     the model stores " +
+         fmt("%.0f", prec.value / p.valueScale) +
+         "-byte values; bytes are costed as " + prec.description + "\n";
+  else if (c.precision != Precision::Bf16Mixed)
+    o += std::string("values:     bytes are costed as ") + prec.description +
+         "\n";
   o += "batch:      " + count(p.samplesPerStep) + " samples = " +
        count(p.tokensPerStep) + " tokens per step\n";
   o += "step time:  " + seconds(p.stepTime) + "\n";
@@ -250,6 +255,7 @@ void writeConfig(json::Writer &w, const PlanConfig &c) {
       .field("chunks", c.chunks)
       .field("zero", c.zero)
       .field("recompute", c.recompute ? "full" : "none")
+      .field("precision", precisionBytes(c.precision).name)
       .endObject();
 }
 } // namespace
@@ -276,6 +282,18 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
   w.key("shared_inputs").beginArray();
   for (const std::string &s : desc.sharedInputs)
     w.value(s);
+  w.endArray();
+  w.key("shared_params").beginArray();
+  for (const SharedParam &sp : desc.sharedParams) {
+    w.beginObject()
+        .field("name", sp.name)
+        .field("params", (long long)sp.params);
+    w.key("readers").beginArray();
+    for (int m : sp.readers)
+      w.value(desc.modules[size_t(m)].name);
+    w.endArray();
+    w.endObject();
+  }
   w.endArray();
   w.key("modules").beginArray();
   for (size_t i = 0; i < desc.modules.size(); ++i) {
@@ -339,6 +357,7 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
       w.value(desc.modules[m].name);
     w.endArray();
     w.field("params", r.params);
+    w.field("shared_params", r.sharedParams);
     w.key("memory")
         .beginObject()
         .field("weights", r.memory.weights)

@@ -41,9 +41,10 @@ Expected<PlanBound> boundPlan(const ModelDesc &desc, const PlanConfig &c,
   }
   PlanBound b;
   const double d = c.dp, m = c.microBatches;
-  const double perParam = 2 / (c.zero >= 3 ? d : 1) +
-                          2 / (c.zero >= 2 ? d : 1) +
-                          12 / (c.zero >= 1 ? d : 1);
+  const PrecisionBytes &prec = precisionBytes(c.precision);
+  const double perParam = prec.weight / (c.zero >= 3 ? d : 1) +
+                          prec.grad / (c.zero >= 2 ? d : 1) +
+                          prec.optimizer / (c.zero >= 1 ? d : 1);
   for (int r = 0; r < c.pp; ++r) {
     std::vector<int> mine = pl->modulesOn(r);
     if (mine.empty())
@@ -129,6 +130,7 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
               c.schedule = kind;
               c.zero = zero;
               c.recompute = recompute;
+              c.precision = o.precision;
               Expected<PlanBound> bound = boundPlan(desc, c, hw);
               if (!bound)
                 continue;
@@ -234,6 +236,7 @@ std::string formatSearchJson(const SearchResult &r) {
         .field("schedule", schedule::scheduleKindName(p.config.schedule))
         .field("zero", p.config.zero)
         .field("recompute", p.config.recompute)
+        .field("precision", precisionBytes(p.config.precision).name)
         .field("step_time_s", p.stepTime)
         .field("tokens_per_s", p.tokensPerSecond)
         .field("hardware_tflops_per_gpu", p.hardwareTflopsPerGpu)

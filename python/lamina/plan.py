@@ -72,6 +72,7 @@ class Rank:
     busy_s: float
     idle_s: float
     peak_in_flight: int = 0
+    shared_params: float = 0
 
 
 @dataclass
@@ -129,7 +130,8 @@ def parse_plan(doc: dict[str, Any]) -> Plan:
                   params=r["params"], memory=_build(Memory, r["memory"]),
                   traffic=_build(Traffic, r["traffic"]), busy_s=r["busy_s"],
                   idle_s=r["idle_s"],
-                  peak_in_flight=r.get("peak_in_flight", 0))
+                  peak_in_flight=r.get("peak_in_flight", 0),
+                  shared_params=r.get("shared_params", 0))
              for r in doc["ranks"]]
     return Plan(model_name=doc["model"]["name"],
                 modules=[_build(Module, m) for m in doc["model"]["modules"]],

@@ -64,6 +64,11 @@ static cl::opt<int> zero("zero", cl::desc("data-parallel sharding level 0-3"),
 static cl::opt<std::string> recompute("recompute",
                                       cl::desc("full | none"),
                                       cl::init("full"), cl::sub(planCommand));
+static cl::opt<std::string> precisionName(
+    "precision",
+    cl::desc("bf16-mixed (bf16 values, fp32 master and Adam) | fp32 "
+             "(4-byte values, Adam m and v)"),
+    cl::init("bf16-mixed"), cl::sub(planCommand));
 static cl::opt<std::string> hardwareName(
     "hardware", cl::desc("a100-80g | h100-sxm | h200 | FILE.json"),
     cl::init("a100-80g"), cl::sub(planCommand));
@@ -169,6 +174,11 @@ int runPlan() {
                  "breadth-first, layered)");
   if (recompute != "full" && recompute != "none")
     return usage("--recompute " + recompute + ": must be full or none");
+  std::optional<plan::Precision> precision =
+      plan::parsePrecision(precisionName);
+  if (!precision)
+    return usage("--precision " + precisionName + ": must be one of " +
+                 plan::precisionNames());
   if (format != "text" && format != "json")
     return usage("--format " + format + ": must be text or json");
   std::vector<schedule::ScheduleKind> compareKinds;
@@ -212,6 +222,7 @@ int runPlan() {
     options.gpus = gpus;
     options.globalBatch = globalBatch;
     options.top = top;
+    options.precision = *precision;
     schedule::Expected<plan::SearchResult> result =
         plan::searchPlans(*desc, *hw, options);
     if (!result)
@@ -233,6 +244,7 @@ int runPlan() {
   config.chunks = chunks;
   config.zero = zero;
   config.recompute = recompute == "full";
+  config.precision = *precision;
   if (schedule::Status s = plan::checkConfig(*desc, config);
       !s && compareKinds.empty())
     return usage(s.message());

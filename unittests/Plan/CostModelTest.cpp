@@ -234,4 +234,100 @@ TEST(CostModel, Fp32DescriptionsAreCostedInBf16) {
   EXPECT_DOUBLE_EQ(pl.ranks[0].traffic.p2p, 2 * 200);
 }
 
+// --precision fp32 (the host backend): 4-byte weights, gradients and
+// values, 8 bytes of Adam state; the default stays bf16 mixed precision.
+TEST(CostModel, PrecisionTable) {
+  EXPECT_EQ(parsePrecision("fp32"), Precision::Fp32);
+  EXPECT_EQ(parsePrecision("bf16-mixed"), Precision::Bf16Mixed);
+  EXPECT_FALSE(parsePrecision("fp16").has_value());
+  EXPECT_EQ(precisionNames(), "bf16-mixed, fp32");
+  EXPECT_EQ(PlanConfig().precision, Precision::Bf16Mixed);
+  const PrecisionBytes &f = precisionBytes(Precision::Fp32);
+  EXPECT_STREQ(f.name, "fp32");
+  EXPECT_DOUBLE_EQ(f.weight + f.grad + f.optimizer, 16);
+
+  const int L = 4, p = 2, d = 4;
+  const int64_t N = 1000, act = 400; // per layer; act in stored fp32 bytes
+  ModelDesc desc = uniformLayers(L, 1, N, act);
+  for (ModuleDesc &m : desc.modules)
+    m.paramBytes = 4 * m.params;
+  const double Nrank = 2 * N;
+  for (int zero = 0; zero <= 3; ++zero) {
+    PlanConfig c = config(ScheduleKind::BreadthFirst, p, 2, d, zero);
+    c.precision = Precision::Fp32;
+    Plan pl = evaluate(desc, c);
+    EXPECT_DOUBLE_EQ(pl.valueScale, 1);
+    EXPECT_DOUBLE_EQ(pl.stages[0].sendBytes, act);
+    const RankMemory &mem = pl.ranks[0].memory;
+    EXPECT_DOUBLE_EQ(mem.weights, Nrank * 4 / (zero >= 3 ? d : 1));
+    EXPECT_DOUBLE_EQ(mem.grads, Nrank * 4 / (zero >= 2 ? d : 1));
+    EXPECT_DOUBLE_EQ(mem.optimizer, Nrank * 8 / (zero >= 1 ? d : 1));
+    // Breadth-first crosses every layer boundary: per micro-batch rank 0
+    // sends layers 0 and 2's outputs and the gradient of layer 2's input.
+    EXPECT_DOUBLE_EQ(pl.ranks[0].traffic.p2p, 3.0 * 2 * act);
+    const double rings = zero == 3 ? 3 : 2;
+    EXPECT_DOUBLE_EQ(pl.ranks[0].traffic.dataParallel,
+                     rings * (d - 1) / d * Nrank * 4);
+    // The same configuration in bf16 mixed precision: half the bytes.
+    c.precision = Precision::Bf16Mixed;
+    Plan bf = evaluate(desc, c);
+    EXPECT_DOUBLE_EQ(bf.ranks[0].traffic.p2p, pl.ranks[0].traffic.p2p / 2);
+    EXPECT_DOUBLE_EQ(bf.ranks[0].traffic.dataParallel,
+                     pl.ranks[0].traffic.dataParallel / 2);
+    EXPECT_DOUBLE_EQ(bf.ranks[0].memory.optimizer,
+                     Nrank * 12 / (zero >= 1 ? d : 1));
+  }
+  PlanConfig c = config(ScheduleKind::OneFOneB, 2, 2);
+  c.precision = Precision::Fp32;
+  EXPECT_NE(describeConfig(c).find(" fp32"), std::string::npos);
+  c.precision = Precision::Bf16Mixed;
+  EXPECT_EQ(describeConfig(c).find("bf16"), std::string::npos);
+}
+
+// A tied parameter (an LM head reading the embedding's table) on stages of
+// two pipeline ranks: whole on both, outside the owner's data-parallel
+// collectives, one all-reduce over its holders in every replica.
+TEST(CostModel, TiedParametersAreSynchronisedByTheirHolders) {
+  const int64_t N = 1000, S = 100;
+  const int d = 2;
+  ModelDesc desc = uniformLayers(4, 1, N, 64);
+  desc.modules[0].params += S; // the owner counts it
+  desc.sharedParams.push_back({"wte", S, {0, 3}});
+  for (int zero : {0, 3}) {
+    PlanConfig c = config(ScheduleKind::BreadthFirst, 2, 2, d, zero);
+    c.precision = Precision::Fp32;
+    Plan pl = evaluate(desc, c);
+    EXPECT_DOUBLE_EQ(pl.stages[0].sharedParams, S);
+    const double rings = zero == 3 ? 3 : 2;
+    const double n = 2 * d; // two pipeline ranks in each of d replicas
+    for (const RankStats &r : pl.ranks) {
+      SCOPED_TRACE("zero " + std::to_string(zero) + " rank " +
+                   std::to_string(r.pipelineRank));
+      EXPECT_DOUBLE_EQ(r.sharedParams, S);
+      EXPECT_DOUBLE_EQ(r.traffic.dataParallel,
+                       rings * (d - 1) / d * 2 * N * 4 +
+                           2 * (n - 1) / n * S * 4);
+      EXPECT_DOUBLE_EQ(r.memory.weights,
+                       2.0 * N * 4 / (zero == 3 ? d : 1) + S * 4);
+      EXPECT_DOUBLE_EQ(r.memory.optimizer, 2.0 * N * 8 / (zero ? d : 1) +
+                                               S * 8);
+    }
+  }
+  // One pipeline rank holds every reader: an all-reduce over the replicas,
+  // also at level 3 (never sharded).
+  PlanConfig c = config(ScheduleKind::Layered, 1, 2, d, 3);
+  c.precision = Precision::Fp32;
+  Plan layered = evaluate(desc, c);
+  EXPECT_DOUBLE_EQ(layered.ranks[0].traffic.dataParallel,
+                   3.0 * (d - 1) / d * 4 * N * 4 + 2.0 * (d - 1) / d * S * 4);
+  // Without data parallelism and on one rank there is nothing to sum.
+  Plan single = evaluate(desc, config(ScheduleKind::Layered, 1, 2));
+  EXPECT_DOUBLE_EQ(single.ranks[0].traffic.dataParallel, 0);
+  // Readers on one stage: an ordinary parameter.
+  ModelDesc one = desc;
+  one.sharedParams[0].readers = {0, 0};
+  Plan plain = evaluate(one, config(ScheduleKind::BreadthFirst, 2, 2, d));
+  EXPECT_DOUBLE_EQ(plain.stages[0].sharedParams, 0);
+}
+
 } // namespace

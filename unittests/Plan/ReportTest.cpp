@@ -61,6 +61,24 @@ TEST(Report, JsonHasVersionAndTimeline) {
   EXPECT_NE(j.find("\"action\": \"F0.0\""), std::string::npos);
 }
 
+// The precision is part of the configuration in both reports.
+TEST(Report, NamesThePrecision) {
+  ModelDesc d = smallGpt();
+  Plan p = smallPlan();
+  EXPECT_NE(formatJson(p, d).find("\"precision\": \"bf16-mixed\""),
+            std::string::npos);
+  EXPECT_EQ(formatTextReport(p, d).find("values:"), std::string::npos);
+  PlanConfig c = p.config;
+  c.precision = Precision::Fp32;
+  auto fp = evaluatePlan(d, c, *hardwarePreset("h100-sxm"));
+  ASSERT_TRUE(fp.ok()) << fp.error();
+  EXPECT_NE(formatJson(*fp, d).find("\"precision\": \"fp32\""),
+            std::string::npos);
+  EXPECT_NE(formatTextReport(*fp, d).find("bytes are costed as fp32"),
+            std::string::npos);
+  EXPECT_GT(fp->peakMemory, p.peakMemory);
+}
+
 TEST(Report, TraceHasOneSlicePerTimedAction) {
   Plan p = smallPlan();
   std::string t = formatChromeTrace(p);

@@ -16,10 +16,36 @@
 #include "lamina/Schedule/Schedule.h"
 #include "lamina/Schedule/Simulate.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace lamina::plan {
+
+/// How training stores values; every byte figure of a plan follows from
+/// the precision's row of one table (precisionBytes, docs/plan.md).
+enum class Precision {
+  Bf16Mixed, ///< bf16 weights, gradients, activations; fp32 master and Adam
+  Fp32,      ///< fp32 everything, Adam's m and v (no master copy)
+};
+
+/// One row of the precision table: bytes per value or per parameter.
+struct PrecisionBytes {
+  Precision precision;
+  const char *name;        ///< the flag's spelling: "bf16-mixed", "fp32"
+  const char *description; ///< for the text report
+  double value;            ///< activations, boundary values, their gradients
+  double weight;           ///< the parameters the modules read
+  double grad;             ///< gradients (and their data-parallel rings)
+  double optimizer;        ///< optimizer state per parameter
+  double optimizerStep;    ///< bytes the optimizer streams per parameter
+};
+
+const PrecisionBytes &precisionBytes(Precision precision);
+/// "bf16-mixed" or "fp32"; nullopt for anything else.
+std::optional<Precision> parsePrecision(const std::string &name);
+/// The accepted spellings, "bf16-mixed, fp32", for messages.
+std::string precisionNames();
 
 struct PlanConfig {
   int pp = 1;            ///< pipeline ranks p
@@ -32,6 +58,7 @@ struct PlanConfig {
   bool recompute = true; ///< full activation recomputation
   /// interleaved-1f1b: chunks per pipeline rank (0: one layer per chunk).
   int chunks = 0;
+  Precision precision = Precision::Bf16Mixed;
 
   int gpus() const { return pp * dp * tp; }
 };
@@ -46,6 +73,9 @@ std::string describeConfig(const PlanConfig &config);
 struct Stage {
   std::vector<int> modules; ///< indices into ModelDesc::modules
   double params = 0;        ///< per GPU (divided by t)
+  /// Of `params`, tied parameters read by other stages too (ModelDesc::
+  /// sharedParams): never sharded, outside the stage's collectives.
+  double sharedParams = 0;
   double forward = 0;       ///< seconds, including tensor-parallel comm
   double backward = 0;      ///< seconds, including recompute
   double tpForward = 0;     ///< tensor-parallel all-reduce time in forward
@@ -84,6 +114,9 @@ struct RankStats {
   std::vector<int> stages;  ///< schedule modules on this rank
   std::vector<int> modules; ///< description modules on this rank
   double params = 0;        ///< per GPU
+  /// Tied parameters held whole on this rank (its own and other ranks'),
+  /// per GPU; their gradient all-reduce is part of `traffic.dataParallel`.
+  double sharedParams = 0;
   RankMemory memory;
   RankTraffic traffic;
   double busy = 0, idle = 0; ///< seconds of compute and idle in the step
@@ -113,8 +146,9 @@ struct Plan {
   double mfu = 0, hfu = 0;
   double modelTflopsPerGpu = 0, hardwareTflopsPerGpu = 0,
          megatronTflopsPerGpu = 0;
-  /// Factor applied to the description's byte figures: training runs in
-  /// bf16 mixed precision, so a model stored in fp32 is costed at 0.5.
+  /// Factor applied to the description's byte figures: the precision's
+  /// value size over the stored one (a model stored in fp32 is costed at
+  /// 0.5 under bf16 mixed precision, at 1 under fp32).
   double valueScale = 1;
   double peakMemory = 0; ///< largest RankMemory::total
   bool fits = true;      ///< every rank's memory within HBM

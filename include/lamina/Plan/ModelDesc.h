@@ -59,6 +59,19 @@ struct ModuleDesc {
   int64_t peakTransientBytes = 0;
 };
 
+/// A parameter read by more than one module that is not one copy per layer:
+/// a tied LM head reads the embedding's table. Its elements are counted in
+/// the first reader's `params` only. When its readers land on different
+/// schedule stages, training keeps it whole on every pipeline rank that
+/// reads it (never sharded) and sums its gradient with one all-reduce over
+/// all of them in every replica (docs/distributed.md, "Shared (tied)
+/// parameters"); the cost model prices it that way.
+struct SharedParam {
+  std::string name;
+  int64_t params = 0;       ///< elements
+  std::vector<int> readers; ///< module indices, ascending (the owner first)
+};
+
 struct ModelDesc {
   std::string name;            ///< model file stem
   int64_t microBatchSize = 1;  ///< samples per micro-batch the costs are for
@@ -68,6 +81,8 @@ struct ModelDesc {
   /// Values every layer reads that are not part of the chain (masks, rotary
   /// tables, position ids): names, for the report.
   std::vector<std::string> sharedInputs;
+  /// Tied parameters (see SharedParam).
+  std::vector<SharedParam> sharedParams;
   /// How the modules were found: "names", "metadata", "structure", "regex".
   std::string discovery;
 

@@ -28,6 +28,7 @@ struct SearchOptions {
       schedule::ScheduleKind::Interleaved1F1B,
       schedule::ScheduleKind::BreadthFirst, schedule::ScheduleKind::Layered};
   std::vector<int64_t> microBatchSizes = {1, 2, 4, 8};
+  Precision precision = Precision::Bf16Mixed;
 };
 
 struct SearchResult {

@@ -16,6 +16,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Path.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace lamina;
 
@@ -134,15 +136,23 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
       continue;
     int first = static_cast<int>(n);
     llvm::SmallDenseSet<int> layers;
+    std::set<int> readers;
     for (Operation *user : arg.getUsers()) {
       int m = chain->moduleOfOp(user);
       first = std::min(first, m);
+      readers.insert(m);
       if (desc.modules[m].role == plan::ModuleRole::Layer)
         layers.insert(m);
     }
     if (layers.size() < 2)
       layers = {first};
     auto type = cast<ShapedType>(arg.getType());
+    // A tied parameter (read by several modules, not one copy per layer).
+    if (layers.size() == 1 && readers.size() > 1 &&
+        kind.getValue() == graph::kKindTrainable)
+      desc.sharedParams.push_back(
+          {valueName(arg), type.getNumElements(),
+           std::vector<int>(readers.begin(), readers.end())});
     for (int m : layers) {
       desc.modules[m].params += type.getNumElements();
       desc.modules[m].paramBytes += tensorBytes(type);

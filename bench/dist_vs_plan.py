@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Distributed training runs measured against `lamina plan`.
+
+For a tiny GPT-2 (5 layers, h 32, 4 heads, s 16, vocab 32, tied LM head,
+compiled batch dim = micro-batch size b = 2) and a set of parallel
+configurations: compile the SPMD program (`lamina compile --mode train
+--pp --dp --micro-batches --schedule --zero --recompute`), run a few steps
+under `mpirun` with `--stats`, plan the same configuration with
+`lamina plan --precision fp32 --micro-batch-size 2 --recompute full|none
+--format json`, and print per global rank, side by side:
+
+* bytes sent per step point-to-point and on data-parallel (and
+  shared-parameter) collectives, measured (runtime counters, ring volumes)
+  against the plan's RankTraffic for that rank's pipeline rank. These must
+  be equal: the script exits 1 when any differs.
+* the idle fraction: measured `1 - compute/wall` against the plan's
+  `idle / (busy + idle)` on a hardware file for this host (`--hardware`;
+  the default describes a small CPU: what matters is the schedule's bubble,
+  not the absolute times).
+* memory: the runtime's arena (its largest module function's working
+  memory, where recomputed activations live) and the peak of held boundary
+  values, boundary gradients and residuals, against the plan's activation
+  memory (checkpoints held forward-to-backward plus one stage's regenerated
+  activations) and transient (largest intermediate).
+
+Nothing is left outside the plan for this model: the tied embedding/LM-head
+table, which
+the runtime keeps whole on every rank that reads it and sums with one
+all-reduce over all its holders, is priced the same way by the plan
+(`ModelDesc::sharedParams`, docs/plan.md "Shared parameters"). One
+runtime difference this model does not show: a boundary whose bytes are not
+a multiple of 64 is sent with its packing padding (docs/performance.md,
+"Distributed runs against the plan"); every boundary here is 4,096 B.
+
+  python3 bench/dist_vs_plan.py --lamina build/bin/lamina [--steps 3]
+      [--workdir DIR] [--only NAME,...] [--markdown FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# name, schedule, pp, dp, micro-batches, zero, recompute (compile spelling)
+CONFIGS = [
+    ("bf-p2-m4", "breadth-first", 2, 1, 4, 0, "modules"),
+    ("gpipe-p2-m2", "gpipe", 2, 1, 2, 0, "none"),
+    ("1f1b-p2-m4", "1f1b", 2, 1, 4, 0, "none"),
+    # 5 layers divide by p only for p = 5 (one layer per chunk, v = 1).
+    ("il-p5-m5", "interleaved-1f1b", 5, 1, 5, 0, "none"),
+    ("layered-d2-z0", "layered", 1, 2, 2, 0, "modules"),
+    ("layered-d2-z3", "layered", 1, 2, 2, 3, "modules"),
+    ("bf-p2-d2-z3", "breadth-first", 2, 2, 4, 3, "modules"),
+]
+
+MODEL = dict(layers=5, hidden=32, heads=4, seq=16, batch=2, vocab=32)
+
+# A small CPU core as a "GPU": the plan's idle fraction is the schedule's
+# bubble plus communication; absolute times do not matter here.
+HOST_HARDWARE = {
+    "name": "host-cpu", "peak_flops": 2e10, "gemm_efficiency": 1.0,
+    "hbm_bandwidth": 1e10, "hbm_efficiency": 1.0, "hbm_bytes": 8 * 2**30,
+    "reserved_bytes": 0, "intra_node_bandwidth": 5e9,
+    "inter_node_bandwidth": 5e9, "intra_node_efficiency": 1.0,
+    "inter_node_efficiency": 1.0, "intra_node_latency": 2e-5,
+    "inter_node_latency": 2e-5, "gpus_per_node": 64,
+}
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n"
+                 f"{r.stderr}")
+    return r.stdout
+
+
+def mpi_env():
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_mpi_yield_when_idle="1")
+    return env
+
+
+def measure(args, work, model, data, hw, cfg):
+    name, sched, pp, dp, m, zero, recompute = cfg
+    out = os.path.join(work, name)
+    if not os.path.exists(os.path.join(out, "run")):
+        run([args.lamina, "compile", model, "--mode", "train", "--loss",
+             "causal-lm", "--logits", "logits", "--pp", str(pp), "--dp",
+             str(dp), "--micro-batches", str(m), "--schedule", sched,
+             "--zero", str(zero), "--recompute", recompute, "-o", out,
+             "--quiet"])
+    stats = os.path.join(out, "stats.json")
+    run(["mpirun", "--oversubscribe", "-np", str(pp * dp),
+         os.path.join(out, "run"), "--data", data, "--steps",
+         str(args.steps), "--threads", "1", "--stats", stats],
+        env=mpi_env())
+    with open(stats, encoding="utf-8") as f:
+        measured = json.load(f)
+    plan_cmd = [args.lamina, "plan", model, "--pp", str(pp), "--dp", str(dp),
+                "--micro-batches", str(m), "--micro-batch-size",
+                str(MODEL["batch"]), "--schedule", sched, "--zero",
+                str(zero), "--recompute",
+                "full" if recompute == "modules" else "none",
+                "--precision", "fp32", "--hardware", hw, "--format", "json"]
+    plan = json.loads(run(plan_cmd))
+    return measured, plan, plan_cmd
+
+
+def rows_for(cfg, measured, plan):
+    pp = cfg[2]
+    rows = []
+    for r in measured["ranks"]:
+        pr = plan["ranks"][r["rank"] % pp]
+        t, mem = pr["traffic"], pr["memory"]
+        step = pr["busy_s"] + pr["idle_s"]
+        rows.append(dict(
+            rank=r["rank"], pp=r["pp"], dp=r["dp"],
+            p2p=r["p2p_bytes_per_step"], p2p_plan=t["p2p_bytes"],
+            dp_bytes=r["collective_bytes_per_step"],
+            dp_plan=t["data_parallel_bytes"],
+            idle=r["idle_fraction"],
+            idle_plan=pr["idle_s"] / step if step > 0 else 0.0,
+            held=r["peak_activation_bytes"], arena=r["arena_bytes"],
+            act_plan=mem["activations"], transient_plan=mem["transient"],
+            weights_plan=mem["weights"], grads_plan=mem["grads"],
+            optim_plan=mem["optimizer"]))
+    return rows
+
+
+def same(a, b):
+    return abs(a - b) <= 0.5  # the runtime prints whole bytes per step
+
+
+def table(cfg, rows):
+    name = cfg[0]
+    lines = [f"### {name}: {cfg[1]} p{cfg[2]} d{cfg[3]} m{cfg[4]} "
+             f"zero{cfg[5]} recompute {cfg[6]}", "",
+             "| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
+             "| idle run / plan | held + arena (run) | activ + transient "
+             "(plan) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        p2p = f"{r['p2p']:.0f} / {r['p2p_plan']:.0f}" + (
+            "" if same(r["p2p"], r["p2p_plan"]) else " **DIFFERS**")
+        dpb = f"{r['dp_bytes']:.0f} / {r['dp_plan']:.0f}" + (
+            "" if same(r["dp_bytes"], r["dp_plan"]) else " **DIFFERS**")
+        lines.append(
+            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | "
+            f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
+            f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
+            f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
+            f"{r['act_plan'] + r['transient_plan']:.0f} |")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lamina", default=os.path.join(ROOT, "build/bin/lamina"))
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--workdir", help="keep compiled programs here (reused)")
+    ap.add_argument("--only", help="comma-separated configuration names")
+    ap.add_argument("--hardware", help="hardware JSON for the plan "
+                    "(default: a small CPU, see HOST_HARDWARE)")
+    ap.add_argument("--markdown", help="also write the tables here")
+    args = ap.parse_args()
+    args.lamina = os.path.abspath(args.lamina)
+    work = args.workdir or tempfile.mkdtemp(prefix="dist-vs-plan-")
+    os.makedirs(work, exist_ok=True)
+    model = os.path.join(work, "gpt.onnx")
+    data = os.path.join(work, "data.bin")
+    if not os.path.exists(model):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        run([sys.executable, "-m", "lamina.models", "gpt2"] +
+            [a for k, v in MODEL.items() for a in (f"--{k}", str(v))] +
+            ["-o", model], env=env)
+    if not os.path.exists(data):
+        import numpy as np
+        np.tile(np.array([3, 1, 4, 1, 5, 9, 2, 6], dtype=np.uint16),
+                1250).tofile(data)
+    hw = args.hardware
+    if not hw:
+        hw = os.path.join(work, "host-cpu.json")
+        with open(hw, "w", encoding="utf-8") as f:
+            json.dump(HOST_HARDWARE, f)
+    only = set(args.only.split(",")) if args.only else None
+    out, bad = [], []
+    for cfg in CONFIGS:
+        if only and cfg[0] not in only:
+            continue
+        measured, plan, plan_cmd = measure(args, work, model, data, hw, cfg)
+        rows = rows_for(cfg, measured, plan)
+        lines = table(cfg, rows)
+        lines += ["", "plan: `" + " ".join(
+            os.path.basename(a) if a in (model, hw) else a
+            for a in plan_cmd[1:]) + "`", ""]
+        print("\n".join(lines), flush=True)
+        out += lines
+        for r in rows:
+            if not same(r["p2p"], r["p2p_plan"]) or not same(
+                    r["dp_bytes"], r["dp_plan"]):
+                bad.append(f"{cfg[0]} rank {r['rank']}")
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write("\n".join(out) + "\n")
+    if bad:
+        print("bytes differ from the plan: " + ", ".join(bad),
+              file=sys.stderr)
+        return 1
+    print("every bytes figure equals the plan's")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
