@@ -381,6 +381,9 @@ int runCompile() {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   installDiagnosticPrinter(context);
+  // A diagnostic names the ONNX node or the flag; a dump of the whole
+  // module would bury it.
+  context.printOpOnDiagnostic(false);
 
   DefaultTimingManager tm;
   tm.setEnabled(timing);
@@ -422,6 +425,22 @@ int runCompile() {
       autodiff.addPass(dist::createDistOutlineModules(outline));
       if (failed(autodiff.run(*module)))
         return 1;
+      // The schedule over the outlined modules, as IR: compute order,
+      // communication, then the deadlock/matching simulation.
+      PassManager scheduling(&context);
+      dist::DistScheduleOptions schedOptions;
+      schedOptions.scheduleKind = scheduleName;
+      schedOptions.pp = pipelineRanks;
+      schedOptions.dp = dataParallel;
+      schedOptions.microBatches = microBatches;
+      schedOptions.zero = zeroLevel;
+      schedOptions.modules =
+          (*module)->getAttrOfType<IntegerAttr>(dist::DistDialect::kNumModulesAttr).getInt();
+      scheduling.addPass(dist::createDistSchedule(schedOptions));
+      scheduling.addPass(dist::createDistInsertComm());
+      scheduling.addPass(dist::createDistVerifySchedule());
+      if (failed(scheduling.run(*module)))
+        return 1;
     } else {
       graph::GraphAutodiffOptions adOptions;
       adOptions.loss = lossOutput.empty() ? std::string("loss")
@@ -450,11 +469,6 @@ int runCompile() {
   emitOptions.modelPath = std::string(absModel);
   if (dist) {
     emitOptions.mode = "dist";
-    emitOptions.pp = pipelineRanks;
-    emitOptions.dp = dataParallel;
-    emitOptions.microBatches = microBatches;
-    emitOptions.scheduleName = scheduleName;
-    emitOptions.zero = zeroLevel;
     emitOptions.recompute = recomputeModules();
     emitOptions.loss = !lossOutput.empty() ? std::string("output")
                                            : std::string(lossKind);

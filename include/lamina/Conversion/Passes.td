@@ -68,8 +68,9 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     `mode=dist` lowers every function of dist-outline-modules (`@fwd_k`,
     `@bwd_k`) instead, emits the `lamina::rt::DistSpec` tables
     (include/lamina/Runtime/DistProgram.h): per module its two functions,
-    and per rank the action list of the verified schedule; `main` calls
-    `lamina::rt::distTrainMain`.
+    and per rank the action list of the module's one `dist.schedule`
+    (dist-schedule, dist-insert-comm, dist-verify-schedule), which it
+    verifies again and removes; `main` calls `lamina::rt::distTrainMain`.
   }];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
   let options = [
@@ -87,18 +88,6 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     Option<"vocab", "vocab", "int64_t", /*default=*/"0",
            "mode=train/dist: the vocabulary size token ids are checked "
            "against (0: unknown)">,
-    Option<"scheduleName", "schedule", "std::string",
-           /*default=*/"\"breadth-first\"",
-           "mode=dist: gpipe, 1f1b, interleaved-1f1b, breadth-first or "
-           "layered">,
-    Option<"pp", "pp", "int64_t", /*default=*/"1",
-           "mode=dist: pipeline ranks">,
-    Option<"dp", "dp", "int64_t", /*default=*/"1",
-           "mode=dist: data-parallel replicas">,
-    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
-           "mode=dist: micro-batches per step and replica">,
-    Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "mode=dist: data-parallel sharding level 0-3">,
     Option<"recompute", "recompute", "bool", /*default=*/"true",
            "mode=dist: the backward functions recompute (recorded in the "
            "program)">,

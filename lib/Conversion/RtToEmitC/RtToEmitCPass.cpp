@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Dist/IR/DistOps.h"
+#include "lamina/Dialect/Dist/Transforms/ScheduleIR.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 #include "lamina/Schedule/Schedule.h"
@@ -642,36 +644,26 @@ struct ConvertRtToEmitCPass
       if (failed(checkRtFunction(f)))
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
-    std::optional<schedule::ScheduleKind> kind =
-        schedule::parseScheduleKind(scheduleName);
-    if (!kind) {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: unknown schedule '")
-          << scheduleName << "'";
+    // The action lists come from the verified schedule in the IR.
+    SmallVector<dist::ScheduleOp> schedules(module.getOps<dist::ScheduleOp>());
+    if (schedules.size() != 1) {
+      mlir::emitError(module.getLoc())
+          << "convert-rt-to-emitc: mode=dist needs exactly one dist.schedule "
+             "(run dist-schedule, dist-insert-comm, dist-verify-schedule); "
+             "found "
+          << schedules.size();
       return signalPassFailure();
     }
-    auto numModules = module->getAttrOfType<IntegerAttr>("dist.num_modules");
-    if (!numModules) {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist needs "
-                       "'dist.num_modules' (run dist-outline-modules)");
+    FailureOr<schedule::Schedule> sched = dist::readSchedule(schedules[0]);
+    if (failed(sched))
       return signalPassFailure();
-    }
-    opts.schedule.kind = *kind;
-    opts.schedule.numModules = int(numModules.getInt());
-    opts.schedule.pipelineRanks = int(pp);
-    opts.schedule.dataParallel = int(dp);
-    opts.schedule.microBatches = int(microBatches);
-    opts.schedule.zeroLevel = int(zero);
-    schedule::Expected<schedule::Schedule> sched =
-        schedule::generateSchedule(opts.schedule);
-    if (!sched) {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: ") << sched.status().message();
-      return signalPassFailure();
-    }
     if (schedule::Status s = schedule::verifySchedule(*sched); !s) {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the schedule is invalid: ")
+      schedules[0].emitError("convert-rt-to-emitc: the schedule is invalid: ")
           << s.message();
       return signalPassFailure();
     }
+    schedules[0].erase();
+    opts.schedule = sched->config;
     opts.scheduleActions = &*sched;
     opts.recompute = recompute;
     if (loss == "causal-lm")

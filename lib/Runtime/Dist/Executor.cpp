@@ -607,7 +607,8 @@ void Executor::send(const ActionSpec &a) {
                    str(a.module) + ", micro-batch " + str(a.microBatch) +
                    " to rank " + str(a.peer) + " did not complete"};
   map.erase(it);
-  r.req = comm.isend(r.buffer.get(), r.buffer.bytes, a.peer,
+  const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
+  r.req = comm.isend(r.buffer.get(), lay.wireBytes(), a.peer,
                      tagOf(a, spec.numModules));
   r.peer = a.peer;
   sends.push_back(std::move(r));
@@ -618,7 +619,8 @@ void Executor::recv(const ActionSpec &a) {
   const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
   Buffer b = Buffer::make(lay.bytes);
   double t0 = now();
-  MPI_Request r = comm.irecv(b.get(), b.bytes, a.peer, tagOf(a, spec.numModules));
+  MPI_Request r =
+      comm.irecv(b.get(), lay.wireBytes(), a.peer, tagOf(a, spec.numModules));
   comm.waitOrAbort(r,
                    "no " + payloadWord(a) + " of boundary " + str(a.module) +
                        ", micro-batch " + str(a.microBatch) + " from rank " +

@@ -56,6 +56,11 @@ struct Packed {
   std::vector<Item> items;
   size_t bytes = 0;
   void add(DType dtype, int rank, const int64_t *shape);
+  /// What travels between ranks: up to the end of the last item (the
+  /// padding after it is not sent, nor counted).
+  size_t wireBytes() const {
+    return items.empty() ? 0 : items.back().offset + items.back().bytes;
+  }
   Tensor view(const Buffer &b, size_t i) const {
     const Item &it = items[i];
     return Tensor{b.get() + it.offset, it.dtype, it.rank, it.shape};

@@ -1,0 +1,134 @@
+"""Distributed training equals single-process training (test/e2e/dist-*.test).
+
+  dist_equivalence.py --lamina BIN --mpirun CMD --work DIR [options] CONFIG...
+
+CONFIG is SCHEDULE:P:D:M:ZERO[:none], e.g. breadth-first:2:2:4:3 (the
+optional last field is --recompute none). For each, a tiny GPT-2 (--layers
+layers) is compiled twice from the same weights: distributed with the
+micro-batch size b as its batch dim, and single-process with batch b*m*d
+(compiled once per global batch). Both train --steps steps with the same
+--optimizer flags (default SGD with momentum and clipping), the same seed,
+so they see the same token windows; the loss at every step and every
+exported weight (max |difference| over max(1, max |weight|), per tensor)
+must agree within --rtol (--weight-rtol for the weights if given).
+
+AdamW divides each update by the gradient's running RMS, so a parameter
+whose true gradient is zero (the attention key bias: softmax ignores a
+constant added to a row) moves by +-lr on rounding noise alone; any change
+in summation order then shows in its weights. Runs with AdamW therefore
+check weights with a looser --weight-rtol; its losses still agree to 1e-6.
+Prints one line per configuration and "ok" at the end, or what differs and
+exits 1.
+"""
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+
+
+def run(cmd, log=None):
+    out = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        sys.stdout.write(f"FAILED ({out.returncode}): {cmd}\n{out.stdout[-3000:]}"
+                         f"\n{out.stderr[-3000:]}\n")
+        sys.exit(1)
+    if log:
+        with open(log, "w") as f:
+            f.write(out.stdout)
+    return out.stdout
+
+
+def losses(text):
+    return {int(m.group(1)): float(m.group(2))
+            for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)}
+
+
+def weights(path):
+    import onnx
+    from onnx import numpy_helper
+    return {t.name: numpy_helper.to_array(t)
+            for t in onnx.load(path).graph.initializer}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lamina", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--b", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--weight-rtol", type=float, default=None)
+    ap.add_argument("--optimizer",
+                    default="--optimizer sgd --momentum 0.9 --lr 0.05 --clip 1.0")
+    ap.add_argument("configs", nargs="+")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    w = lambda *p: os.path.join(args.work, *p)
+    data = w("data.bin")
+    # A corpus with some structure but not trivially periodic.
+    rng = np.random.default_rng(5)
+    np.tile(rng.integers(0, 32, 97).astype(np.uint16), 60).tofile(data)
+    train = (f"--data {data} --steps {args.steps} {args.optimizer} "
+             f"--seed 3 --log-every 1")
+    weight_rtol = args.weight_rtol if args.weight_rtol is not None else args.rtol
+    loss_flags = "--mode train --loss causal-lm --logits logits"
+
+    def model(batch):
+        path = w(f"gpt-b{batch}.onnx")
+        if not os.path.exists(path):
+            run([sys.executable, "-m", "lamina.models", "gpt2", "--layers",
+                 str(args.layers), "--hidden", "32", "--heads", "4", "--seq",
+                 "16", "--batch", str(batch), "--vocab", "32", "-o", path])
+        return path
+
+    refs = {}
+
+    def reference(batch):
+        if batch not in refs:
+            out = w(f"ref-b{batch}-" + str(abs(hash(args.optimizer)) % 10**6))
+            run(f"{args.lamina} compile {model(batch)} {loss_flags} --quiet -o {out}")
+            log = run(f"{out}/run {train} --export {out}/trained.onnx")
+            refs[batch] = (losses(log), weights(f"{out}/trained.onnx"))
+        return refs[batch]
+
+    failed = False
+    for config in args.configs:
+        fields = config.split(":")
+        sched, p, d, m, zero = fields[0], *map(int, fields[1:5])
+        recompute = fields[5] if len(fields) > 5 else None
+        ref_losses, ref_weights = reference(args.b * m * d)
+        out = w("dist-" + config.replace(":", "-"))
+        extra = f" --recompute {recompute}" if recompute else ""
+        run(f"{args.lamina} compile {model(args.b)} {loss_flags} --pp {p} "
+            f"--dp {d} --micro-batches {m} --schedule {sched} --zero {zero}"
+            f"{extra} --quiet -o {out}")
+        log = run(f"{args.mpirun} -np {p * d} {out}/run {train} "
+                  f"--export {out}/trained.onnx", w(out + ".log"))
+        got = losses(log)
+        if sorted(got) != sorted(ref_losses):
+            print(f"{config}: steps {sorted(got)} vs {sorted(ref_losses)}")
+            failed = True
+            continue
+        loss_err = max(abs(got[k] - ref_losses[k]) / max(1.0, abs(ref_losses[k]))
+                       for k in got)
+        trained = weights(f"{out}/trained.onnx")
+        weight_err = max(float(np.abs(trained[k] - ref_weights[k]).max() /
+                               max(1.0, np.abs(ref_weights[k]).max()))
+                         for k in ref_weights)
+        ok = loss_err <= args.rtol and weight_err <= weight_rtol
+        failed |= not ok
+        print(f"{config}: {'ok' if ok else 'DIFFERS'} ranks {p * d}, "
+              f"loss rel err {loss_err:.1e}, weight rel err {weight_err:.1e}")
+    print("FAILED" if failed else "ok")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
