@@ -13,6 +13,7 @@
 #include "lamina/Config.h"
 #include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Dist/IR/DistDialect.h"
+#include "lamina/Dialect/Dist/IR/DistOps.h"
 #include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
@@ -31,12 +32,14 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <map>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -154,6 +157,41 @@ static PlanFigures readFigures(ModuleOp module) {
     func.walk([&](rt_ir::CallOp) { ++f.calls; });
   });
   return f;
+}
+
+/// Per pipeline rank of a distributed program: its modules and the arena
+/// it needs (the largest of its functions': they run one at a time).
+static std::string describeDistProgram(ModuleOp module) {
+  std::map<int64_t, std::pair<std::string, int64_t>> modules; // name, arena
+  module.walk([&](func::FuncOp f) {
+    auto outlined = f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+    auto arena = f->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
+    if (!outlined || !arena)
+      return;
+    auto &entry = modules[outlined.getAs<IntegerAttr>("module").getInt()];
+    entry.first = outlined.getAs<StringAttr>("name").str();
+    entry.second = std::max(entry.second, arena.getInt());
+  });
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  for (auto sched : module.getOps<dist::ScheduleOp>()) {
+    ArrayRef<int64_t> placement = sched.getPlacement();
+    int64_t ranks = 0;
+    for (int64_t r : placement)
+      ranks = std::max(ranks, r + 1);
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t arena = 0;
+      std::string names;
+      for (auto [k, rank] : llvm::enumerate(placement))
+        if (rank == r) {
+          names += (names.empty() ? "" : ", ") + modules[k].first;
+          arena = std::max(arena, modules[k].second);
+        }
+      os << "  pipeline rank " << r << ": " << names << "; arena "
+         << humanBytes(arena) << "\n";
+    }
+  }
+  return out;
 }
 
 /// A single-quoted sh word.
@@ -462,6 +500,7 @@ int runCompile() {
     return 1;
   lowerTimer.stop();
   PlanFigures figures = readFigures(*module);
+  std::string distSummary = dist ? describeDistProgram(*module) : "";
 
   TimingScope emitTimer = root.nest("emit C++");
   PassManager toEmitC(&context);
@@ -535,18 +574,31 @@ int runCompile() {
   if (!quiet) {
     llvm::outs() << "lamina compile: " << modelPath << " -> "
                  << (noBuild ? cppPath : runPath)
-                 << (train ? " (host, train)\n" : " (host, inference)\n");
+                 << (!train  ? " (host, inference)\n"
+                     : dist ? llvm::formatv(
+                                  " (host, train, {0} ranks: {1} pp {2} x dp "
+                                  "{3}, {4} micro-batches, zero {5}, "
+                                  "recompute {6})\n",
+                                  pipelineRanks * dataParallel, scheduleName,
+                                  pipelineRanks, dataParallel, microBatches,
+                                  zeroLevel,
+                                  recomputeModules() ? "modules" : "none")
+                                  .str()
+                            : " (host, train)\n");
+    llvm::outs() << distSummary;
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
-    llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
-                 << " (peak, " << figures.arenaBytes << " bytes) for "
-                 << humanBytes(figures.tensorBytes)
-                 << " of intermediate values";
-    if (figures.arenaBytes > 0)
-      llvm::outs() << llvm::format(" (%.1fx reuse)",
-                                   double(figures.tensorBytes) /
-                                       double(figures.arenaBytes));
-    llvm::outs() << "\n  weights: " << humanBytes(figures.weightBytes)
-                 << ", read from the model at start-up\n";
+    if (!dist) {
+      llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
+                   << " (peak, " << figures.arenaBytes << " bytes) for "
+                   << humanBytes(figures.tensorBytes)
+                   << " of intermediate values";
+      if (figures.arenaBytes > 0)
+        llvm::outs() << llvm::format(" (%.1fx reuse)",
+                                     double(figures.tensorBytes) /
+                                         double(figures.arenaBytes));
+      llvm::outs() << "\n  weights: " << humanBytes(figures.weightBytes)
+                   << ", read from the model at start-up\n";
+    }
     if (!noBuild)
       llvm::outs() << llvm::format("  build: %.1f s\n", buildSeconds);
   }
