@@ -15,8 +15,8 @@ under `mpirun` with `--stats`, plan the same configuration with
   be equal: the script exits 1 when any differs.
 * the idle fraction: measured `1 - compute/wall` against the plan's
   `idle / (busy + idle)` on a hardware file for this host (`--hardware`;
-  the default describes a small CPU: what matters is the schedule's bubble,
-  not the absolute times).
+  the default, lamina.distcheck.HOST_HARDWARE, describes a small CPU: what
+  matters is the schedule's bubble, not the absolute times).
 * memory: the runtime's arena (its largest module function's working
   memory, where recomputed activations live) and the peak of held boundary
   values, boundary gradients and residuals, against the plan's activation
@@ -46,6 +46,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from lamina import distcheck  # noqa: E402  (rows, tables, host hardware)
 
 # name, schedule, pp, dp, micro-batches, zero, recompute (compile spelling)
 CONFIGS = [
@@ -60,18 +62,6 @@ CONFIGS = [
 ]
 
 MODEL = dict(layers=5, hidden=32, heads=4, seq=16, batch=2, vocab=32)
-
-# A small CPU core as a "GPU": the plan's idle fraction is the schedule's
-# bubble plus communication; absolute times do not matter here.
-HOST_HARDWARE = {
-    "name": "host-cpu", "peak_flops": 2e10, "gemm_efficiency": 1.0,
-    "hbm_bandwidth": 1e10, "hbm_efficiency": 1.0, "hbm_bytes": 8 * 2**30,
-    "reserved_bytes": 0, "intra_node_bandwidth": 5e9,
-    "inter_node_bandwidth": 5e9, "intra_node_efficiency": 1.0,
-    "inter_node_efficiency": 1.0, "intra_node_latency": 2e-5,
-    "inter_node_latency": 2e-5, "gpus_per_node": 64,
-}
-
 
 def run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
@@ -115,50 +105,12 @@ def measure(args, work, model, data, hw, cfg):
 
 
 def rows_for(cfg, measured, plan):
-    pp = cfg[2]
-    rows = []
-    for r in measured["ranks"]:
-        pr = plan["ranks"][r["rank"] % pp]
-        t, mem = pr["traffic"], pr["memory"]
-        step = pr["busy_s"] + pr["idle_s"]
-        rows.append(dict(
-            rank=r["rank"], pp=r["pp"], dp=r["dp"],
-            p2p=r["p2p_bytes_per_step"], p2p_plan=t["p2p_bytes"],
-            dp_bytes=r["collective_bytes_per_step"],
-            dp_plan=t["data_parallel_bytes"],
-            idle=r["idle_fraction"],
-            idle_plan=pr["idle_s"] / step if step > 0 else 0.0,
-            held=r["peak_activation_bytes"], arena=r["arena_bytes"],
-            act_plan=mem["activations"], transient_plan=mem["transient"],
-            weights_plan=mem["weights"], grads_plan=mem["grads"],
-            optim_plan=mem["optimizer"]))
-    return rows
-
-
-def same(a, b):
-    return abs(a - b) <= 0.5  # the runtime prints whole bytes per step
+    return distcheck.rows(measured, plan)
 
 
 def table(cfg, rows):
-    name = cfg[0]
-    lines = [f"### {name}: {cfg[1]} p{cfg[2]} d{cfg[3]} m{cfg[4]} "
-             f"zero{cfg[5]} recompute {cfg[6]}", "",
-             "| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
-             "| idle run / plan | held + arena (run) | activ + transient "
-             "(plan) |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        p2p = f"{r['p2p']:.0f} / {r['p2p_plan']:.0f}" + (
-            "" if same(r["p2p"], r["p2p_plan"]) else " **DIFFERS**")
-        dpb = f"{r['dp_bytes']:.0f} / {r['dp_plan']:.0f}" + (
-            "" if same(r["dp_bytes"], r["dp_plan"]) else " **DIFFERS**")
-        lines.append(
-            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | "
-            f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
-            f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
-            f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
-            f"{r['act_plan'] + r['transient_plan']:.0f} |")
-    return lines
+    return [f"### {cfg[0]}: {cfg[1]} p{cfg[2]} d{cfg[3]} m{cfg[4]} "
+            f"zero{cfg[5]} recompute {cfg[6]}", ""] + distcheck.markdown(rows)
 
 
 def main():
@@ -168,7 +120,7 @@ def main():
     ap.add_argument("--workdir", help="keep compiled programs here (reused)")
     ap.add_argument("--only", help="comma-separated configuration names")
     ap.add_argument("--hardware", help="hardware JSON for the plan "
-                    "(default: a small CPU, see HOST_HARDWARE)")
+                    "(default: a small CPU, lamina.distcheck.HOST_HARDWARE)")
     ap.add_argument("--markdown", help="also write the tables here")
     args = ap.parse_args()
     args.lamina = os.path.abspath(args.lamina)
@@ -188,8 +140,7 @@ def main():
     hw = args.hardware
     if not hw:
         hw = os.path.join(work, "host-cpu.json")
-        with open(hw, "w", encoding="utf-8") as f:
-            json.dump(HOST_HARDWARE, f)
+        distcheck.write_host_hardware(hw)
     only = set(args.only.split(",")) if args.only else None
     out, bad = [], []
     for cfg in CONFIGS:
@@ -204,8 +155,7 @@ def main():
         print("\n".join(lines), flush=True)
         out += lines
         for r in rows:
-            if not same(r["p2p"], r["p2p_plan"]) or not same(
-                    r["dp_bytes"], r["dp_plan"]):
+            if not distcheck.bytes_equal(r):
                 bad.append(f"{cfg[0]} rank {r['rank']}")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:

@@ -1,0 +1,170 @@
+"""A distributed training run measured against `lamina plan`.
+
+Reads the runtime's statistics (`OUTDIR/run --stats STATS.json`, one entry
+per global rank; docs/distributed.md "Statistics") and the plan of the same
+configuration (`lamina plan ... --precision fp32 --format json`;
+docs/plan.md), and prints per global rank, side by side:
+
+* bytes sent per step point-to-point and on data-parallel (and
+  shared-parameter) collectives, measured against the plan's traffic of
+  that rank's pipeline rank. These must be equal (exit status 1 if not);
+* the idle fraction, measured `1 - compute/wall` against the plan's
+  `idle / (busy + idle)`. These agree only in ordering: on a few CPU cores
+  shared by several ranks, waits for descheduled peers and per-action
+  copies are idle time the plan does not model (docs/performance.md).
+
+  python3 -m lamina.distcheck compare STATS.json PLAN.json [--trace T.json]
+      [--markdown]
+  python3 -m lamina.distcheck hardware OUT.json   # a hardware file for this host
+
+`hardware` writes the hardware description bench/dist_vs_plan.py plans
+with: one small CPU core as the "GPU" (what the comparison needs is the
+schedule's bubble, not absolute times). bench/dist_vs_plan.py uses the
+functions below for its tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+# A small CPU core as a "GPU": the plan's idle fraction is the schedule's
+# bubble plus communication; absolute times do not matter here.
+HOST_HARDWARE = {
+    "name": "host-cpu", "peak_flops": 2e10, "gemm_efficiency": 1.0,
+    "hbm_bandwidth": 1e10, "hbm_efficiency": 1.0, "hbm_bytes": 8 * 2**30,
+    "reserved_bytes": 0, "intra_node_bandwidth": 5e9,
+    "inter_node_bandwidth": 5e9, "intra_node_efficiency": 1.0,
+    "inter_node_efficiency": 1.0, "intra_node_latency": 2e-5,
+    "inter_node_latency": 2e-5, "gpus_per_node": 64,
+}
+
+
+def write_host_hardware(path):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(HOST_HARDWARE, f, indent=1)
+        f.write("\n")
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def rows(measured, plan):
+    """One dict per global rank: the runtime's figures and the plan's for
+    that rank's pipeline rank (the plan prices every replica alike)."""
+    out = []
+    for r in measured["ranks"]:
+        pr = plan["ranks"][r["pp"]]
+        t, mem = pr["traffic"], pr["memory"]
+        step = pr["busy_s"] + pr["idle_s"]
+        out.append(dict(
+            rank=r["rank"], pp=r["pp"], dp=r["dp"],
+            p2p=r["p2p_bytes_per_step"], p2p_plan=t["p2p_bytes"],
+            dp_bytes=r["collective_bytes_per_step"],
+            dp_plan=t["data_parallel_bytes"],
+            idle=r["idle_fraction"],
+            idle_plan=pr["idle_s"] / step if step > 0 else 0.0,
+            held=r["peak_activation_bytes"], arena=r["arena_bytes"],
+            act_plan=mem["activations"], transient_plan=mem["transient"],
+            weights_plan=mem["weights"], grads_plan=mem["grads"],
+            optim_plan=mem["optimizer"]))
+    return out
+
+
+def same(a, b):
+    return abs(a - b) <= 0.5  # the runtime prints whole bytes per step
+
+
+def bytes_equal(row):
+    return same(row["p2p"], row["p2p_plan"]) and same(row["dp_bytes"],
+                                                      row["dp_plan"])
+
+
+def markdown(rs):
+    """The table of bench/dist_vs_plan.py and docs/performance.md."""
+    lines = ["| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
+             "| idle run / plan | held + arena (run) | activ + transient "
+             "(plan) |",
+             "|---|---|---|---|---|---|"]
+    for r in rs:
+        p2p = f"{r['p2p']:.0f} / {r['p2p_plan']:.0f}" + (
+            "" if same(r["p2p"], r["p2p_plan"]) else " **DIFFERS**")
+        dpb = f"{r['dp_bytes']:.0f} / {r['dp_plan']:.0f}" + (
+            "" if same(r["dp_bytes"], r["dp_plan"]) else " **DIFFERS**")
+        lines.append(
+            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | "
+            f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
+            f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
+            f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
+            f"{r['act_plan'] + r['transient_plan']:.0f} |")
+    return lines
+
+
+def text(rs):
+    """A compact plain-text table: bytes and idle fraction per rank."""
+    def pair(a, b):
+        return f"{a:.0f} {'=' if same(a, b) else '!='} {b:.0f}"
+    head = ("rank (pp, dp)", "p2p B/step run vs plan",
+            "DP B/step run vs plan", "idle run / plan")
+    body = [(f"{r['rank']} ({r['pp']}, {r['dp']})", pair(r["p2p"],
+             r["p2p_plan"]), pair(r["dp_bytes"], r["dp_plan"]),
+             f"{r['idle']:.0%} / {r['idle_plan']:.0%}") for r in rs]
+    widths = [max(len(row[i]) for row in [head] + body)
+              for i in range(len(head))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+            for row in [head] + body]
+
+
+def trace_summary(path):
+    events = load(path)
+    events = events.get("traceEvents", []) if isinstance(events, dict) \
+        else events
+    spans = [e for e in events if e.get("ph") == "X"]
+    ranks = {e["pid"] for e in events if "pid" in e}
+    cats = Counter(e.get("cat", "?") for e in spans)
+    return (f"{len(ranks)} ranks, {len(spans)} events ("
+            + ", ".join(f"{c} {n}" for c, n in sorted(cats.items()))
+            + "); open it in https://ui.perfetto.dev or chrome://tracing")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m lamina.distcheck",
+                                 description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compare", help="statistics against the plan")
+    c.add_argument("stats", help="OUTDIR/run --stats FILE")
+    c.add_argument("plan", help="lamina plan ... --format json")
+    c.add_argument("--trace", help="also summarise this --trace FILE")
+    c.add_argument("--markdown", action="store_true",
+                   help="the longer table with memory (docs/performance.md)")
+    h = sub.add_parser("hardware", help="write a hardware JSON for this host")
+    h.add_argument("out")
+    args = ap.parse_args(argv)
+    if args.cmd == "hardware":
+        write_host_hardware(args.out)
+        return 0
+    measured, plan = load(args.stats), load(args.plan)
+    rs = rows(measured, plan)
+    print(f"{measured.get('config', '')}, {measured.get('steps', '?')} steps: "
+          "measured (run) against lamina plan")
+    print("\n".join(markdown(rs) if args.markdown else text(rs)))
+    if args.trace:
+        print(f"trace: {trace_summary(args.trace)}")
+    bad = [str(r["rank"]) for r in rs if not bytes_equal(r)]
+    if bad:
+        print("bytes differ from the plan on rank " + ", ".join(bad),
+              file=sys.stderr)
+        return 1
+    print("every bytes figure equals the plan's. Idle: the plan's is the "
+          "schedule's bubble and exposed communication; the run's also "
+          "counts copies, MPI progress and, with more ranks than cores, "
+          "waits for descheduled peers (docs/performance.md)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
