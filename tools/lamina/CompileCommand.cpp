@@ -483,6 +483,8 @@ int runCompile() {
       graph::GraphAutodiffOptions adOptions;
       adOptions.loss = lossOutput.empty() ? std::string("loss")
                                           : std::string(lossOutput);
+      // The logits stay available to `run --dump-outputs`.
+      adOptions.keepOutputs = true;
       autodiff.addPass(graph::createGraphAutodiff(adOptions));
       autodiff.addPass(graph::createGraphVerifyTrainStep());
       if (failed(autodiff.run(*module)))

@@ -46,7 +46,15 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     else if (spec.args[i].kind == ArgKind::Trainable)
       trainArgs.push_back(i);
   }
-  if (spec.numOutputs != int(trainArgs.size()) + 1 || spec.numOutputs < 1)
+  // After the loss and the gradients: the model's own outputs
+  // ("output:NAME", graph-autodiff keep-outputs), for --dump-outputs.
+  int kept = 0;
+  while (int(trainArgs.size()) + 1 + kept < spec.numOutputs &&
+         std::strncmp(spec.outputs[trainArgs.size() + 1 + kept].name,
+                      "output:", 7) == 0)
+    ++kept;
+  if (spec.numOutputs != int(trainArgs.size()) + 1 + kept ||
+      spec.numOutputs < 1)
     return Status::error("the program is not a train step: " +
                          std::to_string(spec.numOutputs) + " results for " +
                          std::to_string(trainArgs.size()) +
@@ -268,6 +276,32 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   if (!o.checkpointDir.empty() && lastCkpt != step)
     if (Status s = save(step); !s.ok())
       return s;
+  if (!o.dumpOutputs.empty()) {
+    // One more batch with the trained weights, no update: its token ids and
+    // the model's outputs, to check an export against (docs/training.md).
+    if (kept == 0)
+      return Status::error("--dump-outputs: the program keeps no model "
+                           "outputs");
+    if (Status s = makeDirs(o.dumpOutputs); !s.ok())
+      return s;
+    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
+        !s.ok())
+      return s;
+    spec.entry(values.data(), arena.get());
+    std::string dir = o.dumpOutputs + "/";
+    if (Status s = writeNpy(dir + outputFileName(spec.args[tokensArg].name),
+                            tokens.view());
+        !s.ok())
+      return s;
+    for (int i = spec.numOutputs - kept; i < spec.numOutputs; ++i) {
+      const OutputSpec &out = spec.outputs[i];
+      Tensor t{base + out.offset, out.dtype, out.rank, out.shape};
+      if (Status s = writeNpy(dir + outputFileName(out.name + 7), t); !s.ok())
+        return s;
+    }
+    std::printf("wrote the next batch's inputs and outputs to %s\n",
+                o.dumpOutputs.c_str());
+  }
   if (!o.exportPath.empty()) {
     if (Status s = exportOnnx(modelPath, o.exportPath, paramViews.data(),
                               int(paramViews.size()));

@@ -48,6 +48,11 @@ const char *const kUsage =
     "                         (default: the model compiled from)\n"
     "  --threads N            kernel threads (default: all cores)\n";
 
+const char *const kSingleUsage =
+    "  --dump-outputs DIR     after training, run the next batch with the\n"
+    "                         trained weights (no update) and write its token\n"
+    "                         ids and the model's outputs (e.g. logits) as .npy\n";
+
 const char *const kDistUsage =
     "\n"
     "Distributed programs (launch with mpirun; docs/distributed.md) also take:\n"
@@ -131,6 +136,8 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       err = real(o.momentum);
     else if (arg == "--clip")
       err = real(o.clip);
+    else if (!dist && arg == "--dump-outputs")
+      err = str(o.dumpOutputs);
     else if (dist && arg == "--trace")
       err = str(o.trace);
     else if (dist && arg == "--stats")
@@ -192,7 +199,7 @@ Status lamina::rt::makeDirs(const std::string &dir) {
 
 
 std::string lamina::rt::trainUsage(bool dist) {
-  return std::string(kUsage) + (dist ? kDistUsage : "");
+  return std::string(kUsage) + (dist ? kDistUsage : kSingleUsage);
 }
 
 OptimizerConfig lamina::rt::optimizerConfig(const TrainOptions &o) {

@@ -31,6 +31,9 @@ struct TrainOptions {
           checkpointEvery = 0, threads = 0;
   double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
   bool resume = false, help = false;
+  // Single-process programs only: after training, run one more batch
+  // without updating and write its inputs and the model's outputs here.
+  std::string dumpOutputs;
   // Distributed programs only (parseTrainOptions with dist = true).
   std::string trace, stats;
   double commTimeout = 60;

@@ -8,11 +8,14 @@
                                      some others changed
   square-model OUT.onnx              writes a model whose output is its loss
   bigram-model OUT.onnx              writes a model with a labels input
+  ort-outputs MODEL DUMPDIR           onnxruntime on DUMPDIR's inputs gives
+                                     DUMPDIR's outputs (run --dump-outputs)
   export ORIG TRAINED DATA LOG       onnxruntime's causal-LM loss on the corpus
                                      is below 10% of the first logged loss for
                                      the exported model, and not for the
                                      original one
 """
+import os
 import re
 import sys
 
@@ -117,6 +120,21 @@ def main():
         onnx.save(helper.make_model(graph, ir_version=8,
                                     opset_imports=[helper.make_opsetid("", 17)]),
                   sys.argv[2])
+    elif what == "ort-outputs":
+        # The exported model in onnxruntime on the batch `run --dump-outputs`
+        # wrote gives the outputs the trained program computed for it.
+        import onnxruntime as ort
+        model, dump = sys.argv[2], sys.argv[3]
+        sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        feeds = {i.name: np.load(os.path.join(dump, i.name + ".npy"))
+                 for i in sess.get_inputs()}
+        worst = 0.0
+        for o, got in zip(sess.get_outputs(), sess.run(None, feeds)):
+            want = np.load(os.path.join(dump, o.name + ".npy"))
+            err = float(np.abs(got - want).max() / max(1e-6, np.abs(want).max()))
+            print(f"{o.name}: max rel error {err:.1e}")
+            worst = max(worst, err)
+        print("ok" if worst < 1e-5 else f"differs: {worst}")
     else:
         sys.exit(f"unknown check {what}")
 

@@ -99,7 +99,7 @@ lamina::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
     SmallVector<Value> operandGrads;
     if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
       // The op has rules, but not for these attributes or types
-      // (scatter_nd with reduction mul/max/min, an integer product).
+      // (for example an integer product).
       return op->emitError() << "graph-autodiff: no gradient rule for '"
                              << op->getName() << "' in this form"
                              << nodeSuffix(op->getLoc())
@@ -245,6 +245,19 @@ struct GraphAutodiff
       names.push_back(b.getStringAttr(
           "grad:" + (name ? name.getValue().str()
                           : "arg" + std::to_string(p.getArgNumber()))));
+    }
+    if (keepOutputs) {
+      auto forwardNames = step->getAttrOfType<ArrayAttr>(kOutputNamesAttr);
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        if (i == lossIndex)
+          continue;
+        std::string name = "output_" + std::to_string(i);
+        if (forwardNames && i < forwardNames.size())
+          if (auto s = dyn_cast<StringAttr>(forwardNames[i]))
+            name = s.str();
+        results.push_back(v);
+        names.push_back(b.getStringAttr("output:" + name));
+      }
     }
     ret->setOperands(results);
     step.setFunctionType(FunctionType::get(

@@ -55,9 +55,13 @@ struct GraphVerifyTrainStep
                << "' of type " << arg.getType();
       ++next;
     }
+    // graph-autodiff keep-outputs: the model's other outputs, "output:NAME".
+    while (next < results.size() && nameAt(next).starts_with("output:"))
+      ++next;
     if (next != results.size())
       return step.emitError() << "@train_step has " << results.size() - next
-                              << " results beyond the loss and the gradients";
+                              << " results beyond the loss, the gradients and "
+                                 "kept outputs";
     return success();
   }
 

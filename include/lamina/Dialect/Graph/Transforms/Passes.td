@@ -89,6 +89,9 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"keepOutputs", "keep-outputs", "bool", /*default=*/"false",
+           "Also return @forward's other outputs (e.g. the logits) after "
+           "the gradients, named \"output:NAME\"">,
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
            "Name (a graph.output_names entry) of the scalar f32/f64 output to "
            "differentiate; default: the function's only scalar output">,
