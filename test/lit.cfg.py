@@ -53,3 +53,18 @@ if _mpirun:
     config.substitutions.append(
         ("%mpirun", _mpirun + " --allow-run-as-root --oversubscribe"))
     config.environment["OMPI_MCA_mpi_yield_when_idle"] = "1"
+
+# The CUDA runtime (docs/cuda.md): `cuda` when lamina-cuda-tests was built
+# (LAMINA_ENABLE_CUDA), `cuda-gpu` when nvidia-smi also lists a GPU.
+if getattr(config, "lamina_enable_cuda", "OFF").upper() in ("ON", "1", "TRUE", "YES") \
+        and os.path.exists(os.path.join(config.lamina_tools_dir, "lamina-cuda-tests")):
+    config.available_features.add("cuda")
+    _smi = shutil.which("nvidia-smi")
+    if _smi:
+        try:
+            if subprocess.run([_smi, "-L"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=30,
+                              text=True).stdout.startswith("GPU "):
+                config.available_features.add("cuda-gpu")
+        except (OSError, subprocess.SubprocessError):
+            pass

@@ -86,19 +86,9 @@ void copySlices(const Tensor &data, const std::vector<int64_t> &offsets,
 
 Status lamina::rt::gather(const Tensor &data, const Tensor &indices,
                           int64_t axis, const Tensor &result) {
-  Status s = checkIndexType("gather", indices);
+  Status s = checkGather(data, indices, axis, result);
   if (!s.ok())
     return s;
-  if (!normaliseAxis(axis, data.rank))
-    return Status::error("gather: axis out of range for " + describe(data));
-  std::vector<int64_t> expected(data.shape, data.shape + axis);
-  expected.insert(expected.end(), indices.shape, indices.shape + indices.rank);
-  expected.insert(expected.end(), data.shape + axis + 1,
-                  data.shape + data.rank);
-  if (result.dtype != data.dtype || !hasShape(result, expected))
-    return Status::error("gather: result " + describe(result) + " should be " +
-                         shapeString(expected.data(), int(expected.size())) +
-                         "x" + dtypeName(data.dtype));
   int64_t outer, size, inner;
   splitAround(data, int(axis), outer, size, inner);
   int64_t count = indices.numElements();
@@ -241,5 +231,23 @@ Status lamina::rt::scatterND(const Tensor &data, const Tensor &indices,
       }
     }
   });
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkGather(const Tensor &data,
+                                       const Tensor &indices, int64_t &axis,
+                                       const Tensor &result) {
+  if (Status s = checkIndexType("gather", indices); !s.ok())
+    return s;
+  if (!normaliseAxis(axis, data.rank))
+    return Status::error("gather: axis out of range for " + describe(data));
+  std::vector<int64_t> expected(data.shape, data.shape + axis);
+  expected.insert(expected.end(), indices.shape, indices.shape + indices.rank);
+  expected.insert(expected.end(), data.shape + axis + 1,
+                  data.shape + data.rank);
+  if (result.dtype != data.dtype || !hasShape(result, expected))
+    return Status::error("gather: result " + describe(result) + " should be " +
+                         shapeString(expected.data(), int(expected.size())) +
+                         "x" + dtypeName(data.dtype));
   return Status::success();
 }

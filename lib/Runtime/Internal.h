@@ -130,6 +130,26 @@ bool hasShape(const Tensor &t, const std::vector<int64_t> &shape);
 /// Normalises `axis` into [0, rank); false if out of range.
 bool normaliseAxis(int64_t &axis, int rank);
 
+// Argument checks shared by the host and CUDA kernels (lib/Runtime/Cuda).
+
+/// Softmax and the norms: a float result shaped like the input, and an axis
+/// inside it (normalised in place).
+Status checkFloatAlongAxis(const char *name, const Tensor &input,
+                           int64_t &axis, const Tensor &result);
+/// A normalisation: the above, and params (nullptr entries skipped) shaped
+/// like the dims from `axis` with the input's element type. Sets rows and n.
+Status checkNorm(const char *name, const Tensor &input, int64_t &axis,
+                 const Tensor *const *params, int numParams,
+                 const Tensor &result, int64_t &rows, int64_t &n);
+/// reduce's axes (distinct, in range) and result shape; sets `reduced`
+/// (one flag per input dim).
+Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,
+                   bool keepdims, const Tensor &result,
+                   std::vector<bool> &reduced);
+/// gather's index type, axis (normalised in place) and result shape.
+Status checkGather(const Tensor &data, const Tensor &indices, int64_t &axis,
+                   const Tensor &result);
+
 //===----------------------------------------------------------------------===//
 // Broadcast iteration and strided copy
 //===----------------------------------------------------------------------===//

@@ -113,20 +113,6 @@ void softmaxT(const Tensor &in, const Tensor &out, int64_t outer, int64_t n,
               });
 }
 
-/// Softmax and the norms: a float result shaped like the input, and an
-/// axis inside it (normalised in place).
-Status checkFloatAlongAxis(const char *name, const Tensor &input,
-                           int64_t &axis, const Tensor &result) {
-  if (input.dtype != result.dtype || !sameShape(input, result) ||
-      !isFloat(input.dtype))
-    return Status::error(std::string(name) + ": needs equal float types, got " +
-                         describe(input) + " -> " + describe(result));
-  if (!normaliseAxis(axis, input.rank))
-    return Status::error(std::string(name) + ": axis out of range for " +
-                         describe(input));
-  return Status::success();
-}
-
 Status softmaxImpl(const char *name, bool log, const Tensor &input,
                    int64_t axis, const Tensor &result) {
   if (Status st = checkFloatAlongAxis(name, input, axis, result); !st.ok())
@@ -144,25 +130,6 @@ Status softmaxImpl(const char *name, bool log, const Tensor &input,
         softmaxT<T, false>(input, result, outer, n, inner);
     }
   });
-  return Status::success();
-}
-
-/// Checks a normalisation: float input, result like it, params shaped like
-/// the dims from `axis` with the same element type. Sets rows and n.
-Status checkNorm(const char *name, const Tensor &input, int64_t &axis,
-                 const Tensor *const *params, int numParams,
-                 const Tensor &result, int64_t &rows, int64_t &n) {
-  if (Status st = checkFloatAlongAxis(name, input, axis, result); !st.ok())
-    return st;
-  std::vector<int64_t> normShape(input.shape + axis, input.shape + input.rank);
-  for (int k = 0; k < numParams; ++k)
-    if (params[k]->dtype != input.dtype || !hasShape(*params[k], normShape))
-      return Status::error(
-          std::string(name) + ": parameter " + describe(*params[k]) +
-          " should be " + shapeString(normShape.data(), int(normShape.size())) +
-          "x" + dtypeName(input.dtype));
-  rows = numElements(input.shape, int(axis));
-  n = numElements(normShape.data(), int(normShape.size()));
   return Status::success();
 }
 
@@ -260,5 +227,39 @@ Status lamina::rt::rmsNorm(const Tensor &input, const Tensor &scale,
     if constexpr (isFloatStorage<T>)
       rmsNormT<T>(input, scale, epsilon, result, rows, n);
   });
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkFloatAlongAxis(const char *name,
+                                               const Tensor &input,
+                                               int64_t &axis,
+                                               const Tensor &result) {
+  if (input.dtype != result.dtype || !sameShape(input, result) ||
+      !isFloat(input.dtype))
+    return Status::error(std::string(name) + ": needs equal float types, got " +
+                         describe(input) + " -> " + describe(result));
+  if (!normaliseAxis(axis, input.rank))
+    return Status::error(std::string(name) + ": axis out of range for " +
+                         describe(input));
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkNorm(const char *name, const Tensor &input,
+                                     int64_t &axis,
+                                     const Tensor *const *params,
+                                     int numParams, const Tensor &result,
+                                     int64_t &rows, int64_t &n) {
+  if (Status st = checkFloatAlongAxis(name, input, axis, result); !st.ok())
+    return st;
+  std::vector<int64_t> normShape(input.shape + axis, input.shape + input.rank);
+  for (int k = 0; k < numParams; ++k)
+    if (params[k] &&
+        (params[k]->dtype != input.dtype || !hasShape(*params[k], normShape)))
+      return Status::error(
+          std::string(name) + ": parameter " + describe(*params[k]) +
+          " should be " + shapeString(normShape.data(), int(normShape.size())) +
+          "x" + dtypeName(input.dtype));
+  rows = numElements(input.shape, int(axis));
+  n = numElements(normShape.data(), int(normShape.size()));
   return Status::success();
 }

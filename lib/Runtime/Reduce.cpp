@@ -153,22 +153,10 @@ Status lamina::rt::reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
                          " has another element type than " + describe(input));
   if (input.dtype == DType::I1 && op != ReduceOp::Max)
     return Status::error("reduce: only max is defined on i1");
-  std::vector<bool> reduced(input.rank, false);
-  for (int i = 0; i < numAxes; ++i) {
-    int64_t axis = axes[i];
-    if (!normaliseAxis(axis, input.rank) || reduced[axis])
-      return Status::error("reduce: axis " + std::to_string(axes[i]) +
-                           " out of range or repeated for " + describe(input));
-    reduced[axis] = true;
-  }
-  std::vector<int64_t> expected;
-  for (int d = 0; d < input.rank; ++d)
-    if (!reduced[d] || keepdims)
-      expected.push_back(reduced[d] ? 1 : input.shape[d]);
-  if (!hasShape(result, expected))
-    return Status::error("reduce: result " + describe(result) +
-                         " should have shape " +
-                         shapeString(expected.data(), int(expected.size())));
+  std::vector<bool> reduced;
+  if (Status s = checkReduce(input, axes, numAxes, keepdims, result, reduced);
+      !s.ok())
+    return s;
   if (result.numElements() == 0)
     return Status::success();
 
@@ -260,5 +248,28 @@ Status lamina::rt::cumsum(const Tensor &input, int64_t axis, bool exclusive,
                   }
                 });
   });
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkReduce(const Tensor &input,
+                                       const int64_t *axes, int numAxes,
+                                       bool keepdims, const Tensor &result,
+                                       std::vector<bool> &reduced) {
+  reduced.assign(input.rank, false);
+  for (int i = 0; i < numAxes; ++i) {
+    int64_t axis = axes[i];
+    if (!normaliseAxis(axis, input.rank) || reduced[axis])
+      return Status::error("reduce: axis " + std::to_string(axes[i]) +
+                           " out of range or repeated for " + describe(input));
+    reduced[axis] = true;
+  }
+  std::vector<int64_t> expected;
+  for (int d = 0; d < input.rank; ++d)
+    if (!reduced[d] || keepdims)
+      expected.push_back(reduced[d] ? 1 : input.shape[d]);
+  if (!hasShape(result, expected))
+    return Status::error("reduce: result " + describe(result) +
+                         " should have shape " +
+                         shapeString(expected.data(), int(expected.size())));
   return Status::success();
 }

@@ -1,0 +1,164 @@
+//===- Common.h - shared machinery of the CUDA kernels ----------*- C++ -*-===//
+//
+// Private to lib/Runtime/Cuda. The host-side part (shape structs, launch
+// checks, the data-error slot) compiles with any C++ compiler; the device
+// part (loads, stores, block reductions) only under nvcc.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_LIB_RUNTIME_CUDA_COMMON_H
+#define LAMINA_LIB_RUNTIME_CUDA_COMMON_H
+
+#include "../Internal.h"
+#include "lamina/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace lamina::rt::cuda::detail {
+// The host runtime's shape checks and messages (not its loads and stores:
+// the device has its own below).
+using lamina::rt::detail::BroadcastPlan;
+using lamina::rt::detail::checkFloatAlongAxis;
+using lamina::rt::detail::checkGather;
+using lamina::rt::detail::checkNorm;
+using lamina::rt::detail::checkReduce;
+using lamina::rt::detail::describe;
+using lamina::rt::detail::dispatchSize;
+using lamina::rt::detail::hasShape;
+using lamina::rt::detail::normaliseAxis;
+using lamina::rt::detail::planBroadcast;
+using lamina::rt::detail::sameShape;
+using lamina::rt::detail::shapeString;
+using lamina::rt::detail::splitAround;
+using lamina::rt::detail::Tag;
+
+/// A shape (and optionally strides) passed to a kernel by value.
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+};
+
+/// Data-dependent errors, recorded on the device (first one wins).
+enum class DataError : int { None = 0, GatherIndex, ScatterIndex, Label };
+struct ErrorSlot {
+  int code;
+  int64_t position, value, bound;
+};
+/// The process's slot in device memory (allocated, zeroed, on first use).
+ErrorSlot *errorSlot();
+
+/// An error Status for a failed CUDA call, or success.
+Status cudaCheck(const char *op, cudaError_t err);
+/// After a launch: the launch error, if any.
+inline Status launched(const char *op) {
+  return cudaCheck(op, cudaGetLastError());
+}
+
+/// Float element types the device kernels compute on.
+inline bool isDeviceFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+Status unsupported(const char *op, const Tensor &t);
+
+/// Blocks for a grid-stride loop over n items.
+inline unsigned gridFor(int64_t n, int threads = 256) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 65536)
+    blocks = 65536;
+  return unsigned(blocks < 1 ? 1 : blocks);
+}
+
+#ifdef __CUDACC__
+//===----------------------------------------------------------------------===//
+// Device helpers
+//===----------------------------------------------------------------------===//
+
+__device__ inline float load(Half h) { return math::halfToFloat(h.bits); }
+__device__ inline float load(BFloat16 b) { return math::bf16ToFloat(b.bits); }
+__device__ inline float load(float f) { return f; }
+template <typename T> __device__ inline T store(float v);
+template <> __device__ inline float store<float>(float v) { return v; }
+template <> __device__ inline Half store<Half>(float v) {
+  return Half{math::floatToHalf(v)};
+}
+template <> __device__ inline BFloat16 store<BFloat16>(float v) {
+  return BFloat16{math::floatToBf16(v)};
+}
+
+/// Calls f(Tag<Storage>{}) for f32, f16 or bf16.
+template <typename F> void dispatchFloat(DType t, F &&f) {
+  switch (t) {
+  case DType::F16: f(Tag<Half>{}); return;
+  case DType::BF16: f(Tag<BFloat16>{}); return;
+  default: f(Tag<float>{}); return;
+  }
+}
+
+__device__ inline int64_t readIndex(const void *p, bool wide, int64_t i) {
+  return wide ? static_cast<const int64_t *>(p)[i]
+              : int64_t(static_cast<const int32_t *>(p)[i]);
+}
+
+__device__ inline void recordError(ErrorSlot *slot, DataError code,
+                                   int64_t position, int64_t value,
+                                   int64_t bound) {
+  if (atomicCAS(&slot->code, 0, int(code)) == 0) {
+    slot->position = position;
+    slot->value = value;
+    slot->bound = bound;
+  }
+}
+
+/// Row-major offset of element `index` of `d` through d.stride.
+__device__ inline int64_t stridedOffset(int64_t index, const Dims &d) {
+  int64_t off = 0;
+  for (int i = d.rank - 1; i >= 0; --i) {
+    off += (index % d.size[i]) * d.stride[i];
+    index /= d.size[i];
+  }
+  return off;
+}
+
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const {
+    return math::maximum(a, b);
+  }
+};
+
+/// Reduces v over the block (blockDim.x a multiple of 32, <= 1024); every
+/// thread gets the result. `scratch` is __shared__ float[32].
+template <typename Op>
+__device__ float blockReduce(float v, Op op, float identity, float *scratch) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads(); // scratch may still be read by a previous reduction
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  int warps = blockDim.x >> 5;
+  v = lane < warps ? scratch[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Threads for a block that walks a row of n elements: a power of two in
+/// [32, 512].
+inline int rowThreads(int64_t n) {
+  int t = 32;
+  while (t < 512 && t < n)
+    t *= 2;
+  return t;
+}
+#endif
+
+} // namespace lamina::rt::cuda::detail
+
+#endif // LAMINA_LIB_RUNTIME_CUDA_COMMON_H

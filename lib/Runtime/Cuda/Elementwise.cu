@@ -1,0 +1,243 @@
+//===- Elementwise.cu - unary, binary, cast, fused chains -----------------===//
+//
+// Grid-stride loops; the op is a kernel argument switched on per element (a
+// uniform branch), so each element type is one kernel, not one per op:
+// this keeps nvcc's time and the binary small. Per-element math is Math.h's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+using namespace lamina::rt;
+using namespace lamina::rt::cuda;
+using namespace lamina::rt::cuda::detail;
+
+namespace {
+__device__ float applyUnary(UnaryOp op, float x) {
+  switch (op) {
+  case UnaryOp::Neg: return -x;
+  case UnaryOp::Abs: return math::abs(x);
+  case UnaryOp::Relu: return math::relu(x);
+  case UnaryOp::Exp: return math::exp(x);
+  case UnaryOp::Log: return math::log(x);
+  case UnaryOp::Sqrt: return math::sqrt(x);
+  case UnaryOp::Reciprocal: return math::reciprocal(x);
+  case UnaryOp::Tanh: return math::tanh(x);
+  case UnaryOp::Erf: return math::erf(x);
+  case UnaryOp::Sigmoid: return math::sigmoid(x);
+  case UnaryOp::Gelu: return math::gelu(x);
+  case UnaryOp::GeluTanh: return math::geluTanh(x);
+  case UnaryOp::Cos: return math::cos(x);
+  case UnaryOp::Sin: return math::sin(x);
+  default: return x; // Not: rejected on the host
+  }
+}
+
+__device__ float applyBinary(BinaryOp op, float a, float b) {
+  switch (op) {
+  case BinaryOp::Add: return a + b;
+  case BinaryOp::Sub: return a - b;
+  case BinaryOp::Mul: return a * b;
+  case BinaryOp::Div: return a / b;
+  case BinaryOp::Pow: return math::pow(a, b);
+  case BinaryOp::Min: return math::minimum(a, b);
+  case BinaryOp::Max: return math::maximum(a, b);
+  default: return a; // And/Or: rejected on the host
+  }
+}
+
+template <typename T>
+__global__ void unaryKernel(UnaryOp op, const T *x, T *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = store<T>(applyUnary(op, load(x[i])));
+}
+
+/// Both operands dense with the result's shape.
+template <typename T>
+__global__ void binaryDenseKernel(BinaryOp op, const T *a, const T *b, T *y,
+                                  int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = store<T>(applyBinary(op, load(a[i]), load(b[i])));
+}
+
+/// da/db: the result's shape with each operand's broadcast strides.
+template <typename T>
+__global__ void binaryBroadcastKernel(BinaryOp op, const T *a, Dims da,
+                                      const T *b, Dims db, T *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = store<T>(applyBinary(op, load(a[stridedOffset(i, da)]),
+                                load(b[stridedOffset(i, db)])));
+}
+
+template <typename From, typename To>
+__global__ void castKernel(const From *x, To *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = store<To>(load(x[i]));
+}
+
+struct FusedArgs {
+  const void *in[kMaxFusedInputs];
+  Dims dims[kMaxFusedInputs];
+  FusedStep steps[kMaxFusedSteps];
+  int numInputs, numSteps;
+};
+
+template <typename T>
+__global__ void fusedKernel(FusedArgs args, T *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float r[kMaxFusedInputs + kMaxFusedSteps];
+    for (int k = 0; k < args.numInputs; ++k)
+      r[k] = load(static_cast<const T *>(args.in[k])[stridedOffset(
+          i, args.dims[k])]);
+    for (int s = 0; s < args.numSteps; ++s) {
+      const FusedStep &st = args.steps[s];
+      r[args.numInputs + s] =
+          st.isBinary ? applyBinary(BinaryOp(st.op), r[st.lhs], r[st.rhs])
+                      : applyUnary(UnaryOp(st.op), r[st.lhs]);
+    }
+    y[i] = store<T>(r[args.numInputs + args.numSteps - 1]);
+  }
+}
+
+/// The result's shape with `in`'s broadcast strides; false if it does not
+/// broadcast or the rank is too large.
+bool broadcastDims(const Tensor &in, const Tensor &result, Dims &d) {
+  if (result.rank > kMaxRank)
+    return false;
+  d.rank = result.rank;
+  for (int i = 0; i < result.rank; ++i)
+    d.size[i] = result.shape[i];
+  return broadcastStrides(in.shape, in.rank, result.shape, result.rank,
+                          d.stride);
+}
+
+bool isDense(const Tensor &in, const Tensor &result) {
+  return in.rank == result.rank && sameShape(in, result);
+}
+} // namespace
+
+Status lamina::rt::cuda::unary(UnaryOp op, const Tensor &input,
+                               const Tensor &result, cudaStream_t stream) {
+  if (input.dtype != result.dtype || !sameShape(input, result))
+    return Status::error("unary: result " + describe(result) +
+                         " differs from input " + describe(input));
+  if (op == UnaryOp::Not || !isDeviceFloat(input.dtype))
+    return unsupported("unary", input);
+  int64_t n = input.numElements();
+  if (n == 0)
+    return Status::success();
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    unaryKernel<T><<<gridFor(n), 256, 0, stream>>>(op, input.as<T>(),
+                                                   result.as<T>(), n);
+  });
+  return launched("unary");
+}
+
+Status lamina::rt::cuda::binary(BinaryOp op, const Tensor &lhs,
+                                const Tensor &rhs, const Tensor &result,
+                                cudaStream_t stream) {
+  if (lhs.dtype != result.dtype || rhs.dtype != result.dtype)
+    return Status::error("binary: element types differ: " + describe(lhs) +
+                         ", " + describe(rhs) + " -> " + describe(result));
+  if (op == BinaryOp::And || op == BinaryOp::Or ||
+      !isDeviceFloat(result.dtype))
+    return unsupported("binary", result);
+  const Tensor *inputs[] = {&lhs, &rhs};
+  BroadcastPlan plan; // checks the shapes exactly as the host does
+  if (Status s = planBroadcast("binary", inputs, 2, result, plan); !s.ok())
+    return s;
+  int64_t n = result.numElements();
+  if (n == 0)
+    return Status::success();
+  Dims da, db;
+  if (!broadcastDims(lhs, result, da) || !broadcastDims(rhs, result, db))
+    return Status::error("binary: rank above " + std::to_string(kMaxRank) +
+                         ": " + describe(result));
+  bool dense = isDense(lhs, result) && isDense(rhs, result);
+  dispatchFloat(result.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (dense)
+      binaryDenseKernel<T><<<gridFor(n), 256, 0, stream>>>(
+          op, lhs.as<T>(), rhs.as<T>(), result.as<T>(), n);
+    else
+      binaryBroadcastKernel<T><<<gridFor(n), 256, 0, stream>>>(
+          op, lhs.as<T>(), da, rhs.as<T>(), db, result.as<T>(), n);
+  });
+  return launched("binary");
+}
+
+Status lamina::rt::cuda::cast(const Tensor &input, const Tensor &result,
+                              cudaStream_t stream) {
+  if (!sameShape(input, result))
+    return Status::error("cast: result " + describe(result) +
+                         " differs in shape from input " + describe(input));
+  if (!isDeviceFloat(input.dtype))
+    return unsupported("cast", input);
+  if (!isDeviceFloat(result.dtype))
+    return unsupported("cast", result);
+  int64_t n = input.numElements();
+  if (n == 0)
+    return Status::success();
+  if (input.dtype == result.dtype)
+    return cudaCheck("cast", cudaMemcpyAsync(result.data, input.data,
+                                             input.byteSize(),
+                                             cudaMemcpyDeviceToDevice, stream));
+  dispatchFloat(input.dtype, [&](auto from) {
+    using F = typename decltype(from)::type;
+    dispatchFloat(result.dtype, [&](auto to) {
+      using T = typename decltype(to)::type;
+      castKernel<F, T><<<gridFor(n), 256, 0, stream>>>(input.as<F>(),
+                                                      result.as<T>(), n);
+    });
+  });
+  return launched("cast");
+}
+
+Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
+                                          const FusedStep *steps, int numSteps,
+                                          const Tensor &result,
+                                          cudaStream_t stream) {
+  if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
+      numSteps > kMaxFusedSteps)
+    return Status::error("fused_elementwise: needs 1.." +
+                         std::to_string(kMaxFusedInputs) + " inputs and 1.." +
+                         std::to_string(kMaxFusedSteps) + " steps");
+  if (!isDeviceFloat(result.dtype))
+    return unsupported("fused_elementwise", result);
+  FusedArgs args{};
+  args.numInputs = numInputs;
+  args.numSteps = numSteps;
+  for (int k = 0; k < numInputs; ++k) {
+    if (inputs[k].dtype != result.dtype ||
+        !broadcastDims(inputs[k], result, args.dims[k]))
+      return Status::error("fused_elementwise: input " + describe(inputs[k]) +
+                           " does not broadcast to " + describe(result));
+    args.in[k] = inputs[k].data;
+  }
+  for (int s = 0; s < numSteps; ++s) {
+    const FusedStep &st = steps[s];
+    int defined = numInputs + s;
+    bool bad = st.lhs >= defined || (st.isBinary && st.rhs >= defined);
+    bad |= st.isBinary ? (st.op > uint8_t(BinaryOp::Max))
+                       : (st.op >= uint8_t(UnaryOp::Not));
+    if (bad)
+      return Status::error("fused_elementwise: step " + std::to_string(s) +
+                           " reads an undefined register or has an "
+                           "unsupported op");
+    args.steps[s] = st;
+  }
+  int64_t n = result.numElements();
+  if (n == 0)
+    return Status::success();
+  dispatchFloat(result.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fusedKernel<T><<<gridFor(n), 256, 0, stream>>>(args, result.as<T>(), n);
+  });
+  return launched("fused_elementwise");
+}

@@ -1,0 +1,245 @@
+//===- Movement.cu - transpose, gather, scatter_nd (add) ------------------===//
+//
+// Copies move elements as unsigned integers of the element's size, so one
+// kernel per size serves every element type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+using namespace lamina::rt;
+using namespace lamina::rt::cuda;
+using namespace lamina::rt::cuda::detail;
+
+namespace {
+/// y (dense over d.size) = x at strides d.stride.
+template <typename U>
+__global__ void stridedCopyKernel(const U *x, U *y, Dims d, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = x[stridedOffset(i, d)];
+}
+
+/// [batch, rows, cols] -> [batch, cols, rows] through a 32x32 tile; block
+/// (32, 8), grid (cols tiles, rows tiles, batch).
+template <typename U>
+__global__ void transposeTileKernel(const U *x, U *y, int64_t rows,
+                                    int64_t cols) {
+  __shared__ U tile[32][33];
+  int64_t b = blockIdx.z;
+  const U *xb = x + b * rows * cols;
+  U *yb = y + b * rows * cols;
+  int64_t c = blockIdx.x * 32 + threadIdx.x;
+  for (int k = threadIdx.y; k < 32; k += 8) {
+    int64_t r = blockIdx.y * 32 + k;
+    if (r < rows && c < cols)
+      tile[k][threadIdx.x] = xb[r * cols + c];
+  }
+  __syncthreads();
+  int64_t r = blockIdx.y * 32 + threadIdx.x;
+  for (int k = threadIdx.y; k < 32; k += 8) {
+    int64_t cc = blockIdx.x * 32 + k;
+    if (r < rows && cc < cols)
+      yb[cc * rows + r] = tile[threadIdx.x][k];
+  }
+}
+
+/// result[o, p, i] = data[o, idx[p], i]; a bad index writes 0.
+template <typename U>
+__global__ void gatherKernel(const U *data, const void *indices, bool wide,
+                             U *y, int64_t numIdx, int64_t axisSize,
+                             int64_t inner, int64_t n, ErrorSlot *slot) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t in = i % inner, rest = i / inner;
+    int64_t p = rest % numIdx, o = rest / numIdx;
+    int64_t idx = readIndex(indices, wide, p);
+    int64_t norm = idx < 0 ? idx + axisSize : idx;
+    if (norm < 0 || norm >= axisSize) {
+      if (in == 0)
+        recordError(slot, DataError::GatherIndex, p, idx, axisSize);
+      y[i] = U(0);
+      continue;
+    }
+    y[i] = data[(o * axisSize + norm) * inner + in];
+  }
+}
+
+__device__ inline void atomicAddValue(float *p, float v) { atomicAdd(p, v); }
+/// 16-bit floats: compare-and-swap on the aligned 32-bit word.
+template <typename T> __device__ void atomicAddValue(T *p, float v) {
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  unsigned *word = reinterpret_cast<unsigned *>(addr & ~uintptr_t(3));
+  unsigned shift = (addr & 2) ? 16 : 0;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    T cur{uint16_t((assumed >> shift) & 0xffffu)};
+    unsigned bits = store<T>(load(cur) + v).bits;
+    unsigned next = (assumed & ~(0xffffu << shift)) | (bits << shift);
+    old = atomicCAS(word, assumed, next);
+  } while (old != assumed);
+}
+
+/// result[tuple(t), i] += updates[t, i] for each index tuple t (k indices
+/// into the first k dims of data, whose strides are dataStrides).
+template <typename T>
+__global__ void scatterAddKernel(const void *indices, bool wide, int k,
+                                 Dims dataDims, const T *updates, T *y,
+                                 int64_t slice, int64_t n, ErrorSlot *slot) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = i / slice, in = i % slice, off = 0;
+    bool bad = false;
+    for (int j = 0; j < k; ++j) {
+      int64_t idx = readIndex(indices, wide, t * k + j);
+      int64_t size = dataDims.size[j];
+      int64_t norm = idx < 0 ? idx + size : idx;
+      if (norm < 0 || norm >= size) {
+        if (in == 0)
+          recordError(slot, DataError::ScatterIndex, t * k + j, idx, size);
+        bad = true;
+        break;
+      }
+      off += norm * dataDims.stride[j];
+    }
+    if (!bad)
+      atomicAddValue(y + off + in, load(updates[i]));
+  }
+}
+
+template <typename F> void dispatchBytes(size_t size, F &&f) {
+  dispatchSize(size, f);
+}
+} // namespace
+
+Status lamina::rt::cuda::transpose(const Tensor &input, const int64_t *perm,
+                                   const Tensor &result, cudaStream_t stream) {
+  if (input.dtype != result.dtype || input.rank != result.rank)
+    return Status::error("transpose: result " + describe(result) +
+                         " does not match input " + describe(input));
+  if (input.rank > kMaxRank)
+    return Status::error("transpose: rank above " + std::to_string(kMaxRank) +
+                         ": " + describe(input));
+  std::vector<bool> seen(input.rank, false);
+  for (int i = 0; i < input.rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= input.rank || seen[perm[i]] ||
+        result.shape[i] != input.shape[perm[i]])
+      return Status::error("transpose: bad permutation for " +
+                           describe(input) + " -> " + describe(result));
+    seen[perm[i]] = true;
+  }
+  int64_t n = input.numElements();
+  if (n == 0)
+    return Status::success();
+  int64_t strides[kMaxRank];
+  rowMajorStrides(input.shape, input.rank, strides);
+  Dims d;
+  d.rank = input.rank;
+  for (int i = 0; i < input.rank; ++i) {
+    d.size[i] = result.shape[i];
+    d.stride[i] = strides[perm[i]];
+  }
+  int r = input.rank;
+  bool lastTwoSwap = r >= 2 && perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+  for (int i = 0; i + 2 < r && lastTwoSwap; ++i)
+    lastTwoSwap = perm[i] == i;
+  int64_t rows = r >= 2 ? input.shape[r - 2] : 1;
+  int64_t cols = r >= 2 ? input.shape[r - 1] : 1;
+  int64_t batch = lastTwoSwap ? n / (rows * cols) : 0;
+  bool tiled = lastTwoSwap && batch <= 65535 && (rows + 31) / 32 <= 65535;
+  dispatchBytes(input.elementSize(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    if (tiled)
+      transposeTileKernel<U><<<dim3(unsigned((cols + 31) / 32),
+                                    unsigned((rows + 31) / 32),
+                                    unsigned(batch)),
+                               dim3(32, 8), 0, stream>>>(
+          input.as<U>(), result.as<U>(), rows, cols);
+    else
+      stridedCopyKernel<U><<<gridFor(n), 256, 0, stream>>>(
+          input.as<U>(), result.as<U>(), d, n);
+  });
+  return launched("transpose");
+}
+
+Status lamina::rt::cuda::gather(const Tensor &data, const Tensor &indices,
+                                int64_t axis, const Tensor &result,
+                                cudaStream_t stream) {
+  if (Status s = checkGather(data, indices, axis, result); !s.ok())
+    return s;
+  int64_t n = result.numElements();
+  if (n == 0)
+    return Status::success();
+  ErrorSlot *slot = errorSlot();
+  if (!slot)
+    return Status::error("gather: no device error slot");
+  int64_t inner = numElements(data.shape + axis + 1, data.rank - int(axis) - 1);
+  int64_t numIdx = indices.numElements(), axisSize = data.shape[axis];
+  dispatchBytes(data.elementSize(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    gatherKernel<U><<<gridFor(n), 256, 0, stream>>>(
+        data.as<U>(), indices.data, indices.dtype == DType::I64,
+        result.as<U>(), numIdx, axisSize, inner, n, slot);
+  });
+  return launched("gather");
+}
+
+Status lamina::rt::cuda::scatterND(const Tensor &data, const Tensor &indices,
+                                   const Tensor &updates,
+                                   ScatterReduction reduction,
+                                   const Tensor &result, cudaStream_t stream) {
+  if (reduction != ScatterReduction::Add)
+    return Status::error("scatter_nd: only reduction add is implemented on "
+                         "the CUDA backend");
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return Status::error("scatter_nd: indices must be i32 or i64, got " +
+                         describe(indices));
+  if (!isDeviceFloat(data.dtype))
+    return unsupported("scatter_nd", data);
+  if (result.dtype != data.dtype || !sameShape(result, data) ||
+      updates.dtype != data.dtype)
+    return Status::error("scatter_nd: data " + describe(data) + ", updates " +
+                         describe(updates) + " and result " +
+                         describe(result) + " must agree");
+  if (indices.rank < 1 || data.rank > kMaxRank)
+    return Status::error("scatter_nd: bad indices " + describe(indices) +
+                         " for data " + describe(data));
+  int64_t k = indices.shape[indices.rank - 1];
+  if (k < 1 || k > data.rank)
+    return Status::error("scatter_nd: index tuples of " + std::to_string(k) +
+                         " for data " + describe(data));
+  std::vector<int64_t> expected(indices.shape,
+                                indices.shape + indices.rank - 1);
+  expected.insert(expected.end(), data.shape + k, data.shape + data.rank);
+  if (!hasShape(updates, expected))
+    return Status::error("scatter_nd: updates " + describe(updates) +
+                         " should have shape " +
+                         shapeString(expected.data(), int(expected.size())));
+  if (result.data != data.data && data.byteSize())
+    if (Status s = cudaCheck("scatter_nd",
+                             cudaMemcpyAsync(result.data, data.data,
+                                             data.byteSize(),
+                                             cudaMemcpyDeviceToDevice, stream));
+        !s.ok())
+      return s;
+  int64_t n = updates.numElements();
+  if (n == 0)
+    return Status::success();
+  ErrorSlot *slot = errorSlot();
+  if (!slot)
+    return Status::error("scatter_nd: no device error slot");
+  Dims dd;
+  dd.rank = data.rank;
+  rowMajorStrides(data.shape, data.rank, dd.stride);
+  for (int i = 0; i < data.rank; ++i)
+    dd.size[i] = data.shape[i];
+  int64_t slice = numElements(data.shape + k, data.rank - int(k));
+  dispatchFloat(data.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatterAddKernel<T><<<gridFor(n), 256, 0, stream>>>(
+        indices.data, indices.dtype == DType::I64, int(k), dd, updates.as<T>(),
+        result.as<T>(), slice, n, slot);
+  });
+  return launched("scatter_nd");
+}

@@ -1,0 +1,427 @@
+//===- NN.cu - softmax, norms and their gradients, cross-entropy ----------===//
+//
+// One thread block per row. A row is re-read from global memory for each
+// pass (max, sum, write): rows are at most a vocabulary long and stay in
+// L1/L2. Sums accumulate in f32 in a fixed tree order (deterministic, but
+// not the host's double sums: agreement is to ~1e-6 relative). Parameter
+// gradients (sum over rows) use a second kernel with one column per thread
+// and a fixed split of the rows, so they are deterministic too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+using namespace lamina::rt;
+using namespace lamina::rt::cuda;
+using namespace lamina::rt::cuda::detail;
+
+namespace {
+constexpr float kInf = __builtin_huge_valf();
+
+/// Row r of the [outer, n, inner] view: element i at base + i * inner.
+template <typename T, bool Log>
+__global__ void softmaxKernel(const T *x, T *y, int64_t n, int64_t inner) {
+  __shared__ float scratch[32];
+  int64_t r = blockIdx.x;
+  int64_t base = (r / inner) * n * inner + r % inner;
+  const T *xr = x + base;
+  T *yr = y + base;
+  float mx = -kInf;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    mx = math::maximum(mx, load(xr[i * inner]));
+  mx = blockReduce(mx, MaxOp{}, -kInf, scratch);
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    sum += math::exp(load(xr[i * inner]) - mx);
+  sum = blockReduce(sum, SumOp{}, 0.0f, scratch);
+  float s = Log ? math::log(sum) : 1.0f / sum;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = load(xr[i * inner]) - mx;
+    yr[i * inner] = store<T>(Log ? v - s : math::exp(v) * s);
+  }
+}
+
+/// mean and 1/std of a contiguous row (two passes, as the host).
+template <typename T>
+__device__ void rowMoments(const T *xr, int64_t n, float epsilon,
+                           float *scratch, float &mean, float &rstd) {
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    sum += load(xr[i]);
+  mean = blockReduce(sum, SumOp{}, 0.0f, scratch) / float(n);
+  float var = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float d = load(xr[i]) - mean;
+    var += d * d;
+  }
+  var = blockReduce(var, SumOp{}, 0.0f, scratch) / float(n);
+  rstd = 1.0f / math::sqrt(var + epsilon);
+}
+
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *g, const T *b, T *y,
+                                int64_t n, float epsilon) {
+  __shared__ float scratch[32];
+  const T *xr = x + blockIdx.x * n;
+  T *yr = y + blockIdx.x * n;
+  float mean, rstd;
+  rowMoments(xr, n, epsilon, scratch, mean, rstd);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = (load(xr[i]) - mean) * rstd * load(g[i]);
+    if (b)
+      v += load(b[i]);
+    yr[i] = store<T>(v);
+  }
+}
+
+/// 1/rms of a contiguous row.
+template <typename T>
+__device__ float rowRrms(const T *xr, int64_t n, float epsilon,
+                         float *scratch) {
+  float ms = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = load(xr[i]);
+    ms += v * v;
+  }
+  ms = blockReduce(ms, SumOp{}, 0.0f, scratch) / float(n);
+  return 1.0f / math::sqrt(ms + epsilon);
+}
+
+template <typename T>
+__global__ void rmsNormKernel(const T *x, const T *g, T *y, int64_t n,
+                              float epsilon) {
+  __shared__ float scratch[32];
+  const T *xr = x + blockIdx.x * n;
+  T *yr = y + blockIdx.x * n;
+  float rrms = rowRrms(xr, n, epsilon, scratch);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    yr[i] = store<T>(load(xr[i]) * rrms * load(g[i]));
+}
+
+/// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat =
+/// dy * g. Saves mean and rstd per row when `stats` is set.
+template <typename T>
+__global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
+                                        T *dx, float2 *stats, int64_t n,
+                                        float epsilon) {
+  __shared__ float scratch[32];
+  int64_t row = blockIdx.x;
+  const T *xr = x + row * n, *dyr = dy + row * n;
+  float mean, rstd;
+  rowMoments(xr, n, epsilon, scratch, mean, rstd);
+  float s1 = 0, s2 = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float dxhat = load(dyr[i]) * load(g[i]);
+    s1 += dxhat;
+    s2 += dxhat * (load(xr[i]) - mean) * rstd;
+  }
+  s1 = blockReduce(s1, SumOp{}, 0.0f, scratch) / float(n);
+  s2 = blockReduce(s2, SumOp{}, 0.0f, scratch) / float(n);
+  T *dxr = dx + row * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float xhat = (load(xr[i]) - mean) * rstd;
+    float dxhat = load(dyr[i]) * load(g[i]);
+    dxr[i] = store<T>(rstd * (dxhat - s1 - xhat * s2));
+  }
+  if (stats && threadIdx.x == 0)
+    stats[row] = make_float2(mean, rstd);
+}
+
+/// dx = rrms * (dxhat - x * rrms^2 * mean(dxhat * x)). Saves rrms per row
+/// (as .y; .x = 0) when `stats` is set.
+template <typename T>
+__global__ void rmsNormBackwardKernel(const T *x, const T *g, const T *dy,
+                                      T *dx, float2 *stats, int64_t n,
+                                      float epsilon) {
+  __shared__ float scratch[32];
+  int64_t row = blockIdx.x;
+  const T *xr = x + row * n, *dyr = dy + row * n;
+  float rrms = rowRrms(xr, n, epsilon, scratch);
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += load(dyr[i]) * load(g[i]) * load(xr[i]);
+  s = blockReduce(s, SumOp{}, 0.0f, scratch) / float(n);
+  T *dxr = dx + row * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float dxhat = load(dyr[i]) * load(g[i]);
+    dxr[i] = store<T>(rrms * (dxhat - load(xr[i]) * rrms * rrms * s));
+  }
+  if (stats && threadIdx.x == 0)
+    stats[row] = make_float2(0.0f, rrms);
+}
+
+/// dg[j] = sum_r dy[r,j] * (x[r,j] - mean_r) * rstd_r, db[j] = sum_r dy[r,j].
+/// Block (32, 16): 32 columns, 16 row lanes combined in shared memory.
+template <typename T>
+__global__ void normParamGradKernel(const T *x, const T *dy,
+                                    const float2 *stats, T *dg, T *db,
+                                    int64_t rows, int64_t n) {
+  __shared__ float sg[16][33], sb[16][33];
+  int64_t j = blockIdx.x * 32 + threadIdx.x;
+  float accG = 0, accB = 0;
+  if (j < n)
+    for (int64_t r = threadIdx.y; r < rows; r += 16) {
+      float d = load(dy[r * n + j]);
+      float2 st = stats[r];
+      accG += d * (load(x[r * n + j]) - st.x) * st.y;
+      accB += d;
+    }
+  sg[threadIdx.y][threadIdx.x] = accG;
+  sb[threadIdx.y][threadIdx.x] = accB;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    float g = 0, b = 0;
+    for (int k = 0; k < 16; ++k) {
+      g += sg[k][threadIdx.x];
+      b += sb[k][threadIdx.x];
+    }
+    if (dg)
+      dg[j] = store<T>(g);
+    if (db)
+      db[j] = store<T>(b);
+  }
+}
+
+template <typename T>
+__global__ void crossEntropyKernel(const T *logits, const void *labels,
+                                   bool wideLabels, int64_t ignoreIndex,
+                                   float gradScale, float *loss, T *grad,
+                                   int64_t v, ErrorSlot *slot) {
+  __shared__ float scratch[32];
+  int64_t row = blockIdx.x;
+  const T *xr = logits + row * v;
+  int64_t label = readIndex(labels, wideLabels, row);
+  bool ignored = label == ignoreIndex;
+  bool bad = !ignored && (label < 0 || label >= v);
+  if (bad && threadIdx.x == 0)
+    recordError(slot, DataError::Label, row, label, v);
+  if (ignored || bad) {
+    if (threadIdx.x == 0)
+      loss[row] = 0.0f;
+    if (grad)
+      for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
+        grad[row * v + i] = store<T>(0.0f);
+    return;
+  }
+  float mx = -kInf;
+  for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
+    mx = math::maximum(mx, load(xr[i]));
+  mx = blockReduce(mx, MaxOp{}, -kInf, scratch);
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
+    sum += math::exp(load(xr[i]) - mx);
+  sum = blockReduce(sum, SumOp{}, 0.0f, scratch);
+  float lse = mx + math::log(sum);
+  if (threadIdx.x == 0)
+    loss[row] = lse - load(xr[label]);
+  if (grad)
+    for (int64_t i = threadIdx.x; i < v; i += blockDim.x) {
+      float p = math::exp(load(xr[i]) - lse);
+      grad[row * v + i] = store<T>((p - (i == label ? 1.0f : 0.0f)) * gradScale);
+    }
+}
+
+/// The host's checks, and a type the device kernels compute on.
+Status checkDeviceAlongAxis(const char *name, const Tensor &input,
+                            int64_t &axis, const Tensor &result) {
+  if (Status st = checkFloatAlongAxis(name, input, axis, result); !st.ok())
+    return st;
+  return isDeviceFloat(input.dtype) ? Status::success()
+                                    : unsupported(name, input);
+}
+Status checkDeviceNorm(const char *name, const Tensor &input, int64_t &axis,
+                       const Tensor *const *params, int numParams,
+                       const Tensor &result, int64_t &rows, int64_t &n) {
+  if (Status st = checkNorm(name, input, axis, params, numParams, result, rows,
+                            n);
+      !st.ok())
+    return st;
+  return isDeviceFloat(input.dtype) ? Status::success()
+                                    : unsupported(name, input);
+}
+
+Status softmaxImpl(const char *name, bool log, const Tensor &input,
+                   int64_t axis, const Tensor &result, cudaStream_t stream) {
+  if (Status st = checkDeviceAlongAxis(name, input, axis, result); !st.ok())
+    return st;
+  int64_t outer, n, inner;
+  splitAround(input, int(axis), outer, n, inner);
+  if (input.numElements() == 0)
+    return Status::success();
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto kernel = log ? softmaxKernel<T, true> : softmaxKernel<T, false>;
+    kernel<<<unsigned(outer * inner), rowThreads(n), 0, stream>>>(
+        input.as<T>(), result.as<T>(), n, inner);
+  });
+  return launched(name);
+}
+
+/// Per-row statistics for the parameter gradients, stream-ordered.
+struct Scratch {
+  void *ptr = nullptr;
+  cudaStream_t stream;
+  explicit Scratch(cudaStream_t s) : stream(s) {}
+  ~Scratch() {
+    if (ptr)
+      (void)cudaFreeAsync(ptr, stream);
+  }
+};
+} // namespace
+
+Status lamina::rt::cuda::softmax(const Tensor &input, int64_t axis,
+                                 const Tensor &result, cudaStream_t stream) {
+  return softmaxImpl("softmax", false, input, axis, result, stream);
+}
+
+Status lamina::rt::cuda::logSoftmax(const Tensor &input, int64_t axis,
+                                    const Tensor &result,
+                                    cudaStream_t stream) {
+  return softmaxImpl("log_softmax", true, input, axis, result, stream);
+}
+
+Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
+                                   const Tensor *bias, int64_t axis,
+                                   double epsilon, const Tensor &result,
+                                   cudaStream_t stream) {
+  const Tensor *params[] = {&scale, bias};
+  int64_t rows, n;
+  Status s = checkDeviceNorm("layer_norm", input, axis, params, 2, result, rows, n);
+  if (!s.ok() || input.numElements() == 0)
+    return s;
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layerNormKernel<T><<<unsigned(rows), rowThreads(n), 0, stream>>>(
+        input.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr,
+        result.as<T>(), n, float(epsilon));
+  });
+  return launched("layer_norm");
+}
+
+Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
+                                 int64_t axis, double epsilon,
+                                 const Tensor &result, cudaStream_t stream) {
+  const Tensor *params[] = {&scale};
+  int64_t rows, n;
+  Status s = checkDeviceNorm("rms_norm", input, axis, params, 1, result, rows, n);
+  if (!s.ok() || input.numElements() == 0)
+    return s;
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    rmsNormKernel<T><<<unsigned(rows), rowThreads(n), 0, stream>>>(
+        input.as<T>(), scale.as<T>(), result.as<T>(), n, float(epsilon));
+  });
+  return launched("rms_norm");
+}
+
+namespace {
+Status normBackward(const char *name, bool rms, const Tensor &input,
+                    const Tensor &scale, const Tensor &gradResult,
+                    int64_t axis, double epsilon, const Tensor &gradInput,
+                    const Tensor *gradScale, const Tensor *gradBias,
+                    cudaStream_t stream) {
+  const Tensor *params[] = {&scale, gradScale, gradBias};
+  int64_t rows, n;
+  if (Status s = checkDeviceNorm(name, input, axis, params, 3, gradInput,
+                                 rows, n);
+      !s.ok())
+    return s;
+  if (gradResult.dtype != input.dtype || !sameShape(gradResult, input))
+    return Status::error(std::string(name) + ": gradient " +
+                         describe(gradResult) + " differs from input " +
+                         describe(input));
+  if (rows == 0 || n == 0) {
+    // Parameter gradients of no rows are 0.
+    for (const Tensor *t : {gradScale, gradBias})
+      if (t && t->byteSize())
+        if (Status s = cudaCheck(name, cudaMemsetAsync(t->data, 0,
+                                                       t->byteSize(), stream));
+            !s.ok())
+          return s;
+    return Status::success();
+  }
+  Scratch stats(stream);
+  bool wantParams = gradScale || gradBias;
+  if (wantParams)
+    if (Status s = cudaCheck(name, cudaMallocAsync(&stats.ptr,
+                                                   rows * sizeof(float2),
+                                                   stream));
+        !s.ok())
+      return s;
+  float2 *st = static_cast<float2 *>(stats.ptr);
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto kernel = rms ? rmsNormBackwardKernel<T> : layerNormBackwardKernel<T>;
+    kernel<<<unsigned(rows), rowThreads(n), 0, stream>>>(
+        input.as<T>(), scale.as<T>(), gradResult.as<T>(), gradInput.as<T>(),
+        st, n, float(epsilon));
+    if (wantParams)
+      normParamGradKernel<T><<<unsigned((n + 31) / 32), dim3(32, 16), 0,
+                               stream>>>(
+          input.as<T>(), gradResult.as<T>(), st,
+          gradScale ? gradScale->as<T>() : nullptr,
+          gradBias ? gradBias->as<T>() : nullptr, rows, n);
+  });
+  return launched(name);
+}
+} // namespace
+
+Status lamina::rt::cuda::layerNormBackward(
+    const Tensor &input, const Tensor &scale, const Tensor &gradResult,
+    int64_t axis, double epsilon, const Tensor &gradInput,
+    const Tensor *gradScale, const Tensor *gradBias, cudaStream_t stream) {
+  return normBackward("layer_norm_backward", false, input, scale, gradResult,
+                      axis, epsilon, gradInput, gradScale, gradBias, stream);
+}
+
+Status lamina::rt::cuda::rmsNormBackward(const Tensor &input,
+                                         const Tensor &scale,
+                                         const Tensor &gradResult, int64_t axis,
+                                         double epsilon,
+                                         const Tensor &gradInput,
+                                         const Tensor *gradScale,
+                                         cudaStream_t stream) {
+  return normBackward("rms_norm_backward", true, input, scale, gradResult,
+                      axis, epsilon, gradInput, gradScale, nullptr, stream);
+}
+
+Status lamina::rt::cuda::softmaxCrossEntropy(const Tensor &logits,
+                                             const Tensor &labels,
+                                             int64_t ignoreIndex,
+                                             float gradScale,
+                                             const Tensor &loss,
+                                             const Tensor *gradLogits,
+                                             cudaStream_t stream) {
+  const char *name = "softmax_cross_entropy";
+  if (logits.rank < 1 || !isDeviceFloat(logits.dtype))
+    return unsupported(name, logits);
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return Status::error(std::string(name) + ": labels must be i32 or i64, " +
+                         "got " + describe(labels));
+  std::vector<int64_t> rowShape(logits.shape, logits.shape + logits.rank - 1);
+  if (!hasShape(labels, rowShape) || !hasShape(loss, rowShape) ||
+      loss.dtype != DType::F32)
+    return Status::error(std::string(name) + ": logits " + describe(logits) +
+                         " need labels and an f32 loss shaped " +
+                         shapeString(rowShape.data(), int(rowShape.size())) +
+                         ", got " + describe(labels) + ", " + describe(loss));
+  if (gradLogits &&
+      (gradLogits->dtype != logits.dtype || !sameShape(*gradLogits, logits)))
+    return Status::error(std::string(name) + ": gradient " +
+                         describe(*gradLogits) + " differs from logits " +
+                         describe(logits));
+  int64_t rows = labels.numElements(), v = logits.shape[logits.rank - 1];
+  if (rows == 0)
+    return Status::success();
+  ErrorSlot *slot = errorSlot();
+  if (!slot)
+    return Status::error(std::string(name) + ": no device error slot");
+  dispatchFloat(logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    crossEntropyKernel<T><<<unsigned(rows), rowThreads(v), 0, stream>>>(
+        logits.as<T>(), labels.data, labels.dtype == DType::I64, ignoreIndex,
+        gradScale, loss.as<float>(), gradLogits ? gradLogits->as<T>() : nullptr,
+        v, slot);
+  });
+  return launched(name);
+}

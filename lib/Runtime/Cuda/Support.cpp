@@ -1,0 +1,83 @@
+//===- Support.cpp - device count, the data-error slot, messages ----------===//
+
+#include "Common.h"
+
+#include <mutex>
+
+using namespace lamina::rt;
+using namespace lamina::rt::cuda;
+using namespace lamina::rt::cuda::detail;
+
+int lamina::rt::cuda::deviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    // No driver, no device, or a driver older than the runtime: none usable.
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Status lamina::rt::cuda::detail::cudaCheck(const char *op, cudaError_t err) {
+  if (err == cudaSuccess)
+    return Status::success();
+  (void)cudaGetLastError(); // clear a non-sticky error
+  return Status::error(std::string(op) + ": CUDA error: " +
+                       cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+Status lamina::rt::cuda::detail::unsupported(const char *op, const Tensor &t) {
+  return Status::error(std::string(op) + ": " + describe(t) +
+                       " is not supported on the CUDA backend yet (f32, f16, "
+                       "bf16 only)");
+}
+
+ErrorSlot *lamina::rt::cuda::detail::errorSlot() {
+  static ErrorSlot *slot = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void *p = nullptr;
+    if (cudaMalloc(&p, sizeof(ErrorSlot)) == cudaSuccess &&
+        cudaMemset(p, 0, sizeof(ErrorSlot)) == cudaSuccess)
+      slot = static_cast<ErrorSlot *>(p);
+    else
+      (void)cudaGetLastError();
+  });
+  return slot;
+}
+
+Status lamina::rt::cuda::deviceStatus(cudaStream_t stream) {
+  if (Status s = cudaCheck("deviceStatus", cudaStreamSynchronize(stream));
+      !s.ok())
+    return s;
+  ErrorSlot *slot = errorSlot();
+  if (!slot)
+    return Status::error("deviceStatus: cannot allocate the error slot");
+  ErrorSlot host;
+  if (Status s = cudaCheck("deviceStatus", cudaMemcpy(&host, slot, sizeof host,
+                                                      cudaMemcpyDeviceToHost));
+      !s.ok())
+    return s;
+  if (host.code == int(DataError::None))
+    return Status::success();
+  (void)cudaMemset(slot, 0, sizeof(ErrorSlot));
+  std::string at = " at position " + std::to_string(host.position);
+  std::string range = " is out of range for a dim of size " +
+                      std::to_string(host.bound);
+  switch (DataError(host.code)) {
+  case DataError::GatherIndex:
+    return Status::error("gather: index " + std::to_string(host.value) + at +
+                         range);
+  case DataError::ScatterIndex:
+    return Status::error("scatter_nd: index " + std::to_string(host.value) +
+                         at + range);
+  case DataError::Label:
+    return Status::error("softmax_cross_entropy: label " +
+                         std::to_string(host.value) + at +
+                         " is out of range for " + std::to_string(host.bound) +
+                         " classes");
+  default:
+    return Status::error("deviceStatus: unknown device error " +
+                         std::to_string(host.code));
+  }
+}

@@ -1,0 +1,533 @@
+//===- CudaKernelsTest.cpp - device kernels against the host kernels ------===//
+//
+// lamina-cuda-tests (built when LAMINA_ENABLE_CUDA is on). The `CudaKernel`
+// tests run each device kernel on random inputs and compare with the host
+// kernel of the same name (or, for kernels the host has no counterpart of,
+// a double-precision reference); they GTEST_SKIP when no CUDA device is
+// visible. The `CudaChecks` tests exercise the argument checks, which
+// return before touching the device, so they run everywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../RuntimeTestUtil.h"
+#include "lamina/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+using namespace lamina::rt;
+using namespace lamina::rt::test;
+namespace cu = lamina::rt::cuda;
+
+namespace {
+
+/// A device copy of a Buf (same dtype and shape).
+struct Dev {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  void *ptr = nullptr;
+  size_t bytes = 0;
+
+  explicit Dev(const Buf &b) : dtype(b.dtype), shape(b.shape) {
+    bytes = b.bytes.size();
+    EXPECT_EQ(cudaMalloc(&ptr, bytes ? bytes : 1), cudaSuccess);
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(ptr, b.bytes.data(), bytes, cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  Dev(DType t, std::vector<int64_t> s) : Dev(Buf(t, std::move(s))) {}
+  Dev(const Dev &) = delete;
+  ~Dev() { cudaFree(ptr); }
+  Tensor view() { return Tensor{ptr, dtype, int(shape.size()), shape.data()}; }
+  Buf download() const {
+    Buf b(dtype, shape);
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(b.bytes.data(), ptr, bytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    return b;
+  }
+};
+
+/// Element i as a double, for any float storage.
+double valueAt(Buf &b, int64_t i) {
+  switch (b.dtype) {
+  case DType::F16: return math::halfToFloat(b.data<uint16_t>()[i]);
+  case DType::BF16: return math::bf16ToFloat(b.data<uint16_t>()[i]);
+  case DType::F64: return b.data<double>()[i];
+  default: return b.data<float>()[i];
+  }
+}
+
+/// Random values of a float type in [lo, hi].
+Buf randomOf(DType t, std::vector<int64_t> shape, float lo = -2, float hi = 2) {
+  Buf f = randomF32(shape, lo, hi);
+  if (t == DType::F32)
+    return f;
+  Buf b(t, shape);
+  for (int64_t i = 0; i < f.count(); ++i)
+    b.data<uint16_t>()[i] = t == DType::BF16
+                                ? math::floatToBf16(f.data<float>()[i])
+                                : math::floatToHalf(f.data<float>()[i]);
+  return b;
+}
+
+::testing::AssertionResult allClose(Buf got, Buf want, double rel,
+                                    double abs) {
+  if (got.dtype != want.dtype || got.shape != want.shape)
+    return ::testing::AssertionFailure() << "dtype or shape differs";
+  for (int64_t i = 0; i < got.count(); ++i)
+    if (auto r = close(valueAt(got, i), valueAt(want, i), rel, abs); !r)
+      return r << " at element " << i;
+  return ::testing::AssertionSuccess();
+}
+
+/// Tolerances: f32 results of the same formula agree to a few ulp plus
+/// summation order; f16/bf16 results may round one ulp apart.
+double relFor(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
+double absFor(DType t) { return t == DType::F32 ? 1e-6 : 1e-2; }
+
+class CudaKernel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (cu::deviceCount() == 0)
+      GTEST_SKIP() << "no CUDA device";
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+  /// Waits for the stream; expects no device error.
+  void sync() { EXPECT_OK(cu::deviceStatus(stream)); }
+  cudaStream_t stream = nullptr;
+};
+
+const DType kFloatTypes[] = {DType::F32, DType::BF16, DType::F16};
+
+TEST_F(CudaKernel, UnaryMatchesHost) {
+  const UnaryOp ops[] = {UnaryOp::Neg,  UnaryOp::Abs,        UnaryOp::Relu,
+                         UnaryOp::Exp,  UnaryOp::Log,        UnaryOp::Sqrt,
+                         UnaryOp::Reciprocal, UnaryOp::Tanh, UnaryOp::Erf,
+                         UnaryOp::Sigmoid, UnaryOp::Gelu,    UnaryOp::GeluTanh,
+                         UnaryOp::Cos,  UnaryOp::Sin};
+  for (DType t : kFloatTypes)
+    for (UnaryOp op : ops) {
+      bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt;
+      Buf in = randomOf(t, {37, 129}, positive ? 0.1f : -4, 4);
+      Buf want(t, in.shape);
+      EXPECT_OK(unary(op, in.view(), want.view()));
+      Dev din(in), dout(t, in.shape);
+      EXPECT_OK(cu::unary(op, din.view(), dout.view(), stream));
+      sync();
+      EXPECT_TRUE(allClose(dout.download(), want, relFor(t), absFor(t)))
+          << "op " << int(op) << " " << dtypeName(t);
+    }
+}
+
+TEST_F(CudaKernel, BinaryBroadcastMatchesHost) {
+  const BinaryOp ops[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+                          BinaryOp::Div, BinaryOp::Pow, BinaryOp::Min,
+                          BinaryOp::Max};
+  struct Case {
+    std::vector<int64_t> a, b, out;
+  } cases[] = {{{8, 300}, {8, 300}, {8, 300}},
+               {{64, 48}, {48}, {64, 48}},
+               {{4, 1, 5}, {3, 1}, {4, 3, 5}},
+               {{}, {2, 3}, {2, 3}}};
+  for (DType t : {DType::F32, DType::BF16})
+    for (const Case &c : cases)
+      for (BinaryOp op : ops) {
+        bool pow = op == BinaryOp::Pow;
+        Buf a = randomOf(t, c.a, pow ? 0.1f : -2, 2), b = randomOf(t, c.b);
+        Buf want(t, c.out);
+        EXPECT_OK(binary(op, a.view(), b.view(), want.view()));
+        Dev da(a), db(b), dout(t, c.out);
+        EXPECT_OK(cu::binary(op, da.view(), db.view(), dout.view(), stream));
+        sync();
+        EXPECT_TRUE(allClose(dout.download(), want, relFor(t), absFor(t)))
+            << "op " << int(op) << " " << dtypeName(t);
+      }
+}
+
+TEST_F(CudaKernel, CastRoundsAsHost) {
+  for (DType from : kFloatTypes)
+    for (DType to : kFloatTypes) {
+      Buf in = randomOf(from, {1000}, -70000, 70000);
+      Buf want(to, {1000});
+      EXPECT_OK(cast(in.view(), want.view()));
+      Dev din(in), dout(to, {1000});
+      EXPECT_OK(cu::cast(din.view(), dout.view(), stream));
+      sync();
+      EXPECT_EQ(dout.download().bytes, want.bytes)
+          << dtypeName(from) << " -> " << dtypeName(to);
+    }
+}
+
+TEST_F(CudaKernel, FusedChainMatchesUnfusedHost) {
+  // gelu(x * w + b), w and b broadcast over rows.
+  Buf x = randomF32({32, 96}), w = randomF32({96}), b = randomF32({96});
+  Buf t1(DType::F32, {32, 96}), t2(DType::F32, {32, 96}),
+      want(DType::F32, {32, 96});
+  EXPECT_OK(binary(BinaryOp::Mul, x.view(), w.view(), t1.view()));
+  EXPECT_OK(binary(BinaryOp::Add, t1.view(), b.view(), t2.view()));
+  EXPECT_OK(unary(UnaryOp::Gelu, t2.view(), want.view()));
+  Dev dx(x), dw(w), db(b), dout(DType::F32, {32, 96});
+  Tensor ins[] = {dx.view(), dw.view(), db.view()};
+  cu::FusedStep steps[] = {{true, uint8_t(BinaryOp::Mul), 0, 1},
+                           {true, uint8_t(BinaryOp::Add), 3, 2},
+                           {false, uint8_t(UnaryOp::Gelu), 4, 0}};
+  EXPECT_OK(cu::fusedElementwise(ins, 3, steps, 3, dout.view(), stream));
+  sync();
+  EXPECT_TRUE(allClose(dout.download(), want, 1e-5, 1e-6));
+}
+
+TEST_F(CudaKernel, SoftmaxMatchesHost) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  } cases[] = {{{6, 1000}, 1}, {{3, 50, 7}, 1}, {{5, 33}, -1}, {{4, 2}, 0}};
+  for (DType t : kFloatTypes)
+    for (const Case &c : cases)
+      for (bool log : {false, true}) {
+        Buf in = randomOf(t, c.shape, -6, 6), want(t, c.shape);
+        EXPECT_OK(log ? logSoftmax(in.view(), c.axis, want.view())
+                      : softmax(in.view(), c.axis, want.view()));
+        Dev din(in), dout(t, c.shape);
+        EXPECT_OK(log ? cu::logSoftmax(din.view(), c.axis, dout.view(), stream)
+                      : cu::softmax(din.view(), c.axis, dout.view(), stream));
+        sync();
+        EXPECT_TRUE(allClose(dout.download(), want, relFor(t), absFor(t)))
+            << dtypeName(t) << (log ? " log" : "");
+      }
+}
+
+TEST_F(CudaKernel, NormsMatchHost) {
+  for (DType t : kFloatTypes)
+    for (std::vector<int64_t> shape :
+         {std::vector<int64_t>{64, 768}, std::vector<int64_t>{2, 3, 40}}) {
+      std::vector<int64_t> pshape = {shape.back()};
+      Buf x = randomOf(t, shape, -3, 3), g = randomOf(t, pshape),
+          b = randomOf(t, pshape);
+      Dev dx(x), dg(g), db(b), dout(t, shape);
+      for (bool bias : {true, false}) {
+        Buf want(t, shape);
+        Tensor bv = b.view(), dbv = db.view();
+        EXPECT_OK(layerNorm(x.view(), g.view(), bias ? &bv : nullptr, -1, 1e-5,
+                            want.view()));
+        EXPECT_OK(cu::layerNorm(dx.view(), dg.view(), bias ? &dbv : nullptr,
+                                -1, 1e-5, dout.view(), stream));
+        sync();
+        EXPECT_TRUE(allClose(dout.download(), want, relFor(t), 1e-5 + absFor(t)))
+            << "layer_norm " << dtypeName(t);
+      }
+      Buf want(t, shape);
+      EXPECT_OK(rmsNorm(x.view(), g.view(), -1, 1e-6, want.view()));
+      EXPECT_OK(cu::rmsNorm(dx.view(), dg.view(), -1, 1e-6, dout.view(), stream));
+      sync();
+      EXPECT_TRUE(allClose(dout.download(), want, relFor(t), 1e-5 + absFor(t)))
+          << "rms_norm " << dtypeName(t);
+    }
+}
+
+/// Double-precision layer / RMS norm gradients over rows of n.
+void refNormBackward(bool rms, const std::vector<float> &x,
+                     const std::vector<float> &g, const std::vector<float> &dy,
+                     int64_t n, double eps, std::vector<double> &dx,
+                     std::vector<double> &dg, std::vector<double> &db) {
+  int64_t rows = int64_t(x.size()) / n;
+  dx.assign(x.size(), 0);
+  dg.assign(n, 0);
+  db.assign(n, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = &x[r * n], *dyr = &dy[r * n];
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t i = 0; i < n; ++i)
+        mean += xr[i];
+      mean /= n;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      var += (xr[i] - mean) * (xr[i] - mean);
+    double rstd = 1 / std::sqrt(var / n + eps);
+    double s1 = 0, s2 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double xhat = (xr[i] - mean) * rstd, dxhat = double(dyr[i]) * g[i];
+      s1 += dxhat;
+      s2 += dxhat * xhat;
+      dg[i] += dyr[i] * xhat;
+      db[i] += dyr[i];
+    }
+    s1 /= n;
+    s2 /= n;
+    for (int64_t i = 0; i < n; ++i) {
+      double xhat = (xr[i] - mean) * rstd, dxhat = double(dyr[i]) * g[i];
+      dx[r * n + i] = rstd * (dxhat - (rms ? 0 : s1) - xhat * s2);
+    }
+  }
+}
+
+TEST_F(CudaKernel, NormBackwardMatchesReference) {
+  for (bool rms : {false, true}) {
+    int64_t rows = 96, n = 256;
+    Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+        dy = randomF32({rows, n});
+    std::vector<double> dx, dg, db;
+    refNormBackward(rms, x.values<float>(), g.values<float>(),
+                    dy.values<float>(), n, 1e-5, dx, dg, db);
+    Dev ddx_in(x), dgm(g), ddy(dy), ddx(DType::F32, {rows, n}),
+        ddg(DType::F32, {n}), ddb(DType::F32, {n});
+    Tensor gv = ddg.view(), bv = ddb.view();
+    if (rms)
+      EXPECT_OK(cu::rmsNormBackward(ddx_in.view(), dgm.view(), ddy.view(), 1,
+                                    1e-5, ddx.view(), &gv, stream));
+    else
+      EXPECT_OK(cu::layerNormBackward(ddx_in.view(), dgm.view(), ddy.view(), 1,
+                                      1e-5, ddx.view(), &gv, &bv, stream));
+    sync();
+    Buf gx = ddx.download(), gg = ddg.download(), gb = ddb.download();
+    for (int64_t i = 0; i < rows * n; ++i)
+      ASSERT_TRUE(close(gx.data<float>()[i], dx[i], 1e-4, 1e-5)) << i;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(close(gg.data<float>()[i], dg[i], 1e-4, 1e-4)) << i;
+      if (!rms) {
+        ASSERT_TRUE(close(gb.data<float>()[i], db[i], 1e-4, 1e-4)) << i;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernel, SoftmaxCrossEntropyMatchesReference) {
+  int64_t rows = 16, v = 1000;
+  Buf logits = randomF32({rows, v}, -5, 5);
+  Buf labels(DType::I64, {rows});
+  for (int64_t r = 0; r < rows; ++r)
+    labels.data<int64_t>()[r] = (r * 137) % v;
+  labels.data<int64_t>()[3] = -100; // ignored
+  Dev dl(logits), dlab(labels), dloss(DType::F32, {rows}),
+      dgrad(DType::F32, {rows, v});
+  Tensor gv = dgrad.view();
+  float scale = 1.0f / rows;
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dlab.view(), -100, scale,
+                                    dloss.view(), &gv, stream));
+  sync();
+  Buf loss = dloss.download(), grad = dgrad.download();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *x = logits.data<float>() + r * v;
+    int64_t label = labels.data<int64_t>()[r];
+    double mx = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < v; ++i)
+      mx = std::max(mx, double(x[i]));
+    for (int64_t i = 0; i < v; ++i)
+      sum += std::exp(x[i] - mx);
+    double lse = mx + std::log(sum);
+    bool ignored = label == -100;
+    EXPECT_TRUE(close(loss.data<float>()[r], ignored ? 0 : lse - x[label],
+                      1e-5, 1e-6))
+        << "row " << r;
+    for (int64_t i = 0; i < v; ++i) {
+      double want =
+          ignored ? 0 : (std::exp(x[i] - lse) - (i == label)) * scale;
+      ASSERT_TRUE(close(grad.data<float>()[r * v + i], want, 1e-5, 1e-8))
+          << r << "," << i;
+    }
+  }
+  // A label out of range is reported by deviceStatus.
+  labels.data<int64_t>()[5] = v;
+  Dev dbad(labels);
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dbad.view(), -100, scale,
+                                    dloss.view(), nullptr, stream));
+  EXPECT_ERROR(cu::deviceStatus(stream), "label 1000 at position 5");
+  EXPECT_OK(cu::deviceStatus(stream)); // cleared
+}
+
+TEST_F(CudaKernel, ReduceMatchesHost) {
+  std::vector<int64_t> shape = {4, 5, 66};
+  struct Case {
+    std::vector<int64_t> axes;
+    bool keepdims;
+  } cases[] = {{{0}, false}, {{2}, false}, {{0, 2}, true},
+               {{1}, true},  {{0, 1, 2}, false}, {{}, false}};
+  for (DType t : {DType::F32, DType::BF16})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
+                        ReduceOp::Prod})
+      for (const Case &c : cases) {
+        Buf in = randomOf(t, shape, op == ReduceOp::Prod ? 0.9f : -2,
+                          op == ReduceOp::Prod ? 1.1f : 2);
+        std::vector<int64_t> out;
+        for (int d = 0; d < 3; ++d) {
+          bool red = std::find(c.axes.begin(), c.axes.end(), d) != c.axes.end();
+          if (!red || c.keepdims)
+            out.push_back(red ? 1 : shape[d]);
+        }
+        Buf want(t, out);
+        EXPECT_OK(reduce(op, in.view(), c.axes.data(), int(c.axes.size()),
+                         c.keepdims, want.view()));
+        Dev din(in), dout(t, out);
+        EXPECT_OK(cu::reduce(op, din.view(), c.axes.data(), int(c.axes.size()),
+                             c.keepdims, dout.view(), stream));
+        sync();
+        // Sums of up to 1320 terms in another order.
+        EXPECT_TRUE(allClose(dout.download(), want, relFor(t) * 10,
+                             t == DType::F32 ? 1e-4 : 5e-2))
+            << "op " << int(op) << " " << dtypeName(t) << " axes "
+            << c.axes.size();
+      }
+}
+
+TEST_F(CudaKernel, TransposeMatchesHost) {
+  struct Case {
+    std::vector<int64_t> shape, perm;
+  } cases[] = {{{3, 4, 5}, {2, 0, 1}},
+               {{2, 33, 65}, {0, 2, 1}},
+               {{70, 40}, {1, 0}},
+               {{2, 3, 4, 5}, {0, 2, 1, 3}}};
+  for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1})
+    for (const Case &c : cases) {
+      Buf in(t, c.shape);
+      for (auto &byte : in.bytes)
+        byte = uint8_t(rng()() & (t == DType::I1 ? 1 : 0xff));
+      std::vector<int64_t> out(c.shape.size());
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = c.shape[c.perm[i]];
+      Buf want(t, out);
+      EXPECT_OK(transpose(in.view(), c.perm.data(), want.view()));
+      Dev din(in), dout(t, out);
+      EXPECT_OK(cu::transpose(din.view(), c.perm.data(), dout.view(), stream));
+      sync();
+      EXPECT_EQ(dout.download().bytes, want.bytes) << dtypeName(t);
+    }
+}
+
+TEST_F(CudaKernel, GatherMatchesHost) {
+  // The embedding lookup: [vocab, dim] by [batch, seq] token ids.
+  for (DType t : {DType::F32, DType::BF16}) {
+    Buf table = randomOf(t, {50, 16});
+    Buf ids(DType::I32, {3, 7});
+    for (int64_t i = 0; i < ids.count(); ++i)
+      ids.data<int32_t>()[i] = int32_t(rng()() % 100) - 50; // negatives too
+    Buf want(t, {3, 7, 16});
+    EXPECT_OK(gather(table.view(), ids.view(), 0, want.view()));
+    Dev dt(table), di(ids), dout(t, {3, 7, 16});
+    EXPECT_OK(cu::gather(dt.view(), di.view(), 0, dout.view(), stream));
+    sync();
+    EXPECT_EQ(dout.download().bytes, want.bytes);
+  }
+  // Another axis, i64 indices.
+  Buf data = randomF32({4, 10, 3});
+  Buf idx = i64({5}, {9, 0, -1, 3, 3});
+  Buf want(DType::F32, {4, 5, 3});
+  EXPECT_OK(gather(data.view(), idx.view(), 1, want.view()));
+  Dev dd(data), di(idx), dout(DType::F32, {4, 5, 3});
+  EXPECT_OK(cu::gather(dd.view(), di.view(), 1, dout.view(), stream));
+  sync();
+  EXPECT_EQ(dout.download().bytes, want.bytes);
+  // Out of range: reported by deviceStatus.
+  Dev dbad(i64({5}, {0, 1, 10, 2, 3}));
+  EXPECT_OK(cu::gather(dd.view(), dbad.view(), 1, dout.view(), stream));
+  EXPECT_ERROR(cu::deviceStatus(stream),
+               "gather: index 10 at position 2 is out of range for a dim of "
+               "size 10");
+}
+
+TEST_F(CudaKernel, ScatterAddMatchesHost) {
+  // The embedding gradient: duplicates accumulate.
+  for (DType t : {DType::F32, DType::BF16}) {
+    int64_t vocab = 20, dim = 8, tokens = 30;
+    Buf zeros(t, {vocab, dim});
+    Buf ids(DType::I64, {tokens, 1});
+    for (int64_t i = 0; i < tokens; ++i)
+      ids.data<int64_t>()[i] = int64_t(rng()() % vocab);
+    Buf upd = randomOf(t, {tokens, dim});
+    Buf want(t, {vocab, dim});
+    EXPECT_OK(scatterND(zeros.view(), ids.view(), upd.view(),
+                        ScatterReduction::Add, want.view()));
+    Dev dz(zeros), di(ids), du(upd), dout(t, {vocab, dim});
+    EXPECT_OK(cu::scatterND(dz.view(), di.view(), du.view(),
+                            ScatterReduction::Add, dout.view(), stream));
+    sync();
+    EXPECT_TRUE(allClose(dout.download(), want, relFor(t), absFor(t) * 5))
+        << dtypeName(t);
+  }
+}
+
+TEST_F(CudaKernel, MatmulMatchesHost) {
+  struct Case {
+    std::vector<int64_t> a, b; // as stored
+    bool ta, tb;
+  } cases[] = {
+      {{17, 33}, {33, 9}, false, false},
+      {{33, 17}, {33, 9}, true, false},
+      {{17, 33}, {9, 33}, false, true},
+      {{33, 17}, {9, 33}, true, true},
+      {{2, 3, 17, 33}, {2, 3, 33, 9}, false, false}, // strided batched
+      {{4, 17, 33}, {33, 9}, false, false},          // shared rhs: folded
+      {{4, 33, 17}, {9, 33}, true, true},            // shared rhs, per batch
+      {{2, 1, 5, 7}, {3, 7, 4}, false, false},       // broadcast batch
+  };
+  for (DType t : kFloatTypes)
+    for (const Case &c : cases) {
+      Buf a = randomOf(t, c.a), b = randomOf(t, c.b);
+      int ra = int(c.a.size()), rb = int(c.b.size());
+      int64_t m = c.a[ra - (c.ta ? 1 : 2)], n = c.b[rb - (c.tb ? 2 : 1)];
+      int64_t bs[8];
+      int br = 0;
+      ASSERT_TRUE(
+          broadcastShape(c.a.data(), ra - 2, c.b.data(), rb - 2, bs, &br));
+      std::vector<int64_t> out(bs, bs + br);
+      out.push_back(m);
+      out.push_back(n);
+      Buf want(t, out);
+      EXPECT_OK(matmul(a.view(), b.view(), want.view(), c.ta, c.tb));
+      Dev da(a), db(b), dout(t, out);
+      EXPECT_OK(cu::matmul(da.view(), db.view(), dout.view(), c.ta, c.tb,
+                           stream));
+      sync();
+      // f32: another summation order over k = 33 terms of size ~4.
+      EXPECT_TRUE(allClose(dout.download(), want, relFor(t),
+                           t == DType::F32 ? 1e-4 : 5e-2))
+          << dtypeName(t) << " case " << (&c - cases);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Argument checks: no device needed
+//===----------------------------------------------------------------------===//
+
+TEST(CudaChecks, RejectMismatchedViewsBeforeLaunching) {
+  int64_t s23[] = {2, 3}, s32[] = {3, 2}, s3[] = {3};
+  float dummy[6];
+  Tensor a{dummy, DType::F32, 2, s23}, b{dummy, DType::F32, 2, s32};
+  Tensor i32{dummy, DType::I32, 2, s23}, v3{dummy, DType::F32, 1, s3};
+  cudaStream_t s = nullptr;
+  EXPECT_ERROR(cu::unary(UnaryOp::Exp, a, b, s), "differs from input");
+  EXPECT_ERROR(cu::unary(UnaryOp::Neg, i32, i32, s),
+               "not supported on the CUDA backend");
+  EXPECT_ERROR(cu::binary(BinaryOp::Add, a, b, a, s), "does not broadcast");
+  EXPECT_ERROR(cu::softmax(a, 2, a, s), "axis out of range");
+  EXPECT_ERROR(cu::layerNorm(a, a, nullptr, -1, 1e-5, a, s),
+               "parameter [2,3]xf32 should be [3]xf32");
+  EXPECT_ERROR(cu::matmul(a, a, a, false, false, s), "shapes do not match");
+  EXPECT_ERROR(cu::gather(a, a, 0, a, s), "indices must be i32 or i64");
+  EXPECT_ERROR(cu::scatterND(a, i32, a, ScatterReduction::None, a, s),
+               "only reduction add");
+  EXPECT_ERROR(cu::softmaxCrossEntropy(a, v3, -100, 1.0f, v3, nullptr, s),
+               "labels must be i32 or i64");
+  int64_t perm[] = {0, 0};
+  EXPECT_ERROR(cu::transpose(a, perm, b, s), "bad permutation");
+  int64_t axes[] = {5};
+  EXPECT_ERROR(cu::reduce(ReduceOp::Sum, a, axes, 1, false, v3, s),
+               "out of range or repeated");
+  cu::FusedStep bad[] = {{true, uint8_t(BinaryOp::Add), 0, 7}};
+  EXPECT_ERROR(cu::fusedElementwise(&a, 1, bad, 1, a, s),
+               "undefined register");
+}
+
+TEST(CudaChecks, DeviceCountIsZeroOrMore) {
+  // No driver or no device is 0, never an error.
+  EXPECT_GE(cu::deviceCount(), 0);
+}
+
+} // namespace
