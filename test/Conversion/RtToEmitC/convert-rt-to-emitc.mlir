@@ -9,7 +9,7 @@
 // TRAIN: main(
 // TRAIN: lamina::rt::trainMain({{.*}}, lamina_program, lamina_train);
 // TRAIN-NOT: programMain
-// MODE: mode must be inference or train, got 'eval'
+// MODE: mode must be inference, train or dist, got 'eval'
 
 // EMITC: emitc.include "lamina/Runtime/Generated.h"
 // EMITC: emitc.func @lamina_forward(%{{.*}}: !emitc.ptr<!emitc.opaque<"const lamina::rt::Tensor">>, %{{.*}}: !emitc.ptr<!emitc.opaque<"void">>) attributes {specifiers = ["static"]}

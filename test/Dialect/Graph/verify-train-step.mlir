@@ -48,7 +48,7 @@ func.func @train_step(%w: tensor<4xf32> {graph.kind = "trainable", graph.name = 
 
 // -----
 // Nothing beyond the loss and the gradients.
-// expected-error @+1 {{@train_step has 1 results beyond the loss and the gradients}}
+// expected-error @+1 {{@train_step has 1 results beyond the loss, the gradients and kept outputs}}
 func.func @train_step(%x: tensor<4xf32> {graph.kind = "input", graph.name = "x"})
     -> (tensor<f32>, tensor<4xf32>) attributes {graph.output_names = ["loss", "x"]} {
   %0 = graph.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>

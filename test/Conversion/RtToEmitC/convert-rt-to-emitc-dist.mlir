@@ -1,0 +1,32 @@
+// mode=dist: the outlined module functions, the DistSpec tables and the
+// action lists of the verified schedule (here gpipe over 2 pipeline ranks,
+// 2 micro-batches); the dist.schedule op itself is consumed.
+// RUN: lamina-opt %s -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 modules=2" -dist-insert-comm -dist-verify-schedule -convert-graph-to-rt "-convert-rt-to-emitc=mode=dist loss=output model-path=/m.onnx" | lamina-translate --mlir-to-cpp | FileCheck %s
+// RUN: not lamina-opt %s -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
+
+// CHECK: #include "lamina/Runtime/DistProgram.h"
+// CHECK: static void lamina_fwd_0(
+// CHECK: static const lamina::rt::ArgSpec lamina_bwd_0_args[3] = {{.*}}"model.layers.0.w", lamina::rt::ArgKind::Trainable{{.*}}"x", lamina::rt::ArgKind::Input{{.*}}"grad:boundary:0:0", lamina::rt::ArgKind::Cotangent
+// CHECK: static void lamina_bwd_0(
+// CHECK: static void lamina_fwd_1(
+// CHECK: static const lamina::rt::ArgSpec lamina_bwd_1_args[3] = {{.*}}"boundary:0:0", lamina::rt::ArgKind::Boundary{{.*}}"model.layers.1.w", lamina::rt::ArgKind::Trainable{{.*}}"grad:loss", lamina::rt::ArgKind::Cotangent
+// CHECK: static void lamina_bwd_1(
+// CHECK: static const lamina::rt::ModuleSpec lamina_modules[2] = {{[{][{]}}"layer.0", {"fwd_0"
+// Rank 0: F0.0 Sa0.0>1 F0.1 Sa0.1>1 Rg0.0<1 B0.0 Rg0.1<1 B0.1 OPT.
+// CHECK: static const lamina::rt::ActionSpec lamina_actions[18] = {{[{][{]}}0, 0, 0, 0, -1}, {2, 1, 0, 0, 1},
+// CHECK: static const int lamina_action_begin[3] = {0, 9, 18};
+// CHECK: static const int lamina_module_rank[2] = {0, 1};
+// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, "x",
+// CHECK: lamina::rt::distTrainMain(
+
+// NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one dist.schedule (run dist-schedule, dist-insert-comm, dist-verify-schedule); found 0
+
+func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
+                   %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},
+                   %x: tensor<2x4xf32> {graph.kind = "input", graph.name = "x"})
+    -> tensor<f32> attributes {graph.output_names = ["loss"]} {
+  %0 = graph.matmul %x, %w0 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %1 = graph.matmul %0, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+  return %2 : tensor<f32>
+}
