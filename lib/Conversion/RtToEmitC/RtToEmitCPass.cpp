@@ -102,8 +102,8 @@ public:
   /// mode=dist: every outlined module function, the DistSpec and a `main`
   /// calling lamina::rt::distTrainMain.
   struct DistOptions {
-    const schedule::Schedule *scheduleActions = nullptr;
-    schedule::ScheduleConfig schedule;
+    /// The verified schedule read back from the IR.
+    const schedule::Schedule *schedule = nullptr;
     bool recompute = true;
     std::string lossKind = "CausalLM", labelsInput;
     int64_t vocab = 0, ignoreIndex = -100;
@@ -524,9 +524,10 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
     }
   if (tokens.empty())
     return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the model has no token input");
-  if (opts.schedule.numModules != numModules)
+  const schedule::Schedule &sched = *opts.schedule;
+  if (sched.config.numModules != numModules)
     return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the schedule has ")
-           << opts.schedule.numModules << " modules, the program "
+           << sched.config.numModules << " modules, the program "
            << numModules;
 
   // Tables after the last function: they name the functions.
@@ -543,7 +544,6 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
                       .str();
   }
   specArray("lamina_modules", "lamina::rt::ModuleSpec", numModules, moduleInit);
-  const schedule::Schedule &sched = *opts.scheduleActions;
   std::string actions, begins = "0", ranks;
   int64_t numActions = 0;
   for (const auto &list : sched.ranks) {
@@ -663,8 +663,7 @@ struct ConvertRtToEmitCPass
       return signalPassFailure();
     }
     schedules[0].erase();
-    opts.schedule = sched->config;
-    opts.scheduleActions = &*sched;
+    opts.schedule = &*sched;
     opts.recompute = recompute;
     if (loss == "causal-lm")
       opts.lossKind = "CausalLM";

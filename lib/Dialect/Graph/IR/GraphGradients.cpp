@@ -56,6 +56,10 @@ struct GradBuilder {
   Value add(Value x, Value y) { return AddOp::create(b, x, y); }
   Value sub(Value x, Value y) { return SubOp::create(b, x, y); }
   Value mul(Value x, Value y) { return MulOp::create(b, x, y); }
+  /// (v + eps)^-1/2, the normalisations' reciprocal standard deviation.
+  Value rsqrtPlus(Value v, double eps) {
+    return ReciprocalOp::create(b, SqrtOp::create(b, add(v, scalar(v, eps))));
+  }
   Value div(Value x, Value y) { return DivOp::create(b, x, y); }
   Value neg(Value x) { return NegOp::create(b, x); }
   Value mulScalar(Value x, double c) { return mul(x, scalar(x, c)); }
@@ -358,8 +362,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
   SmallVector<int64_t> norm = axesFrom(axis, rank), lead = axesFrom(0, axis);
   Value xc = gb.sub(x, gb.reduceMean(x, norm, true));
   Value var = gb.reduceMean(gb.mul(xc, xc), norm, true);
-  Value rstd = ReciprocalOp::create(
-      gb.b, SqrtOp::create(gb.b, gb.add(var, gb.scalar(x, getEpsilon().convertToDouble()))));
+  Value rstd = gb.rsqrtPlus(var, getEpsilon().convertToDouble());
   Value xhat = gb.mul(xc, rstd);
   Value dxhat = gb.mul(g, getScale());
   Value inner = gb.sub(gb.sub(dxhat, gb.reduceMean(dxhat, norm, true)),
@@ -380,8 +383,7 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &builder, ValueRange gradients
   int64_t axis = getAxis(), rank = typeOf(x).getRank();
   SmallVector<int64_t> norm = axesFrom(axis, rank), lead = axesFrom(0, axis);
   Value ms = gb.reduceMean(gb.mul(x, x), norm, true);
-  Value r = ReciprocalOp::create(
-      gb.b, SqrtOp::create(gb.b, gb.add(ms, gb.scalar(x, getEpsilon().convertToDouble()))));
+  Value r = gb.rsqrtPlus(ms, getEpsilon().convertToDouble());
   Value dxh = gb.mul(g, getScale());
   Value r3 = gb.mul(r, gb.mul(r, r));
   Value corr = gb.mul(gb.mul(x, r3), gb.reduceMean(gb.mul(dxh, x), norm, true));
