@@ -62,9 +62,20 @@ if getattr(config, "lamina_enable_cuda", "OFF").upper() in ("ON", "1", "TRUE", "
     _smi = shutil.which("nvidia-smi")
     if _smi:
         try:
-            if subprocess.run([_smi, "-L"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, timeout=30,
-                              text=True).stdout.startswith("GPU "):
+            _gpus = subprocess.run([_smi, "-L"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, timeout=30,
+                                   text=True).stdout
+            if _gpus.startswith("GPU "):
                 config.available_features.add("cuda-gpu")
+                # NCCL tests run one rank per GPU (%ngpus, multi-gpu).
+                _ngpus = sum(1 for l in _gpus.splitlines() if l.startswith("GPU "))
+                config.substitutions.append(("%ngpus", str(_ngpus)))
+                if _ngpus >= 2:
+                    config.available_features.add("multi-gpu")
         except (OSError, subprocess.SubprocessError):
             pass
+# lamina_nccl (docs/cuda.md "NCCL and streams"): `nccl` when lamina-nccl-check
+# was built (CUDA on and NCCL found).
+if getattr(config, "lamina_enable_cuda", "OFF").upper() in ("ON", "1", "TRUE", "YES") \
+        and os.path.exists(os.path.join(config.lamina_tools_dir, "lamina-nccl-check")):
+    config.available_features.add("nccl")

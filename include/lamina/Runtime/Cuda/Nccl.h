@@ -1,0 +1,287 @@
+//===- Nccl.h - NCCL communicators and communication streams ----*- C++ -*-===//
+//
+// The device-side communication layer of the CUDA backend (library
+// `lamina_nccl`, built when CUDA is enabled and NCCL is found;
+// docs/cuda.md, "NCCL and streams"):
+//
+// * ncclWorld: the world communicator. Rank 0 makes the ncclUniqueId and
+//   gives it to every rank through MPI (under mpirun) or lamina_launch's TCP
+//   rendezvous (torchrun-style variables, or mpirun/srun variables with
+//   MASTER_ADDR/MASTER_PORT exported); each rank selects its GPU (its local
+//   rank) before ncclCommInitRank.
+// * NcclGroups: the pp x dp grid of the distributed runtime (global rank
+//   g = replica * pp + stage, as lib/Runtime/Dist) as communicators split
+//   from the world: the data-parallel group of this stage, and one
+//   two-rank communicator per pipeline neighbour. Each communicator has its
+//   own CUDA stream (non-blocking, higher priority than compute).
+// * CommStreams: every operation takes the caller's compute stream, orders
+//   itself after the work already enqueued there (an event), runs on the
+//   communicator's stream and returns a CommHandle whose completion event
+//   the compute stream can wait for (wait: no host synchronisation) or the
+//   host can poll under the --comm-timeout deadline (test / waitHost: a
+//   dead peer becomes an error naming the operation; the communicators are
+//   aborted).
+//
+// Every NCCL and CUDA call is checked; a failure is an error Status naming
+// the call. Communicators are created non-blocking (ncclConfig_t.blocking
+// = 0) so that initialisation, splits and enqueues are bounded by the
+// deadline too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_CUDA_NCCL_H
+#define LAMINA_RUNTIME_CUDA_NCCL_H
+
+#include "lamina/Runtime/Status.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lamina::rt::nccl {
+
+//===----------------------------------------------------------------------===//
+// Bootstrap
+//===----------------------------------------------------------------------===//
+
+/// How the ncclUniqueId reaches every rank.
+enum class Bootstrap {
+  /// MPI when MPI is already initialised, or when mpirun started the
+  /// process (OMPI_COMM_WORLD_SIZE or PMI_SIZE/PMIX_RANK set) and
+  /// MASTER_ADDR is not set; the TCP rendezvous when a launcher variable is
+  /// set (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID); a single process
+  /// (world size 1, device 0) when none is.
+  Auto,
+  /// MPI_Bcast over MPI_COMM_WORLD (MPI_Init here if nobody has).
+  Mpi,
+  /// readLaunchEnv + broadcastBytes (lamina/Runtime/Launch.h).
+  Env,
+};
+
+/// Parses "auto", "mpi", "env"; false otherwise.
+bool parseBootstrap(const std::string &text, Bootstrap &out);
+const char *bootstrapName(Bootstrap b);
+
+struct WorldOptions {
+  Bootstrap bootstrap = Bootstrap::Auto;
+  /// Bounds the rendezvous, ncclCommInitRank and every later wait
+  /// (--comm-timeout), in seconds.
+  double timeoutSeconds = 60;
+  /// The CUDA device; -1: the local rank.
+  int device = -1;
+};
+
+/// What ncclWorld decided.
+struct WorldInfo {
+  int rank = 0, size = 1, localRank = 0, device = 0;
+  /// "mpi", "tcp" or "single".
+  std::string bootstrap;
+  /// The launcher whose variables were read ("torchrun", "mpirun",
+  /// "slurm", "mpi" for MPI_Comm_rank, "none").
+  std::string launcher;
+  /// The variable the local rank came from (for messages).
+  std::string localRankVariable;
+  /// MPI_Init was called by ncclWorld: finalizeBootstrap() calls
+  /// MPI_Finalize.
+  bool mpiInitialisedHere = false;
+};
+
+/// Creates the world communicator (non-blocking config) on this process's
+/// device: reads the launcher (rule above), checks the device count
+/// (cudaGetDeviceCount; an error when the local rank is not below it,
+/// naming the variable), cudaSetDevice, ncclGetUniqueId on rank 0, the
+/// broadcast, ncclCommInitRankConfig, and waits for it under the deadline
+/// (ncclCommAbort and an error on timeout). On error `world` is null.
+Status ncclWorld(const WorldOptions &options, ncclComm_t &world,
+                 WorldInfo &info);
+
+/// MPI_Finalize when ncclWorld initialised MPI (call after destroying the
+/// communicators).
+void finalizeBootstrap(WorldInfo &info);
+
+/// "ncclAllReduce: unhandled cuda error (...)" plus ncclGetLastError.
+std::string ncclText(const char *call, ncclResult_t r, ncclComm_t comm);
+/// "cudaStreamCreate: out of memory".
+std::string cudaText(const char *call, cudaError_t e);
+
+//===----------------------------------------------------------------------===//
+// Groups
+//===----------------------------------------------------------------------===//
+
+/// One communicator with its own stream and byte counters.
+struct Channel {
+  std::string name; ///< "world", "dp", "pipe-prev", "pipe-next"
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int rank = 0, size = 1; ///< in this communicator
+  /// Point-to-point bytes this rank sent; collective ring volumes
+  /// (all-reduce 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S of
+  /// the whole vector's S bytes), as lib/Runtime/Dist/Comm.
+  uint64_t p2pBytesSent = 0;
+  double collectiveBytes = 0;
+  bool valid() const { return comm != nullptr; }
+};
+
+/// The pp x dp grid: world rank g = replica * pp + stage.
+class NcclGroups {
+public:
+  NcclGroups() = default;
+  NcclGroups(const NcclGroups &) = delete;
+  NcclGroups &operator=(const NcclGroups &) = delete;
+  /// Destroys the communicators (ncclCommFinalize + ncclCommDestroy, or
+  /// ncclCommAbort after an abort or a failed finalize) and the streams.
+  ~NcclGroups();
+
+  /// Takes ownership of `world` (null on error too: it is destroyed), splits
+  /// it (ncclCommSplit, collective over every world rank) into the dp group
+  /// (color stage, key replica) and the pipeline neighbour pairs, and
+  /// creates a stream per communicator (cudaStreamNonBlocking, the
+  /// greatest priority). pp * dp must be the world size.
+  static Status create(ncclComm_t world, int pp, int dp, double timeoutSeconds,
+                       NcclGroups &out);
+
+  int pp = 1, dp = 1, stage = 0, replica = 0;
+  Channel world;
+  /// The replicas of this stage; its rank is the replica index.
+  Channel dpGroup;
+  /// Two-rank communicators with stage-1 and stage+1 of this replica (not
+  /// valid at the first / last stage); the peer's rank in them is
+  /// `peerRank()`.
+  Channel pipePrev, pipeNext;
+  static int peerRank(const Channel &pair) { return 1 - pair.rank; }
+
+  /// ncclCommAbort on every communicator (after a timeout or a peer's
+  /// error); the handles become null. Safe to call twice.
+  void abortAll();
+  bool aborted() const { return aborted_; }
+  /// "world: ncclSystemError (...)" for each communicator with an
+  /// asynchronous error (ncclCommGetAsyncError), empty if none.
+  std::string asyncErrors();
+
+  /// The valid communicators, the pipeline pairs and the dp group before
+  /// the world.
+  std::vector<Channel *> channels();
+
+  /// What the destructor does, with its errors (ncclCommFinalize bounded by
+  /// the timeout, then ncclCommDestroy; ncclCommAbort when finalizing
+  /// fails). Safe to call twice.
+  Status destroy();
+
+private:
+  bool aborted_ = false;
+  double timeout_ = 60;
+};
+
+//===----------------------------------------------------------------------===//
+// Operations
+//===----------------------------------------------------------------------===//
+
+enum class DType { F32, F16, BF16 };
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t);
+
+/// An enqueued operation: a slot of CommStreams' event pool. Consumed by
+/// wait() or by test()/waitHost() returning done; invalid afterwards.
+struct CommHandle {
+  int slot = -1;
+  uint64_t serial = 0;
+  bool valid() const { return slot >= 0; }
+};
+
+class CommStreams {
+public:
+  /// `groups` must outlive this object. timeoutSeconds: --comm-timeout.
+  CommStreams(NcclGroups &groups, double timeoutSeconds);
+  ~CommStreams();
+  CommStreams(const CommStreams &) = delete;
+  CommStreams &operator=(const CommStreams &) = delete;
+
+  double timeout;
+
+  /// Point-to-point: `sendBytes` from `sendBuf` to `sendPeer` and
+  /// `recvBytes` into `recvBuf` from `recvPeer` (ranks in `ch`; -1 skips a
+  /// side; a peer may be this rank) in one ncclGroupStart/End.
+  Status sendRecv(Channel &ch, const void *sendBuf, size_t sendBytes,
+                  int sendPeer, void *recvBuf, size_t recvBytes, int recvPeer,
+                  cudaStream_t compute, CommHandle &out);
+  Status send(Channel &ch, const void *buf, size_t bytes, int peer,
+              cudaStream_t compute, CommHandle &out) {
+    return sendRecv(ch, buf, bytes, peer, nullptr, 0, -1, compute, out);
+  }
+  Status recv(Channel &ch, void *buf, size_t bytes, int peer,
+              cudaStream_t compute, CommHandle &out) {
+    return sendRecv(ch, nullptr, 0, -1, buf, bytes, peer, compute, out);
+  }
+
+  /// Sum of `count` elements over `ch`; in place when send == recv.
+  Status allReduce(Channel &ch, const void *send, void *recv, size_t count,
+                   DType type, cudaStream_t compute, CommHandle &out);
+  /// `send` holds size * countPerRank elements; this rank gets the sum of
+  /// chunk `rank` in `recv` (countPerRank elements). Equal chunks only:
+  /// pad the vector to a multiple of the group size.
+  Status reduceScatter(Channel &ch, const void *send, void *recv,
+                       size_t countPerRank, DType type, cudaStream_t compute,
+                       CommHandle &out);
+  /// `send` (countPerRank elements) lands at recv + rank * countPerRank;
+  /// in place when send is that address. Equal chunks only.
+  Status allGather(Channel &ch, const void *send, void *recv,
+                   size_t countPerRank, DType type, cudaStream_t compute,
+                   CommHandle &out);
+
+  /// Makes `compute` wait for the operation (cudaStreamWaitEvent; no host
+  /// synchronisation) and releases the handle.
+  Status wait(CommHandle &h, cudaStream_t compute);
+  /// Polls once (cudaEventQuery, ncclCommGetAsyncError): done is true when
+  /// the operation completed (the handle is released). An error when the
+  /// communicator reports one, or when `timeout` seconds have passed since
+  /// the first test() of this handle: then every communicator is aborted
+  /// and the message names the operation.
+  Status test(CommHandle &h, bool &done);
+  /// Polls with test() until done or the deadline (an error as above).
+  Status waitHost(CommHandle &h);
+  /// Synchronises `stream` under the deadline (an event polled with
+  /// cudaEventQuery, checking every communicator for errors): the bounded
+  /// replacement for cudaStreamSynchronize on a stream that waits for
+  /// communication. `what` names it in the message.
+  Status syncStream(cudaStream_t stream, const std::string &what);
+
+  /// Operations enqueued and not yet waited for or completed.
+  int outstanding() const;
+
+private:
+  struct Slot {
+    cudaEvent_t start = nullptr, done = nullptr;
+    bool busy = false;
+    uint64_t serial = 0;
+    Channel *channel = nullptr;
+    std::string what;
+    double firstPolledAt = -1;
+  };
+  NcclGroups &groups_;
+  std::vector<Slot> slots_;
+  std::vector<int> free_;
+  uint64_t nextSerial_ = 1;
+
+  Status acquire(int &slot);
+  Status begin(Channel &ch, cudaStream_t compute, const std::string &what,
+               int &slot);
+  Status finish(Channel &ch, int slot, ncclResult_t r, const char *call,
+                CommHandle &out);
+  Status enqueued(Channel &ch, ncclResult_t r, const char *call,
+                  const std::string &what);
+  Status check(const CommHandle &h, Slot *&s);
+  void release(int slot);
+  Status timeoutError(const std::string &what, double waited);
+  Status usable(Channel &ch, const char *op);
+};
+
+/// Seconds on a monotonic clock.
+double now();
+
+} // namespace lamina::rt::nccl
+
+#endif // LAMINA_RUNTIME_CUDA_NCCL_H

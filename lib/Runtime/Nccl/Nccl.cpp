@@ -1,0 +1,1069 @@
+//===- Nccl.cpp - NCCL communicators and communication streams ------------===//
+//
+// See include/lamina/Runtime/Cuda/Nccl.h and docs/cuda.md, "NCCL and
+// streams". Every communicator is non-blocking (ncclConfig_t.blocking = 0):
+// a call may return ncclInProgress, and then ncclCommGetAsyncError is polled
+// until the communicator is ready, bounded by the deadline, before anything
+// else is done with it (NCCL's rule for non-blocking communicators).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/Cuda/Nccl.h"
+
+#include "lamina/Runtime/Launch.h"
+
+// The C API only (OpenMPI and MPICH otherwise pull in their C++ bindings).
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+namespace lamina::rt::nccl {
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+std::string secondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+/// Sleeps a little: short at first, longer the longer a wait has lasted,
+/// so a poll neither burns a core for long nor adds much latency.
+void backoff(unsigned spins) {
+  if (spins < 100)
+    return;
+  struct timespec ts = {0, spins < 2000 ? 20000 : 500000};
+  nanosleep(&ts, nullptr);
+}
+
+ncclConfig_t nonBlockingConfig() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+/// Polls ncclCommGetAsyncError(comm) until the communicator leaves
+/// ncclInProgress or the deadline passes. `what` names the operation.
+Status waitReady(ncclComm_t comm, double deadline, double timeout,
+                 const std::string &what) {
+  for (unsigned spins = 0;; ++spins) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess)
+      return Status::error(what + ": " +
+                           ncclText("ncclCommGetAsyncError", r, comm));
+    if (state == ncclSuccess)
+      return Status::success();
+    if (state != ncclInProgress)
+      return Status::error(what + ": " +
+                           ncclText("ncclCommGetAsyncError", state, comm));
+    if (now() > deadline)
+      return Status::error(what + " did not complete within " +
+                           secondsText(timeout) +
+                           " (a rank may have failed, died or not started)");
+    backoff(spins);
+  }
+}
+
+ncclDataType_t ncclType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
+  }
+  return ncclFloat32;
+}
+
+//===----------------------------------------------------------------------===//
+// MPI helpers
+//===----------------------------------------------------------------------===//
+
+std::string mpiText(const char *call, int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+    len = std::snprintf(text, sizeof text, "MPI error %d", rc);
+  return std::string(call) + ": " + std::string(text, size_t(len));
+}
+
+/// Polls `req` (MPI_Test) until it completes or the deadline passes.
+Status mpiWait(MPI_Request &req, double deadline, double timeout,
+               const std::string &what) {
+  for (unsigned spins = 0;; ++spins) {
+    int done = 0;
+    int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return Status::error(what + ": " + mpiText("MPI_Test", rc));
+    if (done)
+      return Status::success();
+    if (now() > deadline)
+      return Status::error(what + " did not complete within " +
+                           secondsText(timeout) +
+                           " (a rank may have failed or died)");
+    backoff(spins);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Device selection
+//===----------------------------------------------------------------------===//
+
+/// cudaGetDeviceCount, then cudaSetDevice(device) (the local rank unless
+/// `requested` >= 0). `variable` names where the local rank came from.
+Status selectDevice(int localRank, int requested, const std::string &variable,
+                    int &device) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::error(
+        cudaText("cudaGetDeviceCount", e) +
+        " (no usable CUDA driver or device on this machine; NCCL needs one "
+        "GPU per rank)");
+  }
+  if (count == 0)
+    return Status::error("cudaGetDeviceCount: no CUDA device is visible");
+  if (requested >= 0) {
+    if (requested >= count)
+      return Status::error("device " + std::to_string(requested) +
+                           " (--device) is not below the " +
+                           std::to_string(count) +
+                           " CUDA devices visible (cudaGetDeviceCount)");
+    device = requested;
+  } else {
+    if (localRank >= count)
+      return Status::error(
+          "local rank " + std::to_string(localRank) + " (" + variable +
+          ") is not below the " + std::to_string(count) +
+          " CUDA devices visible (cudaGetDeviceCount): start at most one rank "
+          "per GPU on each node, or check CUDA_VISIBLE_DEVICES");
+    device = localRank;
+  }
+  e = cudaSetDevice(device);
+  if (e != cudaSuccess)
+    return Status::error(cudaText("cudaSetDevice", e) + " (device " +
+                         std::to_string(device) + ")");
+  // cudaFree(0) creates the context now, so a broken device shows here
+  // rather than inside NCCL.
+  e = cudaFree(nullptr);
+  if (e != cudaSuccess)
+    return Status::error(cudaText("cudaFree(0) (context creation)", e) +
+                         " (device " + std::to_string(device) + ")");
+  return Status::success();
+}
+
+/// The message rank 0 broadcasts: a flag (1: the id follows) and the id.
+struct IdMessage {
+  unsigned char ok = 0;
+  ncclUniqueId id;
+};
+constexpr size_t kIdMessageSize = 1 + sizeof(ncclUniqueId);
+
+void pack(const IdMessage &m, unsigned char *buf) {
+  buf[0] = m.ok;
+  std::memcpy(buf + 1, &m.id, sizeof m.id);
+}
+void unpack(const unsigned char *buf, IdMessage &m) {
+  m.ok = buf[0];
+  std::memcpy(&m.id, buf + 1, sizeof m.id);
+}
+
+/// Rank 0's half: ncclGetUniqueId when `local` is ok.
+Status makeId(const Status &local, IdMessage &m) {
+  std::memset(&m.id, 0, sizeof m.id);
+  m.ok = 0;
+  if (!local.ok())
+    return local;
+  ncclResult_t r = ncclGetUniqueId(&m.id);
+  if (r != ncclSuccess)
+    return Status::error(ncclText("ncclGetUniqueId", r, nullptr));
+  m.ok = 1;
+  return Status::success();
+}
+
+Status initComm(const IdMessage &m, int size, int rank, double deadline,
+                double timeout, ncclComm_t &world) {
+  ncclConfig_t config = nonBlockingConfig();
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, m.id, rank, &config);
+  std::string what = "ncclCommInitRank (rank " + std::to_string(rank) +
+                     " of " + std::to_string(size) + ")";
+  if (r != ncclSuccess && r != ncclInProgress) {
+    std::string text = ncclText("ncclCommInitRankConfig", r, comm);
+    if (comm)
+      (void)ncclCommAbort(comm);
+    return Status::error(text);
+  }
+  if (!comm)
+    return Status::error(what + ": NCCL returned no communicator");
+  if (Status s = waitReady(comm, deadline, timeout, what); !s.ok()) {
+    (void)ncclCommAbort(comm);
+    return s;
+  }
+  world = comm;
+  return Status::success();
+}
+
+bool envSet(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v;
+}
+
+std::string localVariableOf(const std::string &launcher) {
+  if (launcher == "torchrun")
+    return "LOCAL_RANK";
+  if (launcher == "mpirun")
+    return "OMPI_COMM_WORLD_LOCAL_RANK";
+  if (launcher == "slurm")
+    return "SLURM_LOCALID";
+  return "local rank";
+}
+
+Status worldOverMpi(const WorldOptions &o, double deadline, ncclComm_t &world,
+                    WorldInfo &info) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return Status::error("the MPI bootstrap needs MPI, which was already "
+                         "finalized (MPI_Finalized)");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int rc = MPI_Init(nullptr, nullptr);
+    if (rc != MPI_SUCCESS)
+      return Status::error(mpiText("MPI_Init", rc));
+    info.mpiInitialisedHere = true;
+  }
+  int rc = MPI_Comm_rank(MPI_COMM_WORLD, &info.rank);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Comm_size(MPI_COMM_WORLD, &info.size);
+  if (rc != MPI_SUCCESS)
+    return Status::error(mpiText("MPI_Comm_rank/MPI_Comm_size", rc));
+  // The local rank: this rank's index among the ranks on its node.
+  MPI_Comm node = MPI_COMM_NULL;
+  rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank,
+                           MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS)
+    return Status::error(mpiText("MPI_Comm_split_type", rc));
+  rc = MPI_Comm_rank(node, &info.localRank);
+  MPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS)
+    return Status::error(mpiText("MPI_Comm_rank (node)", rc));
+  info.bootstrap = "mpi";
+  info.launcher = "mpi";
+  info.localRankVariable =
+      "the rank's index on its node, MPI_COMM_TYPE_SHARED";
+
+  // Every rank selects its device; then all agree whether every rank could
+  // (so one rank's failure does not leave the others waiting for the id).
+  Status local =
+      selectDevice(info.localRank, o.device, info.localRankVariable,
+                   info.device);
+  int firstFailed = local.ok() ? INT_MAX : info.rank;
+  int anyFailed = INT_MAX;
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Iallreduce(&firstFailed, &anyFailed, 1, MPI_INT, MPI_MIN,
+                      MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS)
+    return Status::error(mpiText("MPI_Iallreduce", rc));
+  if (Status s = mpiWait(req, deadline, o.timeoutSeconds,
+                         "agreeing on device selection (MPI_Iallreduce)");
+      !s.ok())
+    return s;
+  if (!local.ok())
+    return local;
+  if (anyFailed != INT_MAX)
+    return Status::error("rank " + std::to_string(anyFailed) +
+                         " could not select its CUDA device (see its "
+                         "message); not creating the NCCL communicator");
+
+  IdMessage m;
+  Status made = info.rank == 0 ? makeId(local, m) : Status::success();
+  unsigned char buf[kIdMessageSize];
+  pack(m, buf);
+  rc = MPI_Ibcast(buf, int(kIdMessageSize), MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS)
+    return Status::error(mpiText("MPI_Ibcast", rc));
+  if (Status s = mpiWait(req, deadline, o.timeoutSeconds,
+                         "broadcasting the NCCL unique id (MPI_Ibcast)");
+      !s.ok())
+    return s;
+  if (!made.ok())
+    return made;
+  unpack(buf, m);
+  if (!m.ok)
+    return Status::error("rank 0 could not create the NCCL unique id (see "
+                         "its message)");
+  return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
+}
+
+Status worldOverEnv(const WorldOptions &o, bool single, double deadline,
+                    ncclComm_t &world, WorldInfo &info) {
+  LaunchEnv env;
+  if (single) {
+    info.bootstrap = "single";
+    info.launcher = "none";
+    info.localRankVariable = "local rank of a single process";
+  } else {
+    if (Status s = readLaunchEnv(env); !s.ok())
+      return s;
+    info.rank = env.rank;
+    info.size = env.worldSize;
+    info.localRank = env.localRank;
+    info.bootstrap = env.worldSize > 1 ? "tcp" : "single";
+    info.launcher = env.launcher;
+    info.localRankVariable = localVariableOf(env.launcher);
+  }
+  Status local = selectDevice(info.localRank, o.device,
+                              info.localRankVariable, info.device);
+  // A rank other than 0 that failed stops here (rank 0 then times out
+  // waiting for it); rank 0 still tells the others it failed.
+  if (!local.ok() && info.rank != 0)
+    return local;
+  IdMessage m;
+  Status made = info.rank == 0 ? makeId(local, m) : Status::success();
+  if (!single && info.size > 1) {
+    unsigned char buf[kIdMessageSize];
+    pack(m, buf);
+    double left = deadline - now();
+    if (left < 1)
+      left = 1;
+    if (Status s = broadcastBytes(env, buf, kIdMessageSize, left); !s.ok())
+      return made.ok() ? Status::error("broadcasting the NCCL unique id: " +
+                                       s.message())
+                       : made;
+    unpack(buf, m);
+  }
+  if (!made.ok())
+    return made;
+  if (!m.ok)
+    return Status::error("rank 0 could not create the NCCL unique id (see "
+                         "its message)");
+  return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Messages
+//===----------------------------------------------------------------------===//
+
+std::string ncclText(const char *call, ncclResult_t r, ncclComm_t comm) {
+  std::string text = std::string(call) + ": " + ncclGetErrorString(r);
+  const char *last = ncclGetLastError(comm);
+  if (last && *last)
+    text += std::string(" (") + last + ")";
+  return text;
+}
+
+std::string cudaText(const char *call, cudaError_t e) {
+  return std::string(call) + ": " + cudaGetErrorString(e) + " (" +
+         cudaGetErrorName(e) + ")";
+}
+
+bool parseBootstrap(const std::string &text, Bootstrap &out) {
+  if (text == "auto")
+    out = Bootstrap::Auto;
+  else if (text == "mpi")
+    out = Bootstrap::Mpi;
+  else if (text == "env")
+    out = Bootstrap::Env;
+  else
+    return false;
+  return true;
+}
+
+const char *bootstrapName(Bootstrap b) {
+  switch (b) {
+  case Bootstrap::Auto:
+    return "auto";
+  case Bootstrap::Mpi:
+    return "mpi";
+  case Bootstrap::Env:
+    return "env";
+  }
+  return "?";
+}
+
+size_t dtypeSize(DType t) { return t == DType::F32 ? 4 : 2; }
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// World
+//===----------------------------------------------------------------------===//
+
+Status ncclWorld(const WorldOptions &o, ncclComm_t &world, WorldInfo &info) {
+  world = nullptr;
+  info = WorldInfo();
+  if (!(o.timeoutSeconds > 0))
+    return Status::error("the communication timeout must be positive");
+  double deadline = now() + o.timeoutSeconds;
+
+  Bootstrap b = o.bootstrap;
+  bool single = false;
+  if (b == Bootstrap::Auto) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    bool underMpirun = envSet("OMPI_COMM_WORLD_SIZE") || envSet("PMIX_RANK") ||
+                       envSet("PMI_SIZE");
+    if ((initialized && !finalized) ||
+        (underMpirun && !envSet("MASTER_ADDR")))
+      b = Bootstrap::Mpi;
+    else {
+      b = Bootstrap::Env;
+      single = !envSet("RANK") && !envSet("OMPI_COMM_WORLD_RANK") &&
+               !envSet("SLURM_PROCID");
+    }
+  }
+  Status s = b == Bootstrap::Mpi ? worldOverMpi(o, deadline, world, info)
+                                 : worldOverEnv(o, single, deadline, world,
+                                                info);
+  return s;
+}
+
+void finalizeBootstrap(WorldInfo &info) {
+  if (!info.mpiInitialisedHere)
+    return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+  info.mpiInitialisedHere = false;
+}
+
+//===----------------------------------------------------------------------===//
+// Groups
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+Status commShape(Channel &ch) {
+  ncclResult_t r = ncclCommCount(ch.comm, &ch.size);
+  if (r != ncclSuccess)
+    return Status::error(ch.name + ": " +
+                         ncclText("ncclCommCount", r, ch.comm));
+  r = ncclCommUserRank(ch.comm, &ch.rank);
+  if (r != ncclSuccess)
+    return Status::error(ch.name + ": " +
+                         ncclText("ncclCommUserRank", r, ch.comm));
+  return Status::success();
+}
+
+/// ncclCommSplit of `parent`, waited for; `out` stays null for NOCOLOR.
+Status split(Channel &parent, int color, int key, double timeout,
+             const std::string &name, Channel &out) {
+  ncclConfig_t config = nonBlockingConfig();
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommSplit(parent.comm, color, key, &comm, &config);
+  std::string what = "ncclCommSplit (" + name + ")";
+  if (r != ncclSuccess && r != ncclInProgress) {
+    std::string text = ncclText("ncclCommSplit", r, parent.comm);
+    if (comm)
+      (void)ncclCommAbort(comm);
+    return Status::error(name + ": " + text);
+  }
+  double deadline = now() + timeout;
+  if (comm) {
+    if (Status s = waitReady(comm, deadline, timeout, what); !s.ok()) {
+      (void)ncclCommAbort(comm);
+      return s;
+    }
+  } else if (color != NCCL_SPLIT_NOCOLOR) {
+    return Status::error(what + ": NCCL returned no communicator");
+  }
+  if (Status s = waitReady(parent.comm, deadline, timeout,
+                           what + " on the parent " + parent.name);
+      !s.ok()) {
+    if (comm)
+      (void)ncclCommAbort(comm);
+    return s;
+  }
+  out.name = name;
+  out.comm = comm;
+  if (comm)
+    return commShape(out);
+  return Status::success();
+}
+
+} // namespace
+
+Status NcclGroups::create(ncclComm_t worldComm, int pp, int dp,
+                          double timeoutSeconds, NcclGroups &g) {
+  if (g.world.valid() || g.aborted_)
+    return Status::error("NcclGroups::create: the object is already in use");
+  g.timeout_ = timeoutSeconds > 0 ? timeoutSeconds : 60;
+  g.world.name = "world";
+  g.world.comm = worldComm;
+  if (!worldComm)
+    return Status::error("NcclGroups::create: no world communicator");
+  if (Status s = commShape(g.world); !s.ok())
+    return s;
+  if (pp < 1 || dp < 1 || (long long)pp * dp != g.world.size)
+    return Status::error("the grid pp " + std::to_string(pp) + " x dp " +
+                         std::to_string(dp) + " does not match the world of " +
+                         std::to_string(g.world.size) + " ranks");
+  g.pp = pp;
+  g.dp = dp;
+  g.stage = g.world.rank % pp;
+  g.replica = g.world.rank / pp;
+
+  // The replicas of this stage (MPI_Comm_split(world, stage, replica) in
+  // lib/Runtime/Dist).
+  if (Status s = split(g.world, g.stage, g.replica, g.timeout_, "dp",
+                       g.dpGroup);
+      !s.ok())
+    return s;
+
+  // Pipeline edges e = (stage e, stage e+1) of this replica, as two-rank
+  // communicators: even edges in one split, odd edges in another (a stage
+  // is in at most one edge of each parity). Key = stage, so the lower
+  // stage is rank 0 of its pair.
+  for (int parity = 0; parity < 2 && pp > 1; ++parity) {
+    if (parity == 1 && pp <= 2)
+      break; // no odd edge: every rank knows it, so all skip the split
+    int edge = -1;
+    if (g.stage % 2 == parity && g.stage + 1 < pp)
+      edge = g.stage; // with the next stage
+    else if (g.stage % 2 != parity && g.stage >= 1)
+      edge = g.stage - 1; // with the previous stage
+    int color = edge < 0 ? NCCL_SPLIT_NOCOLOR : g.replica * pp + edge;
+    Channel pair;
+    std::string name = edge == g.stage ? "pipe-next" : "pipe-prev";
+    if (Status s = split(g.world, color, g.stage, g.timeout_,
+                         edge < 0 ? "pipeline (none)" : name, pair);
+        !s.ok())
+      return s;
+    if (edge < 0)
+      continue;
+    if (pair.size != 2) {
+      (void)ncclCommAbort(pair.comm);
+      return Status::error(name + ": ncclCommSplit made a communicator of " +
+                           std::to_string(pair.size) + " ranks, not 2");
+    }
+    (edge == g.stage ? g.pipeNext : g.pipePrev) = pair;
+  }
+
+  // A stream per communicator, with the greatest priority: its work is
+  // scheduled ahead of compute blocks waiting for an SM.
+  int least = 0, greatest = 0;
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e != cudaSuccess)
+    return Status::error(cudaText("cudaDeviceGetStreamPriorityRange", e));
+  for (Channel *ch : g.channels()) {
+    e = cudaStreamCreateWithPriority(&ch->stream, cudaStreamNonBlocking,
+                                     greatest);
+    if (e != cudaSuccess) {
+      ch->stream = nullptr;
+      return Status::error(ch->name + ": " +
+                           cudaText("cudaStreamCreateWithPriority", e));
+    }
+  }
+  return Status::success();
+}
+
+std::vector<Channel *> NcclGroups::channels() {
+  std::vector<Channel *> all;
+  for (Channel *ch : {&pipePrev, &pipeNext, &dpGroup, &world})
+    if (ch->valid())
+      all.push_back(ch);
+  return all;
+}
+
+void NcclGroups::abortAll() {
+  for (Channel *ch : {&pipePrev, &pipeNext, &dpGroup, &world})
+    if (ch->comm) {
+      (void)ncclCommAbort(ch->comm);
+      ch->comm = nullptr;
+    }
+  aborted_ = true;
+}
+
+std::string NcclGroups::asyncErrors() {
+  std::string all;
+  for (Channel *ch : channels()) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(ch->comm, &state);
+    std::string text;
+    if (r != ncclSuccess)
+      text = ncclText("ncclCommGetAsyncError", r, ch->comm);
+    else if (state != ncclSuccess && state != ncclInProgress)
+      text = ncclText("ncclCommGetAsyncError", state, ch->comm);
+    if (!text.empty())
+      all += (all.empty() ? "" : "; ") + ch->name + ": " + text;
+  }
+  return all;
+}
+
+Status NcclGroups::destroy() {
+  std::string errors;
+  auto note = [&](const std::string &text) {
+    errors += (errors.empty() ? "" : "; ") + text;
+  };
+  for (Channel *ch : {&pipePrev, &pipeNext, &dpGroup, &world}) {
+    if (ch->comm) {
+      ncclResult_t r = ncclCommFinalize(ch->comm);
+      Status s = Status::success();
+      if (r != ncclSuccess && r != ncclInProgress)
+        s = Status::error(ncclText("ncclCommFinalize", r, ch->comm));
+      else
+        s = waitReady(ch->comm, now() + timeout_, timeout_,
+                      "ncclCommFinalize");
+      if (s.ok()) {
+        r = ncclCommDestroy(ch->comm);
+        if (r != ncclSuccess)
+          note(ch->name + ": " + ncclText("ncclCommDestroy", r, nullptr));
+      } else {
+        note(ch->name + ": " + s.message() + "; aborted");
+        (void)ncclCommAbort(ch->comm);
+      }
+      ch->comm = nullptr;
+    }
+    if (ch->stream) {
+      cudaError_t e = cudaStreamDestroy(ch->stream);
+      if (e != cudaSuccess)
+        note(ch->name + ": " + cudaText("cudaStreamDestroy", e));
+      ch->stream = nullptr;
+    }
+  }
+  if (!errors.empty())
+    return Status::error(errors);
+  return Status::success();
+}
+
+NcclGroups::~NcclGroups() { (void)destroy(); }
+
+//===----------------------------------------------------------------------===//
+// CommStreams
+//===----------------------------------------------------------------------===//
+
+CommStreams::CommStreams(NcclGroups &groups, double timeoutSeconds)
+    : timeout(timeoutSeconds), groups_(groups) {}
+
+CommStreams::~CommStreams() {
+  // Destroying an event whose work is pending is allowed: CUDA releases it
+  // once the work completes.
+  for (Slot &s : slots_) {
+    if (s.start)
+      (void)cudaEventDestroy(s.start);
+    if (s.done)
+      (void)cudaEventDestroy(s.done);
+  }
+}
+
+int CommStreams::outstanding() const {
+  int n = 0;
+  for (const Slot &s : slots_)
+    n += s.busy ? 1 : 0;
+  return n;
+}
+
+Status CommStreams::acquire(int &slot) {
+  if (free_.empty()) {
+    Slot s;
+    cudaError_t e = cudaEventCreateWithFlags(&s.start, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+      return Status::error(cudaText("cudaEventCreateWithFlags", e));
+    e = cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      (void)cudaEventDestroy(s.start);
+      return Status::error(cudaText("cudaEventCreateWithFlags", e));
+    }
+    slots_.push_back(s);
+    free_.push_back(int(slots_.size()) - 1);
+  }
+  slot = free_.back();
+  free_.pop_back();
+  Slot &s = slots_[size_t(slot)];
+  s.busy = true;
+  s.serial = nextSerial_++;
+  s.firstPolledAt = -1;
+  return Status::success();
+}
+
+void CommStreams::release(int slot) {
+  Slot &s = slots_[size_t(slot)];
+  s.busy = false;
+  s.channel = nullptr;
+  s.what.clear();
+  free_.push_back(slot);
+}
+
+Status CommStreams::usable(Channel &ch, const char *op) {
+  if (groups_.aborted())
+    return Status::error(std::string(op) + " on " + ch.name +
+                         ": the NCCL communicators were aborted after an "
+                         "earlier error");
+  if (!ch.valid())
+    return Status::error(std::string(op) + ": communicator " +
+                         (ch.name.empty() ? "(unnamed)" : ch.name) +
+                         " does not exist on this rank");
+  if (!ch.stream)
+    return Status::error(std::string(op) + " on " + ch.name +
+                         ": the communicator has no stream");
+  return Status::success();
+}
+
+Status CommStreams::begin(Channel &ch, cudaStream_t compute,
+                          const std::string &what, int &slot) {
+  if (Status s = acquire(slot); !s.ok())
+    return Status::error(what + ": " + s.message());
+  Slot &s = slots_[size_t(slot)];
+  s.channel = &ch;
+  s.what = what;
+  // The communication starts after everything already enqueued on the
+  // compute stream (which produced the buffers).
+  cudaError_t e = cudaEventRecord(s.start, compute);
+  if (e != cudaSuccess) {
+    release(slot);
+    return Status::error(what + ": " +
+                         cudaText("cudaEventRecord (compute stream)", e));
+  }
+  e = cudaStreamWaitEvent(ch.stream, s.start, 0);
+  if (e != cudaSuccess) {
+    release(slot);
+    return Status::error(what + ": " + cudaText("cudaStreamWaitEvent", e) +
+                         " (" + ch.name + " stream)");
+  }
+  return Status::success();
+}
+
+Status CommStreams::enqueued(Channel &ch, ncclResult_t r, const char *call,
+                             const std::string &what) {
+  if (r == ncclSuccess)
+    return Status::success();
+  if (r != ncclInProgress)
+    return Status::error(what + ": " + ncclText(call, r, ch.comm));
+  // Non-blocking communicator: the operation is enqueued once the
+  // communicator is ready again (connections may be set up first).
+  Status s = waitReady(ch.comm, now() + timeout, timeout,
+                       what + " (" + call + ")");
+  if (!s.ok()) {
+    std::string async = groups_.asyncErrors();
+    groups_.abortAll();
+    return Status::error(s.message() + "; NCCL communicators aborted" +
+                         (async.empty() ? "" : " (" + async + ")"));
+  }
+  return Status::success();
+}
+
+Status CommStreams::finish(Channel &ch, int slot, ncclResult_t r,
+                           const char *call, CommHandle &out) {
+  Slot &s = slots_[size_t(slot)];
+  if (Status st = enqueued(ch, r, call, s.what); !st.ok()) {
+    release(slot);
+    return st;
+  }
+  cudaError_t e = cudaEventRecord(s.done, ch.stream);
+  if (e != cudaSuccess) {
+    std::string what = s.what;
+    release(slot);
+    return Status::error(what + ": " + cudaText("cudaEventRecord", e) + " (" +
+                         ch.name + " stream)");
+  }
+  out.slot = slot;
+  out.serial = s.serial;
+  return Status::success();
+}
+
+Status CommStreams::sendRecv(Channel &ch, const void *sendBuf,
+                             size_t sendBytes, int sendPeer, void *recvBuf,
+                             size_t recvBytes, int recvPeer,
+                             cudaStream_t compute, CommHandle &out) {
+  out = CommHandle();
+  if (Status s = usable(ch, "send/recv"); !s.ok())
+    return s;
+  if (sendPeer < -1 || sendPeer >= ch.size || recvPeer < -1 ||
+      recvPeer >= ch.size)
+    return Status::error("send/recv on " + ch.name + ": peer " +
+                         std::to_string(sendPeer < -1 || sendPeer >= ch.size
+                                            ? sendPeer
+                                            : recvPeer) +
+                         " is not a rank of the " + std::to_string(ch.size) +
+                         "-rank communicator");
+  if (sendPeer < 0 && recvPeer < 0)
+    return Status::error("send/recv on " + ch.name + ": neither a send nor a "
+                         "receive");
+  if ((sendPeer >= 0 && sendBytes && !sendBuf) ||
+      (recvPeer >= 0 && recvBytes && !recvBuf))
+    return Status::error("send/recv on " + ch.name + ": a null buffer");
+  std::string what;
+  if (sendPeer >= 0)
+    what = "send of " + std::to_string(sendBytes) + " bytes to rank " +
+           std::to_string(sendPeer);
+  if (recvPeer >= 0)
+    what += std::string(what.empty() ? "" : " and ") + "receive of " +
+            std::to_string(recvBytes) + " bytes from rank " +
+            std::to_string(recvPeer);
+  what += " on " + ch.name + " (rank " + std::to_string(ch.rank) + " of " +
+          std::to_string(ch.size) + ")";
+  int slot;
+  if (Status s = begin(ch, compute, what, slot); !s.ok())
+    return s;
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) {
+    release(slot);
+    return Status::error(what + ": " + ncclText("ncclGroupStart", r, ch.comm));
+  }
+  const char *failed = nullptr;
+  ncclResult_t first = ncclSuccess;
+  if (sendPeer >= 0) {
+    r = ncclSend(sendBuf, sendBytes, ncclUint8, sendPeer, ch.comm, ch.stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      failed = "ncclSend";
+      first = r;
+    }
+  }
+  if (recvPeer >= 0 && !failed) {
+    r = ncclRecv(recvBuf, recvBytes, ncclUint8, recvPeer, ch.comm, ch.stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      failed = "ncclRecv";
+      first = r;
+    }
+  }
+  // The group is always closed, even after a failed call inside it.
+  r = ncclGroupEnd();
+  if (failed) {
+    release(slot);
+    return Status::error(what + ": " + ncclText(failed, first, ch.comm));
+  }
+  if (sendPeer >= 0)
+    ch.p2pBytesSent += sendBytes;
+  return finish(ch, slot, r, "ncclGroupEnd", out);
+}
+
+Status CommStreams::allReduce(Channel &ch, const void *send, void *recv,
+                              size_t count, DType type, cudaStream_t compute,
+                              CommHandle &out) {
+  out = CommHandle();
+  if (Status s = usable(ch, "all-reduce"); !s.ok())
+    return s;
+  if (count && (!send || !recv))
+    return Status::error("all-reduce on " + ch.name + ": a null buffer");
+  std::string what = "all-reduce (sum) of " + std::to_string(count) + " " +
+                     dtypeName(type) + " on " + ch.name + " (rank " +
+                     std::to_string(ch.rank) + " of " +
+                     std::to_string(ch.size) + ")";
+  int slot;
+  if (Status s = begin(ch, compute, what, slot); !s.ok())
+    return s;
+  ncclResult_t r = ncclAllReduce(send, recv, count, ncclType(type), ncclSum,
+                                 ch.comm, ch.stream);
+  ch.collectiveBytes += 2.0 * (ch.size - 1) / ch.size * double(count) *
+                        double(dtypeSize(type));
+  return finish(ch, slot, r, "ncclAllReduce", out);
+}
+
+Status CommStreams::reduceScatter(Channel &ch, const void *send, void *recv,
+                                  size_t countPerRank, DType type,
+                                  cudaStream_t compute, CommHandle &out) {
+  out = CommHandle();
+  if (Status s = usable(ch, "reduce-scatter"); !s.ok())
+    return s;
+  if (countPerRank && (!send || !recv))
+    return Status::error("reduce-scatter on " + ch.name + ": a null buffer");
+  std::string what = "reduce-scatter (sum) of " +
+                     std::to_string(countPerRank) + " x " +
+                     std::to_string(ch.size) + " " + dtypeName(type) + " on " +
+                     ch.name + " (rank " + std::to_string(ch.rank) + " of " +
+                     std::to_string(ch.size) + ")";
+  int slot;
+  if (Status s = begin(ch, compute, what, slot); !s.ok())
+    return s;
+  ncclResult_t r = ncclReduceScatter(send, recv, countPerRank, ncclType(type),
+                                     ncclSum, ch.comm, ch.stream);
+  ch.collectiveBytes += double(ch.size - 1) / ch.size *
+                        double(countPerRank) * double(ch.size) *
+                        double(dtypeSize(type));
+  return finish(ch, slot, r, "ncclReduceScatter", out);
+}
+
+Status CommStreams::allGather(Channel &ch, const void *send, void *recv,
+                              size_t countPerRank, DType type,
+                              cudaStream_t compute, CommHandle &out) {
+  out = CommHandle();
+  if (Status s = usable(ch, "all-gather"); !s.ok())
+    return s;
+  if (countPerRank && (!send || !recv))
+    return Status::error("all-gather on " + ch.name + ": a null buffer");
+  std::string what = "all-gather of " + std::to_string(countPerRank) + " x " +
+                     std::to_string(ch.size) + " " + dtypeName(type) + " on " +
+                     ch.name + " (rank " + std::to_string(ch.rank) + " of " +
+                     std::to_string(ch.size) + ")";
+  int slot;
+  if (Status s = begin(ch, compute, what, slot); !s.ok())
+    return s;
+  ncclResult_t r = ncclAllGather(send, recv, countPerRank, ncclType(type),
+                                 ch.comm, ch.stream);
+  ch.collectiveBytes += double(ch.size - 1) / ch.size *
+                        double(countPerRank) * double(ch.size) *
+                        double(dtypeSize(type));
+  return finish(ch, slot, r, "ncclAllGather", out);
+}
+
+Status CommStreams::check(const CommHandle &h, Slot *&s) {
+  if (h.slot < 0 || size_t(h.slot) >= slots_.size() ||
+      !slots_[size_t(h.slot)].busy ||
+      slots_[size_t(h.slot)].serial != h.serial)
+    return Status::error("invalid communication handle (already waited for, "
+                         "completed, or never issued)");
+  s = &slots_[size_t(h.slot)];
+  return Status::success();
+}
+
+Status CommStreams::wait(CommHandle &h, cudaStream_t compute) {
+  Slot *s;
+  if (Status st = check(h, s); !st.ok())
+    return st;
+  // The wait captures the event's current record: the slot can be reused
+  // (and its event recorded again) right after.
+  cudaError_t e = cudaStreamWaitEvent(compute, s->done, 0);
+  std::string what = s->what;
+  release(h.slot);
+  h = CommHandle();
+  if (e != cudaSuccess)
+    return Status::error(what + ": " +
+                         cudaText("cudaStreamWaitEvent (compute stream)", e));
+  return Status::success();
+}
+
+Status CommStreams::timeoutError(const std::string &what, double waited) {
+  std::string async = groups_.asyncErrors();
+  groups_.abortAll();
+  return Status::error(
+      what + " did not complete within " + secondsText(waited) +
+      " (--comm-timeout); a peer may have died or not issued the matching "
+      "operation; NCCL communicators aborted" +
+      (async.empty() ? "" : " (ncclCommGetAsyncError: " + async + ")"));
+}
+
+Status CommStreams::test(CommHandle &h, bool &done) {
+  done = false;
+  Slot *s;
+  if (Status st = check(h, s); !st.ok())
+    return st;
+  double t = now();
+  if (s->firstPolledAt < 0)
+    s->firstPolledAt = t;
+  cudaError_t e = cudaEventQuery(s->done);
+  if (e == cudaSuccess) {
+    release(h.slot);
+    h = CommHandle();
+    done = true;
+    return Status::success();
+  }
+  if (e != cudaErrorNotReady) {
+    std::string what = s->what;
+    release(h.slot);
+    h = CommHandle();
+    return Status::error(what + ": " + cudaText("cudaEventQuery", e));
+  }
+  // Not done: has the communicator failed (a peer's network error)?
+  if (groups_.aborted() || !s->channel || !s->channel->comm) {
+    std::string what = s->what;
+    release(h.slot);
+    h = CommHandle();
+    return Status::error(what + ": the NCCL communicators were aborted");
+  }
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(s->channel->comm, &state);
+  if (r != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
+    std::string what = s->what;
+    std::string text =
+        r != ncclSuccess
+            ? ncclText("ncclCommGetAsyncError", r, s->channel->comm)
+            : ncclText("ncclCommGetAsyncError", state, s->channel->comm);
+    release(h.slot);
+    h = CommHandle();
+    groups_.abortAll();
+    return Status::error(what + ": " + text + "; NCCL communicators aborted");
+  }
+  if (t - s->firstPolledAt > timeout) {
+    std::string what = s->what;
+    release(h.slot);
+    h = CommHandle();
+    return timeoutError(what, timeout);
+  }
+  return Status::success();
+}
+
+Status CommStreams::waitHost(CommHandle &h) {
+  for (unsigned spins = 0;; ++spins) {
+    bool done = false;
+    if (Status s = test(h, done); !s.ok())
+      return s;
+    if (done)
+      return Status::success();
+    backoff(spins);
+  }
+}
+
+Status CommStreams::syncStream(cudaStream_t stream, const std::string &what) {
+  int slot;
+  if (Status s = acquire(slot); !s.ok())
+    return Status::error(what + ": " + s.message());
+  Slot &s = slots_[size_t(slot)];
+  cudaError_t e = cudaEventRecord(s.done, stream);
+  if (e != cudaSuccess) {
+    release(slot);
+    return Status::error(what + ": " + cudaText("cudaEventRecord", e));
+  }
+  double start = now();
+  for (unsigned spins = 0;; ++spins) {
+    e = cudaEventQuery(slots_[size_t(slot)].done);
+    if (e == cudaSuccess) {
+      release(slot);
+      return Status::success();
+    }
+    if (e != cudaErrorNotReady) {
+      release(slot);
+      return Status::error(what + ": " + cudaText("cudaEventQuery", e));
+    }
+    std::string async = groups_.aborted() ? "" : groups_.asyncErrors();
+    if (!async.empty()) {
+      release(slot);
+      groups_.abortAll();
+      return Status::error(what + ": " + async +
+                           "; NCCL communicators aborted");
+    }
+    if (now() - start > timeout) {
+      release(slot);
+      // The stream waits for communication that does not finish.
+      return timeoutError(what + " (stream synchronisation)", timeout);
+    }
+    backoff(spins);
+  }
+}
+
+} // namespace lamina::rt::nccl
