@@ -34,6 +34,7 @@ namespace {
 
 struct Options {
   WorldOptions world;
+  int gridPp = 0, gridDp = 0; ///< --print-grid: no device, no launcher
   int pp = 0;                  ///< 0: 2 when the world size is even, else 1
   size_t bigCount = 64u << 20; ///< all-reduce elements for the overlap
   bool overlap = true;
@@ -44,12 +45,14 @@ struct Options {
   std::fprintf(code ? stderr : stdout,
                "usage: lamina-nccl-check [--pp P] [--comm-timeout S] "
                "[--bootstrap auto|mpi|env] [--device D] [--overlap-count N] "
-               "[--no-overlap] [--fault-rank R]\n"
+               "[--no-overlap] [--fault-rank R] | --print-grid PP DP\n"
                "Checks lamina_nccl's operations on every rank's GPU (one "
                "rank per GPU; alone, under mpirun, or with torchrun-style "
                "RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT).\n"
                "--fault-rank R: after the checks, rank R skips an all-reduce "
-               "the others issue; they must report the timeout and exit 1.\n");
+               "the others issue; they must report the timeout and exit 1.\n"
+               "--print-grid PP DP: prints and checks the communicator "
+               "splits of that grid (no GPU needed) and exits.\n");
   std::exit(code);
 }
 
@@ -108,6 +111,14 @@ void parse(int argc, char **argv, Options &o) {
       if (!parseLong(v, 1, 1L << 32, n))
         bad(v);
       o.bigCount = size_t(n);
+    } else if (a == "--print-grid") {
+      const char *v = value();
+      const char *w = value();
+      long d;
+      if (!parseLong(v, 1, 4096, n) || !parseLong(w, 1, 4096, d))
+        bad(v);
+      o.gridPp = int(n);
+      o.gridDp = int(d);
     } else if (a == "--no-overlap")
       o.overlap = false;
     else if (a == "--fault-rank") {
@@ -581,11 +592,97 @@ Status overlap(Check &c, size_t bigCount, OverlapResult &res) {
   return Status::success();
 }
 
+/// --print-grid: every world rank's place and split colors, and a check
+/// that the splits make the intended groups: each dp group is the replicas
+/// of one stage in replica order, each pipeline pair is stages e and e+1 of
+/// one replica with the lower stage first. No device is touched.
+int printGrid(int pp, int dp) {
+  const int n = pp * dp;
+  std::vector<GridPlace> places;
+  for (int g = 0; g < n; ++g)
+    places.push_back(gridPlace(g, pp));
+  const int splits = pipelineSplits(pp);
+  std::printf("grid pp %d x dp %d: %d pipeline split%s\n", pp, dp, splits,
+              splits == 1 ? "" : "s");
+  for (int g = 0; g < n; ++g) {
+    const GridPlace &p = places[size_t(g)];
+    std::printf("rank %d: stage %d replica %d; dp color %d key %d", g,
+                p.stage, p.replica, p.dpColor, p.dpKey);
+    for (int parity = 0; parity < splits; ++parity) {
+      if (p.edge[parity] < 0)
+        std::printf("; %s: none", parity ? "odd" : "even");
+      else
+        std::printf("; %s: %s (color %d)", parity ? "odd" : "even",
+                    p.edge[parity] == p.stage ? "next" : "prev",
+                    p.edgeColor[parity]);
+    }
+    std::printf("\n");
+  }
+  // The groups each split forms, members ordered by key as NCCL orders
+  // them.
+  std::string error;
+  for (int g = 0; g < n && error.empty(); ++g) {
+    const GridPlace &p = places[size_t(g)];
+    std::vector<int> members;
+    for (int q = 0; q < n; ++q)
+      if (places[size_t(q)].dpColor == p.dpColor)
+        members.push_back(q);
+    std::sort(members.begin(), members.end(), [&](int a, int b) {
+      return places[size_t(a)].dpKey < places[size_t(b)].dpKey;
+    });
+    if (int(members.size()) != dp)
+      error = "the dp group of rank " + std::to_string(g) + " has " +
+              std::to_string(members.size()) + " members";
+    for (int r = 0; r < int(members.size()) && error.empty(); ++r)
+      if (members[size_t(r)] != r * pp + p.stage)
+        error = "dp rank " + std::to_string(r) + " of stage " +
+                std::to_string(p.stage) + " is world rank " +
+                std::to_string(members[size_t(r)]);
+    int pairs = 0;
+    for (int parity = 0; parity < 2 && error.empty(); ++parity) {
+      if (p.edge[parity] < 0)
+        continue;
+      ++pairs;
+      if (parity >= splits) {
+        error = "rank " + std::to_string(g) +
+                " is in an edge of a split that does not happen";
+        break;
+      }
+      std::vector<int> pair;
+      for (int q = 0; q < n; ++q)
+        if (places[size_t(q)].edgeColor[parity] == p.edgeColor[parity])
+          pair.push_back(q);
+      std::sort(pair.begin(), pair.end(), [&](int a, int b) {
+        return places[size_t(a)].stage < places[size_t(b)].stage;
+      });
+      int e = p.edge[parity];
+      if (pair.size() != 2 || pair[0] != p.replica * pp + e ||
+          pair[1] != p.replica * pp + e + 1)
+        error = "the pipeline pair of rank " + std::to_string(g) +
+                " (edge " + std::to_string(e) + ") is wrong";
+    }
+    int expect = (p.stage > 0 ? 1 : 0) + (p.stage + 1 < pp ? 1 : 0);
+    if (error.empty() && pairs != expect)
+      error = "rank " + std::to_string(g) + " is in " +
+              std::to_string(pairs) + " pipeline pairs, not " +
+              std::to_string(expect);
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "lamina-nccl-check: error: grid: %s\n",
+                 error.c_str());
+    return 1;
+  }
+  std::printf("grid pp %d x dp %d: ok\n", pp, dp);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   Options o;
   parse(argc, argv, o);
+  if (o.gridPp)
+    return printGrid(o.gridPp, o.gridDp);
 
   ncclComm_t worldComm = nullptr;
   WorldInfo info;

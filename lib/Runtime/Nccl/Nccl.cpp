@@ -519,6 +519,26 @@ Status split(Channel &parent, int color, int key, double timeout,
 
 } // namespace
 
+GridPlace gridPlace(int worldRank, int pp) {
+  GridPlace p;
+  p.stage = worldRank % pp;
+  p.replica = worldRank / pp;
+  p.dpColor = p.stage;
+  p.dpKey = p.replica;
+  for (int parity = 0; parity < 2; ++parity) {
+    int edge = -1;
+    if (p.stage % 2 == parity && p.stage + 1 < pp)
+      edge = p.stage; // with the next stage
+    else if (p.stage % 2 != parity && p.stage >= 1)
+      edge = p.stage - 1; // with the previous stage
+    p.edge[parity] = edge;
+    p.edgeColor[parity] = edge < 0 ? -1 : p.replica * pp + edge;
+  }
+  return p;
+}
+
+int pipelineSplits(int pp) { return pp <= 1 ? 0 : pp == 2 ? 1 : 2; }
+
 Status NcclGroups::create(ncclComm_t worldComm, int pp, int dp,
                           double timeoutSeconds, NcclGroups &g) {
   if (g.world.valid() || g.aborted_)
@@ -534,34 +554,27 @@ Status NcclGroups::create(ncclComm_t worldComm, int pp, int dp,
     return Status::error("the grid pp " + std::to_string(pp) + " x dp " +
                          std::to_string(dp) + " does not match the world of " +
                          std::to_string(g.world.size) + " ranks");
+  const GridPlace place = gridPlace(g.world.rank, pp);
   g.pp = pp;
   g.dp = dp;
-  g.stage = g.world.rank % pp;
-  g.replica = g.world.rank / pp;
+  g.stage = place.stage;
+  g.replica = place.replica;
 
   // The replicas of this stage (MPI_Comm_split(world, stage, replica) in
   // lib/Runtime/Dist).
-  if (Status s = split(g.world, g.stage, g.replica, g.timeout_, "dp",
+  if (Status s = split(g.world, place.dpColor, place.dpKey, g.timeout_, "dp",
                        g.dpGroup);
       !s.ok())
     return s;
 
-  // Pipeline edges e = (stage e, stage e+1) of this replica, as two-rank
-  // communicators: even edges in one split, odd edges in another (a stage
-  // is in at most one edge of each parity). Key = stage, so the lower
-  // stage is rank 0 of its pair.
-  for (int parity = 0; parity < 2 && pp > 1; ++parity) {
-    if (parity == 1 && pp <= 2)
-      break; // no odd edge: every rank knows it, so all skip the split
-    int edge = -1;
-    if (g.stage % 2 == parity && g.stage + 1 < pp)
-      edge = g.stage; // with the next stage
-    else if (g.stage % 2 != parity && g.stage >= 1)
-      edge = g.stage - 1; // with the previous stage
-    int color = edge < 0 ? NCCL_SPLIT_NOCOLOR : g.replica * pp + edge;
+  // The pipeline pairs: one split per edge parity that exists (every rank
+  // computes the same count, so all take part in each split).
+  for (int parity = 0; parity < pipelineSplits(pp); ++parity) {
+    int edge = place.edge[parity];
+    int color = edge < 0 ? NCCL_SPLIT_NOCOLOR : place.edgeColor[parity];
     Channel pair;
     std::string name = edge == g.stage ? "pipe-next" : "pipe-prev";
-    if (Status s = split(g.world, color, g.stage, g.timeout_,
+    if (Status s = split(g.world, color, place.stage, g.timeout_,
                          edge < 0 ? "pipeline (none)" : name, pair);
         !s.ok())
       return s;
@@ -858,9 +871,10 @@ Status CommStreams::sendRecv(Channel &ch, const void *sendBuf,
     release(slot);
     return Status::error(what + ": " + ncclText(failed, first, ch.comm));
   }
-  if (sendPeer >= 0)
+  Status st = finish(ch, slot, r, "ncclGroupEnd", out);
+  if (st.ok() && sendPeer >= 0)
     ch.p2pBytesSent += sendBytes;
-  return finish(ch, slot, r, "ncclGroupEnd", out);
+  return st;
 }
 
 Status CommStreams::allReduce(Channel &ch, const void *send, void *recv,
@@ -880,9 +894,11 @@ Status CommStreams::allReduce(Channel &ch, const void *send, void *recv,
     return s;
   ncclResult_t r = ncclAllReduce(send, recv, count, ncclType(type), ncclSum,
                                  ch.comm, ch.stream);
-  ch.collectiveBytes += 2.0 * (ch.size - 1) / ch.size * double(count) *
-                        double(dtypeSize(type));
-  return finish(ch, slot, r, "ncclAllReduce", out);
+  Status st = finish(ch, slot, r, "ncclAllReduce", out);
+  if (st.ok())
+    ch.collectiveBytes += 2.0 * (ch.size - 1) / ch.size * double(count) *
+                          double(dtypeSize(type));
+  return st;
 }
 
 Status CommStreams::reduceScatter(Channel &ch, const void *send, void *recv,
@@ -903,10 +919,11 @@ Status CommStreams::reduceScatter(Channel &ch, const void *send, void *recv,
     return s;
   ncclResult_t r = ncclReduceScatter(send, recv, countPerRank, ncclType(type),
                                      ncclSum, ch.comm, ch.stream);
-  ch.collectiveBytes += double(ch.size - 1) / ch.size *
-                        double(countPerRank) * double(ch.size) *
-                        double(dtypeSize(type));
-  return finish(ch, slot, r, "ncclReduceScatter", out);
+  Status st = finish(ch, slot, r, "ncclReduceScatter", out);
+  if (st.ok())
+    ch.collectiveBytes += double(ch.size - 1) * double(countPerRank) *
+                          double(dtypeSize(type));
+  return st;
 }
 
 Status CommStreams::allGather(Channel &ch, const void *send, void *recv,
@@ -926,10 +943,11 @@ Status CommStreams::allGather(Channel &ch, const void *send, void *recv,
     return s;
   ncclResult_t r = ncclAllGather(send, recv, countPerRank, ncclType(type),
                                  ch.comm, ch.stream);
-  ch.collectiveBytes += double(ch.size - 1) / ch.size *
-                        double(countPerRank) * double(ch.size) *
-                        double(dtypeSize(type));
-  return finish(ch, slot, r, "ncclAllGather", out);
+  Status st = finish(ch, slot, r, "ncclAllGather", out);
+  if (st.ok())
+    ch.collectiveBytes += double(ch.size - 1) * double(countPerRank) *
+                          double(dtypeSize(type));
+  return st;
 }
 
 Status CommStreams::check(const CommHandle &h, Slot *&s) {

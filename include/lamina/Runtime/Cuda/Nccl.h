@@ -126,6 +126,24 @@ struct Channel {
   bool valid() const { return comm != nullptr; }
 };
 
+/// Where world rank g sits in a pp x dp grid (g = replica * pp + stage) and
+/// the ncclCommSplit colors and keys NcclGroups uses (pure arithmetic, no
+/// device). The dp group of a stage: color stage, key replica (as
+/// lib/Runtime/Dist's MPI_Comm_split). Pipeline edge e joins stages e and
+/// e+1 of one replica; a stage is in at most one even and one odd edge, so
+/// the pairs come from two splits, edge[0] (even) and edge[1] (odd): the
+/// edge this rank is in (-1: none) and its color replica * pp + e; the key
+/// is the stage, so the lower stage is rank 0 of its pair.
+struct GridPlace {
+  int stage = 0, replica = 0;
+  int dpColor = 0, dpKey = 0;
+  int edge[2] = {-1, -1};
+  int edgeColor[2] = {-1, -1};
+};
+GridPlace gridPlace(int worldRank, int pp);
+/// How many pipeline splits there are: 0 (pp 1), 1 (pp 2: no odd edge) or 2.
+int pipelineSplits(int pp);
+
 /// The pp x dp grid: world rank g = replica * pp + stage.
 class NcclGroups {
 public:
