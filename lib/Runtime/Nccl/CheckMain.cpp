@@ -35,6 +35,10 @@ namespace {
 struct Options {
   WorldOptions world;
   int gridPp = 0, gridDp = 0; ///< --print-grid: no device, no launcher
+  /// --comm-timeout: every wait for an operation. The bootstrap, NCCL
+  /// initialisation and the splits use --init-timeout (world.timeoutSeconds,
+  /// 120 s by default: NCCL's topology detection can take seconds).
+  double commTimeout = 60;
   int pp = 0;                  ///< 0: 2 when the world size is even, else 1
   size_t bigCount = 64u << 20; ///< all-reduce elements for the overlap
   bool overlap = true;
@@ -43,7 +47,7 @@ struct Options {
 
 [[noreturn]] void usage(int code) {
   std::fprintf(code ? stderr : stdout,
-               "usage: lamina-nccl-check [--pp P] [--comm-timeout S] "
+               "usage: lamina-nccl-check [--pp P] [--comm-timeout S] [--init-timeout S] "
                "[--bootstrap auto|mpi|env] [--device D] [--overlap-count N] "
                "[--no-overlap] [--fault-rank R] | --print-grid PP DP\n"
                "Checks lamina_nccl's operations on every rank's GPU (one "
@@ -90,13 +94,13 @@ void parse(int argc, char **argv, Options &o) {
       if (!parseLong(v, 1, 1 << 20, n))
         bad(v);
       o.pp = int(n);
-    } else if (a == "--comm-timeout") {
+    } else if (a == "--comm-timeout" || a == "--init-timeout") {
       const char *v = value();
       char *end = nullptr;
       double t = std::strtod(v, &end);
       if (!*v || *end || !(t > 0) || !std::isfinite(t))
         bad(v);
-      o.world.timeoutSeconds = t;
+      (a == "--comm-timeout" ? o.commTimeout : o.world.timeoutSeconds) = t;
     } else if (a == "--bootstrap") {
       const char *v = value();
       if (!parseBootstrap(v, o.world.bootstrap))
@@ -680,6 +684,7 @@ int printGrid(int pp, int dp) {
 
 int main(int argc, char **argv) {
   Options o;
+  o.world.timeoutSeconds = 120;
   parse(argc, argv, o);
   if (o.gridPp)
     return printGrid(o.gridPp, o.gridDp);
@@ -719,7 +724,7 @@ int main(int argc, char **argv) {
                                     o.world.timeoutSeconds, groups);
       !s.ok())
     fail(s.message());
-  CommStreams streams(groups, o.world.timeoutSeconds);
+  CommStreams streams(groups, o.commTimeout);
 
   cudaDeviceProp prop;
   std::memset(&prop, 0, sizeof prop);
@@ -815,8 +820,8 @@ int main(int argc, char **argv) {
     // Every rank but faultRank issues an all-reduce; faultRank sleeps past
     // the timeout. The others must report it and exit 1.
     if (rank == o.faultRank) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(
-          o.world.timeoutSeconds * 2 + 10));
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(o.commTimeout * 2 + 10));
       std::_Exit(0);
     }
     DeviceBuffer buf;
