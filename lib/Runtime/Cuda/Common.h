@@ -19,13 +19,18 @@
 namespace lamina::rt::cuda::detail {
 // The host runtime's shape checks and messages (not its loads and stores:
 // the device has its own below).
+using lamina::rt::detail::Bool;
 using lamina::rt::detail::BroadcastPlan;
 using lamina::rt::detail::checkFloatAlongAxis;
 using lamina::rt::detail::checkGather;
 using lamina::rt::detail::checkNorm;
 using lamina::rt::detail::checkReduce;
+using lamina::rt::detail::Compute;
 using lamina::rt::detail::describe;
+using lamina::rt::detail::dispatch;
 using lamina::rt::detail::dispatchSize;
+using lamina::rt::detail::isFloatStorage;
+using lamina::rt::detail::isIntStorage;
 using lamina::rt::detail::hasShape;
 using lamina::rt::detail::normaliseAxis;
 using lamina::rt::detail::planBroadcast;
@@ -42,7 +47,13 @@ struct Dims {
 };
 
 /// Data-dependent errors, recorded on the device (first one wins).
-enum class DataError : int { None = 0, GatherIndex, ScatterIndex, Label };
+enum class DataError : int {
+  None = 0,
+  GatherIndex,
+  ScatterIndex,
+  Label,
+  GatherNDIndex
+};
 struct ErrorSlot {
   int code;
   int64_t position, value, bound;
@@ -62,6 +73,29 @@ inline bool isDeviceFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 Status unsupported(const char *op, const Tensor &t);
+
+/// Operand k of a broadcast plan as kernel dims: the plan's collapsed shape
+/// (dims of 1 dropped, contiguous neighbours merged) with k's strides, so
+/// the per-element index arithmetic is as short as the host's. False if the
+/// collapsed rank still exceeds kMaxRank.
+inline bool planDims(const BroadcastPlan &p, int k, Dims &d) {
+  if (p.shape.size() > size_t(kMaxRank))
+    return false;
+  d.rank = int(p.shape.size());
+  for (int i = 0; i < d.rank; ++i) {
+    d.size[i] = p.shape[size_t(i)];
+    d.stride[i] = p.strides[k][size_t(i)];
+  }
+  return true;
+}
+
+/// dst (dense, row-major over `shape`) = src's elements at element strides
+/// `strides` (any sign; 0 repeats), like the host's detail::stridedCopy:
+/// dims of 1 are dropped and source-contiguous neighbours merged first, so
+/// an error (rank above kMaxRank after merging) is rare. Movement.cu.
+Status stridedCopy(const char *op, const void *src, void *dst,
+                   size_t elementSize, std::vector<int64_t> shape,
+                   std::vector<int64_t> strides, cudaStream_t stream);
 
 /// Blocks for a grid-stride loop over n items.
 inline unsigned gridFor(int64_t n, int threads = 256) {
@@ -86,6 +120,38 @@ template <> __device__ inline Half store<Half>(float v) {
 }
 template <> __device__ inline BFloat16 store<BFloat16>(float v) {
   return BFloat16{math::floatToBf16(v)};
+}
+
+/// Any storage type to its compute type (Internal.h's Compute<T>: f16/bf16
+/// widen to f32, i1 reads as 0/1), as the host's detail::load.
+template <typename T> __device__ inline Compute<T> loadValue(T v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return math::halfToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return math::bf16ToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, Bool>)
+    return uint8_t(v.value != 0);
+  else
+    return v;
+}
+/// A compute value into storage T, exactly as the host's detail::store
+/// (f16/bf16 from double or an integer round once, through doubleTo*).
+template <typename T, typename C> __device__ inline T storeValue(C v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
+      return Half{math::doubleToHalf(double(v))};
+    else
+      return Half{math::floatToHalf(float(v))};
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
+      return BFloat16{math::doubleToBf16(double(v))};
+    else
+      return BFloat16{math::floatToBf16(float(v))};
+  } else if constexpr (std::is_same_v<T, Bool>) {
+    return Bool{uint8_t(v != C(0))};
+  } else {
+    return T(v);
+  }
 }
 
 /// Calls f(Tag<Storage>{}) for f32, f16 or bf16.

@@ -1,8 +1,10 @@
-//===- Elementwise.cu - unary, binary, cast, fused chains -----------------===//
+//===- Elementwise.cu - unary, binary, fused chains -----------------------===//
 //
 // Grid-stride loops; the op is a kernel argument switched on per element (a
 // uniform branch), so each element type is one kernel, not one per op:
-// this keeps nvcc's time and the binary small. Per-element math is Math.h's.
+// this keeps nvcc's time and the binary small. Per-element math is Math.h's,
+// on the host's compute types (f16/bf16 in f32, f64 in f64, integers in
+// their own type with Math.h's wrapping and division rules, i1 as 0/1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,36 +15,53 @@ using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
 
 namespace {
-__device__ float applyUnary(UnaryOp op, float x) {
-  switch (op) {
-  case UnaryOp::Neg: return -x;
-  case UnaryOp::Abs: return math::abs(x);
-  case UnaryOp::Relu: return math::relu(x);
-  case UnaryOp::Exp: return math::exp(x);
-  case UnaryOp::Log: return math::log(x);
-  case UnaryOp::Sqrt: return math::sqrt(x);
-  case UnaryOp::Reciprocal: return math::reciprocal(x);
-  case UnaryOp::Tanh: return math::tanh(x);
-  case UnaryOp::Erf: return math::erf(x);
-  case UnaryOp::Sigmoid: return math::sigmoid(x);
-  case UnaryOp::Gelu: return math::gelu(x);
-  case UnaryOp::GeluTanh: return math::geluTanh(x);
-  case UnaryOp::Cos: return math::cos(x);
-  case UnaryOp::Sin: return math::sin(x);
-  default: return x; // Not: rejected on the host
+/// The host's unary ops on compute type C; the host checks leave only Neg,
+/// Abs and Relu for integers and Not for i1 (C = uint8_t).
+template <typename C> __device__ C applyUnary(UnaryOp op, C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Abs: return math::abs(x);
+    case UnaryOp::Relu: return math::relu(x);
+    case UnaryOp::Exp: return math::exp(x);
+    case UnaryOp::Log: return math::log(x);
+    case UnaryOp::Sqrt: return math::sqrt(x);
+    case UnaryOp::Reciprocal: return math::reciprocal(x);
+    case UnaryOp::Tanh: return math::tanh(x);
+    case UnaryOp::Erf: return math::erf(x);
+    case UnaryOp::Sigmoid: return math::sigmoid(x);
+    case UnaryOp::Gelu: return math::gelu(x);
+    case UnaryOp::GeluTanh: return math::geluTanh(x);
+    case UnaryOp::Cos: return math::cos(x);
+    case UnaryOp::Sin: return math::sin(x);
+    default: return x; // Not: rejected on the host
+    }
+  } else {
+    switch (op) {
+    case UnaryOp::Neg: return math::neg(x);
+    case UnaryOp::Abs: return math::abs(x);
+    case UnaryOp::Relu: return math::relu(x);
+    case UnaryOp::Not: return C(!x);
+    default: return x; // float-only ops: rejected on the host
+    }
   }
 }
 
-__device__ float applyBinary(BinaryOp op, float a, float b) {
+/// The host's binary ops on compute type C (And/Or only reach i1's uint8_t).
+template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
   switch (op) {
-  case BinaryOp::Add: return a + b;
-  case BinaryOp::Sub: return a - b;
-  case BinaryOp::Mul: return a * b;
-  case BinaryOp::Div: return a / b;
+  case BinaryOp::Add: return math::add(a, b);
+  case BinaryOp::Sub: return math::sub(a, b);
+  case BinaryOp::Mul: return math::mul(a, b);
+  case BinaryOp::Div: return math::div(a, b);
   case BinaryOp::Pow: return math::pow(a, b);
   case BinaryOp::Min: return math::minimum(a, b);
   case BinaryOp::Max: return math::maximum(a, b);
-  default: return a; // And/Or: rejected on the host
+  default:
+    if constexpr (std::is_integral_v<C>)
+      return op == BinaryOp::And ? C(a & b) : C(a | b);
+    else
+      return a; // unreachable: and/or need i1
   }
 }
 
@@ -50,7 +69,7 @@ template <typename T>
 __global__ void unaryKernel(UnaryOp op, const T *x, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = store<T>(applyUnary(op, load(x[i])));
+    y[i] = storeValue<T>(applyUnary(op, loadValue(x[i])));
 }
 
 /// Both operands dense with the result's shape.
@@ -59,24 +78,17 @@ __global__ void binaryDenseKernel(BinaryOp op, const T *a, const T *b, T *y,
                                   int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = store<T>(applyBinary(op, load(a[i]), load(b[i])));
+    y[i] = storeValue<T>(applyBinary(op, loadValue(a[i]), loadValue(b[i])));
 }
 
-/// da/db: the result's shape with each operand's broadcast strides.
+/// da/db: the collapsed broadcast plan with each operand's strides.
 template <typename T>
 __global__ void binaryBroadcastKernel(BinaryOp op, const T *a, Dims da,
                                       const T *b, Dims db, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = store<T>(applyBinary(op, load(a[stridedOffset(i, da)]),
-                                load(b[stridedOffset(i, db)])));
-}
-
-template <typename From, typename To>
-__global__ void castKernel(const From *x, To *y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = store<To>(load(x[i]));
+    y[i] = storeValue<T>(applyBinary(op, loadValue(a[stridedOffset(i, da)]),
+                                     loadValue(b[stridedOffset(i, db)])));
 }
 
 struct FusedArgs {
@@ -123,15 +135,24 @@ bool isDense(const Tensor &in, const Tensor &result) {
 
 Status lamina::rt::cuda::unary(UnaryOp op, const Tensor &input,
                                const Tensor &result, cudaStream_t stream) {
+  // The host's checks and messages.
   if (input.dtype != result.dtype || !sameShape(input, result))
     return Status::error("unary: result " + describe(result) +
                          " differs from input " + describe(input));
-  if (op == UnaryOp::Not || !isDeviceFloat(input.dtype))
-    return unsupported("unary", input);
+  if (op == UnaryOp::Not) {
+    if (input.dtype != DType::I1)
+      return Status::error("unary: not needs i1, got " + describe(input));
+  } else {
+    bool floatOnly =
+        op != UnaryOp::Neg && op != UnaryOp::Abs && op != UnaryOp::Relu;
+    if (input.dtype == DType::I1 || (floatOnly && !isFloat(input.dtype)))
+      return Status::error("unary: op " + std::to_string(int(op)) +
+                           " is not defined on " + describe(input));
+  }
   int64_t n = input.numElements();
   if (n == 0)
     return Status::success();
-  dispatchFloat(input.dtype, [&](auto tag) {
+  dispatch(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unaryKernel<T><<<gridFor(n), 256, 0, stream>>>(op, input.as<T>(),
                                                    result.as<T>(), n);
@@ -142,25 +163,31 @@ Status lamina::rt::cuda::unary(UnaryOp op, const Tensor &input,
 Status lamina::rt::cuda::binary(BinaryOp op, const Tensor &lhs,
                                 const Tensor &rhs, const Tensor &result,
                                 cudaStream_t stream) {
-  if (lhs.dtype != result.dtype || rhs.dtype != result.dtype)
-    return Status::error("binary: element types differ: " + describe(lhs) +
-                         ", " + describe(rhs) + " -> " + describe(result));
-  if (op == BinaryOp::And || op == BinaryOp::Or ||
-      !isDeviceFloat(result.dtype))
-    return unsupported("binary", result);
+  // The host's checks and messages.
+  if (lhs.dtype != rhs.dtype)
+    return Status::error("binary: operand types differ: " + describe(lhs) +
+                         " and " + describe(rhs));
+  if (result.dtype != lhs.dtype)
+    return Status::error("binary: result " + describe(result) +
+                         " has another element type than " + describe(lhs));
+  bool logic = op == BinaryOp::And || op == BinaryOp::Or;
+  if (logic != (lhs.dtype == DType::I1))
+    return Status::error(std::string("binary: ") +
+                         (logic ? "and/or need i1" : "arithmetic on i1") +
+                         ", got " + describe(lhs));
   const Tensor *inputs[] = {&lhs, &rhs};
-  BroadcastPlan plan; // checks the shapes exactly as the host does
+  BroadcastPlan plan;
   if (Status s = planBroadcast("binary", inputs, 2, result, plan); !s.ok())
     return s;
   int64_t n = result.numElements();
   if (n == 0)
     return Status::success();
   Dims da, db;
-  if (!broadcastDims(lhs, result, da) || !broadcastDims(rhs, result, db))
+  if (!planDims(plan, 0, da) || !planDims(plan, 1, db))
     return Status::error("binary: rank above " + std::to_string(kMaxRank) +
                          ": " + describe(result));
   bool dense = isDense(lhs, result) && isDense(rhs, result);
-  dispatchFloat(result.dtype, [&](auto tag) {
+  dispatch(result.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dense)
       binaryDenseKernel<T><<<gridFor(n), 256, 0, stream>>>(
@@ -170,33 +197,6 @@ Status lamina::rt::cuda::binary(BinaryOp op, const Tensor &lhs,
           op, lhs.as<T>(), da, rhs.as<T>(), db, result.as<T>(), n);
   });
   return launched("binary");
-}
-
-Status lamina::rt::cuda::cast(const Tensor &input, const Tensor &result,
-                              cudaStream_t stream) {
-  if (!sameShape(input, result))
-    return Status::error("cast: result " + describe(result) +
-                         " differs in shape from input " + describe(input));
-  if (!isDeviceFloat(input.dtype))
-    return unsupported("cast", input);
-  if (!isDeviceFloat(result.dtype))
-    return unsupported("cast", result);
-  int64_t n = input.numElements();
-  if (n == 0)
-    return Status::success();
-  if (input.dtype == result.dtype)
-    return cudaCheck("cast", cudaMemcpyAsync(result.data, input.data,
-                                             input.byteSize(),
-                                             cudaMemcpyDeviceToDevice, stream));
-  dispatchFloat(input.dtype, [&](auto from) {
-    using F = typename decltype(from)::type;
-    dispatchFloat(result.dtype, [&](auto to) {
-      using T = typename decltype(to)::type;
-      castKernel<F, T><<<gridFor(n), 256, 0, stream>>>(input.as<F>(),
-                                                      result.as<T>(), n);
-    });
-  });
-  return launched("cast");
 }
 
 Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,

@@ -1,4 +1,4 @@
-//===- Movement.cu - transpose, gather, scatter_nd (add) ------------------===//
+//===- Movement.cu - transpose, gather, the strided copy ------------------===//
 //
 // Copies move elements as unsigned integers of the element's size, so one
 // kernel per size serves every element type.
@@ -65,53 +65,43 @@ __global__ void gatherKernel(const U *data, const void *indices, bool wide,
   }
 }
 
-__device__ inline void atomicAddValue(float *p, float v) { atomicAdd(p, v); }
-/// 16-bit floats: compare-and-swap on the aligned 32-bit word.
-template <typename T> __device__ void atomicAddValue(T *p, float v) {
-  auto addr = reinterpret_cast<uintptr_t>(p);
-  unsigned *word = reinterpret_cast<unsigned *>(addr & ~uintptr_t(3));
-  unsigned shift = (addr & 2) ? 16 : 0;
-  unsigned old = *word, assumed;
-  do {
-    assumed = old;
-    T cur{uint16_t((assumed >> shift) & 0xffffu)};
-    unsigned bits = store<T>(load(cur) + v).bits;
-    unsigned next = (assumed & ~(0xffffu << shift)) | (bits << shift);
-    old = atomicCAS(word, assumed, next);
-  } while (old != assumed);
-}
-
-/// result[tuple(t), i] += updates[t, i] for each index tuple t (k indices
-/// into the first k dims of data, whose strides are dataStrides).
-template <typename T>
-__global__ void scatterAddKernel(const void *indices, bool wide, int k,
-                                 Dims dataDims, const T *updates, T *y,
-                                 int64_t slice, int64_t n, ErrorSlot *slot) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t t = i / slice, in = i % slice, off = 0;
-    bool bad = false;
-    for (int j = 0; j < k; ++j) {
-      int64_t idx = readIndex(indices, wide, t * k + j);
-      int64_t size = dataDims.size[j];
-      int64_t norm = idx < 0 ? idx + size : idx;
-      if (norm < 0 || norm >= size) {
-        if (in == 0)
-          recordError(slot, DataError::ScatterIndex, t * k + j, idx, size);
-        bad = true;
-        break;
-      }
-      off += norm * dataDims.stride[j];
-    }
-    if (!bad)
-      atomicAddValue(y + off + in, load(updates[i]));
-  }
-}
-
-template <typename F> void dispatchBytes(size_t size, F &&f) {
-  dispatchSize(size, f);
-}
 } // namespace
+
+Status lamina::rt::cuda::detail::stridedCopy(const char *op, const void *src,
+                                             void *dst, size_t elementSize,
+                                             std::vector<int64_t> shape,
+                                             std::vector<int64_t> strides,
+                                             cudaStream_t stream) {
+  // As the host: drop dims of 1, merge neighbours contiguous in the source.
+  Dims d;
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    n *= shape[i];
+    if (shape[i] == 1)
+      continue;
+    if (d.rank > 0 && d.stride[d.rank - 1] == strides[i] * shape[i]) {
+      d.size[d.rank - 1] *= shape[i];
+      d.stride[d.rank - 1] = strides[i];
+      continue;
+    }
+    if (d.rank == kMaxRank)
+      return Status::error(std::string(op) + ": more than " +
+                           std::to_string(kMaxRank) +
+                           " dims after merging: " +
+                           shapeString(shape.data(), int(shape.size())));
+    d.size[d.rank] = shape[i];
+    d.stride[d.rank] = strides[i];
+    ++d.rank;
+  }
+  if (n == 0)
+    return Status::success();
+  dispatchSize(elementSize, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    stridedCopyKernel<U><<<gridFor(n), 256, 0, stream>>>(
+        static_cast<const U *>(src), static_cast<U *>(dst), d, n);
+  });
+  return launched(op);
+}
 
 Status lamina::rt::cuda::transpose(const Tensor &input, const int64_t *perm,
                                    const Tensor &result, cudaStream_t stream) {
@@ -148,7 +138,7 @@ Status lamina::rt::cuda::transpose(const Tensor &input, const int64_t *perm,
   int64_t cols = r >= 2 ? input.shape[r - 1] : 1;
   int64_t batch = lastTwoSwap ? n / (rows * cols) : 0;
   bool tiled = lastTwoSwap && batch <= 65535 && (rows + 31) / 32 <= 65535;
-  dispatchBytes(input.elementSize(), [&](auto tag) {
+  dispatchSize(input.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     if (tiled)
       transposeTileKernel<U><<<dim3(unsigned((cols + 31) / 32),
@@ -176,70 +166,11 @@ Status lamina::rt::cuda::gather(const Tensor &data, const Tensor &indices,
     return Status::error("gather: no device error slot");
   int64_t inner = numElements(data.shape + axis + 1, data.rank - int(axis) - 1);
   int64_t numIdx = indices.numElements(), axisSize = data.shape[axis];
-  dispatchBytes(data.elementSize(), [&](auto tag) {
+  dispatchSize(data.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     gatherKernel<U><<<gridFor(n), 256, 0, stream>>>(
         data.as<U>(), indices.data, indices.dtype == DType::I64,
         result.as<U>(), numIdx, axisSize, inner, n, slot);
   });
   return launched("gather");
-}
-
-Status lamina::rt::cuda::scatterND(const Tensor &data, const Tensor &indices,
-                                   const Tensor &updates,
-                                   ScatterReduction reduction,
-                                   const Tensor &result, cudaStream_t stream) {
-  if (reduction != ScatterReduction::Add)
-    return Status::error("scatter_nd: only reduction add is implemented on "
-                         "the CUDA backend");
-  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
-    return Status::error("scatter_nd: indices must be i32 or i64, got " +
-                         describe(indices));
-  if (!isDeviceFloat(data.dtype))
-    return unsupported("scatter_nd", data);
-  if (result.dtype != data.dtype || !sameShape(result, data) ||
-      updates.dtype != data.dtype)
-    return Status::error("scatter_nd: data " + describe(data) + ", updates " +
-                         describe(updates) + " and result " +
-                         describe(result) + " must agree");
-  if (indices.rank < 1 || data.rank > kMaxRank)
-    return Status::error("scatter_nd: bad indices " + describe(indices) +
-                         " for data " + describe(data));
-  int64_t k = indices.shape[indices.rank - 1];
-  if (k < 1 || k > data.rank)
-    return Status::error("scatter_nd: index tuples of " + std::to_string(k) +
-                         " for data " + describe(data));
-  std::vector<int64_t> expected(indices.shape,
-                                indices.shape + indices.rank - 1);
-  expected.insert(expected.end(), data.shape + k, data.shape + data.rank);
-  if (!hasShape(updates, expected))
-    return Status::error("scatter_nd: updates " + describe(updates) +
-                         " should have shape " +
-                         shapeString(expected.data(), int(expected.size())));
-  if (result.data != data.data && data.byteSize())
-    if (Status s = cudaCheck("scatter_nd",
-                             cudaMemcpyAsync(result.data, data.data,
-                                             data.byteSize(),
-                                             cudaMemcpyDeviceToDevice, stream));
-        !s.ok())
-      return s;
-  int64_t n = updates.numElements();
-  if (n == 0)
-    return Status::success();
-  ErrorSlot *slot = errorSlot();
-  if (!slot)
-    return Status::error("scatter_nd: no device error slot");
-  Dims dd;
-  dd.rank = data.rank;
-  rowMajorStrides(data.shape, data.rank, dd.stride);
-  for (int i = 0; i < data.rank; ++i)
-    dd.size[i] = data.shape[i];
-  int64_t slice = numElements(data.shape + k, data.rank - int(k));
-  dispatchFloat(data.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    scatterAddKernel<T><<<gridFor(n), 256, 0, stream>>>(
-        indices.data, indices.dtype == DType::I64, int(k), dd, updates.as<T>(),
-        result.as<T>(), slice, n, slot);
-  });
-  return launched("scatter_nd");
 }

@@ -68,6 +68,9 @@ Status lamina::rt::cuda::deviceStatus(cudaStream_t stream) {
   case DataError::GatherIndex:
     return Status::error("gather: index " + std::to_string(host.value) + at +
                          range);
+  case DataError::GatherNDIndex:
+    return Status::error("gather_nd: index " + std::to_string(host.value) +
+                         at + range);
   case DataError::ScatterIndex:
     return Status::error("scatter_nd: index " + std::to_string(host.value) +
                          at + range);

@@ -18,11 +18,17 @@
 //   deviceStatus(stream) synchronises and returns it (then clears it).
 //   Unlike the host kernels, the other elements are still written.
 //
-// Element types: float kernels take f32, f16 and bf16 (f16/bf16 compute in
-// f32 and round to nearest even on store, with the host's Math.h
-// conversions); f64 and integer arithmetic are not implemented on the
-// device yet and return an error. Data movement (transpose, gather) takes
-// any element type.
+// Element types: every kernel takes the types its host twin takes.
+// Arithmetic computes as on the host (f16/bf16 in f32, rounded to nearest
+// even on store with Math.h's conversions; f64 in f64; integers in their
+// own type, wrapping, with Math.h's division rules); data movement copies
+// 1, 2, 4 or 8-byte words. The fused forms the host lacks (norm backward
+// passes, softmax cross-entropy, fusedElementwise), softmax, the norms,
+// reduce and matmul take f32, f16 and bf16 only, and say so in an error.
+//
+// Differences from the host, all documented at the function: sums reduce
+// in another order (f32 trees, not the host's f64 or serial sums); float
+// scatter_nd add/mul combine duplicates in an unspecified order.
 //
 // Per-element math (exp, gelu, sigmoid, ...) is Math.h's, compiled for the
 // device through LAMINA_HD, so host and device agree up to the platforms'
@@ -55,13 +61,25 @@ Status deviceStatus(cudaStream_t stream);
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-/// result = op(input); float ops (not Not). In place allowed.
+/// result = op(input), every op on the host's types (Neg/Abs/Relu on any
+/// numeric type, the rest on floats, Not on i1). In place allowed.
 Status unary(UnaryOp op, const Tensor &input, const Tensor &result,
              cudaStream_t stream);
-/// Numpy broadcasting; Add, Sub, Mul, Div, Pow, Min, Max on float types.
+/// Numpy broadcasting; arithmetic on every numeric type (integer division
+/// truncates, x / 0 = 0, MIN / -1 wraps: Math.h), And/Or on i1.
 Status binary(BinaryOp op, const Tensor &lhs, const Tensor &rhs,
               const Tensor &result, cudaStream_t stream);
-/// Between f32, f16 and bf16 (round to nearest even), same shape.
+/// Numpy broadcasting, any operand type; result i1 (one byte, 0 or 1).
+/// Comparisons with NaN are false.
+Status compare(CompareOp op, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &result, cudaStream_t stream);
+/// result = condition ? lhs : rhs, all three broadcasting; condition i1,
+/// values of any type.
+Status select(const Tensor &condition, const Tensor &lhs, const Tensor &rhs,
+              const Tensor &result, cudaStream_t stream);
+/// Between any two element types with the host's semantics (bit-identical):
+/// float -> integer truncates, saturating, NaN -> 0; -> i1 is `!= 0`;
+/// narrowing integers wrap; to f16/bf16 rounds once to nearest even.
 Status cast(const Tensor &input, const Tensor &result, cudaStream_t stream);
 
 /// A fused elementwise chain: registers r0..r(numInputs-1) hold the inputs
@@ -139,19 +157,61 @@ Status reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
               int numAxes, bool keepdims, const Tensor &result,
               cudaStream_t stream);
 
+/// Running sum along `axis`, any numeric type, accumulating in the host's
+/// compute type in the host's (serial) order, so results are bit-identical:
+/// one thread per column, which suits the short axes of position ids and
+/// masks rather than long scans. In place allowed.
+Status cumsum(const Tensor &input, int64_t axis, bool exclusive, bool reverse,
+              const Tensor &result, cudaStream_t stream);
+
+/// Same elements, another shape: cudaMemcpyAsync, nothing when aliased.
+Status reshape(const Tensor &input, const Tensor &result, cudaStream_t stream);
+
 /// Any element type; swaps of the last two dims go through shared-memory
 /// tiles.
 Status transpose(const Tensor &input, const int64_t *perm,
                  const Tensor &result, cudaStream_t stream);
 
+/// Inputs (host array of views of device data) joined along `axis`; one
+/// copy kernel per non-empty input. Any element type.
+Status concat(const Tensor *inputs, int numInputs, int64_t axis,
+              const Tensor &result, cudaStream_t stream);
+/// Result dim i takes input indices starts[i] + j * steps[i], j < sizes[i];
+/// negative steps reverse. starts/sizes/steps are host arrays.
+Status slice(const Tensor &input, const int64_t *starts, const int64_t *sizes,
+             const int64_t *steps, const Tensor &result, cudaStream_t stream);
+/// Numpy broadcast of input to result's shape.
+Status broadcast(const Tensor &input, const Tensor &result,
+                 cudaStream_t stream);
+/// Repeats input repeats[i] times along dim i (repeats: a host array).
+Status tile(const Tensor &input, const int64_t *repeats, const Tensor &result,
+            cudaStream_t stream);
+/// Keeps elements of the last two dims with j - i >= k (upper) or
+/// j - i <= k (lower); zeroes the rest. In place allowed.
+Status trilu(const Tensor &input, int64_t k, bool upper, const Tensor &result,
+             cudaStream_t stream);
+
 /// Any element type (the embedding lookup); i32/i64 indices, negative ones
 /// from the end.
 Status gather(const Tensor &data, const Tensor &indices, int64_t axis,
               const Tensor &result, cudaStream_t stream);
+/// ONNX GatherND with `batchDims` leading batch dims; any element type. A
+/// bad index is a deviceStatus error ("gather_nd: index ...") and its slice
+/// is written as zeros.
+Status gatherND(const Tensor &data, const Tensor &indices, int64_t batchDims,
+                const Tensor &result, cudaStream_t stream);
 
-/// ScatterND with ScatterReduction::Add only (the gradient of gather:
-/// data = zeros, indices [..., 1], updates = the gradient), on float types,
-/// with atomic adds: duplicates accumulate in an unspecified order.
+/// ONNX ScatterND: result = data (copied unless aliased) with updates
+/// written or combined at the index tuples; a bad index is a deviceStatus
+/// error and its tuple is skipped (the others are still written).
+/// * None, any element type: where tuples repeat, the last one in index
+///   order wins, as on the host (a winner per target slot is chosen first
+///   with an atomic max, so the result is deterministic).
+/// * Add, Mul, Max, Min on every numeric type (Max and Min also on i1), with
+///   atomics (compare-and-swap loops on the enclosing 32-bit word for 1- and
+///   2-byte types and for float mul/max/min). Integer results, and float
+///   max/min up to the sign of zero, do not depend on the order in which
+///   duplicates combine; float add and mul do (not bit-reproducible).
 Status scatterND(const Tensor &data, const Tensor &indices,
                  const Tensor &updates, ScatterReduction reduction,
                  const Tensor &result, cudaStream_t stream);

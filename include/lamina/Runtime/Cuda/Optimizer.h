@@ -1,0 +1,66 @@
+//===- Optimizer.h - device optimizer step and clipping ---------*- C++ -*-===//
+//
+// The device half of lamina/Runtime/Optimizer.h (library
+// lamina_cuda_runtime). The state lives wherever the caller keeps it (device
+// buffers it allocated and checkpoints), so these are free functions over
+// one parameter at a time, stream-ordered like the kernels in Kernels.h:
+// arguments are checked on the host, work is enqueued, nothing
+// synchronises.
+//
+// Host and device agree to rounding: the per-element arithmetic is the host
+// Optimizer::step's, in its order, with f32 operations that nvcc may not
+// contract into FMAs (__fmul_rn, __fadd_rn, ...), and the scalars the host
+// derives in double (bias corrections, step size, decay factor) are derived
+// by the same host code before the launch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_CUDA_OPTIMIZER_H
+#define LAMINA_RUNTIME_CUDA_OPTIMIZER_H
+
+#include "lamina/Runtime/Optimizer.h"
+
+#include <cuda_runtime_api.h>
+
+namespace lamina::rt::cuda {
+
+/// One update of one parameter, the host Optimizer::step for it: `step` is
+/// PyTorch's state['step'] after its increment (1 on the first update; SGD
+/// seeds the momentum buffer with the gradient then, AdamW's bias
+/// corrections use it). param, grad and the `state` buffers (0 for SGD
+/// without momentum, 1 for SGD's momentum_buffer, 2 for AdamW's exp_avg and
+/// exp_avg_sq, as Optimizer::numSlots) (a host array of views of device data; nullptr when there are
+/// none) are f32 of param's shape. The configuration is checked with the
+/// host Optimizer::init's rules.
+Status optimizerStep(const OptimizerConfig &cfg, float lr, int64_t step,
+                     const Tensor &param, const Tensor &grad,
+                     const Tensor *state, cudaStream_t stream);
+
+/// *deviceResult (a device double) = the sum of squares of every element of
+/// the n f32 tensors, accumulated in double. Deterministic: each tensor is
+/// split into a number of blocks fixed by its size, each block sums in a
+/// fixed order and tree, and one final block adds the partial sums in
+/// order; no atomics.
+Status sumOfSquares(const Tensor *tensors, int n, double *deviceResult,
+                    cudaStream_t stream);
+
+/// *deviceValue = sqrt(*deviceValue): a sum of squares (after an all-reduce
+/// across ranks, say) to the norm that scaleInPlace takes.
+Status sqrtInPlace(double *deviceValue, cudaStream_t stream);
+
+/// clip_grad_norm_'s scaling with the host clipGradNorm's rule, reading the
+/// norm on the device (no host synchronisation): with c = maxNorm /
+/// (norm + 1e-6) in double, every element of the n f32 tensors is
+/// multiplied by float(c) when c < 1; a non-finite norm, or c >= 1, leaves
+/// them untouched. maxNorm must be positive.
+Status scaleInPlace(const Tensor *tensors, int n, const double *deviceNorm,
+                    float maxNorm, cudaStream_t stream);
+
+/// The host clipGradNorm on one device: sumOfSquares, sqrtInPlace and
+/// scaleInPlace; the norm is left in *deviceNorm.
+Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
+                    double *deviceNorm, cudaStream_t stream);
+
+} // namespace lamina::rt::cuda
+
+#endif // LAMINA_RUNTIME_CUDA_OPTIMIZER_H

@@ -1,0 +1,355 @@
+//===- Optimizer.cu - SGD, AdamW, gradient norm and clipping --------------===//
+//
+// The host Optimizer::step and clipGradNorm (lib/Runtime/Optimizer.cpp) on
+// the device. Element-wise arithmetic uses the _rn intrinsics so nvcc
+// cannot contract a*b+c into an FMA: each operation rounds as written in
+// the host source. (The host itself is built with -march=native, where
+// GCC's default -ffp-contract=fast may fuse some of them, so the two agree
+// to an ulp or so per step rather than bit for bit.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+#include "lamina/Runtime/Cuda/Optimizer.h"
+
+#include <cmath>
+
+using namespace lamina::rt;
+using namespace lamina::rt::cuda;
+using namespace lamina::rt::cuda::detail;
+
+namespace {
+struct SgdArgs {
+  float lr, wd, mom, damp; ///< damp = 1 - dampening, as the host's float
+  bool nesterov, first, hasBuf;
+};
+
+__global__ void sgdKernel(SgdArgs a, float *p, const float *g, float *buf,
+                          int64_t n) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    float pk = p[k];
+    float d = a.wd != 0 ? __fadd_rn(g[k], __fmul_rn(a.wd, pk)) : g[k];
+    if (a.hasBuf) {
+      // PyTorch: the first step copies the gradient (no dampening).
+      float b = a.first ? d
+                        : __fadd_rn(__fmul_rn(a.mom, buf[k]),
+                                    __fmul_rn(a.damp, d));
+      buf[k] = b;
+      d = a.nesterov ? __fadd_rn(d, __fmul_rn(a.mom, b)) : b;
+    }
+    p[k] = __fsub_rn(pk, __fmul_rn(a.lr, d));
+  }
+}
+
+/// The host's f32 scalars (derived in double there and here alike).
+struct AdamArgs {
+  float decay, w1, oneMinusW1, b2, w2, stepSize, bc2, eps;
+};
+
+__global__ void adamwKernel(AdamArgs a, float *p, const float *g, float *m,
+                            float *v, int64_t n) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    float pk = __fmul_rn(p[k], a.decay);
+    float gk = g[k], mk = m[k];
+    // torch.lerp(m, g, w1): two formulas, exact at both ends.
+    float diff = __fsub_rn(gk, mk);
+    mk = a.w1 < 0.5f ? __fadd_rn(mk, __fmul_rn(a.w1, diff))
+                     : __fsub_rn(gk, __fmul_rn(diff, a.oneMinusW1));
+    // addcmul / addcdiv evaluate (value * a) * b and (value * a) / b.
+    float vk = __fadd_rn(__fmul_rn(v[k], a.b2),
+                         __fmul_rn(__fmul_rn(a.w2, gk), gk));
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), a.bc2), a.eps);
+    m[k] = mk;
+    v[k] = vk;
+    p[k] = __fadd_rn(pk, __fdiv_rn(__fmul_rn(-a.stepSize, mk), denom));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Multi-tensor launches: up to kChunk tensors per launch, passed by value;
+// block b of a launch belongs to the tensor whose block range holds it.
+//===----------------------------------------------------------------------===//
+
+constexpr int kChunk = 64;
+constexpr int kThreads = 256;
+/// Blocks per tensor: one per 16 elements a thread, at most kMaxBlocks (a
+/// function of the size only, so sums are reproducible).
+constexpr int64_t kPerBlock = kThreads * 16;
+constexpr int64_t kMaxBlocks = 1024;
+
+struct Chunk {
+  float *ptr[kChunk];
+  int64_t count[kChunk];
+  int64_t firstBlock[kChunk + 1];
+  int num;
+};
+
+int64_t blocksFor(int64_t count) {
+  return std::min(kMaxBlocks, (count + kPerBlock - 1) / kPerBlock);
+}
+
+/// Splits tensors into chunks; `blockBase` gets each chunk's first global
+/// block (its partial sums' offset).
+std::vector<Chunk> makeChunks(const Tensor *tensors, int n,
+                              std::vector<int64_t> &blockBase,
+                              int64_t &totalBlocks) {
+  std::vector<Chunk> chunks;
+  totalBlocks = 0;
+  for (int i = 0; i < n; ++i) {
+    int64_t count = tensors[i].numElements();
+    if (count == 0)
+      continue;
+    if (chunks.empty() || chunks.back().num == kChunk) {
+      chunks.emplace_back();
+      chunks.back().num = 0;
+      chunks.back().firstBlock[0] = 0;
+      blockBase.push_back(totalBlocks);
+    }
+    Chunk &c = chunks.back();
+    c.ptr[c.num] = tensors[i].as<float>();
+    c.count[c.num] = count;
+    c.firstBlock[c.num + 1] = c.firstBlock[c.num] + blocksFor(count);
+    totalBlocks += blocksFor(count);
+    ++c.num;
+  }
+  return chunks;
+}
+
+/// The tensor of this block, its block index within it and its block count.
+__device__ int locate(const Chunk &c, int64_t block, int64_t &local,
+                      int64_t &blocks) {
+  int j = 0;
+  while (j + 1 < c.num && c.firstBlock[j + 1] <= block)
+    ++j;
+  local = block - c.firstBlock[j];
+  blocks = c.firstBlock[j + 1] - c.firstBlock[j];
+  return j;
+}
+
+/// Sum over the block in a fixed tree; thread 0 gets the result.
+__device__ double blockSum(double v) {
+  __shared__ double scratch[32];
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void sumSquaresKernel(Chunk c, double *partials) {
+  int64_t local, blocks;
+  int j = locate(c, blockIdx.x, local, blocks);
+  const float *x = c.ptr[j];
+  double acc = 0;
+  for (int64_t e = local * kThreads + threadIdx.x; e < c.count[j];
+       e += blocks * kThreads) {
+    double d = x[e];
+    acc += d * d;
+  }
+  acc = blockSum(acc);
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = acc;
+}
+
+/// One block adds the partial sums in a fixed order.
+__global__ void finalSumKernel(const double *partials, int64_t count,
+                               double *result) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    acc += partials[i];
+  acc = blockSum(acc);
+  if (threadIdx.x == 0)
+    *result = acc;
+}
+
+__global__ void sqrtKernel(double *p) { *p = sqrt(*p); }
+
+__global__ void scaleKernel(Chunk c, const double *normPtr, float maxNorm) {
+  double norm = *normPtr;
+  double coef = double(maxNorm) / (norm + 1e-6);
+  if (!(norm - norm == 0.0) || coef >= 1.0) // non-finite, or no clipping
+    return;
+  float scale = float(coef);
+  int64_t local, blocks;
+  int j = locate(c, blockIdx.x, local, blocks);
+  float *x = c.ptr[j];
+  for (int64_t e = local * kThreads + threadIdx.x; e < c.count[j];
+       e += blocks * kThreads)
+    x[e] = __fmul_rn(x[e], scale);
+}
+
+/// Optimizer::numSlots for a configuration.
+int stateSlots(const OptimizerConfig &cfg) {
+  if (cfg.kind == OptimizerKind::AdamW)
+    return 2;
+  return cfg.momentum != 0 ? 1 : 0;
+}
+
+Status checkF32(const char *op, const Tensor *tensors, int n) {
+  if (n < 0)
+    return Status::error(std::string(op) + ": negative tensor count");
+  for (int i = 0; i < n; ++i)
+    if (tensors[i].dtype != DType::F32)
+      return Status::error(std::string(op) + ": tensor " + std::to_string(i) +
+                           " is " + describe(tensors[i]) + ", expected f32");
+  return Status::success();
+}
+} // namespace
+
+Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
+                                       int64_t step, const Tensor &param,
+                                       const Tensor &grad, const Tensor *state,
+                                       cudaStream_t stream) {
+  // Optimizer::init's and step's checks.
+  auto bad = [](const char *what, double v) {
+    return Status::error(std::string("optimizer: invalid ") + what + " " +
+                         std::to_string(v));
+  };
+  if (!(cfg.weightDecay >= 0))
+    return bad("weight decay", cfg.weightDecay);
+  if (cfg.kind == OptimizerKind::Sgd) {
+    if (!(cfg.momentum >= 0))
+      return bad("momentum", cfg.momentum);
+    if (cfg.nesterov && (cfg.momentum <= 0 || cfg.dampening != 0))
+      return Status::error("optimizer: Nesterov momentum needs momentum > 0 "
+                           "and dampening 0");
+  } else {
+    if (!(cfg.beta1 >= 0 && cfg.beta1 < 1))
+      return bad("beta1 (must be in [0, 1))", cfg.beta1);
+    if (!(cfg.beta2 >= 0 && cfg.beta2 < 1))
+      return bad("beta2 (must be in [0, 1))", cfg.beta2);
+    if (!(cfg.eps >= 0))
+      return bad("eps", cfg.eps);
+  }
+  if (!(lr >= 0))
+    return Status::error("optimizer: invalid learning rate " +
+                         std::to_string(lr));
+  if (step < 1)
+    return Status::error("optimizer: step " + std::to_string(step) +
+                         " (the count after its increment) must be >= 1");
+  const int slots = stateSlots(cfg);
+  if (slots && !state)
+    return Status::error("optimizer: " + std::to_string(slots) +
+                         " state buffers expected, got none");
+  auto check = [&](const Tensor &t, const std::string &what) {
+    if (t.dtype != DType::F32 || !sameShape(t, param))
+      return Status::error("optimizer: " + what + " " + describe(t) +
+                           " must be f32 of the parameter's shape " +
+                           describe(param));
+    return Status::success();
+  };
+  if (param.dtype != DType::F32)
+    return Status::error("optimizer: parameter " + describe(param) +
+                         " must be f32; f16/bf16 parameters are not "
+                         "supported");
+  if (Status s = check(grad, "gradient"); !s.ok())
+    return s;
+  for (int i = 0; i < slots; ++i)
+    if (Status s = check(state[i], "state " + std::to_string(i)); !s.ok())
+      return s;
+  int64_t n = param.numElements();
+  if (n == 0)
+    return Status::success();
+  if (cfg.kind == OptimizerKind::Sgd) {
+    SgdArgs a{lr,   cfg.weightDecay, cfg.momentum, 1.0f - cfg.dampening,
+              cfg.nesterov, step == 1, slots != 0};
+    sgdKernel<<<gridFor(n), 256, 0, stream>>>(
+        a, param.as<float>(), grad.as<float>(),
+        slots ? state[0].as<float>() : nullptr, n);
+    return launched("optimizer");
+  }
+  // The host's scalars, computed by the same expressions.
+  const double t = double(step);
+  const double bc1 = 1.0 - std::pow(double(cfg.beta1), t);
+  const double bc2Sqrt = std::sqrt(1.0 - std::pow(double(cfg.beta2), t));
+  AdamArgs a;
+  a.decay = float(1.0 - double(lr) * double(cfg.weightDecay));
+  a.w1 = float(1.0 - double(cfg.beta1));
+  a.oneMinusW1 = 1.0f - a.w1;
+  a.b2 = cfg.beta2;
+  a.w2 = float(1.0 - double(cfg.beta2));
+  a.stepSize = float(double(lr) / bc1);
+  a.bc2 = float(bc2Sqrt);
+  a.eps = cfg.eps;
+  adamwKernel<<<gridFor(n), 256, 0, stream>>>(
+      a, param.as<float>(), grad.as<float>(), state[0].as<float>(),
+      state[1].as<float>(), n);
+  return launched("optimizer");
+}
+
+Status lamina::rt::cuda::sumOfSquares(const Tensor *tensors, int n,
+                                      double *deviceResult,
+                                      cudaStream_t stream) {
+  if (Status s = checkF32("sum_of_squares", tensors, n); !s.ok())
+    return s;
+  std::vector<int64_t> base;
+  int64_t total = 0;
+  std::vector<Chunk> chunks = makeChunks(tensors, n, base, total);
+  void *mem = nullptr;
+  size_t bytes = size_t(std::max<int64_t>(total, 1)) * sizeof(double);
+  if (Status s = cudaCheck("sum_of_squares",
+                           cudaMallocAsync(&mem, bytes, stream));
+      !s.ok())
+    return s;
+  auto *partials = static_cast<double *>(mem);
+  auto run = [&]() -> Status {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      int64_t blocks = chunks[i].firstBlock[chunks[i].num];
+      sumSquaresKernel<<<unsigned(blocks), kThreads, 0, stream>>>(
+          chunks[i], partials + base[i]);
+      if (Status s = launched("sum_of_squares"); !s.ok())
+        return s;
+    }
+    finalSumKernel<<<1, 1024, 0, stream>>>(partials, total, deviceResult);
+    return launched("sum_of_squares");
+  };
+  Status s = run();
+  Status freed = cudaCheck("sum_of_squares", cudaFreeAsync(mem, stream));
+  return s.ok() ? freed : s;
+}
+
+Status lamina::rt::cuda::sqrtInPlace(double *deviceValue,
+                                     cudaStream_t stream) {
+  sqrtKernel<<<1, 1, 0, stream>>>(deviceValue);
+  return launched("sqrt_in_place");
+}
+
+Status lamina::rt::cuda::scaleInPlace(const Tensor *tensors, int n,
+                                      const double *deviceNorm, float maxNorm,
+                                      cudaStream_t stream) {
+  if (!(maxNorm > 0))
+    return Status::error("clip_grad_norm: max norm must be positive, got " +
+                         std::to_string(maxNorm));
+  if (Status s = checkF32("scale_in_place", tensors, n); !s.ok())
+    return s;
+  std::vector<int64_t> base;
+  int64_t total = 0;
+  for (const Chunk &c : makeChunks(tensors, n, base, total)) {
+    scaleKernel<<<unsigned(c.firstBlock[c.num]), kThreads, 0, stream>>>(
+        c, deviceNorm, maxNorm);
+    if (Status s = launched("scale_in_place"); !s.ok())
+      return s;
+  }
+  return Status::success();
+}
+
+Status lamina::rt::cuda::clipGradNorm(const Tensor *grads, int n,
+                                      float maxNorm, double *deviceNorm,
+                                      cudaStream_t stream) {
+  if (!(maxNorm > 0))
+    return Status::error("clip_grad_norm: max norm must be positive, got " +
+                         std::to_string(maxNorm));
+  if (Status s = sumOfSquares(grads, n, deviceNorm, stream); !s.ok())
+    return s;
+  if (Status s = sqrtInPlace(deviceNorm, stream); !s.ok())
+    return s;
+  return scaleInPlace(grads, n, deviceNorm, maxNorm, stream);
+}

@@ -1,0 +1,275 @@
+//===- CudaElementwiseTest.cpp - integer/f64 arithmetic, logic, compare ---===//
+//
+// The device unary/binary on integer, f64 and i1 types, compare, select and
+// cast between every pair of types, each against the host kernel on the
+// same random inputs. Integer results and casts must be bit-identical.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+
+#include <cstring>
+
+using namespace lamina::rt;
+using namespace lamina::rt::test;
+
+namespace {
+
+const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                           DType::I1,  DType::I8,  DType::I16, DType::I32,
+                           DType::I64, DType::U8,  DType::U16, DType::U32,
+                           DType::U64};
+const DType kIntTypes[] = {DType::I8,  DType::I16, DType::I32, DType::I64,
+                           DType::U8,  DType::U16, DType::U32, DType::U64};
+
+/// Writes v (as an int64, truncated to the element's size) into element i of
+/// an integer buffer.
+void setInt(Buf &b, int64_t i, int64_t v) {
+  size_t es = dtypeSize(b.dtype);
+  std::memcpy(b.bytes.data() + i * es, &v, es); // little-endian low bytes
+}
+
+/// Random values of any type: integers random bits (so MIN, MAX, 0 and -1
+/// turn up when planted), i1 0/1, floats a spread with the special values a
+/// cast must handle (NaN, infinities, -0, values past every integer range).
+Buf randomAny(DType t, std::vector<int64_t> shape) {
+  Buf b(t, std::move(shape));
+  int64_t n = b.count();
+  if (t == DType::I1) {
+    for (int64_t i = 0; i < n; ++i)
+      b.bytes[i] = uint8_t(rng()() & 1);
+    return b;
+  }
+  if (!isFloat(t)) {
+    for (auto &byte : b.bytes)
+      byte = uint8_t(rng()());
+    return b;
+  }
+  const double specials[] = {NAN,   INFINITY, -INFINITY, -0.0,   0.5,
+                             -0.5,  2.5,      -2.5,      1e20,   -1e20,
+                             3e9,   -3e9,     255.9,     -128.5, 65504,
+                             70000, 1e-30,    -129.0};
+  std::uniform_real_distribution<double> wide(-400, 400);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = i % 4 == 0 ? specials[(i / 4) % std::size(specials)]
+                          : wide(rng());
+    switch (t) {
+    case DType::F64: b.data<double>()[i] = v; break;
+    case DType::F32: b.data<float>()[i] = float(v); break;
+    case DType::F16: b.data<uint16_t>()[i] = math::doubleToHalf(v); break;
+    default: b.data<uint16_t>()[i] = math::doubleToBf16(v); break;
+    }
+  }
+  return b;
+}
+
+/// Plants 0, -1, 1 and MIN (the division corner cases) in integer buffers.
+void plantCorners(Buf &b) {
+  int64_t n = b.count();
+  size_t es = dtypeSize(b.dtype);
+  for (int64_t i = 0; i + 4 <= n; i += 7) {
+    setInt(b, i, 0);
+    setInt(b, i + 1, -1);
+    setInt(b, i + 2, 1);
+    setInt(b, i + 3, 0);
+    b.bytes[(i + 3) * es + es - 1] = 0x80; // MIN for signed types
+  }
+}
+
+::testing::AssertionResult sameBytes(const Buf &got, const Buf &want) {
+  if (got.bytes == want.bytes)
+    return ::testing::AssertionSuccess();
+  for (size_t i = 0; i < got.bytes.size(); ++i)
+    if (got.bytes[i] != want.bytes[i])
+      return ::testing::AssertionFailure()
+             << "byte " << i << " (element " << i / dtypeSize(got.dtype)
+             << ") differs: " << int(got.bytes[i]) << " vs "
+             << int(want.bytes[i]);
+  return ::testing::AssertionFailure() << "sizes differ";
+}
+
+/// f64 elementwise results: libm vs CUDA's may differ in an ulp.
+::testing::AssertionResult closeF64(Buf got, Buf want) {
+  for (int64_t i = 0; i < got.count(); ++i)
+    if (auto r = close(got.data<double>()[i], want.data<double>()[i], 1e-14,
+                       1e-300);
+        !r)
+      return r << " at element " << i;
+  return ::testing::AssertionSuccess();
+}
+
+struct Shapes {
+  std::vector<int64_t> a, b, out;
+};
+const Shapes kBroadcastCases[] = {{{6, 50}, {6, 50}, {6, 50}},
+                                  {{4, 1, 5}, {3, 1}, {4, 3, 5}},
+                                  {{}, {2, 3}, {2, 3}},
+                                  {{7, 1}, {1, 9}, {7, 9}}};
+
+TEST_F(CudaKernel, IntegerAndF64UnaryMatchHost) {
+  std::vector<DType> types(std::begin(kIntTypes), std::end(kIntTypes));
+  types.push_back(DType::F64);
+  for (DType t : types)
+    for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu}) {
+      Buf in = randomAny(t, {300});
+      if (!isFloat(t))
+        plantCorners(in);
+      Buf want(t, in.shape);
+      EXPECT_OK(unary(op, in.view(), want.view()));
+      Dev din(in), dout(t, in.shape);
+      EXPECT_OK(cu::unary(op, din.view(), dout.view(), stream));
+      sync();
+      EXPECT_TRUE(sameBytes(dout.download(), want))
+          << "op " << int(op) << " " << dtypeName(t);
+    }
+  // f64 transcendental ops compute in double, as on the host.
+  for (UnaryOp op : {UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid,
+                     UnaryOp::Gelu, UnaryOp::Sqrt}) {
+    Buf in(DType::F64, {200});
+    for (int64_t i = 0; i < 200; ++i)
+      in.data<double>()[i] = (i - 100) / 25.0 + (op == UnaryOp::Sqrt ? 4 : 0);
+    Buf want(DType::F64, {200});
+    EXPECT_OK(unary(op, in.view(), want.view()));
+    Dev din(in), dout(DType::F64, {200});
+    EXPECT_OK(cu::unary(op, din.view(), dout.view(), stream));
+    sync();
+    EXPECT_TRUE(closeF64(dout.download(), want)) << "op " << int(op);
+  }
+}
+
+TEST_F(CudaKernel, IntegerAndF64BinaryMatchHost) {
+  const BinaryOp ops[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+                          BinaryOp::Div, BinaryOp::Pow, BinaryOp::Min,
+                          BinaryOp::Max};
+  std::vector<DType> types(std::begin(kIntTypes), std::end(kIntTypes));
+  types.push_back(DType::F64);
+  for (DType t : types)
+    for (const Shapes &c : kBroadcastCases)
+      for (BinaryOp op : ops) {
+        Buf a = randomAny(t, c.a), b = randomAny(t, c.b);
+        if (!isFloat(t)) {
+          plantCorners(a);
+          plantCorners(b);
+          if (op == BinaryOp::Pow) // keep exponents small: 0..7
+            for (int64_t i = 0; i < b.count(); ++i)
+              setInt(b, i, int64_t(rng()() % 8));
+        }
+        Buf want(t, c.out);
+        EXPECT_OK(binary(op, a.view(), b.view(), want.view()));
+        Dev da(a), db(b), dout(t, c.out);
+        EXPECT_OK(cu::binary(op, da.view(), db.view(), dout.view(), stream));
+        sync();
+        if (t == DType::F64 && op == BinaryOp::Pow)
+          EXPECT_TRUE(closeF64(dout.download(), want));
+        else
+          EXPECT_TRUE(sameBytes(dout.download(), want))
+              << "op " << int(op) << " " << dtypeName(t) << " case "
+              << (&c - kBroadcastCases);
+      }
+}
+
+TEST_F(CudaKernel, LogicOpsMatchHost) {
+  for (const Shapes &c : kBroadcastCases) {
+    Buf a = randomAny(DType::I1, c.a), b = randomAny(DType::I1, c.b);
+    for (BinaryOp op : {BinaryOp::And, BinaryOp::Or}) {
+      Buf want(DType::I1, c.out);
+      EXPECT_OK(binary(op, a.view(), b.view(), want.view()));
+      Dev da(a), db(b), dout(DType::I1, c.out);
+      EXPECT_OK(cu::binary(op, da.view(), db.view(), dout.view(), stream));
+      sync();
+      EXPECT_TRUE(sameBytes(dout.download(), want)) << "op " << int(op);
+    }
+    Buf want(DType::I1, c.a);
+    EXPECT_OK(unary(UnaryOp::Not, a.view(), want.view()));
+    Dev da(a);
+    EXPECT_OK(cu::unary(UnaryOp::Not, da.view(), da.view(), stream)); // in place
+    sync();
+    EXPECT_TRUE(sameBytes(da.download(), want)) << "not";
+  }
+}
+
+TEST_F(CudaKernel, CompareMatchesHost) {
+  const CompareOp ops[] = {CompareOp::Equal, CompareOp::Greater,
+                           CompareOp::GreaterEqual, CompareOp::Less,
+                           CompareOp::LessEqual};
+  for (DType t : {DType::F32, DType::BF16, DType::F64, DType::I64, DType::I32,
+                  DType::U8, DType::I1})
+    for (const Shapes &c : kBroadcastCases)
+      for (CompareOp op : ops) {
+        Buf a = randomAny(t, c.a), b = randomAny(t, c.b);
+        if (t == DType::I32 || t == DType::I64) // some equal pairs
+          for (int64_t i = 0; i < a.count(); i += 3)
+            setInt(a, i, int64_t(i % 5));
+        if (t == DType::I32 || t == DType::I64)
+          for (int64_t i = 0; i < b.count(); i += 2)
+            setInt(b, i, int64_t(i % 5));
+        Buf want(DType::I1, c.out);
+        EXPECT_OK(compare(op, a.view(), b.view(), want.view()));
+        Dev da(a), db(b), dout(DType::I1, c.out);
+        EXPECT_OK(cu::compare(op, da.view(), db.view(), dout.view(), stream));
+        sync();
+        EXPECT_TRUE(sameBytes(dout.download(), want))
+            << "op " << int(op) << " " << dtypeName(t) << " case "
+            << (&c - kBroadcastCases);
+      }
+}
+
+TEST_F(CudaKernel, SelectMatchesHost) {
+  struct Case {
+    std::vector<int64_t> cond, a, b, out;
+  } cases[] = {{{5, 40}, {5, 40}, {5, 40}, {5, 40}},
+               {{1, 9}, {7, 9}, {}, {7, 9}}, // causal-mask style
+               {{3, 1, 4}, {2, 1}, {1, 4}, {3, 2, 4}}};
+  for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1})
+    for (const Case &c : cases) {
+      Buf cond = randomAny(DType::I1, c.cond), a = randomAny(t, c.a),
+          b = randomAny(t, c.b), want(t, c.out);
+      EXPECT_OK(select(cond.view(), a.view(), b.view(), want.view()));
+      Dev dc(cond), da(a), db(b), dout(t, c.out);
+      EXPECT_OK(cu::select(dc.view(), da.view(), db.view(), dout.view(),
+                           stream));
+      sync();
+      EXPECT_TRUE(sameBytes(dout.download(), want))
+          << dtypeName(t) << " case " << (&c - cases);
+    }
+}
+
+TEST_F(CudaKernel, CastBetweenAllTypesMatchesHost) {
+  for (DType from : kAllTypes)
+    for (DType to : kAllTypes) {
+      Buf in = randomAny(from, {517});
+      Buf want(to, {517});
+      EXPECT_OK(cast(in.view(), want.view()));
+      Dev din(in), dout(to, {517});
+      EXPECT_OK(cu::cast(din.view(), dout.view(), stream));
+      sync();
+      EXPECT_TRUE(sameBytes(dout.download(), want))
+          << dtypeName(from) << " -> " << dtypeName(to);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Argument checks: no device needed
+//===----------------------------------------------------------------------===//
+
+TEST(CudaChecks, ElementwiseChecksMatchHost) {
+  int64_t s23[] = {2, 3}, s32[] = {3, 2};
+  float dummy[6];
+  Tensor f{dummy, DType::F32, 2, s23}, ft{dummy, DType::F32, 2, s32};
+  Tensor b{dummy, DType::I1, 2, s23}, i{dummy, DType::I32, 2, s23};
+  cudaStream_t s = nullptr;
+  EXPECT_ERROR(cu::unary(UnaryOp::Not, f, f, s), "not needs i1");
+  EXPECT_ERROR(cu::unary(UnaryOp::Neg, b, b, s), "is not defined on");
+  EXPECT_ERROR(cu::binary(BinaryOp::Add, b, b, b, s), "arithmetic on i1");
+  EXPECT_ERROR(cu::binary(BinaryOp::And, i, i, i, s), "and/or need i1");
+  EXPECT_ERROR(cu::binary(BinaryOp::Add, f, i, f, s), "operand types differ");
+  EXPECT_ERROR(cu::compare(CompareOp::Less, f, f, f, s),
+               "result must be i1");
+  EXPECT_ERROR(cu::compare(CompareOp::Less, f, ft, b, s),
+               "does not broadcast");
+  EXPECT_ERROR(cu::select(f, f, f, f, s), "condition must be i1");
+  EXPECT_ERROR(cu::select(b, f, i, f, s), "operand types differ");
+  EXPECT_ERROR(cu::cast(f, ft, s), "has another shape");
+}
+
+} // namespace

@@ -1,0 +1,199 @@
+//===- CudaOptimizerTest.cpp - device optimizer step and clipping ---------===//
+//
+// cuda::optimizerStep against the host Optimizer over three steps (SGD with
+// momentum, dampening, Nesterov and weight decay; AdamW), and sumOfSquares /
+// scaleInPlace / clipGradNorm against the host clipGradNorm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+#include "lamina/Runtime/Cuda/Optimizer.h"
+
+#include <cstring>
+#include <memory>
+
+using namespace lamina::rt;
+using namespace lamina::rt::test;
+
+namespace {
+
+#define ASSERT_OK_STATUS(expr)                                                 \
+  do {                                                                         \
+    ::lamina::rt::Status st_ = (expr);                                         \
+    ASSERT_TRUE(st_.ok()) << st_.message();                                    \
+  } while (0)
+
+/// The host may fuse a*b+c into an FMA (-march=native); the device rounds
+/// every operation. A few ulp per step.
+constexpr double kRel = 1e-6, kAbs = 1e-7;
+
+void checkOptimizer(cudaStream_t stream, const OptimizerConfig &cfg,
+                    float lr) {
+  std::vector<std::vector<int64_t>> shapes = {{33, 17}, {5000}, {1}};
+  Optimizer host;
+  ASSERT_OK_STATUS(host.init(cfg, {"w", "b", "s"}, shapes));
+  int slots = host.numSlots();
+  std::vector<Buf> params;
+  std::vector<std::unique_ptr<Dev>> dparams, dstate;
+  for (const auto &s : shapes) {
+    params.push_back(randomF32(s));
+    dparams.push_back(std::make_unique<Dev>(params.back()));
+    for (int k = 0; k < slots; ++k)
+      dstate.push_back(std::make_unique<Dev>(DType::F32, s)); // zeroed
+  }
+  for (int64_t step = 1; step <= 3; ++step) {
+    std::vector<Buf> grads;
+    std::vector<Tensor> pv, gv;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      grads.push_back(randomF32(shapes[i]));
+      pv.push_back(params[i].view());
+    }
+    for (Buf &g : grads)
+      gv.push_back(g.view());
+    ASSERT_OK_STATUS(host.step(lr, pv.data(), gv.data(), int(pv.size())));
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Dev dg(grads[i]);
+      Tensor st[2];
+      for (int k = 0; k < slots; ++k)
+        st[k] = dstate[i * slots + k]->view();
+      EXPECT_OK(cu::optimizerStep(cfg, lr, step, dparams[i]->view(),
+                                  dg.view(), slots ? st : nullptr, stream));
+      EXPECT_OK(cu::deviceStatus(stream));
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_TRUE(allClose(dparams[i]->download(), params[i], kRel, kAbs))
+          << "parameter " << i << " after step " << step;
+      for (int k = 0; k < slots; ++k) {
+        Tensor hs = host.state(int(i), k);
+        Buf want(DType::F32, shapes[i]);
+        std::memcpy(want.bytes.data(), hs.data, want.bytes.size());
+        EXPECT_TRUE(allClose(dstate[i * slots + k]->download(), want, kRel,
+                             kAbs))
+            << host.slotName(k) << " of " << i << " after step " << step;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernel, SgdMatchesHostOptimizer) {
+  checkOptimizer(stream, OptimizerConfig::sgd(), 0.1f);
+  checkOptimizer(stream, OptimizerConfig::sgd(0.9f), 0.05f);
+  checkOptimizer(stream, OptimizerConfig::sgd(0.9f, 0.01f), 0.05f);
+  checkOptimizer(stream, OptimizerConfig::sgd(0.9f, 0.01f, true), 0.05f);
+  OptimizerConfig damp = OptimizerConfig::sgd(0.8f, 0.001f);
+  damp.dampening = 0.3f;
+  checkOptimizer(stream, damp, 0.02f);
+}
+
+TEST_F(CudaKernel, AdamWMatchesHostOptimizer) {
+  checkOptimizer(stream, OptimizerConfig::adamw(), 1e-3f);
+  checkOptimizer(stream, OptimizerConfig::adamw(0.1f), 3e-2f);
+  OptimizerConfig c = OptimizerConfig::adamw(0.0f);
+  c.beta1 = 0.6f; // the other lerp formula (weight >= 0.5)
+  c.beta2 = 0.95f;
+  checkOptimizer(stream, c, 1e-2f);
+}
+
+/// Tensors of assorted sizes: empty, tiny, several blocks, and more than one
+/// launch's worth (70 > 64 tensors).
+std::vector<Buf> gradients(float scale) {
+  std::vector<Buf> g;
+  g.push_back(randomF32({0}));
+  g.push_back(randomF32({3}, -scale, scale));
+  g.push_back(randomF32({300000}, -scale, scale));
+  for (int i = 0; i < 67; ++i)
+    g.push_back(randomF32({int64_t(1 + 97 * i)}, -scale, scale));
+  return g;
+}
+
+TEST_F(CudaKernel, ClipGradNormMatchesHost) {
+  for (float maxNorm : {1.0f, 1e6f}) { // clips, does not clip
+    std::vector<Buf> host = gradients(0.5f);
+    std::vector<std::unique_ptr<Dev>> dev;
+    std::vector<Tensor> hv, dv;
+    for (Buf &b : host) {
+      dev.push_back(std::make_unique<Dev>(b));
+      dv.push_back(dev.back()->view());
+      hv.push_back(b.view());
+    }
+    double hostSum = 0;
+    for (Buf &b : host)
+      for (float x : b.values<float>())
+        hostSum += double(x) * double(x);
+    double *dnorm = nullptr;
+    ASSERT_EQ(cudaMalloc(&dnorm, sizeof(double)), cudaSuccess);
+    EXPECT_OK(cu::sumOfSquares(dv.data(), int(dv.size()), dnorm, stream));
+    sync();
+    double first = 0, second = 0;
+    ASSERT_EQ(cudaMemcpy(&first, dnorm, 8, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_TRUE(close(first, hostSum, 1e-12));
+    // Deterministic: the same bits again.
+    EXPECT_OK(cu::sumOfSquares(dv.data(), int(dv.size()), dnorm, stream));
+    sync();
+    ASSERT_EQ(cudaMemcpy(&second, dnorm, 8, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(std::memcmp(&first, &second, 8), 0);
+
+    double hostNorm = 0;
+    EXPECT_OK(clipGradNorm(hv.data(), int(hv.size()), maxNorm, hostNorm));
+    EXPECT_OK(cu::clipGradNorm(dv.data(), int(dv.size()), maxNorm, dnorm,
+                               stream));
+    sync();
+    double devNorm = 0;
+    ASSERT_EQ(cudaMemcpy(&devNorm, dnorm, 8, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_TRUE(close(devNorm, hostNorm, 1e-12));
+    for (size_t i = 0; i < host.size(); ++i)
+      ASSERT_TRUE(allClose(dev[i]->download(), host[i], 1e-7, 0))
+          << "tensor " << i << " max norm " << maxNorm;
+    cudaFree(dnorm);
+  }
+}
+
+TEST_F(CudaKernel, ScaleInPlaceSkipsNonFiniteNorms) {
+  Buf g = randomF32({1000});
+  Dev dg(g);
+  Tensor v = dg.view();
+  double *dnorm = nullptr;
+  ASSERT_EQ(cudaMalloc(&dnorm, sizeof(double)), cudaSuccess);
+  for (double norm : {double(NAN), double(INFINITY), 0.5}) {
+    ASSERT_EQ(cudaMemcpy(dnorm, &norm, 8, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    EXPECT_OK(cu::scaleInPlace(&v, 1, dnorm, 1.0f, stream));
+    sync();
+    EXPECT_EQ(dg.download().bytes, g.bytes) << "norm " << norm;
+  }
+  cudaFree(dnorm);
+}
+
+//===----------------------------------------------------------------------===//
+// Argument checks: no device needed
+//===----------------------------------------------------------------------===//
+
+TEST(CudaChecks, OptimizerChecks) {
+  int64_t s4[] = {4};
+  float dummy[4];
+  Tensor p{dummy, DType::F32, 1, s4}, h{dummy, DType::F16, 1, s4};
+  cudaStream_t s = nullptr;
+  OptimizerConfig nesterov = OptimizerConfig::sgd(0, 0, true);
+  EXPECT_ERROR(cu::optimizerStep(nesterov, 0.1f, 1, p, p, nullptr, s),
+               "Nesterov momentum needs momentum > 0");
+  EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), 0.1f, 1, h, h,
+                                 nullptr, s),
+               "must be f32");
+  EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::adamw(), 0.1f, 1, p, p,
+                                 nullptr, s),
+               "state buffers expected");
+  EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), 0.1f, 0, p, p,
+                                 nullptr, s),
+               "must be >= 1");
+  EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), -1.0f, 1, p, p,
+                                 nullptr, s),
+               "invalid learning rate");
+  EXPECT_ERROR(cu::sumOfSquares(&h, 1, nullptr, s), "expected f32");
+  EXPECT_ERROR(cu::scaleInPlace(&p, 1, nullptr, 0.0f, s),
+               "max norm must be positive");
+}
+
+} // namespace

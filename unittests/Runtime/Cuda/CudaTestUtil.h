@@ -1,0 +1,110 @@
+//===- CudaTestUtil.h - device buffers and comparisons for CUDA tests -----===//
+//
+// Shared by the lamina-cuda-tests sources: a device copy of a test Buf,
+// random float buffers, closeness checks and the CudaKernel fixture (which
+// skips when no CUDA device is visible).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_UNITTESTS_RUNTIME_CUDA_CUDATESTUTIL_H
+#define LAMINA_UNITTESTS_RUNTIME_CUDA_CUDATESTUTIL_H
+
+#include "../RuntimeTestUtil.h"
+#include "lamina/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+namespace lamina::rt::test {
+namespace cu = lamina::rt::cuda;
+
+/// A device copy of a Buf (same dtype and shape).
+struct Dev {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  void *ptr = nullptr;
+  size_t bytes = 0;
+
+  explicit Dev(const Buf &b) : dtype(b.dtype), shape(b.shape) {
+    bytes = b.bytes.size();
+    EXPECT_EQ(cudaMalloc(&ptr, bytes ? bytes : 1), cudaSuccess);
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(ptr, b.bytes.data(), bytes, cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  Dev(DType t, std::vector<int64_t> s) : Dev(Buf(t, std::move(s))) {}
+  Dev(const Dev &) = delete;
+  ~Dev() { cudaFree(ptr); }
+  Tensor view() { return Tensor{ptr, dtype, int(shape.size()), shape.data()}; }
+  Buf download() const {
+    Buf b(dtype, shape);
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(b.bytes.data(), ptr, bytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    return b;
+  }
+};
+
+/// Element i as a double, for any float storage.
+inline double valueAt(Buf &b, int64_t i) {
+  switch (b.dtype) {
+  case DType::F16: return math::halfToFloat(b.data<uint16_t>()[i]);
+  case DType::BF16: return math::bf16ToFloat(b.data<uint16_t>()[i]);
+  case DType::F64: return b.data<double>()[i];
+  default: return b.data<float>()[i];
+  }
+}
+
+/// Random values of a float type in [lo, hi].
+inline Buf randomOf(DType t, std::vector<int64_t> shape, float lo = -2,
+                    float hi = 2) {
+  Buf f = randomF32(shape, lo, hi);
+  if (t == DType::F32)
+    return f;
+  Buf b(t, shape);
+  for (int64_t i = 0; i < f.count(); ++i)
+    b.data<uint16_t>()[i] = t == DType::BF16
+                                ? math::floatToBf16(f.data<float>()[i])
+                                : math::floatToHalf(f.data<float>()[i]);
+  return b;
+}
+
+inline ::testing::AssertionResult allClose(Buf got, Buf want, double rel,
+                                    double abs) {
+  if (got.dtype != want.dtype || got.shape != want.shape)
+    return ::testing::AssertionFailure() << "dtype or shape differs";
+  for (int64_t i = 0; i < got.count(); ++i)
+    if (auto r = close(valueAt(got, i), valueAt(want, i), rel, abs); !r)
+      return r << " at element " << i;
+  return ::testing::AssertionSuccess();
+}
+
+/// Tolerances: f32 results of the same formula agree to a few ulp plus
+/// summation order; f16/bf16 results may round one ulp apart.
+inline double relFor(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
+inline double absFor(DType t) { return t == DType::F32 ? 1e-6 : 1e-2; }
+
+class CudaKernel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (cu::deviceCount() == 0)
+      GTEST_SKIP() << "no CUDA device";
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+  /// Waits for the stream; expects no device error.
+  void sync() { EXPECT_OK(cu::deviceStatus(stream)); }
+  cudaStream_t stream = nullptr;
+};
+
+inline const DType kFloatTypes[] = {DType::F32, DType::BF16, DType::F16};
+
+} // namespace lamina::rt::test
+
+#endif // LAMINA_UNITTESTS_RUNTIME_CUDA_CUDATESTUTIL_H
