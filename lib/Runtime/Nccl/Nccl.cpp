@@ -519,6 +519,79 @@ Status split(Channel &parent, int color, int key, double timeout,
 
 } // namespace
 
+namespace {
+
+/// Polls cudaStreamQuery until `stream` is idle or the deadline passes.
+Status waitStream(cudaStream_t stream, double timeout, const std::string &what) {
+  double deadline = now() + timeout;
+  for (unsigned spins = 0;; ++spins) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return Status::success();
+    if (e != cudaErrorNotReady)
+      return Status::error(what + ": " + cudaText("cudaStreamQuery", e));
+    if (now() > deadline)
+      return Status::error(what + " did not complete within " +
+                           secondsText(timeout) +
+                           " (a rank may have failed or died)");
+    backoff(spins);
+  }
+}
+
+/// One byte each way on every pipeline pair, so that NCCL sets up the
+/// point-to-point connections now: the first send/recv between two ranks
+/// waits (on the host) for the peer to issue its side, which in a pipeline
+/// schedule could otherwise tie the host order of operations on different
+/// communicators together. Stage s does its previous pair, then its next
+/// one, so the chain 0-1, 1-2, ... completes in order.
+Status warmUpPairs(NcclGroups &g) {
+  if (!g.pipePrev.valid() && !g.pipeNext.valid())
+    return Status::success();
+  void *buf = nullptr;
+  cudaError_t e = cudaMalloc(&buf, 2);
+  if (e != cudaSuccess)
+    return Status::error(cudaText("cudaMalloc (pipeline warm-up)", e));
+  Status result = Status::success();
+  for (Channel *ch : {&g.pipePrev, &g.pipeNext}) {
+    if (!ch->valid() || !result.ok())
+      continue;
+    std::string what = "connecting " + ch->name + " (a one-byte send/recv)";
+    int peer = NcclGroups::peerRank(*ch);
+    unsigned char *bytes = static_cast<unsigned char *>(buf);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) {
+      result = Status::error(what + ": " + ncclText("ncclGroupStart", r,
+                                                    ch->comm));
+      continue;
+    }
+    ncclResult_t rs = ncclSend(bytes, 1, ncclUint8, peer, ch->comm,
+                               ch->stream);
+    ncclResult_t rr = ncclSuccess;
+    if (rs == ncclSuccess || rs == ncclInProgress)
+      rr = ncclRecv(bytes + 1, 1, ncclUint8, peer, ch->comm, ch->stream);
+    r = ncclGroupEnd();
+    if (rs != ncclSuccess && rs != ncclInProgress)
+      result = Status::error(what + ": " + ncclText("ncclSend", rs, ch->comm));
+    else if (rr != ncclSuccess && rr != ncclInProgress)
+      result = Status::error(what + ": " + ncclText("ncclRecv", rr, ch->comm));
+    else if (r != ncclSuccess && r != ncclInProgress)
+      result =
+          Status::error(what + ": " + ncclText("ncclGroupEnd", r, ch->comm));
+    else if (r == ncclInProgress)
+      result = waitReady(ch->comm, now() + g.timeout(), g.timeout(), what);
+    if (result.ok())
+      result = waitStream(ch->stream, g.timeout(), what);
+  }
+  if (!result.ok())
+    g.abortAll();
+  e = cudaFree(buf);
+  if (result.ok() && e != cudaSuccess)
+    result = Status::error(cudaText("cudaFree (pipeline warm-up)", e));
+  return result;
+}
+
+} // namespace
+
 GridPlace gridPlace(int worldRank, int pp) {
   GridPlace p;
   p.stage = worldRank % pp;
@@ -603,7 +676,7 @@ Status NcclGroups::create(ncclComm_t worldComm, int pp, int dp,
                            cudaText("cudaStreamCreateWithPriority", e));
     }
   }
-  return Status::success();
+  return warmUpPairs(g);
 }
 
 std::vector<Channel *> NcclGroups::channels() {

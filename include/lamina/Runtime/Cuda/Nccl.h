@@ -156,9 +156,12 @@ public:
 
   /// Takes ownership of `world` (null on error too: it is destroyed), splits
   /// it (ncclCommSplit, collective over every world rank) into the dp group
-  /// (color stage, key replica) and the pipeline neighbour pairs, and
-  /// creates a stream per communicator (cudaStreamNonBlocking, the
-  /// greatest priority). pp * dp must be the world size.
+  /// (color stage, key replica) and the pipeline neighbour pairs, creates a
+  /// stream per communicator (cudaStreamNonBlocking, the greatest
+  /// priority), and exchanges one byte on each pipeline pair so that the
+  /// point-to-point connections exist before the first real transfer.
+  /// pp * dp must be the world size. Every wait is bounded by
+  /// timeoutSeconds; a failure after the splits aborts the communicators.
   static Status create(ncclComm_t world, int pp, int dp, double timeoutSeconds,
                        NcclGroups &out);
 
@@ -176,6 +179,8 @@ public:
   /// error); the handles become null. Safe to call twice.
   void abortAll();
   bool aborted() const { return aborted_; }
+  /// The bound of create's and destroy's waits.
+  double timeout() const { return timeout_; }
   /// "world: ncclSystemError (...)" for each communicator with an
   /// asynchronous error (ncclCommGetAsyncError), empty if none.
   std::string asyncErrors();
