@@ -56,7 +56,7 @@ enum class Bootstrap {
   /// set (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID); a single process
   /// (world size 1, device 0) when none is.
   Auto,
-  /// MPI_Bcast over MPI_COMM_WORLD (MPI_Init here if nobody has).
+  /// MPI_Ibcast over MPI_COMM_WORLD (MPI_Init here if nobody has).
   Mpi,
   /// readLaunchEnv + broadcastBytes (lamina/Runtime/Launch.h).
   Env,
@@ -68,8 +68,9 @@ const char *bootstrapName(Bootstrap b);
 
 struct WorldOptions {
   Bootstrap bootstrap = Bootstrap::Auto;
-  /// Bounds the rendezvous, ncclCommInitRank and every later wait
-  /// (--comm-timeout), in seconds.
+  /// Bounds every wait of the bootstrap (MPI, the TCP rendezvous,
+  /// ncclCommInitRank), in seconds. Operations have their own bound
+  /// (CommStreams::timeout, --comm-timeout).
   double timeoutSeconds = 60;
   /// The CUDA device; -1: the local rank.
   int device = -1;
@@ -91,11 +92,14 @@ struct WorldInfo {
 };
 
 /// Creates the world communicator (non-blocking config) on this process's
-/// device: reads the launcher (rule above), checks the device count
-/// (cudaGetDeviceCount; an error when the local rank is not below it,
-/// naming the variable), cudaSetDevice, ncclGetUniqueId on rank 0, the
-/// broadcast, ncclCommInitRankConfig, and waits for it under the deadline
-/// (ncclCommAbort and an error on timeout). On error `world` is null.
+/// device: reads the launcher (rule above; a missing or malformed variable
+/// is an error naming it, before any CUDA call), checks the device count
+/// (cudaGetDeviceCount failing, e.g. no driver, is an error naming it; so
+/// is a local rank not below the count, naming the variable), cudaSetDevice,
+/// ncclGetUniqueId on rank 0, the broadcast, ncclCommInitRankConfig, and
+/// waits for it under the deadline (ncclCommAbort and an error on timeout).
+/// On error `world` is null; `info.bootstrap` is empty when the failure
+/// came before the rank was known.
 Status ncclWorld(const WorldOptions &options, ncclComm_t &world,
                  WorldInfo &info);
 
@@ -103,9 +107,9 @@ Status ncclWorld(const WorldOptions &options, ncclComm_t &world,
 /// communicators).
 void finalizeBootstrap(WorldInfo &info);
 
-/// "ncclAllReduce: unhandled cuda error (...)" plus ncclGetLastError.
+/// "ncclAllReduce: unhandled cuda error ..." plus ncclGetLastError's text.
 std::string ncclText(const char *call, ncclResult_t r, ncclComm_t comm);
-/// "cudaStreamCreate: out of memory".
+/// "cudaMalloc: out of memory (cudaErrorMemoryAllocation)".
 std::string cudaText(const char *call, cudaError_t e);
 
 //===----------------------------------------------------------------------===//
@@ -154,7 +158,8 @@ public:
   /// ncclCommAbort after an abort or a failed finalize) and the streams.
   ~NcclGroups();
 
-  /// Takes ownership of `world` (null on error too: it is destroyed), splits
+  /// Takes ownership of `world` (destroyed with this object, also when
+  /// create fails), splits
   /// it (ncclCommSplit, collective over every world rank) into the dp group
   /// (color stage, key replica) and the pipeline neighbour pairs, creates a
   /// stream per communicator (cudaStreamNonBlocking, the greatest
