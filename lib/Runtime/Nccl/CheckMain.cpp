@@ -118,7 +118,7 @@ void parse(int argc, char **argv, Options &o) {
     } else if (a == "--print-grid") {
       const char *v = value();
       const char *w = value();
-      long d;
+      long d = 0;
       if (!parseLong(v, 1, 4096, n) || !parseLong(w, 1, 4096, d))
         bad(v);
       o.gridPp = int(n);
