@@ -47,6 +47,55 @@ def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
+  let summary = "Mixed precision: matmuls compute in bf16 (or f16), the rest "
+                "stays f32";
+  let description = [{
+    PyTorch's autocast as a graph rewrite. Every `graph.matmul` whose
+    operands are f32 gets its operands cast to the low precision
+    (`graph.cast`), computes in it (its result type is bf16 or f16; the
+    kernels accumulate in f32 and round the result to nearest even once)
+    and its result is cast back to f32. Everything else (norms, softmax,
+    losses, reductions, elementwise ops, f64 and integer matmuls) is left
+    as it is. The function signatures do not change: a trainable parameter
+    stays an f32 argument and is cast inside the function, so in training
+    the master weights, their gradients and the optimizer state stay f32.
+
+    Each distinct value is cast once, right before its first matmul, and
+    the cast is reused by every later matmul (a weight shared by several
+    matmuls, an activation feeding q, k and v). A cast pushes through a
+    `graph.transpose` that feeds only matmuls, or that swaps the last two
+    dims: the transpose then moves the narrow values and still folds into
+    the matmul as a BLAS transposition flag (`convert-graph-to-rt`). A
+    matmul operand that is itself the f32 cast of a low-precision value
+    (the result of a previous autocast matmul) is used as it is: the round
+    trip is exact.
+
+    Run it on `@forward` before `graph-add-loss` and `graph-autodiff`: the
+    gradient of a cast is the cast back, so the backward's matmuls
+    (`dA = G B^T`, `dB = A^T G`) are low-precision matmuls too, and each
+    weight gradient arrives as f32. `lamina compile --precision bf16` does
+    this for inference, single-process and distributed training.
+
+    ```mlir
+    %y = graph.matmul %x, %w : (tensor<8x32xf32>, tensor<32x64xf32>) -> tensor<8x64xf32>
+    // becomes (precision=bf16)
+    %0 = graph.cast %x : tensor<8x32xf32> to tensor<8x32xbf16>
+    %1 = graph.cast %w : tensor<32x64xf32> to tensor<32x64xbf16>
+    %2 = graph.matmul %0, %1 : (tensor<8x32xbf16>, tensor<32x64xbf16>) -> tensor<8x64xbf16>
+    %y = graph.cast %2 : tensor<8x64xbf16> to tensor<8x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "The matmuls' precision: bf16 or f16">,
+  ];
+  let statistics = [
+    Statistic<"numMatMuls", "matmuls", "Matmuls moved to the low precision">,
+    Statistic<"numCasts", "casts", "Casts to the low precision inserted">,
+  ];
+}
+
 def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds @train_step: the loss and its gradient per trainable "
                 "parameter";

@@ -1,0 +1,134 @@
+//===- Autocast.cpp - f32 matmuls -> bf16/f16 matmuls ---------------------===//
+//
+// Mixed precision as a graph rewrite (PyTorch's autocast): each f32
+// graph.matmul reads low-precision casts of its operands, computes in the
+// low precision (the kernels accumulate in f32) and its result is cast back
+// to f32. Nothing else changes, so signatures, norms, softmax and losses
+// stay f32, and graph-autodiff (the gradient of a cast is the cast back)
+// makes the backward's matmuls low-precision too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace lamina::graph {
+#define GEN_PASS_DEF_GRAPHAUTOCAST
+#include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace lamina::graph
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+bool isF32Tensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getElementType().isF32();
+}
+
+/// A permutation that swaps the last two dims and keeps the others: the
+/// transpose convert-graph-to-rt folds into a matmul's transposition flag.
+bool isLastTwoDimsSwap(ArrayRef<int64_t> perm) {
+  int64_t n = int64_t(perm.size());
+  if (n < 2 || perm[n - 1] != n - 2 || perm[n - 2] != n - 1)
+    return false;
+  for (int64_t i = 0; i + 2 < n; ++i)
+    if (perm[i] != i)
+      return false;
+  return true;
+}
+
+/// The low-precision versions of the f32 values of one block, each made
+/// once, right before the first matmul that needs it.
+class Caster {
+public:
+  Caster(Type low, llvm::Statistic &numCasts) : low(low), numCasts(numCasts) {}
+
+  /// `v` (f32) in the low precision, built before `user` when new.
+  /// The f32 transposes that a narrow transpose replaced for some matmul.
+  SmallVector<TransposeOp> bypassed;
+
+  Value get(Value v, Operation *user) {
+    if (Value known = cache.lookup(v))
+      return known;
+    Value result;
+    OpBuilder b(user);
+    if (auto cast = v.getDefiningOp<CastOp>();
+        cast && cast.getInput().getType() == withLow(v.getType())) {
+      // f32 of a low-precision value: exactly that value.
+      result = cast.getInput();
+    } else if (auto t = v.getDefiningOp<TransposeOp>();
+               t && isF32Tensor(t.getInput()) &&
+               (isLastTwoDimsSwap(t.getPerm()) ||
+                llvm::all_of(t->getUsers(),
+                             [](Operation *u) { return isa<MatMulOp>(u); }))) {
+      // Cast, then transpose: the transpose moves half the bytes and still
+      // folds into the matmul's transposition flag.
+      Value input = get(t.getInput(), user);
+      result = TransposeOp::create(b, t.getLoc(), input, t.getPerm());
+      bypassed.push_back(t);
+    } else {
+      result = CastOp::create(b, v.getLoc(), withLow(v.getType()), v);
+      ++numCasts;
+    }
+    cache[v] = result;
+    return result;
+  }
+
+private:
+  Type withLow(Type t) { return cast<RankedTensorType>(t).clone(low); }
+
+  Type low;
+  llvm::Statistic &numCasts;
+  llvm::DenseMap<Value, Value> cache;
+};
+
+struct GraphAutocast
+    : lamina::graph::impl::GraphAutocastBase<GraphAutocast> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Builder builder(&getContext());
+    Type low;
+    if (precision == "bf16")
+      low = builder.getBF16Type();
+    else if (precision == "f16")
+      low = builder.getF16Type();
+    else {
+      module.emitError("graph-autocast: unknown precision '")
+          << precision << "' (expected bf16 or f16)";
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>())
+      for (Block &block : func.getBody()) {
+        Caster caster(low, numCasts);
+        SmallVector<MatMulOp> matmuls(block.getOps<MatMulOp>());
+        for (MatMulOp mm : matmuls) {
+          if (!isF32Tensor(mm.getLhs()) || !isF32Tensor(mm.getRhs()) ||
+              !isF32Tensor(mm.getResult()))
+            continue;
+          Value lhs = caster.get(mm.getLhs(), mm);
+          Value rhs = caster.get(mm.getRhs(), mm);
+          OpBuilder b(mm);
+          auto narrow = MatMulOp::create(b, mm.getLoc(), lhs, rhs);
+          narrow->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
+          auto wide = CastOp::create(b, mm.getLoc(), mm.getType(), narrow);
+          mm.getResult().replaceAllUsesWith(wide.getResult());
+          mm.erase();
+          ++numMatMuls;
+        }
+        // f32 transposes whose matmuls all read a narrow transpose now.
+        for (TransposeOp t : llvm::reverse(caster.bypassed))
+          if (t->use_empty())
+            t.erase();
+      }
+  }
+};
+} // namespace
