@@ -40,7 +40,11 @@ template <typename C> __device__ C applyUnary(UnaryOp op, C x) {
     switch (op) {
     case UnaryOp::Neg: return math::neg(x);
     case UnaryOp::Abs: return math::abs(x);
-    case UnaryOp::Relu: return math::relu(x);
+    case UnaryOp::Relu:
+      if constexpr (std::is_unsigned_v<C>)
+        return x; // math::relu's x < 0 never holds (and nvcc warns)
+      else
+        return math::relu(x);
     case UnaryOp::Not: return C(!x);
     default: return x; // float-only ops: rejected on the host
     }

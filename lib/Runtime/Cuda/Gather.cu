@@ -66,33 +66,33 @@ __global__ void gatherNDKernel(const U *data, const void *indices, bool wide,
 }
 
 /// Pass 1 of reduction None: winner[slot] = max(t + 1) over the tuples
-/// naming it (0: none). Reports bad indices.
+/// naming it (0: none). Reports bad indices. W: unsigned, or unsigned long
+/// long past 2^32 - 1 tuples.
+template <typename W>
 __global__ void scatterWinnerKernel(const void *indices, bool wide, int k,
                                     Dims d, int64_t slice, int64_t tuples,
-                                    unsigned long long *winner,
-                                    ErrorSlot *slot) {
+                                    W *winner, ErrorSlot *slot) {
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < tuples;
        t += int64_t(gridDim.x) * blockDim.x) {
     int64_t off;
     if (tupleOffset(indices, wide, t, k, d, true, DataError::ScatterIndex,
                     slot, off))
-      atomicMax(winner + off / slice, (unsigned long long)(t + 1));
+      atomicMax(winner + off / slice, W(t + 1));
   }
 }
 
 /// Pass 2: each update element is written by the winning tuple only. The
 /// winners were all written by the previous kernel on the stream.
-template <typename U>
+template <typename U, typename W>
 __global__ void scatterWriteKernel(const void *indices, bool wide, int k,
                                    Dims d, int64_t slice, const U *updates,
-                                   U *y, const unsigned long long *winner,
-                                   int64_t n) {
+                                   U *y, const W *winner, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t t = i / slice, in = i % slice, off;
     if (tupleOffset(indices, wide, t, k, d, false, DataError::None, nullptr,
                     off) &&
-        winner[off / slice] == (unsigned long long)(t + 1))
+        winner[off / slice] == W(t + 1))
       y[off + in] = updates[i];
   }
 }
@@ -304,33 +304,36 @@ Status lamina::rt::cuda::scatterND(const Tensor &data, const Tensor &indices,
     });
     return launched("scatter_nd");
   }
-  // None: choose the last tuple per target slot, then write.
+  // None: choose the last tuple per target slot, then write. The winners
+  // take 4 bytes per slot of data's first k dims (8 past 2^32 - 1 tuples).
+  bool narrow = tuples < int64_t(UINT32_MAX);
   int64_t slots = numElements(data.shape, int(k));
+  size_t bytes = size_t(slots) * (narrow ? 4 : 8);
   void *winner = nullptr;
-  size_t bytes = size_t(slots) * sizeof(unsigned long long);
   if (Status s = cudaCheck("scatter_nd",
                            cudaMallocAsync(&winner, bytes, stream));
       !s.ok())
     return s;
-  auto *w = static_cast<unsigned long long *>(winner);
-  auto run = [&]() -> Status {
+  auto launch = [&](auto *w) -> Status {
+    using W = std::remove_pointer_t<decltype(w)>;
     if (Status s = cudaCheck("scatter_nd",
                              cudaMemsetAsync(w, 0, bytes, stream));
         !s.ok())
       return s;
-    scatterWinnerKernel<<<gridFor(tuples), 256, 0, stream>>>(
+    scatterWinnerKernel<W><<<gridFor(tuples), 256, 0, stream>>>(
         indices.data, wide, int(k), d, slice, tuples, w, slot);
     if (Status s = launched("scatter_nd"); !s.ok())
       return s;
     dispatchSize(data.elementSize(), [&](auto tag) {
       using U = typename decltype(tag)::type;
-      scatterWriteKernel<U><<<gridFor(n), 256, 0, stream>>>(
+      scatterWriteKernel<U, W><<<gridFor(n), 256, 0, stream>>>(
           indices.data, wide, int(k), d, slice, updates.as<U>(),
           result.as<U>(), w, n);
     });
     return launched("scatter_nd");
   };
-  Status s = run();
+  Status s = narrow ? launch(static_cast<unsigned *>(winner))
+                    : launch(static_cast<unsigned long long *>(winner));
   // Stream-ordered: freed after the kernels that use it.
   Status freed = cudaCheck("scatter_nd", cudaFreeAsync(winner, stream));
   return s.ok() ? freed : s;

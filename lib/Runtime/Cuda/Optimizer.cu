@@ -290,6 +290,8 @@ Status lamina::rt::cuda::sumOfSquares(const Tensor *tensors, int n,
                                       cudaStream_t stream) {
   if (Status s = checkF32("sum_of_squares", tensors, n); !s.ok())
     return s;
+  if (!deviceResult)
+    return Status::error("sum_of_squares: no result pointer");
   std::vector<int64_t> base;
   int64_t total = 0;
   std::vector<Chunk> chunks = makeChunks(tensors, n, base, total);
@@ -318,6 +320,8 @@ Status lamina::rt::cuda::sumOfSquares(const Tensor *tensors, int n,
 
 Status lamina::rt::cuda::sqrtInPlace(double *deviceValue,
                                      cudaStream_t stream) {
+  if (!deviceValue)
+    return Status::error("sqrt_in_place: no value pointer");
   sqrtKernel<<<1, 1, 0, stream>>>(deviceValue);
   return launched("sqrt_in_place");
 }
@@ -330,6 +334,8 @@ Status lamina::rt::cuda::scaleInPlace(const Tensor *tensors, int n,
                          std::to_string(maxNorm));
   if (Status s = checkF32("scale_in_place", tensors, n); !s.ok())
     return s;
+  if (!deviceNorm)
+    return Status::error("scale_in_place: no norm pointer");
   std::vector<int64_t> base;
   int64_t total = 0;
   for (const Chunk &c : makeChunks(tensors, n, base, total)) {

@@ -206,7 +206,8 @@ Status gatherND(const Tensor &data, const Tensor &indices, int64_t batchDims,
 /// error and its tuple is skipped (the others are still written).
 /// * None, any element type: where tuples repeat, the last one in index
 ///   order wins, as on the host (a winner per target slot is chosen first
-///   with an atomic max, so the result is deterministic).
+///   with an atomic max, so the result is deterministic; the winners take 4
+///   bytes per slot of data's first k dims from the stream's memory pool).
 /// * Add, Mul, Max, Min on every numeric type (Max and Min also on i1), with
 ///   atomics (compare-and-swap loops on the enclosing 32-bit word for 1- and
 ///   2-byte types and for float mul/max/min). Integer results, and float
