@@ -9,6 +9,8 @@
 
 #include "CudaTestUtil.h"
 
+#include <memory>
+
 using namespace lamina::rt;
 using namespace lamina::rt::test;
 

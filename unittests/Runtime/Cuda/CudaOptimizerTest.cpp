@@ -24,8 +24,9 @@ namespace {
   } while (0)
 
 /// The host may fuse a*b+c into an FMA (-march=native); the device rounds
-/// every operation. A few ulp per step.
-constexpr double kRel = 1e-6, kAbs = 1e-7;
+/// every operation. An ulp or so per step, and a value that shrinks keeps
+/// the absolute difference it had (an ulp of 2 is 2.4e-7).
+constexpr double kRel = 1e-6, kAbs = 1e-6;
 
 void checkOptimizer(cudaStream_t stream, const OptimizerConfig &cfg,
                     float lr) {
@@ -127,7 +128,7 @@ TEST_F(CudaKernel, ClipGradNormMatchesHost) {
     double first = 0, second = 0;
     ASSERT_EQ(cudaMemcpy(&first, dnorm, 8, cudaMemcpyDeviceToHost),
               cudaSuccess);
-    EXPECT_TRUE(close(first, hostSum, 1e-12));
+    EXPECT_TRUE(close(first, hostSum, 1e-10)); // 520k terms, another order
     // Deterministic: the same bits again.
     EXPECT_OK(cu::sumOfSquares(dv.data(), int(dv.size()), dnorm, stream));
     sync();
@@ -143,7 +144,7 @@ TEST_F(CudaKernel, ClipGradNormMatchesHost) {
     double devNorm = 0;
     ASSERT_EQ(cudaMemcpy(&devNorm, dnorm, 8, cudaMemcpyDeviceToHost),
               cudaSuccess);
-    EXPECT_TRUE(close(devNorm, hostNorm, 1e-12));
+    EXPECT_TRUE(close(devNorm, hostNorm, 1e-10));
     for (size_t i = 0; i < host.size(); ++i)
       ASSERT_TRUE(allClose(dev[i]->download(), host[i], 1e-7, 0))
           << "tensor " << i << " max norm " << maxNorm;
