@@ -114,6 +114,12 @@ static cl::opt<std::string> recomputeMode(
              "recompute in the backward; default for breadth-first and "
              "layered) or none (keep every activation; default otherwise)"),
     cl::sub(compileCommand));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("f32 (default), bf16 or f16: matmuls compute in bf16/f16 with "
+             "f32 accumulation; weights, optimizer state and every other op "
+             "stay f32 (graph-autocast)"),
+    cl::init("f32"), cl::sub(compileCommand));
 static cl::opt<bool> noBuild("no-build",
                              cl::desc("write model.cpp and build.sh only"),
                              cl::sub(compileCommand));
@@ -322,6 +328,13 @@ static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab) {
   return success();
 }
 
+/// --precision bf16|f16: graph-autocast's options.
+static graph::GraphAutocastOptions autocastOptions() {
+  graph::GraphAutocastOptions options;
+  options.precision = precision;
+  return options;
+}
+
 /// Any of the distributed flags makes a distributed (SPMD, MPI) program.
 static bool isDistributed() {
   return pipelineRanks.getNumOccurrences() || dataParallel.getNumOccurrences() ||
@@ -389,6 +402,11 @@ int runCompile() {
                  << "' (expected inference or train)\n";
     return 2;
   }
+  if (precision != "f32" && precision != "bf16" && precision != "f16") {
+    llvm::errs() << "lamina compile: unknown --precision '" << precision
+                 << "' (expected f32, bf16 or f16)\n";
+    return 2;
+  }
   bool train = mode == "train";
   if (std::string err = checkTrainFlags(train); !err.empty()) {
     llvm::errs() << "lamina compile: " << err << "\n";
@@ -444,6 +462,10 @@ int runCompile() {
     if (failed(prepareTrain(*module, vocab)))
       return 1;
     PassManager autodiff(&context);
+    // Mixed precision on @forward: autodiff then makes the backward's
+    // matmuls low-precision too; parameters stay f32.
+    if (precision != "f32")
+      autodiff.addPass(graph::createGraphAutocast(autocastOptions()));
     if (lossOutput.empty()) {
       graph::GraphAddLossOptions lossOptions;
       lossOptions.kind = lossKind;
@@ -495,6 +517,8 @@ int runCompile() {
     }
   } else {
     toRt.addPass(graph::createGraphVerifyImported());
+    if (precision != "f32")
+      toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }
   toRt.addPass(graph::createGraphFuseGelu());
   toRt.addPass(createConvertGraphToRt());
@@ -589,6 +613,10 @@ int runCompile() {
                             : " (host, train)\n");
     llvm::outs() << distSummary;
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
+    if (precision != "f32")
+      llvm::outs() << "  precision: " << precision
+                   << " matmuls (f32 accumulation); weights and every other "
+                      "op f32\n";
     if (!dist) {
       llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
                    << " (peak, " << figures.arenaBytes << " bytes) for "

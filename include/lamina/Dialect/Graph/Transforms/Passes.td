@@ -56,10 +56,10 @@ def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
     (`graph.cast`), computes in it (its result type is bf16 or f16; the
     kernels accumulate in f32 and round the result to nearest even once)
     and its result is cast back to f32. Everything else (norms, softmax,
-    losses, reductions, elementwise ops, f64 and integer matmuls) is left
-    as it is. The function signatures do not change: a trainable parameter
-    stays an f32 argument and is cast inside the function, so in training
-    the master weights, their gradients and the optimizer state stay f32.
+    losses, reductions, elementwise ops, f64 matmuls) is left as it is.
+    The function signatures do not change: a trainable parameter stays an
+    f32 argument and is cast inside the function, so in training the
+    master weights, their gradients and the optimizer state stay f32.
 
     Each distinct value is cast once, right before its first matmul, and
     the cast is reused by every later matmul (a weight shared by several
@@ -74,8 +74,10 @@ def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
     Run it on `@forward` before `graph-add-loss` and `graph-autodiff`: the
     gradient of a cast is the cast back, so the backward's matmuls
     (`dA = G B^T`, `dB = A^T G`) are low-precision matmuls too, and each
-    weight gradient arrives as f32. `lamina compile --precision bf16` does
-    this for inference, single-process and distributed training.
+    weight gradient arrives as f32 (like PyTorch's cached weight casts, a
+    cast value read by several matmuls gets its gradients summed in the
+    low precision before the cast back). `lamina compile --precision bf16`
+    does this for inference, single-process and distributed training.
 
     ```mlir
     %y = graph.matmul %x, %w : (tensor<8x32xf32>, tensor<32x64xf32>) -> tensor<8x64xf32>
