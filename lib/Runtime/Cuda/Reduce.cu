@@ -6,6 +6,12 @@
 // elements); otherwise a block of 32 outputs x 16 row lanes reads 32
 // consecutive elements per step. Both orders are fixed: deterministic.
 //
+// f64, integers and i1 (max only) take one thread per output that walks its
+// reduced elements in row-major order, the host's order for integer
+// results (exact in any order anyway) and, apart from the host's split of a
+// few huge rows over threads, for f64 sums too. Masks and lengths, not
+// large reductions, are what generated programs reduce in those types.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
@@ -30,6 +36,47 @@ struct CombineOp {
 };
 __device__ float finish(ReduceOp op, float acc, int64_t count) {
   return op == ReduceOp::Mean ? acc / float(count) : acc;
+}
+
+/// The host's identity: the lowest value (-inf for floats), 1 or 0.
+template <typename A> __device__ A identityOf(ReduceOp op) {
+  if (op == ReduceOp::Prod)
+    return A(1);
+  if (op != ReduceOp::Max)
+    return A(0);
+  if constexpr (std::is_floating_point_v<A>)
+    return A(-HUGE_VAL);
+  else if constexpr (std::is_unsigned_v<A>)
+    return A(0);
+  else // the sign bit alone: the most negative value
+    return A(std::make_unsigned_t<A>(1) << (8 * sizeof(A) - 1));
+}
+
+template <typename T>
+__global__ void reduceSerialKernel(ReduceOp op, const T *x, Dims kept,
+                                   Dims red, int64_t outputs, int64_t count,
+                                   T *y) {
+  using A = Compute<T>;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       o < outputs; o += int64_t(gridDim.x) * blockDim.x) {
+    const T *base = x + stridedOffset(o, kept);
+    A acc = identityOf<A>(op);
+    for (int64_t r = 0; r < count; ++r) {
+      A v = loadValue(base[stridedOffset(r, red)]);
+      acc = op == ReduceOp::Max    ? math::maximum(acc, v)
+            : op == ReduceOp::Prod ? math::mul(acc, v)
+                                   : math::add(acc, v);
+    }
+    if (op == ReduceOp::Mean) {
+      if constexpr (std::is_integral_v<A>) { // the count may not fit in A
+        using W = std::conditional_t<std::is_signed_v<A>, int64_t, uint64_t>;
+        acc = A(math::div(W(acc), W(count)));
+      } else {
+        acc = acc / A(count);
+      }
+    }
+    y[o] = storeValue<T>(acc);
+  }
 }
 
 template <typename T>
@@ -75,8 +122,8 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
   if (input.dtype != result.dtype)
     return Status::error("reduce: result " + describe(result) +
                          " has another element type than " + describe(input));
-  if (!isDeviceFloat(input.dtype))
-    return unsupported("reduce", input);
+  if (input.dtype == DType::I1 && op != ReduceOp::Max)
+    return Status::error("reduce: only max is defined on i1");
   if (input.rank > kMaxRank)
     return Status::error("reduce: rank above " + std::to_string(kMaxRank) +
                          ": " + describe(input));
@@ -110,6 +157,14 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
     }
     lastKind = reduced[d];
     innerReduced = reduced[d];
+  }
+  if (!isDeviceFloat(input.dtype)) {
+    dispatch(input.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      reduceSerialKernel<T><<<gridFor(outputs, 128), 128, 0, stream>>>(
+          op, input.as<T>(), kept, red, outputs, count, result.as<T>());
+    });
+    return launched("reduce");
   }
   float identity = op == ReduceOp::Max    ? -__builtin_huge_valf()
                    : op == ReduceOp::Prod ? 1.0f

@@ -9,6 +9,7 @@
 
 #include "CudaTestUtil.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace lamina::rt;
@@ -260,6 +261,56 @@ TEST_F(CudaKernel, CastBetweenAllTypesMatchesHost) {
     }
 }
 
+TEST_F(CudaKernel, IntegerAndF64ReduceMatchHost) {
+  std::vector<int64_t> shape = {4, 5, 6};
+  struct Case {
+    std::vector<int64_t> axes;
+    bool keepdims;
+  } cases[] = {{{0}, false}, {{2}, false}, {{0, 2}, true}, {{1}, true},
+               {{0, 1, 2}, false}};
+  for (DType t : {DType::I32, DType::I64, DType::I8, DType::U8, DType::F64,
+                  DType::I1})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
+                        ReduceOp::Prod})
+      for (const Case &c : cases) {
+        if (t == DType::I1 && op != ReduceOp::Max)
+          continue;
+        Buf in = randomAny(t, shape);
+        std::vector<int64_t> out;
+        for (int d = 0; d < 3; ++d) {
+          bool red = std::find(c.axes.begin(), c.axes.end(), d) != c.axes.end();
+          if (!red || c.keepdims)
+            out.push_back(red ? 1 : shape[d]);
+        }
+        Buf want(t, out);
+        EXPECT_OK(reduce(op, in.view(), c.axes.data(), int(c.axes.size()),
+                         c.keepdims, want.view()));
+        Dev din(in), dout(t, out);
+        EXPECT_OK(cu::reduce(op, din.view(), c.axes.data(),
+                             int(c.axes.size()), c.keepdims, dout.view(),
+                             stream));
+        sync();
+        if (t == DType::F64)
+          EXPECT_TRUE(closeF64(dout.download(), want));
+        else
+          EXPECT_TRUE(sameBytes(dout.download(), want))
+              << "op " << int(op) << " " << dtypeName(t) << " axes "
+              << c.axes.size();
+      }
+  // An empty reduction gives the identity (mean: 0 for integers).
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
+                      ReduceOp::Prod}) {
+    Buf in(DType::I64, {0, 3}), want(DType::I64, {3});
+    int64_t axis = 0;
+    EXPECT_OK(reduce(op, in.view(), &axis, 1, false, want.view()));
+    Dev din(in), dout(DType::I64, {3});
+    EXPECT_OK(cu::reduce(op, din.view(), &axis, 1, false, dout.view(),
+                         stream));
+    sync();
+    EXPECT_TRUE(sameBytes(dout.download(), want)) << "op " << int(op);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Argument checks: no device needed
 //===----------------------------------------------------------------------===//
@@ -282,6 +333,9 @@ TEST(CudaChecks, ElementwiseChecksMatchHost) {
   EXPECT_ERROR(cu::select(f, f, f, f, s), "condition must be i1");
   EXPECT_ERROR(cu::select(b, f, i, f, s), "operand types differ");
   EXPECT_ERROR(cu::cast(f, ft, s), "has another shape");
+  int64_t axis = 0;
+  EXPECT_ERROR(cu::reduce(ReduceOp::Sum, b, &axis, 1, true, b, s),
+               "only max is defined on i1");
 }
 
 } // namespace

@@ -12,23 +12,26 @@
 // * Anything decidable from the views (element types, shapes, axes, a
 //   launch failure) is returned as an error Status at once, before anything
 //   is enqueued.
-// * Errors that depend on the data (an out-of-range gather index or label)
-//   cannot be returned without a synchronisation: the kernel records the
-//   first one in a per-process device slot and writes 0 for that element;
-//   deviceStatus(stream) synchronises and returns it (then clears it).
-//   Unlike the host kernels, the other elements are still written.
+// * Errors that depend on the data (an out-of-range gather, gather_nd or
+//   scatter_nd index, a label) cannot be returned without a
+//   synchronisation: the kernel records the first one in a per-process
+//   device slot and writes 0 for that element (scatter_nd skips the
+//   tuple); deviceStatus(stream) synchronises and returns it (then clears
+//   it). Unlike the host kernels, the other elements are still written.
 //
-// Element types: every kernel takes the types its host twin takes.
+// Element types: the elementwise, logic, cast, cumsum, reduce, gather /
+// scatter and data-movement kernels take every type their host twin takes.
 // Arithmetic computes as on the host (f16/bf16 in f32, rounded to nearest
 // even on store with Math.h's conversions; f64 in f64; integers in their
 // own type, wrapping, with Math.h's division rules); data movement copies
-// 1, 2, 4 or 8-byte words. The fused forms the host lacks (norm backward
-// passes, softmax cross-entropy, fusedElementwise), softmax, the norms,
-// reduce and matmul take f32, f16 and bf16 only, and say so in an error.
+// 1, 2, 4 or 8-byte words. softmax, logSoftmax, the norms, matmul and the
+// fused forms the host lacks (norm backward passes, softmax cross-entropy,
+// fusedElementwise) take f32, f16 and bf16 only, and say so in an error.
 //
-// Differences from the host, all documented at the function: sums reduce
-// in another order (f32 trees, not the host's f64 or serial sums); float
-// scatter_nd add/mul combine duplicates in an unspecified order.
+// Differences from the host, all documented at the function: float sums
+// reduce in another order (f32 trees, not the host's f64 or serial sums);
+// float scatter_nd add/mul combine duplicates in an unspecified order; a
+// NaN result may carry another payload (the GPU's canonical NaN).
 //
 // Per-element math (exp, gelu, sigmoid, ...) is Math.h's, compiled for the
 // device through LAMINA_HD, so host and device agree up to the platforms'
@@ -152,7 +155,10 @@ Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
 // Reductions, data movement, gather / scatter
 //===----------------------------------------------------------------------===//
 
-/// Sum, Mean, Max and Prod over float types; sums accumulate in f32.
+/// Sum, Mean, Max and Prod, as the host (i1: max only). f32/f16/bf16
+/// accumulate in f32 in a fixed tree per output (deterministic; another
+/// order than the host's); f64 and integers take one thread per output
+/// walking its elements in order (integer results bit-identical).
 Status reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
               int numAxes, bool keepdims, const Tensor &result,
               cudaStream_t stream);
