@@ -90,7 +90,7 @@ TEST_F(CudaKernel, AdamWMatchesHostOptimizer) {
   checkOptimizer(stream, OptimizerConfig::adamw(), 1e-3f);
   checkOptimizer(stream, OptimizerConfig::adamw(0.1f), 3e-2f);
   OptimizerConfig c = OptimizerConfig::adamw(0.0f);
-  c.beta1 = 0.6f; // the other lerp formula (weight >= 0.5)
+  c.beta1 = 0.4f; // lerp weight 1 - beta1 >= 0.5: the other formula
   c.beta2 = 0.95f;
   checkOptimizer(stream, c, 1e-2f);
 }
