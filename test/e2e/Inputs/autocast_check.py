@@ -7,10 +7,12 @@ the measured figures on stderr.
                                     the bf16 run's loss falls (last < first);
                                     NAMES: the two runs' names in the
                                     figures (default f32 bf16)
-  ort MODEL F32DIR LOWDIR WORK RTOL V
+  ort MODEL F32DIR LOWDIR WORK RTOL V [DIM=N ...]
                                     F32DIR/run and LOWDIR/run (lamina compile
                                     --mode inference, f32 and --precision
-                                    bf16) on the same random token ids: every
+                                    bf16) on the same random token ids in
+                                    [0, V) (masks: ones; DIM=N binds the
+                                    model's symbolic dims): every
                                     output of the bf16 program is
                                     onnxruntime's f32 one within
                                     max|lamina - ort| <= RTOL * max|ort|, and
@@ -82,6 +84,8 @@ def main():
 
         model, f32dir, lowdir, work = sys.argv[2:6]
         rtol, vocab = float(sys.argv[6]), int(sys.argv[7])
+        dims = dict((k, int(v)) for k, v in
+                    (d.split("=", 1) for d in sys.argv[8:]))
         os.makedirs(work, exist_ok=True)
         rng = np.random.default_rng(0)
         m = onnx.load(model)
@@ -91,9 +95,13 @@ def main():
             if inp.name in initializers:
                 continue
             tt = inp.type.tensor_type
-            shape = [d.dim_value for d in tt.shape.dim]
+            shape = [dims[d.dim_param] if d.dim_param else d.dim_value
+                     for d in tt.shape.dim]
             dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-            feeds[inp.name] = rng.integers(0, vocab, shape).astype(dtype)
+            if "mask" in inp.name:
+                feeds[inp.name] = np.ones(shape, dtype)
+            else:
+                feeds[inp.name] = rng.integers(0, vocab, shape).astype(dtype)
             path = os.path.join(work, inp.name + ".npy")
             np.save(path, feeds[inp.name])
             args.append("--input=%s=%s" % (inp.name, path))
