@@ -11,13 +11,16 @@ PyTorch eager, on the same model, weights, batches, loss and optimizer.
 2. the data: random token ids in [0, min(vocab, 50257)) as uint16, the
    training program's format;
 3. `lamina compile MODEL --target cuda --mode train --loss causal-lm
-   --logits logits --dim batch=B --dim seq=S --precision bf16 -o OUT`;
-4. `OUT/run --data DATA --steps W+N --log-every 1 --optimizer adamw --lr 1e-4
+   --logits logits --dim batch=B --dim seq=S --precision bf16 -o OUT`, in
+   the background while PyTorch runs (it only uses the CPU; `--serial`
+   compiles first), bounded by --compile-timeout and, per process, an
+   address-space limit (--compile-mem-gib);
+4. after the PyTorch run, `OUT/run --data DATA --steps W+N --log-every 1 --optimizer adamw --lr 1e-4
    --seed 0`; each logged step ends after the loss was read back from the
    device, so the time of the last N steps is elapsed(W+N) - elapsed(W)
    (from the program's own clock: tokens/s, printed to the token, gives
    elapsed more precisely than its 0.1 s field);
-5. `bench/torch_gpt.py` in its own process on the same file, batch, data and
+5. (before 4) `bench/torch_gpt.py` in its own process on the same file, batch, data and
    seed (the same sampler, so step k is the same batch on both sides), with
    the ONNX graph's attention (`eager`) and with
    scaled_dot_product_attention (`sdpa`);
@@ -98,8 +101,15 @@ class Compile:
         self.log_out = os.path.join(args.workdir, "compile.out")
         self.log_err = os.path.join(args.workdir, "compile.err")
         self.t0 = time.monotonic()
+        limit = int(args.compile_mem_gib * 2**30) if args.compile_mem_gib else None
+
+        def cap():  # in the child: every process of the compile gets it
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
         with open(self.log_out, "w") as o, open(self.log_err, "w") as e:
-            self.proc = subprocess.Popen(full, stdout=o, stderr=e)
+            self.proc = subprocess.Popen(full, stdout=o, stderr=e,
+                                         preexec_fn=cap if limit else None)
         self.timeout = args.compile_timeout
 
     def finish(self, budget: Budget) -> dict:
@@ -302,6 +312,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--compile-timeout", type=float, default=300,
                    help="seconds for lamina compile (default 300)")
+    p.add_argument("--compile-mem-gib", type=float, default=64,
+                   help="address-space limit of each compile process "
+                        "(RLIMIT_AS; 0: none), so a runaway C++ build cannot "
+                        "take the machine's memory from the PyTorch run")
     p.add_argument("--serial", action="store_true",
                    help="compile before the PyTorch run, not during it")
     p.add_argument("--no-lamina", action="store_true")

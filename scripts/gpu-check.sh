@@ -12,6 +12,8 @@
 #      by step (bench/gpu_vs_host.py);
 #   d. the ~1B GPT training step against PyTorch eager (bench/gpu_bench.py:
 #      tokens/s, MFU, memory), within what is left of the time budget;
+#   (then test/e2e/cuda-*.test under lit, if at least 150 s are left;
+#      optional: skipping it for time is not a failure)
 #   e. results in $OUT (default /tmp/gpu-check): summary.json, one JSON per
 #      stage, logs, and performance-snippet.md for docs/performance.md.
 #
@@ -58,7 +60,7 @@ run_stage() {
   local name=$1 need=$2; shift 2
   local l; l=$(left)
   if [ "$l" -lt "$need" ]; then
-    record "$name" SKIPPED 0 "time budget: ${l} s left, needs ~${need} s"
+    record "$name" "${skip_state:-SKIPPED}" 0 "time budget: ${l} s left, needs ~${need} s"
     return 1
   fi
   echo "== $name (${l} s of the budget left)"
@@ -94,7 +96,11 @@ summary() {
   } > "$OUT/summary.json"
   for i in "${!names[@]}"; do
     printf '  %-22s %-8s %5s s  %s\n' "${names[$i]}" "${states[$i]}" "${secs[$i]}" "${notes[$i]}"
-    [ "${states[$i]}" = PASS ] || { [ "$dry" = 1 ] && [ "${states[$i]}" = DRY ]; } || ok=0
+    case "${states[$i]}" in
+      PASS|OPTIONAL-SKIPPED) ;;
+      DRY) [ "$dry" = 1 ] || ok=0 ;;
+      *) ok=0 ;;
+    esac
   done
   # The markdown snippet for docs/performance.md.
   {
@@ -154,7 +160,7 @@ build_targets() {
     echo "gpu-check: CUDA is not enabled in $build (no nvcc or CUDA toolkit found by CMake)"; return 1; }
   # Whatever else the CUDA lit tests run (lamina-opt, ...), if it is a target.
   local extra=() t
-  for t in $(grep -ho 'lamina-[a-z0-9-]*' "$root"/test/Runtime/Cuda/*.test 2>/dev/null | sort -u); do
+  for t in $(grep -ho 'lamina-[a-z0-9-]*' "$root"/test/Runtime/Cuda/*.test "$root"/test/e2e/cuda-*.test 2>/dev/null | sort -u); do
     ninja -C "$build" -t query "$t" >/dev/null 2>&1 && extra+=("$t")
   done
   if [ ${#extra[@]} -gt 0 ]; then ninja -C "$build" -j"$jobs" "${extra[@]}" || return 1; fi
@@ -238,5 +244,17 @@ bench_stage() {
 export torch_py gen_rc
 export -f bench_stage
 run_stage gpt1b-bench 120 bench_stage
+# The end-to-end CUDA lit tests (test/e2e/cuda-*.test: compare_ort and
+# training on the GPU against the host), when time is left: optional, a skip
+# for time is not a failure.
+lit_e2e() {
+  local tests=() f
+  for f in "$root"/test/e2e/cuda-*.test; do tests+=("$build/test/e2e/$(basename "$f")"); done
+  "$lit_bin" -sv --show-unsupported "${tests[@]}"
+}
+export -f lit_e2e
+if [ "$dry" != 1 ] && ls "$root"/test/e2e/cuda-*.test >/dev/null 2>&1; then
+  skip_state=OPTIONAL-SKIPPED run_stage lit-e2e-cuda 150 lit_e2e
+fi
 rm -rf "$WORK/gpt1b.onnx" "$WORK/gpt1b.onnx.data" "$WORK/bench/tokens.bin" "$WORK/bench/lamina-$tgt"
 summary
