@@ -36,14 +36,14 @@ the GPU by name (H100/H200 SXM 989.4 TFLOPS, A100 312) or --peak-tflops.
 
 Batch size (default 4, each sequence 2048 tokens: 8192 tokens per step):
 both sides keep fp32 weights + gradients + AdamW m and v = 16 B/param =
-14.6 GB. Lamina's program keeps every forward activation until the
-backward pass (no recompute) in f32 except the bf16 matmul operands; its
-compile reports the arena (all activations and gradients of one step): the
-host compile of this model at batch 1 is the f32 upper bound (printed by
-this script when it compiles). PyTorch eager at batch 4 holds the 16
-layers' attention probabilities (f32 softmax output + bf16 copy, 1.5 GB a
-layer) and the other activations: ~50 GB. See docs/performance.md, "GPU
-(CUDA) benchmark".
+13.6 GiB. Lamina's program keeps every forward activation until the
+backward pass (no recompute), f32 except the bf16 matmul operands; its
+arena (activations + gradients of a step), measured with `lamina compile
+--target host --no-build`: 12.6 GiB at batch 1 (f32), 53.4 GiB at batch 4
+(bf16), so ~64 GiB in all at batch 4. PyTorch eager at batch 4 holds per
+layer the f32 softmax output and its bf16 copy (1.5 GiB) and the other
+activations: ~50 GiB (estimate). Batch 8 would need ~115 GiB on Lamina's
+side. docs/performance.md, "GPU (CUDA) benchmark".
 
 Exit status: 0 when everything ran and the step-1 losses agree, 1 when a
 step failed (compile, run, torch), 3 when they ran but the losses differ.

@@ -140,7 +140,8 @@ for t in cmake ninja g++; do command -v "$t" >/dev/null || missing+=" $t"; done
 python3 -c "import onnx, numpy" 2>/dev/null || missing+=" onnx/numpy"
 if [ -n "$missing" ]; then
   echo "gpu-check: missing:$missing; trying scripts/install-deps.sh (needs apt/pip: this machine has no internet)"
-  run_stage deps 30 "$root/scripts/install-deps.sh" || summary
+  # Not fatal: the stages that need what is missing fail on their own.
+  run_stage deps 30 timeout 150 "$root/scripts/install-deps.sh" || true
   lit_bin=$(command -v lit || command -v llvm-lit || ls /usr/lib/llvm-22/bin/lit 2>/dev/null || true)
 else
   record deps PASS 0 "all present, install-deps skipped"
@@ -155,9 +156,10 @@ gen_pid=$!
 
 # ------------------------------------------------------------ a. build
 build_targets() {
-  BUILD_DIR="$build" "$root/scripts/build.sh" -j"$jobs" lamina lamina-cuda-tests || return 1
+  BUILD_DIR="$build" "$root/scripts/build.sh" -j"$jobs" lamina || return 1
   grep -q '^LAMINA_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt" || {
-    echo "gpu-check: CUDA is not enabled in $build (no nvcc or CUDA toolkit found by CMake)"; return 1; }
+    echo "gpu-check: CUDA is not enabled in $build (CMake found no nvcc / CUDA toolkit; docs/cuda.md, Building)"; return 1; }
+  ninja -C "$build" -j"$jobs" lamina-cuda-tests || return 1
   # Whatever else the CUDA lit tests run (lamina-opt, ...), if it is a target.
   local extra=() t
   for t in $(grep -ho 'lamina-[a-z0-9-]*' "$root"/test/Runtime/Cuda/*.test "$root"/test/e2e/cuda-*.test 2>/dev/null | sort -u); do
