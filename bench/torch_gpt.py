@@ -48,6 +48,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import numpy as np  # noqa: E402
+
 import gpu_common as C  # noqa: E402
 
 
@@ -58,9 +60,9 @@ def build_module(torch, cfg: dict, weights: dict, attention: str, device):
     eps = 1e-5
 
     def param(name):
-        # From the (memory-mapped) initializer: one host copy, then device.
-        a = weights[name]
-        t = torch.from_numpy(a.copy() if not a.flags.writeable else a)
+        # Always a fresh host copy (on the CPU the parameter would otherwise
+        # share, and train, the array the next row starts from), then device.
+        t = torch.from_numpy(np.array(weights[name], dtype=np.float32, copy=True))
         return nn.Parameter(t.to(device=device, dtype=torch.float32))
 
     class Block(nn.Module):
