@@ -141,11 +141,18 @@ python3 -c "import onnx, numpy" 2>/dev/null || missing+=" onnx/numpy"
 if [ -n "$missing" ]; then
   echo "gpu-check: missing:$missing; trying scripts/install-deps.sh (needs apt/pip: this machine has no internet)"
   # Not fatal: the stages that need what is missing fail on their own.
-  run_stage deps 30 timeout 150 "$root/scripts/install-deps.sh" || true
+  run_stage deps 30 timeout 60 "$root/scripts/install-deps.sh" || true
   lit_bin=$(command -v lit || command -v llvm-lit || ls /usr/lib/llvm-22/bin/lit 2>/dev/null || true)
 else
   record deps PASS 0 "all present, install-deps skipped"
 fi
+
+# What this machine has, for the record.
+{ echo "python3: $(python3 --version 2>&1) $(python3 -c 'import onnx, numpy; print("onnx", onnx.__version__, "numpy", numpy.__version__)' 2>&1 | tail -n1)"
+  echo "cmake: $(cmake --version 2>/dev/null | head -n1)"
+  echo "nvcc: $( (command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -n1)"
+  echo "lit: ${lit_bin:-none}"; } > "$OUT/logs/env.txt" 2>&1
+cat "$OUT/logs/env.txt"
 
 # The 1B model is written in the background while the build runs (one
 # core, ~35 s, 3.7 GB in $WORK).
@@ -216,11 +223,19 @@ run_stage tiny-gpt-gpu-vs-host 60 python3 "$root/bench/gpu_vs_host.py" \
   --markdown "$OUT/gpu_vs_host.md" --timeout 240
 
 # ------------------------------------------ d. the 1B GPT against PyTorch
+# torch_gpt.py needs torch, numpy and onnx (it reads the model's
+# initializers) in one interpreter.
 torch_py=${TORCH_PYTHON:-}
 if [ -z "$torch_py" ]; then
-  for p in python3 python; do
-    if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then torch_py=$(command -v "$p"); break; fi
+  for mods in "torch, onnx, numpy" "torch"; do
+    for p in python3 python; do
+      if command -v "$p" >/dev/null && "$p" -c "import $mods" 2>/dev/null; then torch_py=$(command -v "$p"); break 2; fi
+    done
   done
+fi
+if [ -n "$torch_py" ]; then
+  "$torch_py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())" 2>&1 | tee -a "$OUT/logs/env.txt"
+  "$torch_py" -c "import onnx" 2>/dev/null || echo "gpu-check: $torch_py has torch but no onnx: the PyTorch side will fail"
 fi
 echo "== waiting for the 1B model ($gen_log)"
 wait "$gen_pid"; gen_rc=$?
