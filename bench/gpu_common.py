@@ -168,8 +168,9 @@ def mfu(tokens_per_s: float, cfg: dict, peak: float | None):
 
 
 # --------------------------------------------------------- program logs
+# Train.cpp's log line; fields a later version may append are ignored.
 _STEP = re.compile(r"^step (\d+) loss (\S+) lr (\S+) tokens/s (\S+) "
-                   r"elapsed (\S+)s eta (\S+)s\s*$")
+                   r"elapsed (\S+?)s(?:\s|$)")
 
 
 def parse_step(line: str):
@@ -197,9 +198,12 @@ def step_times(steps: list, tokens_per_step: int) -> dict:
 
 
 def timed_window(steps: list, tokens_per_step: int, warmup: int):
-    """(seconds, steps) of the logged steps after `warmup`: from the end of
-    step `warmup` to the last step; each logged step ended with the loss
-    read back from the device (a synchronisation)."""
+    """(seconds, steps) of the logged steps after `warmup`: from the line of
+    step `warmup` to that of the last step. A line is printed after the
+    step's loss was read back from the device, which waits for that step's
+    forward and backward and everything before it (the optimizer update is
+    enqueued after the read-back, so each end of the window has one update
+    in flight: the window is N steady-state steps)."""
     t = step_times(steps, tokens_per_step)
     last = max(t)
     if warmup not in t or last <= warmup:
@@ -343,6 +347,8 @@ def _self_test() -> int:
     assert s == dict(step=12, loss=10.834214, lr=1e-4, tokens_per_s=8123.0,
                      elapsed=12.1), s
     assert parse_step("resumed from step 3") is None
+    assert parse_step(line.replace("eta 3.0s", "eta 3.0s mem 1.0GiB")) == s
+    assert parse_step(line.replace(" eta 3.0s", "")) == s
     steps = [dict(step=k, loss=1.0, lr=1.0, tokens_per_s=1000.0 * k / (k + 1),
                   elapsed=0.0) for k in range(1, 6)]
     secs, n = timed_window(steps, 1000, 2)
