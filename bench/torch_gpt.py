@@ -249,8 +249,12 @@ def main(argv=None) -> int:
     if args.steps < 1 or args.warmup < 0 or args.batch < 1:
         p.error("--steps >= 1, --warmup >= 0, --batch >= 1")
 
-    import numpy  # noqa: F401  (before torch: a clear error if missing)
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch_gpt: cannot import torch ({e}); run it with a python "
+              "that has PyTorch", file=sys.stderr)
+        return 1
 
     cfg = C.model_config(args.model)
     dev = torch.device(args.device)

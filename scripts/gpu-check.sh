@@ -155,7 +155,7 @@ fi
 cat "$OUT/logs/env.txt"
 
 # The 1B model is written in the background while the build runs (one
-# core, ~35 s, 3.7 GB in $WORK).
+# core, ~20 s, 3.7 GB in $WORK).
 gen_log="$OUT/logs/gpt1b-generate.log"
 gen_args=(); [ "$dry" = 1 ] && gen_args=(--tiny)
 ( PYTHONPATH="$root/python" python3 "$root/bench/gpt1b.py" "${gen_args[@]}" -o "$WORK/gpt1b.onnx" > "$gen_log" 2>&1 ) &
