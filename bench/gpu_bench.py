@@ -290,7 +290,9 @@ def report(res: dict) -> str:
         arena = (f", arena {comp['arena_bytes'] / 2**30:.1f} GiB"
                  if comp.get("arena_bytes") else "")
         lines.append(f"lamina compile: {comp['seconds']:.1f} s, peak RSS "
-                     f"{fmt(comp.get('peak_rss_mib') and comp['peak_rss_mib'] / 1024, '.2f')} GiB{arena}")
+                     f"{fmt(comp.get('peak_rss_mib') and comp['peak_rss_mib'] / 1024, '.2f')} GiB{arena}"
+                     + ("; it ran on the CPU during the PyTorch run (--serial to avoid)"
+                        if res.get("compile_overlapped_torch") else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -380,6 +382,8 @@ def _main(args, budget: Budget) -> int:
         if args.serial:
             res["compile"] = comp.finish(budget)
 
+    res["compile_overlapped_torch"] = (comp is not None and not args.serial
+                                       and not args.no_torch)
     if args.no_torch:
         res["torch"] = dict(skipped="--no-torch")
     elif budget.left() is not None and budget.left() < 60:
