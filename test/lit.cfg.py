@@ -59,6 +59,10 @@ if _mpirun:
 if getattr(config, "lamina_enable_cuda", "OFF").upper() in ("ON", "1", "TRUE", "YES") \
         and os.path.exists(os.path.join(config.lamina_tools_dir, "lamina-cuda-tests")):
     config.available_features.add("cuda")
+    # Lists the architectures a --target cuda program carries.
+    config.substitutions.append(
+        ("%cuobjdump", os.path.join(os.path.dirname(config.lamina_cuda_compiler),
+                                    "cuobjdump")))
     _smi = shutil.which("nvidia-smi")
     if _smi:
         try:

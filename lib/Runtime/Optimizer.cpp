@@ -73,11 +73,7 @@ Status Optimizer::init(const OptimizerConfig &config,
   return Status::success();
 }
 
-int Optimizer::numSlots() const {
-  if (cfg.kind == OptimizerKind::AdamW)
-    return 2;
-  return cfg.momentum != 0 ? 1 : 0;
-}
+int Optimizer::numSlots() const { return optimizerSlots(cfg); }
 
 const char *Optimizer::slotName(int slot) const {
   if (cfg.kind == OptimizerKind::Sgd)
@@ -89,12 +85,6 @@ Tensor Optimizer::state(int param, int slot) {
   const auto &shape = shapes[size_t(param)];
   return Tensor{buffers[size_t(param * numSlots() + slot)].data(), DType::F32,
                 int(shape.size()), shape.data()};
-}
-
-/// torch.lerp(a, b, w) for a scalar weight: two formulas, picked by w, so
-/// the result is exact at both ends.
-static inline float lerp(float a, float b, float w) {
-  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
 Status Optimizer::step(float lr, const Tensor *params, const Tensor *grads,
@@ -119,45 +109,69 @@ Status Optimizer::step(float lr, const Tensor *params, const Tensor *grads,
   }
   ++steps;
   const int slots = numSlots();
+  Tensor state[2];
   for (int i = 0; i < n; ++i) {
-    float *p = params[i].as<float>();
-    const float *g = grads[i].as<float>();
-    int64_t count = params[i].numElements();
-    if (cfg.kind == OptimizerKind::Sgd) {
-      const float wd = cfg.weightDecay, mom = cfg.momentum;
-      const float damp = 1.0f - cfg.dampening;
-      float *buf = slots ? buffers[size_t(i)].data() : nullptr;
-      for (int64_t k = 0; k < count; ++k) {
-        float d = wd != 0 ? g[k] + wd * p[k] : g[k];
-        if (buf) {
-          // PyTorch: the first step copies the gradient (no dampening).
-          buf[k] = steps == 1 ? d : mom * buf[k] + damp * d;
-          d = cfg.nesterov ? d + mom * buf[k] : buf[k];
-        }
-        p[k] = p[k] - lr * d;
-      }
-      continue;
-    }
-    // AdamW, torch.optim.adamw._single_tensor_adamw.
-    float *m = buffers[size_t(i * slots)].data();
-    float *v = buffers[size_t(i * slots + 1)].data();
-    const double t = double(steps);
-    const double bc1 = 1.0 - std::pow(double(cfg.beta1), t);
-    const double bc2Sqrt = std::sqrt(1.0 - std::pow(double(cfg.beta2), t));
-    const float decay = float(1.0 - double(lr) * double(cfg.weightDecay));
-    const float w1 = float(1.0 - double(cfg.beta1));
-    const float b2 = cfg.beta2, w2 = float(1.0 - double(cfg.beta2));
-    const float stepSize = float(double(lr) / bc1);
-    const float bc2 = float(bc2Sqrt), eps = cfg.eps;
-    for (int64_t k = 0; k < count; ++k) {
-      p[k] *= decay;
-      m[k] = lerp(m[k], g[k], w1);
-      // addcmul / addcdiv evaluate (value * a) * b and (value * a) / b.
-      v[k] = v[k] * b2 + w2 * g[k] * g[k];
-      float denom = std::sqrt(v[k]) / bc2 + eps;
-      p[k] = p[k] + -stepSize * m[k] / denom;
-    }
+    for (int k = 0; k < slots; ++k)
+      state[k] = this->state(i, k);
+    if (Status s = optimizerUpdate(cfg, lr, steps, params[i], grads[i], state);
+        !s.ok())
+      return s;
   }
+  return Status::success();
+}
+
+int lamina::rt::optimizerSlots(const OptimizerConfig &cfg) {
+  if (cfg.kind == OptimizerKind::AdamW)
+    return 2;
+  return cfg.momentum != 0 ? 1 : 0;
+}
+
+UpdateCoefficients lamina::rt::updateCoefficients(const OptimizerConfig &cfg,
+                                                  float lr, int64_t step) {
+  UpdateCoefficients c{};
+  c.lr = lr;
+  c.weightDecay = cfg.weightDecay;
+  c.momentum = cfg.momentum;
+  c.damp = 1.0f - cfg.dampening;
+  c.nesterov = cfg.nesterov;
+  c.firstStep = step == 1;
+  const double t = double(step);
+  const double bc1 = 1.0 - std::pow(double(cfg.beta1), t);
+  c.bc2 = float(std::sqrt(1.0 - std::pow(double(cfg.beta2), t)));
+  c.decay = float(1.0 - double(lr) * double(cfg.weightDecay));
+  c.w1 = float(1.0 - double(cfg.beta1));
+  c.b2 = cfg.beta2;
+  c.w2 = float(1.0 - double(cfg.beta2));
+  c.stepSize = float(double(lr) / bc1);
+  c.eps = cfg.eps;
+  return c;
+}
+
+Status lamina::rt::optimizerUpdate(const OptimizerConfig &cfg, float lr,
+                                   int64_t step, const Tensor &param,
+                                   const Tensor &grad, const Tensor *state) {
+  const int slots = optimizerSlots(cfg);
+  int64_t count = param.numElements();
+  if (param.dtype != DType::F32 || grad.dtype != DType::F32 ||
+      grad.numElements() != count)
+    return Status::error("optimizer: parameter and gradient must be f32 of "
+                         "the same size");
+  for (int k = 0; k < slots; ++k)
+    if (state[k].dtype != DType::F32 || state[k].numElements() != count)
+      return Status::error("optimizer: state buffer " + std::to_string(k) +
+                           " must be f32 of the parameter's size");
+  const UpdateCoefficients c = updateCoefficients(cfg, lr, step);
+  float *p = param.as<float>();
+  const float *g = grad.as<float>();
+  if (cfg.kind == OptimizerKind::Sgd) {
+    float *buf = slots ? state[0].as<float>() : nullptr;
+    for (int64_t k = 0; k < count; ++k)
+      sgdElement(p[k], g[k], buf ? buf + k : nullptr, c);
+    return Status::success();
+  }
+  float *m = state[0].as<float>(), *v = state[1].as<float>();
+  for (int64_t k = 0; k < count; ++k)
+    adamwElement(p[k], m[k], v[k], g[k], c);
   return Status::success();
 }
 

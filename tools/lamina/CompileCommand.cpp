@@ -49,8 +49,11 @@ cl::SubCommand compileCommand("compile",
                               "Compile an ONNX model into an executable program");
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
                                       cl::Required, cl::sub(compileCommand));
-static cl::opt<std::string> target("target", cl::desc("host (CPU kernels, BLAS)"),
-                                   cl::init("host"), cl::sub(compileCommand));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("host (CPU kernels, BLAS) or cuda (one GPU: CUDA kernels, "
+                    "cuBLASLt; built with nvcc)"),
+           cl::init("host"), cl::sub(compileCommand));
 static cl::opt<std::string> mode("mode", cl::desc("inference or train"),
                                  cl::init("inference"), cl::sub(compileCommand));
 static cl::opt<std::string>
@@ -208,8 +211,8 @@ static std::string shellQuote(StringRef s) {
   return out + "'";
 }
 
-static std::string buildScript(bool dist) {
-  std::string link, includes;
+static std::string buildScript(bool dist, bool cuda) {
+  std::string link, includes, script;
   SmallVector<StringRef> libs, dirs;
 #ifdef LAMINA_DIST_LINK_LIBRARIES
   if (dist) {
@@ -217,19 +220,47 @@ static std::string buildScript(bool dist) {
     StringRef(LAMINA_DIST_INCLUDE_DIRS).split(dirs, ';', -1, false);
   }
 #endif
+#ifdef LAMINA_CUDA_LINK_LIBRARIES
+  if (cuda)
+    StringRef(LAMINA_CUDA_LINK_LIBRARIES).split(libs, ';', -1, false);
+#endif
   StringRef(LAMINA_PROGRAM_LINK_LIBRARIES).split(libs, ';', -1, false);
+#ifdef LAMINA_CUDA_LINK_LIBRARIES
+  if (cuda)
+    StringRef(LAMINA_CUDA_SYSTEM_LIBRARIES).split(libs, ';', -1, false);
+#endif
   for (StringRef lib : libs)
     link += " " + shellQuote(lib);
   for (StringRef dir : dirs)
     includes += " -I" + shellQuote(dir);
-  return std::string("#!/bin/sh\n"
-                     "# Written by lamina compile: builds ./run from model.cpp.\n"
-                     "set -e\n"
-                     "cd \"$(dirname \"$0\")\"\n"
-                     "CXX=${CXX:-") +
-         shellQuote(LAMINA_CXX_COMPILER) +
-         "}\n"
-         "\"$CXX\" -std=c++17 -O2 -I" +
+  script = std::string("#!/bin/sh\n"
+                       "# Written by lamina compile: builds ./run from "
+                       "model.cpp.\n"
+                       "set -e\n"
+                       "cd \"$(dirname \"$0\")\"\n"
+                       "CXX=${CXX:-") +
+           shellQuote(LAMINA_CXX_COMPILER) + "}\n";
+#ifdef LAMINA_CUDA_LINK_LIBRARIES
+  if (cuda) {
+    // nvcc drives the host compiler and links the device runtime, whose
+    // kernels were compiled for these architectures (cuobjdump --list-elf
+    // run lists them).
+    std::string gencode;
+    SmallVector<StringRef> archs;
+    StringRef(LAMINA_CUDA_ARCHITECTURES).split(archs, ';', -1, false);
+    for (StringRef a : archs)
+      gencode += (" -gencode arch=compute_" + a + ",code=sm_" + a).str();
+    return script + "NVCC=${NVCC:-" + shellQuote(LAMINA_NVCC) +
+           "}\n"
+           "\"$NVCC\" -ccbin \"$CXX\" -std=c++17 -O2" + gencode +
+           " -cudart shared -I" + shellQuote(LAMINA_RUNTIME_INCLUDE_DIR) +
+           includes + " model.cpp -o run.tmp" + link +
+           " -Xlinker -rpath=" + shellQuote(LAMINA_CUDA_LIBRARY_DIR) +
+           " -lpthread\n"
+           "mv -f run.tmp run\n";
+  }
+#endif
+  return script + "\"$CXX\" -std=c++17 -O2 -I" +
          shellQuote(LAMINA_RUNTIME_INCLUDE_DIR) + includes +
          " model.cpp -o run.tmp" + link +
          " -lpthread\n"
@@ -380,12 +411,8 @@ static std::string checkDistFlags(bool train, bool dist) {
 }
 
 int runCompile() {
-  if (target == "cuda") {
-    llvm::errs() << "lamina compile: --target cuda is not implemented yet (the "
-                    "CUDA backend); use --target host\n";
-    return 1;
-  }
-  if (target != "host") {
+  const bool cuda = target == "cuda";
+  if (target != "host" && !cuda) {
     llvm::errs() << "lamina compile: unknown --target '" << target
                  << "' (expected host or cuda)\n";
     return 2;
@@ -416,6 +443,20 @@ int runCompile() {
   if (std::string err = checkDistFlags(train, dist); !err.empty()) {
     llvm::errs() << "lamina compile: " << err << "\n";
     return 2;
+  }
+  if (cuda) {
+#ifndef LAMINA_CUDA_LINK_LIBRARIES
+    llvm::errs() << "lamina compile: this lamina was built without the CUDA "
+                    "backend (nvcc and the CUDA toolkit were not found when "
+                    "it was configured; see docs/cuda.md)\n";
+    return 1;
+#endif
+    if (dist) {
+      llvm::errs() << "lamina compile: --target cuda builds single-GPU "
+                      "programs; distributed programs (--pp, --dp, ...) run "
+                      "on the host backend over MPI so far (docs/cuda.md)\n";
+      return 1;
+    }
   }
   onnx::ImportOptions options;
   llvm::BumpPtrAllocator alloc;
@@ -532,6 +573,7 @@ int runCompile() {
   PassManager toEmitC(&context);
   ConvertRtToEmitCOptions emitOptions;
   emitOptions.modelPath = std::string(absModel);
+  emitOptions.target = std::string(target);
   if (dist) {
     emitOptions.mode = "dist";
     emitOptions.recompute = recomputeModules();
@@ -572,7 +614,7 @@ int runCompile() {
   llvm::sys::fs::remove(runPath);
   if (!writeFile(cppPath, "// Generated by lamina compile from " +
                               std::string(absModel) + "\n" + cpp) ||
-      !writeFile(scriptPath, buildScript(dist)))
+      !writeFile(scriptPath, buildScript(dist, cuda)))
     return 1;
 
   double buildSeconds = 0;
@@ -600,7 +642,7 @@ int runCompile() {
   if (!quiet) {
     llvm::outs() << "lamina compile: " << modelPath << " -> "
                  << (noBuild ? cppPath : runPath)
-                 << (!train  ? " (host, inference)\n"
+                 << (!train  ? " (" + target + ", inference)\n"
                      : dist ? llvm::formatv(
                                   " (host, train, {0} ranks: {1} pp {2} x dp "
                                   "{3}, {4} micro-batches, zero {5}, "
@@ -610,7 +652,7 @@ int runCompile() {
                                   zeroLevel,
                                   recomputeModules() ? "modules" : "none")
                                   .str()
-                            : " (host, train)\n");
+                            : " (" + target + ", train)\n");
     llvm::outs() << distSummary;
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
     if (precision != "f32")

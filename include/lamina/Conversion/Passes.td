@@ -71,6 +71,14 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     and per rank the action list of the module's one `dist.schedule`
     (dist-schedule, dist-insert-comm, dist-verify-schedule), which it
     verifies again and removes; `main` calls `lamina::rt::distTrainMain`.
+
+    `target=cuda` (inference and train) emits the same program for the CUDA
+    backend: every kernel call goes to its `lamina::rt::cuda::` twin
+    (include/lamina/Runtime/Cuda/Kernels.h, the host arguments plus a
+    trailing `cudaStream_t`, the stream the entry runs on), constants are
+    copied to the device once (`lamina::rt::cuda::gen::constant`), and
+    `main` hands `lamina::rt::cuda::device()` to the driver, which keeps
+    arguments, arena and optimizer state in device memory.
   }];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
   let options = [
@@ -96,6 +104,9 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
            "weighs micro-batches)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "mode=dist: the label value that does not count">,
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "host (CPU kernels) or cuda (device kernels on a stream; "
+           "inference and train modes)">,
   ];
 }
 

@@ -22,6 +22,7 @@
 #include "lamina/Runtime/Status.h"
 #include "lamina/Runtime/Tensor.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string>
 #include <vector>
@@ -61,6 +62,63 @@ struct OptimizerConfig {
     return c;
   }
 };
+
+/// The per-step scalars of an update, computed once on the host in the
+/// order PyTorch computes them, so the host loop and the CUDA kernel apply
+/// the same f32 coefficients through the same per-element functions below.
+struct UpdateCoefficients {
+  float lr;
+  // SGD
+  float weightDecay, momentum, damp; ///< damp = 1 - dampening
+  bool nesterov, firstStep;
+  // AdamW
+  float decay, w1, b2, w2, stepSize, bc2, eps;
+};
+/// `step` is 1-based (PyTorch's state['step'] after its increment).
+UpdateCoefficients updateCoefficients(const OptimizerConfig &cfg, float lr,
+                                      int64_t step);
+
+/// torch.lerp(a, b, w) for a scalar weight: two formulas, picked by w, so
+/// the result is exact at both ends.
+LAMINA_HD inline float optimizerLerp(float a, float b, float w) {
+  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
+/// One element of torch.optim.SGD; `buf` is the momentum buffer (nullptr
+/// without momentum).
+LAMINA_HD inline void sgdElement(float &p, float g, float *buf,
+                                 const UpdateCoefficients &c) {
+  float d = c.weightDecay != 0 ? g + c.weightDecay * p : g;
+  if (buf) {
+    // PyTorch: the first step copies the gradient (no dampening).
+    *buf = c.firstStep ? d : c.momentum * *buf + c.damp * d;
+    d = c.nesterov ? d + c.momentum * *buf : *buf;
+  }
+  p = p - c.lr * d;
+}
+
+/// One element of torch.optim.adamw._single_tensor_adamw.
+LAMINA_HD inline void adamwElement(float &p, float &m, float &v, float g,
+                                   const UpdateCoefficients &c) {
+  p *= c.decay;
+  m = optimizerLerp(m, g, c.w1);
+  // addcmul / addcdiv evaluate (value * a) * b and (value * a) / b.
+  v = v * c.b2 + c.w2 * g * g;
+  float denom = sqrtf(v) / c.bc2 + c.eps;
+  p = p + -c.stepSize * m / denom;
+}
+
+/// State buffers per parameter: 0 (plain SGD), 1 (SGD momentum_buffer) or
+/// 2 (AdamW exp_avg, exp_avg_sq).
+int optimizerSlots(const OptimizerConfig &cfg);
+
+/// One update of one f32 parameter in host memory with its optimizer state
+/// (optimizerSlots(cfg) f32 buffers of the parameter's shape); `step` is
+/// 1-based. Optimizer::step calls it per parameter; drivers on other
+/// devices call their device's twin.
+Status optimizerUpdate(const OptimizerConfig &cfg, float lr, int64_t step,
+                       const Tensor &param, const Tensor &grad,
+                       const Tensor *state);
 
 class Optimizer {
 public:

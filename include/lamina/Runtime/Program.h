@@ -23,6 +23,8 @@
 
 namespace lamina::rt {
 
+class Device;
+
 /// Where an entry argument's value comes from.
 enum class ArgKind : uint8_t {
   Input,     ///< --input NAME=FILE on the command line
@@ -76,6 +78,10 @@ struct ProgramSpec {
 /// signature) is an error naming the argument, exit code 1, and no output
 /// file written.
 int programMain(int argc, char **argv, const ProgramSpec &spec);
+/// The same on `device` (Device.h): arguments are copied to it, the entry
+/// runs there, outputs are copied back before anything is written.
+int programMain(int argc, char **argv, const ProgramSpec &spec,
+                Device &device);
 
 /// What a training program knows beyond its ProgramSpec (convert-rt-to-emitc
 /// with mode=train emits it): the entry input that takes the labels
@@ -93,6 +99,11 @@ struct TrainSpec {
 /// optimizer to the parameters in place. Exit codes as programMain.
 int trainMain(int argc, char **argv, const ProgramSpec &spec,
               const TrainSpec &train);
+/// The same on `device`: parameters (f32 master weights), optimizer state,
+/// gradients and the arena live there; batches are copied in per step, the
+/// loss out; checkpoints, --dump-outputs and --export copy back to the host.
+int trainMain(int argc, char **argv, const ProgramSpec &spec,
+              const TrainSpec &train, Device &device);
 
 /// The file programMain writes output `name` to, inside --output-dir:
 /// `name` + ".npy", with every byte outside [A-Za-z0-9_.-] (and a leading

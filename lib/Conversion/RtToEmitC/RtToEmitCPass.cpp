@@ -93,9 +93,9 @@ class ProgramEmitter {
 public:
   ProgramEmitter(ModuleOp module, func::FuncOp entry, StringRef modelPath,
                  bool train = false, StringRef labelsInput = "",
-                 int64_t vocab = 0)
+                 int64_t vocab = 0, bool cuda = false)
       : module(module), entry(entry), modelPath(modelPath), train(train),
-        labelsInput(labelsInput), vocab(vocab),
+        labelsInput(labelsInput), vocab(vocab), cuda(cuda),
         b(module.getContext()) {}
 
   LogicalResult run();
@@ -142,6 +142,9 @@ private:
   bool train;
   std::string labelsInput;
   int64_t vocab;
+  /// target=cuda: kernels' lamina::rt::cuda:: twins on `stream`.
+  bool cuda;
+  Value stream;
   OpBuilder b;
   OpBuilder globals{static_cast<MLIRContext *>(nullptr)};
   std::map<std::vector<int64_t>, std::string> arrays;
@@ -214,6 +217,14 @@ ProgramEmitter::constantGlobal(rt_ir::ConstantOp op) {
   return {name, int64_t(words)};
 }
 
+/// lamina::rt::X -> lamina::rt::cuda::X (gen:: adapters included).
+static std::string cudaCallee(StringRef callee) {
+  StringRef prefix = "lamina::rt::";
+  if (!callee.starts_with(prefix))
+    return callee.str();
+  return ("lamina::rt::cuda::" + callee.drop_front(prefix.size())).str();
+}
+
 void ProgramEmitter::emitCall(rt_ir::CallOp call) {
   SmallVector<Value> operands;
   for (Value v : call.getBuffers())
@@ -242,9 +253,16 @@ void ProgramEmitter::emitCall(rt_ir::CallOp call) {
       args.push_back(a); // index (operand) or bool
     }
   }
+  std::string callee = call.getCallee().str();
+  if (cuda) {
+    // The device twin takes the host arguments plus the stream, last.
+    callee = cudaCallee(callee);
+    operands.push_back(stream);
+    args.push_back(b.getIndexAttr(operands.size() - 1));
+  }
   Type status = emitc::OpaqueType::get(ctx(), "lamina::rt::Status");
   auto result = emitc::CallOpaqueOp::create(b, call.getLoc(), TypeRange{status},
-                                            call.getCallee(), operands,
+                                            callee, operands,
                                             b.getArrayAttr(args));
   emitc::CallOpaqueOp::create(
       b, call.getLoc(), TypeRange{}, "lamina::rt::checkKernel",
@@ -257,6 +275,12 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
   b.setInsertionPointToStart(body);
   Value argsPtr = body->getArgument(0);
   arena = body->getArgument(1);
+  if (cuda)
+    stream = emitc::CallOpaqueOp::create(
+                 b, entry.getLoc(),
+                 TypeRange{emitc::OpaqueType::get(ctx(), "cudaStream_t")},
+                 "lamina::rt::cuda::currentStream", ValueRange{})
+                 .getResult(0);
   Block &old = entry.getBody().front();
   auto makeTensor = [&](Location loc, StringRef callee, Value base,
                         Attribute first, MemRefType type) -> Value {
@@ -293,7 +317,10 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
       auto words =
           emitc::ArrayType::get({numWords}, b.getIntegerType(64, false));
       Value global = emitc::GetGlobalOp::create(b, c.getLoc(), words, name);
-      tensors[c] = makeTensor(c.getLoc(), "lamina::rt::gen::constant", global,
+      tensors[c] = makeTensor(c.getLoc(),
+                              cuda ? "lamina::rt::cuda::gen::constant"
+                                   : "lamina::rt::gen::constant",
+                              global,
                               Attribute(), c.getResult().getType());
     } else if (auto call = dyn_cast<rt_ir::CallOp>(op)) {
       emitCall(call);
@@ -406,15 +433,17 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
                             emitc::OpaqueType::get(ctx(), "lamina::rt::TrainSpec"),
                             opaque(trainSpec), false, true, true);
   }
+  SmallVector<Attribute> mainArgs = {mb.getIndexAttr(0), mb.getIndexAttr(1),
+                                     opaque("lamina_program")};
+  if (train)
+    mainArgs.push_back(opaque("lamina_train"));
+  if (cuda)
+    mainArgs.push_back(opaque("lamina::rt::cuda::device()"));
   auto code = emitc::CallOpaqueOp::create(
       mb, loc, TypeRange{i32},
       train ? "lamina::rt::trainMain" : "lamina::rt::programMain",
       ValueRange{body->getArgument(0), body->getArgument(1)},
-      train ? mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
-                               opaque("lamina_program"),
-                               opaque("lamina_train")})
-            : mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
-                               opaque("lamina_program")}));
+      mb.getArrayAttr(mainArgs));
   emitc::ReturnOp::create(mb, loc, code.getResult(0));
 }
 
@@ -450,7 +479,9 @@ FailureOr<emitc::FuncOp> ProgramEmitter::emitFunction() {
 
 LogicalResult ProgramEmitter::run() {
   b.setInsertionPointToStart(module.getBody());
-  emitc::IncludeOp::create(b, entry.getLoc(), "lamina/Runtime/Generated.h");
+  emitc::IncludeOp::create(b, entry.getLoc(),
+                           cuda ? "lamina/Runtime/Cuda/Generated.h"
+                                : "lamina/Runtime/Generated.h");
   FailureOr<emitc::FuncOp> func = emitFunction();
   if (failed(func))
     return failure();
@@ -596,8 +627,21 @@ struct ConvertRtToEmitCPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode == "dist")
+    if (target != "host" && target != "cuda") {
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: target must be "
+                                       "host or cuda, got '")
+          << target << "'";
+      return signalPassFailure();
+    }
+    if (mode == "dist") {
+      if (target == "cuda") {
+        mlir::emitError(module.getLoc(),
+                        "convert-rt-to-emitc: mode=dist has no cuda target "
+                        "yet (the distributed runtime runs on the host)");
+        return signalPassFailure();
+      }
       return runDist(module);
+    }
     func::FuncOp entry;
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.getName() == entryName)
@@ -621,7 +665,7 @@ struct ConvertRtToEmitCPass
       return signalPassFailure();
     }
     if (failed(ProgramEmitter(module, entry, modelPath, mode == "train",
-                              labelsInput, vocab)
+                              labelsInput, vocab, target == "cuda")
                    .run()))
       signalPassFailure();
   }

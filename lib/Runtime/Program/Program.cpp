@@ -13,6 +13,7 @@
 #include "Args.h"
 #include "FileUtil.h"
 #include "OnnxTensor.h"
+#include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/TensorIO.h"
 
@@ -137,26 +138,30 @@ bool sameShape(const std::vector<int64_t> &shape, const int64_t *spec,
 /// The program's state between the steps of programMain.
 class Driver {
 public:
-  Driver(const ProgramSpec &spec, const Options &options)
-      : spec(spec), options(options), values(size_t(spec.numArgs)),
-        owned(size_t(spec.numArgs)) {}
+  Driver(const ProgramSpec &spec, const Options &options, Device &device)
+      : spec(spec), options(options), device(device),
+        values(size_t(spec.numArgs)), owned(size_t(spec.numArgs)) {}
 
   Status checkSpec();
   Status readInputs();
   Status loadWeights();
+  /// Copies the arguments to the device (unless it is the host).
+  Status upload();
   Status run();
+  /// Copies the outputs off the device (unless it is the host).
+  Status download();
   Status writeOutputs();
 
 private:
   const ProgramSpec &spec;
   const Options &options;
+  Device &device;
   std::vector<Tensor> values;                   // per arg, what the entry sees
   std::vector<std::unique_ptr<OwnedTensor>> owned; // storage behind values
   ::onnx::ModelProto model; // initializers read in place live here
-  struct FreeDeleter {
-    void operator()(void *p) const { std::free(p); }
-  };
-  std::unique_ptr<void, FreeDeleter> arena;
+  std::vector<DeviceBuffer> deviceArgs; // device copies behind values
+  DeviceBuffer arena;
+  std::vector<OwnedTensor> outputs; // host copies, when not the host
 };
 
 Status Driver::checkSpec() {
@@ -297,24 +302,60 @@ Status Driver::loadWeights() {
   return Status::success();
 }
 
+Status Driver::upload() {
+  if (device.isHost())
+    return Status::success();
+  deviceArgs.resize(size_t(spec.numArgs));
+  for (int i = 0; i < spec.numArgs; ++i) {
+    Tensor &v = values[size_t(i)];
+    if (Status s = deviceArgs[size_t(i)].upload(device, v.data, v.byteSize());
+        !s.ok())
+      return Status::error("argument '" + std::string(spec.args[i].name) +
+                           "': " + s.message());
+    v.data = deviceArgs[size_t(i)].data();
+  }
+  // The host copies are no longer needed.
+  owned.clear();
+  model.Clear();
+  return Status::success();
+}
+
 Status Driver::run() {
-  // 64-byte alignment (cache lines, AVX-512 loads); aligned_alloc wants a
-  // multiple of the alignment, and at least one block so `arena` is valid.
-  size_t bytes = (spec.arenaBytes + 63) / 64 * 64;
-  arena.reset(std::aligned_alloc(64, bytes ? bytes : 64));
-  if (!arena)
+  if (Status s = arena.allocate(device, spec.arenaBytes); !s.ok())
     return Status::error("cannot allocate the " +
-                         std::to_string(spec.arenaBytes) + "-byte arena");
+                         std::to_string(spec.arenaBytes) +
+                         "-byte arena: " + s.message());
   if (options.threads > 0)
-    setNumThreads(options.threads);
+    if (Status s = device.setThreads(options.threads); !s.ok())
+      return s;
   auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < options.repeat; ++r)
-    spec.entry(values.data(), arena.get());
+    if (Status s = device.run(spec.entry, values.data(), spec.numArgs, arena.data());
+        !s.ok())
+      return s;
   auto end = std::chrono::steady_clock::now();
   if (options.time) {
     double ms = std::chrono::duration<double, std::milli>(end - start).count();
     std::fprintf(stderr, "time: %.3f ms per run (mean of %d)\n",
                  ms / options.repeat, options.repeat);
+  }
+  return Status::success();
+}
+
+Status Driver::download() {
+  if (device.isHost())
+    return Status::success();
+  outputs.resize(size_t(spec.numOutputs));
+  for (int i = 0; i < spec.numOutputs; ++i) {
+    const OutputSpec &o = spec.outputs[i];
+    OwnedTensor &t = outputs[size_t(i)];
+    t.allocate(o.dtype, std::vector<int64_t>(o.shape, o.shape + o.rank));
+    if (Status s = device.download(
+            t.data(), static_cast<char *>(arena.data()) + o.offset,
+            t.byteSize());
+        !s.ok())
+      return Status::error("output '" + std::string(o.name) +
+                           "': " + s.message());
   }
   return Status::success();
 }
@@ -382,8 +423,10 @@ Status Driver::writeOutputs() {
     std::string path =
         options.outputDir + "/" + outputFileName(o.name);
     files.emplace_back(path + suffix, path);
-    Tensor t{static_cast<char *>(arena.get()) + o.offset, o.dtype, o.rank,
-             o.shape};
+    Tensor t = device.isHost()
+                   ? Tensor{static_cast<char *>(arena.data()) + o.offset,
+                            o.dtype, o.rank, o.shape}
+                   : outputs[size_t(i)].view();
     if (Status s = writeNpy(files.back().first, t); !s.ok()) {
       removeTemps();
       return Status::error("output '" + std::string(o.name) +
@@ -401,6 +444,11 @@ Status Driver::writeOutputs() {
 }
 
 int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec) {
+  return programMain(argc, argv, spec, hostDevice());
+}
+
+int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec,
+                            Device &device) {
   Options options;
   if (std::string err = parseOptions(argc, argv, options); !err.empty()) {
     std::fprintf(stderr, "error: %s\n%s", err.c_str(), kUsage);
@@ -410,14 +458,18 @@ int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  Driver driver(spec, options);
+  Driver driver(spec, options, device);
   Status s = driver.checkSpec();
   if (s.ok())
     s = driver.readInputs();
   if (s.ok())
     s = driver.loadWeights();
   if (s.ok())
+    s = driver.upload();
+  if (s.ok())
     s = driver.run();
+  if (s.ok())
+    s = driver.download();
   if (s.ok())
     s = driver.writeOutputs();
   if (!s.ok()) {

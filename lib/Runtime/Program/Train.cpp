@@ -12,6 +12,7 @@
 #include "TrainCommon.h"
 
 #include "lamina/Runtime/Checkpoint.h"
+#include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/OnnxExport.h"
 #include "lamina/Runtime/Optimizer.h"
@@ -36,8 +37,41 @@ using namespace lamina::rt;
 
 namespace {
 
+/// Host tensors and their device copies: one DeviceBuffer per tensor, none
+/// when the device is the host (the host tensor is used in place).
+class Mirror {
+public:
+  explicit Mirror(Device &device) : device(device) {}
+  /// The device view of `host` (a copy of its contents).
+  Status add(const Tensor &host, Tensor &deviceView) {
+    deviceView = host;
+    if (device.isHost())
+      return Status::success();
+    buffers.emplace_back();
+    if (Status s = buffers.back().upload(device, host.data, host.byteSize());
+        !s.ok())
+      return s;
+    deviceView.data = buffers.back().data();
+    return Status::success();
+  }
+  Status toDevice(const Tensor &host, const Tensor &deviceView) {
+    return device.isHost() ? Status::success()
+                           : device.upload(deviceView.data, host.data,
+                                           host.byteSize());
+  }
+  Status toHost(const Tensor &host, const Tensor &deviceView) {
+    return device.isHost() ? Status::success()
+                           : device.download(host.data, deviceView.data,
+                                             host.byteSize());
+  }
+
+private:
+  Device &device;
+  std::vector<DeviceBuffer> buffers;
+};
+
 Status train(const ProgramSpec &spec, const TrainSpec &ts,
-             const TrainOptions &o) {
+             const TrainOptions &o, Device &device) {
   // The signature: inputs, trainable parameters (gradient i+1 each).
   std::vector<int> inputArgs, trainArgs;
   for (int i = 0; i < spec.numArgs; ++i) {
@@ -153,7 +187,6 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     const ArgSpec &a = spec.args[i];
     names.push_back(a.name);
     shapes.emplace_back(a.shape, a.shape + a.rank);
-    params.push_back(values[size_t(i)]);
     paramViews.push_back(NamedView{a.name, values[size_t(i)]});
   }
   Optimizer opt;
@@ -167,6 +200,46 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   std::vector<NamedView> state = paramViews;
   for (NamedView &v : optimizerState(opt))
     state.push_back(v);
+
+  // Device copies: every argument the entry reads, the optimizer state.
+  Mirror mirror(device);
+  std::vector<Tensor> deviceValues(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    if (Status s = mirror.add(values[i], deviceValues[i]); !s.ok())
+      return Status::error("argument '" + std::string(spec.args[i].name) +
+                           "': " + s.message());
+  const int slots = opt.numSlots();
+  std::vector<Tensor> hostState, deviceState; // [param * slots + slot]
+  for (size_t k = 0; k < trainArgs.size(); ++k) {
+    params.push_back(deviceValues[size_t(trainArgs[k])]);
+    for (int j = 0; j < slots; ++j) {
+      hostState.push_back(opt.state(int(k), j));
+      deviceState.emplace_back();
+      if (Status s = mirror.add(hostState.back(), deviceState.back()); !s.ok())
+        return s;
+    }
+  }
+  // The host copies checkpoints and exports read, made current.
+  auto syncToHost = [&]() -> Status {
+    for (size_t k = 0; k < trainArgs.size(); ++k)
+      if (Status s = mirror.toHost(values[size_t(trainArgs[k])], params[k]);
+          !s.ok())
+        return s;
+    for (size_t k = 0; k < hostState.size(); ++k)
+      if (Status s = mirror.toHost(hostState[k], deviceState[k]); !s.ok())
+        return s;
+    return Status::success();
+  };
+  auto syncToDevice = [&]() -> Status {
+    for (size_t k = 0; k < trainArgs.size(); ++k)
+      if (Status s = mirror.toDevice(values[size_t(trainArgs[k])], params[k]);
+          !s.ok())
+        return s;
+    for (size_t k = 0; k < hostState.size(); ++k)
+      if (Status s = mirror.toDevice(hostState[k], deviceState[k]); !s.ok())
+        return s;
+    return Status::success();
+  };
 
   if (!o.checkpointDir.empty())
     if (Status s = makeDirs(o.checkpointDir); !s.ok())
@@ -194,6 +267,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return r;
       std::memcpy(&rng.state, ck.rng.data(), sizeof(uint64_t));
       step = int64_t(ck.step);
+      if (Status u = syncToDevice(); !u.ok())
+        return u;
       std::printf("resumed from step %lld\n", (long long)step);
     } else {
       std::printf("no checkpoint in '%s': starting from step 0\n",
@@ -201,6 +276,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     }
   }
   auto save = [&](int64_t at) -> Status {
+    if (Status s = syncToHost(); !s.ok())
+      return s;
     std::vector<uint8_t> r(sizeof(uint64_t));
     std::memcpy(r.data(), &rng.state, sizeof(uint64_t));
     return saveCheckpoint(o.checkpointDir, 2, uint64_t(at), fingerprint, r,
@@ -208,37 +285,54 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   };
 
   // Arena.
-  size_t bytes = (spec.arenaBytes + 63) / 64 * 64;
-  std::unique_ptr<void, FreeDeleter> arena(
-      std::aligned_alloc(64, bytes ? bytes : 64));
-  if (!arena)
+  DeviceBuffer arena;
+  if (Status s = arena.allocate(device, spec.arenaBytes); !s.ok())
     return Status::error("cannot allocate the " +
-                         std::to_string(spec.arenaBytes) + "-byte arena");
-  char *base = static_cast<char *>(arena.get());
+                         std::to_string(spec.arenaBytes) +
+                         "-byte arena: " + s.message());
+  char *base = static_cast<char *>(arena.data());
   for (size_t k = 0; k < trainArgs.size(); ++k) {
     const OutputSpec &g = spec.outputs[k + 1];
     grads.push_back(Tensor{base + g.offset, DType::F32, g.rank, g.shape});
   }
   if (o.threads > 0)
-    setNumThreads(int(o.threads));
+    if (Status s = device.setThreads(int(o.threads)); !s.ok())
+      return s;
+  // A batch: sampled on the host, copied to the device.
+  const Tensor &deviceTokens = deviceValues[size_t(tokensArg)];
+  auto nextBatch = [&]() -> Status {
+    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
+        !s.ok())
+      return s;
+    if (Status s = mirror.toDevice(tokens.view(), deviceTokens); !s.ok())
+      return s;
+    return labelsArg < 0 ? Status::success()
+                         : mirror.toDevice(labels.view(),
+                                           deviceValues[size_t(labelsArg)]);
+  };
 
   auto start = std::chrono::steady_clock::now();
   int64_t firstStep = step, lastCkpt = step;
   bool tty = ::isatty(STDOUT_FILENO);
   for (; step < o.steps; ++step) {
-    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
+    if (Status s = nextBatch(); !s.ok())
+      return s;
+    if (Status s = device.run(spec.entry, deviceValues.data(), spec.numArgs,
+                                  arena.data());
+        !s.ok())
+      return Status::error("step " + std::to_string(step + 1) + ": " +
+                           s.message());
+    float loss;
+    if (Status s = device.download(&loss, base + lossOut.offset, sizeof(float));
         !s.ok())
       return s;
-    spec.entry(values.data(), arena.get());
-    float loss;
-    std::memcpy(&loss, base + lossOut.offset, sizeof(float));
     if (!std::isfinite(loss))
       return Status::error("the loss is " + std::to_string(loss) +
                            " at step " + std::to_string(step + 1));
     if (o.clip > 0) {
       double norm = 0;
-      if (Status s = clipGradNorm(grads.data(), int(grads.size()),
-                                  float(o.clip), norm);
+      if (Status s = device.clipGradNorm(grads.data(), int(grads.size()),
+                                         float(o.clip), norm);
           !s.ok())
         return s;
       if (!std::isfinite(norm))
@@ -246,10 +340,13 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                              std::to_string(step + 1));
     }
     double lr = sched.at(step);
-    if (Status s = opt.step(float(lr), params.data(), grads.data(),
-                            int(params.size()));
-        !s.ok())
-      return s;
+    opt.setStepCount(opt.stepCount() + 1);
+    for (size_t k = 0; k < params.size(); ++k)
+      if (Status s = device.optimizerUpdate(
+              cfg, float(lr), opt.stepCount(), params[k], grads[k],
+              slots ? &deviceState[k * size_t(slots)] : nullptr);
+          !s.ok())
+        return s;
     int64_t done = step + 1;
     if (done % o.logEvery == 0 || done == o.steps || done == 1) {
       double elapsed = std::chrono::duration<double>(
@@ -284,10 +381,12 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                            "outputs");
     if (Status s = makeDirs(o.dumpOutputs); !s.ok())
       return s;
-    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
+    if (Status s = nextBatch(); !s.ok())
+      return s;
+    if (Status s = device.run(spec.entry, deviceValues.data(), spec.numArgs,
+                                  arena.data());
         !s.ok())
       return s;
-    spec.entry(values.data(), arena.get());
     std::string dir = o.dumpOutputs + "/";
     if (Status s = writeNpy(dir + outputFileName(spec.args[tokensArg].name),
                             tokens.view());
@@ -295,14 +394,21 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       return s;
     for (int i = spec.numOutputs - kept; i < spec.numOutputs; ++i) {
       const OutputSpec &out = spec.outputs[i];
-      Tensor t{base + out.offset, out.dtype, out.rank, out.shape};
-      if (Status s = writeNpy(dir + outputFileName(out.name + 7), t); !s.ok())
+      OwnedTensor t;
+      t.allocate(out.dtype, std::vector<int64_t>(out.shape, out.shape + out.rank));
+      if (Status s = device.download(t.data(), base + out.offset, t.byteSize());
+          !s.ok())
+        return s;
+      if (Status s = writeNpy(dir + outputFileName(out.name + 7), t.view());
+          !s.ok())
         return s;
     }
     std::printf("wrote the next batch's inputs and outputs to %s\n",
                 o.dumpOutputs.c_str());
   }
   if (!o.exportPath.empty()) {
+    if (Status s = syncToHost(); !s.ok())
+      return s;
     if (Status s = exportOnnx(modelPath, o.exportPath, paramViews.data(),
                               int(paramViews.size()));
         !s.ok())
@@ -316,6 +422,11 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
 
 int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
                           const TrainSpec &train) {
+  return trainMain(argc, argv, spec, train, hostDevice());
+}
+
+int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
+                          const TrainSpec &train, Device &device) {
   TrainOptions options;
   if (std::string err = parseTrainOptions(argc, argv, options, false);
       !err.empty()) {
@@ -327,7 +438,7 @@ int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
     std::fputs(trainUsage(false).c_str(), stdout);
     return 0;
   }
-  if (Status s = ::train(spec, train, options); !s.ok()) {
+  if (Status s = ::train(spec, train, options, device); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }

@@ -50,6 +50,11 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=V",
                    help="bind a symbolic dim (passed on to lamina-eval)")
+    p.add_argument("--target", default="host",
+                   help="lamina compile --target (host or cuda)")
+    p.add_argument("--compile-arg", action="append", default=[],
+                   help="one more lamina compile argument (e.g. "
+                        "--compile-arg=--precision=bf16)")
     args = p.parse_args()
 
     rng = np.random.default_rng(args.seed)
@@ -60,9 +65,9 @@ def main():
     compiled = os.path.basename(args.tool) == "lamina"
     program = os.path.join(args.workdir, "program")
     if compiled:
-        build = [args.tool, "compile", args.model, "--target", "host",
+        build = [args.tool, "compile", args.model, "--target", args.target,
                  "--mode", "inference", "--quiet", "-o", program]
-        build += ["--dim=" + d for d in args.dim]
+        build += ["--dim=" + d for d in args.dim] + args.compile_arg
         proc = subprocess.run(build, stderr=subprocess.PIPE, text=True)
         if proc.returncode != 0:
             sys.stdout.write(proc.stderr)

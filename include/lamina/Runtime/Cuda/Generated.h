@@ -1,0 +1,69 @@
+//===- Generated.h - what generated CUDA programs include -------*- C++ -*-===//
+//
+// The only header `lamina compile --target cuda` output includes. The
+// program is host C++ like the host backend's (convert-rt-to-emitc with
+// target=cuda): the same views into an arena -- here device memory -- and
+// the same calls, to the lamina::rt::cuda:: twins of the kernels with the
+// stream the entry runs on appended. `main` hands cuda::device() to the
+// driver (Device.h), which uploads the weights, runs the entry on its
+// stream and reads results back.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_CUDA_GENERATED_H
+#define LAMINA_RUNTIME_CUDA_GENERATED_H
+
+#include "lamina/Runtime/Cuda/Kernels.h"
+#include "lamina/Runtime/Device.h"
+#include "lamina/Runtime/Generated.h"
+
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+namespace lamina::rt::cuda {
+
+/// The process's GPU as a Device: the device picked by LOCAL_RANK (or
+/// device 0), one compute stream. Created on first use.
+Device &device();
+
+/// The stream the entry being run enqueues on (set by device().run).
+cudaStream_t currentStream();
+
+namespace gen {
+
+/// A constant of the program: copied to device memory on first use (one
+/// copy per constant for the life of the process) and viewed there.
+Tensor constant(const void *host, DType dtype, int rank, const int64_t *shape);
+
+inline Status layerNorm(const Tensor &input, const Tensor &scale,
+                        const Tensor &bias, int64_t axis, double epsilon,
+                        const Tensor &result, cudaStream_t stream) {
+  return cuda::layerNorm(input, scale, &bias, axis, epsilon, result, stream);
+}
+inline Status layerNorm(const Tensor &input, const Tensor &scale,
+                        std::nullptr_t, int64_t axis, double epsilon,
+                        const Tensor &result, cudaStream_t stream) {
+  return cuda::layerNorm(input, scale, nullptr, axis, epsilon, result, stream);
+}
+
+template <typename Tuple, size_t... I>
+inline Status concatList(const Tensor &result, int64_t axis, const Tuple &t,
+                         std::index_sequence<I...>) {
+  const Tensor list[] = {std::get<I>(t)...};
+  return cuda::concat(list, int(sizeof...(I)), axis, result,
+                      std::get<sizeof...(I)>(t));
+}
+/// concat(result, axis, inputs..., stream): the host adapter's order with
+/// the stream last, like every other call.
+template <typename... Args>
+inline Status concat(const Tensor &result, int64_t axis, const Args &...args) {
+  static_assert(sizeof...(Args) >= 2, "concat: inputs and a stream");
+  return concatList(result, axis, std::forward_as_tuple(args...),
+                    std::make_index_sequence<sizeof...(Args) - 1>());
+}
+
+} // namespace gen
+} // namespace lamina::rt::cuda
+
+#endif // LAMINA_RUNTIME_CUDA_GENERATED_H

@@ -1,0 +1,120 @@
+//===- Device.h - where a generated program's memory and kernels live -*- C++ -*-===//
+//
+// The program drivers (programMain, trainMain) are written once against this
+// interface: the host backend's device is the CPU (memory is host memory,
+// the entry runs the kernels of Kernels.h), the CUDA backend's is a GPU
+// (lamina::rt::cuda::device(), lib/Runtime/Cuda/Device.cpp: device memory,
+// the entry enqueues the kernels of Cuda/Kernels.h on one stream). Reading
+// files, checking inputs and weights, sampling batches, checkpoints and
+// exports stay on the host and are shared; only what touches the arena,
+// the parameters and the optimizer state goes through the device.
+//
+// No MLIR dependency; part of lamina_runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_DEVICE_H
+#define LAMINA_RUNTIME_DEVICE_H
+
+#include "lamina/Runtime/Optimizer.h"
+#include "lamina/Runtime/Program.h"
+#include "lamina/Runtime/Status.h"
+#include "lamina/Runtime/Tensor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string>
+#include <utility>
+
+namespace lamina::rt {
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// "host" or "cuda:0 (NVIDIA H200)", for messages.
+  virtual std::string describe() const = 0;
+  /// True when device memory is host memory: drivers then use host buffers
+  /// in place instead of copying them.
+  virtual bool isHost() const = 0;
+  /// Kernel threads for the host; an error on devices that have no such
+  /// setting (so `--threads` is refused rather than ignored).
+  virtual Status setThreads(int threads) = 0;
+
+  /// At least `bytes` bytes (one 64-byte block when 0), 64-byte aligned,
+  /// contents undefined. An error names the size.
+  virtual Status allocate(size_t bytes, void **out) = 0;
+  virtual void release(void *p) = 0;
+  /// Copies between host memory and memory from allocate(); both wait for
+  /// the work enqueued before them, so the data is current.
+  virtual Status upload(void *device, const void *host, size_t bytes) = 0;
+  virtual Status download(void *host, const void *device, size_t bytes) = 0;
+
+  /// Runs a generated entry (its args and arena in device memory) and waits
+  /// for it. Errors the kernels report while running -- an out-of-range
+  /// index or label -- come back here; errors found when a kernel is called
+  /// end the process through checkKernel, as on the host.
+  virtual Status run(EntryFn entry, const Tensor *args, int numArgs,
+                     void *arena) = 0;
+
+  /// clipGradNorm (Optimizer.h) over gradients in device memory.
+  virtual Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
+                              double &totalNorm) = 0;
+  /// One optimizer update of one f32 parameter in device memory:
+  /// optimizerUpdate (Optimizer.h) with `state` its numSlots(cfg) buffers.
+  virtual Status optimizerUpdate(const OptimizerConfig &cfg, float lr,
+                                 int64_t step, const Tensor &param,
+                                 const Tensor &grad, const Tensor *state) = 0;
+};
+
+/// The CPU: host memory, the host kernels. With LAMINA_STAGED_DEVICE=1 in
+/// the environment, a checking variant that makes the drivers take their
+/// device paths: separate, poisoned allocations for everything the entry
+/// reads (lib/Runtime/HostDevice.cpp; docs/cuda.md).
+Device &hostDevice();
+
+/// Memory from a Device, released when the buffer dies.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  DeviceBuffer(DeviceBuffer &&o) noexcept { *this = std::move(o); }
+  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
+    reset();
+    device = o.device, ptr = o.ptr, size = o.size;
+    o.device = nullptr, o.ptr = nullptr, o.size = 0;
+    return *this;
+  }
+  ~DeviceBuffer() { reset(); }
+
+  Status allocate(Device &d, size_t bytes) {
+    reset();
+    if (Status s = d.allocate(bytes, &ptr); !s.ok())
+      return s;
+    device = &d, size = bytes;
+    return Status::success();
+  }
+  /// A device copy of `bytes` host bytes.
+  Status upload(Device &d, const void *host, size_t bytes) {
+    if (Status s = allocate(d, bytes); !s.ok())
+      return s;
+    return d.upload(ptr, host, bytes);
+  }
+  void reset() {
+    if (device && ptr)
+      device->release(ptr);
+    device = nullptr, ptr = nullptr, size = 0;
+  }
+  void *data() const { return ptr; }
+  size_t bytes() const { return size; }
+
+private:
+  Device *device = nullptr;
+  void *ptr = nullptr;
+  size_t size = 0;
+};
+
+} // namespace lamina::rt
+
+#endif // LAMINA_RUNTIME_DEVICE_H

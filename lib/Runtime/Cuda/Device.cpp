@@ -1,0 +1,192 @@
+//===- Device.cpp - the GPU as a Device for generated programs ------------===//
+//
+// One device per process (LOCAL_RANK picks it under launchers that start one
+// process per GPU, else device 0), one non-blocking compute stream that the
+// entry's kernels, the copies and the optimizer are all enqueued on, so
+// their order is the stream's. Host code synchronises only where it reads a
+// result: after run() (which also collects the kernels' data errors), after
+// a download, and in clipGradNorm (the norm decides the scale).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+#include "lamina/Runtime/Cuda/Generated.h"
+#include "lamina/Runtime/Cuda/Optimizer.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+using namespace lamina::rt;
+using namespace lamina::rt::cuda;
+using lamina::rt::cuda::detail::cudaCheck;
+
+namespace {
+
+cudaStream_t runningStream = nullptr;
+
+class CudaDevice final : public Device {
+public:
+  std::string describe() const override {
+    return "cuda:" + std::to_string(ordinal) + (name.empty() ? "" : " (" + name + ")");
+  }
+  bool isHost() const override { return false; }
+  Status setThreads(int) override {
+    return Status::error("--threads sets host kernel threads; this program "
+                         "runs on a GPU");
+  }
+
+  Status allocate(size_t bytes, void **out) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    // cudaMalloc is 256-byte aligned, more than the 64 promised.
+    cudaError_t err = cudaMalloc(out, bytes ? bytes : 64);
+    if (err != cudaSuccess) {
+      *out = nullptr;
+      return Status::error("cannot allocate " + std::to_string(bytes) +
+                           " bytes on " + describe() + ": " +
+                           cudaGetErrorString(err));
+    }
+    return Status::success();
+  }
+  void release(void *p) override {
+    if (p)
+      cudaFree(p);
+  }
+  Status upload(void *device, const void *host, size_t bytes) override {
+    return copy(device, host, bytes, cudaMemcpyHostToDevice);
+  }
+  Status download(void *host, const void *device, size_t bytes) override {
+    return copy(host, device, bytes, cudaMemcpyDeviceToHost);
+  }
+
+  Status run(EntryFn entry, const Tensor *args, int,
+             void *arena) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    runningStream = stream;
+    entry(args, arena);
+    runningStream = nullptr;
+    return deviceStatus(stream);
+  }
+
+  Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
+                      double &totalNorm) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    if (!(maxNorm > 0))
+      return Status::error("clipGradNorm: max norm must be positive");
+    if (Status s = sumOfSquares(grads, n, normSlot, stream); !s.ok())
+      return s;
+    double sumSq = 0;
+    if (Status s = download(&sumSq, normSlot, sizeof(double)); !s.ok())
+      return s;
+    totalNorm = std::sqrt(sumSq);
+    if (!std::isfinite(totalNorm) || totalNorm <= maxNorm)
+      return Status::success();
+    if (Status s = upload(normSlot, &totalNorm, sizeof(double)); !s.ok())
+      return s;
+    return scaleInPlace(grads, n, normSlot, maxNorm, stream);
+  }
+
+  Status optimizerUpdate(const OptimizerConfig &cfg, float lr, int64_t step,
+                         const Tensor &param, const Tensor &grad,
+                         const Tensor *state) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    return optimizerStep(cfg, lr, step, param, grad, state, stream);
+  }
+
+  /// The device copy of a program constant (uploaded on first use).
+  Status constant(const void *host, size_t bytes, void **out) {
+    std::lock_guard<std::mutex> lock(constantsMutex);
+    auto it = constants.find(host);
+    if (it != constants.end()) {
+      *out = it->second;
+      return Status::success();
+    }
+    if (Status s = allocate(bytes, out); !s.ok())
+      return s;
+    if (Status s = upload(*out, host, bytes); !s.ok())
+      return s;
+    constants.emplace(host, *out);
+    return Status::success();
+  }
+
+private:
+  /// Picks and initialises the device once; the error, if any, every time.
+  Status init() {
+    std::call_once(once, [&] { initStatus = initOnce(); });
+    return initStatus;
+  }
+  Status initOnce() {
+    int count = deviceCount();
+    if (count == 0)
+      return Status::error("no CUDA device: cudaGetDeviceCount found none "
+                           "(this program was compiled with --target cuda)");
+    const char *local = std::getenv("LOCAL_RANK");
+    if (local && *local) {
+      char *end = nullptr;
+      long v = std::strtol(local, &end, 10);
+      if (*end || v < 0 || v >= count)
+        return Status::error("LOCAL_RANK=" + std::string(local) +
+                             " does not name one of the " +
+                             std::to_string(count) + " CUDA devices");
+      ordinal = int(v);
+    }
+    if (Status s = cudaCheck("cudaSetDevice", cudaSetDevice(ordinal)); !s.ok())
+      return s;
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
+      name = prop.name;
+    if (Status s = cudaCheck("cudaStreamCreateWithFlags",
+                             cudaStreamCreateWithFlags(&stream,
+                                                       cudaStreamNonBlocking));
+        !s.ok())
+      return s;
+    return cudaCheck("cudaMalloc", cudaMalloc(&normSlot, sizeof(double)));
+  }
+  Status copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (Status s = init(); !s.ok())
+      return s;
+    if (bytes == 0)
+      return Status::success();
+    if (Status s = cudaCheck("cudaMemcpyAsync",
+                             cudaMemcpyAsync(dst, src, bytes, kind, stream));
+        !s.ok())
+      return s;
+    return cudaCheck("cudaStreamSynchronize", cudaStreamSynchronize(stream));
+  }
+
+  std::once_flag once;
+  Status initStatus;
+  int ordinal = 0;
+  std::string name;
+  cudaStream_t stream = nullptr;
+  double *normSlot = nullptr;
+  std::mutex constantsMutex;
+  std::unordered_map<const void *, void *> constants;
+};
+
+CudaDevice &theDevice() {
+  // Never destroyed: device memory is released by the driver at exit, and
+  // static destruction order against the CUDA runtime's own is unspecified.
+  static CudaDevice *device = new CudaDevice;
+  return *device;
+}
+
+} // namespace
+
+Device &lamina::rt::cuda::device() { return theDevice(); }
+
+cudaStream_t lamina::rt::cuda::currentStream() { return runningStream; }
+
+Tensor lamina::rt::cuda::gen::constant(const void *host, DType dtype, int rank,
+                                       const int64_t *shape) {
+  size_t bytes = size_t(numElements(shape, rank)) * dtypeSize(dtype);
+  void *data = nullptr;
+  checkKernel(theDevice().constant(host, bytes, &data),
+              "a constant of the program");
+  return Tensor{data, dtype, rank, shape};
+}

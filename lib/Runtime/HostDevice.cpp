@@ -1,0 +1,126 @@
+//===- HostDevice.cpp - the CPU as a Device -------------------------------===//
+//
+// Memory is host memory (64-byte aligned: cache lines, AVX-512 loads), the
+// entry runs the host kernels synchronously, copies are memcpy.
+//
+// The staged variant (LAMINA_STAGED_DEVICE=1) exercises the drivers' device
+// paths without a GPU: it claims not to be the host, so every argument, the
+// arena and the optimizer state get their own allocations that the driver
+// must copy to and from; allocations start poisoned (0xFF bytes: NaN in
+// every float type) and run() refuses arguments outside them. A host
+// program run staged computes bit for bit what it computes unstaged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/Device.h"
+
+#include "lamina/Runtime/Kernels.h"
+
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+using namespace lamina::rt;
+
+namespace {
+class HostDevice : public Device {
+public:
+  std::string describe() const override { return "host"; }
+  bool isHost() const override { return true; }
+  Status setThreads(int threads) override {
+    setNumThreads(threads);
+    return Status::success();
+  }
+  Status allocate(size_t bytes, void **out) override {
+    // aligned_alloc wants a multiple of the alignment, and at least one
+    // block so the pointer is valid.
+    size_t rounded = (bytes + 63) / 64 * 64;
+    *out = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (!*out)
+      return Status::error("cannot allocate " + std::to_string(bytes) +
+                           " bytes of host memory");
+    return Status::success();
+  }
+  void release(void *p) override { std::free(p); }
+  Status upload(void *device, const void *host, size_t bytes) override {
+    if (bytes)
+      std::memmove(device, host, bytes);
+    return Status::success();
+  }
+  Status download(void *host, const void *device, size_t bytes) override {
+    if (bytes)
+      std::memmove(host, device, bytes);
+    return Status::success();
+  }
+  Status run(EntryFn entry, const Tensor *args, int,
+             void *arena) override {
+    entry(args, arena);
+    return Status::success();
+  }
+  Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
+                      double &totalNorm) override {
+    return lamina::rt::clipGradNorm(grads, n, maxNorm, totalNorm);
+  }
+  Status optimizerUpdate(const OptimizerConfig &cfg, float lr, int64_t step,
+                         const Tensor &param, const Tensor &grad,
+                         const Tensor *state) override {
+    return lamina::rt::optimizerUpdate(cfg, lr, step, param, grad, state);
+  }
+};
+class StagedDevice final : public HostDevice {
+public:
+  std::string describe() const override { return "host (staged)"; }
+  bool isHost() const override { return false; }
+  Status allocate(size_t bytes, void **out) override {
+    if (Status s = HostDevice::allocate(bytes, out); !s.ok())
+      return s;
+    std::memset(*out, 0xFF, bytes);
+    std::lock_guard<std::mutex> lock(mutex);
+    live[static_cast<char *>(*out)] = bytes;
+    return Status::success();
+  }
+  void release(void *p) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      live.erase(static_cast<char *>(p));
+    }
+    HostDevice::release(p);
+  }
+  Status run(EntryFn entry, const Tensor *args, int numArgs,
+             void *arena) override {
+    // (An empty arena is still one allocation.)
+    if (!owns(arena, 1))
+      return Status::error("staged device: the arena is not device memory");
+    for (int i = 0; i < numArgs; ++i)
+      if (!owns(args[i].data, args[i].byteSize()))
+        return Status::error("staged device: argument " + std::to_string(i) +
+                             " is not device memory");
+    return HostDevice::run(entry, args, numArgs, arena);
+  }
+
+private:
+  bool owns(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto c = static_cast<const char *>(p);
+    auto it = live.upper_bound(const_cast<char *>(c));
+    if (it == live.begin())
+      return false;
+    --it;
+    return c >= it->first && c + bytes <= it->first + std::max<size_t>(it->second, 1);
+  }
+  std::mutex mutex;
+  std::map<char *, size_t> live;
+};
+} // namespace
+
+Device &lamina::rt::hostDevice() {
+  static HostDevice host;
+  static StagedDevice staged;
+  static const bool useStaged = [] {
+    const char *v = std::getenv("LAMINA_STAGED_DEVICE");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return useStaged ? static_cast<Device &>(staged) : host;
+}
