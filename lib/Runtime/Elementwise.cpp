@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - unary, binary, compare, select, cast -------------===//
+//===- Elementwise.cpp - unary, binary, compare, select, fused, cast ------===//
 
 #include "Internal.h"
 
@@ -15,9 +15,9 @@ using namespace lamina::rt::detail;
 Status lamina::rt::detail::planBroadcast(const char *op,
                                          const Tensor *const *inputs, int n,
                                          const Tensor &result,
-                                         BroadcastPlan &plan) {
+                                         BroadcastPlan &plan, bool exact) {
   int rank = result.rank;
-  std::vector<int64_t> strides[3];
+  std::vector<int64_t> strides[kMaxBroadcastInputs];
   for (int k = 0; k < n; ++k) {
     strides[k].resize(rank);
     if (!broadcastStrides(inputs[k]->shape, inputs[k]->rank, result.shape, rank,
@@ -27,7 +27,7 @@ Status lamina::rt::detail::planBroadcast(const char *op,
                            " does not broadcast to result " + describe(result));
   }
   // The result may not be larger than the operands' broadcast.
-  for (int d = 0; d < rank; ++d) {
+  for (int d = 0; d < rank && exact; ++d) {
     if (result.shape[d] == 1)
       continue;
     bool covered = false;
@@ -41,7 +41,7 @@ Status lamina::rt::detail::planBroadcast(const char *op,
   }
   plan.numInputs = n;
   plan.shape.clear();
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < kMaxBroadcastInputs; ++k)
     plan.strides[k].clear();
   if (result.numElements() == 0) {
     plan.shape = {0};
@@ -316,6 +316,170 @@ Status lamina::rt::compare(CompareOp op, const Tensor &lhs, const Tensor &rhs,
                                 [](C a, C b) { return a <= b; });
     }
   });
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused chains
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Elements per block: every register of a block stays in L1 (20 x 1 KiB),
+/// and the step's op is switched on once per block, not per element.
+constexpr int64_t kFusedBlock = 256;
+using FusedRegs = float[kMaxFusedInputs + kMaxFusedSteps][kFusedBlock];
+
+/// Register `out` = the step's op over the first n elements of its operand
+/// registers. powConstant 2 or 3: the exponent is that constant, computed
+/// by multiplies as binary does.
+void runStep(const FusedStep &st, FusedRegs &r, int out, int64_t n,
+             int powConstant) {
+  float *y = r[out];
+  const float *a = r[st.lhs], *b = st.isBinary ? r[st.rhs] : a;
+  auto each = [&](auto f) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = f(a[i], b[i]);
+  };
+  if (st.isBinary) {
+    switch (BinaryOp(st.op)) {
+    case BinaryOp::Add: return each([](float x, float z) { return math::add(x, z); });
+    case BinaryOp::Sub: return each([](float x, float z) { return math::sub(x, z); });
+    case BinaryOp::Mul: return each([](float x, float z) { return math::mul(x, z); });
+    case BinaryOp::Div: return each([](float x, float z) { return math::div(x, z); });
+    case BinaryOp::Pow:
+      if (powConstant == 2)
+        return each([](float x, float) { return x * x; });
+      if (powConstant == 3)
+        return each([](float x, float) { return x * x * x; });
+      return each([](float x, float z) { return math::pow(x, z); });
+    case BinaryOp::Min:
+      return each([](float x, float z) { return math::minimum(x, z); });
+    case BinaryOp::Max:
+      return each([](float x, float z) { return math::maximum(x, z); });
+    default: return; // rejected by the checks
+    }
+  }
+  auto unaryEach = [&](auto f) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = f(a[i]);
+  };
+  switch (UnaryOp(st.op)) {
+  case UnaryOp::Neg: return unaryEach([](float x) { return -x; });
+  case UnaryOp::Abs: return unaryEach([](float x) { return math::abs(x); });
+  case UnaryOp::Relu: return unaryEach([](float x) { return math::relu(x); });
+  case UnaryOp::Exp: return unaryEach([](float x) { return math::exp(x); });
+  case UnaryOp::Log: return unaryEach([](float x) { return math::log(x); });
+  case UnaryOp::Sqrt: return unaryEach([](float x) { return math::sqrt(x); });
+  case UnaryOp::Reciprocal:
+    return unaryEach([](float x) { return math::reciprocal(x); });
+  case UnaryOp::Tanh: return unaryEach([](float x) { return math::tanh(x); });
+  case UnaryOp::Erf: return unaryEach([](float x) { return math::erf(x); });
+  case UnaryOp::Sigmoid:
+    return unaryEach([](float x) { return math::sigmoid(x); });
+  case UnaryOp::Gelu: return unaryEach([](float x) { return math::gelu(x); });
+  case UnaryOp::GeluTanh:
+    return unaryEach([](float x) { return math::geluTanh(x); });
+  case UnaryOp::Cos: return unaryEach([](float x) { return math::cos(x); });
+  case UnaryOp::Sin: return unaryEach([](float x) { return math::sin(x); });
+  case UnaryOp::Not: return; // rejected by the checks
+  }
+}
+
+template <typename T>
+void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
+              const FusedStep *steps, int numSteps, const int *powConstant,
+              const Tensor &result) {
+  T *z = result.as<T>();
+  // Rough per-element cost: transcendental steps dominate.
+  forEachRun(p, 2 * numSteps, [&](int64_t o, const int64_t *off, int64_t len) {
+    FusedRegs r;
+    for (int64_t start = 0; start < len; start += kFusedBlock) {
+      int64_t n = std::min(kFusedBlock, len - start);
+      for (int k = 0; k < numInputs; ++k) {
+        const T *x = inputs[k].as<T>() + off[k];
+        if (p.strides[k].back() == 0) {
+          float v = load(x[0]);
+          std::fill(r[k], r[k] + n, v);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            r[k][i] = load(x[start + i]);
+        }
+      }
+      for (int s = 0; s < numSteps; ++s)
+        runStep(steps[s], r, numInputs + s, n, powConstant[s]);
+      const float *y = r[numInputs + numSteps - 1];
+      for (int64_t i = 0; i < n; ++i)
+        z[o + start + i] = store<T>(y[i]);
+    }
+  });
+}
+
+float loadFloat(const Tensor &t, int64_t i) {
+  switch (t.dtype) {
+  case DType::F16: return load(t.as<Half>()[i]);
+  case DType::BF16: return load(t.as<BFloat16>()[i]);
+  default: return t.as<float>()[i];
+  }
+}
+} // namespace
+
+Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
+                                    const FusedStep *steps, int numSteps,
+                                    const Tensor &result) {
+  // The CUDA twin's checks and messages.
+  if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
+      numSteps > kMaxFusedSteps)
+    return Status::error("fused_elementwise: needs 1.." +
+                         std::to_string(kMaxFusedInputs) + " inputs and 1.." +
+                         std::to_string(kMaxFusedSteps) + " steps");
+  if (result.dtype != DType::F32 && result.dtype != DType::F16 &&
+      result.dtype != DType::BF16)
+    return Status::error("fused_elementwise: " + describe(result) +
+                         " is not supported (f32, f16, bf16 only)");
+  const Tensor *ins[kMaxFusedInputs];
+  for (int k = 0; k < numInputs; ++k) {
+    if (inputs[k].dtype != result.dtype)
+      return Status::error("fused_elementwise: input " + describe(inputs[k]) +
+                           " does not broadcast to " + describe(result));
+    ins[k] = &inputs[k];
+  }
+  int powConstant[kMaxFusedSteps] = {};
+  for (int s = 0; s < numSteps; ++s) {
+    const FusedStep &st = steps[s];
+    int defined = numInputs + s;
+    bool bad = st.lhs >= defined || (st.isBinary && st.rhs >= defined);
+    bad |= st.isBinary ? (st.op > uint8_t(BinaryOp::Max))
+                       : (st.op >= uint8_t(UnaryOp::Not));
+    if (bad)
+      return Status::error("fused_elementwise: step " + std::to_string(s) +
+                           " reads an undefined register or has an "
+                           "unsupported op");
+    // binary's shortcut for a constant square or cube, so that a fused
+    // chain computes what the same ops run one by one compute.
+    if (st.isBinary && BinaryOp(st.op) == BinaryOp::Pow &&
+        st.rhs < numInputs && inputs[st.rhs].numElements() == 1) {
+      float e = loadFloat(inputs[st.rhs], 0);
+      powConstant[s] = e == 2.0f ? 2 : e == 3.0f ? 3 : 0;
+    }
+  }
+  BroadcastPlan plan;
+  if (Status s = planBroadcast("fused_elementwise", ins, numInputs, result,
+                               plan, /*exact=*/false);
+      !s.ok())
+    return s;
+  switch (result.dtype) {
+  case DType::F16:
+    fusedRun<Half>(plan, inputs, numInputs, steps, numSteps, powConstant,
+                   result);
+    break;
+  case DType::BF16:
+    fusedRun<BFloat16>(plan, inputs, numInputs, steps, numSteps, powConstant,
+                       result);
+    break;
+  default:
+    fusedRun<float>(plan, inputs, numInputs, steps, numSteps, powConstant,
+                    result);
+  }
   return Status::success();
 }
 

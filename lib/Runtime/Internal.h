@@ -154,18 +154,20 @@ Status checkGather(const Tensor &data, const Tensor &indices, int64_t &axis,
 // Broadcast iteration and strided copy
 //===----------------------------------------------------------------------===//
 
-/// Up to three operands broadcast to a result, with dims of size 1 dropped
-/// and adjacent dims merged where every operand allows. The innermost dim's
-/// stride is then 1 or 0 for each operand.
+/// Up to four operands (fusedElementwise's limit) broadcast to a result,
+/// with dims of size 1 dropped and adjacent dims merged where every operand
+/// allows. The innermost dim's stride is then 1 or 0 for each operand.
+constexpr int kMaxBroadcastInputs = kMaxFusedInputs;
 struct BroadcastPlan {
   int numInputs = 0;
-  std::vector<int64_t> shape;      // collapsed result shape, rank >= 1
-  std::vector<int64_t> strides[3]; // element strides, 0 where broadcast
+  std::vector<int64_t> shape; // collapsed result shape, rank >= 1
+  std::vector<int64_t> strides[kMaxBroadcastInputs]; // 0 where broadcast
 };
-/// Fails unless each input broadcasts to `result` and `result` is exactly
-/// their broadcast.
+/// Fails unless each input broadcasts to `result` and, when `exact`,
+/// `result` is exactly their broadcast.
 Status planBroadcast(const char *op, const Tensor *const *inputs, int n,
-                     const Tensor &result, BroadcastPlan &plan);
+                     const Tensor &result, BroadcastPlan &plan,
+                     bool exact = true);
 
 /// Calls body(outOffset, inOffsets, length) for each innermost run of the
 /// plan (or piece of one); inner strides are plan.strides[k].back(). Splits
@@ -187,7 +189,7 @@ void forEachRun(const BroadcastPlan &p, int64_t costPerElement, Body &&body) {
     parallelFor(rows * pieces, 1, [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
         int64_t r = item / pieces, start = (item % pieces) * pieceLen;
-        int64_t off[3] = {0, 0, 0};
+        int64_t off[kMaxBroadcastInputs] = {};
         for (int64_t rem = r, d = rank - 2; d >= 0; --d) {
           for (int k = 0; k < p.numInputs; ++k)
             off[k] += (rem % p.shape[d]) * p.strides[k][d];
@@ -203,7 +205,7 @@ void forEachRun(const BroadcastPlan &p, int64_t costPerElement, Body &&body) {
   int64_t minRows = (grain + inner - 1) / inner;
   parallelFor(rows, minRows, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> idx(rank > 1 ? rank - 1 : 1, 0);
-    int64_t off[3] = {0, 0, 0};
+    int64_t off[kMaxBroadcastInputs] = {};
     for (int64_t r = begin, d = rank - 2; d >= 0; --d) {
       idx[d] = r % p.shape[d];
       r /= p.shape[d];

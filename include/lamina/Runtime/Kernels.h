@@ -11,9 +11,10 @@
 // * Axis attributes are in [0, rank) as in the IR; negative values count
 //   from the end for convenience.
 // * A result may alias an input (same pointer) only for: unary, binary,
-//   compare and select when the aliased operand has the result's shape and
-//   element size, reshape, cumsum, trilu, softmax, logSoftmax, layerNorm,
-//   rmsNorm (input) and scatterND (data). Other kernels need disjoint memory.
+//   compare, select and fusedElementwise when the aliased operand has the
+//   result's shape and element size, reshape, cumsum, trilu, softmax,
+//   logSoftmax, layerNorm, rmsNorm (input) and scatterND (data). Other
+//   kernels need disjoint memory.
 // * Large tensors are split over threads (setNumThreads); matmul splits
 //   its products over the same threads and runs OpenBLAS single-threaded.
 //
@@ -69,6 +70,23 @@ Status compare(CompareOp op, const Tensor &lhs, const Tensor &rhs,
 /// result = condition ? lhs : rhs, all three broadcasting; condition is i1.
 Status select(const Tensor &condition, const Tensor &lhs, const Tensor &rhs,
               const Tensor &result);
+
+/// A fused elementwise chain: registers r0..r(numInputs-1) hold the inputs
+/// (each broadcast to `result`), step i writes register numInputs + i, and
+/// the last step's register is stored into `result`. All tensors share one
+/// float type (f32, f16 or bf16); values stay in f32 between steps (no
+/// rounding to f16/bf16 in between, unlike the same ops run one by one).
+/// The CUDA twin (Cuda/Kernels.h) has the same contract.
+struct FusedStep {
+  bool isBinary;
+  uint8_t op;       ///< a UnaryOp (not Not) or BinaryOp (Add..Max)
+  uint8_t lhs, rhs; ///< registers (rhs unused for unary)
+};
+constexpr int kMaxFusedInputs = 4;
+constexpr int kMaxFusedSteps = 16;
+Status fusedElementwise(const Tensor *inputs, int numInputs,
+                        const FusedStep *steps, int numSteps,
+                        const Tensor &result);
 
 /// Element type conversion between any two types, same shape. Float to
 /// integer truncates toward zero, saturating at the type's range, NaN -> 0;

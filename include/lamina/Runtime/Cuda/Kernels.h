@@ -25,8 +25,9 @@
 // even on store with Math.h's conversions; f64 in f64; integers in their
 // own type, wrapping, with Math.h's division rules); data movement copies
 // 1, 2, 4 or 8-byte words. softmax, logSoftmax, the norms, matmul and the
-// fused forms the host lacks (norm backward passes, softmax cross-entropy,
-// fusedElementwise) take f32, f16 and bf16 only, and say so in an error.
+// fused forms (norm backward passes, softmax cross-entropy, which the host
+// lacks, and fusedElementwise) take f32, f16 and bf16 only, and say so in
+// an error.
 //
 // Differences from the host, all documented at the function: float sums
 // reduce in another order (f32 trees, not the host's f64 or serial sums);
@@ -85,18 +86,11 @@ Status select(const Tensor &condition, const Tensor &lhs, const Tensor &rhs,
 /// narrowing integers wrap; to f16/bf16 rounds once to nearest even.
 Status cast(const Tensor &input, const Tensor &result, cudaStream_t stream);
 
-/// A fused elementwise chain: registers r0..r(numInputs-1) hold the inputs
-/// (each broadcast to `result`), step i writes register numInputs + i, and
-/// the last step's register is stored into `result`. All tensors share one
-/// float type; values stay in f32 between steps (no rounding to f16/bf16 in
-/// between, unlike the same ops run one by one).
-struct FusedStep {
-  bool isBinary;
-  uint8_t op; ///< a UnaryOp or BinaryOp
-  uint8_t lhs, rhs; ///< registers (rhs unused for unary)
-};
-constexpr int kMaxFusedInputs = 4;
-constexpr int kMaxFusedSteps = 16;
+/// The host's fused chain (Kernels.h: FusedStep, kMaxFusedInputs,
+/// kMaxFusedSteps), same contract: values stay f32 between steps.
+using ::lamina::rt::FusedStep;
+using ::lamina::rt::kMaxFusedInputs;
+using ::lamina::rt::kMaxFusedSteps;
 Status fusedElementwise(const Tensor *inputs, int numInputs,
                         const FusedStep *steps, int numSteps,
                         const Tensor &result, cudaStream_t stream);
