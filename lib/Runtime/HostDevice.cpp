@@ -16,8 +16,9 @@
 
 #include "lamina/Runtime/Kernels.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -57,6 +58,47 @@ public:
   Status run(EntryFn entry, const Tensor *args, int,
              void *arena) override {
     entry(args, arena);
+    return Status::success();
+  }
+  Status copy(void *dst, const void *src, size_t bytes) override {
+    if (bytes)
+      std::memmove(dst, src, bytes);
+    return Status::success();
+  }
+  Status fillZero(void *dst, size_t bytes) override {
+    if (bytes)
+      std::memset(dst, 0, bytes);
+    return Status::success();
+  }
+  Status accumulate(float *dst, const float *src, int64_t n) override {
+    for (int64_t e = 0; e < n; ++e)
+      dst[e] += src[e];
+    return Status::success();
+  }
+  Status sumOfSquares(const Tensor *tensors, int n,
+                      double *result) override {
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+      const float *g = static_cast<const float *>(tensors[i].data);
+      for (int64_t e = 0, m = tensors[i].numElements(); e < m; ++e)
+        sum += double(g[e]) * double(g[e]);
+    }
+    *result = sum;
+    return Status::success();
+  }
+  Status clipByNorm(const Tensor *tensors, int n, double *sumSq,
+                    double maxNorm) override {
+    double norm = std::sqrt(*sumSq);
+    *sumSq = norm;
+    double coef = maxNorm / (norm + 1e-6);
+    if (!std::isfinite(norm) || coef >= 1.0)
+      return Status::success();
+    const float c = float(coef);
+    for (int i = 0; i < n; ++i) {
+      float *g = static_cast<float *>(tensors[i].data);
+      for (int64_t e = 0, m = tensors[i].numElements(); e < m; ++e)
+        g[e] *= c;
+    }
     return Status::success();
   }
   Status clipGradNorm(const Tensor *grads, int n, float maxNorm,

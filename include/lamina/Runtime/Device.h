@@ -57,6 +57,35 @@ public:
   virtual Status run(EntryFn entry, const Tensor *args, int numArgs,
                      void *arena) = 0;
 
+  /// Enqueues a generated entry without waiting for it: errors it reports
+  /// surface at the next run() or synchronize(). The distributed executor
+  /// uses it so that compute, copies and communication queue up without a
+  /// host synchronisation per function. Default: run().
+  virtual Status launch(EntryFn entry, const Tensor *args, int numArgs,
+                        void *arena) {
+    return run(entry, args, numArgs, arena);
+  }
+  /// Waits for the work enqueued so far and reports the kernels' errors.
+  virtual Status synchronize() { return Status::success(); }
+
+  /// Device-to-device copy and zero fill, ordered after the work enqueued
+  /// before them; neither waits on the host.
+  virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
+  virtual Status fillZero(void *dst, size_t bytes) = 0;
+  /// dst[i] += src[i] for n f32 elements (gradient accumulation).
+  virtual Status accumulate(float *dst, const float *src, int64_t n) = 0;
+  /// The sum of the squares of every element of the n f32 tensors, in
+  /// double, into *deviceResult (device memory; the host's order:
+  /// tensors in turn, elements in order).
+  virtual Status sumOfSquares(const Tensor *tensors, int n,
+                              double *deviceResult) = 0;
+  /// clipGradNorm's scaling with the norm's square in device memory (a sum
+  /// of squares, all-reduced across ranks): *deviceSumSq becomes the norm
+  /// sqrt(sum), and with c = maxNorm / (norm + 1e-6) every element is
+  /// multiplied by float(c) when c < 1.
+  virtual Status clipByNorm(const Tensor *tensors, int n, double *deviceSumSq,
+                            double maxNorm) = 0;
+
   /// clipGradNorm (Optimizer.h) over gradients in device memory.
   virtual Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
                               double &totalNorm) = 0;

@@ -111,6 +111,11 @@ struct DistSpec {
 /// (docs/distributed.md). Exit code 0 on success, 1 on any error (every
 /// rank exits; a dead peer is reported within the timeout, never a hang).
 int distTrainMain(int argc, char **argv, const DistSpec &spec);
+/// The same on `device` (hostDevice() above; LAMINA_STAGED_DEVICE=1 makes
+/// it the staged one), communicating over MPI. A CUDA program calls
+/// lamina::rt::cuda::distTrainMain (Cuda/DistProgram.h: NCCL) instead.
+class Device;
+int distTrainMain(int argc, char **argv, const DistSpec &spec, Device &device);
 
 } // namespace lamina::rt
 

@@ -71,13 +71,67 @@ public:
     return deviceStatus(stream);
   }
 
+  Status launch(EntryFn entry, const Tensor *args, int,
+                void *arena) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    runningStream = stream;
+    entry(args, arena);
+    runningStream = nullptr;
+    return Status::success();
+  }
+  Status synchronize() override {
+    if (Status s = init(); !s.ok())
+      return s;
+    return deviceStatus(stream);
+  }
+  Status copy(void *dst, const void *src, size_t bytes) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    if (bytes == 0)
+      return Status::success();
+    return cudaCheck("cudaMemcpyAsync",
+                     cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                     stream));
+  }
+  Status fillZero(void *dst, size_t bytes) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    if (bytes == 0)
+      return Status::success();
+    return cudaCheck("cudaMemsetAsync",
+                     cudaMemsetAsync(dst, 0, bytes, stream));
+  }
+  Status accumulate(float *dst, const float *src, int64_t n) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    if (n == 0)
+      return Status::success();
+    int64_t shape[1] = {n};
+    Tensor d{dst, DType::F32, 1, shape}, g{const_cast<float *>(src), DType::F32, 1, shape};
+    return binary(BinaryOp::Add, d, g, d, stream);
+  }
+  Status sumOfSquares(const Tensor *tensors, int n,
+                      double *deviceResult) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    return cuda::sumOfSquares(tensors, n, deviceResult, stream);
+  }
+  Status clipByNorm(const Tensor *tensors, int n, double *deviceSumSq,
+                    double maxNorm) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    if (Status s = sqrtInPlace(deviceSumSq, stream); !s.ok())
+      return s;
+    return scaleInPlace(tensors, n, deviceSumSq, float(maxNorm), stream);
+  }
   Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
                       double &totalNorm) override {
     if (Status s = init(); !s.ok())
       return s;
     if (!(maxNorm > 0))
       return Status::error("clipGradNorm: max norm must be positive");
-    if (Status s = sumOfSquares(grads, n, normSlot, stream); !s.ok())
+    if (Status s = cuda::sumOfSquares(grads, n, normSlot, stream); !s.ok())
       return s;
     double sumSq = 0;
     if (Status s = download(&sumSq, normSlot, sizeof(double)); !s.ok())

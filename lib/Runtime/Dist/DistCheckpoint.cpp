@@ -110,7 +110,9 @@ Status lamina::rt::dist::saveDistCheckpoint(Executor &ex, int64_t step) {
   std::vector<NamedView> views = ex.stateViews();
   std::vector<uint8_t> rng(sizeof(uint64_t));
   std::memcpy(rng.data(), &ex.rng.state, sizeof(uint64_t));
-  Status s = makeDirs(dir);
+  Status s = ex.stateToHost();
+  if (s.ok())
+    s = makeDirs(dir);
   if (s.ok())
     s = writeCheckpoint(dir + "/rank-" + std::to_string(ex.rank) + ".ckpt",
                         uint64_t(step), fingerprintOf(ex, views), rng,
@@ -192,6 +194,8 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
     if (all == 1)
       continue;
     Status r = restoreTensors(ck, views.data(), int(views.size()));
+    if (r.ok())
+      r = ex.stateToDevice();
     if (Status a = agree(ex.comm, r); !a.ok())
       return a;
     std::memcpy(&ex.rng.state, ck.rng.data(), sizeof(uint64_t));
@@ -210,18 +214,35 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
 Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   const DistSpec &spec = ex.spec;
   Comm &comm = ex.comm;
-  // Level 3: every replica gathers its modules' shards.
+  // Level 3: every replica gathers its modules' shards on the device, then
+  // reads them back.
   std::map<int, std::vector<float>> full;
   if (ex.zero == 3) {
     for (int k : ex.localModules) {
       ModuleState &M = ex.modules[size_t(k)];
+      DeviceBuffer g;
+      size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
+      Status s = g.allocate(ex.device, bytes);
+      if (s.ok())
+        s = ex.device.fillZero(g.data(), bytes);
+      if (s.ok())
+        s = ex.device.copy(static_cast<float *>(g.data()) +
+                               M.shards.offsets[size_t(ex.dp)],
+                           M.shardParam.data(),
+                           size_t(M.shards.counts[size_t(ex.dp)]) * sizeof(float));
+      Request r;
+      if (s.ok())
+        s = ex.net.allGather(static_cast<float *>(g.data()), M.shards,
+                             ex.dpGroup, r);
+      if (s.ok())
+        s = ex.net.wait(r, "the export's all-gather did not complete",
+                        "; a rank may have died");
       std::vector<float> &f = full[k];
-      f.assign(size_t(M.size), 0.0f);
-      std::copy(M.shardParam.begin(), M.shardParam.end(),
-                f.begin() + M.offsets[size_t(ex.dp)]);
-      MPI_Request r = comm.iallgather(f.data(), M.counts, M.offsets, ex.dpComm);
-      comm.waitOrAbort(r, "the export's all-gather did not complete",
-                       "; a rank may have died");
+      f.resize(size_t(M.shards.fullCapacity));
+      if (s.ok())
+        s = ex.device.download(f.data(), g.data(), bytes);
+      if (!s.ok())
+        comm.abort("--export: " + s.message());
     }
   }
   // Every trainable parameter once, in module and argument order, with the
@@ -249,22 +270,26 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   MPI_Comm xc;
   MPI_Comm_dup(MPI_COMM_WORLD, &xc);
   std::vector<OwnedTensor> values(items.size());
+  std::map<size_t, std::vector<float>> owned; // host copies this rank sends
   std::vector<NamedView> views;
   std::vector<MPI_Request> reqs;
   for (size_t t = 0; t < items.size(); ++t) {
     const ArgSpec &a = *items[t].arg;
     int owner = items[t].owner; // global rank of (pp owner, dp 0)
     const float *src = nullptr;
+    size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
     if (ex.rank == owner) {
       const Param &p = ex.params[size_t(ex.paramIndex.at(a.name))];
-      if (p.shared)
-        src = p.own.data();
-      else if (ex.zero == 3)
+      if (!p.shared && ex.zero == 3) {
         src = full[p.module].data() + p.flatOffset;
-      else
-        src = ex.modules[size_t(p.module)].flatParam.data() + p.flatOffset;
+      } else {
+        std::vector<float> &h = owned[t];
+        h.resize(size_t(p.size));
+        if (Status s = ex.parameterToHost(p, h.data()); !s.ok())
+          comm.abort("--export: " + s.message());
+        src = h.data();
+      }
     }
-    size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
     if (ex.rank == 0) {
       values[t].allocate(a.dtype, std::vector<int64_t>(a.shape, a.shape + a.rank));
       if (owner == 0) {

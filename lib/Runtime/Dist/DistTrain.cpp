@@ -3,13 +3,17 @@
 // distTrainMain (DistProgram.h): MPI start-up, the flags of trainMain plus
 // --trace/--stats/--comm-timeout, the step loop with rank 0's log,
 // checkpoints, the per-rank statistics, the Chrome trace and the export.
+// distTrain (DistTrain.h) is the same on any Device and Communicator.
 // docs/distributed.md.
 //
 //===----------------------------------------------------------------------===//
 
+#include "DistTrain.h"
+
 #include "Comm.h"
 #include "DistCheckpoint.h"
 #include "Executor.h"
+#include "MpiComm.h"
 
 #include "lamina/Runtime/DistProgram.h"
 #include "lamina/Runtime/Kernels.h"
@@ -93,6 +97,7 @@ std::string jsonEscape(const std::string &s) {
 /// Per-rank statistics: printed by rank 0, and as JSON with --stats.
 Status reportStats(Executor &ex, int64_t steps, double wall) {
   Comm &comm = ex.comm;
+  Communicator &net = ex.net;
   double n = steps > 0 ? double(steps) : 1.0;
   char line[512];
   double idle = wall > 0 ? std::max(0.0, 1.0 - ex.busySeconds / wall) : 0;
@@ -103,8 +108,8 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
                 "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
                 "\"peak_activation_bytes\": %zu}",
-                ex.rank, ex.pp, ex.dp, double(comm.p2pBytesSent) / n,
-                comm.collectiveBytes / n, ex.busySeconds, wall, idle,
+                ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent) / n,
+                net.collectiveBytes / n, ex.busySeconds, wall, idle,
                 ex.arenaBytes, ex.peakHeldBytes);
   std::vector<std::string> all = gatherStrings(line, comm.size(), comm.rank());
   if (comm.rank() != 0)
@@ -170,7 +175,8 @@ Status writeTrace(Executor &ex) {
   return writeText(ex.o.trace, json);
 }
 
-int run(int argc, char **argv, const DistSpec &spec, Comm &comm) {
+int run(int argc, char **argv, const DistSpec &spec, Comm &comm,
+        Device &device, const MakeCommunicator &makeNet) {
   TrainOptions o;
   bool root = comm.rank() == 0;
   if (std::string err = parseTrainOptions(argc, argv, o, true); !err.empty()) {
@@ -195,9 +201,14 @@ int run(int argc, char **argv, const DistSpec &spec, Comm &comm) {
   }
   comm.timeout = o.commTimeout;
   if (o.threads > 0)
-    setNumThreads(int(o.threads));
+    if (!agree(comm, device.setThreads(int(o.threads))).ok())
+      return 1;
 
-  Executor ex(spec, o, comm);
+  std::unique_ptr<Communicator> net;
+  if (!agree(comm, makeNet(comm, device, o.commTimeout, net)).ok())
+    return 1;
+  net->timeout = o.commTimeout;
+  Executor ex(spec, o, comm, *net, device);
   if (!agree(comm, ex.setup()).ok())
     return 1;
   if (!o.checkpointDir.empty()) {
@@ -277,16 +288,37 @@ int run(int argc, char **argv, const DistSpec &spec, Comm &comm) {
 
 } // namespace
 
-int lamina::rt::distTrainMain(int argc, char **argv, const DistSpec &spec) {
+int lamina::rt::dist::distTrain(int argc, char **argv, const DistSpec &spec,
+                                 Device &device,
+                                 const MakeCommunicator &makeNet) {
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised)
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int rc;
   {
     Comm comm;
-    rc = run(argc, argv, spec, comm);
+    rc = run(argc, argv, spec, comm, device, makeNet);
   }
   // Every rank gets here (errors are agreed; other failures abort the job).
   std::fflush(stdout);
   MPI_Finalize();
   return rc;
+}
+
+Status lamina::rt::dist::makeMpiCommunicator(Comm &comm, Device &device,
+                                            double,
+                                            std::unique_ptr<Communicator> &out) {
+  out = std::make_unique<MpiCommunicator>(comm, device);
+  return Status::success();
+}
+
+int lamina::rt::distTrainMain(int argc, char **argv, const DistSpec &spec,
+                              Device &device) {
+  return dist::distTrain(argc, argv, spec, device, dist::makeMpiCommunicator);
+}
+
+int lamina::rt::distTrainMain(int argc, char **argv, const DistSpec &spec) {
+  return distTrainMain(argc, argv, spec, hostDevice());
 }

@@ -5,6 +5,14 @@
 // (DistProgram.h, Schedule.h). DistTrain.cpp drives it; DistCheckpoint.cpp
 // saves, restores and exports its parameters. docs/distributed.md.
 //
+// Every buffer the functions or the network touch lives in the memory of
+// the program's Device (DeviceBuffer): parameters, gradients, shards,
+// gathered weights, boundaries, residuals, the arena, the token batch, the
+// optimizer state. The host keeps only what it reads itself -- the token
+// batch it samples, the losses at the end of a step, the copies checkpoints
+// and exports are written from (stateToHost / stateToDevice). Transfers go
+// through a Communicator (MPI or NCCL).
+//
 // Parameters: per module a flat f32 layout of the trainable parameters it
 // alone reads (forward arg order); a parameter read by more than one module
 // ("shared", e.g. tied embeddings) has its own buffer on every holder, is
@@ -20,12 +28,15 @@
 #define LAMINA_LIB_RUNTIME_DIST_EXECUTOR_H
 
 #include "Comm.h"
+#include "Communicator.h"
 
 #include "../Program/TrainCommon.h"
 
 #include "lamina/Runtime/Checkpoint.h"
+#include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/DistProgram.h"
 #include "lamina/Runtime/Optimizer.h"
+#include "lamina/Schedule/Schedule.h"
 #include "lamina/Runtime/TensorIO.h"
 #include "lamina/Runtime/TokenData.h"
 
@@ -37,12 +48,19 @@
 
 namespace lamina::rt::dist {
 
-/// 64-byte aligned bytes.
-struct Buffer {
-  std::unique_ptr<char, FreeDeleter> data;
-  size_t bytes = 0;
-  static Buffer make(size_t bytes);
-  char *get() const { return data.get(); }
+/// Device buffers recycled by size: activations, boundaries and gathered
+/// weights come and go every micro-batch, and a GPU allocation (or free)
+/// would synchronise the device each time. A buffer goes back only when no
+/// enqueued work or transfer still uses it (see Executor::send).
+class BufferPool {
+public:
+  explicit BufferPool(Device &device) : device(device) {}
+  Status get(size_t bytes, DeviceBuffer &out);
+  void put(DeviceBuffer &&b);
+
+private:
+  Device &device;
+  std::multimap<size_t, DeviceBuffer> free;
 };
 
 /// Tensors packed in one buffer (a boundary's values, 64-byte aligned each).
@@ -61,9 +79,10 @@ struct Packed {
   size_t wireBytes() const {
     return items.empty() ? 0 : items.back().offset + items.back().bytes;
   }
-  Tensor view(const Buffer &b, size_t i) const {
+  Tensor view(const DeviceBuffer &b, size_t i) const {
     const Item &it = items[i];
-    return Tensor{b.get() + it.offset, it.dtype, it.rank, it.shape};
+    return Tensor{static_cast<char *>(b.data()) + it.offset, it.dtype, it.rank,
+                  it.shape};
   }
 };
 
@@ -75,40 +94,53 @@ struct Param {
   bool shared = false; ///< read by more than one module
   int module = -1;     ///< the module reading it (not shared)
   int64_t flatOffset = 0, size = 0;
-  std::vector<float> own, ownGrad; ///< shared parameters
-  OwnedTensor constant;            ///< constants
-  MPI_Comm holders = MPI_COMM_NULL; ///< shared: all holders, all replicas
-  bool countsForNorm = false;       ///< shared: this rank counts it in --clip
+  DeviceBuffer own, ownGrad;  ///< shared parameters
+  std::vector<float> hostOwn; ///< shared: what checkpoints read and write
+  DeviceBuffer constant;      ///< constants
+  int holders = -1;           ///< shared: group of all holders, all replicas
+  bool countsForNorm = false; ///< shared: this rank counts it in --clip
 };
 
 struct ModuleState {
   int index = -1;
   std::vector<int> params; ///< non-shared trainables, forward arg order
   int64_t size = 0;        ///< elements of the flat layout
-  std::vector<int> counts, offsets; ///< shards over the replicas
-  std::vector<float> flatParam, flatGrad, shardParam, shardGrad;
-  MPI_Request gradReq = MPI_REQUEST_NULL, paramReq = MPI_REQUEST_NULL;
+  ShardLayout shards;      ///< over the replicas
+  /// Flat buffers hold shards.fullCapacity elements, shard buffers
+  /// shards.shardCapacity (zero padding). Level 3 has no flatParam, and a
+  /// flatGrad only while a step accumulates one.
+  DeviceBuffer flatParam, flatGrad, shardParam, shardGrad;
+  Request gradReq, paramReq;
   // Level 3.
   struct Gather {
-    std::vector<float> full;
-    MPI_Request req = MPI_REQUEST_NULL;
+    DeviceBuffer full;
+    Request req;
   };
   std::deque<Gather> gathers;
-  std::vector<float> active; ///< the full weights of the current run
-  int64_t shardLen = 0;      ///< this rank's part of the flat layout
+  DeviceBuffer active;  ///< the full weights of the current run
+  int64_t shardLen = 0; ///< this rank's part of the flat layout
   struct Scatter {
-    std::vector<float> full, part;
-    MPI_Request req = MPI_REQUEST_NULL;
+    DeviceBuffer full, part;
+    Request req;
   };
   std::vector<Scatter> scatters;
+  /// What checkpoints read and write: the shard (level 3) or the flat
+  /// parameters.
+  std::vector<float> hostParam;
 };
 
 /// An optimizer "parameter": a whole parameter or a piece of a shard.
 struct Segment {
   std::string name;
   std::vector<int64_t> shape;
-  float *param = nullptr, *grad = nullptr;
+  float *param = nullptr, *grad = nullptr; ///< device memory
   bool countsForNorm = true;
+  Tensor paramView() const {
+    return Tensor{param, DType::F32, int(shape.size()), shape.data()};
+  }
+  Tensor gradView() const {
+    return Tensor{grad, DType::F32, int(shape.size()), shape.data()};
+  }
 };
 
 struct TraceEvent {
@@ -119,8 +151,10 @@ struct TraceEvent {
 
 class Executor {
 public:
-  Executor(const DistSpec &spec, const TrainOptions &options, Comm &comm)
-      : spec(spec), o(options), comm(comm) {}
+  Executor(const DistSpec &spec, const TrainOptions &options, Comm &comm,
+           Communicator &net, Device &device)
+      : spec(spec), o(options), comm(comm), net(net), device(device),
+        pool(device) {}
 
   /// Checks the spec, creates the communicators (collective over the
   /// world), loads this rank's weights, builds the optimizer.
@@ -132,9 +166,11 @@ public:
   // Configuration.
   const DistSpec &spec;
   const TrainOptions &o;
-  Comm &comm;
+  Comm &comm;        ///< MPI: the host control plane
+  Communicator &net; ///< the data plane, on device memory
+  Device &device;
   int rank = 0, pp = 0, dp = 0, zero = 0; ///< zero: effective level
-  MPI_Comm dpComm = MPI_COMM_NULL;
+  int dpGroup = -1;                        ///< net's group of this stage
   int64_t microBatch = 0, seq = 0, globalBatch = 0, vocab = 0;
   DType tokenType = DType::I64;
   std::string modelPath;
@@ -149,12 +185,20 @@ public:
   LrSchedule sched;
   TokenData data;
   SplitMix64 rng;
-  OwnedTensor tokens, labels; ///< the global batch
-  Buffer arena;
+  OwnedTensor tokens, labels;         ///< the global batch, sampled here
+  DeviceBuffer deviceTokens, deviceLabels; ///< and on the device
+  DeviceBuffer arena;
   size_t arenaBytes = 0;
+  BufferPool pool;
 
-  /// Views of what a checkpoint of this rank holds.
+  /// Views of what a checkpoint of this rank holds: host copies, current
+  /// after stateToHost; stateToDevice makes them the device's state.
   std::vector<NamedView> stateViews();
+  Status stateToHost();
+  Status stateToDevice();
+  /// The full f32 value of the trainable `p` (this rank holds it; level 3
+  /// all-gathers its module first: collective over the dp group).
+  Status parameterToHost(const Param &p, float *out);
 
   // Statistics and trace.
   double busySeconds = 0, traceStart = 0;
@@ -166,29 +210,48 @@ private:
   Status setupModules();
   Status setupParams();
   void setupSegments();
-  void zeroGrads();
+  Status zeroGrads();
   const FunctionSpec &fn(int module, bool backward) const {
     return backward ? spec.modules[module].backward
                     : spec.modules[module].forward;
   }
-  void bindForwardArgs(int module, int mb, std::vector<Tensor> &args);
-  void runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
-                   const char *cat, std::string name);
-  void forward(int module, int mb);
-  void backward(int module, int mb);
-  void ensureRun(int module, bool backward);
+  Status setupOptimizer();
+  /// The tag of a transfer: unique per boundary, micro-batch and direction.
+  int tagOf(const ActionSpec &a) const {
+    return (a.microBatch * spec.numModules + a.module) * 2 +
+           (schedule::Payload(a.payload) == schedule::Payload::ActivationGrad);
+  }
+  Status connectTransfers();
+  Status bindForwardArgs(int module, int mb, std::vector<Tensor> &args);
+  Status runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
+                     const char *cat, std::string name);
+  /// `n` function outputs (offsets in the arena) packed into a new buffer.
+  Status packOutputs(const FunctionSpec &f, int first, const Packed &lay,
+                     DeviceBuffer &out);
+  Status forward(int module, int mb);
+  Status backward(int module, int mb);
+  Status ensureRun(int module, bool backward);
   void endRun();
-  void send(const ActionSpec &a);
-  void recv(const ActionSpec &a);
-  void collective(const ActionSpec &a);
+  Status send(const ActionSpec &a);
+  Status recv(const ActionSpec &a);
+  Status collective(const ActionSpec &a);
   Status optimizerStep(int64_t stepIndex);
-  void progressSends(bool wait);
-  void hold(const Buffer &b) {
-    heldBytes += b.bytes;
+  Status progressSends(bool wait);
+  Status zeroBuffer(DeviceBuffer &b) { return device.fillZero(b.data(), b.bytes()); }
+  Status newZeroed(size_t bytes, DeviceBuffer &out) {
+    if (Status s = pool.get(bytes, out); !s.ok())
+      return s;
+    return zeroBuffer(out);
+  }
+  void hold(const DeviceBuffer &b) {
+    heldBytes += b.bytes();
     if (heldBytes > peakHeldBytes)
       peakHeldBytes = heldBytes;
   }
-  void release(const Buffer &b) { heldBytes -= b.bytes; }
+  void release(DeviceBuffer &&b) {
+    heldBytes -= b.bytes();
+    pool.put(std::move(b));
+  }
   void record(const char *cat, std::string name, double t0, double t1) {
     if (tracing)
       events.push_back({cat, std::move(name), t0 - traceStart, t1 - t0});
@@ -196,16 +259,23 @@ private:
 
   std::vector<Packed> actLayout, gradLayout; ///< per boundary
   std::map<int, Packed> resLayout;           ///< per local module
-  std::map<std::pair<int, int>, Buffer> acts, grads, residuals;
+  std::map<std::pair<int, int>, DeviceBuffer> acts, grads, residuals;
   struct SendRecord {
-    Buffer buffer;
-    MPI_Request req;
+    DeviceBuffer buffer;
+    Request req;
     std::string what;
     int peer = -1;
   };
   std::vector<SendRecord> sends;
   std::vector<float> lossOf; ///< per micro-batch of this replica
   std::vector<float> weightOf;
+  /// Device copies: the losses the last module's forwards wrote, the loss
+  /// weights its backwards read, the gradient norm's square.
+  DeviceBuffer deviceLoss, deviceWeight, deviceNorm;
+  /// The optimizer state on the device, [segment * slots + slot] (the
+  /// host Optimizer's own buffers on the host device).
+  std::vector<DeviceBuffer> stateBuffers;
+  std::vector<Tensor> deviceState;
   double lossSum = 0;
   int runModule = -1;
   bool runBackward = false;

@@ -17,6 +17,10 @@ whose true gradient is zero (the attention key bias: softmax ignores a
 constant added to a row) moves by +-lr on rounding noise alone; any change
 in summation order then shows in its weights. Runs with AdamW therefore
 check weights with a looser --weight-rtol; its losses still agree to 1e-6.
+With --staged, every distributed run is repeated with LAMINA_STAGED_DEVICE=1
+(the executor's device paths on the host: separate, NaN-poisoned buffers,
+transfers through host copies) and must log the same losses and export the
+same bytes.
 Prints one line per configuration and "ok" at the end, or what differs and
 exits 1.
 """
@@ -30,9 +34,9 @@ import sys
 import numpy as np
 
 
-def run(cmd, log=None):
+def run(cmd, log=None, env=None):
     out = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True,
-                         text=True)
+                         text=True, env=env)
     if out.returncode != 0:
         sys.stdout.write(f"FAILED ({out.returncode}): {cmd}\n{out.stdout[-3000:]}"
                          f"\n{out.stderr[-3000:]}\n")
@@ -67,6 +71,7 @@ def main():
     ap.add_argument("--weight-rtol", type=float, default=None)
     ap.add_argument("--optimizer",
                     default="--optimizer sgd --momentum 0.9 --lr 0.05 --clip 1.0")
+    ap.add_argument("--staged", action="store_true")
     ap.add_argument("configs", nargs="+")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -123,9 +128,21 @@ def main():
                                max(1.0, np.abs(ref_weights[k]).max()))
                          for k in ref_weights)
         ok = loss_err <= args.rtol and weight_err <= weight_rtol
+        staged = ""
+        if args.staged:
+            env = dict(os.environ, LAMINA_STAGED_DEVICE="1")
+            slog = run(f"{args.mpirun} -np {p * d} {out}/run {train} "
+                       f"--export {out}/staged.onnx", w(out + ".staged.log"),
+                       env=env)
+            same = (losses(slog) == got and
+                    open(f"{out}/staged.onnx", "rb").read() ==
+                    open(f"{out}/trained.onnx", "rb").read())
+            ok &= same
+            staged = ", staged run " + ("identical" if same else "DIFFERS")
         failed |= not ok
         print(f"{config}: {'ok' if ok else 'DIFFERS'} ranks {p * d}, "
-              f"loss rel err {loss_err:.1e}, weight rel err {weight_err:.1e}")
+              f"loss rel err {loss_err:.1e}, weight rel err {weight_err:.1e}"
+              f"{staged}")
     print("FAILED" if failed else "ok")
     sys.exit(1 if failed else 0)
 

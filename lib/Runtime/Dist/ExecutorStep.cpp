@@ -1,0 +1,628 @@
+//===- ExecutorStep.cpp - the action interpreter of one rank --------------===//
+//
+// Executor.h: one training step. Functions run on the device (launch: no
+// wait), their outputs are copied out of the arena into pooled device
+// buffers, transfers and collectives go through the Communicator, whose
+// waits make the device's later work see the data (waitForCompute). The host
+// waits only at the optimizer (for the gradient reductions), for finished
+// sends, and at the end of the step (the losses).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace lamina::rt;
+using namespace lamina::rt::dist;
+using lamina::schedule::ActionKind;
+using lamina::schedule::Payload;
+
+namespace {
+std::string str(int v) { return std::to_string(v); }
+
+/// "F3.1", "Sa2.0>1", "AG4", ... (Schedule.h).
+std::string actionName(const ActionSpec &a) {
+  return lamina::schedule::formatAction(lamina::schedule::Action{
+      ActionKind(a.kind), Payload(a.payload), a.module, a.microBatch, a.peer});
+}
+
+std::string payloadWord(const ActionSpec &a) {
+  return Payload(a.payload) == Payload::Activation ? "activation"
+                                                   : "activation gradient";
+}
+
+float *floats(const DeviceBuffer &b) { return static_cast<float *>(b.data()); }
+} // namespace
+
+Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
+  const FunctionSpec &f = spec.modules[k].forward;
+  args.clear();
+  int boundary = 0;
+  for (int i = 0; i < f.numArgs; ++i) {
+    const ArgSpec &a = f.args[i];
+    switch (a.kind) {
+    case ArgKind::Boundary: {
+      auto it = acts.find({k - 1, j});
+      if (it == acts.end())
+        comm.abort("the action list runs module " + str(k) + ", micro-batch " +
+                   str(j) + " before its input arrived");
+      args.push_back(actLayout[size_t(k - 1)].view(it->second, size_t(boundary++)));
+      break;
+    }
+    case ArgKind::Input: {
+      bool isLabels = spec.labelsInput && !std::strcmp(a.name, spec.labelsInput);
+      const DeviceBuffer &src = isLabels ? deviceLabels : deviceTokens;
+      int64_t row = (int64_t(dp) * spec.microBatches + j) * microBatch;
+      char *base = static_cast<char *>(src.data());
+      args.push_back(Tensor{base + size_t(row * seq) * dtypeSize(tokenType),
+                            a.dtype, a.rank, a.shape});
+      break;
+    }
+    case ArgKind::Trainable: {
+      Param &p = params[size_t(paramIndex.at(a.name))];
+      float *v;
+      if (p.shared)
+        v = floats(p.own);
+      else {
+        ModuleState &M = modules[size_t(p.module)];
+        v = floats(zero == 3 ? M.active : M.flatParam) + p.flatOffset;
+      }
+      args.push_back(Tensor{v, DType::F32, a.rank, a.shape});
+      break;
+    }
+    case ArgKind::Constant: {
+      Param &p = params[size_t(paramIndex.at(a.name))];
+      args.push_back(Tensor{p.constant.data(), a.dtype, a.rank, a.shape});
+      break;
+    }
+    default:
+      comm.abort("the program is inconsistent: forward " + std::string(f.name) +
+                 " has an argument of kind " + str(int(a.kind)));
+    }
+  }
+  return Status::success();
+}
+
+Status Executor::runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
+                             const char *cat, std::string name) {
+  double t0 = now();
+  Status s = device.launch(f.entry, args.data(), int(args.size()), arena.data());
+  double t1 = now();
+  busySeconds += t1 - t0;
+  record(cat, std::move(name), t0, t1);
+  if (!s.ok())
+    return Status::error(std::string(f.name) + ": " + s.message());
+  return Status::success();
+}
+
+Status Executor::packOutputs(const FunctionSpec &f, int first,
+                             const Packed &lay, DeviceBuffer &out) {
+  if (Status s = pool.get(lay.bytes, out); !s.ok())
+    return s;
+  const char *base = static_cast<const char *>(arena.data());
+  for (size_t i = 0; i < lay.items.size(); ++i)
+    if (Status s = device.copy(static_cast<char *>(out.data()) + lay.items[i].offset,
+                               base + f.outputs[first + int(i)].offset,
+                               lay.items[i].bytes);
+        !s.ok())
+      return s;
+  hold(out);
+  return Status::success();
+}
+
+Status Executor::forward(int k, int j) {
+  const ModuleSpec &m = spec.modules[k];
+  std::vector<Tensor> args;
+  if (Status s = bindForwardArgs(k, j, args); !s.ok())
+    return s;
+  if (Status s = runFunction(m.forward, args, "forward",
+                             "F" + str(k) + "." + str(j));
+      !s.ok())
+    return s;
+  if (k == spec.numModules - 1) {
+    // Read back at the end of the step.
+    if (Status s = device.copy(floats(deviceLoss) + j,
+                               static_cast<const char *>(arena.data()) +
+                                   m.forward.outputs[0].offset,
+                               sizeof(float));
+        !s.ok())
+      return s;
+  } else {
+    DeviceBuffer b;
+    if (Status s = packOutputs(m.forward, 0, actLayout[size_t(k)], b); !s.ok())
+      return s;
+    acts[{k, j}] = std::move(b);
+  }
+  if (m.numResiduals > 0) {
+    DeviceBuffer b;
+    if (Status s = packOutputs(m.forward, m.numOut, resLayout.at(k), b); !s.ok())
+      return s;
+    residuals[{k, j}] = std::move(b);
+  }
+  return Status::success();
+}
+
+Status Executor::backward(int k, int j) {
+  const ModuleSpec &m = spec.modules[k];
+  bool last = k == spec.numModules - 1;
+  std::vector<Tensor> args;
+  if (Status s = bindForwardArgs(k, j, args); !s.ok())
+    return s;
+  auto res = residuals.find({k, j});
+  if (m.numResiduals > 0) {
+    if (res == residuals.end())
+      comm.abort("the action list runs the backward of module " + str(k) +
+                 ", micro-batch " + str(j) + " before its forward");
+    for (int i = 0; i < m.numResiduals; ++i)
+      args.push_back(resLayout.at(k).view(res->second, size_t(i)));
+  }
+  auto cot = grads.find({k, j});
+  if (last) {
+    const ArgSpec &a = m.backward.args[m.backward.numArgs - 1];
+    args.push_back(Tensor{floats(deviceWeight) + j, DType::F32, a.rank, a.shape});
+  } else {
+    if (cot == grads.end())
+      comm.abort("the action list runs the backward of module " + str(k) +
+                 ", micro-batch " + str(j) + " before its gradient arrived");
+    for (int i = 0; i < m.numOut; ++i)
+      args.push_back(gradLayout[size_t(k)].view(cot->second, size_t(i)));
+  }
+  if (Status s = runFunction(m.backward, args, "backward",
+                             "B" + str(k) + "." + str(j));
+      !s.ok())
+    return s;
+  if (k > 0) {
+    DeviceBuffer b;
+    if (Status s = packOutputs(m.backward, 0, gradLayout[size_t(k - 1)], b);
+        !s.ok())
+      return s;
+    grads[{k - 1, j}] = std::move(b);
+  }
+  // Parameter gradients accumulate.
+  const char *base = static_cast<const char *>(arena.data());
+  int out = m.numIn;
+  for (int i = 0; i < m.forward.numArgs; ++i) {
+    const ArgSpec &a = m.forward.args[i];
+    if (a.kind != ArgKind::Trainable)
+      continue;
+    Param &p = params[size_t(paramIndex.at(a.name))];
+    const float *g =
+        reinterpret_cast<const float *>(base + m.backward.outputs[out++].offset);
+    float *dst;
+    if (p.shared)
+      dst = floats(p.ownGrad);
+    else {
+      ModuleState &M = modules[size_t(p.module)];
+      if (!M.flatGrad.data())
+        if (Status s = newZeroed(size_t(M.shards.fullCapacity) * sizeof(float),
+                                 M.flatGrad);
+            !s.ok())
+          return s;
+      dst = floats(M.flatGrad) + p.flatOffset;
+    }
+    if (Status s = device.accumulate(dst, g, p.size); !s.ok())
+      return s;
+  }
+  // The device work that reads these is enqueued: later device work (and
+  // transfers, which order themselves after it) may reuse them.
+  auto drop = [&](std::map<std::pair<int, int>, DeviceBuffer> &map,
+                  std::pair<int, int> key) {
+    auto it = map.find(key);
+    if (it != map.end()) {
+      release(std::move(it->second));
+      map.erase(it);
+    }
+  };
+  drop(residuals, {k, j});
+  drop(acts, {k - 1, j});
+  if (!last)
+    drop(grads, {k, j});
+  return Status::success();
+}
+
+void Executor::endRun() {
+  if (runModule >= 0 && zero == 3) {
+    ModuleState &M = modules[size_t(runModule)];
+    pool.put(std::move(M.active));
+  }
+  runModule = -1;
+}
+
+Status Executor::ensureRun(int k, bool bwd) {
+  if (runModule == k && runBackward == bwd)
+    return Status::success();
+  endRun();
+  runModule = k;
+  runBackward = bwd;
+  if (zero != 3)
+    return Status::success();
+  ModuleState &M = modules[size_t(k)];
+  if (M.gathers.empty())
+    comm.abort("the action list runs module " + str(k) +
+               " without gathering its weights first");
+  double t0 = now();
+  if (Status s = net.waitForCompute(M.gathers.front().req,
+                                    "the all-gather of module " + str(k) +
+                                        "'s weights did not complete",
+                                    "; a rank of data-parallel group " +
+                                        str(pp) + " may have died");
+      !s.ok())
+    return s;
+  record("collective-wait", "AG" + str(k), t0, now());
+  M.active = std::move(M.gathers.front().full);
+  M.gathers.pop_front();
+  return Status::success();
+}
+
+Status Executor::send(const ActionSpec &a) {
+  bool act = Payload(a.payload) == Payload::Activation;
+  auto &map = act ? acts : grads;
+  auto it = map.find({a.module, a.microBatch});
+  if (it == map.end())
+    comm.abort("the action list sends the " + payloadWord(a) + " of boundary " +
+               str(a.module) + ", micro-batch " + str(a.microBatch) +
+               " before computing it");
+  SendRecord r{std::move(it->second), Request{},
+               "the send of the " + payloadWord(a) + " of boundary " +
+                   str(a.module) + ", micro-batch " + str(a.microBatch) +
+                   " to rank " + str(a.peer) + " did not complete"};
+  map.erase(it);
+  const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
+  if (Status s = net.isend(r.buffer.data(), lay.wireBytes(), a.peer, tagOf(a),
+                           r.req);
+      !s.ok())
+    return s;
+  r.peer = a.peer;
+  sends.push_back(std::move(r));
+  return Status::success();
+}
+
+Status Executor::recv(const ActionSpec &a) {
+  bool act = Payload(a.payload) == Payload::Activation;
+  const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
+  DeviceBuffer b;
+  if (Status s = pool.get(lay.bytes, b); !s.ok())
+    return s;
+  double t0 = now();
+  Request r;
+  if (Status s = net.irecv(b.data(), lay.wireBytes(), a.peer, tagOf(a), r);
+      !s.ok())
+    return s;
+  if (Status s = net.waitForCompute(
+          r,
+          "no " + payloadWord(a) + " of boundary " + str(a.module) +
+              ", micro-batch " + str(a.microBatch) + " from rank " +
+              str(a.peer),
+          "; rank " + str(a.peer) + " may have died");
+      !s.ok())
+    return s;
+  record("recv-wait", actionName(a), t0, now());
+  hold(b);
+  (act ? acts : grads)[{a.module, a.microBatch}] = std::move(b);
+  return Status::success();
+}
+
+Status Executor::collective(const ActionSpec &a) {
+  ModuleState &M = modules[size_t(a.module)];
+  if (spec.moduleRank[a.module] != pp)
+    comm.abort("the action list has a collective of module " + str(a.module) +
+               ", which pipeline rank " + str(pp) + " does not hold");
+  size_t fullBytes = size_t(M.shards.fullCapacity) * sizeof(float);
+  switch (ActionKind(a.kind)) {
+  case ActionKind::AllReduce:
+    return net.allReduce(floats(M.flatGrad), M.size, dpGroup, M.gradReq);
+  case ActionKind::ReduceScatter:
+    if (zero == 3) {
+      ModuleState::Scatter s;
+      s.full = std::move(M.flatGrad);
+      if (!s.full.data())
+        if (Status st = newZeroed(fullBytes, s.full); !st.ok())
+          return st;
+      if (Status st = pool.get(size_t(M.shards.shardCapacity) * sizeof(float),
+                               s.part);
+          !st.ok())
+        return st;
+      if (Status st = net.reduceScatter(floats(s.full), floats(s.part),
+                                        M.shards, dpGroup, s.req);
+          !st.ok())
+        return st;
+      M.scatters.push_back(std::move(s));
+      return Status::success();
+    }
+    return net.reduceScatter(floats(M.flatGrad), floats(M.shardGrad), M.shards,
+                             dpGroup, M.gradReq);
+  case ActionKind::AllGather:
+    if (zero == 3) {
+      ModuleState::Gather g;
+      if (Status s = newZeroed(fullBytes, g.full); !s.ok())
+        return s;
+      if (Status s = device.copy(floats(g.full) + M.shards.offsets[size_t(dp)],
+                                 M.shardParam.data(),
+                                 size_t(M.shards.counts[size_t(dp)]) *
+                                     sizeof(float));
+          !s.ok())
+        return s;
+      if (Status s = net.allGather(floats(g.full), M.shards, dpGroup, g.req);
+          !s.ok())
+        return s;
+      M.gathers.push_back(std::move(g));
+      return Status::success();
+    }
+    return net.allGather(floats(M.flatParam), M.shards, dpGroup, M.paramReq);
+  default:
+    return Status::success();
+  }
+}
+
+Status Executor::progressSends(bool wait) {
+  size_t keep = 0;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    SendRecord &r = sends[i];
+    bool done = true;
+    Status s = wait ? net.wait(r.req, r.what,
+                               "; rank " + str(r.peer) + " may have died")
+                    : net.test(r.req, done);
+    if (!s.ok())
+      return s;
+    if (done)
+      release(std::move(r.buffer));
+    else if (keep++ != i) // (a DeviceBuffer must not be moved onto itself)
+      sends[keep - 1] = std::move(r);
+  }
+  sends.resize(keep);
+  return Status::success();
+}
+
+Status Executor::optimizerStep(int64_t stepIndex) {
+  endRun();
+  double t0 = now();
+  std::string group = "; a rank of data-parallel group " + str(pp) +
+                      " may have died";
+  for (int k : localModules) {
+    ModuleState &M = modules[size_t(k)];
+    if (M.gradReq.valid())
+      if (Status s = net.waitForCompute(M.gradReq,
+                                        "the reduction of module " + str(k) +
+                                            "'s gradients did not complete",
+                                        group);
+          !s.ok())
+        return s;
+    for (ModuleState::Scatter &sc : M.scatters) {
+      if (Status s = net.waitForCompute(sc.req,
+                                        "the reduce-scatter of module " +
+                                            str(k) +
+                                            "'s gradients did not complete",
+                                        group);
+          !s.ok())
+        return s;
+      if (Status s = device.accumulate(floats(M.shardGrad), floats(sc.part),
+                                       M.shards.counts[size_t(dp)]);
+          !s.ok())
+        return s;
+      pool.put(std::move(sc.part));
+      pool.put(std::move(sc.full));
+    }
+    M.scatters.clear();
+    if (zero == 3)
+      pool.put(std::move(M.flatGrad));
+  }
+  // Shared parameters: one sum over all holders (sorted by name: params
+  // were created in module order, so order them explicitly).
+  std::vector<Param *> shared;
+  for (Param &p : params)
+    if (p.trainable && p.shared && net.groupSize(p.holders) > 1)
+      shared.push_back(&p);
+  std::sort(shared.begin(), shared.end(),
+            [](Param *a, Param *b) { return a->name < b->name; });
+  std::vector<Request> reqs(shared.size());
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (Status s = net.allReduce(floats(shared[i]->ownGrad), shared[i]->size,
+                                 shared[i]->holders, reqs[i]);
+        !s.ok())
+      return s;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (Status s = net.waitForCompute(reqs[i],
+                                      "the gradient sum of shared parameter '" +
+                                          shared[i]->name +
+                                          "' did not complete",
+                                      "; a rank holding it may have died");
+        !s.ok())
+      return s;
+  record("collective-wait", "grad-sync", t0, now());
+  double t1 = now();
+  std::vector<Tensor> ps, gs, counted;
+  for (const Segment &s : segments) {
+    ps.push_back(s.paramView());
+    gs.push_back(s.gradView());
+    if (s.countsForNorm)
+      counted.push_back(s.gradView());
+  }
+  if (o.clip > 0) {
+    // The global norm: every rank's sum of squares, summed on the device.
+    double *norm = static_cast<double *>(deviceNorm.data());
+    if (Status s = device.sumOfSquares(counted.data(), int(counted.size()), norm);
+        !s.ok())
+      return s;
+    Request r;
+    if (Status s = net.allReduceDouble(norm, 1, 0, r); !s.ok())
+      return s;
+    if (Status s = net.waitForCompute(
+            r, "the gradient norm's all-reduce did not complete",
+            "; a rank may have died");
+        !s.ok())
+      return s;
+    if (Status s = device.clipByNorm(gs.data(), int(gs.size()), norm, o.clip);
+        !s.ok())
+      return s;
+  }
+  OptimizerConfig cfg = optimizerConfig(o);
+  float lr = float(sched.at(stepIndex));
+  opt.setStepCount(opt.stepCount() + 1);
+  int slots = opt.numSlots();
+  for (size_t i = 0; i < segments.size(); ++i)
+    if (Status s = device.optimizerUpdate(
+            cfg, lr, opt.stepCount(), ps[i], gs[i],
+            slots ? &deviceState[i * size_t(slots)] : nullptr);
+        !s.ok())
+      return s;
+  double t2 = now();
+  busySeconds += t2 - t1;
+  record("optimizer", "OPT", t1, t2);
+  return Status::success();
+}
+
+Status Executor::zeroGrads() {
+  for (int k : localModules) {
+    ModuleState &M = modules[size_t(k)];
+    if (M.flatGrad.data() && zero != 3)
+      if (Status s = zeroBuffer(M.flatGrad); !s.ok())
+        return s;
+    if (M.shardGrad.data())
+      if (Status s = zeroBuffer(M.shardGrad); !s.ok())
+        return s;
+  }
+  for (Param &p : params)
+    if (p.ownGrad.data())
+      if (Status s = zeroBuffer(p.ownGrad); !s.ok())
+        return s;
+  return Status::success();
+}
+
+Status Executor::step(int64_t stepIndex, double &loss) {
+  int m = spec.microBatches;
+  if (Status s = data.sample(rng, vocab, tokens.view(), labels.view()); !s.ok())
+    return s;
+  if (Status s = device.upload(deviceTokens.data(), tokens.data(),
+                               tokens.byteSize());
+      !s.ok())
+    return s;
+  if (spec.labelsInput)
+    if (Status s = device.upload(deviceLabels.data(), labels.data(),
+                                 labels.byteSize());
+        !s.ok())
+      return s;
+  // Loss weights: count_j / count_total over the whole global batch.
+  lossOf.assign(size_t(m), 0.0f);
+  weightOf.assign(size_t(m), 0.0f);
+  if (spec.loss == LossKind::Output) {
+    for (int j = 0; j < m; ++j)
+      weightOf[size_t(j)] = float(1.0 / double(m * spec.dp));
+  } else {
+    bool causal = spec.loss == LossKind::CausalLM;
+    const OwnedTensor &lab = causal ? tokens : labels;
+    std::vector<int64_t> counts(size_t(m) * size_t(spec.dp), 0);
+    int64_t total = 0;
+    for (int64_t row = 0; row < globalBatch; ++row) {
+      int64_t c = 0;
+      for (int64_t col = causal ? 1 : 0; col < seq; ++col) {
+        int64_t v = tokenType == DType::I64
+                        ? static_cast<const int64_t *>(lab.data())[row * seq + col]
+                        : static_cast<const int32_t *>(lab.data())[row * seq + col];
+        c += v != spec.ignoreIndex;
+      }
+      counts[size_t(row / microBatch)] += c;
+      total += c;
+    }
+    for (int j = 0; j < m; ++j)
+      weightOf[size_t(j)] =
+          total > 0 ? float(double(counts[size_t(dp * m + j)]) / double(total))
+                    : 0.0f;
+  }
+  if (Status s = device.upload(deviceWeight.data(), weightOf.data(),
+                               size_t(m) * sizeof(float));
+      !s.ok())
+    return s;
+  if (Status s = zeroGrads(); !s.ok())
+    return s;
+
+  const ActionSpec *begin = spec.actions + spec.actionBegin[rank],
+                   *end = spec.actions + spec.actionBegin[rank + 1];
+  for (const ActionSpec *a = begin; a != end; ++a) {
+    Status s = Status::success();
+    switch (ActionKind(a->kind)) {
+    case ActionKind::Forward:
+      s = ensureRun(a->module, false);
+      if (s.ok())
+        s = forward(a->module, a->microBatch);
+      break;
+    case ActionKind::Backward:
+      s = ensureRun(a->module, true);
+      if (s.ok())
+        s = backward(a->module, a->microBatch);
+      break;
+    case ActionKind::Send: {
+      double t0 = now();
+      s = send(*a);
+      record("send", actionName(*a), t0, now());
+      break;
+    }
+    case ActionKind::Recv:
+      s = recv(*a);
+      break;
+    case ActionKind::AllGather:
+    case ActionKind::ReduceScatter:
+    case ActionKind::AllReduce:
+      s = collective(*a);
+      break;
+    case ActionKind::OptimizerStep:
+      s = optimizerStep(stepIndex);
+      break;
+    }
+    if (s.ok())
+      s = progressSends(false);
+    if (!s.ok())
+      return s;
+  }
+  endRun();
+  double t0 = now();
+  if (Status s = progressSends(true); !s.ok())
+    return s;
+  for (int k : localModules) {
+    ModuleState &M = modules[size_t(k)];
+    if (M.paramReq.valid())
+      if (Status s = net.waitForCompute(M.paramReq,
+                                        "the all-gather of module " + str(k) +
+                                            "'s weights did not complete",
+                                        "; a rank of data-parallel group " +
+                                            str(pp) + " may have died");
+          !s.ok())
+        return s;
+  }
+  record("collective-wait", "step-end", t0, now());
+  if (!acts.empty() || !grads.empty() || !residuals.empty())
+    return Status::error("the action list leaves activations behind at the "
+                         "end of the step");
+  // The one read-back of the step (it waits for the device).
+  if (Status s = net.quiesce("step " + std::to_string(stepIndex + 1)); !s.ok())
+    return s;
+  if (Status s = device.synchronize(); !s.ok())
+    return Status::error("step " + std::to_string(stepIndex + 1) + ": " +
+                         s.message());
+  bool lastStage = spec.moduleRank[spec.numModules - 1] == pp;
+  if (lastStage)
+    if (Status s = device.download(lossOf.data(), deviceLoss.data(),
+                                   size_t(m) * sizeof(float));
+        !s.ok())
+      return s;
+  if (o.clip > 0) {
+    double norm = 0;
+    if (Status s = device.download(&norm, deviceNorm.data(), sizeof norm);
+        !s.ok())
+      return s;
+    if (!std::isfinite(norm))
+      return Status::error("the gradient norm is not finite at step " +
+                           std::to_string(stepIndex + 1));
+  }
+  double sum = 0;
+  if (lastStage)
+    for (int j = 0; j < m; ++j)
+      sum += double(lossOf[size_t(j)]) * double(weightOf[size_t(j)]);
+  MPI_Request r = comm.iallreduceDouble(&sum, 1, MPI_COMM_WORLD);
+  comm.waitOrAbort(r, "the loss all-reduce did not complete",
+                   "; a rank may have died");
+  loss = sum;
+  return Status::success();
+}

@@ -1,0 +1,203 @@
+//===- MpiComm.cpp - the Communicator over MPI ----------------------------===//
+
+#include "MpiComm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+using namespace lamina::rt;
+using namespace lamina::rt::dist;
+
+ShardLayout lamina::rt::dist::evenShards(int64_t total, int parts) {
+  ShardLayout l;
+  splitCounts(total, parts, l.counts, l.offsets);
+  l.fullCapacity = total;
+  l.shardCapacity = parts > 0 ? l.counts[0] : 0;
+  return l;
+}
+
+ShardLayout lamina::rt::dist::paddedShards(int64_t total, int parts) {
+  ShardLayout l;
+  int64_t chunk = parts > 0 ? (total + parts - 1) / parts : 0;
+  for (int i = 0; i < parts; ++i) {
+    int64_t lo = std::min(total, chunk * i), hi = std::min(total, lo + chunk);
+    l.counts.push_back(int(hi - lo));
+    l.offsets.push_back(int(chunk * i));
+  }
+  l.fullCapacity = chunk * parts;
+  l.shardCapacity = chunk;
+  return l;
+}
+
+MpiCommunicator::MpiCommunicator(Comm &comm, Device &device)
+    : comm(comm), device(device), staged(!device.isHost()) {
+  groups.push_back(MPI_COMM_WORLD);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  for (size_t i = 1; i < groups.size(); ++i)
+    if (groups[i] != MPI_COMM_NULL)
+      MPI_Comm_free(&groups[i]);
+}
+
+Status MpiCommunicator::split(int color, int key, int &group) {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &c);
+  if (c == MPI_COMM_NULL) {
+    group = -1;
+    return Status::success();
+  }
+  group = int(groups.size());
+  groups.push_back(c);
+  return Status::success();
+}
+
+int MpiCommunicator::groupSize(int group) const {
+  return commSize(groups.at(size_t(group)));
+}
+
+Request MpiCommunicator::add(Op op) {
+  Request r{nextId++};
+  ops.emplace(r.id, std::move(op));
+  counters();
+  return r;
+}
+
+Status MpiCommunicator::stage(Op &op, const void *p, size_t bytes,
+                              char *&host) {
+  if (!staged) {
+    host = static_cast<char *>(const_cast<void *>(p));
+    return Status::success();
+  }
+  size_t at = op.host.size();
+  op.host.resize(at + bytes);
+  host = op.host.data() + at;
+  return bytes ? device.download(host, p, bytes) : Status::success();
+}
+
+Status MpiCommunicator::isend(const void *buf, size_t bytes, int peer,
+                              int tag, Request &out) {
+  Op op;
+  char *h;
+  if (Status s = stage(op, buf, bytes, h); !s.ok())
+    return s;
+  op.req = comm.isend(h, bytes, peer, tag);
+  out = add(std::move(op));
+  return Status::success();
+}
+
+Status MpiCommunicator::irecv(void *buf, size_t bytes, int peer, int tag,
+                              Request &out) {
+  Op op;
+  char *h = static_cast<char *>(buf);
+  if (staged) {
+    op.host.resize(bytes);
+    h = op.host.data();
+    op.deviceResult = buf, op.resultBytes = bytes;
+  }
+  op.req = comm.irecv(h, bytes, peer, tag);
+  out = add(std::move(op));
+  return Status::success();
+}
+
+Status MpiCommunicator::allReduce(float *buf, int64_t count, int group,
+                                  Request &out) {
+  Op op;
+  char *h;
+  size_t bytes = size_t(count) * sizeof(float);
+  if (Status s = stage(op, buf, bytes, h); !s.ok())
+    return s;
+  if (staged)
+    op.deviceResult = buf, op.resultBytes = bytes;
+  op.req = comm.iallreduce(reinterpret_cast<float *>(h), count,
+                           groups.at(size_t(group)));
+  out = add(std::move(op));
+  return Status::success();
+}
+
+Status MpiCommunicator::allReduceDouble(double *buf, int count, int group,
+                                        Request &out) {
+  Op op;
+  char *h;
+  size_t bytes = size_t(count) * sizeof(double);
+  if (Status s = stage(op, buf, bytes, h); !s.ok())
+    return s;
+  if (staged)
+    op.deviceResult = buf, op.resultBytes = bytes;
+  op.req = comm.iallreduceDouble(reinterpret_cast<double *>(h), count,
+                                 groups.at(size_t(group)));
+  out = add(std::move(op));
+  return Status::success();
+}
+
+Status MpiCommunicator::reduceScatter(const float *send, float *recv,
+                                      const ShardLayout &layout, int group,
+                                      Request &out) {
+  MPI_Comm c = groups.at(size_t(group));
+  int me = commRank(c);
+  Op op;
+  size_t total = size_t(layout.fullCapacity) * sizeof(float);
+  size_t mine = size_t(layout.counts[size_t(me)]) * sizeof(float);
+  char *hs, *hr = reinterpret_cast<char *>(recv);
+  if (Status s = stage(op, send, total, hs); !s.ok())
+    return s;
+  if (staged) {
+    op.host.resize(total + mine);
+    hs = op.host.data();
+    hr = op.host.data() + total;
+    op.deviceResult = recv, op.resultOffset = total, op.resultBytes = mine;
+  }
+  op.req = comm.ireduceScatter(reinterpret_cast<const float *>(hs),
+                               reinterpret_cast<float *>(hr), layout.counts, c);
+  out = add(std::move(op));
+  return Status::success();
+}
+
+Status MpiCommunicator::allGather(float *buf, const ShardLayout &layout,
+                                  int group, Request &out) {
+  Op op;
+  char *h;
+  size_t bytes = size_t(layout.fullCapacity) * sizeof(float);
+  if (Status s = stage(op, buf, bytes, h); !s.ok())
+    return s;
+  if (staged)
+    op.deviceResult = buf, op.resultBytes = bytes;
+  op.req = comm.iallgather(reinterpret_cast<float *>(h), layout.counts,
+                           layout.offsets, groups.at(size_t(group)));
+  out = add(std::move(op));
+  return Status::success();
+}
+
+Status MpiCommunicator::finish(std::map<int64_t, Op>::iterator it) {
+  Op &op = it->second;
+  Status s = Status::success();
+  if (op.deviceResult && op.resultBytes)
+    s = device.upload(op.deviceResult, op.host.data() + op.resultOffset,
+                      op.resultBytes);
+  ops.erase(it);
+  return s;
+}
+
+Status MpiCommunicator::wait(Request &r, const std::string &what,
+                             const std::string &hint) {
+  auto it = ops.find(r.id);
+  if (it == ops.end())
+    return Status::error("internal: waiting for an unknown request");
+  comm.waitOrAbort(it->second.req, what, hint);
+  r = Request{};
+  return finish(it);
+}
+
+Status MpiCommunicator::test(Request &r, bool &done) {
+  auto it = ops.find(r.id);
+  if (it == ops.end())
+    return Status::error("internal: testing an unknown request");
+  int flag = 0;
+  MPI_Test(&it->second.req, &flag, MPI_STATUS_IGNORE);
+  done = flag != 0;
+  if (!done)
+    return Status::success();
+  r = Request{};
+  return finish(it);
+}
