@@ -125,6 +125,10 @@ public:
       return s;
     return scaleInPlace(tensors, n, deviceSumSq, float(maxNorm), stream);
   }
+  cudaStream_t computeStream() {
+    return init().ok() ? stream : nullptr;
+  }
+
   Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
                       double &totalNorm) override {
     if (Status s = init(); !s.ok())
@@ -235,6 +239,10 @@ CudaDevice &theDevice() {
 Device &lamina::rt::cuda::device() { return theDevice(); }
 
 cudaStream_t lamina::rt::cuda::currentStream() { return runningStream; }
+
+cudaStream_t lamina::rt::cuda::deviceStream() {
+  return theDevice().computeStream();
+}
 
 Tensor lamina::rt::cuda::gen::constant(const void *host, DType dtype, int rank,
                                        const int64_t *shape) {

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <climits>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +91,8 @@ ncclDataType_t ncclType(DType t) {
     return ncclFloat16;
   case DType::BF16:
     return ncclBfloat16;
+  case DType::F64:
+    return ncclFloat64;
   }
   return ncclFloat32;
 }
@@ -405,7 +408,9 @@ const char *bootstrapName(Bootstrap b) {
   return "?";
 }
 
-size_t dtypeSize(DType t) { return t == DType::F32 ? 4 : 2; }
+size_t dtypeSize(DType t) {
+  return t == DType::F64 ? 8 : t == DType::F32 ? 4 : 2;
+}
 
 const char *dtypeName(DType t) {
   switch (t) {
@@ -415,6 +420,8 @@ const char *dtypeName(DType t) {
     return "f16";
   case DType::BF16:
     return "bf16";
+  case DType::F64:
+    return "f64";
   }
   return "?";
 }
@@ -679,16 +686,50 @@ Status NcclGroups::create(ncclComm_t worldComm, int pp, int dp,
   return warmUpPairs(g);
 }
 
+std::vector<Channel *> NcclGroups::all() {
+  std::vector<Channel *> out = {&pipePrev, &pipeNext, &dpGroup, &world};
+  for (auto &ch : extra_)
+    out.push_back(ch.get());
+  return out;
+}
+
 std::vector<Channel *> NcclGroups::channels() {
-  std::vector<Channel *> all;
-  for (Channel *ch : {&pipePrev, &pipeNext, &dpGroup, &world})
+  std::vector<Channel *> valid;
+  for (Channel *ch : all())
     if (ch->valid())
-      all.push_back(ch);
-  return all;
+      valid.push_back(ch);
+  return valid;
+}
+
+Status NcclGroups::addChannel(int color, int key, const std::string &name,
+                              Channel *&out) {
+  out = nullptr;
+  if (!world.valid())
+    return Status::error(name + ": the world communicator is gone");
+  auto ch = std::make_unique<Channel>();
+  if (Status s = split(world, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
+                       timeout_, name, *ch);
+      !s.ok())
+    return s;
+  if (!ch->valid())
+    return Status::success();
+  int least = 0, greatest = 0;
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e == cudaSuccess)
+    e = cudaStreamCreateWithPriority(&ch->stream, cudaStreamNonBlocking,
+                                     greatest);
+  if (e != cudaSuccess) {
+    (void)ncclCommAbort(ch->comm);
+    return Status::error(name + ": " +
+                         cudaText("cudaStreamCreateWithPriority", e));
+  }
+  out = ch.get();
+  extra_.push_back(std::move(ch));
+  return Status::success();
 }
 
 void NcclGroups::abortAll() {
-  for (Channel *ch : {&pipePrev, &pipeNext, &dpGroup, &world})
+  for (Channel *ch : all())
     if (ch->comm) {
       (void)ncclCommAbort(ch->comm);
       ch->comm = nullptr;
@@ -717,7 +758,11 @@ Status NcclGroups::destroy() {
   auto note = [&](const std::string &text) {
     errors += (errors.empty() ? "" : "; ") + text;
   };
-  for (Channel *ch : {&pipePrev, &pipeNext, &dpGroup, &world}) {
+  // The added channels first: they were split from the world.
+  std::vector<Channel *> order = all();
+  std::reverse(order.begin() + 4, order.end());
+  std::rotate(order.begin(), order.begin() + 4, order.end());
+  for (Channel *ch : order) {
     if (ch->comm) {
       ncclResult_t r = ncclCommFinalize(ch->comm);
       Status s = Status::success();

@@ -27,6 +27,10 @@ namespace lamina::rt::cuda {
 /// device 0), one compute stream. Created on first use.
 Device &device();
 
+/// device()'s compute stream (initialising the device; null if that
+/// fails): what lamina_nccl's communication orders itself against.
+cudaStream_t deviceStream();
+
 /// The stream the entry being run enqueues on (set by device().run).
 cudaStream_t currentStream();
 

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -191,8 +192,16 @@ public:
   std::string asyncErrors();
 
   /// The valid communicators, the pipeline pairs and the dp group before
-  /// the world.
+  /// the world, then those of addChannel.
   std::vector<Channel *> channels();
+
+  /// One more split of the world (collective over every world rank, in the
+  /// same order everywhere) with its own stream, owned, aborted and
+  /// destroyed with the others: the distributed runtime's groups of shared
+  /// parameters and its directed point-to-point pairs. `out` is null for
+  /// color -1.
+  Status addChannel(int color, int key, const std::string &name,
+                    Channel *&out);
 
   /// What the destructor does, with its errors (ncclCommFinalize bounded by
   /// the timeout, then ncclCommDestroy; ncclCommAbort when finalizing
@@ -202,13 +211,16 @@ public:
 private:
   bool aborted_ = false;
   double timeout_ = 60;
+  std::vector<std::unique_ptr<Channel>> extra_;
+  /// Every channel object, valid or not.
+  std::vector<Channel *> all();
 };
 
 //===----------------------------------------------------------------------===//
 // Operations
 //===----------------------------------------------------------------------===//
 
-enum class DType { F32, F16, BF16 };
+enum class DType { F32, F16, BF16, F64 };
 size_t dtypeSize(DType t);
 const char *dtypeName(DType t);
 
