@@ -214,6 +214,10 @@ static std::string shellQuote(StringRef s) {
 static std::string buildScript(bool dist, bool cuda) {
   std::string link, includes, script;
   SmallVector<StringRef> libs, dirs;
+#ifdef LAMINA_DIST_CUDA_LINK_LIBRARIES
+  if (dist && cuda)
+    StringRef(LAMINA_DIST_CUDA_LINK_LIBRARIES).split(libs, ';', -1, false);
+#endif
 #ifdef LAMINA_DIST_LINK_LIBRARIES
   if (dist) {
     StringRef(LAMINA_DIST_LINK_LIBRARIES).split(libs, ';', -1, false);
@@ -228,6 +232,13 @@ static std::string buildScript(bool dist, bool cuda) {
 #ifdef LAMINA_CUDA_LINK_LIBRARIES
   if (cuda)
     StringRef(LAMINA_CUDA_SYSTEM_LIBRARIES).split(libs, ';', -1, false);
+#endif
+  std::string rpath;
+#ifdef LAMINA_DIST_CUDA_LINK_LIBRARIES
+  if (dist && cuda) {
+    libs.push_back(LAMINA_NCCL_LIBRARY);
+    rpath = std::string(" -Xlinker -rpath=") + shellQuote(LAMINA_NCCL_LIBRARY_DIR);
+  }
 #endif
   for (StringRef lib : libs)
     link += " " + shellQuote(lib);
@@ -255,7 +266,7 @@ static std::string buildScript(bool dist, bool cuda) {
            "\"$NVCC\" -ccbin \"$CXX\" -std=c++17 -O2" + gencode +
            " -cudart shared -I" + shellQuote(LAMINA_RUNTIME_INCLUDE_DIR) +
            includes + " model.cpp -o run.tmp" + link +
-           " -Xlinker -rpath=" + shellQuote(LAMINA_CUDA_LIBRARY_DIR) +
+           " -Xlinker -rpath=" + shellQuote(LAMINA_CUDA_LIBRARY_DIR) + rpath +
            " -lpthread\n"
            "mv -f run.tmp run\n";
   }
@@ -451,12 +462,14 @@ int runCompile() {
                     "it was configured; see docs/cuda.md)\n";
     return 1;
 #endif
+#ifndef LAMINA_DIST_CUDA_LINK_LIBRARIES
     if (dist) {
-      llvm::errs() << "lamina compile: --target cuda builds single-GPU "
-                      "programs; distributed programs (--pp, --dp, ...) run "
-                      "on the host backend over MPI so far (docs/cuda.md)\n";
+      llvm::errs() << "lamina compile: this lamina was built without NCCL; "
+                      "distributed CUDA programs (--pp, --dp, ...) need it "
+                      "(LAMINA_ENABLE_NCCL, docs/cuda.md)\n";
       return 1;
     }
+#endif
   }
   onnx::ImportOptions options;
   llvm::BumpPtrAllocator alloc;
@@ -644,13 +657,14 @@ int runCompile() {
                  << (noBuild ? cppPath : runPath)
                  << (!train  ? " (" + target + ", inference)\n"
                      : dist ? llvm::formatv(
-                                  " (host, train, {0} ranks: {1} pp {2} x dp "
+                                  " ({7}, train, {0} ranks: {1} pp {2} x dp "
                                   "{3}, {4} micro-batches, zero {5}, "
                                   "recompute {6})\n",
                                   pipelineRanks * dataParallel, scheduleName,
                                   pipelineRanks, dataParallel, microBatches,
                                   zeroLevel,
-                                  recomputeModules() ? "modules" : "none")
+                                  recomputeModules() ? "modules" : "none",
+                                  std::string(target))
                                   .str()
                             : " (" + target + ", train)\n");
     llvm::outs() << distSummary;

@@ -100,7 +100,7 @@ public:
 
   LogicalResult run();
   /// mode=dist: every outlined module function, the DistSpec and a `main`
-  /// calling lamina::rt::distTrainMain.
+  /// calling lamina::rt::distTrainMain (cuda: lamina::rt::cuda::'s).
   struct DistOptions {
     /// The verified schedule read back from the IR.
     const schedule::Schedule *schedule = nullptr;
@@ -494,8 +494,12 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
                                       const DistOptions &opts) {
   Location loc = func::FuncOp(funcs.front()).getLoc();
   b.setInsertionPointToStart(module.getBody());
-  emitc::IncludeOp::create(b, loc, "lamina/Runtime/Generated.h");
-  emitc::IncludeOp::create(b, loc, "lamina/Runtime/DistProgram.h");
+  emitc::IncludeOp::create(b, loc,
+                           cuda ? "lamina/Runtime/Cuda/Generated.h"
+                                : "lamina/Runtime/Generated.h");
+  emitc::IncludeOp::create(b, loc,
+                           cuda ? "lamina/Runtime/Cuda/DistProgram.h"
+                                : "lamina/Runtime/DistProgram.h");
   // fwd_k / bwd_k in module order: FunctionSpec initialisers by name.
   std::map<std::string, std::string> specs;
   struct Info {
@@ -613,7 +617,8 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   Block *body = main.addEntryBlock();
   OpBuilder mb = OpBuilder::atBlockEnd(body);
   auto code = emitc::CallOpaqueOp::create(
-      mb, loc, TypeRange{i32}, "lamina::rt::distTrainMain",
+      mb, loc, TypeRange{i32},
+      cuda ? "lamina::rt::cuda::distTrainMain" : "lamina::rt::distTrainMain",
       ValueRange{body->getArgument(0), body->getArgument(1)},
       mb.getArrayAttr({mb.getIndexAttr(0), mb.getIndexAttr(1),
                        opaque("lamina_dist")}));
@@ -633,15 +638,8 @@ struct ConvertRtToEmitCPass
           << target << "'";
       return signalPassFailure();
     }
-    if (mode == "dist") {
-      if (target == "cuda") {
-        mlir::emitError(module.getLoc(),
-                        "convert-rt-to-emitc: mode=dist has no cuda target "
-                        "yet (the distributed runtime runs on the host)");
-        return signalPassFailure();
-      }
+    if (mode == "dist")
       return runDist(module);
-    }
     func::FuncOp entry;
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.getName() == entryName)
@@ -724,7 +722,8 @@ struct ConvertRtToEmitCPass
     opts.labelsInput = labelsInput;
     opts.vocab = vocab;
     opts.ignoreIndex = ignoreIndex;
-    if (failed(ProgramEmitter(module, funcs.front(), modelPath)
+    if (failed(ProgramEmitter(module, funcs.front(), modelPath, false, "", 0,
+                              target == "cuda")
                    .runDist(funcs, opts)))
       signalPassFailure();
   }
