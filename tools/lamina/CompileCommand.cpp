@@ -575,6 +575,8 @@ int runCompile() {
       toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }
   toRt.addPass(graph::createGraphFuseGelu());
+  // Last on the graph: after autodiff and autocast (no gradient rule).
+  toRt.addPass(graph::createGraphFuseElementwise());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))
     return 1;

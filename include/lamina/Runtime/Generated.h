@@ -56,6 +56,29 @@ inline Status concat(const Tensor &result, int64_t axis,
   return rt::concat(list, int(sizeof...(inputs)), axis, result);
 }
 
+/// fusedElementwise's steps as the lowering writes them: a static array of
+/// four int64 per step (isBinary, op, lhs, rhs). Decodes at most
+/// kMaxFusedSteps; the kernel rejects a longer chain.
+inline void decodeFusedSteps(const int64_t *packed, int64_t numSteps,
+                             FusedStep *steps) {
+  for (int64_t s = 0; s < numSteps && s < kMaxFusedSteps; ++s)
+    steps[s] = FusedStep{packed[4 * s] != 0, uint8_t(packed[4 * s + 1]),
+                         uint8_t(packed[4 * s + 2]),
+                         uint8_t(packed[4 * s + 3])};
+}
+
+/// fusedElementwise(result, packed steps, numSteps, inputs...): the inputs
+/// last, so any number can follow.
+template <typename... Inputs>
+inline Status fusedElementwise(const Tensor &result, const int64_t *packed,
+                               int64_t numSteps, const Inputs &...inputs) {
+  FusedStep steps[kMaxFusedSteps];
+  decodeFusedSteps(packed, numSteps, steps);
+  const Tensor list[] = {inputs...};
+  return rt::fusedElementwise(list, int(sizeof...(inputs)), steps,
+                              int(numSteps), result);
+}
+
 } // namespace lamina::rt::gen
 
 #endif // LAMINA_RUNTIME_GENERATED_H

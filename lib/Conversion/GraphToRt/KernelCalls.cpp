@@ -10,8 +10,10 @@
 #include "lamina/Conversion/GraphToRt/GraphToRt.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Runtime/Kernels.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -49,6 +51,9 @@ public:
     return call("binary", {enumerator(("lamina::rt::BinaryOp::" + kind).str()),
                            in(0), in(1), out()});
   }
+  /// gen::fusedElementwise(result, steps, numSteps, inputs...): the steps as
+  /// a static array of (isBinary, op, lhs, rhs) per step (Generated.h).
+  KernelCall fused(FusedElementwiseOp o) const;
   KernelCall compare(StringRef kind) const {
     return call("compare",
                 {enumerator(("lamina::rt::CompareOp::" + kind).str()), in(0),
@@ -67,6 +72,53 @@ private:
   Builder &b;
 };
 } // namespace
+
+namespace {
+/// The runtime's enumerator for a fused step op name (the op's verifier
+/// allows only these).
+uint8_t stepEnumerator(StringRef name) {
+  using lamina::rt::BinaryOp;
+  using lamina::rt::UnaryOp;
+  return llvm::StringSwitch<uint8_t>(name)
+      .Case("neg", uint8_t(UnaryOp::Neg))
+      .Case("abs", uint8_t(UnaryOp::Abs))
+      .Case("relu", uint8_t(UnaryOp::Relu))
+      .Case("exp", uint8_t(UnaryOp::Exp))
+      .Case("log", uint8_t(UnaryOp::Log))
+      .Case("sqrt", uint8_t(UnaryOp::Sqrt))
+      .Case("reciprocal", uint8_t(UnaryOp::Reciprocal))
+      .Case("tanh", uint8_t(UnaryOp::Tanh))
+      .Case("erf", uint8_t(UnaryOp::Erf))
+      .Case("sigmoid", uint8_t(UnaryOp::Sigmoid))
+      .Case("gelu", uint8_t(UnaryOp::Gelu))
+      .Case("gelu_tanh", uint8_t(UnaryOp::GeluTanh))
+      .Case("cos", uint8_t(UnaryOp::Cos))
+      .Case("sin", uint8_t(UnaryOp::Sin))
+      .Case("add", uint8_t(BinaryOp::Add))
+      .Case("sub", uint8_t(BinaryOp::Sub))
+      .Case("mul", uint8_t(BinaryOp::Mul))
+      .Case("div", uint8_t(BinaryOp::Div))
+      .Case("pow", uint8_t(BinaryOp::Pow))
+      .Case("min", uint8_t(BinaryOp::Min))
+      .Case("max", uint8_t(BinaryOp::Max));
+}
+} // namespace
+
+KernelCall CallBuilder::fused(FusedElementwiseOp o) const {
+  SmallVector<int64_t> packed;
+  for (auto [name, lhs, rhs] : llvm::zip_equal(
+           o.getOps().getAsValueRange<StringAttr>(), o.getLhs(), o.getRhs())) {
+    bool binary = false;
+    FusedElementwiseOp::isStepOp(name, binary);
+    packed.append({binary ? 1 : 0, stepEnumerator(name), lhs,
+                   binary ? rhs : 0});
+  }
+  SmallVector<Attribute> args = {out(), array(packed),
+                                 i64(int64_t(o.getOps().size()))};
+  for (unsigned i = 0; i < o.getInputs().size(); ++i)
+    args.push_back(in(i));
+  return call("gen::fusedElementwise", args);
+}
 
 KernelCall lamina::getMatMulCall(Operation *op, Builder &b, bool transposeLhs,
                                  bool transposeRhs) {
@@ -123,6 +175,7 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("select", {c.in(0), c.in(1), c.in(2), c.out()});
       })
       .Case([&](CastOp) { return c.call("cast", {c.in(0), c.out()}); })
+      .Case([&](FusedElementwiseOp o) { return c.fused(o); })
       // Contraction, normalisation.
       .Case([&](MatMulOp o) { return getMatMulCall(o, b, false, false); })
       .Case([&](SoftmaxOp o) {
@@ -216,7 +269,7 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
   if (isa<NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, TanhOp,
           ErfOp, SigmoidOp, CosOp, SinOp, NotOp, GeluOp, AddOp, SubOp, MulOp,
           DivOp, PowOp, MinOp, MaxOp, AndOp, OrOp, EqualOp, GreaterOp,
-          GreaterEqualOp, LessOp, LessEqualOp, SelectOp>(op))
+          GreaterEqualOp, LessOp, LessEqualOp, SelectOp, FusedElementwiseOp>(op))
     return true;
   return false;
 }

@@ -84,3 +84,20 @@ func.func @reuse(%x: tensor<1024xf32> {graph.name = "x", graph.kind = "input"})
 func.func @dynamic(%x: tensor<?xf32> {graph.name = "x", graph.kind = "input"}) -> tensor<?xf32> {
   return %x : tensor<?xf32>
 }
+
+// -----
+
+// A fused chain is one call of the gen:: adapter: the result, the steps as
+// (isBinary, op, lhs, rhs) per step, their count, then the inputs. It may
+// overwrite an input of its shape whose storage dies there.
+// CHECK-LABEL: func.func @fused
+// CHECK: %[[E:.*]] = rt.view %{{.*}}[[[OFF:[0-9]+]]] : memref<2x4xf32>
+// CHECK: %[[F:.*]] = rt.view %{{.*}}[[[OFF]]] : memref<2x4xf32>
+// CHECK: rt.call "lamina::rt::gen::fusedElementwise"(%[[E]], %{{.*}}, %[[F]]) {args = [2 : index, array<i64: 1, 0, 0, 1, 0, 10, 2, 0>, 2, 0 : index, 1 : index]
+func.func @fused(%x: tensor<2x4xf32> {graph.name = "x", graph.kind = "input"},
+                 %b: tensor<4xf32> {graph.name = "b", graph.kind = "trainable"})
+    -> tensor<2x4xf32> attributes {graph.output_names = ["y"]} {
+  %0 = graph.exp %x : tensor<2x4xf32>
+  %1 = graph.fused_elementwise %0, %b {ops = ["add", "gelu"], lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %1 : tensor<2x4xf32>
+}

@@ -259,3 +259,67 @@ func.func @and_types(%a: tensor<4xi64>) {
   %0 = graph.and %a, %a : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi1>
   return
 }
+
+// -----
+// A fused step reads only registers defined before it.
+func.func @fused_register(%a: tensor<4xf32>) {
+  // expected-error @+1 {{step 0 reads a register not yet defined}}
+  %0 = graph.fused_elementwise %a {ops = ["add"], lhs = array<i64: 0>, rhs = array<i64: 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// Fused steps are the kernel's ops.
+func.func @fused_op(%a: tensor<4xf32>) {
+  // expected-error @+1 {{step 0: unknown op 'select'}}
+  %0 = graph.fused_elementwise %a {ops = ["select"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// A unary step has no rhs.
+func.func @fused_unary_rhs(%a: tensor<4xf32>) {
+  // expected-error @+1 {{step 0: unary 'exp' needs rhs -1}}
+  %0 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: 0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// One lhs and one rhs per step.
+func.func @fused_arity(%a: tensor<4xf32>) {
+  // expected-error @+1 {{needs one lhs and one rhs register per step}}
+  %0 = graph.fused_elementwise %a {ops = ["exp", "neg"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// At most 4 inputs.
+func.func @fused_inputs(%a: tensor<4xf32>) {
+  // expected-error @+1 {{needs 1 to 4 inputs, got 5}}
+  %0 = graph.fused_elementwise %a, %a, %a, %a, %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// At least one step.
+func.func @fused_steps(%a: tensor<4xf32>) {
+  // expected-error @+1 {{needs 1 to 16 steps, got 0}}
+  %0 = graph.fused_elementwise %a {ops = [], lhs = array<i64>, rhs = array<i64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+// The kernels' float types only.
+func.func @fused_f64(%a: tensor<4xf64>) {
+  // expected-error @+1 {{computes f32, f16 or bf16, not 'f64'}}
+  %0 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4xf64>) -> tensor<4xf64>
+  return
+}
+
+// -----
+// Inputs broadcast to the result.
+func.func @fused_shape(%a: tensor<4xf32>) {
+  // expected-error @+1 {{input 'tensor<4xf32>' does not broadcast to 'tensor<3xf32>'}}
+  %0 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4xf32>) -> tensor<3xf32>
+  return
+}

@@ -94,3 +94,10 @@ func.func @params(%w: tensor<4xf32> {graph.name = "w", graph.kind = "trainable"}
   %0 = graph.mul %w, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// CHECK-LABEL: func @fused
+// CHECK: graph.fused_elementwise %{{.*}}, %{{.*}} {lhs = array<i64: 0, 2>, ops = ["add", "gelu_tanh"], rhs = array<i64: 1, -1>} : (tensor<2x3xf16>, tensor<3xf16>) -> tensor<2x3xf16>
+func.func @fused(%a: tensor<2x3xf16>, %b: tensor<3xf16>) -> tensor<2x3xf16> {
+  %0 = graph.fused_elementwise %a, %b {ops = ["add", "gelu_tanh"], lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>} : (tensor<2x3xf16>, tensor<3xf16>) -> tensor<2x3xf16>
+  return %0 : tensor<2x3xf16>
+}

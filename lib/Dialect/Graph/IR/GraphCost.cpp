@@ -76,6 +76,15 @@ int64_t GeluOp::getFlops() {
   return (getTanh() ? 8 : 5) * elements(getResult());
 }
 
+// The ops' own counts, step by step, at the result's size.
+int64_t FusedElementwiseOp::getFlops() {
+  int64_t perElement = 0;
+  for (StringRef name : getOps().getAsValueRange<StringAttr>())
+    perElement += name == "sigmoid" ? 3 : name == "gelu" ? 5
+                : name == "gelu_tanh" ? 8 : 1;
+  return perElement * elements(getResult());
+}
+
 int64_t MatMulOp::getFlops() {
   auto lhs = getLhs().getType();
   int64_t k = lhs.getShape().back();

@@ -341,5 +341,53 @@ LogicalResult ScatterNDOp::verify() {
   return success();
 }
 
+bool FusedElementwiseOp::isStepOp(StringRef name, bool &binary) {
+  static constexpr StringLiteral kUnary[] = {
+      "neg", "abs",     "relu", "exp",       "log", "sqrt", "reciprocal",
+      "tanh", "erf", "sigmoid", "gelu", "gelu_tanh", "cos", "sin"};
+  static constexpr StringLiteral kBinary[] = {"add", "sub", "mul", "div",
+                                              "pow", "min", "max"};
+  binary = llvm::is_contained(kBinary, name);
+  return binary || llvm::is_contained(kUnary, name);
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  int64_t n = int64_t(getInputs().size());
+  int64_t steps = int64_t(getOps().size());
+  if (n < 1 || n > kMaxInputs)
+    return emitOpError() << "needs 1 to " << kMaxInputs << " inputs, got " << n;
+  if (steps < 1 || steps > kMaxSteps)
+    return emitOpError() << "needs 1 to " << kMaxSteps << " steps, got "
+                         << steps;
+  if (int64_t(getLhs().size()) != steps || int64_t(getRhs().size()) != steps)
+    return emitOpError("needs one lhs and one rhs register per step");
+  auto result = getResult().getType();
+  Type elt = result.getElementType();
+  if (!elt.isF32() && !elt.isF16() && !elt.isBF16())
+    return emitOpError() << "computes f32, f16 or bf16, not " << elt;
+  for (Value in : getInputs()) {
+    auto type = cast<RankedTensorType>(in.getType());
+    auto merged = broadcastShapes(type.getShape(), result.getShape());
+    if (type.getElementType() != elt || !merged ||
+        ArrayRef<int64_t>(*merged) != result.getShape())
+      return emitOpError() << "input " << type << " does not broadcast to "
+                           << result;
+  }
+  for (int64_t i = 0; i < steps; ++i) {
+    StringRef name = cast<StringAttr>(getOps()[i]).getValue();
+    bool binary = false;
+    if (!isStepOp(name, binary))
+      return emitOpError() << "step " << i << ": unknown op '" << name << "'";
+    int64_t defined = n + i, lhs = getLhs()[i], rhs = getRhs()[i];
+    if (lhs < 0 || lhs >= defined || (binary && (rhs < 0 || rhs >= defined)))
+      return emitOpError() << "step " << i
+                           << " reads a register not yet defined";
+    if (!binary && rhs != -1)
+      return emitOpError() << "step " << i << ": unary '" << name
+                           << "' needs rhs -1";
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "lamina/Dialect/Graph/IR/GraphOps.cpp.inc"

@@ -154,6 +154,42 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise, Graph_Differentiable]> {
   let hasFolder = 1;
 }
 
+def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
+  let summary = "A chain of float elementwise ops computed in one pass";
+  let description = [{
+    Made by `graph-fuse-elementwise` after autodiff, for the backends'
+    `fusedElementwise` kernels. Registers `0..n-1` hold the `n` inputs
+    (1 to 4), each broadcast numpy-style to the result's shape; step `i`
+    (1 to 16 steps) applies `ops[i]` to registers `lhs[i]` (and `rhs[i]`
+    for a binary op; `-1` for a unary one) and writes register `n + i`;
+    the last step's register is the result. `ops` are graph op names:
+    unary `neg abs relu exp log sqrt reciprocal tanh erf sigmoid gelu
+    gelu_tanh cos sin`, binary `add sub mul div pow min max`. Inputs and
+    result share one element type (f32, f16 or bf16); values stay f32
+    between steps.
+
+    ```mlir
+    // gelu(x + b)
+    %r = graph.fused_elementwise %x, %b {ops = ["add", "gelu"],
+           lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>}
+           : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$inputs,
+                       StrArrayAttr:$ops, DenseI64ArrayAttr:$lhs,
+                       DenseI64ArrayAttr:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    static constexpr int kMaxInputs = 4;
+    static constexpr int kMaxSteps = 16;
+    /// Whether `name` is a step op, and if so whether it is binary.
+    static bool isStepOp(::llvm::StringRef name, bool &binary);
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Contraction and normalisation
 //===----------------------------------------------------------------------===//

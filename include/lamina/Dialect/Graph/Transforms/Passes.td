@@ -47,6 +47,45 @@ def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Groups chains of float elementwise ops into "
+                "graph.fused_elementwise";
+  let description = [{
+    Each maximal group of float elementwise ops (`neg abs relu exp log sqrt
+    reciprocal tanh erf sigmoid gelu cos sin add sub mul div pow min max`,
+    one element type: f32, f16 or bf16) whose intermediate values have no
+    use outside the group becomes one `graph.fused_elementwise` at the
+    group's last op: the backends then run one kernel that reads the
+    inputs once, keeps every intermediate in registers and writes only the
+    result, instead of one kernel and one buffer per op. A group is a DAG
+    (an intermediate may feed several of its ops) of at most 16 steps and
+    4 distinct inputs; every intermediate has the result's shape, so no
+    step is computed more often than the op it replaces (inputs broadcast
+    to the result). An op whose result is used elsewhere (another op, a
+    function result) ends a group; single ops stay as they are.
+
+    Values stay f32 between the steps, so a fused f16/bf16 chain is rounded
+    once instead of after every op; f32 chains compute what the ops compute
+    one by one. Run it last on the graph (after `graph-autodiff` and
+    `graph-autocast`), right before `convert-graph-to-rt`: the fused op has
+    no gradient rule. `lamina compile` does, for every target and mode.
+
+    ```mlir
+    %0 = graph.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %1 = graph.gelu %0 : tensor<4x8xf32>
+    %2 = graph.mul %1, %s : (tensor<4x8xf32>, tensor<1xf32>) -> tensor<4x8xf32>
+    // becomes
+    %2 = graph.fused_elementwise %x, %b, %s {ops = ["add", "gelu", "mul"],
+           lhs = array<i64: 0, 3, 4>, rhs = array<i64: 1, -1, 2>}
+           : (tensor<4x8xf32>, tensor<8xf32>, tensor<1xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numGroups", "groups", "graph.fused_elementwise ops made">,
+    Statistic<"numFusedOps", "fused-ops", "Elementwise ops they replace">,
+  ];
+}
+
 def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
   let summary = "Mixed precision: matmuls compute in bf16 (or f16), the rest "
                 "stays f32";
