@@ -67,6 +67,26 @@ inline Status concat(const Tensor &result, int64_t axis, const Args &...args) {
                     std::make_index_sequence<sizeof...(Args) - 1>());
 }
 
+template <typename Tuple, size_t... I>
+inline Status fusedList(const Tensor &result, const int64_t *packed,
+                        int64_t numSteps, const Tuple &t,
+                        std::index_sequence<I...>) {
+  FusedStep steps[kMaxFusedSteps];
+  rt::gen::decodeFusedSteps(packed, numSteps, steps);
+  const Tensor list[] = {std::get<I>(t)...};
+  return cuda::fusedElementwise(list, int(sizeof...(I)), steps, int(numSteps),
+                                result, std::get<sizeof...(I)>(t));
+}
+/// fusedElementwise(result, packed steps, numSteps, inputs..., stream): the
+/// host adapter's order with the stream last.
+template <typename... Args>
+inline Status fusedElementwise(const Tensor &result, const int64_t *packed,
+                               int64_t numSteps, const Args &...args) {
+  static_assert(sizeof...(Args) >= 2, "fusedElementwise: inputs and a stream");
+  return fusedList(result, packed, numSteps, std::forward_as_tuple(args...),
+                   std::make_index_sequence<sizeof...(Args) - 1>());
+}
+
 } // namespace gen
 } // namespace lamina::rt::cuda
 
