@@ -21,7 +21,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <tuple>
+#include <vector>
 
 using namespace lamina::rt;
 
@@ -165,4 +168,48 @@ Device &lamina::rt::hostDevice() {
     return v && std::strcmp(v, "1") == 0;
   }();
   return useStaged ? static_cast<Device &>(staged) : host;
+}
+
+Status lamina::rt::splatConstant(Device &device, const void *value, DType dtype,
+                                 int64_t numElements, void **out) {
+  size_t width = dtypeSize(dtype);
+  size_t bytes = size_t(std::max<int64_t>(numElements, 1)) * width;
+  uint64_t bits = 0;
+  std::memcpy(&bits, value, width);
+  struct Filled {
+    void *data;
+    size_t bytes;
+  };
+  // Keyed by device, type and the value's bits; the last entry of each list
+  // is the largest buffer.
+  static std::mutex mutex;
+  static std::map<std::tuple<Device *, int, uint64_t>, std::vector<Filled>>
+      cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<Filled> &buffers = cache[{&device, int(dtype), bits}];
+  if (!buffers.empty() && buffers.back().bytes >= bytes) {
+    *out = buffers.back().data;
+    return Status::success();
+  }
+  if (Status s = device.allocate(bytes, out); !s.ok())
+    return s;
+  std::unique_ptr<char[]> host;
+  char *fill = static_cast<char *>(*out);
+  if (!device.isHost()) {
+    host.reset(new char[bytes]);
+    fill = host.get();
+  }
+  if (bits == 0) {
+    std::memset(fill, 0, bytes);
+  } else {
+    for (size_t off = 0; off < bytes; off += width)
+      std::memcpy(fill + off, value, width);
+  }
+  if (host)
+    if (Status s = device.upload(*out, host.get(), bytes); !s.ok()) {
+      device.release(*out);
+      return s;
+    }
+  buffers.push_back({*out, bytes});
+  return Status::success();
 }

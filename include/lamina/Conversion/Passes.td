@@ -79,6 +79,13 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     copied to the device once (`lamina::rt::cuda::gen::constant`), and
     `main` hands `lamina::rt::cuda::device()` to the driver, which keeps
     arguments, arena and optimizer state in device memory.
+
+    Splat constants of more than 64 bytes are not written out: the program
+    holds their one element and `gen::splat` fills a shared buffer on first
+    use (a 1B GPT's training graph has gigabytes of zeros). A function with
+    more than `calls-per-function` kernel calls is split into non-inlined
+    parts called in order, each re-deriving the views it uses, so the C++
+    compiler's optimiser never sees thousands of calls in one function.
   }];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
   let options = [
@@ -107,6 +114,11 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     Option<"target", "target", "std::string", /*default=*/"\"host\"",
            "host (CPU kernels) or cuda (device kernels on a stream; "
            "inference and train modes)">,
+    Option<"callsPerFunction", "calls-per-function", "int64_t",
+           /*default=*/"128",
+           "Most kernel calls one emitted C++ function holds; longer "
+           "functions are split into parts (GCC -O2 is superlinear in "
+           "function size)">,
   ];
 }
 

@@ -102,6 +102,17 @@ public:
 /// reads (lib/Runtime/HostDevice.cpp; docs/cuda.md).
 Device &hostDevice();
 
+/// A program constant whose `numElements` elements all equal the one at
+/// `value` (dtypeSize(dtype) bytes; i1 is one byte), in `device`'s memory.
+/// Generated programs emit large splats (the zeros a scatter-add or a pad
+/// starts from, the ones of a causal mask) this way rather than as array
+/// literals, which made the 1B GPT's C++ 2.5 GB. All splats of one value and
+/// type share one buffer (kernels never write their inputs), filled on first
+/// use and kept for the life of the process; a larger request allocates a
+/// larger buffer (the smaller stays: earlier views may still be in use).
+Status splatConstant(Device &device, const void *value, DType dtype,
+                     int64_t numElements, void **out);
+
 /// Memory from a Device, released when the buffer dies.
 class DeviceBuffer {
 public:

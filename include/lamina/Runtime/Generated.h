@@ -9,6 +9,7 @@
 #ifndef LAMINA_RUNTIME_GENERATED_H
 #define LAMINA_RUNTIME_GENERATED_H
 
+#include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/Program.h"
 
@@ -35,6 +36,17 @@ inline Tensor arg(const Tensor *args, int index, DType dtype, int rank,
 inline Tensor constant(const void *data, DType dtype, int rank,
                        const int64_t *shape) {
   return Tensor{const_cast<void *>(data), dtype, rank, shape};
+}
+
+/// A splat constant (every element equals *value): one shared filled
+/// buffer on the program's device, not an array literal (Device.h).
+inline Tensor splat(const void *value, DType dtype, int rank,
+                    const int64_t *shape) {
+  void *data = nullptr;
+  checkKernel(splatConstant(hostDevice(), value, dtype,
+                            numElements(shape, rank), &data),
+              "a constant of the program");
+  return Tensor{data, dtype, rank, shape};
 }
 
 inline Status layerNorm(const Tensor &input, const Tensor &scale,

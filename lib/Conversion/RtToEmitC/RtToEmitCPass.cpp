@@ -98,6 +98,9 @@ public:
         labelsInput(labelsInput), vocab(vocab), cuda(cuda),
         b(module.getContext()) {}
 
+  /// Most kernel calls per emitted C++ function (calls-per-function).
+  int64_t callsPerFunction = 128;
+
   LogicalResult run();
   /// mode=dist: every outlined module function, the DistSpec and a `main`
   /// calling lamina::rt::distTrainMain (cuda: lamina::rt::cuda::'s).
@@ -120,10 +123,24 @@ private:
   std::string i64Global(ArrayRef<int64_t> values);
   /// Reads a global array inside the function being built.
   Value getGlobal(StringRef name, int64_t size);
-  /// A static word array with the constant's bytes: (name, word count).
-  std::pair<std::string, int64_t> constantGlobal(rt_ir::ConstantOp op);
+  /// A constant's static word array: all its bytes, or a large splat's one
+  /// element (filled at run time by gen::splat).
+  struct ConstantGlobal {
+    std::string name;
+    int64_t numWords = 0;
+    bool splat = false;
+  };
+  ConstantGlobal constantGlobal(rt_ir::ConstantOp op);
 
   LogicalResult emitBody(emitc::FuncOp func);
+  /// Emits `calls` as the body of `func`, each buffer's Tensor made where
+  /// the part first uses it.
+  void emitPart(emitc::FuncOp func, ArrayRef<rt_ir::CallOp> calls);
+  /// The Tensor of rt buffer `v` (an entry argument, arena view or
+  /// constant) in the part being emitted.
+  Value tensorFor(Value v);
+  Value makeTensor(Location loc, StringRef callee, Value base,
+                   Attribute first, MemRefType type);
   LogicalResult checkEntry();
   /// `entry` as `static void lamina_<name>(const Tensor *, void *)`.
   FailureOr<emitc::FuncOp> emitFunction();
@@ -149,8 +166,9 @@ private:
   OpBuilder globals{static_cast<MLIRContext *>(nullptr)};
   std::map<std::vector<int64_t>, std::string> arrays;
   unsigned numConstants = 0;
-  llvm::DenseMap<Value, Value> tensors; // rt buffer -> Tensor value
-  Value arena;
+  llvm::DenseMap<Operation *, ConstantGlobal> constants;
+  llvm::DenseMap<Value, Value> tensors; // rt buffer -> Tensor, this part
+  Value argsPtr, arena;                 // this part's parameters
 };
 } // namespace
 
@@ -180,24 +198,29 @@ Value ProgramEmitter::getGlobal(StringRef name, int64_t size) {
 
 /// Constants are stored as little-endian 64-bit words so every element type
 /// (f16, bf16, i1 as one byte) keeps its exact bits and 8-byte alignment.
-std::pair<std::string, int64_t>
+/// Splats over 64 bytes keep one element.
+ProgramEmitter::ConstantGlobal
 ProgramEmitter::constantGlobal(rt_ir::ConstantOp op) {
   auto dense = cast<DenseElementsAttr>(op.getValue());
   MemRefType type = op.getResult().getType();
-  int64_t n = type.getNumElements();
   Type elt = type.getElementType();
   unsigned width = elt.isInteger(1) ? 8 : elt.getIntOrFloatBitWidth();
-  std::vector<uint8_t> bytes(size_t(n) * (width / 8));
+  size_t eltBytes = width / 8;
+  bool splat = dense.isSplat() && type.getNumElements() * eltBytes > 64;
+  int64_t n = splat ? 1 : type.getNumElements();
+  std::vector<uint8_t> bytes(size_t(n) * eltBytes);
   if (elt.isInteger(1)) {
     int64_t i = 0;
-    for (bool v : dense.getValues<bool>())
+    for (bool v : dense.getValues<bool>()) {
+      if (i == n)
+        break;
       bytes[i++] = v ? 1 : 0;
+    }
   } else {
     ArrayRef<char> raw = dense.getRawData();
-    size_t elt = width / 8;
-    for (size_t off = 0; off < bytes.size(); off += elt)
+    for (size_t off = 0; off < bytes.size(); off += eltBytes)
       std::memcpy(bytes.data() + off,
-                  raw.data() + (dense.isSplat() ? 0 : off), elt);
+                  raw.data() + (dense.isSplat() ? 0 : off), eltBytes);
   }
   size_t words = std::max<size_t>(1, (bytes.size() + 7) / 8);
   bytes.resize(words * 8, 0);
@@ -214,7 +237,7 @@ ProgramEmitter::constantGlobal(rt_ir::ConstantOp op) {
       globals, op.getLoc(), name,
       emitc::ArrayType::get({int64_t(words)}, b.getIntegerType(64, false)),
       opaque(init), /*extern=*/false, /*static=*/true, /*const=*/true);
-  return {name, int64_t(words)};
+  return {name, int64_t(words), splat};
 }
 
 /// lamina::rt::X -> lamina::rt::cuda::X (gen:: adapters included).
@@ -228,7 +251,7 @@ static std::string cudaCallee(StringRef callee) {
 void ProgramEmitter::emitCall(rt_ir::CallOp call) {
   SmallVector<Value> operands;
   for (Value v : call.getBuffers())
-    operands.push_back(tensors.lookup(v));
+    operands.push_back(tensorFor(v));
   SmallVector<Attribute> args;
   for (Attribute a : call.getArgs()) {
     if (auto s = dyn_cast<StringAttr>(a)) {
@@ -270,65 +293,111 @@ void ProgramEmitter::emitCall(rt_ir::CallOp call) {
       b.getArrayAttr({b.getIndexAttr(0), opaque(cString(call.getWhere()))}));
 }
 
-LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
+Value ProgramEmitter::makeTensor(Location loc, StringRef callee, Value base,
+                                 Attribute first, MemRefType type) {
+  std::string dtype = dtypeEnumerator(type.getElementType());
+  SmallVector<Value> operands{base};
+  SmallVector<Attribute> args{b.getIndexAttr(0)};
+  if (first)
+    args.push_back(first);
+  args.append({opaque(dtype), b.getI32IntegerAttr(type.getRank())});
+  std::string shape = i64Global(type.getShape());
+  if (shape.empty()) {
+    args.push_back(opaque("nullptr"));
+  } else {
+    operands.push_back(getGlobal(shape, type.getRank()));
+    args.push_back(b.getIndexAttr(1));
+  }
+  return emitc::CallOpaqueOp::create(b, loc, TypeRange{tensorType()}, callee,
+                                     operands, b.getArrayAttr(args))
+      .getResult(0);
+}
+
+Value ProgramEmitter::tensorFor(Value v) {
+  if (Value t = tensors.lookup(v))
+    return t;
+  auto type = cast<MemRefType>(v.getType());
+  Value t;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    t = makeTensor(entry.getLoc(), "lamina::rt::gen::arg", argsPtr,
+                   opaque(std::to_string(arg.getArgNumber() - 1)), type);
+  } else if (auto view = v.getDefiningOp<rt_ir::ViewOp>()) {
+    t = makeTensor(view.getLoc(), "lamina::rt::gen::view", arena,
+                   opaque(std::to_string(view.getOffset())), type);
+  } else {
+    auto c = v.getDefiningOp<rt_ir::ConstantOp>();
+    const ConstantGlobal &g = constants.lookup(c);
+    auto words =
+        emitc::ArrayType::get({g.numWords}, b.getIntegerType(64, false));
+    Value global = emitc::GetGlobalOp::create(b, c.getLoc(), words, g.name);
+    std::string callee = std::string(cuda ? "lamina::rt::cuda::gen::"
+                                          : "lamina::rt::gen::") +
+                         (g.splat ? "splat" : "constant");
+    t = makeTensor(c.getLoc(), callee, global, Attribute(), type);
+  }
+  tensors[v] = t;
+  return t;
+}
+
+void ProgramEmitter::emitPart(emitc::FuncOp func,
+                              ArrayRef<rt_ir::CallOp> calls) {
   Block *body = func.addEntryBlock();
   b.setInsertionPointToStart(body);
-  Value argsPtr = body->getArgument(0);
+  argsPtr = body->getArgument(0);
   arena = body->getArgument(1);
+  tensors.clear();
+  // Shapes and arrays this part reads go before it.
+  globals.setInsertionPoint(func);
   if (cuda)
     stream = emitc::CallOpaqueOp::create(
                  b, entry.getLoc(),
                  TypeRange{emitc::OpaqueType::get(ctx(), "cudaStream_t")},
                  "lamina::rt::cuda::currentStream", ValueRange{})
                  .getResult(0);
-  Block &old = entry.getBody().front();
-  auto makeTensor = [&](Location loc, StringRef callee, Value base,
-                        Attribute first, MemRefType type) -> Value {
-    std::string dtype = dtypeEnumerator(type.getElementType());
-    SmallVector<Value> operands{base};
-    SmallVector<Attribute> args{b.getIndexAttr(0)};
-    if (first)
-      args.push_back(first);
-    args.append({opaque(dtype), b.getI32IntegerAttr(type.getRank())});
-    std::string shape = i64Global(type.getShape());
-    if (shape.empty()) {
-      args.push_back(opaque("nullptr"));
-    } else {
-      operands.push_back(getGlobal(shape, type.getRank()));
-      args.push_back(b.getIndexAttr(1));
-    }
-    return emitc::CallOpaqueOp::create(b, loc, TypeRange{tensorType()}, callee,
-                                       operands, b.getArrayAttr(args))
-        .getResult(0);
-  };
-  for (BlockArgument arg : old.getArguments().drop_front()) {
-    auto type = cast<MemRefType>(arg.getType());
-    tensors[arg] = makeTensor(entry.getLoc(), "lamina::rt::gen::arg", argsPtr,
-                              opaque(std::to_string(arg.getArgNumber() - 1)),
-                              type);
-  }
-  for (Operation &op : old) {
-    if (auto view = dyn_cast<rt_ir::ViewOp>(op)) {
-      tensors[view] = makeTensor(view.getLoc(), "lamina::rt::gen::view", arena,
-                                 opaque(std::to_string(view.getOffset())),
-                                 view.getResult().getType());
-    } else if (auto c = dyn_cast<rt_ir::ConstantOp>(op)) {
-      auto [name, numWords] = constantGlobal(c);
-      auto words =
-          emitc::ArrayType::get({numWords}, b.getIntegerType(64, false));
-      Value global = emitc::GetGlobalOp::create(b, c.getLoc(), words, name);
-      tensors[c] = makeTensor(c.getLoc(),
-                              cuda ? "lamina::rt::cuda::gen::constant"
-                                   : "lamina::rt::gen::constant",
-                              global,
-                              Attribute(), c.getResult().getType());
-    } else if (auto call = dyn_cast<rt_ir::CallOp>(op)) {
-      emitCall(call);
-    } else if (!isa<func::ReturnOp>(op)) {
-      return op.emitError("convert-rt-to-emitc: unexpected op ") << op.getName();
-    }
-  }
+  for (rt_ir::CallOp call : calls)
+    emitCall(call);
   emitc::ReturnOp::create(b, entry.getLoc(), Value());
+}
+
+LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
+  SmallVector<rt_ir::CallOp> calls;
+  for (Operation &op : entry.getBody().front()) {
+    if (auto c = dyn_cast<rt_ir::ConstantOp>(op))
+      constants[c] = constantGlobal(c);
+    else if (auto call = dyn_cast<rt_ir::CallOp>(op))
+      calls.push_back(call);
+    else if (!isa<rt_ir::ViewOp, func::ReturnOp>(op))
+      return op.emitError("convert-rt-to-emitc: unexpected op ") << op.getName();
+  }
+  int64_t perPart = std::max<int64_t>(1, callsPerFunction);
+  if (int64_t(calls.size()) <= perPart) {
+    emitPart(func, calls);
+  } else {
+    // noinline: GCC would otherwise inline each once-called part back.
+    OpBuilder fb(ctx());
+    fb.setInsertionPoint(func);
+    SmallVector<std::string> names;
+    for (int64_t begin = 0; begin < int64_t(calls.size()); begin += perPart) {
+      std::string name =
+          (func.getName() + "_part" + Twine(names.size())).str();
+      auto part = emitc::FuncOp::create(fb, entry.getLoc(), name,
+                                        func.getFunctionType());
+      part.setSpecifiersAttr(
+          fb.getStrArrayAttr({"__attribute__((noinline)) static"}));
+      emitPart(part, ArrayRef<rt_ir::CallOp>(calls).slice(
+                         begin, std::min<int64_t>(perPart,
+                                                  calls.size() - begin)));
+      names.push_back(name);
+    }
+    Block *body = func.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    for (const std::string &name : names)
+      emitc::CallOpaqueOp::create(b, entry.getLoc(), TypeRange{}, name,
+                                  ValueRange(body->getArguments()));
+    emitc::ReturnOp::create(b, entry.getLoc(), Value());
+  }
+  // Tables emitted later (argument specs) go before the entry again.
+  globals.setInsertionPoint(func);
   return success();
 }
 
@@ -662,9 +731,10 @@ struct ConvertRtToEmitCPass
           << mode << "'";
       return signalPassFailure();
     }
-    if (failed(ProgramEmitter(module, entry, modelPath, mode == "train",
-                              labelsInput, vocab, target == "cuda")
-                   .run()))
+    ProgramEmitter emitter(module, entry, modelPath, mode == "train",
+                           labelsInput, vocab, target == "cuda");
+    emitter.callsPerFunction = callsPerFunction;
+    if (failed(emitter.run()))
       signalPassFailure();
   }
 
@@ -722,9 +792,10 @@ struct ConvertRtToEmitCPass
     opts.labelsInput = labelsInput;
     opts.vocab = vocab;
     opts.ignoreIndex = ignoreIndex;
-    if (failed(ProgramEmitter(module, funcs.front(), modelPath, false, "", 0,
-                              target == "cuda")
-                   .runDist(funcs, opts)))
+    ProgramEmitter emitter(module, funcs.front(), modelPath, false, "", 0,
+                           target == "cuda");
+    emitter.callsPerFunction = callsPerFunction;
+    if (failed(emitter.runDist(funcs, opts)))
       signalPassFailure();
   }
 };

@@ -252,3 +252,12 @@ Tensor lamina::rt::cuda::gen::constant(const void *host, DType dtype, int rank,
               "a constant of the program");
   return Tensor{data, dtype, rank, shape};
 }
+
+Tensor lamina::rt::cuda::gen::splat(const void *value, DType dtype, int rank,
+                                    const int64_t *shape) {
+  void *data = nullptr;
+  checkKernel(splatConstant(theDevice(), value, dtype,
+                            numElements(shape, rank), &data),
+              "a constant of the program");
+  return Tensor{data, dtype, rank, shape};
+}

@@ -39,6 +39,8 @@ namespace gen {
 /// A constant of the program: copied to device memory on first use (one
 /// copy per constant for the life of the process) and viewed there.
 Tensor constant(const void *host, DType dtype, int rank, const int64_t *shape);
+/// A splat constant on the device (splatConstant, Device.h).
+Tensor splat(const void *value, DType dtype, int rank, const int64_t *shape);
 
 inline Status layerNorm(const Tensor &input, const Tensor &scale,
                         const Tensor &bias, int64_t axis, double epsilon,
