@@ -61,13 +61,13 @@ constexpr bool isFloatStorage =
 template <typename T>
 constexpr bool isIntStorage = std::is_integral_v<T>; // excludes Bool
 
-inline float load(Half h) { return math::halfToFloat(h.bits); }
-inline float load(BFloat16 b) { return math::bf16ToFloat(b.bits); }
-inline uint8_t load(Bool b) { return b.value != 0; }
-template <typename T> inline T load(T v) { return v; }
+LAMINA_HD inline float load(Half h) { return math::halfToFloat(h.bits); }
+LAMINA_HD inline float load(BFloat16 b) { return math::bf16ToFloat(b.bits); }
+LAMINA_HD inline uint8_t load(Bool b) { return b.value != 0; }
+template <typename T> LAMINA_HD inline T load(T v) { return v; }
 
 /// Rounds a compute value into storage type T.
-template <typename T, typename C> inline T store(C v) {
+template <typename T, typename C> LAMINA_HD inline T store(C v) {
   if constexpr (std::is_same_v<T, Half>) {
     if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
       return Half{math::doubleToHalf(double(v))};

@@ -122,36 +122,14 @@ template <> __device__ inline BFloat16 store<BFloat16>(float v) {
   return BFloat16{math::floatToBf16(v)};
 }
 
-/// Any storage type to its compute type (Internal.h's Compute<T>: f16/bf16
-/// widen to f32, i1 reads as 0/1), as the host's detail::load.
+/// Internal.h's load and store (LAMINA_HD), under names that do not clash
+/// with the f32 store<T> specialisations above: the device converts between
+/// storage and compute types exactly as the host does.
 template <typename T> __device__ inline Compute<T> loadValue(T v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return math::halfToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return math::bf16ToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, Bool>)
-    return uint8_t(v.value != 0);
-  else
-    return v;
+  return lamina::rt::detail::load(v);
 }
-/// A compute value into storage T, exactly as the host's detail::store
-/// (f16/bf16 from double or an integer round once, through doubleTo*).
 template <typename T, typename C> __device__ inline T storeValue(C v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
-      return Half{math::doubleToHalf(double(v))};
-    else
-      return Half{math::floatToHalf(float(v))};
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    if constexpr (std::is_same_v<C, double> || std::is_integral_v<C>)
-      return BFloat16{math::doubleToBf16(double(v))};
-    else
-      return BFloat16{math::floatToBf16(float(v))};
-  } else if constexpr (std::is_same_v<T, Bool>) {
-    return Bool{uint8_t(v != C(0))};
-  } else {
-    return T(v);
-  }
+  return lamina::rt::detail::store<T>(v);
 }
 
 /// Calls f(Tag<Storage>{}) for f32, f16 or bf16.

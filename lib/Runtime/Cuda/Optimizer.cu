@@ -19,52 +19,21 @@ using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
 
 namespace {
-struct SgdArgs {
-  float lr, wd, mom, damp; ///< damp = 1 - dampening, as the host's float
-  bool nesterov, first, hasBuf;
-};
-
-__global__ void sgdKernel(SgdArgs a, float *p, const float *g, float *buf,
-                          int64_t n) {
+// The host's per-element rules (Optimizer.h). This file is built with
+// -fmad=false (CMakeLists.txt) so nvcc does not contract them into FMAs
+// the host does not use: the device update is the host's bit for bit.
+__global__ void sgdKernel(UpdateCoefficients c, float *p, const float *g,
+                          float *buf, int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x) {
-    float pk = p[k];
-    float d = a.wd != 0 ? __fadd_rn(g[k], __fmul_rn(a.wd, pk)) : g[k];
-    if (a.hasBuf) {
-      // PyTorch: the first step copies the gradient (no dampening).
-      float b = a.first ? d
-                        : __fadd_rn(__fmul_rn(a.mom, buf[k]),
-                                    __fmul_rn(a.damp, d));
-      buf[k] = b;
-      d = a.nesterov ? __fadd_rn(d, __fmul_rn(a.mom, b)) : b;
-    }
-    p[k] = __fsub_rn(pk, __fmul_rn(a.lr, d));
-  }
+       k += int64_t(gridDim.x) * blockDim.x)
+    sgdElement(p[k], g[k], buf ? buf + k : nullptr, c);
 }
 
-/// The host's f32 scalars (derived in double there and here alike).
-struct AdamArgs {
-  float decay, w1, oneMinusW1, b2, w2, stepSize, bc2, eps;
-};
-
-__global__ void adamwKernel(AdamArgs a, float *p, const float *g, float *m,
-                            float *v, int64_t n) {
+__global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
+                            float *m, float *v, int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x) {
-    float pk = __fmul_rn(p[k], a.decay);
-    float gk = g[k], mk = m[k];
-    // torch.lerp(m, g, w1): two formulas, exact at both ends.
-    float diff = __fsub_rn(gk, mk);
-    mk = a.w1 < 0.5f ? __fadd_rn(mk, __fmul_rn(a.w1, diff))
-                     : __fsub_rn(gk, __fmul_rn(diff, a.oneMinusW1));
-    // addcmul / addcdiv evaluate (value * a) * b and (value * a) / b.
-    float vk = __fadd_rn(__fmul_rn(v[k], a.b2),
-                         __fmul_rn(__fmul_rn(a.w2, gk), gk));
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), a.bc2), a.eps);
-    m[k] = mk;
-    v[k] = vk;
-    p[k] = __fadd_rn(pk, __fdiv_rn(__fmul_rn(-a.stepSize, mk), denom));
-  }
+       k += int64_t(gridDim.x) * blockDim.x)
+    adamwElement(p[k], m[k], v[k], g[k], c);
 }
 
 //===----------------------------------------------------------------------===//
@@ -186,13 +155,6 @@ __global__ void scaleKernel(Chunk c, const double *normPtr, float maxNorm) {
     x[e] = __fmul_rn(x[e], scale);
 }
 
-/// Optimizer::numSlots for a configuration.
-int stateSlots(const OptimizerConfig &cfg) {
-  if (cfg.kind == OptimizerKind::AdamW)
-    return 2;
-  return cfg.momentum != 0 ? 1 : 0;
-}
-
 Status checkF32(const char *op, const Tensor *tensors, int n) {
   if (n < 0)
     return Status::error(std::string(op) + ": negative tensor count");
@@ -235,7 +197,7 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
   if (step < 1)
     return Status::error("optimizer: step " + std::to_string(step) +
                          " (the count after its increment) must be >= 1");
-  const int slots = stateSlots(cfg);
+  const int slots = optimizerSlots(cfg);
   if (slots && !state)
     return Status::error("optimizer: " + std::to_string(slots) +
                          " state buffers expected, got none");
@@ -258,29 +220,15 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
   int64_t n = param.numElements();
   if (n == 0)
     return Status::success();
+  const UpdateCoefficients c = updateCoefficients(cfg, lr, step);
   if (cfg.kind == OptimizerKind::Sgd) {
-    SgdArgs a{lr,   cfg.weightDecay, cfg.momentum, 1.0f - cfg.dampening,
-              cfg.nesterov, step == 1, slots != 0};
     sgdKernel<<<gridFor(n), 256, 0, stream>>>(
-        a, param.as<float>(), grad.as<float>(),
+        c, param.as<float>(), grad.as<float>(),
         slots ? state[0].as<float>() : nullptr, n);
     return launched("optimizer");
   }
-  // The host's scalars, computed by the same expressions.
-  const double t = double(step);
-  const double bc1 = 1.0 - std::pow(double(cfg.beta1), t);
-  const double bc2Sqrt = std::sqrt(1.0 - std::pow(double(cfg.beta2), t));
-  AdamArgs a;
-  a.decay = float(1.0 - double(lr) * double(cfg.weightDecay));
-  a.w1 = float(1.0 - double(cfg.beta1));
-  a.oneMinusW1 = 1.0f - a.w1;
-  a.b2 = cfg.beta2;
-  a.w2 = float(1.0 - double(cfg.beta2));
-  a.stepSize = float(double(lr) / bc1);
-  a.bc2 = float(bc2Sqrt);
-  a.eps = cfg.eps;
   adamwKernel<<<gridFor(n), 256, 0, stream>>>(
-      a, param.as<float>(), grad.as<float>(), state[0].as<float>(),
+      c, param.as<float>(), grad.as<float>(), state[0].as<float>(),
       state[1].as<float>(), n);
   return launched("optimizer");
 }
