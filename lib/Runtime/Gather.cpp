@@ -107,14 +107,15 @@ Status lamina::rt::gather(const Tensor &data, const Tensor &indices,
   return Status::success();
 }
 
-Status lamina::rt::gatherND(const Tensor &data, const Tensor &indices,
-                            int64_t batchDims, const Tensor &result) {
-  Status s = checkIndexType("gather_nd", indices);
-  if (!s.ok())
+Status lamina::rt::detail::checkGatherND(const Tensor &data,
+                                         const Tensor &indices,
+                                         int64_t batchDims,
+                                         const Tensor &result, int64_t &k) {
+  if (Status s = checkIndexType("gather_nd", indices); !s.ok())
     return s;
   int r = data.rank, q = indices.rank;
   int64_t b = batchDims;
-  int64_t k = q >= 1 ? indices.shape[q - 1] : 0;
+  k = q >= 1 ? indices.shape[q - 1] : 0;
   bool ok = q >= 1 && b >= 0 && b < std::min(r, q) && k >= 1 && b + k <= r;
   for (int d = 0; ok && d < b; ++d)
     ok = data.shape[d] == indices.shape[d];
@@ -129,6 +130,17 @@ Status lamina::rt::gatherND(const Tensor &data, const Tensor &indices,
                          " should be " +
                          shapeString(expected.data(), int(expected.size())) +
                          "x" + dtypeName(data.dtype));
+  return Status::success();
+}
+
+Status lamina::rt::gatherND(const Tensor &data, const Tensor &indices,
+                            int64_t batchDims, const Tensor &result) {
+  int64_t k;
+  Status s = checkGatherND(data, indices, batchDims, result, k);
+  if (!s.ok())
+    return s;
+  int r = data.rank, q = indices.rank;
+  int64_t b = batchDims;
   int64_t perBatch = numElements(indices.shape + b, q - 1 - int(b));
   int64_t batchStride = numElements(data.shape + b, r - int(b));
   int64_t slice = numElements(data.shape + b + k, r - int(b + k));
@@ -161,11 +173,12 @@ bool lamina::rt::parseScatterReduction(const char *name,
   return false;
 }
 
-Status lamina::rt::scatterND(const Tensor &data, const Tensor &indices,
-                             const Tensor &updates, ScatterReduction reduction,
-                             const Tensor &result) {
-  Status s = checkIndexType("scatter_nd", indices);
-  if (!s.ok())
+Status lamina::rt::detail::checkScatterND(const Tensor &data,
+                                          const Tensor &indices,
+                                          const Tensor &updates,
+                                          ScatterReduction reduction,
+                                          const Tensor &result, int64_t &k) {
+  if (Status s = checkIndexType("scatter_nd", indices); !s.ok())
     return s;
   if (result.dtype != data.dtype || !sameShape(data, result) ||
       updates.dtype != data.dtype)
@@ -173,7 +186,7 @@ Status lamina::rt::scatterND(const Tensor &data, const Tensor &indices,
                          describe(updates) + " and result " + describe(result) +
                          " must share a type");
   int q = indices.rank;
-  int64_t k = q >= 1 ? indices.shape[q - 1] : -1;
+  k = q >= 1 ? indices.shape[q - 1] : -1;
   std::vector<int64_t> expected;
   if (q >= 1 && k <= data.rank) {
     expected.assign(indices.shape, indices.shape + q - 1);
@@ -186,6 +199,16 @@ Status lamina::rt::scatterND(const Tensor &data, const Tensor &indices,
   if (data.dtype == DType::I1 && (reduction == ScatterReduction::Add ||
                                   reduction == ScatterReduction::Mul))
     return Status::error("scatter_nd: add/mul are not defined on i1");
+  return Status::success();
+}
+
+Status lamina::rt::scatterND(const Tensor &data, const Tensor &indices,
+                             const Tensor &updates, ScatterReduction reduction,
+                             const Tensor &result) {
+  int64_t k;
+  Status s = checkScatterND(data, indices, updates, reduction, result, k);
+  if (!s.ok())
+    return s;
   int64_t slice = numElements(data.shape + k, data.rank - int(k));
   std::vector<int64_t> offsets;
   s = tupleOffsets("scatter_nd", data, indices, 0, 0, 1, offsets);

@@ -233,6 +233,43 @@ void forEachRun(const BroadcastPlan &p, int64_t costPerElement, Body &&body) {
 void stridedCopy(const void *src, void *dst, size_t elementSize,
                  std::vector<int64_t> shape, std::vector<int64_t> srcStrides);
 
+/// A data-movement kernel as a strided copy: result element (i_0, ..., i_k)
+/// over `shape` is input element `base + sum i_d * strides[d]` (element
+/// units). The plan* functions check a kernel's arguments and plan it; the
+/// host and device kernels share them, so both accept and refuse alike.
+struct CopyPlan {
+  std::vector<int64_t> shape, strides;
+  int64_t base = 0;
+  /// The source of the copy (input.data advanced by `base` elements).
+  const void *source(const Tensor &input) const {
+    return static_cast<const char *>(input.data) +
+           base * int64_t(input.elementSize());
+  }
+};
+Status planTranspose(const Tensor &input, const int64_t *perm,
+                     const Tensor &result, CopyPlan &plan);
+Status planSlice(const Tensor &input, const int64_t *starts,
+                 const int64_t *sizes, const int64_t *steps,
+                 const Tensor &result, CopyPlan &plan);
+Status planBroadcastCopy(const Tensor &input, const Tensor &result,
+                         CopyPlan &plan);
+Status planTile(const Tensor &input, const int64_t *repeats,
+                const Tensor &result, CopyPlan &plan);
+/// Checks of the kernels that are not strided copies; concat normalises
+/// `axis`.
+Status checkReshape(const Tensor &input, const Tensor &result);
+Status checkConcat(const Tensor *inputs, int numInputs, int64_t &axis,
+                   const Tensor &result);
+Status checkTrilu(const Tensor &input, const Tensor &result);
+
+/// gather_nd's and scatter_nd's argument checks (Gather.cpp), shared by the
+/// host and device kernels; `k` is the length of an index tuple.
+Status checkGatherND(const Tensor &data, const Tensor &indices,
+                     int64_t batchDims, const Tensor &result, int64_t &k);
+Status checkScatterND(const Tensor &data, const Tensor &indices,
+                      const Tensor &updates, ScatterReduction reduction,
+                      const Tensor &result, int64_t &k);
+
 /// [outer, n, inner] around `axis`.
 inline void splitAround(const Tensor &t, int axis, int64_t &outer, int64_t &n,
                         int64_t &inner) {

@@ -145,22 +145,15 @@ static std::vector<int64_t> stridesOf(const Tensor &t) {
   return s;
 }
 
-Status lamina::rt::reshape(const Tensor &input, const Tensor &result) {
-  Status s = sameType("reshape", input, result);
-  if (!s.ok())
-    return s;
-  if (input.numElements() != result.numElements())
-    return Status::error("reshape: " + describe(input) + " and " +
-                         describe(result) + " differ in element count");
-  if (input.data != result.data)
-    std::memcpy(result.data, input.data, input.byteSize());
-  return Status::success();
+static std::vector<int64_t> shapeOf(const Tensor &t) {
+  return std::vector<int64_t>(t.shape, t.shape + t.rank);
 }
 
-Status lamina::rt::transpose(const Tensor &input, const int64_t *perm,
-                             const Tensor &result) {
-  Status s = sameType("transpose", input, result);
-  if (!s.ok())
+Status lamina::rt::detail::planTranspose(const Tensor &input,
+                                         const int64_t *perm,
+                                         const Tensor &result,
+                                         CopyPlan &plan) {
+  if (Status s = sameType("transpose", input, result); !s.ok())
     return s;
   if (input.rank != result.rank)
     return Status::error("transpose: rank mismatch " + describe(input) +
@@ -172,21 +165,96 @@ Status lamina::rt::transpose(const Tensor &input, const int64_t *perm,
                            std::to_string(input.rank) + " dims");
     seen[perm[i]] = true;
   }
-  std::vector<int64_t> in = stridesOf(input), strides(input.rank);
+  std::vector<int64_t> in = stridesOf(input);
+  plan = CopyPlan{shapeOf(result), std::vector<int64_t>(input.rank), 0};
   for (int i = 0; i < input.rank; ++i) {
     if (result.shape[i] != input.shape[perm[i]])
       return Status::error("transpose: result " + describe(result) +
                            " does not match perm of " + describe(input));
-    strides[i] = in[perm[i]];
+    plan.strides[i] = in[perm[i]];
   }
-  stridedCopy(input.data, result.data, input.elementSize(),
-              std::vector<int64_t>(result.shape, result.shape + result.rank),
-              strides);
   return Status::success();
 }
 
-Status lamina::rt::concat(const Tensor *inputs, int numInputs, int64_t axis,
-                          const Tensor &result) {
+Status lamina::rt::detail::planSlice(const Tensor &input,
+                                     const int64_t *starts,
+                                     const int64_t *sizes,
+                                     const int64_t *steps,
+                                     const Tensor &result, CopyPlan &plan) {
+  if (Status s = sameType("slice", input, result); !s.ok())
+    return s;
+  if (input.rank != result.rank)
+    return Status::error("slice: rank mismatch " + describe(input) + " -> " +
+                         describe(result));
+  std::vector<int64_t> in = stridesOf(input);
+  plan = CopyPlan{shapeOf(result), std::vector<int64_t>(input.rank), 0};
+  bool empty = false;
+  for (int d = 0; d < input.rank; ++d) {
+    if (result.shape[d] != sizes[d] || steps[d] == 0 || sizes[d] < 0)
+      return Status::error("slice: result " + describe(result) +
+                           " does not match sizes, or a step is 0");
+    int64_t last = starts[d] + (sizes[d] - 1) * steps[d];
+    if (sizes[d] > 0 && (starts[d] < 0 || starts[d] >= input.shape[d] ||
+                         last < 0 || last >= input.shape[d]))
+      return Status::error("slice: dim " + std::to_string(d) + " of " +
+                           describe(input) + " indexed out of bounds");
+    empty |= sizes[d] == 0;
+    plan.base += starts[d] * in[d];
+    plan.strides[d] = steps[d] * in[d];
+  }
+  if (empty) // nothing is read: starts need not be in range
+    plan.base = 0;
+  return Status::success();
+}
+
+Status lamina::rt::detail::planBroadcastCopy(const Tensor &input,
+                                         const Tensor &result,
+                                         CopyPlan &plan) {
+  if (Status s = sameType("broadcast", input, result); !s.ok())
+    return s;
+  plan = CopyPlan{shapeOf(result), std::vector<int64_t>(result.rank), 0};
+  if (!broadcastStrides(input.shape, input.rank, result.shape, result.rank,
+                        plan.strides.data()))
+    return Status::error("broadcast: " + describe(input) +
+                         " does not broadcast to " + describe(result));
+  return Status::success();
+}
+
+Status lamina::rt::detail::planTile(const Tensor &input,
+                                    const int64_t *repeats,
+                                    const Tensor &result, CopyPlan &plan) {
+  if (Status s = sameType("tile", input, result); !s.ok())
+    return s;
+  if (input.rank != result.rank)
+    return Status::error("tile: rank mismatch " + describe(input) + " -> " +
+                         describe(result));
+  // Result [r0*d0, r1*d1, ...] is row-major [r0, d0, r1, d1, ...]; the
+  // repeat dims read with stride 0.
+  std::vector<int64_t> in = stridesOf(input);
+  plan = CopyPlan{};
+  for (int d = 0; d < input.rank; ++d) {
+    if (repeats[d] < 0 || result.shape[d] != input.shape[d] * repeats[d])
+      return Status::error("tile: result " + describe(result) +
+                           " is not input " + describe(input) +
+                           " times repeats");
+    plan.shape.insert(plan.shape.end(), {repeats[d], input.shape[d]});
+    plan.strides.insert(plan.strides.end(), {0, in[d]});
+  }
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkReshape(const Tensor &input,
+                                        const Tensor &result) {
+  if (Status s = sameType("reshape", input, result); !s.ok())
+    return s;
+  if (input.numElements() != result.numElements())
+    return Status::error("reshape: " + describe(input) + " and " +
+                         describe(result) + " differ in element count");
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkConcat(const Tensor *inputs, int numInputs,
+                                       int64_t &axis, const Tensor &result) {
   if (numInputs < 1)
     return Status::error("concat: no inputs");
   if (!normaliseAxis(axis, result.rank))
@@ -206,6 +274,47 @@ Status lamina::rt::concat(const Tensor *inputs, int numInputs, int64_t axis,
     return Status::error("concat: inputs' sizes along axis " +
                          std::to_string(axis) + " do not add up to " +
                          describe(result));
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkTrilu(const Tensor &input,
+                                      const Tensor &result) {
+  if (Status s = sameType("trilu", input, result); !s.ok())
+    return s;
+  if (input.rank < 2 || !sameShape(input, result))
+    return Status::error("trilu: needs rank >= 2 and equal shapes, got " +
+                         describe(input) + " -> " + describe(result));
+  return Status::success();
+}
+
+Status lamina::rt::reshape(const Tensor &input, const Tensor &result) {
+  if (Status s = checkReshape(input, result); !s.ok())
+    return s;
+  if (input.data != result.data)
+    std::memcpy(result.data, input.data, input.byteSize());
+  return Status::success();
+}
+
+/// Runs a plan on the host.
+static Status copy(Status planned, const CopyPlan &plan, const Tensor &input,
+                   const Tensor &result) {
+  if (!planned.ok())
+    return planned;
+  stridedCopy(plan.source(input), result.data, input.elementSize(),
+              plan.shape, plan.strides);
+  return Status::success();
+}
+
+Status lamina::rt::transpose(const Tensor &input, const int64_t *perm,
+                             const Tensor &result) {
+  CopyPlan plan;
+  return copy(planTranspose(input, perm, result, plan), plan, input, result);
+}
+
+Status lamina::rt::concat(const Tensor *inputs, int numInputs, int64_t axis,
+                          const Tensor &result) {
+  if (Status s = checkConcat(inputs, numInputs, axis, result); !s.ok())
+    return s;
   size_t es = result.elementSize();
   int64_t outer = numElements(result.shape, int(axis));
   int64_t after =
@@ -238,84 +347,26 @@ Status lamina::rt::concat(const Tensor *inputs, int numInputs, int64_t axis,
 Status lamina::rt::slice(const Tensor &input, const int64_t *starts,
                          const int64_t *sizes, const int64_t *steps,
                          const Tensor &result) {
-  Status s = sameType("slice", input, result);
-  if (!s.ok())
-    return s;
-  if (input.rank != result.rank)
-    return Status::error("slice: rank mismatch " + describe(input) + " -> " +
-                         describe(result));
-  std::vector<int64_t> in = stridesOf(input), strides(input.rank);
-  int64_t base = 0;
-  bool empty = false;
-  for (int d = 0; d < input.rank; ++d) {
-    if (result.shape[d] != sizes[d] || steps[d] == 0 || sizes[d] < 0)
-      return Status::error("slice: result " + describe(result) +
-                           " does not match sizes, or a step is 0");
-    int64_t last = starts[d] + (sizes[d] - 1) * steps[d];
-    if (sizes[d] > 0 && (starts[d] < 0 || starts[d] >= input.shape[d] ||
-                         last < 0 || last >= input.shape[d]))
-      return Status::error("slice: dim " + std::to_string(d) + " of " +
-                           describe(input) + " indexed out of bounds");
-    empty |= sizes[d] == 0;
-    base += starts[d] * in[d];
-    strides[d] = steps[d] * in[d];
-  }
-  if (empty)
-    return Status::success();
-  stridedCopy(static_cast<const char *>(input.data) +
-                  base * int64_t(input.elementSize()),
-              result.data, input.elementSize(),
-              std::vector<int64_t>(result.shape, result.shape + result.rank),
-              strides);
-  return Status::success();
+  CopyPlan plan;
+  return copy(planSlice(input, starts, sizes, steps, result, plan), plan,
+              input, result);
 }
 
 Status lamina::rt::broadcast(const Tensor &input, const Tensor &result) {
-  Status s = sameType("broadcast", input, result);
-  if (!s.ok())
-    return s;
-  std::vector<int64_t> strides(result.rank);
-  if (!broadcastStrides(input.shape, input.rank, result.shape, result.rank,
-                        strides.data()))
-    return Status::error("broadcast: " + describe(input) +
-                         " does not broadcast to " + describe(result));
-  stridedCopy(input.data, result.data, input.elementSize(),
-              std::vector<int64_t>(result.shape, result.shape + result.rank),
-              strides);
-  return Status::success();
+  CopyPlan plan;
+  return copy(planBroadcastCopy(input, result, plan), plan, input, result);
 }
 
 Status lamina::rt::tile(const Tensor &input, const int64_t *repeats,
                         const Tensor &result) {
-  Status s = sameType("tile", input, result);
-  if (!s.ok())
-    return s;
-  if (input.rank != result.rank)
-    return Status::error("tile: rank mismatch " + describe(input) + " -> " +
-                         describe(result));
-  // Result [r0*d0, r1*d1, ...] is row-major [r0, d0, r1, d1, ...]; the
-  // repeat dims read with stride 0.
-  std::vector<int64_t> in = stridesOf(input), shape, strides;
-  for (int d = 0; d < input.rank; ++d) {
-    if (repeats[d] < 0 || result.shape[d] != input.shape[d] * repeats[d])
-      return Status::error("tile: result " + describe(result) +
-                           " is not input " + describe(input) +
-                           " times repeats");
-    shape.insert(shape.end(), {repeats[d], input.shape[d]});
-    strides.insert(strides.end(), {0, in[d]});
-  }
-  stridedCopy(input.data, result.data, input.elementSize(), shape, strides);
-  return Status::success();
+  CopyPlan plan;
+  return copy(planTile(input, repeats, result, plan), plan, input, result);
 }
 
 Status lamina::rt::trilu(const Tensor &input, int64_t k, bool upper,
                          const Tensor &result) {
-  Status s = sameType("trilu", input, result);
-  if (!s.ok())
+  if (Status s = checkTrilu(input, result); !s.ok())
     return s;
-  if (input.rank < 2 || !sameShape(input, result))
-    return Status::error("trilu: needs rank >= 2 and equal shapes, got " +
-                         describe(input) + " -> " + describe(result));
   int64_t m = input.shape[input.rank - 2], n = input.shape[input.rank - 1];
   int64_t rows = numElements(input.shape, input.rank - 1);
   size_t es = input.elementSize();

@@ -21,10 +21,16 @@ namespace lamina::rt::cuda::detail {
 // the device has its own below).
 using lamina::rt::detail::Bool;
 using lamina::rt::detail::BroadcastPlan;
+using lamina::rt::detail::checkConcat;
 using lamina::rt::detail::checkFloatAlongAxis;
 using lamina::rt::detail::checkGather;
+using lamina::rt::detail::checkGatherND;
 using lamina::rt::detail::checkNorm;
 using lamina::rt::detail::checkReduce;
+using lamina::rt::detail::checkReshape;
+using lamina::rt::detail::checkScatterND;
+using lamina::rt::detail::checkTrilu;
+using lamina::rt::detail::CopyPlan;
 using lamina::rt::detail::Compute;
 using lamina::rt::detail::describe;
 using lamina::rt::detail::dispatch;
@@ -34,6 +40,10 @@ using lamina::rt::detail::isIntStorage;
 using lamina::rt::detail::hasShape;
 using lamina::rt::detail::normaliseAxis;
 using lamina::rt::detail::planBroadcast;
+using lamina::rt::detail::planBroadcastCopy;
+using lamina::rt::detail::planSlice;
+using lamina::rt::detail::planTile;
+using lamina::rt::detail::planTranspose;
 using lamina::rt::detail::sameShape;
 using lamina::rt::detail::shapeString;
 using lamina::rt::detail::splitAround;

@@ -181,14 +181,6 @@ __global__ void scatterReduceKernel(const void *indices, bool wide, int k,
   }
 }
 
-Status checkIndexType(const char *op, const Tensor &indices) {
-  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
-    return Status::error(std::string(op) +
-                         ": indices must be i32 or i64, got " +
-                         describe(indices));
-  return Status::success();
-}
-
 /// Dims [first, first + k) of `data` (sizes and row-major strides).
 Dims indexedDims(const Tensor &data, int first, int k) {
   int64_t strides[kMaxRank];
@@ -206,26 +198,11 @@ Dims indexedDims(const Tensor &data, int first, int k) {
 Status lamina::rt::cuda::gatherND(const Tensor &data, const Tensor &indices,
                                   int64_t batchDims, const Tensor &result,
                                   cudaStream_t stream) {
-  // The host's checks and messages.
-  if (Status s = checkIndexType("gather_nd", indices); !s.ok())
+  int64_t k;
+  if (Status s = checkGatherND(data, indices, batchDims, result, k); !s.ok())
     return s;
   int r = data.rank, q = indices.rank;
   int64_t b = batchDims;
-  int64_t k = q >= 1 ? indices.shape[q - 1] : 0;
-  bool ok = q >= 1 && b >= 0 && b < std::min(r, q) && k >= 1 && b + k <= r;
-  for (int d = 0; ok && d < b; ++d)
-    ok = data.shape[d] == indices.shape[d];
-  if (!ok)
-    return Status::error("gather_nd: indices " + describe(indices) +
-                         " with batch_dims " + std::to_string(b) +
-                         " do not index " + describe(data));
-  std::vector<int64_t> expected(indices.shape, indices.shape + q - 1);
-  expected.insert(expected.end(), data.shape + b + k, data.shape + r);
-  if (result.dtype != data.dtype || !hasShape(result, expected))
-    return Status::error("gather_nd: result " + describe(result) +
-                         " should be " +
-                         shapeString(expected.data(), int(expected.size())) +
-                         "x" + dtypeName(data.dtype));
   if (r > kMaxRank)
     return Status::error("gather_nd: rank above " + std::to_string(kMaxRank) +
                          ": " + describe(data));
@@ -253,28 +230,11 @@ Status lamina::rt::cuda::scatterND(const Tensor &data, const Tensor &indices,
                                    const Tensor &updates,
                                    ScatterReduction reduction,
                                    const Tensor &result, cudaStream_t stream) {
-  // The host's checks and messages.
-  if (Status s = checkIndexType("scatter_nd", indices); !s.ok())
+  int64_t k;
+  if (Status s = checkScatterND(data, indices, updates, reduction, result, k);
+      !s.ok())
     return s;
-  if (result.dtype != data.dtype || !sameShape(data, result) ||
-      updates.dtype != data.dtype)
-    return Status::error("scatter_nd: data " + describe(data) + ", updates " +
-                         describe(updates) + " and result " + describe(result) +
-                         " must share a type");
   int q = indices.rank;
-  int64_t k = q >= 1 ? indices.shape[q - 1] : -1;
-  std::vector<int64_t> expected;
-  if (q >= 1 && k <= data.rank) {
-    expected.assign(indices.shape, indices.shape + q - 1);
-    expected.insert(expected.end(), data.shape + k, data.shape + data.rank);
-  }
-  if (k < 0 || k > data.rank || !hasShape(updates, expected))
-    return Status::error("scatter_nd: updates " + describe(updates) +
-                         " do not match indices " + describe(indices) +
-                         " into " + describe(data));
-  if (data.dtype == DType::I1 && (reduction == ScatterReduction::Add ||
-                                  reduction == ScatterReduction::Mul))
-    return Status::error("scatter_nd: add/mul are not defined on i1");
   if (data.rank > kMaxRank)
     return Status::error("scatter_nd: rank above " + std::to_string(kMaxRank) +
                          ": " + describe(data));

@@ -64,21 +64,13 @@ __global__ void triluKernel(const U *x, U *y, int64_t m, int64_t n, int64_t k,
   }
 }
 
-Status sameType(const char *op, const Tensor &in, const Tensor &out) {
-  if (in.dtype != out.dtype)
-    return Status::error(std::string(op) + ": result " + describe(out) +
-                         " has another element type than " + describe(in));
-  return Status::success();
-}
-
-std::vector<int64_t> stridesOf(const Tensor &t) {
-  std::vector<int64_t> s(size_t(t.rank));
-  rowMajorStrides(t.shape, t.rank, s.data());
-  return s;
-}
-
-std::vector<int64_t> shapeOf(const Tensor &t) {
-  return std::vector<int64_t>(t.shape, t.shape + t.rank);
+/// Runs a shared plan (Internal.h) on the device.
+Status copy(const char *op, Status planned, const CopyPlan &plan,
+            const Tensor &input, const Tensor &result, cudaStream_t stream) {
+  if (!planned.ok())
+    return planned;
+  return stridedCopy(op, plan.source(input), result.data,
+                     input.elementSize(), plan.shape, plan.strides, stream);
 }
 } // namespace
 
@@ -108,11 +100,8 @@ Status lamina::rt::cuda::cumsum(const Tensor &input, int64_t axis,
 
 Status lamina::rt::cuda::reshape(const Tensor &input, const Tensor &result,
                                  cudaStream_t stream) {
-  if (Status s = sameType("reshape", input, result); !s.ok())
+  if (Status s = checkReshape(input, result); !s.ok())
     return s;
-  if (input.numElements() != result.numElements())
-    return Status::error("reshape: " + describe(input) + " and " +
-                         describe(result) + " differ in element count");
   if (input.data == result.data || input.byteSize() == 0)
     return Status::success();
   return cudaCheck("reshape", cudaMemcpyAsync(result.data, input.data,
@@ -124,25 +113,8 @@ Status lamina::rt::cuda::reshape(const Tensor &input, const Tensor &result,
 Status lamina::rt::cuda::concat(const Tensor *inputs, int numInputs,
                                 int64_t axis, const Tensor &result,
                                 cudaStream_t stream) {
-  if (numInputs < 1)
-    return Status::error("concat: no inputs");
-  if (!normaliseAxis(axis, result.rank))
-    return Status::error("concat: axis out of range for " + describe(result));
-  int64_t total = 0;
-  for (int k = 0; k < numInputs; ++k) {
-    const Tensor &in = inputs[k];
-    bool ok = in.dtype == result.dtype && in.rank == result.rank;
-    for (int d = 0; ok && d < in.rank; ++d)
-      ok = d == axis || in.shape[d] == result.shape[d];
-    if (!ok)
-      return Status::error("concat: input " + describe(in) +
-                           " does not fit result " + describe(result));
-    total += in.shape[axis];
-  }
-  if (total != result.shape[axis])
-    return Status::error("concat: inputs' sizes along axis " +
-                         std::to_string(axis) + " do not add up to " +
-                         describe(result));
+  if (Status s = checkConcat(inputs, numInputs, axis, result); !s.ok())
+    return s;
   int64_t outer = numElements(result.shape, int(axis));
   int64_t after =
       numElements(result.shape + axis + 1, result.rank - int(axis) - 1);
@@ -169,79 +141,29 @@ Status lamina::rt::cuda::concat(const Tensor *inputs, int numInputs,
 Status lamina::rt::cuda::slice(const Tensor &input, const int64_t *starts,
                                const int64_t *sizes, const int64_t *steps,
                                const Tensor &result, cudaStream_t stream) {
-  if (Status s = sameType("slice", input, result); !s.ok())
-    return s;
-  if (input.rank != result.rank)
-    return Status::error("slice: rank mismatch " + describe(input) + " -> " +
-                         describe(result));
-  std::vector<int64_t> in = stridesOf(input), strides(size_t(input.rank));
-  int64_t base = 0;
-  bool empty = false;
-  for (int d = 0; d < input.rank; ++d) {
-    if (result.shape[d] != sizes[d] || steps[d] == 0 || sizes[d] < 0)
-      return Status::error("slice: result " + describe(result) +
-                           " does not match sizes, or a step is 0");
-    int64_t last = starts[d] + (sizes[d] - 1) * steps[d];
-    if (sizes[d] > 0 && (starts[d] < 0 || starts[d] >= input.shape[d] ||
-                         last < 0 || last >= input.shape[d]))
-      return Status::error("slice: dim " + std::to_string(d) + " of " +
-                           describe(input) + " indexed out of bounds");
-    empty |= sizes[d] == 0;
-    base += starts[d] * in[size_t(d)];
-    strides[size_t(d)] = steps[d] * in[size_t(d)];
-  }
-  if (empty)
-    return Status::success();
-  return stridedCopy("slice",
-                     static_cast<const char *>(input.data) +
-                         base * int64_t(input.elementSize()),
-                     result.data, input.elementSize(), shapeOf(result),
-                     strides, stream);
+  CopyPlan plan;
+  return copy("slice", planSlice(input, starts, sizes, steps, result, plan),
+              plan, input, result, stream);
 }
 
 Status lamina::rt::cuda::broadcast(const Tensor &input, const Tensor &result,
                                    cudaStream_t stream) {
-  if (Status s = sameType("broadcast", input, result); !s.ok())
-    return s;
-  std::vector<int64_t> strides(size_t(result.rank));
-  if (!broadcastStrides(input.shape, input.rank, result.shape, result.rank,
-                        strides.data()))
-    return Status::error("broadcast: " + describe(input) +
-                         " does not broadcast to " + describe(result));
-  return stridedCopy("broadcast", input.data, result.data,
-                     input.elementSize(), shapeOf(result), strides, stream);
+  CopyPlan plan;
+  return copy("broadcast", planBroadcastCopy(input, result, plan), plan, input,
+              result, stream);
 }
 
 Status lamina::rt::cuda::tile(const Tensor &input, const int64_t *repeats,
                               const Tensor &result, cudaStream_t stream) {
-  if (Status s = sameType("tile", input, result); !s.ok())
-    return s;
-  if (input.rank != result.rank)
-    return Status::error("tile: rank mismatch " + describe(input) + " -> " +
-                         describe(result));
-  // Result [r0*d0, r1*d1, ...] is row-major [r0, d0, r1, d1, ...]; the
-  // repeat dims read with stride 0 (the merge in stridedCopy folds repeats
-  // of 1, so rank 2 * kMaxRank rarely becomes a limit).
-  std::vector<int64_t> in = stridesOf(input), shape, strides;
-  for (int d = 0; d < input.rank; ++d) {
-    if (repeats[d] < 0 || result.shape[d] != input.shape[d] * repeats[d])
-      return Status::error("tile: result " + describe(result) +
-                           " is not input " + describe(input) +
-                           " times repeats");
-    shape.insert(shape.end(), {repeats[d], input.shape[d]});
-    strides.insert(strides.end(), {0, in[size_t(d)]});
-  }
-  return stridedCopy("tile", input.data, result.data, input.elementSize(),
-                     shape, strides, stream);
+  CopyPlan plan;
+  return copy("tile", planTile(input, repeats, result, plan), plan, input,
+              result, stream);
 }
 
 Status lamina::rt::cuda::trilu(const Tensor &input, int64_t k, bool upper,
                                const Tensor &result, cudaStream_t stream) {
-  if (Status s = sameType("trilu", input, result); !s.ok())
+  if (Status s = checkTrilu(input, result); !s.ok())
     return s;
-  if (input.rank < 2 || !sameShape(input, result))
-    return Status::error("trilu: needs rank >= 2 and equal shapes, got " +
-                         describe(input) + " -> " + describe(result));
   int64_t m = input.shape[input.rank - 2], n = input.shape[input.rank - 1];
   int64_t total = input.numElements();
   if (total == 0)

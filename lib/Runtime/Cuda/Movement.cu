@@ -105,30 +105,20 @@ Status lamina::rt::cuda::detail::stridedCopy(const char *op, const void *src,
 
 Status lamina::rt::cuda::transpose(const Tensor &input, const int64_t *perm,
                                    const Tensor &result, cudaStream_t stream) {
-  if (input.dtype != result.dtype || input.rank != result.rank)
-    return Status::error("transpose: result " + describe(result) +
-                         " does not match input " + describe(input));
+  CopyPlan plan;
+  if (Status s = planTranspose(input, perm, result, plan); !s.ok())
+    return s;
   if (input.rank > kMaxRank)
     return Status::error("transpose: rank above " + std::to_string(kMaxRank) +
                          ": " + describe(input));
-  std::vector<bool> seen(input.rank, false);
-  for (int i = 0; i < input.rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= input.rank || seen[perm[i]] ||
-        result.shape[i] != input.shape[perm[i]])
-      return Status::error("transpose: bad permutation for " +
-                           describe(input) + " -> " + describe(result));
-    seen[perm[i]] = true;
-  }
   int64_t n = input.numElements();
   if (n == 0)
     return Status::success();
-  int64_t strides[kMaxRank];
-  rowMajorStrides(input.shape, input.rank, strides);
   Dims d;
   d.rank = input.rank;
   for (int i = 0; i < input.rank; ++i) {
-    d.size[i] = result.shape[i];
-    d.stride[i] = strides[perm[i]];
+    d.size[i] = plan.shape[i];
+    d.stride[i] = plan.strides[i];
   }
   int r = input.rank;
   bool lastTwoSwap = r >= 2 && perm[r - 2] == r - 1 && perm[r - 1] == r - 2;

@@ -424,7 +424,7 @@ TEST(CudaChecks, RejectMismatchedViewsBeforeLaunching) {
   EXPECT_ERROR(cu::softmaxCrossEntropy(a, v3, -100, 1.0f, v3, nullptr, s),
                "labels must be i32 or i64");
   int64_t perm[] = {0, 0};
-  EXPECT_ERROR(cu::transpose(a, perm, b, s), "bad permutation");
+  EXPECT_ERROR(cu::transpose(a, perm, b, s), "not a permutation");
   int64_t axes[] = {5};
   EXPECT_ERROR(cu::reduce(ReduceOp::Sum, a, axes, 1, false, v3, s),
                "out of range or repeated");
