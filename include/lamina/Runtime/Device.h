@@ -121,6 +121,8 @@ public:
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   DeviceBuffer(DeviceBuffer &&o) noexcept { *this = std::move(o); }
   DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
+    if (this == &o) // a self-move keeps the buffer (it may be in flight)
+      return *this;
     reset();
     device = o.device, ptr = o.ptr, size = o.size;
     o.device = nullptr, o.ptr = nullptr, o.size = 0;
