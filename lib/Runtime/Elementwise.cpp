@@ -385,31 +385,73 @@ void runStep(const FusedStep &st, FusedRegs &r, int out, int64_t n,
   }
 }
 
+/// r[0..n) = input k at the result's elements [o, o+n) (row-major over the
+/// plan's collapsed shape): one copy or fill per row piece, so a block
+/// spans rows and short rows (a bias of 32) do not shrink the blocks the
+/// steps run on.
+template <typename T>
+void gatherBlock(const BroadcastPlan &p, int k, const T *x, bool dense,
+                 int64_t o, int64_t n, float *r) {
+  if (dense) { // the result's own layout
+    for (int64_t i = 0; i < n; ++i)
+      r[i] = load(x[o + i]);
+    return;
+  }
+  const std::vector<int64_t> &stride = p.strides[k];
+  int rank = int(p.shape.size());
+  int64_t inner = p.shape.back();
+  int64_t row = o / inner, col = o % inner;
+  for (int64_t done = 0; done < n; ++row, col = 0) {
+    int64_t off = 0;
+    for (int64_t rem = row, d = rank - 2; d >= 0; --d) {
+      off += (rem % p.shape[d]) * stride[d];
+      rem /= p.shape[d];
+    }
+    int64_t len = std::min(inner - col, n - done);
+    if (stride.back() == 0) {
+      std::fill(r + done, r + done + len, load(x[off]));
+    } else {
+      for (int64_t i = 0; i < len; ++i)
+        r[done + i] = load(x[off + col + i]);
+    }
+    done += len;
+  }
+}
+
 template <typename T>
 void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
               const FusedStep *steps, int numSteps, const int *powConstant,
               const Tensor &result) {
   T *z = result.as<T>();
+  int64_t total = 1;
+  for (int64_t size : p.shape)
+    total *= size;
+  if (total == 0)
+    return;
+  bool dense[kMaxFusedInputs];
+  for (int k = 0; k < numInputs; ++k) {
+    int64_t expect = 1;
+    dense[k] = true;
+    for (int d = int(p.shape.size()) - 1; d >= 0; --d) {
+      dense[k] &= p.strides[k][size_t(d)] == expect;
+      expect *= p.shape[size_t(d)];
+    }
+  }
+  int64_t blocks = (total + kFusedBlock - 1) / kFusedBlock;
   // Rough per-element cost: transcendental steps dominate.
-  forEachRun(p, 2 * numSteps, [&](int64_t o, const int64_t *off, int64_t len) {
+  int64_t minBlocks =
+      std::max<int64_t>(1, kGrain / (2 * numSteps) / kFusedBlock);
+  parallelFor(blocks, minBlocks, [&](int64_t begin, int64_t end) {
     FusedRegs r;
-    for (int64_t start = 0; start < len; start += kFusedBlock) {
-      int64_t n = std::min(kFusedBlock, len - start);
-      for (int k = 0; k < numInputs; ++k) {
-        const T *x = inputs[k].as<T>() + off[k];
-        if (p.strides[k].back() == 0) {
-          float v = load(x[0]);
-          std::fill(r[k], r[k] + n, v);
-        } else {
-          for (int64_t i = 0; i < n; ++i)
-            r[k][i] = load(x[start + i]);
-        }
-      }
+    for (int64_t b = begin; b < end; ++b) {
+      int64_t o = b * kFusedBlock, n = std::min(kFusedBlock, total - o);
+      for (int k = 0; k < numInputs; ++k)
+        gatherBlock(p, k, inputs[k].as<T>(), dense[k], o, n, r[k]);
       for (int s = 0; s < numSteps; ++s)
         runStep(steps[s], r, numInputs + s, n, powConstant[s]);
       const float *y = r[numInputs + numSteps - 1];
       for (int64_t i = 0; i < n; ++i)
-        z[o + start + i] = store<T>(y[i]);
+        z[o + i] = store<T>(y[i]);
     }
   });
 }

@@ -129,6 +129,25 @@ TEST(RuntimeFused, LargeAndThreaded) {
                      {64, 1000});
 }
 
+TEST(RuntimeFused, BlocksSpanShortRows) {
+  // Rows of 19 and 7: a block of 256 starts and ends inside rows, and an
+  // input broadcast along the middle dim ([3, 1, 7]) is gathered per row.
+  std::vector<Buf> in;
+  in.push_back(randomF32({37, 19}));
+  in.push_back(randomF32({19}));
+  in.push_back(randomF32({37, 1}));
+  expectSameAsOpByOp(std::move(in),
+                     {bin(BinaryOp::Add, 0, 1), bin(BinaryOp::Mul, 3, 2),
+                      un(UnaryOp::Sigmoid, 4)},
+                     {37, 19});
+  std::vector<Buf> mid;
+  mid.push_back(randomF32({3, 40, 7}));
+  mid.push_back(randomF32({3, 1, 7}));
+  expectSameAsOpByOp(std::move(mid),
+                     {bin(BinaryOp::Sub, 0, 1), un(UnaryOp::Exp, 2)},
+                     {3, 40, 7});
+}
+
 TEST(RuntimeFused, InPlaceOverAnInputOfTheResultShape) {
   Buf x = randomF32({5, 300}), b = randomF32({300});
   Buf want(DType::F32, {5, 300}), t(DType::F32, {5, 300});
