@@ -465,10 +465,9 @@ float loadFloat(const Tensor &t, int64_t i) {
 }
 } // namespace
 
-Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
-                                    const FusedStep *steps, int numSteps,
-                                    const Tensor &result) {
-  // The CUDA twin's checks and messages.
+Status lamina::rt::detail::checkFused(const Tensor *inputs, int numInputs,
+                                      const FusedStep *steps, int numSteps,
+                                      const Tensor &result) {
   if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
       numSteps > kMaxFusedSteps)
     return Status::error("fused_elementwise: needs 1.." +
@@ -478,14 +477,10 @@ Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
       result.dtype != DType::BF16)
     return Status::error("fused_elementwise: " + describe(result) +
                          " is not supported (f32, f16, bf16 only)");
-  const Tensor *ins[kMaxFusedInputs];
-  for (int k = 0; k < numInputs; ++k) {
+  for (int k = 0; k < numInputs; ++k)
     if (inputs[k].dtype != result.dtype)
       return Status::error("fused_elementwise: input " + describe(inputs[k]) +
                            " does not broadcast to " + describe(result));
-    ins[k] = &inputs[k];
-  }
-  int powConstant[kMaxFusedSteps] = {};
   for (int s = 0; s < numSteps; ++s) {
     const FusedStep &st = steps[s];
     int defined = numInputs + s;
@@ -496,6 +491,22 @@ Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
       return Status::error("fused_elementwise: step " + std::to_string(s) +
                            " reads an undefined register or has an "
                            "unsupported op");
+  }
+  return Status::success();
+}
+
+Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
+                                    const FusedStep *steps, int numSteps,
+                                    const Tensor &result) {
+  if (Status s = checkFused(inputs, numInputs, steps, numSteps, result);
+      !s.ok())
+    return s;
+  const Tensor *ins[kMaxFusedInputs];
+  for (int k = 0; k < numInputs; ++k)
+    ins[k] = &inputs[k];
+  int powConstant[kMaxFusedSteps] = {};
+  for (int s = 0; s < numSteps; ++s) {
+    const FusedStep &st = steps[s];
     // binary's shortcut for a constant square or cube, so that a fused
     // chain computes what the same ops run one by one compute.
     if (st.isBinary && BinaryOp(st.op) == BinaryOp::Pow &&

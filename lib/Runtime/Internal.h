@@ -262,6 +262,12 @@ Status checkConcat(const Tensor *inputs, int numInputs, int64_t &axis,
                    const Tensor &result);
 Status checkTrilu(const Tensor &input, const Tensor &result);
 
+/// fusedElementwise's checks (counts, f32/f16/bf16, one element type,
+/// registers defined before use, known ops), shared with the device kernel;
+/// broadcasting is checked where each plans it.
+Status checkFused(const Tensor *inputs, int numInputs, const FusedStep *steps,
+                  int numSteps, const Tensor &result);
+
 /// gather_nd's and scatter_nd's argument checks (Gather.cpp), shared by the
 /// host and device kernels; `k` is the length of an index tuple.
 Status checkGatherND(const Tensor &data, const Tensor &indices,

@@ -23,6 +23,7 @@ using lamina::rt::detail::Bool;
 using lamina::rt::detail::BroadcastPlan;
 using lamina::rt::detail::checkConcat;
 using lamina::rt::detail::checkFloatAlongAxis;
+using lamina::rt::detail::checkFused;
 using lamina::rt::detail::checkGather;
 using lamina::rt::detail::checkGatherND;
 using lamina::rt::detail::checkNorm;

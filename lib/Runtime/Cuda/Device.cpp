@@ -61,13 +61,10 @@ public:
     return copy(host, device, bytes, cudaMemcpyDeviceToHost);
   }
 
-  Status run(EntryFn entry, const Tensor *args, int,
+  Status run(EntryFn entry, const Tensor *args, int numArgs,
              void *arena) override {
-    if (Status s = init(); !s.ok())
+    if (Status s = launch(entry, args, numArgs, arena); !s.ok())
       return s;
-    runningStream = stream;
-    entry(args, arena);
-    runningStream = nullptr;
     return deviceStatus(stream);
   }
 

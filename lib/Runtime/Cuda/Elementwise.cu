@@ -207,35 +207,21 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
                                           const FusedStep *steps, int numSteps,
                                           const Tensor &result,
                                           cudaStream_t stream) {
-  if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
-      numSteps > kMaxFusedSteps)
-    return Status::error("fused_elementwise: needs 1.." +
-                         std::to_string(kMaxFusedInputs) + " inputs and 1.." +
-                         std::to_string(kMaxFusedSteps) + " steps");
-  if (!isDeviceFloat(result.dtype))
-    return unsupported("fused_elementwise", result);
+  // The host's checks and messages.
+  if (Status s = checkFused(inputs, numInputs, steps, numSteps, result);
+      !s.ok())
+    return s;
   FusedArgs args{};
   args.numInputs = numInputs;
   args.numSteps = numSteps;
   for (int k = 0; k < numInputs; ++k) {
-    if (inputs[k].dtype != result.dtype ||
-        !broadcastDims(inputs[k], result, args.dims[k]))
+    if (!broadcastDims(inputs[k], result, args.dims[k]))
       return Status::error("fused_elementwise: input " + describe(inputs[k]) +
                            " does not broadcast to " + describe(result));
     args.in[k] = inputs[k].data;
   }
-  for (int s = 0; s < numSteps; ++s) {
-    const FusedStep &st = steps[s];
-    int defined = numInputs + s;
-    bool bad = st.lhs >= defined || (st.isBinary && st.rhs >= defined);
-    bad |= st.isBinary ? (st.op > uint8_t(BinaryOp::Max))
-                       : (st.op >= uint8_t(UnaryOp::Not));
-    if (bad)
-      return Status::error("fused_elementwise: step " + std::to_string(s) +
-                           " reads an undefined register or has an "
-                           "unsupported op");
-    args.steps[s] = st;
-  }
+  for (int s = 0; s < numSteps; ++s)
+    args.steps[s] = steps[s];
   int64_t n = result.numElements();
   if (n == 0)
     return Status::success();

@@ -473,20 +473,25 @@ std::vector<NamedView> Executor::stateViews() {
   return views;
 }
 
-// The host copies stateViews() made room for (call it first).
-Status Executor::stateToHost() {
+// The host copies stateViews() made room for (call it first), in one
+// direction or the other.
+Status Executor::transferState(bool toHost) {
+  auto transfer = [&](void *host, void *dev, size_t bytes) {
+    return toHost ? device.download(host, dev, bytes)
+                  : device.upload(dev, host, bytes);
+  };
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    const DeviceBuffer &src = zero == 3 ? M.shardParam : M.flatParam;
-    if (Status s = device.download(M.hostParam.data(), src.data(),
-                                   M.hostParam.size() * sizeof(float));
+    DeviceBuffer &dev = zero == 3 ? M.shardParam : M.flatParam;
+    if (Status s = transfer(M.hostParam.data(), dev.data(),
+                            M.hostParam.size() * sizeof(float));
         !s.ok())
       return s;
   }
   for (Param &p : params)
     if (p.trainable && p.shared)
-      if (Status s = device.download(p.hostOwn.data(), p.own.data(),
-                                     p.hostOwn.size() * sizeof(float));
+      if (Status s = transfer(p.hostOwn.data(), p.own.data(),
+                              p.hostOwn.size() * sizeof(float));
           !s.ok())
         return s;
   if (!device.isHost())
@@ -494,35 +499,7 @@ Status Executor::stateToHost() {
       for (int k = 0; k < opt.numSlots(); ++k) {
         Tensor host = opt.state(int(i), k);
         const Tensor &dev = deviceState[i * size_t(opt.numSlots()) + size_t(k)];
-        if (Status s = device.download(host.data, dev.data, host.byteSize());
-            !s.ok())
-          return s;
-      }
-  return Status::success();
-}
-
-Status Executor::stateToDevice() {
-  for (int k : localModules) {
-    ModuleState &M = modules[size_t(k)];
-    DeviceBuffer &dst = zero == 3 ? M.shardParam : M.flatParam;
-    if (Status s = device.upload(dst.data(), M.hostParam.data(),
-                                 M.hostParam.size() * sizeof(float));
-        !s.ok())
-      return s;
-  }
-  for (Param &p : params)
-    if (p.trainable && p.shared)
-      if (Status s = device.upload(p.own.data(), p.hostOwn.data(),
-                                   p.hostOwn.size() * sizeof(float));
-          !s.ok())
-        return s;
-  if (!device.isHost())
-    for (size_t i = 0; i < segments.size(); ++i)
-      for (int k = 0; k < opt.numSlots(); ++k) {
-        Tensor host = opt.state(int(i), k);
-        const Tensor &dev = deviceState[i * size_t(opt.numSlots()) + size_t(k)];
-        if (Status s = device.upload(dev.data, host.data, host.byteSize());
-            !s.ok())
+        if (Status s = transfer(host.data, dev.data, host.byteSize()); !s.ok())
           return s;
       }
   return Status::success();

@@ -194,8 +194,8 @@ public:
   /// Views of what a checkpoint of this rank holds: host copies, current
   /// after stateToHost; stateToDevice makes them the device's state.
   std::vector<NamedView> stateViews();
-  Status stateToHost();
-  Status stateToDevice();
+  Status stateToHost() { return transferState(true); }
+  Status stateToDevice() { return transferState(false); }
   /// The full f32 value of the trainable `p` (this rank holds it; level 3
   /// all-gathers its module first: collective over the dp group).
   Status parameterToHost(const Param &p, float *out);
@@ -207,6 +207,10 @@ public:
   std::vector<TraceEvent> events;
 
 private:
+  /// Waits (deadline, abort) for the all-gather of module k's weights.
+  Status waitForWeights(Request &req, int k);
+  /// stateToHost (toHost) or stateToDevice.
+  Status transferState(bool toHost);
   Status setupModules();
   Status setupParams();
   void setupSegments();

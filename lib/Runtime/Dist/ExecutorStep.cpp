@@ -231,6 +231,14 @@ void Executor::endRun() {
   runModule = -1;
 }
 
+Status Executor::waitForWeights(Request &req, int k) {
+  return net.waitForCompute(req,
+                            "the all-gather of module " + str(k) +
+                                "'s weights did not complete",
+                            "; a rank of data-parallel group " + str(pp) +
+                                " may have died");
+}
+
 Status Executor::ensureRun(int k, bool bwd) {
   if (runModule == k && runBackward == bwd)
     return Status::success();
@@ -244,12 +252,7 @@ Status Executor::ensureRun(int k, bool bwd) {
     comm.abort("the action list runs module " + str(k) +
                " without gathering its weights first");
   double t0 = now();
-  if (Status s = net.waitForCompute(M.gathers.front().req,
-                                    "the all-gather of module " + str(k) +
-                                        "'s weights did not complete",
-                                    "; a rank of data-parallel group " +
-                                        str(pp) + " may have died");
-      !s.ok())
+  if (Status s = waitForWeights(M.gathers.front().req, k); !s.ok())
     return s;
   record("collective-wait", "AG" + str(k), t0, now());
   M.active = std::move(M.gathers.front().full);
@@ -583,12 +586,7 @@ Status Executor::step(int64_t stepIndex, double &loss) {
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
     if (M.paramReq.valid())
-      if (Status s = net.waitForCompute(M.paramReq,
-                                        "the all-gather of module " + str(k) +
-                                            "'s weights did not complete",
-                                        "; a rank of data-parallel group " +
-                                            str(pp) + " may have died");
-          !s.ok())
+      if (Status s = waitForWeights(M.paramReq, k); !s.ok())
         return s;
   }
   record("collective-wait", "step-end", t0, now());
