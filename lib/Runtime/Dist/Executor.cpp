@@ -329,21 +329,15 @@ Status Executor::setupParams() {
       if (Status s = M.shardParam.upload(device, shard.data(), shardBytes);
           !s.ok())
         return s;
-      if (Status s = M.shardGrad.allocate(device, shardBytes); !s.ok())
-        return s;
-      if (Status s = zeroBuffer(M.shardGrad); !s.ok())
+      if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
         return s;
     } else {
       if (Status s = M.flatParam.upload(device, full.data(), fullBytes); !s.ok())
         return s;
-      if (Status s = M.flatGrad.allocate(device, fullBytes); !s.ok())
-        return s;
-      if (Status s = zeroBuffer(M.flatGrad); !s.ok())
+      if (Status s = allocateZeroed(M.flatGrad, fullBytes); !s.ok())
         return s;
       if (zero > 0) {
-        if (Status s = M.shardGrad.allocate(device, shardBytes); !s.ok())
-          return s;
-        if (Status s = zeroBuffer(M.shardGrad); !s.ok())
+        if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
           return s;
       }
     }
@@ -357,9 +351,7 @@ Status Executor::setupParams() {
       size_t bytes = size_t(p.size) * sizeof(float);
       if (Status s = p.own.upload(device, t.data(), bytes); !s.ok())
         return s;
-      if (Status s = p.ownGrad.allocate(device, bytes); !s.ok())
-        return s;
-      if (Status s = zeroBuffer(p.ownGrad); !s.ok())
+      if (Status s = allocateZeroed(p.ownGrad, bytes); !s.ok())
         return s;
     }
   }

@@ -242,6 +242,12 @@ private:
   Status optimizerStep(int64_t stepIndex);
   Status progressSends(bool wait);
   Status zeroBuffer(DeviceBuffer &b) { return device.fillZero(b.data(), b.bytes()); }
+  /// A persistent zeroed buffer (gradients), outside the pool.
+  Status allocateZeroed(DeviceBuffer &b, size_t bytes) {
+    if (Status s = b.allocate(device, bytes); !s.ok())
+      return s;
+    return zeroBuffer(b);
+  }
   Status newZeroed(size_t bytes, DeviceBuffer &out) {
     if (Status s = pool.get(bytes, out); !s.ok())
       return s;

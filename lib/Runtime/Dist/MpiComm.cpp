@@ -76,6 +76,15 @@ Status MpiCommunicator::stage(Op &op, const void *p, size_t bytes,
   return bytes ? device.download(host, p, bytes) : Status::success();
 }
 
+Status MpiCommunicator::stageInPlace(Op &op, void *p, size_t bytes,
+                                     char *&host) {
+  if (Status s = stage(op, p, bytes, host); !s.ok())
+    return s;
+  if (staged)
+    op.deviceResult = p, op.resultBytes = bytes;
+  return Status::success();
+}
+
 Status MpiCommunicator::isend(const void *buf, size_t bytes, int peer,
                               int tag, Request &out) {
   Op op;
@@ -106,10 +115,8 @@ Status MpiCommunicator::allReduce(float *buf, int64_t count, int group,
   Op op;
   char *h;
   size_t bytes = size_t(count) * sizeof(float);
-  if (Status s = stage(op, buf, bytes, h); !s.ok())
+  if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
     return s;
-  if (staged)
-    op.deviceResult = buf, op.resultBytes = bytes;
   op.req = comm.iallreduce(reinterpret_cast<float *>(h), count,
                            groups.at(size_t(group)));
   out = add(std::move(op));
@@ -121,10 +128,8 @@ Status MpiCommunicator::allReduceDouble(double *buf, int count, int group,
   Op op;
   char *h;
   size_t bytes = size_t(count) * sizeof(double);
-  if (Status s = stage(op, buf, bytes, h); !s.ok())
+  if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
     return s;
-  if (staged)
-    op.deviceResult = buf, op.resultBytes = bytes;
   op.req = comm.iallreduceDouble(reinterpret_cast<double *>(h), count,
                                  groups.at(size_t(group)));
   out = add(std::move(op));
@@ -159,10 +164,8 @@ Status MpiCommunicator::allGather(float *buf, const ShardLayout &layout,
   Op op;
   char *h;
   size_t bytes = size_t(layout.fullCapacity) * sizeof(float);
-  if (Status s = stage(op, buf, bytes, h); !s.ok())
+  if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
     return s;
-  if (staged)
-    op.deviceResult = buf, op.resultBytes = bytes;
   op.req = comm.iallgather(reinterpret_cast<float *>(h), layout.counts,
                            layout.offsets, groups.at(size_t(group)));
   out = add(std::move(op));

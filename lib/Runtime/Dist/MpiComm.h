@@ -77,6 +77,9 @@ private:
   /// Host memory MPI can use for `bytes` device bytes at `p`: `p` itself on
   /// the host device, else a copy in op.host.
   Status stage(Op &op, const void *p, size_t bytes, char *&host);
+  /// stage() for an operation in place: the result is copied back to `p`
+  /// when it completes.
+  Status stageInPlace(Op &op, void *p, size_t bytes, char *&host);
   void counters() {
     p2pBytesSent = comm.p2pBytesSent;
     collectiveBytes = comm.collectiveBytes;

@@ -219,24 +219,17 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return s;
     }
   }
-  // The host copies checkpoints and exports read, made current.
-  auto syncToHost = [&]() -> Status {
+  // The host copies checkpoints and exports read, made current (toHost),
+  // or made the device's state (after a resume).
+  auto sync = [&](bool toHost) -> Status {
+    auto one = [&](const Tensor &host, const Tensor &dev) {
+      return toHost ? mirror.toHost(host, dev) : mirror.toDevice(host, dev);
+    };
     for (size_t k = 0; k < trainArgs.size(); ++k)
-      if (Status s = mirror.toHost(values[size_t(trainArgs[k])], params[k]);
-          !s.ok())
+      if (Status s = one(values[size_t(trainArgs[k])], params[k]); !s.ok())
         return s;
     for (size_t k = 0; k < hostState.size(); ++k)
-      if (Status s = mirror.toHost(hostState[k], deviceState[k]); !s.ok())
-        return s;
-    return Status::success();
-  };
-  auto syncToDevice = [&]() -> Status {
-    for (size_t k = 0; k < trainArgs.size(); ++k)
-      if (Status s = mirror.toDevice(values[size_t(trainArgs[k])], params[k]);
-          !s.ok())
-        return s;
-    for (size_t k = 0; k < hostState.size(); ++k)
-      if (Status s = mirror.toDevice(hostState[k], deviceState[k]); !s.ok())
+      if (Status s = one(hostState[k], deviceState[k]); !s.ok())
         return s;
     return Status::success();
   };
@@ -267,7 +260,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return r;
       std::memcpy(&rng.state, ck.rng.data(), sizeof(uint64_t));
       step = int64_t(ck.step);
-      if (Status u = syncToDevice(); !u.ok())
+      if (Status u = sync(false); !u.ok())
         return u;
       std::printf("resumed from step %lld\n", (long long)step);
     } else {
@@ -276,7 +269,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     }
   }
   auto save = [&](int64_t at) -> Status {
-    if (Status s = syncToHost(); !s.ok())
+    if (Status s = sync(true); !s.ok())
       return s;
     std::vector<uint8_t> r(sizeof(uint64_t));
     std::memcpy(r.data(), &rng.state, sizeof(uint64_t));
@@ -407,7 +400,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                 o.dumpOutputs.c_str());
   }
   if (!o.exportPath.empty()) {
-    if (Status s = syncToHost(); !s.ok())
+    if (Status s = sync(true); !s.ok())
       return s;
     if (Status s = exportOnnx(modelPath, o.exportPath, paramViews.data(),
                               int(paramViews.size()));
