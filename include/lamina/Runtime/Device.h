@@ -113,6 +113,17 @@ Device &hostDevice();
 Status splatConstant(Device &device, const void *value, DType dtype,
                      int64_t numElements, void **out);
 
+/// A generated program's view of a splat constant of this shape on
+/// `device` (gen::splat); a failure ends the process as a kernel's does.
+inline Tensor splatView(Device &device, const void *value, DType dtype,
+                        int rank, const int64_t *shape) {
+  void *data = nullptr;
+  checkKernel(splatConstant(device, value, dtype, numElements(shape, rank),
+                            &data),
+              "a constant of the program");
+  return Tensor{data, dtype, rank, shape};
+}
+
 /// Memory from a Device, released when the buffer dies.
 class DeviceBuffer {
 public:

@@ -42,11 +42,7 @@ inline Tensor constant(const void *data, DType dtype, int rank,
 /// buffer on the program's device, not an array literal (Device.h).
 inline Tensor splat(const void *value, DType dtype, int rank,
                     const int64_t *shape) {
-  void *data = nullptr;
-  checkKernel(splatConstant(hostDevice(), value, dtype,
-                            numElements(shape, rank), &data),
-              "a constant of the program");
-  return Tensor{data, dtype, rank, shape};
+  return splatView(hostDevice(), value, dtype, rank, shape);
 }
 
 inline Status layerNorm(const Tensor &input, const Tensor &scale,

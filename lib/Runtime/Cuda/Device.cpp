@@ -252,9 +252,5 @@ Tensor lamina::rt::cuda::gen::constant(const void *host, DType dtype, int rank,
 
 Tensor lamina::rt::cuda::gen::splat(const void *value, DType dtype, int rank,
                                     const int64_t *shape) {
-  void *data = nullptr;
-  checkKernel(splatConstant(theDevice(), value, dtype,
-                            numElements(shape, rank), &data),
-              "a constant of the program");
-  return Tensor{data, dtype, rank, shape};
+  return splatView(theDevice(), value, dtype, rank, shape);
 }
