@@ -5,6 +5,9 @@
 // its local rank from whichever launcher started it (torchrun-style, mpirun,
 // Slurm srun), and a way to give every rank the same bytes -- the 128-byte
 // ncclUniqueId rank 0 creates -- over plain TCP to MASTER_ADDR:MASTER_PORT.
+// The same star of connections (every rank to rank 0) carries the host
+// control plane of distributed programs launched without MPI
+// (lib/Runtime/Dist/TcpControl.cpp, docs/distributed.md "Launching").
 //
 // Plain POSIX sockets and C++17: no CUDA, NCCL or MPI dependency
 // (library lamina_launch).
@@ -17,7 +20,9 @@
 #include "lamina/Runtime/Status.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lamina::rt {
 
@@ -41,6 +46,50 @@ struct LaunchEnv {
 /// A missing or malformed variable is an error naming it; `out` is
 /// unchanged then.
 Status readLaunchEnv(LaunchEnv &out);
+
+/// A connected TCP socket (non-blocking, close-on-exec), closed when
+/// destroyed. What connectStar hands out.
+class Socket {
+public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket &&other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Socket &operator=(Socket &&other) noexcept;
+  Socket(const Socket &) = delete;
+  Socket &operator=(const Socket &) = delete;
+  ~Socket() { close(); }
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void close();
+
+private:
+  int fd_ = -1;
+};
+
+/// What a rank says it joins for (the hello's last field): a broadcast of
+/// `n` bytes is `n` itself; this value, with the top bit set, is the host
+/// control plane of distributed programs (lib/Runtime/Dist/TcpControl.cpp).
+constexpr uint64_t kControlPlanePurpose = (1ull << 63) | 0x4354524cull;
+
+/// Connects every rank with rank 0 (a star) on MASTER_ADDR:`port`: rank 0
+/// listens, accepts the other worldSize-1 ranks and checks each one's hello
+/// (magic, rank, `purpose`), then closes the listener; the others connect
+/// (retrying while rank 0 is not up yet) and send their hello. On rank 0
+/// links[r] is the socket to rank r (links[0] is empty); on the others
+/// links[0] is the socket to rank 0. Bounded by `timeoutSeconds`, with the
+/// errors of broadcastBytes below. With worldSize 1 `links` holds one
+/// empty socket.
+Status connectStar(const LaunchEnv &env, int port, uint64_t purpose,
+                   double timeoutSeconds, std::vector<Socket> &links);
+
+/// Sends / receives exactly `n` bytes on `s` within `timeoutSeconds` (from
+/// the call). `peer` names the other end in the errors: "<peer> closed the
+/// connection after K of N bytes", "reading from <peer> timed out after
+/// T s (K of N bytes read)".
+Status sendAll(const Socket &s, const void *data, size_t n,
+               double timeoutSeconds, const std::string &peer);
+Status recvAll(const Socket &s, void *data, size_t n, double timeoutSeconds,
+               const std::string &peer);
 
 /// Gives every rank rank 0's `n` bytes at `data`. Rank 0 listens on
 /// MASTER_ADDR:MASTER_PORT, waits for the other worldSize-1 ranks to

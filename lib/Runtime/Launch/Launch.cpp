@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -108,6 +109,21 @@ Status readLaunchEnv(LaunchEnv &out) {
 // Sockets
 //===----------------------------------------------------------------------===//
 
+Socket &Socket::operator=(Socket &&other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -115,32 +131,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kMagic = 0x4c4d4c31; // "LML1"
 constexpr size_t kHelloSize = 16;       // magic, rank (u32), n (u64), big-endian
 
-/// Closes a descriptor when it goes out of scope.
-class Fd {
-public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd &&other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Fd &operator=(Fd &&other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = other.fd_;
-      other.fd_ = -1;
-    }
-    return *this;
-  }
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = -1;
-  }
-
-private:
-  int fd_;
-};
+using Fd = Socket;
 
 std::string errnoText(int err) { return std::strerror(err); }
 
@@ -177,6 +168,13 @@ bool waitFor(int fd, short events, Clock::time_point deadline, int &err) {
       return false;
     }
   }
+}
+
+/// Small messages go out at once: without it, Nagle's algorithm and the
+/// peer's delayed ACK hold a frame's second write for ~40 ms.
+void setNoDelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 Status setNonBlocking(int fd) {
@@ -260,11 +258,11 @@ std::string sockaddrText(const sockaddr *sa) {
 }
 
 /// MASTER_ADDR:MASTER_PORT resolved (TCP, IPv4 or IPv6).
-Status resolve(const LaunchEnv &env, addrinfo *&result) {
+Status resolve(const LaunchEnv &env, int masterPort, addrinfo *&result) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  std::string port = std::to_string(env.masterPort);
+  std::string port = std::to_string(masterPort);
   int rc = ::getaddrinfo(env.masterAddr.c_str(), port.c_str(), &hints, &result);
   if (rc != 0)
     return Status::error("cannot resolve MASTER_ADDR " + env.masterAddr +
@@ -272,144 +270,167 @@ Status resolve(const LaunchEnv &env, addrinfo *&result) {
   return Status::success();
 }
 
-std::string masterText(const LaunchEnv &env) {
-  return env.masterAddr + ":" + std::to_string(env.masterPort);
+std::string masterText(const LaunchEnv &env, int port) {
+  return env.masterAddr + ":" + std::to_string(port);
 }
 
-Status rootBroadcast(const LaunchEnv &env, const void *data, size_t n,
-                     Clock::time_point deadline, double timeout) {
+Clock::time_point deadlineAfter(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
+}
+
+/// What a hello's purpose field asks for, for the mismatch message.
+std::string purposeText(uint64_t purpose) {
+  if (purpose == kControlPlanePurpose)
+    return "the control plane";
+  if (purpose >> 63)
+    return "an unknown purpose";
+  return "a broadcast of " + std::to_string(purpose) + " bytes";
+}
+
+/// Rank 0's half of connectStar: listens, accepts and checks every hello.
+Status rootAccept(const LaunchEnv &env, int port, uint64_t purpose,
+                  Clock::time_point deadline, double timeout,
+                  std::vector<Fd> &peers) {
   addrinfo *addrs = nullptr;
-  if (Status s = resolve(env, addrs); !s.ok())
+  if (Status s = resolve(env, port, addrs); !s.ok())
     return s;
   Fd listener;
   std::string bindError;
-  for (addrinfo *a = addrs; a && listener.get() < 0; a = a->ai_next) {
+  for (addrinfo *a = addrs; a && listener.fd() < 0; a = a->ai_next) {
     Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
                    a->ai_protocol));
-    if (fd.get() < 0) {
+    if (fd.fd() < 0) {
       bindError = "socket: " + errnoText(errno);
       continue;
     }
     int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+    ::setsockopt(fd.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.fd(), a->ai_addr, a->ai_addrlen) != 0) {
       bindError = "bind: " + errnoText(errno);
       continue;
     }
-    if (::listen(fd.get(), SOMAXCONN) != 0) {
+    if (::listen(fd.fd(), SOMAXCONN) != 0) {
       bindError = "listen: " + errnoText(errno);
       continue;
     }
     listener = std::move(fd);
   }
   ::freeaddrinfo(addrs);
-  if (listener.get() < 0)
-    return Status::error("rank 0: cannot listen on " + masterText(env) +
+  if (listener.fd() < 0)
+    return Status::error("rank 0: cannot listen on " + masterText(env, port) +
                          " (" + bindError + ")");
-  if (Status s = setNonBlocking(listener.get()); !s.ok())
+  if (Status s = setNonBlocking(listener.fd()); !s.ok())
     return s;
 
-  std::vector<Fd> peers(static_cast<size_t>(env.worldSize));
+  peers.clear();
+  peers.resize(static_cast<size_t>(env.worldSize));
   int arrived = 0;
   while (arrived < env.worldSize - 1) {
     int err;
-    if (!waitFor(listener.get(), POLLIN, deadline, err)) {
+    if (!waitFor(listener.fd(), POLLIN, deadline, err)) {
       if (err)
         return Status::error("rank 0: waiting for connections on " +
-                             masterText(env) + ": " + errnoText(err));
+                             masterText(env, port) + ": " + errnoText(err));
       std::string missing;
       for (int r = 1; r < env.worldSize; ++r)
-        if (peers[r].get() < 0)
+        if (peers[r].fd() < 0)
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       return Status::error(
           "rank 0: " + std::to_string(env.worldSize - 1 - arrived) + " of " +
           std::to_string(env.worldSize - 1) + " ranks did not connect to " +
-          masterText(env) + " within " + secondsText(timeout) +
+          masterText(env, port) + " within " + secondsText(timeout) +
           " (missing: " + missing + ")");
     }
     sockaddr_storage from{};
     socklen_t fromLen = sizeof from;
-    Fd conn(::accept4(listener.get(), reinterpret_cast<sockaddr *>(&from),
+    Fd conn(::accept4(listener.fd(), reinterpret_cast<sockaddr *>(&from),
                       &fromLen, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (conn.get() < 0) {
+    if (conn.fd() < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK ||
           errno == ECONNABORTED)
         continue;
-      return Status::error("rank 0: accept on " + masterText(env) + ": " +
+      return Status::error("rank 0: accept on " + masterText(env, port) + ": " +
                            errnoText(errno));
     }
     std::string who =
         "peer " + sockaddrText(reinterpret_cast<sockaddr *>(&from));
     unsigned char hello[kHelloSize];
-    if (Status s = readAll(conn.get(), hello, kHelloSize, deadline, who,
+    if (Status s = readAll(conn.fd(), hello, kHelloSize, deadline, who,
                            timeout);
         !s.ok())
       return Status::error("rank 0: " + s.message());
     uint32_t magic = static_cast<uint32_t>(getBE(hello, 4));
-    uint64_t rank = getBE(hello + 4, 4), peerN = getBE(hello + 8, 8);
+    uint64_t rank = getBE(hello + 4, 4), peerPurpose = getBE(hello + 8, 8);
     if (magic != kMagic) {
       char buf[16];
       std::snprintf(buf, sizeof buf, "0x%08x", magic);
       return Status::error("rank 0: " + who + " sent magic " + buf +
                            ", not a Lamina launch peer (is another program "
-                           "using " + masterText(env) + "?)");
+                           "using " + masterText(env, port) + "?)");
     }
     if (rank == 0 || rank >= static_cast<uint64_t>(env.worldSize))
       return Status::error("rank 0: " + who + " says it is rank " +
                            std::to_string(rank) + ", not in [1, " +
                            std::to_string(env.worldSize) + ")");
-    if (peers[rank].get() >= 0)
+    if (peers[rank].fd() >= 0)
       return Status::error("rank 0: " + who + " says it is rank " +
                            std::to_string(rank) +
                            ", which already connected (duplicate rank)");
-    if (peerN != n)
-      return Status::error("rank 0: rank " + std::to_string(rank) + " (" +
-                           who + ") expects " + std::to_string(peerN) +
-                           " bytes, rank 0 broadcasts " + std::to_string(n));
+    if (peerPurpose != purpose) {
+      std::string head = "rank 0: rank " + std::to_string(rank) + " (" + who +
+                         ") ";
+      if (!(peerPurpose >> 63) && !(purpose >> 63))
+        return Status::error(head + "expects " + std::to_string(peerPurpose) +
+                             " bytes, rank 0 broadcasts " +
+                             std::to_string(purpose));
+      return Status::error(head + "connected for " +
+                           purposeText(peerPurpose) + ", rank 0 listens for " +
+                           purposeText(purpose) +
+                           " (is another program using " +
+                           masterText(env, port) + "?)");
+    }
+    setNoDelay(conn.fd());
     peers[rank] = std::move(conn);
     ++arrived;
   }
-  for (int r = 1; r < env.worldSize; ++r)
-    if (Status s = writeAll(peers[r].get(), data, n, deadline,
-                            "rank " + std::to_string(r), timeout);
-        !s.ok())
-      return Status::error("rank 0: " + s.message());
   return Status::success();
 }
 
 /// Connects to MASTER_ADDR:MASTER_PORT, retrying until the deadline.
-Status connectToRoot(const LaunchEnv &env, Clock::time_point deadline,
-                     double timeout, Fd &out) {
+Status connectToRoot(const LaunchEnv &env, int port,
+                     Clock::time_point deadline, double timeout, Fd &out) {
   std::string prefix = "rank " + std::to_string(env.rank) + ": ";
   std::string lastError = "no attempt";
   for (;;) {
     addrinfo *addrs = nullptr;
-    if (Status s = resolve(env, addrs); !s.ok())
+    if (Status s = resolve(env, port, addrs); !s.ok())
       return Status::error(prefix + s.message());
     for (addrinfo *a = addrs; a; a = a->ai_next) {
       Fd fd(::socket(a->ai_family,
                      a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                      a->ai_protocol));
-      if (fd.get() < 0) {
+      if (fd.fd() < 0) {
         lastError = "socket: " + errnoText(errno);
         continue;
       }
       // Non-blocking: EINPROGRESS (or EINTR) means the connection goes on
       // in the background; poll for it.
-      int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
+      int rc = ::connect(fd.fd(), a->ai_addr, a->ai_addrlen);
       int err = rc == 0 ? 0 : errno;
       if (err == EINPROGRESS || err == EINTR) {
         int pollErr;
-        if (!waitFor(fd.get(), POLLOUT, deadline, pollErr)) {
+        if (!waitFor(fd.fd(), POLLOUT, deadline, pollErr)) {
           lastError = pollErr ? errnoText(pollErr) : "connect timed out";
           continue;
         }
         socklen_t len = sizeof err;
-        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        if (::getsockopt(fd.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
           err = errno;
       }
       if (err == 0) {
         ::freeaddrinfo(addrs);
+        setNoDelay(fd.fd());
         out = std::move(fd);
         return Status::success();
       }
@@ -419,7 +440,7 @@ Status connectToRoot(const LaunchEnv &env, Clock::time_point deadline,
     int left = msLeft(deadline);
     if (left == 0)
       return Status::error(prefix + "could not connect to rank 0 at " +
-                           masterText(env) + " within " +
+                           masterText(env, port) + " within " +
                            secondsText(timeout) + " (last error: " +
                            lastError + ")");
     // Rank 0 may not be listening yet: wait a little and try again.
@@ -429,38 +450,86 @@ Status connectToRoot(const LaunchEnv &env, Clock::time_point deadline,
 
 } // namespace
 
-Status broadcastBytes(const LaunchEnv &env, void *data, size_t n,
-                      double timeoutSeconds) {
-  if (env.worldSize <= 1)
+Status connectStar(const LaunchEnv &env, int port, uint64_t purpose,
+                   double timeoutSeconds, std::vector<Socket> &links) {
+  links.clear();
+  if (env.worldSize <= 1) {
+    links.resize(1);
     return Status::success();
+  }
   if (env.rank < 0 || env.rank >= env.worldSize)
     return Status::error("rank " + std::to_string(env.rank) +
                          " is not below the world size " +
                          std::to_string(env.worldSize));
   if (!(timeoutSeconds > 0))
-    return Status::error("broadcastBytes: the timeout must be positive");
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
+    return Status::error("the rendezvous timeout must be positive");
+  if (port < 1 || port > 65535)
+    return Status::error("rendezvous port " + std::to_string(port) +
+                         " is not in [1, 65535]");
+  auto deadline = deadlineAfter(timeoutSeconds);
   if (env.rank == 0)
-    return rootBroadcast(env, data, n, deadline, timeoutSeconds);
+    return rootAccept(env, port, purpose, deadline, timeoutSeconds, links);
 
   Fd fd;
-  if (Status s = connectToRoot(env, deadline, timeoutSeconds, fd); !s.ok())
+  if (Status s = connectToRoot(env, port, deadline, timeoutSeconds, fd);
+      !s.ok())
     return s;
   std::string prefix = "rank " + std::to_string(env.rank) + ": ";
-  std::string root = "rank 0 at " + masterText(env);
+  std::string root = "rank 0 at " + masterText(env, port);
   unsigned char hello[kHelloSize];
   putU32(hello, kMagic);
   putU32(hello + 4, static_cast<uint32_t>(env.rank));
-  putU64(hello + 8, n);
-  if (Status s = writeAll(fd.get(), hello, kHelloSize, deadline, root,
+  putU64(hello + 8, purpose);
+  if (Status s = writeAll(fd.fd(), hello, kHelloSize, deadline, root,
                           timeoutSeconds);
       !s.ok())
     return Status::error(prefix + s.message());
-  if (Status s = readAll(fd.get(), data, n, deadline, root, timeoutSeconds);
+  links.resize(1);
+  links[0] = std::move(fd);
+  return Status::success();
+}
+
+Status sendAll(const Socket &s, const void *data, size_t n,
+               double timeoutSeconds, const std::string &peer) {
+  return writeAll(s.fd(), data, n, deadlineAfter(timeoutSeconds), peer,
+                  timeoutSeconds);
+}
+
+Status recvAll(const Socket &s, void *data, size_t n, double timeoutSeconds,
+               const std::string &peer) {
+  return readAll(s.fd(), data, n, deadlineAfter(timeoutSeconds), peer,
+                 timeoutSeconds);
+}
+
+Status broadcastBytes(const LaunchEnv &env, void *data, size_t n,
+                      double timeoutSeconds) {
+  if (env.worldSize <= 1)
+    return Status::success();
+  if (n >> 63)
+    return Status::error("broadcastBytes: " + std::to_string(n) +
+                         " bytes is too large");
+  if (!(timeoutSeconds > 0))
+    return Status::error("broadcastBytes: the timeout must be positive");
+  auto deadline = deadlineAfter(timeoutSeconds);
+  std::vector<Socket> links;
+  if (Status s = connectStar(env, env.masterPort, n, timeoutSeconds, links);
       !s.ok())
-    return Status::error(prefix + s.message());
+    return s;
+  // The bytes go out under what is left of the one deadline.
+  if (env.rank == 0) {
+    for (int r = 1; r < env.worldSize; ++r)
+      if (Status s = writeAll(links[size_t(r)].fd(), data, n, deadline,
+                              "rank " + std::to_string(r), timeoutSeconds);
+          !s.ok())
+        return Status::error("rank 0: " + s.message());
+    return Status::success();
+  }
+  std::string root = "rank 0 at " + masterText(env, env.masterPort);
+  if (Status s = readAll(links[0].fd(), data, n, deadline, root,
+                         timeoutSeconds);
+      !s.ok())
+    return Status::error("rank " + std::to_string(env.rank) + ": " +
+                         s.message());
   return Status::success();
 }
 
