@@ -7,7 +7,9 @@
 // collective bytes as ring volumes: all-reduce 2(n-1)/n*S, reduce-scatter
 // and all-gather (n-1)/n*S of the unpadded size S). docs/distributed.md.
 //
-// Private to lamina_dist (and its unit test, test/Runtime/dist-comm.test).
+// The data plane's transport (MpiComm.cpp) and the MPI control plane
+// (MpiControl.cpp). Private to lamina_dist (and its unit test,
+// test/Runtime/dist-comm.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,15 +25,14 @@
 #endif
 #include <mpi.h>
 
+#include "ControlPlane.h" // now()
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string>
 #include <vector>
 
 namespace lamina::rt::dist {
-
-/// Seconds since an arbitrary start (MPI_Wtime).
-inline double now() { return MPI_Wtime(); }
 
 /// Counts of an even split of `total` elements over `parts`: the first
 /// total % parts get one more. Offsets are the prefix sums.

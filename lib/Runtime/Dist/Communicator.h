@@ -9,8 +9,9 @@
 // streams ordered against the device's compute stream by events).
 //
 // The host control plane (agreements on errors, gathering statistics and
-// traces to rank 0, the export's transfers, checkpoint agreement) stays on
-// MPI (Comm) in both: it moves a few bytes of host memory per step at most.
+// traces to rank 0, the export's transfers, checkpoint agreement, the loss)
+// is separate (ControlPlane.h: MPI, or TCP for launches without MPI): it
+// moves a few bytes of host memory per step at most.
 //
 // Private to lamina_dist (and lamina_dist_nccl).
 //

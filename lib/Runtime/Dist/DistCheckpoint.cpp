@@ -26,21 +26,17 @@ std::string lamina::rt::dist::configLine(const DistSpec &spec) {
          " modules=" + std::to_string(spec.numModules);
 }
 
-static int allMin(Comm &comm, int v) {
-  int out = v;
-  MPI_Request r;
-  MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r);
-  comm.waitOrAbort(r, "an agreement between the ranks did not complete",
-                   "; a rank may have died");
-  return out;
+static int allMin(ControlPlane &control, int v) {
+  return control.allMin(v, "an agreement between the ranks did not complete",
+                        "; a rank may have died");
 }
 
-Status lamina::rt::dist::agree(Comm &comm, const Status &s) {
-  int first = allMin(comm, s.ok() ? INT_MAX : comm.rank());
+Status lamina::rt::dist::agree(ControlPlane &control, const Status &s) {
+  int first = allMin(control, s.ok() ? INT_MAX : control.rank());
   if (first == INT_MAX)
     return Status::success();
-  if (first == comm.rank()) {
-    std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(),
+  if (first == control.rank()) {
+    std::fprintf(stderr, "error: rank %d: %s\n", control.rank(),
                  s.message().c_str());
     std::fflush(stderr);
   }
@@ -117,7 +113,7 @@ Status lamina::rt::dist::saveDistCheckpoint(Executor &ex, int64_t step) {
     s = writeCheckpoint(dir + "/rank-" + std::to_string(ex.rank) + ".ckpt",
                         uint64_t(step), fingerprintOf(ex, views), rng,
                         views.data(), int(views.size()));
-  if (Status a = agree(ex.comm, s); !a.ok())
+  if (Status a = agree(ex.control, s); !a.ok())
     return a;
   if (ex.rank == 0) {
     AtomicWriter w;
@@ -145,7 +141,7 @@ Status lamina::rt::dist::saveDistCheckpoint(Executor &ex, int64_t step) {
       }
     }
   }
-  return agree(ex.comm, s);
+  return agree(ex.control, s);
 }
 
 Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
@@ -164,7 +160,7 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
     if (!line.empty() && line.back() == '\n')
       line.pop_back();
     if (line != want)
-      return agree(ex.comm,
+      return agree(ex.control,
                    Status::error("checkpoint '" + dir +
                                  "' was written by a run with " + line +
                                  "; this run has " + want +
@@ -182,9 +178,9 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
                ck.step != uint64_t(st)) {
       verdict = 0;
     }
-    int all = allMin(ex.comm, verdict);
+    int all = allMin(ex.control, verdict);
     if (all == 0)
-      return agree(ex.comm,
+      return agree(ex.control,
                    verdict == 0
                        ? Status::error("checkpoint '" + path +
                                        "' belongs to another model: its "
@@ -196,7 +192,7 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
     Status r = restoreTensors(ck, views.data(), int(views.size()));
     if (r.ok())
       r = ex.stateToDevice();
-    if (Status a = agree(ex.comm, r); !a.ok())
+    if (Status a = agree(ex.control, r); !a.ok())
       return a;
     std::memcpy(&ex.rng.state, ck.rng.data(), sizeof(uint64_t));
     step = st;
@@ -204,7 +200,7 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
     return Status::success();
   }
   if (candidates > 0)
-    return agree(ex.comm, Status::error("no valid checkpoint in '" +
+    return agree(ex.control, Status::error("no valid checkpoint in '" +
                                         ex.o.checkpointDir + "': all " +
                                         std::to_string(candidates) +
                                         " complete checkpoints are damaged"));
@@ -213,7 +209,7 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
 
 Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   const DistSpec &spec = ex.spec;
-  Comm &comm = ex.comm;
+  ControlPlane &control = ex.control;
   // Level 3: every replica gathers its modules' shards on the device, then
   // reads them back.
   std::map<int, std::vector<float>> full;
@@ -242,7 +238,7 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
       if (s.ok())
         s = ex.device.download(f.data(), g.data(), bytes);
       if (!s.ok())
-        comm.abort("--export: " + s.message());
+        control.abort("--export: " + s.message());
     }
   }
   // Every trainable parameter once, in module and argument order, with the
@@ -267,12 +263,13 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
             std::min(items[it->second].owner, spec.moduleRank[k]);
     }
   }
-  MPI_Comm xc;
-  MPI_Comm_dup(MPI_COMM_WORLD, &xc);
+  // Rank 0 receives the parameters in item order and every owner sends its
+  // own in the same order, so the blocking transfers cannot deadlock.
+  const std::string what =
+      "the export's transfer of a parameter did not complete";
   std::vector<OwnedTensor> values(items.size());
-  std::map<size_t, std::vector<float>> owned; // host copies this rank sends
+  std::vector<float> owned; // the host copy this rank sends
   std::vector<NamedView> views;
-  std::vector<MPI_Request> reqs;
   for (size_t t = 0; t < items.size(); ++t) {
     const ArgSpec &a = *items[t].arg;
     int owner = items[t].owner; // global rank of (pp owner, dp 0)
@@ -283,37 +280,27 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
       if (!p.shared && ex.zero == 3) {
         src = full[p.module].data() + p.flatOffset;
       } else {
-        std::vector<float> &h = owned[t];
-        h.resize(size_t(p.size));
-        if (Status s = ex.parameterToHost(p, h.data()); !s.ok())
-          comm.abort("--export: " + s.message());
-        src = h.data();
+        owned.resize(size_t(p.size));
+        if (Status s = ex.parameterToHost(p, owned.data()); !s.ok())
+          control.abort("--export: " + s.message());
+        src = owned.data();
       }
     }
     if (ex.rank == 0) {
       values[t].allocate(a.dtype, std::vector<int64_t>(a.shape, a.shape + a.rank));
-      if (owner == 0) {
+      if (owner == 0)
         std::memcpy(values[t].data(), src, bytes);
-      } else {
-        MPI_Request r;
-        MPI_Irecv(values[t].data(), int(bytes), MPI_BYTE, owner, int(t), xc, &r);
-        reqs.push_back(r);
-      }
+      else
+        control.recv(owner, int(t), values[t].data(), bytes, what);
       views.push_back({a.name, values[t].view()});
     } else if (ex.rank == owner) {
-      MPI_Request r;
-      MPI_Isend(src, int(bytes), MPI_BYTE, 0, int(t), xc, &r);
-      reqs.push_back(r);
+      control.send(0, int(t), src, bytes, what);
     }
   }
-  for (MPI_Request &r : reqs)
-    comm.waitOrAbort(r, "the export's transfer of a parameter did not complete",
-                     "; a rank may have died");
-  MPI_Comm_free(&xc);
   Status s = Status::success();
   if (ex.rank == 0)
     s = exportOnnx(ex.modelPath, path, views.data(), int(views.size()));
   if (!s.ok())
     s = Status::error("--export: " + s.message());
-  return agree(comm, s);
+  return agree(control, s);
 }

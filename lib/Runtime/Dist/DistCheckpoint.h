@@ -22,7 +22,7 @@ std::string configLine(const DistSpec &spec);
 
 /// All ranks agree: the lowest rank whose `s` failed prints its message
 /// ("error: rank G: ..."); every rank gets an error back. Collective.
-Status agree(Comm &comm, const Status &s);
+Status agree(ControlPlane &control, const Status &s);
 
 /// Collective. Writes this rank's file, then rank 0 the COMPLETE marker,
 /// and removes all but the newest two complete checkpoints.

@@ -1,6 +1,7 @@
 //===- DistTrain.cpp - the driver of a distributed training program -------===//
 //
-// distTrainMain (DistProgram.h): MPI start-up, the flags of trainMain plus
+// distTrainMain (DistProgram.h): the control plane's start-up (MPI or TCP,
+// chooseControl), the flags of trainMain plus
 // --trace/--stats/--comm-timeout, the step loop with rank 0's log,
 // checkpoints, the per-rank statistics, the Chrome trace and the export.
 // distTrain (DistTrain.h) is the same on any Device and Communicator.
@@ -49,31 +50,6 @@ void maybeInjectFault(int rank, int64_t step) {
   }
 }
 
-/// Gathers every rank's string to rank 0 (collective).
-std::vector<std::string> gatherStrings(const std::string &mine, int size,
-                                       int rank) {
-  int len = int(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)),
-      displs(static_cast<size_t>(size));
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string all;
-  if (rank == 0) {
-    int at = 0;
-    for (int i = 0; i < size; ++i) {
-      displs[size_t(i)] = at;
-      at += lens[size_t(i)];
-    }
-    all.resize(size_t(at));
-  }
-  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-              displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
-  std::vector<std::string> out;
-  if (rank == 0)
-    for (int i = 0; i < size; ++i)
-      out.push_back(all.substr(size_t(displs[size_t(i)]), size_t(lens[size_t(i)])));
-  return out;
-}
-
 Status writeText(const std::string &path, const std::string &text) {
   FILE *f = std::fopen(path.c_str(), "wb");
   if (!f)
@@ -96,7 +72,7 @@ std::string jsonEscape(const std::string &s) {
 
 /// Per-rank statistics: printed by rank 0, and as JSON with --stats.
 Status reportStats(Executor &ex, int64_t steps, double wall) {
-  Comm &comm = ex.comm;
+  ControlPlane &control = ex.control;
   Communicator &net = ex.net;
   double n = steps > 0 ? double(steps) : 1.0;
   char line[512];
@@ -111,10 +87,10 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent) / n,
                 net.collectiveBytes / n, ex.busySeconds, wall, idle,
                 ex.arenaBytes, ex.peakHeldBytes);
-  std::vector<std::string> all = gatherStrings(line, comm.size(), comm.rank());
-  if (comm.rank() != 0)
+  std::vector<std::string> all = control.gather(line);
+  if (control.rank() != 0)
     return Status::success();
-  for (int r = 0; r < comm.size(); ++r) {
+  for (int r = 0; r < control.size(); ++r) {
     int pp = r % ex.spec.pp, dp = r / ex.spec.pp;
     double p2p = 0, coll = 0, busy = 0, idleF = 0;
     unsigned long long arena = 0, peak = 0;
@@ -164,8 +140,7 @@ Status writeTrace(Executor &ex) {
                   e.name.c_str(), e.cat, ex.rank, e.start * 1e6, e.dur * 1e6);
     mine += buf;
   }
-  std::vector<std::string> all =
-      gatherStrings(mine, ex.comm.size(), ex.comm.rank());
+  std::vector<std::string> all = ex.control.gather(mine);
   if (ex.rank != 0)
     return Status::success();
   std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
@@ -175,10 +150,10 @@ Status writeTrace(Executor &ex) {
   return writeText(ex.o.trace, json);
 }
 
-int run(int argc, char **argv, const DistSpec &spec, Comm &comm,
-        Device &device, const MakeCommunicator &makeNet) {
+int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
+        Comm *mpi, Device &device, const MakeCommunicator &makeNet) {
   TrainOptions o;
-  bool root = comm.rank() == 0;
+  bool root = control.rank() == 0;
   if (std::string err = parseTrainOptions(argc, argv, o, true); !err.empty()) {
     if (root)
       std::fprintf(stderr, "error: %s\n%s", err.c_str(),
@@ -190,32 +165,50 @@ int run(int argc, char **argv, const DistSpec &spec, Comm &comm,
       std::fputs(trainUsage(true).c_str(), stdout);
     return 0;
   }
-  if (comm.size() != spec.numRanks) {
-    if (root)
+  // Before the rendezvous: every rank knows the world size already.
+  if (control.size() != spec.numRanks) {
+    if (root) {
+      std::string why;
+      // A host program under torchrun-style variables alone: MPI_Init made
+      // a world of one.
+      const char *ws = std::getenv("WORLD_SIZE");
+      if (mpi && std::strcmp(control.name(), "mpi") == 0 &&
+          std::getenv("RANK") && ws && std::strcmp(ws, "1") != 0)
+        why = " (RANK and WORLD_SIZE are set, but this program moves its "
+              "data over MPI: only --target cuda programs start under "
+              "torchrun-style launchers)";
       std::fprintf(stderr,
                    "error: the program was compiled for %d ranks (pp %d x dp "
-                   "%d) but runs on %d; launch it with mpirun -np %d\n",
-                   spec.numRanks, spec.pp, spec.dp, comm.size(),
-                   spec.numRanks);
+                   "%d) but runs on %d%s; %s\n",
+                   spec.numRanks, spec.pp, spec.dp, control.size(),
+                   why.c_str(), control.launchHint(spec.numRanks).c_str());
+    }
     return 1;
   }
-  comm.timeout = o.commTimeout;
+  if (Status s = control.connect(o.commTimeout); !s.ok()) {
+    std::fprintf(stderr, "error: rank %d: %s\n", control.rank(),
+                 s.message().c_str());
+    return 1;
+  }
+  control.timeout = o.commTimeout;
+  if (mpi)
+    mpi->timeout = o.commTimeout;
   if (o.threads > 0)
-    if (!agree(comm, device.setThreads(int(o.threads))).ok())
+    if (!agree(control, device.setThreads(int(o.threads))).ok())
       return 1;
 
   std::unique_ptr<Communicator> net;
-  if (!agree(comm, makeNet(comm, device, o.commTimeout, net)).ok())
+  if (!agree(control, makeNet(control, mpi, device, o.commTimeout, net)).ok())
     return 1;
   net->timeout = o.commTimeout;
-  Executor ex(spec, o, comm, *net, device);
-  if (!agree(comm, ex.setup()).ok())
+  Executor ex(spec, o, control, *net, device);
+  if (!agree(control, ex.setup()).ok())
     return 1;
   if (!o.checkpointDir.empty()) {
     Status s = root ? makeDirs(o.checkpointDir) : Status::success();
     if (!s.ok())
       s = Status::error("--checkpoint-dir: " + s.message());
-    if (!agree(comm, s).ok())
+    if (!agree(control, s).ok())
       return 1;
   }
   int64_t step = 0;
@@ -233,17 +226,17 @@ int run(int argc, char **argv, const DistSpec &spec, Comm &comm,
     }
   }
 
-  MPI_Barrier(MPI_COMM_WORLD);
+  control.barrier();
   ex.tracing = !o.trace.empty();
   ex.traceStart = now();
   double start = ex.traceStart;
   int64_t firstStep = step, lastCkpt = step;
   int64_t tokensPerStep = ex.globalBatch * ex.seq;
   for (; step < o.steps; ++step) {
-    maybeInjectFault(comm.rank(), step + 1);
+    maybeInjectFault(control.rank(), step + 1);
     double loss = 0;
     if (Status s = ex.step(step, loss); !s.ok())
-      comm.abort(s.message());
+      control.abort(s.message());
     if (!std::isfinite(loss)) {
       if (root)
         std::fprintf(stderr, "error: the loss is %s at step %lld\n",
@@ -273,9 +266,9 @@ int run(int argc, char **argv, const DistSpec &spec, Comm &comm,
   if (!o.checkpointDir.empty() && lastCkpt != step)
     if (!saveDistCheckpoint(ex, step).ok())
       return 1;
-  if (!agree(comm, reportStats(ex, step - firstStep, wall)).ok())
+  if (!agree(control, reportStats(ex, step - firstStep, wall)).ok())
     return 1;
-  if (!o.trace.empty() && !agree(comm, writeTrace(ex)).ok())
+  if (!o.trace.empty() && !agree(control, writeTrace(ex)).ok())
     return 1;
   if (!o.exportPath.empty()) {
     if (!exportDist(ex, o.exportPath).ok())
@@ -286,37 +279,107 @@ int run(int argc, char **argv, const DistSpec &spec, Comm &comm,
   return 0;
 }
 
+bool envSet(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v;
+}
+
 } // namespace
+
+Status lamina::rt::dist::chooseControl(bool dataNeedsMpi, std::string &kind) {
+  if (const char *forced = std::getenv("LAMINA_CONTROL"); forced && *forced) {
+    if (std::strcmp(forced, "mpi") != 0 && std::strcmp(forced, "tcp") != 0)
+      return Status::error(std::string("LAMINA_CONTROL=") + forced +
+                           " is not 'mpi' or 'tcp'");
+    kind = forced;
+    return Status::success();
+  }
+  // ncclWorld's rule (docs/cuda.md, "Bootstrap: ncclWorld").
+  bool underMpirun = envSet("OMPI_COMM_WORLD_SIZE") || envSet("PMIX_RANK") ||
+                     envSet("PMI_SIZE");
+  bool launcher = envSet("RANK") || envSet("OMPI_COMM_WORLD_RANK") ||
+                  envSet("SLURM_PROCID");
+  if (dataNeedsMpi || (underMpirun && !envSet("MASTER_ADDR")))
+    kind = "mpi";
+  else if (launcher)
+    kind = "tcp";
+  else
+    kind = "single";
+  return Status::success();
+}
 
 int lamina::rt::dist::distTrain(int argc, char **argv, const DistSpec &spec,
                                  Device &device,
-                                 const MakeCommunicator &makeNet) {
-  int provided = 0;
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised)
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  int rc;
+                                 const MakeCommunicator &makeNet,
+                                 bool dataNeedsMpi) {
+  std::string kind;
+  if (Status s = chooseControl(dataNeedsMpi, kind); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  // MPI only when something uses it: a torchrun-style launch of a GPU
+  // program never calls MPI_Init.
+  bool useMpi = dataNeedsMpi || kind == "mpi";
+  if (useMpi) {
+    int provided = 0, initialised = 0;
+    MPI_Initialized(&initialised);
+    if (!initialised)
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  }
+  int rc = 1;
   {
-    Comm comm;
-    rc = run(argc, argv, spec, comm, device, makeNet);
+    std::unique_ptr<Comm> mpi = useMpi ? std::make_unique<Comm>() : nullptr;
+    std::unique_ptr<ControlPlane> control;
+    Status s = Status::success();
+    if (kind == "mpi") {
+      control = makeMpiControl(*mpi);
+    } else {
+      LaunchEnv env; // "single": rank 0 of 1, no sockets
+      int port = 0;
+      if (kind == "tcp")
+        s = readLaunchEnv(env);
+      if (s.ok() && kind == "tcp")
+        s = controlPort(env, port);
+      if (s.ok() && mpi &&
+          (env.rank != mpi->rank() || env.worldSize != mpi->size()))
+        s = Status::error(
+            "the launcher's variables say rank " + std::to_string(env.rank) +
+            " of " + std::to_string(env.worldSize) + " (" + env.launcher +
+            "), MPI says rank " + std::to_string(mpi->rank()) + " of " +
+            std::to_string(mpi->size()));
+      if (s.ok())
+        control = makeTcpControl(env, port, [useMpi] {
+          if (useMpi)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        });
+    }
+    if (s.ok())
+      rc = run(argc, argv, spec, *control, mpi.get(), device, makeNet);
+    else
+      std::fprintf(stderr, "error: the TCP control plane: %s\n",
+                   s.message().c_str());
   }
   // Every rank gets here (errors are agreed; other failures abort the job).
   std::fflush(stdout);
-  MPI_Finalize();
+  if (useMpi)
+    MPI_Finalize();
   return rc;
 }
 
-Status lamina::rt::dist::makeMpiCommunicator(Comm &comm, Device &device,
-                                            double,
+Status lamina::rt::dist::makeMpiCommunicator(ControlPlane &, Comm *mpi,
+                                            Device &device, double,
                                             std::unique_ptr<Communicator> &out) {
-  out = std::make_unique<MpiCommunicator>(comm, device);
+  if (!mpi)
+    return Status::error("the MPI data plane needs MPI, which this launch "
+                         "did not initialise");
+  out = std::make_unique<MpiCommunicator>(*mpi, device);
   return Status::success();
 }
 
 int lamina::rt::distTrainMain(int argc, char **argv, const DistSpec &spec,
                               Device &device) {
-  return dist::distTrain(argc, argv, spec, device, dist::makeMpiCommunicator);
+  return dist::distTrain(argc, argv, spec, device, dist::makeMpiCommunicator,
+                         /*dataNeedsMpi=*/true);
 }
 
 int lamina::rt::distTrainMain(int argc, char **argv, const DistSpec &spec) {

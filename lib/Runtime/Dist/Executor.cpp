@@ -7,6 +7,8 @@
 
 #include "Executor.h"
 
+#include "Comm.h" // MPI_TAG_UB
+
 #include "lamina/Runtime/OnnxExport.h"
 #include "lamina/Schedule/Schedule.h"
 
@@ -53,7 +55,7 @@ std::string str(int v) { return std::to_string(v); }
 //===----------------------------------------------------------------------===//
 
 Status Executor::setup() {
-  rank = comm.rank();
+  rank = control.rank();
   pp = rank % spec.pp;
   dp = rank / spec.pp;
   zero = spec.dp > 1 ? spec.zero : 0;
@@ -110,11 +112,15 @@ Status Executor::setup() {
     return s;
   rng = SplitMix64(uint64_t(o.seed));
 
+  // Tags matter to the MPI data plane only (NCCL matches in order; its
+  // program may run without MPI initialised).
   int tagUb = 32767, *ub = nullptr, flag = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  bool mpiData = std::strcmp(net.name(), "mpi") == 0;
+  if (mpiData)
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
   if (flag && ub)
     tagUb = *ub;
-  if (int64_t(spec.microBatches) * spec.numModules * 2 > tagUb)
+  if (mpiData && int64_t(spec.microBatches) * spec.numModules * 2 > tagUb)
     return Status::error("too many modules and micro-batches for MPI's tag "
                          "range (" + std::to_string(tagUb) + ")");
   if (Status s = setupModules(); !s.ok())

@@ -27,8 +27,8 @@
 #ifndef LAMINA_LIB_RUNTIME_DIST_EXECUTOR_H
 #define LAMINA_LIB_RUNTIME_DIST_EXECUTOR_H
 
-#include "Comm.h"
 #include "Communicator.h"
+#include "ControlPlane.h"
 
 #include "../Program/TrainCommon.h"
 
@@ -151,9 +151,9 @@ struct TraceEvent {
 
 class Executor {
 public:
-  Executor(const DistSpec &spec, const TrainOptions &options, Comm &comm,
-           Communicator &net, Device &device)
-      : spec(spec), o(options), comm(comm), net(net), device(device),
+  Executor(const DistSpec &spec, const TrainOptions &options,
+           ControlPlane &control, Communicator &net, Device &device)
+      : spec(spec), o(options), control(control), net(net), device(device),
         pool(device) {}
 
   /// Checks the spec, creates the communicators (collective over the
@@ -166,7 +166,7 @@ public:
   // Configuration.
   const DistSpec &spec;
   const TrainOptions &o;
-  Comm &comm;        ///< MPI: the host control plane
+  ControlPlane &control; ///< the host control plane (MPI or TCP)
   Communicator &net; ///< the data plane, on device memory
   Device &device;
   int rank = 0, pp = 0, dp = 0, zero = 0; ///< zero: effective level

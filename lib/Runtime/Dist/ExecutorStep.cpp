@@ -47,7 +47,7 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
     case ArgKind::Boundary: {
       auto it = acts.find({k - 1, j});
       if (it == acts.end())
-        comm.abort("the action list runs module " + str(k) + ", micro-batch " +
+        control.abort("the action list runs module " + str(k) + ", micro-batch " +
                    str(j) + " before its input arrived");
       args.push_back(actLayout[size_t(k - 1)].view(it->second, size_t(boundary++)));
       break;
@@ -79,7 +79,7 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
       break;
     }
     default:
-      comm.abort("the program is inconsistent: forward " + std::string(f.name) +
+      control.abort("the program is inconsistent: forward " + std::string(f.name) +
                  " has an argument of kind " + str(int(a.kind)));
     }
   }
@@ -154,7 +154,7 @@ Status Executor::backward(int k, int j) {
   auto res = residuals.find({k, j});
   if (m.numResiduals > 0) {
     if (res == residuals.end())
-      comm.abort("the action list runs the backward of module " + str(k) +
+      control.abort("the action list runs the backward of module " + str(k) +
                  ", micro-batch " + str(j) + " before its forward");
     for (int i = 0; i < m.numResiduals; ++i)
       args.push_back(resLayout.at(k).view(res->second, size_t(i)));
@@ -165,7 +165,7 @@ Status Executor::backward(int k, int j) {
     args.push_back(Tensor{floats(deviceWeight) + j, DType::F32, a.rank, a.shape});
   } else {
     if (cot == grads.end())
-      comm.abort("the action list runs the backward of module " + str(k) +
+      control.abort("the action list runs the backward of module " + str(k) +
                  ", micro-batch " + str(j) + " before its gradient arrived");
     for (int i = 0; i < m.numOut; ++i)
       args.push_back(gradLayout[size_t(k)].view(cot->second, size_t(i)));
@@ -249,7 +249,7 @@ Status Executor::ensureRun(int k, bool bwd) {
     return Status::success();
   ModuleState &M = modules[size_t(k)];
   if (M.gathers.empty())
-    comm.abort("the action list runs module " + str(k) +
+    control.abort("the action list runs module " + str(k) +
                " without gathering its weights first");
   double t0 = now();
   if (Status s = waitForWeights(M.gathers.front().req, k); !s.ok())
@@ -265,7 +265,7 @@ Status Executor::send(const ActionSpec &a) {
   auto &map = act ? acts : grads;
   auto it = map.find({a.module, a.microBatch});
   if (it == map.end())
-    comm.abort("the action list sends the " + payloadWord(a) + " of boundary " +
+    control.abort("the action list sends the " + payloadWord(a) + " of boundary " +
                str(a.module) + ", micro-batch " + str(a.microBatch) +
                " before computing it");
   SendRecord r{std::move(it->second), Request{},
@@ -311,7 +311,7 @@ Status Executor::recv(const ActionSpec &a) {
 Status Executor::collective(const ActionSpec &a) {
   ModuleState &M = modules[size_t(a.module)];
   if (spec.moduleRank[a.module] != pp)
-    comm.abort("the action list has a collective of module " + str(a.module) +
+    control.abort("the action list has a collective of module " + str(a.module) +
                ", which pipeline rank " + str(pp) + " does not hold");
   size_t fullBytes = size_t(M.shards.fullCapacity) * sizeof(float);
   switch (ActionKind(a.kind)) {
@@ -618,9 +618,7 @@ Status Executor::step(int64_t stepIndex, double &loss) {
   if (lastStage)
     for (int j = 0; j < m; ++j)
       sum += double(lossOf[size_t(j)]) * double(weightOf[size_t(j)]);
-  MPI_Request r = comm.iallreduceDouble(&sum, 1, MPI_COMM_WORLD);
-  comm.waitOrAbort(r, "the loss all-reduce did not complete",
-                   "; a rank may have died");
-  loss = sum;
+  loss = control.allSum(sum, "the loss all-reduce did not complete",
+                        "; a rank may have died");
   return Status::success();
 }
