@@ -10,8 +10,12 @@
 // otherwise one call per result batch. Compute type f32 (CUBLAS_COMPUTE_32F:
 // no TF32), scale type f32, storage f32, f16 or bf16.
 //
-// One handle per process (created on first use, for the current device);
-// the workspace is taken from the stream's memory pool per call.
+// One handle per process (created on first use, for the current device).
+// Descriptors, layouts and the heuristic's algorithm are cached per exact
+// call description (PlanKey), so a training step's few dozen distinct GEMMs
+// query the heuristic once each instead of on every call. The 32 MiB
+// workspace is allocated once per device and shared by every stream; an
+// event recorded after each use orders the next use (on any stream) after it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +23,10 @@
 
 #include <cublasLt.h>
 
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 
 using namespace lamina::rt;
@@ -27,6 +35,11 @@ using namespace lamina::rt::cuda::detail;
 
 namespace {
 constexpr size_t kWorkspace = 32u << 20;
+/// Past this many distinct calls (shapes varying without end, say) the plan
+/// cache is emptied rather than grown; a training step has a few dozen.
+constexpr size_t kMaxPlans = 4096;
+/// Candidates asked of the heuristic; the first usable one is kept.
+constexpr int kCandidates = 8;
 
 Status blasCheck(const char *what, cublasStatus_t st) {
   if (st == CUBLAS_STATUS_SUCCESS)
@@ -53,19 +66,61 @@ cudaDataType_t cudaType(DType t) {
   }
 }
 
-/// Owns the descriptors of one cuBLASLt call.
+/// The largest power of two dividing the address, up to 256 (cuBLASLt's
+/// default assumption, which arena offsets -- 64-byte aligned -- and
+/// per-batch pointers need not meet).
+uint32_t alignmentOf(const void *p) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0)
+    align /= 2;
+  return align;
+}
+
+/// Everything a plan depends on. The leading dims follow from m, n, k and
+/// the transposes but are listed so the key is literally the layouts'.
+struct PlanKey {
+  int device;
+  DType dtype;
+  int64_t m, n, k;
+  bool tl, tr;
+  int32_t batch;
+  int64_t strideL, strideR, strideC;
+  int64_t ldRhs, ldLhs, ldC;
+  size_t workspaceBytes;
+  uint32_t alignRhs, alignLhs, alignC;
+
+  auto tie() const {
+    return std::make_tuple(device, int(dtype), m, n, k, tl, tr, batch,
+                           strideL, strideR, strideC, ldRhs, ldLhs, ldC,
+                           workspaceBytes, alignRhs, alignLhs, alignC);
+  }
+  bool operator<(const PlanKey &o) const { return tie() < o.tie(); }
+};
+
+/// The descriptors and algorithm of one cached call description.
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspaceBytes = 0; // what the algorithm uses, <= the key's
+  Plan() = default;
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
   ~Plan() {
-    if (pref)
-      cublasLtMatmulPreferenceDestroy(pref);
     for (cublasLtMatrixLayout_t l : {a, b, c})
       if (l)
         cublasLtMatrixLayoutDestroy(l);
     if (op)
       cublasLtMatmulDescDestroy(op);
+  }
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~Preference() {
+    if (p)
+      cublasLtMatmulPreferenceDestroy(p);
   }
 };
 
@@ -89,21 +144,24 @@ Status layout(cublasLtMatrixLayout_t &l, cudaDataType_t type, uint64_t rows,
   return Status::success();
 }
 
-/// result[batch] = op(lhs[batch]) op(rhs[batch]) for `batch` matrices at
-/// the given element strides (row-major m x k / k x n views as the host).
-Status gemm(cublasLtHandle_t h, DType dtype, const void *lhs, const void *rhs,
-            void *result, int64_t m, int64_t n, int64_t k, bool tl, bool tr,
-            int32_t batch, int64_t strideL, int64_t strideR, int64_t strideC,
-            void *workspace, cudaStream_t stream) {
-  cudaDataType_t type = cudaType(dtype);
-  Plan p;
+Status setPref(cublasLtMatmulPreference_t p,
+               cublasLtMatmulPreferenceAttributes_t attr, const void *v,
+               size_t size) {
+  return blasCheck("preference",
+                   cublasLtMatmulPreferenceSetAttribute(p, attr, v, size));
+}
+
+/// Creates the descriptors for `key` and asks the heuristic for an
+/// algorithm whose workspace fits.
+Status makePlan(cublasLtHandle_t h, const PlanKey &key, Plan &p) {
+  cudaDataType_t type = cudaType(key.dtype);
   if (Status s = blasCheck("desc", cublasLtMatmulDescCreate(
                                        &p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
       !s.ok())
     return s;
   // cuBLAS "A" = the rhs, "B" = the lhs.
-  cublasOperation_t opA = tr ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = tl ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = key.tr ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = key.tl ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (Status s = blasCheck("transa", cublasLtMatmulDescSetAttribute(
                                          p.op, CUBLASLT_MATMUL_DESC_TRANSA,
                                          &opA, sizeof opA));
@@ -114,59 +172,204 @@ Status gemm(cublasLtHandle_t h, DType dtype, const void *lhs, const void *rhs,
                                          &opB, sizeof opB));
       !s.ok())
     return s;
+  int64_t m = key.m, n = key.n, k = key.k;
   // Stored rhs: [k, n] (col-major n x k) or, transposed, [n, k] (k x n).
-  if (Status s = layout(p.a, type, tr ? k : n, tr ? n : k, tr ? k : n, batch,
-                        strideR);
+  if (Status s = layout(p.a, type, key.tr ? k : n, key.tr ? n : k, key.ldRhs,
+                        key.batch, key.strideR);
       !s.ok())
     return s;
   // Stored lhs: [m, k] (col-major k x m) or, transposed, [k, m] (m x k).
-  if (Status s = layout(p.b, type, tl ? m : k, tl ? k : m, tl ? m : k, batch,
-                        strideL);
+  if (Status s = layout(p.b, type, key.tl ? m : k, key.tl ? k : m, key.ldLhs,
+                        key.batch, key.strideL);
       !s.ok())
     return s;
-  if (Status s = layout(p.c, type, n, m, n, batch, strideC); !s.ok())
+  if (Status s = layout(p.c, type, n, m, key.ldC, key.batch, key.strideC);
+      !s.ok())
     return s;
+
+  Preference pref;
   if (Status s = blasCheck("preference",
-                           cublasLtMatmulPreferenceCreate(&p.pref));
+                           cublasLtMatmulPreferenceCreate(&pref.p));
       !s.ok())
     return s;
-  size_t ws = workspace ? kWorkspace : 0;
-  if (Status s = blasCheck("preference",
-                           cublasLtMatmulPreferenceSetAttribute(
-                               p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                               &ws, sizeof ws));
+  size_t ws = key.workspaceBytes;
+  if (Status s = setPref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                         sizeof ws);
       !s.ok())
     return s;
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignRhs},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignLhs},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC}, // C = D
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignC}};
+  for (const auto &[attr, value] : aligns)
+    if (Status s = setPref(pref.p, attr, &value, sizeof value); !s.ok())
+      return s;
+
+  cublasLtMatmulHeuristicResult_t found[kCandidates] = {};
+  int count = 0;
   if (Status s = blasCheck("heuristic", cublasLtMatmulAlgoGetHeuristic(
-                                            h, p.op, p.a, p.b, p.c, p.c, p.pref,
-                                            1, &heuristic, &found));
+                                            h, p.op, p.a, p.b, p.c, p.c, pref.p,
+                                            kCandidates, found, &count));
       !s.ok())
     return s;
-  if (found == 0)
-    return Status::error("matmul: cuBLASLt has no algorithm for this shape");
-  float alpha = 1.0f, beta = 0.0f;
-  return blasCheck("cublasLtMatmul",
-                   cublasLtMatmul(h, p.op, &alpha, rhs, p.a, lhs, p.b, &beta,
-                                  result, p.c, result, p.c, &heuristic.algo,
-                                  workspace, ws, stream));
+  for (int i = 0; i < count; ++i)
+    if (found[i].state == CUBLAS_STATUS_SUCCESS &&
+        found[i].workspaceSize <= ws) {
+      p.algo = found[i].algo;
+      p.workspaceBytes = found[i].workspaceSize;
+      return Status::success();
+    }
+  return Status::error(
+      "matmul: cuBLASLt has no algorithm for " +
+      std::string(dtypeName(key.dtype)) + " m=" + std::to_string(m) +
+      " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+      " batch=" + std::to_string(key.batch) + (key.tl ? " lhs^T" : "") +
+      (key.tr ? " rhs^T" : "") + " within " + std::to_string(ws) +
+      " bytes of workspace (" + std::to_string(count) + " candidates)");
 }
 
+/// The per-device workspace: cudaMalloc'd once, never freed (like the
+/// handle: freeing at exit can race the CUDA runtime's teardown). `lastUse`
+/// is recorded after every matmul and waited for by the next one, whatever
+/// its stream: on the same stream the wait is already satisfied; on another
+/// (or a new stream that reuses a destroyed one's handle) it keeps two
+/// matmuls from sharing the workspace at once.
 struct Workspace {
   void *ptr = nullptr;
-  cudaStream_t stream;
-  explicit Workspace(cudaStream_t s) : stream(s) {
-    if (cudaMallocAsync(&ptr, kWorkspace, stream) != cudaSuccess) {
-      ptr = nullptr; // run without a workspace
+  cudaEvent_t lastUse = nullptr;
+  bool used = false;
+};
+
+/// The caches: only touched under `mutex` (programs call from one thread;
+/// the lock keeps a second thread correct, not fast).
+struct GemmState {
+  std::mutex mutex;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  std::map<int, Workspace> workspaces;
+};
+GemmState &state() {
+  static GemmState *s = new GemmState; // never destroyed: see Workspace
+  return *s;
+}
+
+/// The device's workspace, ready for a call on `stream`: allocated (a failed
+/// allocation is retried on the next call; meanwhile matmuls run without
+/// one) and ordered after its last use.
+Status acquireWorkspace(int device, cudaStream_t stream, Workspace *&out) {
+  Workspace &w = state().workspaces[device];
+  out = &w;
+  if (!w.ptr) {
+    if (cudaMalloc(&w.ptr, kWorkspace) != cudaSuccess) {
+      w.ptr = nullptr;
       (void)cudaGetLastError();
+      return Status::success();
     }
   }
-  ~Workspace() {
-    if (ptr)
-      (void)cudaFreeAsync(ptr, stream);
-  }
+  if (!w.lastUse)
+    if (Status s = cudaCheck("matmul: workspace event",
+                             cudaEventCreateWithFlags(&w.lastUse,
+                                                      cudaEventDisableTiming));
+        !s.ok())
+      return s;
+  if (w.used)
+    return cudaCheck("matmul: workspace wait",
+                     cudaStreamWaitEvent(stream, w.lastUse, 0));
+  return Status::success();
+}
+
+Status releaseWorkspace(Workspace &w, cudaStream_t stream) {
+  if (!w.ptr)
+    return Status::success();
+  w.used = true;
+  return cudaCheck("matmul: workspace event",
+                   cudaEventRecord(w.lastUse, stream));
+}
+
+struct Call {
+  cublasLtHandle_t h;
+  int device;
+  DType dtype;
+  void *workspace; // null: run without one
+  cudaStream_t stream;
 };
+
+/// result[batch] = op(lhs[batch]) op(rhs[batch]) for `batch` matrices at
+/// the given element strides (row-major m x k / k x n views as the host).
+Status gemm(const Call &call, const void *lhs, const void *rhs, void *result,
+            int64_t m, int64_t n, int64_t k, bool tl, bool tr, int32_t batch,
+            int64_t strideL, int64_t strideR, int64_t strideC) {
+  PlanKey key{call.device,
+              call.dtype,
+              m,
+              n,
+              k,
+              tl,
+              tr,
+              batch,
+              batch > 1 ? strideL : 0,
+              batch > 1 ? strideR : 0,
+              batch > 1 ? strideC : 0,
+              tr ? k : n,
+              tl ? m : k,
+              n,
+              call.workspace ? kWorkspace : 0,
+              alignmentOf(rhs),
+              alignmentOf(lhs),
+              alignmentOf(result)};
+  auto &plans = state().plans;
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    auto plan = std::make_unique<Plan>();
+    if (Status s = makePlan(call.h, key, *plan); !s.ok())
+      return s; // not cached: a failure is reported on every call
+    if (plans.size() >= kMaxPlans)
+      plans.clear();
+    it = plans.emplace(key, std::move(plan)).first;
+  }
+  const Plan &p = *it->second;
+  float alpha = 1.0f, beta = 0.0f;
+  return blasCheck("cublasLtMatmul",
+                   cublasLtMatmul(call.h, p.op, &alpha, rhs, p.a, lhs, p.b,
+                                  &beta, result, p.c, result, p.c, &p.algo,
+                                  p.workspaceBytes ? call.workspace : nullptr,
+                                  p.workspaceBytes, call.stream));
+}
+
+/// The calls of one matmul (shapes already checked).
+Status enqueue(const Call &call, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &result, bool transposeLhs, bool transposeRhs,
+               int64_t m, int64_t n, int64_t k, const int64_t *batchShape,
+               int batchRank) {
+  int64_t batch = numElements(batchShape, batchRank);
+  size_t es = lhs.elementSize();
+  int lb = lhs.rank - 2, rb = rhs.rank - 2;
+  int64_t lBatch = numElements(lhs.shape, lb);
+  int64_t rBatch = numElements(rhs.shape, rb);
+  if (lBatch == batch && rBatch == batch)
+    return gemm(call, lhs.data, rhs.data, result.data, m, n, k, transposeLhs,
+                transposeRhs, int32_t(batch), m * k, k * n, m * n);
+  if (rBatch == 1 && lBatch == batch && !transposeLhs)
+    return gemm(call, lhs.data, rhs.data, result.data, batch * m, n, k, false,
+                transposeRhs, 1, 0, 0, 0);
+  // General broadcast: one call per result batch.
+  int64_t ls[kMaxRank], rs[kMaxRank];
+  if (!broadcastStrides(lhs.shape, lb, batchShape, batchRank, ls) ||
+      !broadcastStrides(rhs.shape, rb, batchShape, batchRank, rs))
+    return Status::error("matmul: batch dims do not broadcast");
+  for (int64_t b = 0; b < batch; ++b) {
+    const char *l = static_cast<const char *>(lhs.data) +
+                    broadcastOffset(b, batchShape, batchRank, ls) * m * k * es;
+    const char *r = static_cast<const char *>(rhs.data) +
+                    broadcastOffset(b, batchShape, batchRank, rs) * k * n * es;
+    char *c = static_cast<char *>(result.data) + b * m * n * es;
+    if (Status s = gemm(call, l, r, c, m, n, k, transposeLhs, transposeRhs, 1,
+                        0, 0, 0);
+        !s.ok())
+      return s;
+  }
+  return Status::success();
+}
 } // namespace
 
 Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
@@ -196,7 +399,6 @@ Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
                          (transposeLhs ? "^T" : "") + " x " + describe(rhs) +
                          (transposeRhs ? "^T" : "") + " -> " +
                          describe(result));
-  int64_t batch = numElements(batchShape, batchRank);
   if (result.numElements() == 0)
     return Status::success();
   if (k == 0)
@@ -206,31 +408,20 @@ Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
   cublasLtHandle_t h = handle(hs);
   if (!hs.ok())
     return hs;
-  Workspace ws(stream);
-  size_t es = lhs.elementSize();
-  int64_t lBatch = numElements(lhs.shape, lb), rBatch = numElements(rhs.shape, rb);
-  if (lBatch == batch && rBatch == batch)
-    return gemm(h, lhs.dtype, lhs.data, rhs.data, result.data, m, n, k,
-                transposeLhs, transposeRhs, int32_t(batch), m * k, k * n,
-                m * n, ws.ptr, stream);
-  if (rBatch == 1 && lBatch == batch && !transposeLhs)
-    return gemm(h, lhs.dtype, lhs.data, rhs.data, result.data, batch * m, n,
-                k, false, transposeRhs, 1, 0, 0, 0, ws.ptr, stream);
-  // General broadcast: one call per result batch.
-  int64_t ls[kMaxRank], rs[kMaxRank];
-  if (!broadcastStrides(lhs.shape, lb, batchShape, batchRank, ls) ||
-      !broadcastStrides(rhs.shape, rb, batchShape, batchRank, rs))
-    return Status::error("matmul: batch dims do not broadcast");
-  for (int64_t b = 0; b < batch; ++b) {
-    const char *l = static_cast<const char *>(lhs.data) +
-                    broadcastOffset(b, batchShape, batchRank, ls) * m * k * es;
-    const char *r = static_cast<const char *>(rhs.data) +
-                    broadcastOffset(b, batchShape, batchRank, rs) * k * n * es;
-    char *c = static_cast<char *>(result.data) + b * m * n * es;
-    if (Status s = gemm(h, lhs.dtype, l, r, c, m, n, k, transposeLhs,
-                        transposeRhs, 1, 0, 0, 0, ws.ptr, stream);
-        !s.ok())
-      return s;
-  }
-  return Status::success();
+  int device = 0;
+  if (Status s = cudaCheck("matmul: cudaGetDevice", cudaGetDevice(&device));
+      !s.ok())
+    return s;
+
+  std::lock_guard<std::mutex> lock(state().mutex);
+  Workspace *ws = nullptr;
+  if (Status s = acquireWorkspace(device, stream, ws); !s.ok())
+    return s;
+  Call call{h, device, lhs.dtype, ws->ptr, stream};
+  Status s = enqueue(call, lhs, rhs, result, transposeLhs, transposeRhs, m, n,
+                     k, batchShape, batchRank);
+  // Recorded even after a failed call: earlier calls of this matmul may have
+  // been enqueued and used the workspace.
+  Status r = releaseWorkspace(*ws, stream);
+  return s.ok() ? r : s;
 }

@@ -3,8 +3,14 @@
 // The input is viewed as kept dims x reduced dims (size-1 dims dropped,
 // neighbours of the same kind merged). When the innermost input dim is
 // reduced, one block reduces one output (its threads read consecutive
-// elements); otherwise a block of 32 outputs x 16 row lanes reads 32
-// consecutive elements per step. Both orders are fixed: deterministic.
+// elements). Otherwise (the bias gradient: a sum over the leading rows) a
+// block of 32 outputs x 16 row lanes reads 32 consecutive elements per step,
+// over one chunk of the reduced rows: the rows are split into a number of
+// chunks that depends on the shape alone (outerChunks), each block writes
+// its chunk's f32 partial, and a second kernel combines the partials in
+// chunk order. Every order is fixed by the shape, never by the device or the
+// scheduling: deterministic, and the same on every GPU. Mean, max and prod
+// share that path (partials of sums, maxima, products).
 //
 // f64, integers and i1 (max only) take one thread per output that walks its
 // reduced elements in row-major order, the host's order for integer
@@ -93,25 +99,110 @@ __global__ void reduceInnerKernel(ReduceOp op, float identity, const T *x,
     y[o] = store<T>(finish(op, acc, count));
 }
 
+constexpr int kOuterCols = 32, kOuterLanes = 16;
+/// Rows of a chunk at least (16 per lane), and the blocks a split aims for
+/// (a few per SM on a 132-SM H200; more chunks would only add partials).
+constexpr int64_t kMinChunkRows = 256, kTargetBlocks = 1024;
+
+/// The number of row chunks of an outer reduction of `count` rows into
+/// `outputs` columns: a function of the shape only, so that the order of the
+/// combination -- and so the result -- does not depend on the device.
+int64_t outerChunks(int64_t outputs, int64_t count) {
+  int64_t colBlocks = (outputs + kOuterCols - 1) / kOuterCols;
+  if (colBlocks >= kTargetBlocks || count < 2 * kMinChunkRows)
+    return 1;
+  int64_t want = (kTargetBlocks + colBlocks - 1) / colBlocks;
+  int64_t chunks = std::min(want, count / kMinChunkRows);
+  int64_t rows = (count + chunks - 1) / chunks;
+  return (count + rows - 1) / rows; // no empty chunk
+}
+
+/// Offset of reduced row r: one merged reduced dim (the common case) needs
+/// no division.
+__device__ inline int64_t rowOffset(int64_t r, const Dims &red) {
+  return red.rank == 1 ? r * red.stride[0] : stridedOffset(r, red);
+}
+
+/// Block (32, 16), grid (column blocks, chunks): rows [y * chunkRows,
+/// (y + 1) * chunkRows) of 32 consecutive outputs. With one chunk the result
+/// is finished and stored; otherwise the f32 partial goes to
+/// partial[chunk * outputs + o].
 template <typename T>
 __global__ void reduceOuterKernel(ReduceOp op, float identity, const T *x,
                                   Dims kept, Dims red, int64_t outputs,
-                                  int64_t count, T *y) {
-  __shared__ float part[16][33];
-  int64_t o = blockIdx.x * 32 + threadIdx.x;
+                                  int64_t count, int64_t chunkRows,
+                                  float *partial, T *y) {
+  __shared__ float part[kOuterLanes][kOuterCols + 1];
+  int64_t o = blockIdx.x * int64_t(kOuterCols) + threadIdx.x;
+  int64_t begin = blockIdx.y * chunkRows;
+  int64_t end = begin + chunkRows < count ? begin + chunkRows : count;
   float acc = identity;
   if (o < outputs) {
     const T *base = x + stridedOffset(o, kept);
-    for (int64_t r = threadIdx.y; r < count; r += 16)
-      acc = combine(op, acc, load(base[stridedOffset(r, red)]));
+#pragma unroll 4
+    for (int64_t r = begin + threadIdx.y; r < end; r += kOuterLanes)
+      acc = combine(op, acc, load(base[rowOffset(r, red)]));
   }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && o < outputs) {
-    for (int k = 1; k < 16; ++k)
+    for (int k = 1; k < kOuterLanes; ++k)
       acc = combine(op, acc, part[k][threadIdx.x]);
+    if (partial)
+      partial[blockIdx.y * outputs + o] = acc;
+    else
+      y[o] = store<T>(finish(op, acc, count));
+  }
+}
+
+/// y[o] = the chunks' partials of output o combined in chunk order.
+template <typename T>
+__global__ void reduceChunksKernel(ReduceOp op, const float *partial,
+                                   int64_t chunks, int64_t outputs,
+                                   int64_t count, T *y) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       o < outputs; o += int64_t(gridDim.x) * blockDim.x) {
+    float acc = partial[o];
+    for (int64_t c = 1; c < chunks; ++c)
+      acc = combine(op, acc, partial[c * outputs + o]);
     y[o] = store<T>(finish(op, acc, count));
   }
+}
+
+/// The outer path: one pass, or partials per chunk and a second pass.
+template <typename T>
+Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
+                   const Dims &red, int64_t outputs, int64_t count, T *y,
+                   cudaStream_t stream) {
+  int64_t chunks = outerChunks(outputs, count);
+  int64_t chunkRows = (count + chunks - 1) / chunks;
+  dim3 grid(unsigned((outputs + kOuterCols - 1) / kOuterCols),
+            unsigned(chunks));
+  dim3 block(kOuterCols, kOuterLanes);
+  if (chunks == 1) {
+    reduceOuterKernel<T><<<grid, block, 0, stream>>>(
+        op, identity, x, kept, red, outputs, count, chunkRows, nullptr, y);
+    return launched("reduce");
+  }
+  float *partial = nullptr;
+  // No single-pass fallback when this fails: the order, and so the result,
+  // must not depend on free memory.
+  if (Status s = cudaCheck("reduce: partials",
+                           cudaMallocAsync(reinterpret_cast<void **>(&partial),
+                                           size_t(chunks * outputs) *
+                                               sizeof(float),
+                                           stream));
+      !s.ok())
+    return s;
+  reduceOuterKernel<T><<<grid, block, 0, stream>>>(
+      op, identity, x, kept, red, outputs, count, chunkRows, partial, y);
+  Status first = launched("reduce");
+  if (first.ok())
+    reduceChunksKernel<T><<<gridFor(outputs, 256), 256, 0, stream>>>(
+        op, partial, chunks, outputs, count, y);
+  Status second = first.ok() ? launched("reduce") : Status::success();
+  Status freed = cudaCheck("reduce: partials", cudaFreeAsync(partial, stream));
+  return !first.ok() ? first : !second.ok() ? second : freed;
 }
 } // namespace
 
@@ -169,16 +260,24 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
   float identity = op == ReduceOp::Max    ? -__builtin_huge_valf()
                    : op == ReduceOp::Prod ? 1.0f
                                           : 0.0f;
-  dispatchFloat(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (innerReduced)
+  if (innerReduced) {
+    dispatchFloat(input.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
       reduceInnerKernel<T><<<unsigned(outputs), rowThreads(count), 0,
                              stream>>>(op, identity, input.as<T>(), kept, red,
                                        count, result.as<T>());
-    else
-      reduceOuterKernel<T><<<unsigned((outputs + 31) / 32), dim3(32, 16), 0,
-                             stream>>>(op, identity, input.as<T>(), kept, red,
-                                       outputs, count, result.as<T>());
-  });
-  return launched("reduce");
+    });
+    return launched("reduce");
+  }
+  switch (input.dtype) {
+  case DType::F16:
+    return reduceOuter(op, identity, input.as<Half>(), kept, red, outputs,
+                       count, result.as<Half>(), stream);
+  case DType::BF16:
+    return reduceOuter(op, identity, input.as<BFloat16>(), kept, red, outputs,
+                       count, result.as<BFloat16>(), stream);
+  default:
+    return reduceOuter(op, identity, input.as<float>(), kept, red, outputs,
+                       count, result.as<float>(), stream);
+  }
 }

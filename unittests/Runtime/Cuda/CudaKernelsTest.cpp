@@ -401,6 +401,178 @@ TEST_F(CudaKernel, MatmulMatchesHost) {
     }
 }
 
+/// Host reference and device result of reduce(op) over `axes` of `in`.
+struct ReducePair {
+  Buf want, got;
+};
+ReducePair reduceBoth(ReduceOp op, const Buf &in, std::vector<int64_t> axes,
+                      cudaStream_t stream) {
+  std::vector<int64_t> out;
+  for (int d = 0; d < int(in.shape.size()); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end())
+      out.push_back(in.shape[d]);
+  Buf want(in.dtype, out);
+  Buf host = in;
+  EXPECT_OK(reduce(op, host.view(), axes.data(), int(axes.size()), false,
+                   want.view()));
+  Dev din(in), dout(in.dtype, out);
+  EXPECT_OK(cu::reduce(op, din.view(), axes.data(), int(axes.size()), false,
+                       dout.view(), stream));
+  EXPECT_OK(cu::deviceStatus(stream));
+  return {std::move(want), dout.download()};
+}
+
+TEST_F(CudaKernel, ReduceLeadingAxesInChunksMatchesHost) {
+  // Kept innermost dims with many reduced rows: the rows split into chunks
+  // (Reduce.cu, outerChunks) whose partials a second pass combines.
+  struct Case {
+    std::vector<int64_t> shape, axes;
+  } cases[] = {
+      {{8192, 40}, {0}},           // 32 chunks; columns not a multiple of 32
+      {{3, 1537, 33}, {0, 1}},     // merged rows, a short last chunk
+      {{1000, 7, 65}, {0}},        // merged kept dims, 3 chunks
+      {{3, 50, 200, 33}, {0, 2}},  // two reduced dims between kept ones
+      {{4, 1024, 768}, {0, 1}},    // a bias gradient: 16 chunks
+      {{513, 1}, {0}},             // one output, 2 chunks
+  };
+  for (DType t : kFloatTypes)
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
+                        ReduceOp::Prod})
+      for (const Case &c : cases) {
+        bool prod = op == ReduceOp::Prod;
+        Buf in = randomOf(t, c.shape, prod ? 0.95f : -2, prod ? 1.05f : 2);
+        ReducePair r = reduceBoth(op, in, c.axes, stream);
+        int64_t count = 1;
+        for (int64_t a : c.axes)
+          count *= c.shape[size_t(a)];
+        std::string what = std::string(dtypeName(t)) + " op " +
+                           std::to_string(int(op)) + " case " +
+                           std::to_string(&c - cases);
+        if (op == ReduceOp::Max) { // exact in any order
+          EXPECT_EQ(r.got.bytes, r.want.bytes) << what;
+          continue;
+        }
+        // The host sums each column serially in f32: its own rounding error
+        // grows with the count (~1e-3 absolute over 8192 terms of [-2, 2]).
+        double rel = t == DType::F32 ? (prod ? 1e-3 : 1e-4) : 2e-2;
+        double abs = t == DType::F32 ? 2e-7 * double(count) + 1e-5 : 5e-2;
+        EXPECT_TRUE(allClose(r.got, r.want, rel, abs)) << what;
+      }
+}
+
+TEST_F(CudaKernel, ReduceLeadingAxesIsDeterministic) {
+  // The chunking depends on the shape alone: the same bits every run, and
+  // on a second stream.
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  for (DType t : {DType::F32, DType::BF16}) {
+    Buf in = randomOf(t, {8192, 2048 + 3});
+    ReducePair first = reduceBoth(ReduceOp::Sum, in, {0}, stream);
+    for (int run = 0; run < 3; ++run) {
+      ReducePair again =
+          reduceBoth(ReduceOp::Sum, in, {0}, run % 2 ? other : stream);
+      EXPECT_EQ(again.got.bytes, first.got.bytes) << dtypeName(t);
+    }
+    EXPECT_TRUE(allClose(first.got, first.want,
+                         t == DType::F32 ? 1e-4 : 2e-2,
+                         t == DType::F32 ? 2e-3 : 5e-2));
+  }
+  cudaStreamDestroy(other);
+}
+
+/// cu::matmul of a x b (as stored) into a new device buffer, compared with
+/// the host matmul; returns the device result.
+Buf matmulChecked(DType t, const Buf &a, const Buf &b, bool ta, bool tb,
+                  cudaStream_t stream, const std::string &what) {
+  int ra = int(a.shape.size()), rb = int(b.shape.size());
+  int64_t m = a.shape[size_t(ra - (ta ? 1 : 2))];
+  int64_t k = a.shape[size_t(ra - (ta ? 2 : 1))];
+  int64_t n = b.shape[size_t(rb - (tb ? 2 : 1))];
+  int64_t bs[8];
+  int br = 0;
+  EXPECT_TRUE(broadcastShape(a.shape.data(), ra - 2, b.shape.data(), rb - 2,
+                             bs, &br));
+  std::vector<int64_t> out(bs, bs + br);
+  out.push_back(m);
+  out.push_back(n);
+  Buf want(t, out), ha = a, hb = b;
+  EXPECT_OK(matmul(ha.view(), hb.view(), want.view(), ta, tb));
+  Dev da(a), db(b), dout(t, out);
+  EXPECT_OK(cu::matmul(da.view(), db.view(), dout.view(), ta, tb, stream));
+  EXPECT_OK(cu::deviceStatus(stream));
+  Buf got = dout.download();
+  // Another summation order over k terms of [-1, 1] products.
+  EXPECT_TRUE(allClose(got, want, t == DType::F32 ? 1e-5 : 1e-2,
+                       t == DType::F32 ? 3e-6 * double(k) : 5e-2))
+      << what;
+  return got;
+}
+
+TEST_F(CudaKernel, MatmulPlanCacheAcrossShapes) {
+  // Interleaved shapes, types and transposes, each seen several times: every
+  // call after the first of a shape reuses its cached plan, which must hold
+  // nothing of the previous call's data. A plan reused for the same inputs
+  // gives the same bits.
+  struct Case {
+    std::vector<int64_t> a, b;
+    bool ta, tb;
+  } cases[] = {
+      {{64, 4096}, {4096, 48}, false, false}, // long k: split-k workspace
+      {{4, 128, 96}, {96, 80}, false, false}, // folded batch
+      {{4, 96, 128}, {4, 80, 96}, true, true}, // strided batched
+      {{130, 70}, {50, 70}, false, true},
+      {{2, 1, 5, 7}, {3, 7, 4}, false, false}, // per batch, odd alignments
+  };
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  for (int round = 0; round < 3; ++round)
+    for (DType t : kFloatTypes)
+      for (const Case &c : cases) {
+        std::string what = std::string(dtypeName(t)) + " case " +
+                           std::to_string(&c - cases) + " round " +
+                           std::to_string(round);
+        Buf a = randomOf(t, c.a, -1, 1), b = randomOf(t, c.b, -1, 1);
+        // Alternate streams: the shared workspace is ordered by its event.
+        cudaStream_t s = round == 1 ? other : stream;
+        Buf first = matmulChecked(t, a, b, c.ta, c.tb, s, what);
+        Buf again = matmulChecked(t, a, b, c.ta, c.tb, s, what);
+        EXPECT_EQ(again.bytes, first.bytes) << what;
+      }
+  cudaStreamDestroy(other);
+}
+
+TEST_F(CudaKernel, MatmulAtArenaOffsets) {
+  // Views into one allocation at offsets aligned to 64 (the arena's
+  // alignment), 16 and 8 bytes, not cuBLASLt's default assumption of 256:
+  // the plan asks only for algorithms that accept the actual alignment.
+  for (DType t : kFloatTypes) {
+    int64_t m = 33, k = 65, n = 17;
+    Buf a = randomOf(t, {m, k}, -1, 1), b = randomOf(t, {k, n}, -1, 1);
+    Buf want(t, {m, n});
+    EXPECT_OK(matmul(a.view(), b.view(), want.view(), false, false));
+    auto up = [](size_t v) { return (v + 63) / 64 * 64; };
+    size_t offA = 64, offB = up(offA + a.bytes.size()) + 16;
+    size_t cBytes = want.bytes.size();
+    size_t offC = up(offB + b.bytes.size()) + 8;
+    Buf packed(DType::I8, {int64_t(offC + cBytes)});
+    std::copy(a.bytes.begin(), a.bytes.end(), packed.bytes.begin() + offA);
+    std::copy(b.bytes.begin(), b.bytes.end(), packed.bytes.begin() + offB);
+    Dev d(packed);
+    char *base = static_cast<char *>(d.ptr);
+    int64_t sa[] = {m, k}, sb[] = {k, n}, sc[] = {m, n};
+    Tensor ta{base + offA, t, 2, sa}, tb{base + offB, t, 2, sb};
+    Tensor tc{base + offC, t, 2, sc};
+    EXPECT_OK(cu::matmul(ta, tb, tc, false, false, stream));
+    sync();
+    Buf all = d.download(), got(t, {m, n});
+    std::copy(all.bytes.begin() + offC, all.bytes.begin() + offC + cBytes,
+              got.bytes.begin());
+    EXPECT_TRUE(allClose(got, want, t == DType::F32 ? 1e-5 : 1e-2,
+                         t == DType::F32 ? 3e-6 * double(k) : 5e-2))
+        << dtypeName(t);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Argument checks: no device needed
 //===----------------------------------------------------------------------===//

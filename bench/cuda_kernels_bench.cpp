@@ -1,0 +1,194 @@
+//===- cuda_kernels_bench.cpp - time cuda::matmul and cuda::reduce --------===//
+//
+// Built and run by bench/cuda_kernels_bench.py (see there). Times, with CUDA
+// events on one stream, the GEMMs and bias-gradient reductions of one layer
+// of the ~1B GPT training step (hidden 2048, seq 2048, batch 4, 16 heads,
+// bf16 storage, f32 accumulation): the first call of each GEMM shape (the
+// cuBLASLt heuristic and plan creation: host time) and the steady state.
+// Prints one JSON object per line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace lamina::rt;
+namespace cu = lamina::rt::cuda;
+
+namespace {
+void die(const char *what, const std::string &msg) {
+  std::fprintf(stderr, "%s: %s\n", what, msg.c_str());
+  std::exit(1);
+}
+void check(const char *what, cudaError_t e) {
+  if (e != cudaSuccess)
+    die(what, cudaGetErrorString(e));
+}
+void check(const char *what, const Status &s) {
+  if (!s.ok())
+    die(what, s.message());
+}
+
+size_t sizeOf(DType t) { return t == DType::F32 ? 4 : 2; }
+
+/// `count` values in [-1, 1) of type t (random, not zeros: tensor cores draw
+/// less power, and so may clock higher, on zeros).
+struct Buffer {
+  void *ptr = nullptr;
+  Buffer(int64_t count, DType t) {
+    size_t bytes = size_t(count) * sizeOf(t);
+    check("cudaMalloc", cudaMalloc(&ptr, bytes));
+    std::vector<float> f(static_cast<size_t>(count));
+    uint32_t x = 12345;
+    for (float &v : f) {
+      x = x * 1664525u + 1013904223u;
+      v = float(x >> 8) / float(1 << 23) - 1.0f;
+    }
+    std::vector<uint16_t> h;
+    const void *src = f.data();
+    if (t != DType::F32) { // bf16: the top half; f16 is not benchmarked
+      h.resize(f.size());
+      for (size_t i = 0; i < f.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &f[i], 4);
+        h[i] = uint16_t(bits >> 16);
+      }
+      src = h.data();
+    }
+    check("cudaMemcpy", cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice));
+  }
+  ~Buffer() { cudaFree(ptr); }
+};
+
+/// Mean milliseconds per call of f over `reps` calls after `warm` calls.
+template <typename F>
+double timeIt(cudaStream_t s, int warm, int reps, F &&f) {
+  for (int i = 0; i < warm; ++i)
+    f();
+  cudaEvent_t a, b;
+  check("event", cudaEventCreate(&a));
+  check("event", cudaEventCreate(&b));
+  check("record", cudaEventRecord(a, s));
+  for (int i = 0; i < reps; ++i)
+    f();
+  check("record", cudaEventRecord(b, s));
+  check("sync", cudaEventSynchronize(b));
+  float ms = 0;
+  check("elapsed", cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return double(ms) / reps;
+}
+
+struct Gemm {
+  const char *name;
+  std::vector<int64_t> a, b; // as stored
+  bool ta, tb;
+};
+
+void benchGemm(const Gemm &g, DType t, cudaStream_t s, int reps) {
+  int ra = int(g.a.size()), rb = int(g.b.size());
+  int64_t m = g.a[ra - (g.ta ? 1 : 2)], k = g.a[ra - (g.ta ? 2 : 1)];
+  int64_t n = g.b[rb - (g.tb ? 2 : 1)];
+  std::vector<int64_t> c(g.a.begin(), g.a.end() - 2);
+  c.push_back(m);
+  c.push_back(n);
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < g.a.size(); ++i)
+    batch *= g.a[i];
+  auto count = [](const std::vector<int64_t> &v) {
+    int64_t r = 1;
+    for (int64_t x : v)
+      r *= x;
+    return r;
+  };
+  Buffer A(count(g.a), t), B(count(g.b), t), C(count(c), t);
+  std::vector<int64_t> sa = g.a, sb = g.b, sc = c;
+  Tensor ta{A.ptr, t, ra, sa.data()}, tb{B.ptr, t, rb, sb.data()},
+      tc{C.ptr, t, int(sc.size()), sc.data()};
+  auto call = [&] {
+    check(g.name, cu::matmul(ta, tb, tc, g.ta, g.tb, s));
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  call(); // plan creation happens here
+  double firstHostMs = std::chrono::duration<double, std::milli>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count();
+  check("sync", cudaStreamSynchronize(s));
+  auto h0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i)
+    call();
+  double hostUs = std::chrono::duration<double, std::micro>(
+                      std::chrono::steady_clock::now() - h0)
+                      .count() /
+                  100;
+  check("sync", cudaStreamSynchronize(s));
+  double ms = timeIt(s, 3, reps, call);
+  double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
+  std::printf("{\"kind\": \"matmul\", \"name\": \"%s\", \"dtype\": \"%s\", "
+              "\"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+              "\"ms\": %.4f, \"tflops\": %.1f, \"first_call_host_ms\": %.3f, "
+              "\"host_us_per_call\": %.2f}\n",
+              g.name, dtypeName(t), (long long)batch, (long long)m,
+              (long long)n, (long long)k, ms, flops / ms / 1e9, firstHostMs,
+              hostUs);
+}
+
+void benchReduce(int64_t rows, int64_t cols, DType t, cudaStream_t s,
+                 int reps) {
+  Buffer in(rows * cols, t), out(cols, t);
+  int64_t si[] = {rows, cols}, so[] = {cols};
+  Tensor ti{in.ptr, t, 2, si}, to{out.ptr, t, 1, so};
+  int64_t axis = 0;
+  double ms = timeIt(s, 3, reps, [&] {
+    check("reduce", cu::reduce(ReduceOp::Sum, ti, &axis, 1, false, to, s));
+  });
+  double bytes = double(rows * cols + cols) * double(sizeOf(t));
+  std::printf("{\"kind\": \"reduce\", \"shape\": [%lld, %lld], \"axes\": [0], "
+              "\"dtype\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f}\n",
+              (long long)rows, (long long)cols, dtypeName(t), ms,
+              bytes / ms / 1e6);
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  if (cu::deviceCount() == 0)
+    die("cuda_kernels_bench", "no CUDA device");
+  cudaStream_t s;
+  check("stream", cudaStreamCreate(&s));
+  const int64_t T = 4 * 2048, H = 2048, F = 4 * H, BH = 4 * 16, S = 2048,
+                D = H / 16;
+  // Forward X W, backward dX = dY W^T and dW = X^T dY, attention batched.
+  const Gemm gemms[] = {
+      {"qkv", {T, H}, {H, 3 * H}, false, false},
+      {"qkv_dx", {T, 3 * H}, {H, 3 * H}, false, true},
+      {"qkv_dw", {T, H}, {T, 3 * H}, true, false},
+      {"proj", {T, H}, {H, H}, false, false},
+      {"fc1", {T, H}, {H, F}, false, false},
+      {"fc2", {T, F}, {F, H}, false, false},
+      {"fc2_dw", {T, F}, {T, H}, true, false},
+      {"scores", {BH, S, D}, {BH, S, D}, false, true},
+      {"attn_v", {BH, S, S}, {BH, S, D}, false, false},
+      {"attn_v_dp", {BH, S, D}, {BH, S, D}, false, true},
+  };
+  for (const Gemm &g : gemms)
+    benchGemm(g, DType::BF16, s, reps);
+  benchGemm(gemms[0], DType::F32, s, reps);
+  for (DType t : {DType::BF16, DType::F32}) {
+    benchReduce(T, H, t, s, reps);
+    benchReduce(T, F, t, s, reps);
+    benchReduce(T, 3 * H, t, s, reps);
+  }
+  check("deviceStatus", cu::deviceStatus(s));
+  cudaStreamDestroy(s);
+  return 0;
+}

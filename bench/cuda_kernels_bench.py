@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Times lamina's cuda::matmul and cuda::reduce on one GPU.
+
+Builds bench/cuda_kernels_bench.cpp against a build directory's
+lamina_cuda_runtime (same link line as lamina-cuda-tests, without GoogleTest)
+and runs it: the GEMMs of one layer of the ~1B GPT training step (bf16;
+first-call host time, which includes the cuBLASLt heuristic, and steady-state
+TFLOP/s) and the bias-gradient reductions (sum over 8192 rows; GB/s).
+
+    scripts/build.sh lamina_cuda_runtime lamina-cuda-tests
+    python3 bench/cuda_kernels_bench.py [--build-dir build] [--reps 20] \
+        [--output results.json]
+
+Exits 1 when there is no GPU (after building, so the build is checked).
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def link_libraries(build):
+    """lamina-cuda-tests' LINK_LIBRARIES from build.ninja, minus GoogleTest."""
+    text = open(os.path.join(build, "build.ninja")).read()
+    m = re.search(r"^build bin/lamina-cuda-tests:.*?\n((?:  .*\n)*)", text,
+                  re.M)
+    if not m:
+        sys.exit(f"{build}: no lamina-cuda-tests target (CUDA not enabled?)")
+    libs = re.search(r"LINK_LIBRARIES = (.*)", m.group(1))
+    out = []
+    for a in shlex.split(libs.group(1)):
+        if "gtest" in a:
+            continue
+        if a.startswith("lib/"):
+            a = os.path.join(build, a)
+        out.append(a)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--output", help="write the results as a JSON list here")
+    args = p.parse_args()
+    build = os.path.abspath(args.build_dir)
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    cuda_include = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.realpath(nvcc))), "include")
+    exe = os.path.join(tempfile.mkdtemp(prefix="lamina-kbench-"), "bench")
+    cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-O2",
+           "-I", os.path.join(ROOT, "include"),
+           "-I", os.path.join(build, "include"), "-I", cuda_include,
+           os.path.join(ROOT, "bench", "cuda_kernels_bench.cpp"), "-o", exe]
+    cmd += link_libraries(build)
+    subprocess.run(cmd, check=True)
+    run = subprocess.run([exe, str(args.reps)], stdout=subprocess.PIPE,
+                         text=True)
+    results = [json.loads(line) for line in run.stdout.splitlines() if line]
+    for r in results:
+        if r["kind"] == "matmul":
+            print(f"matmul {r['name']:10} {r['dtype']:5} b={r['batch']:<3} "
+                  f"m={r['m']:<5} n={r['n']:<5} k={r['k']:<5} "
+                  f"{r['ms']:8.3f} ms {r['tflops']:7.1f} TFLOP/s  first call "
+                  f"{r['first_call_host_ms']:.2f} ms host, then "
+                  f"{r['host_us_per_call']:.1f} us/call host")
+        else:
+            print(f"reduce {str(r['shape']):14} {r['dtype']:5} "
+                  f"{r['ms'] * 1000:8.1f} us {r['gbps']:7.1f} GB/s")
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=1)
+    return run.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
