@@ -2,8 +2,10 @@
 //
 // lamina::rt::cuda::distTrainMain (Cuda/DistProgram.h): the distributed
 // driver on the process's GPU with this data plane. The world communicator
-// is bootstrapped over MPI (the launch is mpirun or srun; MPI keeps the
-// host's control plane); every group the executor splits and every
+// is bootstrapped over the host control plane (ControlPlane.h): MPI under
+// mpirun or srun --mpi, the TCP star under torchrun-style launchers (no
+// MPI at all, and no second rendezvous port); every group the executor
+// splits and every
 // directed point-to-point pair is a communicator of its own with its own
 // stream (lamina_nccl's NcclGroups::addChannel). Operations order
 // themselves after the compute stream's work (an event), and the compute
@@ -26,7 +28,9 @@
 #include "lamina/Runtime/Cuda/Generated.h"
 #include "lamina/Runtime/Cuda/Nccl.h"
 
+#include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -38,12 +42,13 @@ namespace {
 
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(Comm &comm, Device &device) : comm(comm), device(device) {}
+  NcclCommunicator(ControlPlane &control, Device &device)
+      : control(control), device(device) {}
   ~NcclCommunicator() override {
     handles.clear();
     streams.reset();
     if (Status s = groups.destroy(); !s.ok())
-      std::fprintf(stderr, "warning: rank %d: %s\n", comm.rank(),
+      std::fprintf(stderr, "warning: rank %d: %s\n", control.rank(),
                    s.message().c_str());
   }
 
@@ -55,10 +60,30 @@ public:
     if (!compute)
       return Status::error("no compute stream on " + device.describe());
     nccl::WorldOptions options;
-    options.bootstrap = nccl::Bootstrap::Mpi;
     options.timeoutSeconds = timeoutSeconds;
     const char *local = std::getenv("LOCAL_RANK");
     options.device = local && *local ? std::atoi(local) : 0;
+    if (std::strcmp(control.name(), "mpi") == 0) {
+      options.bootstrap = nccl::Bootstrap::Mpi;
+    } else {
+      // The unique id travels on the control plane's connections.
+      options.bootstrap = nccl::Bootstrap::Host;
+      nccl::HostBootstrap &h = options.host;
+      h.rank = control.rank();
+      h.size = control.size();
+      h.localRank = options.device;
+      h.launcher = "torchrun-style";
+      h.localRankVariable = "LOCAL_RANK";
+      h.firstFailed = [this](bool ok) {
+        return control.allMin(ok ? INT_MAX : control.rank(),
+                              "agreeing on device selection did not complete",
+                              "; a rank may have died");
+      };
+      h.broadcast = [this](void *data, size_t n) {
+        control.broadcast(data, n,
+                          "broadcasting the NCCL unique id did not complete");
+      };
+    }
     ncclComm_t world = nullptr;
     if (Status s = nccl::ncclWorld(options, world, info); !s.ok())
       return s;
@@ -71,8 +96,8 @@ public:
     return Status::success();
   }
 
-  int rank() const override { return comm.rank(); }
-  int size() const override { return comm.size(); }
+  int rank() const override { return control.rank(); }
+  int size() const override { return control.size(); }
   const char *name() const override { return "nccl"; }
 
   Status split(int color, int key, int &group) override {
@@ -98,7 +123,7 @@ public:
 
   Status isend(const void *buf, size_t bytes, int peer, int tag,
                Request &out) override {
-    nccl::Channel *ch = pair(comm.rank(), peer);
+    nccl::Channel *ch = pair(control.rank(), peer);
     if (!ch)
       return noPair("send to", peer, tag);
     nccl::CommHandle h;
@@ -110,7 +135,7 @@ public:
   }
   Status irecv(void *buf, size_t bytes, int peer, int tag,
                Request &out) override {
-    nccl::Channel *ch = pair(peer, comm.rank());
+    nccl::Channel *ch = pair(peer, control.rank());
     if (!ch)
       return noPair("receive from", peer, tag);
     nccl::CommHandle h;
@@ -205,7 +230,7 @@ public:
   }
   [[noreturn]] void abort(const std::string &message) override {
     groups.abortAll();
-    comm.abort(message);
+    control.abort(message);
   }
 
 private:
@@ -241,7 +266,7 @@ private:
     return double(ch.size - 1) / ch.size * double(total) * 4;
   }
 
-  Comm &comm;
+  ControlPlane &control;
   Device &device;
   cudaStream_t compute = nullptr;
   nccl::WorldInfo info;
@@ -275,7 +300,7 @@ Status NcclCommunicator::connect(
   std::vector<std::pair<int, int>> left;
   for (const auto &[edge, tags] : sent)
     left.push_back(edge);
-  const int me = comm.rank();
+  const int me = control.rank();
   DeviceBuffer byte;
   if (Status s = byte.allocate(device, 64); !s.ok())
     return s;
@@ -323,9 +348,9 @@ Status NcclCommunicator::connect(
   return Status::success();
 }
 
-Status makeNccl(Comm &comm, Device &device, double timeoutSeconds,
-                std::unique_ptr<Communicator> &out) {
-  auto c = std::make_unique<NcclCommunicator>(comm, device);
+Status makeNccl(ControlPlane &control, Comm *, Device &device,
+                double timeoutSeconds, std::unique_ptr<Communicator> &out) {
+  auto c = std::make_unique<NcclCommunicator>(control, device);
   if (Status s = c->init(timeoutSeconds); !s.ok())
     return s;
   out = std::move(c);
@@ -345,5 +370,6 @@ int lamina::rt::cuda::distTrainMain(int argc, char **argv,
         ::setenv("LOCAL_RANK", v, 0);
         break;
       }
-  return dist::distTrain(argc, argv, spec, cuda::device(), makeNccl);
+  return dist::distTrain(argc, argv, spec, cuda::device(), makeNccl,
+                         /*dataNeedsMpi=*/false);
 }

@@ -365,6 +365,42 @@ Status worldOverEnv(const WorldOptions &o, bool single, double deadline,
   return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
 }
 
+/// Bootstrap::Host: as over MPI (every rank agrees that every rank has its
+/// device before rank 0 broadcasts the id), on the caller's collectives.
+Status worldOverHost(const WorldOptions &o, double deadline,
+                     ncclComm_t &world, WorldInfo &info) {
+  const HostBootstrap &h = o.host;
+  if (!h.firstFailed || !h.broadcast)
+    return Status::error("Bootstrap::Host needs the caller's collectives");
+  info.rank = h.rank;
+  info.size = h.size;
+  info.localRank = h.localRank;
+  info.bootstrap = "host";
+  info.launcher = h.launcher;
+  info.localRankVariable = h.localRankVariable;
+  Status local = selectDevice(info.localRank, o.device,
+                              info.localRankVariable, info.device);
+  int failed = h.firstFailed(local.ok());
+  if (!local.ok())
+    return local;
+  if (failed != INT_MAX)
+    return Status::error("rank " + std::to_string(failed) +
+                         " could not select its CUDA device (see its "
+                         "message); not creating the NCCL communicator");
+  IdMessage m;
+  Status made = info.rank == 0 ? makeId(local, m) : Status::success();
+  unsigned char buf[kIdMessageSize];
+  pack(m, buf);
+  h.broadcast(buf, kIdMessageSize);
+  if (!made.ok())
+    return made;
+  unpack(buf, m);
+  if (!m.ok)
+    return Status::error("rank 0 could not create the NCCL unique id (see "
+                         "its message)");
+  return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -404,6 +440,8 @@ const char *bootstrapName(Bootstrap b) {
     return "mpi";
   case Bootstrap::Env:
     return "env";
+  case Bootstrap::Host:
+    return "host";
   }
   return "?";
 }
@@ -454,6 +492,8 @@ Status ncclWorld(const WorldOptions &o, ncclComm_t &world, WorldInfo &info) {
                !envSet("SLURM_PROCID");
     }
   }
+  if (b == Bootstrap::Host)
+    return worldOverHost(o, deadline, world, info);
   Status s = b == Bootstrap::Mpi ? worldOverMpi(o, deadline, world, info)
                                  : worldOverEnv(o, single, deadline, world,
                                                 info);

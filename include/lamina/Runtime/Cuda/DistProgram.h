@@ -15,10 +15,11 @@
 
 namespace lamina::rt::cuda {
 
-/// distTrainMain on this process's GPU (its local rank under mpirun or
-/// srun) with NCCL moving the activations, gradients and weights between
-/// GPUs on communication streams; MPI (the launch) carries the host's few
-/// bytes: agreements, statistics, the export.
+/// distTrainMain on this process's GPU (its local rank under torchrun-style
+/// launchers, mpirun or srun) with NCCL moving the activations, gradients
+/// and weights between GPUs on communication streams; the host's few bytes
+/// (agreements, statistics, the export, the NCCL unique id) go over MPI
+/// under mpirun / srun --mpi, else over TCP to MASTER_ADDR (no MPI_Init).
 int distTrainMain(int argc, char **argv, const DistSpec &spec);
 
 } // namespace lamina::rt::cuda

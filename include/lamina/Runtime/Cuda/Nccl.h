@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,20 @@ enum class Bootstrap {
   Mpi,
   /// readLaunchEnv + broadcastBytes (lamina/Runtime/Launch.h).
   Env,
+  /// The caller's own host channel (WorldOptions::host): a distributed
+  /// program's TCP control plane, so that it needs no second rendezvous.
+  Host,
+};
+
+/// Bootstrap::Host: what the caller already knows and its collectives.
+struct HostBootstrap {
+  int rank = 0, size = 1, localRank = 0;
+  /// For messages: "torchrun", ...; and where the local rank came from.
+  std::string launcher, localRankVariable;
+  /// Collective: the lowest rank whose `ok` is false, INT_MAX when none.
+  std::function<int(bool ok)> firstFailed;
+  /// Collective: rank 0's `n` bytes at `data` on every rank.
+  std::function<void(void *data, size_t n)> broadcast;
 };
 
 /// Parses "auto", "mpi", "env"; false otherwise.
@@ -75,12 +90,14 @@ struct WorldOptions {
   double timeoutSeconds = 60;
   /// The CUDA device; -1: the local rank.
   int device = -1;
+  /// Bootstrap::Host only.
+  HostBootstrap host;
 };
 
 /// What ncclWorld decided.
 struct WorldInfo {
   int rank = 0, size = 1, localRank = 0, device = 0;
-  /// "mpi", "tcp" or "single".
+  /// "mpi", "tcp", "host" or "single".
   std::string bootstrap;
   /// The launcher whose variables were read ("torchrun", "mpirun",
   /// "slurm", "mpi" for MPI_Comm_rank, "none").
