@@ -21,6 +21,10 @@ With --staged, every distributed run is repeated with LAMINA_STAGED_DEVICE=1
 (the executor's device paths on the host: separate, NaN-poisoned buffers,
 transfers through host copies) and must log the same losses and export the
 same bytes.
+With --tcp-control, every distributed run is repeated with its host control
+plane over TCP (LAMINA_CONTROL=tcp, MASTER_ADDR=127.0.0.1 and a free port;
+docs/distributed.md "The host control plane: MPI or TCP") and must log the
+same losses and export the same bytes as the MPI control plane's run.
 Prints one line per configuration and "ok" at the end, or what differs and
 exits 1.
 """
@@ -28,6 +32,7 @@ import argparse
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 
@@ -72,6 +77,7 @@ def main():
     ap.add_argument("--optimizer",
                     default="--optimizer sgd --momentum 0.9 --lr 0.05 --clip 1.0")
     ap.add_argument("--staged", action="store_true")
+    ap.add_argument("--tcp-control", action="store_true")
     ap.add_argument("configs", nargs="+")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -139,10 +145,26 @@ def main():
                     open(f"{out}/trained.onnx", "rb").read())
             ok &= same
             staged = ", staged run " + ("identical" if same else "DIFFERS")
+        tcp = ""
+        if args.tcp_control:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = str(sock.getsockname()[1])
+            env = dict(os.environ, LAMINA_CONTROL="tcp",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                       LAMINA_CONTROL_PORT=port)
+            tlog = run(f"{args.mpirun} -np {p * d} {out}/run {train} "
+                       f"--export {out}/tcp.onnx", w(out + ".tcp.log"),
+                       env=env)
+            same = (losses(tlog) == got and
+                    open(f"{out}/tcp.onnx", "rb").read() ==
+                    open(f"{out}/trained.onnx", "rb").read())
+            ok &= same
+            tcp = ", tcp control plane " + ("identical" if same else "DIFFERS")
         failed |= not ok
         print(f"{config}: {'ok' if ok else 'DIFFERS'} ranks {p * d}, "
               f"loss rel err {loss_err:.1e}, weight rel err {weight_err:.1e}"
-              f"{staged}")
+              f"{staged}{tcp}")
     print("FAILED" if failed else "ok")
     sys.exit(1 if failed else 0)
 
