@@ -222,7 +222,9 @@ using graph::ConstantOp;
 struct Runner {
   Operation *op;
   llvm::DenseMap<Value, const HostTensor *> &env;
-  rt::Tensor out;
+  /// One view per result; `out` is the first.
+  std::vector<rt::Tensor> outs;
+  rt::Tensor out = outs.front();
 
   rt::Tensor in(unsigned i) const { return env.lookup(op->getOperand(i))->view(); }
   rt::Status un(rt::UnaryOp k) const { return rt::unary(k, in(0), out); }
@@ -292,6 +294,24 @@ struct Runner {
         .Case([&](RMSNormOp o) {
           return rt::rmsNorm(in(0), in(1), int64_t(o.getAxis()),
                              o.getEpsilonAttr().getValueAsDouble(), out);
+        })
+        .Case([&](LayerNormGradOp o) {
+          return rt::layerNormBackward(
+              in(0), in(1), in(2), int64_t(o.getAxis()),
+              o.getEpsilonAttr().getValueAsDouble(), outs[0], &outs[1],
+              outs.size() > 2 ? &outs[2] : nullptr);
+        })
+        .Case([&](RMSNormGradOp o) {
+          return rt::rmsNormBackward(in(0), in(1), in(2), int64_t(o.getAxis()),
+                                     o.getEpsilonAttr().getValueAsDouble(),
+                                     outs[0], &outs[1]);
+        })
+        .Case([&](SoftmaxCrossEntropyOp o) {
+          return rt::softmaxCrossEntropy(in(0), in(1), o.getIgnoreIndex(), out);
+        })
+        .Case([&](SoftmaxCrossEntropyGradOp o) {
+          return rt::softmaxCrossEntropyBackward(in(0), in(1), in(2),
+                                                 o.getIgnoreIndex(), out);
         })
         // Reductions.
         .Case([&](ReduceSumOp o) { return red(R::Sum, o); })
@@ -392,28 +412,37 @@ lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> 
       }
       return "";
     }
-    if (op.getNumResults() != 1)
-      return "cannot evaluate " + where(&op) + ": not a single-result op";
-    auto result = std::make_unique<HostTensor>();
+    if (op.getNumResults() == 0)
+      return "cannot evaluate " + where(&op) + ": an op without results";
+    std::vector<std::unique_ptr<HostTensor>> results;
     if (auto c = dyn_cast<graph::ConstantOp>(op)) {
-      if (std::string err = fromElementsAttr(c.getValue(), *result); !err.empty())
-        return "at " + where(&op) + ": " + err;
-    } else {
-      if (std::string err = allocFor(op.getResult(0).getType(), *result);
+      results.push_back(std::make_unique<HostTensor>());
+      if (std::string err = fromElementsAttr(c.getValue(), *results.back());
           !err.empty())
         return "at " + where(&op) + ": " + err;
+    } else {
+      std::vector<rt::Tensor> views;
+      for (Value r : op.getResults()) {
+        results.push_back(std::make_unique<HostTensor>());
+        if (std::string err = allocFor(r.getType(), *results.back());
+            !err.empty())
+          return "at " + where(&op) + ": " + err;
+        views.push_back(results.back()->view());
+      }
       for (Value v : op.getOperands())
         if (!env.count(v))
           return "at " + where(&op) + ": operand has no value";
-      Runner runner{&op, env, result->view()};
+      Runner runner{&op, env, std::move(views)};
       std::optional<rt::Status> status = runner.run();
       if (!status)
         return "no kernel for " + where(&op);
       if (!status->ok())
         return "at " + where(&op) + ": " + status->message();
     }
-    env[op.getResult(0)] = result.get();
-    owned[op.getResult(0)] = std::move(result);
+    for (auto [r, result] : llvm::zip_equal(op.getResults(), results)) {
+      env[r] = result.get();
+      owned[r] = std::move(result);
+    }
     auto it = dies.find(&op);
     if (it != dies.end())
       for (Value v : it->second)

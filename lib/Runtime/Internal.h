@@ -141,6 +141,20 @@ Status checkFloatAlongAxis(const char *name, const Tensor &input,
 Status checkNorm(const char *name, const Tensor &input, int64_t &axis,
                  const Tensor *const *params, int numParams,
                  const Tensor &result, int64_t &rows, int64_t &n);
+/// A normalisation's backward: checkNorm on the input, scale and the
+/// parameter gradients (nullptr skipped) with gradInput as the result, and
+/// gradResult shaped and typed like the input.
+Status checkNormBackward(const char *name, const Tensor &input, int64_t &axis,
+                         const Tensor &scale, const Tensor &gradResult,
+                         const Tensor &gradInput, const Tensor *gradScale,
+                         const Tensor *gradBias, int64_t &rows, int64_t &n);
+/// Softmax cross-entropy: float logits [..., V] (rank >= 1), i32/i64
+/// labels [...], and `rowValue` (the loss, or the loss's gradient) and
+/// `gradLogits` (nullptr to skip) typed and shaped as the op says.
+/// Sets rows and v.
+Status checkCrossEntropy(const char *name, const Tensor &logits,
+                         const Tensor &labels, const Tensor &rowValue,
+                         const Tensor *gradLogits, int64_t &rows, int64_t &v);
 /// reduce's axes (distinct, in range) and result shape; sets `reduced`
 /// (one flag per input dim).
 Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,

@@ -1,4 +1,4 @@
-//===- NN.cpp - softmax, log_softmax, layer_norm, rms_norm ----------------===//
+//===- NN.cpp - softmax, norms and their gradients, cross-entropy ---------===//
 //
 // Sums (softmax denominators, normalisation statistics) accumulate in double:
 // rows are long (a vocabulary, a hidden size) and the cost is negligible next
@@ -262,4 +262,316 @@ Status lamina::rt::detail::checkNorm(const char *name, const Tensor &input,
   rows = numElements(input.shape, int(axis));
   n = numElements(normShape.data(), int(normShape.size()));
   return Status::success();
+}
+
+Status lamina::rt::detail::checkNormBackward(
+    const char *name, const Tensor &input, int64_t &axis, const Tensor &scale,
+    const Tensor &gradResult, const Tensor &gradInput, const Tensor *gradScale,
+    const Tensor *gradBias, int64_t &rows, int64_t &n) {
+  const Tensor *params[] = {&scale, gradScale, gradBias};
+  if (Status s = checkNorm(name, input, axis, params, 3, gradInput, rows, n);
+      !s.ok())
+    return s;
+  if (gradResult.dtype != input.dtype || !sameShape(gradResult, input))
+    return Status::error(std::string(name) + ": gradient " +
+                         describe(gradResult) + " differs from input " +
+                         describe(input));
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkCrossEntropy(const char *name,
+                                             const Tensor &logits,
+                                             const Tensor &labels,
+                                             const Tensor &rowValue,
+                                             const Tensor *gradLogits,
+                                             int64_t &rows, int64_t &v) {
+  if (logits.rank < 1 || !isFloat(logits.dtype))
+    return Status::error(std::string(name) + ": logits must be a float " +
+                         "tensor of rank >= 1, got " + describe(logits));
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return Status::error(std::string(name) + ": labels must be i32 or i64, " +
+                         "got " + describe(labels));
+  std::vector<int64_t> rowShape(logits.shape, logits.shape + logits.rank - 1);
+  if (!hasShape(labels, rowShape) || !hasShape(rowValue, rowShape) ||
+      rowValue.dtype != logits.dtype)
+    return Status::error(std::string(name) + ": logits " + describe(logits) +
+                         " need labels and a per-row " +
+                         dtypeName(logits.dtype) + " tensor shaped " +
+                         shapeString(rowShape.data(), int(rowShape.size())) +
+                         ", got " + describe(labels) + ", " +
+                         describe(rowValue));
+  if (gradLogits &&
+      (gradLogits->dtype != logits.dtype || !sameShape(*gradLogits, logits)))
+    return Status::error(std::string(name) + ": gradient " +
+                         describe(*gradLogits) + " differs from logits " +
+                         describe(logits));
+  rows = labels.numElements();
+  v = logits.shape[logits.rank - 1];
+  return Status::success();
+}
+
+namespace {
+/// Per-row statistics of a norm's input, in double as the forward kernels:
+/// (mean, 1/std) for layer_norm, (0, 1/rms) for rms_norm.
+template <typename T>
+void rowStatistics(const T *x, int64_t n, bool rms, double epsilon,
+                   double &mean, double &rstd) {
+  mean = 0;
+  double acc = 0;
+  if (!rms) {
+    for (int64_t i = 0; i < n; ++i)
+      mean += double(load(x[i]));
+    mean /= double(n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double d = double(load(x[i])) - mean;
+    acc += d * d;
+  }
+  rstd = 1.0 / std::sqrt(acc / double(n) + epsilon);
+}
+
+/// dx per row, then the parameter gradients as column sums over the rows in
+/// row order (a fixed order whatever the thread count: deterministic).
+/// layer_norm: dx = rstd (dxh - mean(dxh) - xh mean(dxh xh)), xh = (x -
+/// mean) rstd; rms_norm: dx = r dxh - x r^3 mean(dxh x) -- the same
+/// expression with mean = 0, the first mean dropped and xh = x r. dxh = g
+/// scale; dscale = sum g xh, dbias = sum g.
+template <typename T>
+void normBackwardT(bool rms, const Tensor &input, const Tensor &scale,
+                   const Tensor &gradResult, double epsilon,
+                   const Tensor &gradInput, const Tensor *gradScale,
+                   const Tensor *gradBias, int64_t rows, int64_t n) {
+  using C = Compute<T>;
+  const T *x = input.as<T>(), *g = scale.as<T>(), *dy = gradResult.as<T>();
+  T *dx = gradInput.as<T>();
+  std::vector<double> stats(size_t(2 * rows));
+  parallelFor(rows, std::max<int64_t>(1, kGrain / (6 * n)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  const T *xr = x + r * n, *dyr = dy + r * n;
+                  double mean, rstd;
+                  rowStatistics(xr, n, rms, epsilon, mean, rstd);
+                  stats[size_t(2 * r)] = mean;
+                  stats[size_t(2 * r + 1)] = rstd;
+                  double s1 = 0, s2 = 0;
+                  for (int64_t i = 0; i < n; ++i) {
+                    double dxh = double(C(load(dyr[i]) * load(g[i])));
+                    s1 += dxh;
+                    s2 += dxh * ((double(load(xr[i])) - mean) * rstd);
+                  }
+                  s1 = rms ? 0.0 : s1 / double(n);
+                  s2 /= double(n);
+                  T *dxr = dx + r * n;
+                  for (int64_t i = 0; i < n; ++i) {
+                    double xh = (double(load(xr[i])) - mean) * rstd;
+                    double dxh = double(C(load(dyr[i]) * load(g[i])));
+                    dxr[i] = store<T>(C(rstd * (dxh - s1 - xh * s2)));
+                  }
+                }
+              });
+  if (!gradScale && !gradBias)
+    return;
+  constexpr int64_t kColumns = 256;
+  int64_t blocks = (n + kColumns - 1) / kColumns;
+  parallelFor(blocks, std::max<int64_t>(1, kGrain / (2 * rows * kColumns)),
+              [&](int64_t b, int64_t e) {
+                std::vector<double> ds(kColumns), db(kColumns);
+                for (int64_t blk = b; blk < e; ++blk) {
+                  int64_t c0 = blk * kColumns, w = std::min(kColumns, n - c0);
+                  std::fill(ds.begin(), ds.end(), 0.0);
+                  std::fill(db.begin(), db.end(), 0.0);
+                  for (int64_t r = 0; r < rows; ++r) {
+                    const T *xr = x + r * n + c0, *dyr = dy + r * n + c0;
+                    double mean = stats[size_t(2 * r)],
+                           rstd = stats[size_t(2 * r + 1)];
+                    for (int64_t c = 0; c < w; ++c) {
+                      double d = double(load(dyr[c]));
+                      ds[size_t(c)] += d * ((double(load(xr[c])) - mean) * rstd);
+                      db[size_t(c)] += d;
+                    }
+                  }
+                  for (int64_t c = 0; c < w; ++c) {
+                    if (gradScale)
+                      gradScale->as<T>()[c0 + c] = store<T>(ds[size_t(c)]);
+                    if (gradBias)
+                      gradBias->as<T>()[c0 + c] = store<T>(db[size_t(c)]);
+                  }
+                }
+              });
+}
+
+Status normBackward(const char *name, bool rms, const Tensor &input,
+                    const Tensor &scale, const Tensor &gradResult,
+                    int64_t axis, double epsilon, const Tensor &gradInput,
+                    const Tensor *gradScale, const Tensor *gradBias) {
+  int64_t rows, n;
+  if (Status s = checkNormBackward(name, input, axis, scale, gradResult,
+                                   gradInput, gradScale, gradBias, rows, n);
+      !s.ok())
+    return s;
+  if (rows == 0 || n == 0) {
+    // Parameter gradients over no rows are 0.
+    for (const Tensor *t : {gradScale, gradBias})
+      if (t)
+        std::fill_n(static_cast<char *>(t->data), t->byteSize(), 0);
+    return Status::success();
+  }
+  dispatch(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>)
+      normBackwardT<T>(rms, input, scale, gradResult, epsilon, gradInput,
+                       gradScale, gradBias, rows, n);
+  });
+  return Status::success();
+}
+
+int64_t labelAt(const Tensor &labels, int64_t row) {
+  return labels.dtype == DType::I64 ? labels.as<int64_t>()[row]
+                                    : int64_t(labels.as<int32_t>()[row]);
+}
+
+/// The first row whose label is neither ignoreIndex nor in [0, v), or -1.
+int64_t badLabelRow(const Tensor &labels, int64_t rows, int64_t v,
+                    int64_t ignoreIndex) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = labelAt(labels, r);
+    if (label != ignoreIndex && (label < 0 || label >= v))
+      return r;
+  }
+  return -1;
+}
+
+/// exp(x - max) for x <= max: the vectorisable expf for f32, as softmax's
+/// f32 rows use.
+template <typename C> C expShifted(C d) {
+  if constexpr (std::is_same_v<C, float>)
+    return math::expNonPositive(d);
+  else
+    return math::exp(d);
+}
+
+/// max and sum exp(x - max) of a row (the sum in double; NaN anywhere makes
+/// both NaN), as logSoftmax computes them.
+template <typename T>
+void rowMaxSum(const T *xr, int64_t v, Compute<T> &mx, double &sum) {
+  using C = Compute<T>;
+  mx = -std::numeric_limits<C>::infinity();
+  bool nan = false;
+  for (int64_t i = 0; i < v; ++i) {
+    C e = load(xr[i]);
+    mx = e > mx ? e : mx;
+    nan |= e != e;
+  }
+  if (nan)
+    mx = std::numeric_limits<C>::quiet_NaN();
+  sum = 0;
+  for (int64_t i = 0; i < v; ++i)
+    sum += expShifted(C(load(xr[i]) - mx));
+}
+
+/// Forward (gradLoss null: loss per row) or backward (gradLogits per
+/// element) of softmax cross-entropy over rows of length v.
+template <typename T>
+void crossEntropyT(const Tensor &logits, const Tensor &labels,
+                   int64_t ignoreIndex, const Tensor *loss,
+                   const Tensor *gradLoss, const Tensor *gradLogits,
+                   int64_t rows, int64_t v) {
+  using C = Compute<T>;
+  const T *x = logits.as<T>();
+  parallelFor(rows, std::max<int64_t>(1, kGrain / (4 * v)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  const T *xr = x + r * v;
+                  int64_t label = labelAt(labels, r);
+                  bool ignored = label == ignoreIndex;
+                  if (loss && ignored) {
+                    loss->as<T>()[r] = store<T>(C(0));
+                    continue;
+                  }
+                  if (gradLogits && ignored) {
+                    std::fill_n(gradLogits->as<T>() + r * v, v, store<T>(C(0)));
+                    continue;
+                  }
+                  C mx;
+                  double sum;
+                  rowMaxSum(xr, v, mx, sum);
+                  if (loss) {
+                    // -log_softmax(x)[label], rounded as logSoftmax rounds.
+                    loss->as<T>()[r] =
+                        store<T>(C(std::log(sum)) - C(load(xr[label]) - mx));
+                    continue;
+                  }
+                  C scaleRow = load(gradLoss->as<T>()[r]);
+                  C inv = C(1.0 / sum);
+                  T *gr = gradLogits->as<T>() + r * v;
+                  for (int64_t i = 0; i < v; ++i) {
+                    C p = expShifted(C(load(xr[i]) - mx)) * inv;
+                    gr[i] = store<T>((p - C(i == label ? 1 : 0)) * scaleRow);
+                  }
+                }
+              });
+}
+
+Status crossEntropy(const char *name, const Tensor &logits,
+                    const Tensor &labels, int64_t ignoreIndex,
+                    const Tensor &rowValue, const Tensor *gradLogits) {
+  int64_t rows, v;
+  if (Status s = checkCrossEntropy(name, logits, labels, rowValue, gradLogits,
+                                   rows, v);
+      !s.ok())
+    return s;
+  if (int64_t r = badLabelRow(labels, rows, v, ignoreIndex); r >= 0)
+    return Status::error(std::string(name) + ": label " +
+                         std::to_string(labelAt(labels, r)) + " at position " +
+                         std::to_string(r) + " is out of range for " +
+                         std::to_string(v) + " classes");
+  if (rows == 0)
+    return Status::success();
+  dispatch(logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>) {
+      if (gradLogits)
+        crossEntropyT<T>(logits, labels, ignoreIndex, nullptr, &rowValue,
+                         gradLogits, rows, v);
+      else
+        crossEntropyT<T>(logits, labels, ignoreIndex, &rowValue, nullptr,
+                         nullptr, rows, v);
+    }
+  });
+  return Status::success();
+}
+} // namespace
+
+Status lamina::rt::layerNormBackward(const Tensor &input, const Tensor &scale,
+                                     const Tensor &gradResult, int64_t axis,
+                                     double epsilon, const Tensor &gradInput,
+                                     const Tensor *gradScale,
+                                     const Tensor *gradBias) {
+  return normBackward("layer_norm_grad", false, input, scale, gradResult, axis,
+                      epsilon, gradInput, gradScale, gradBias);
+}
+
+Status lamina::rt::rmsNormBackward(const Tensor &input, const Tensor &scale,
+                                   const Tensor &gradResult, int64_t axis,
+                                   double epsilon, const Tensor &gradInput,
+                                   const Tensor *gradScale) {
+  return normBackward("rms_norm_grad", true, input, scale, gradResult, axis,
+                      epsilon, gradInput, gradScale, nullptr);
+}
+
+Status lamina::rt::softmaxCrossEntropy(const Tensor &logits,
+                                       const Tensor &labels,
+                                       int64_t ignoreIndex,
+                                       const Tensor &loss) {
+  return crossEntropy("softmax_cross_entropy", logits, labels, ignoreIndex,
+                      loss, nullptr);
+}
+
+Status lamina::rt::softmaxCrossEntropyBackward(const Tensor &logits,
+                                               const Tensor &labels,
+                                               const Tensor &gradLoss,
+                                               int64_t ignoreIndex,
+                                               const Tensor &gradLogits) {
+  return crossEntropy("softmax_cross_entropy_grad", logits, labels,
+                      ignoreIndex, gradLoss, &gradLogits);
 }

@@ -56,6 +56,31 @@ inline Status layerNorm(const Tensor &input, const Tensor &scale,
   return rt::layerNorm(input, scale, nullptr, axis, epsilon, result);
 }
 
+/// The norms' fused gradients with the parameter gradients as tensors
+/// (gradBias absent: nullptr), as the lowering passes them.
+inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                                const Tensor &gradResult, int64_t axis,
+                                double epsilon, const Tensor &gradInput,
+                                const Tensor &gradScale,
+                                const Tensor &gradBias) {
+  return rt::layerNormBackward(input, scale, gradResult, axis, epsilon,
+                               gradInput, &gradScale, &gradBias);
+}
+inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                                const Tensor &gradResult, int64_t axis,
+                                double epsilon, const Tensor &gradInput,
+                                const Tensor &gradScale, std::nullptr_t) {
+  return rt::layerNormBackward(input, scale, gradResult, axis, epsilon,
+                               gradInput, &gradScale, nullptr);
+}
+inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
+                              const Tensor &gradResult, int64_t axis,
+                              double epsilon, const Tensor &gradInput,
+                              const Tensor &gradScale) {
+  return rt::rmsNormBackward(input, scale, gradResult, axis, epsilon,
+                             gradInput, &gradScale);
+}
+
 /// concat with the inputs last, so any number can follow.
 template <typename... Inputs>
 inline Status concat(const Tensor &result, int64_t axis,

@@ -120,6 +120,34 @@ Status layerNorm(const Tensor &input, const Tensor &scale, const Tensor *bias,
 Status rmsNorm(const Tensor &input, const Tensor &scale, int64_t axis,
                double epsilon, const Tensor &result);
 
+/// The gradients of layerNorm (graph.layer_norm_grad) from its input and
+/// the result's gradient, the statistics recomputed: gradInput (required),
+/// gradScale and gradBias (nullptr to skip; column sums over the rows in a
+/// fixed order). All have the input's element type.
+Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                         const Tensor &gradResult, int64_t axis,
+                         double epsilon, const Tensor &gradInput,
+                         const Tensor *gradScale, const Tensor *gradBias);
+/// The gradients of rmsNorm (graph.rms_norm_grad): gradInput, and
+/// gradScale unless nullptr.
+Status rmsNormBackward(const Tensor &input, const Tensor &scale,
+                       const Tensor &gradResult, int64_t axis, double epsilon,
+                       const Tensor &gradInput, const Tensor *gradScale);
+
+/// Softmax cross-entropy over the last axis (graph.softmax_cross_entropy):
+/// loss[...] = logsumexp(logits[..., :]) - logits[..., label] for integer
+/// `labels` [...] (i32 or i64), 0 where the label is `ignoreIndex`; `loss`
+/// has the logits' element type. Any other label outside [0, V) is an
+/// error naming it and its row.
+Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
+                           int64_t ignoreIndex, const Tensor &loss);
+/// Its gradient (graph.softmax_cross_entropy_grad): gradLogits[..., i] =
+/// (softmax(row)[i] - (i == label)) * gradLoss[...], 0 on ignored rows.
+/// `gradLoss` is shaped like the labels, in the logits' element type.
+Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
+                                   const Tensor &gradLoss, int64_t ignoreIndex,
+                                   const Tensor &gradLogits);
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -102,11 +102,21 @@ LogicalResult FunctionBufferizer::assignClasses() {
 
   for (auto [index, op] : llvm::enumerate(ops)) {
     int64_t i = int64_t(index);
-    if (op->getNumResults() != 1 || op->getNumRegions() != 0)
+    if (op->getNumResults() == 0 || op->getNumRegions() != 0)
       return op->emitError("cannot lower ")
-             << describeOrigin(op) << ": not a single-result graph op";
+             << describeOrigin(op) << ": not a graph op with results";
     if (isa<graph::ConstantOp>(op) || foldedTransposes.count(op))
       continue;
+    if (op->getNumResults() > 1) {
+      // Several results (the fused backward ops): each its own storage.
+      for (Value result : op->getResults()) {
+        int64_t bytes = byteSize(result.getType());
+        tensorBytes += llvm::alignTo(bytes, rt_ir::kArenaAlignment);
+        classOf[result] = classes.size();
+        classes.push_back({bytes, i, std::max(lastUse.lookup(result), i)});
+      }
+      continue;
+    }
     Value result = op->getResult(0);
     int64_t bytes = byteSize(result.getType());
     tensorBytes += llvm::alignTo(bytes, rt_ir::kArenaAlignment);
@@ -217,8 +227,11 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
       buffer[result] = buffer.lookup(op->getOperand(0));
       continue;
     }
-    Value out = view(op->getLoc(), classOf[result], result.getType());
-    buffer[result] = out;
+    SmallVector<Value> outs;
+    for (Value r : op->getResults()) {
+      outs.push_back(view(op->getLoc(), classOf[r], r.getType()));
+      buffer[r] = outs.back();
+    }
     if (viewReshapes.count(op))
       continue; // an aliasing view: nothing to compute
     auto folded = [&](Value v) {
@@ -233,7 +246,7 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
     SmallVector<Value> operands;
     for (Value v : op->getOperands())
       operands.push_back(buffer.lookup(v));
-    operands.push_back(out);
+    operands.append(outs);
     rt_ir::CallOp::create(b, op->getLoc(), call->callee,
                           b.getArrayAttr(call->args), describeOrigin(op),
                           operands);

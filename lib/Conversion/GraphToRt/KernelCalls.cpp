@@ -29,8 +29,10 @@ public:
 
   /// Operand i.
   Attribute in(unsigned i) const { return b.getIndexAttr(i); }
-  /// The result buffer (after all operands).
-  Attribute out() const { return b.getIndexAttr(op->getNumOperands()); }
+  /// Result buffer k (after all operands).
+  Attribute out(unsigned k = 0) const {
+    return b.getIndexAttr(op->getNumOperands() + k);
+  }
   Attribute i64(int64_t v) const { return b.getI64IntegerAttr(v); }
   Attribute f64(double v) const { return b.getF64FloatAttr(v); }
   Attribute flag(bool v) const { return b.getBoolAttr(v); }
@@ -194,6 +196,28 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("rmsNorm",
                       {c.in(0), c.in(1), c.i64(o.getAxis()),
                        c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out()});
+      })
+      .Case([&](LayerNormGradOp o) {
+        Attribute bias = o.getGradBias() ? c.out(2) : Attribute(b.getUnitAttr());
+        return c.call("gen::layerNormBackward",
+                      {c.in(0), c.in(1), c.in(2), c.i64(o.getAxis()),
+                       c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out(0),
+                       c.out(1), bias});
+      })
+      .Case([&](RMSNormGradOp o) {
+        return c.call("gen::rmsNormBackward",
+                      {c.in(0), c.in(1), c.in(2), c.i64(o.getAxis()),
+                       c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out(0),
+                       c.out(1)});
+      })
+      .Case([&](SoftmaxCrossEntropyOp o) {
+        return c.call("softmaxCrossEntropy",
+                      {c.in(0), c.in(1), c.i64(o.getIgnoreIndex()), c.out()});
+      })
+      .Case([&](SoftmaxCrossEntropyGradOp o) {
+        return c.call("softmaxCrossEntropyBackward",
+                      {c.in(0), c.in(1), c.in(2), c.i64(o.getIgnoreIndex()),
+                       c.out()});
       })
       // Reductions.
       .Case([&](ReduceSumOp o) { return c.reduce("Sum", o); })

@@ -14,6 +14,8 @@
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
+using lamina::rt::detail::checkCrossEntropy;
+using lamina::rt::detail::checkNormBackward;
 
 namespace {
 constexpr float kInf = __builtin_huge_valf();
@@ -182,10 +184,12 @@ __global__ void normParamGradKernel(const T *x, const T *dy,
   }
 }
 
+/// Forward (loss set: the row's loss) or backward (grad set: the row's
+/// gradient scaled by gradRows[row]) of softmax cross-entropy.
 template <typename T>
 __global__ void crossEntropyKernel(const T *logits, const void *labels,
                                    bool wideLabels, int64_t ignoreIndex,
-                                   float gradScale, float *loss, T *grad,
+                                   const T *gradRows, T *loss, T *grad,
                                    int64_t v, ErrorSlot *slot) {
   __shared__ float scratch[32];
   int64_t row = blockIdx.x;
@@ -196,8 +200,8 @@ __global__ void crossEntropyKernel(const T *logits, const void *labels,
   if (bad && threadIdx.x == 0)
     recordError(slot, DataError::Label, row, label, v);
   if (ignored || bad) {
-    if (threadIdx.x == 0)
-      loss[row] = 0.0f;
+    if (loss && threadIdx.x == 0)
+      loss[row] = store<T>(0.0f);
     if (grad)
       for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
         grad[row * v + i] = store<T>(0.0f);
@@ -211,14 +215,16 @@ __global__ void crossEntropyKernel(const T *logits, const void *labels,
   for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
     sum += math::exp(load(xr[i]) - mx);
   sum = blockReduce(sum, SumOp{}, 0.0f, scratch);
-  float lse = mx + math::log(sum);
-  if (threadIdx.x == 0)
-    loss[row] = lse - load(xr[label]);
-  if (grad)
-    for (int64_t i = threadIdx.x; i < v; i += blockDim.x) {
-      float p = math::exp(load(xr[i]) - lse);
-      grad[row * v + i] = store<T>((p - (i == label ? 1.0f : 0.0f)) * gradScale);
-    }
+  if (loss) {
+    if (threadIdx.x == 0)
+      loss[row] = store<T>(math::log(sum) - (load(xr[label]) - mx));
+    return;
+  }
+  float inv = 1.0f / sum, scale = load(gradRows[row]);
+  for (int64_t i = threadIdx.x; i < v; i += blockDim.x) {
+    float p = math::exp(load(xr[i]) - mx) * inv;
+    grad[row * v + i] = store<T>((p - (i == label ? 1.0f : 0.0f)) * scale);
+  }
 }
 
 /// The host's checks, and a type the device kernels compute on.
@@ -320,16 +326,13 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
                     int64_t axis, double epsilon, const Tensor &gradInput,
                     const Tensor *gradScale, const Tensor *gradBias,
                     cudaStream_t stream) {
-  const Tensor *params[] = {&scale, gradScale, gradBias};
   int64_t rows, n;
-  if (Status s = checkDeviceNorm(name, input, axis, params, 3, gradInput,
-                                 rows, n);
+  if (Status s = checkNormBackward(name, input, axis, scale, gradResult,
+                                   gradInput, gradScale, gradBias, rows, n);
       !s.ok())
     return s;
-  if (gradResult.dtype != input.dtype || !sameShape(gradResult, input))
-    return Status::error(std::string(name) + ": gradient " +
-                         describe(gradResult) + " differs from input " +
-                         describe(input));
+  if (!isDeviceFloat(input.dtype))
+    return unsupported(name, input);
   if (rows == 0 || n == 0) {
     // Parameter gradients of no rows are 0.
     for (const Tensor *t : {gradScale, gradBias})
@@ -370,7 +373,7 @@ Status lamina::rt::cuda::layerNormBackward(
     const Tensor &input, const Tensor &scale, const Tensor &gradResult,
     int64_t axis, double epsilon, const Tensor &gradInput,
     const Tensor *gradScale, const Tensor *gradBias, cudaStream_t stream) {
-  return normBackward("layer_norm_backward", false, input, scale, gradResult,
+  return normBackward("layer_norm_grad", false, input, scale, gradResult,
                       axis, epsilon, gradInput, gradScale, gradBias, stream);
 }
 
@@ -381,36 +384,22 @@ Status lamina::rt::cuda::rmsNormBackward(const Tensor &input,
                                          const Tensor &gradInput,
                                          const Tensor *gradScale,
                                          cudaStream_t stream) {
-  return normBackward("rms_norm_backward", true, input, scale, gradResult,
+  return normBackward("rms_norm_grad", true, input, scale, gradResult,
                       axis, epsilon, gradInput, gradScale, nullptr, stream);
 }
 
-Status lamina::rt::cuda::softmaxCrossEntropy(const Tensor &logits,
-                                             const Tensor &labels,
-                                             int64_t ignoreIndex,
-                                             float gradScale,
-                                             const Tensor &loss,
-                                             const Tensor *gradLogits,
-                                             cudaStream_t stream) {
-  const char *name = "softmax_cross_entropy";
-  if (logits.rank < 1 || !isDeviceFloat(logits.dtype))
+namespace {
+Status crossEntropy(const char *name, const Tensor &logits,
+                    const Tensor &labels, int64_t ignoreIndex,
+                    const Tensor &rowValue, const Tensor *gradLogits,
+                    cudaStream_t stream) {
+  int64_t rows, v;
+  if (Status s = checkCrossEntropy(name, logits, labels, rowValue, gradLogits,
+                                   rows, v);
+      !s.ok())
+    return s;
+  if (!isDeviceFloat(logits.dtype))
     return unsupported(name, logits);
-  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
-    return Status::error(std::string(name) + ": labels must be i32 or i64, " +
-                         "got " + describe(labels));
-  std::vector<int64_t> rowShape(logits.shape, logits.shape + logits.rank - 1);
-  if (!hasShape(labels, rowShape) || !hasShape(loss, rowShape) ||
-      loss.dtype != DType::F32)
-    return Status::error(std::string(name) + ": logits " + describe(logits) +
-                         " need labels and an f32 loss shaped " +
-                         shapeString(rowShape.data(), int(rowShape.size())) +
-                         ", got " + describe(labels) + ", " + describe(loss));
-  if (gradLogits &&
-      (gradLogits->dtype != logits.dtype || !sameShape(*gradLogits, logits)))
-    return Status::error(std::string(name) + ": gradient " +
-                         describe(*gradLogits) + " differs from logits " +
-                         describe(logits));
-  int64_t rows = labels.numElements(), v = logits.shape[logits.rank - 1];
   if (rows == 0)
     return Status::success();
   ErrorSlot *slot = errorSlot();
@@ -420,8 +409,26 @@ Status lamina::rt::cuda::softmaxCrossEntropy(const Tensor &logits,
     using T = typename decltype(tag)::type;
     crossEntropyKernel<T><<<unsigned(rows), rowThreads(v), 0, stream>>>(
         logits.as<T>(), labels.data, labels.dtype == DType::I64, ignoreIndex,
-        gradScale, loss.as<float>(), gradLogits ? gradLogits->as<T>() : nullptr,
-        v, slot);
+        gradLogits ? rowValue.as<T>() : nullptr,
+        gradLogits ? nullptr : rowValue.as<T>(),
+        gradLogits ? gradLogits->as<T>() : nullptr, v, slot);
   });
   return launched(name);
+}
+} // namespace
+
+Status lamina::rt::cuda::softmaxCrossEntropy(const Tensor &logits,
+                                             const Tensor &labels,
+                                             int64_t ignoreIndex,
+                                             const Tensor &loss,
+                                             cudaStream_t stream) {
+  return crossEntropy("softmax_cross_entropy", logits, labels, ignoreIndex,
+                      loss, nullptr, stream);
+}
+
+Status lamina::rt::cuda::softmaxCrossEntropyBackward(
+    const Tensor &logits, const Tensor &labels, const Tensor &gradLoss,
+    int64_t ignoreIndex, const Tensor &gradLogits, cudaStream_t stream) {
+  return crossEntropy("softmax_cross_entropy_grad", logits, labels,
+                      ignoreIndex, gradLoss, &gradLogits, stream);
 }

@@ -13,11 +13,12 @@
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: graph.output_names = ["logits", "loss"]
 // CHECK-NOT: graph.slice
-// CHECK: graph.log_softmax %{{.*}} {axis = 2 : i64} : tensor<2x4x8xf32>
 // CHECK: graph.constant dense<-1> : tensor<i32>
+// CHECK: graph.softmax_cross_entropy %{{.*}}, %arg1 {ignore_index = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4xf32>
 // CHECK: graph.equal %arg1
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: graph.output_names = ["loss", "grad:w"]
+// CHECK: graph.softmax_cross_entropy_grad %{{.*}}, %arg1, %{{.*}} {ignore_index = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> tensor<2x4x8xf32>
 func.func @forward(%w: tensor<2x4x8xf32> {graph.kind = "trainable", graph.name = "w"},
                    %y: tensor<2x4xi32> {graph.kind = "input", graph.name = "y"})
     -> tensor<2x4x8xf32> attributes {graph.output_names = ["logits"]} {

@@ -1,21 +1,25 @@
 // RUN: lamina-opt %s -split-input-file -graph-add-loss="labels=ids" -verify-diagnostics | FileCheck %s
 
-// causal-lm: logits at positions 0..S-2 against the tokens at 1..S-1;
-// ignored labels (-100) index class 0 and are masked out of the mean.
+// causal-lm: position t's logits against token t+1. The labels move one
+// step left and the last position gets the ignore index (-100), so the
+// fused cross-entropy reads the logits whole (no slice of them); ignored
+// labels are masked out of the mean.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: -> (tensor<2x4x8xf32>, tensor<f32>)
 // CHECK-SAME: graph.output_names = ["logits", "loss"]
 // CHECK: %[[L:.*]] = graph.matmul
-// CHECK: %[[X:.*]] = graph.slice %[[L]] {sizes = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>}
-// CHECK: %[[Y:.*]] = graph.slice %arg1 {sizes = array<i64: 2, 3>, starts = array<i64: 0, 1>, steps = array<i64: 1, 1>}
-// CHECK: %[[LP:.*]] = graph.log_softmax %[[X]] {axis = 2 : i64}
 // CHECK: %[[IGN:.*]] = graph.constant dense<-100> : tensor<i64>
+// CHECK: %[[PAD:.*]] = graph.broadcast %[[IGN]] : tensor<i64> to tensor<2x1xi64>
+// CHECK: %[[NEXT:.*]] = graph.slice %arg1 {sizes = array<i64: 2, 3>, starts = array<i64: 0, 1>, steps = array<i64: 1, 1>}
+// CHECK: %[[Y:.*]] = graph.concat %[[NEXT]], %[[PAD]] {axis = 1 : i64} : (tensor<2x3xi64>, tensor<2x1xi64>) -> tensor<2x4xi64>
+// CHECK: %[[ROWS:.*]] = graph.softmax_cross_entropy %[[L]], %[[Y]] {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
 // CHECK: %[[EQ:.*]] = graph.equal %[[Y]], %[[IGN]]
 // CHECK: %[[VALID:.*]] = graph.not %[[EQ]]
-// CHECK: %[[SAFE:.*]] = graph.select %[[VALID]], %[[Y]]
-// CHECK: %[[IDX:.*]] = graph.reshape %[[SAFE]] : tensor<2x3xi64> to tensor<2x3x1xi64>
-// CHECK: %[[P:.*]] = graph.gather_nd %[[LP]], %[[IDX]] {batch_dims = 2 : i64}
-// CHECK: %[[LOSS:.*]] = graph.neg
+// CHECK: %[[MASK:.*]] = graph.cast %[[VALID]] : tensor<2x4xi1> to tensor<2x4xf32>
+// CHECK: %[[N:.*]] = graph.reduce_sum %[[MASK]]
+// CHECK: %[[COUNT:.*]] = graph.max %[[N]]
+// CHECK: %[[TOTAL:.*]] = graph.reduce_sum %[[ROWS]]
+// CHECK: %[[LOSS:.*]] = graph.div %[[TOTAL]], %[[COUNT]]
 // CHECK: return %[[L]], %[[LOSS]]
 
 func.func @forward(%w: tensor<4x8xf32> {graph.kind = "trainable", graph.name = "w"},

@@ -323,3 +323,35 @@ func.func @fused_shape(%a: tensor<4xf32>) {
   %0 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4xf32>) -> tensor<3xf32>
   return
 }
+
+// -----
+// A norm gradient's parameter gradient is shaped like the scale.
+func.func @layer_norm_grad_scale(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{'graph.layer_norm_grad' op failed to verify that all of {scale, grad_scale} have same type}}
+  %0:2 = graph.layer_norm_grad %a, %s, %a {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+// Cross-entropy labels drop exactly the class dim.
+func.func @cross_entropy_labels(%a: tensor<2x3x5xf32>, %t: tensor<2x5xi64>) {
+  // expected-error @+1 {{labels 'tensor<2x5xi64>' must be shaped like the logits 'tensor<2x3x5xf32>' without their last dim}}
+  %0 = graph.softmax_cross_entropy %a, %t {ignore_index = -100 : i64} : (tensor<2x3x5xf32>, tensor<2x5xi64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+// The per-row loss has the logits' element type.
+func.func @cross_entropy_loss_type(%a: tensor<2x5xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{loss 'tensor<2xf64>' must be 'tensor<2xf32>'}}
+  %0 = graph.softmax_cross_entropy %a, %t {ignore_index = -100 : i64} : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<2xf64>
+  return
+}
+
+// -----
+// The gradient's per-row input too.
+func.func @cross_entropy_grad_rows(%a: tensor<2x5xf32>, %t: tensor<2xi32>, %g: tensor<5xf32>) {
+  // expected-error @+1 {{grad_loss 'tensor<5xf32>' must be 'tensor<2xf32>'}}
+  %0 = graph.softmax_cross_entropy_grad %a, %t, %g {ignore_index = -100 : i64} : (tensor<2x5xf32>, tensor<2xi32>, tensor<5xf32>) -> tensor<2x5xf32>
+  return
+}

@@ -284,6 +284,15 @@ TEST(GradientTest, Normalisation) {
                   "  %y = graph.rms_norm %a, %s {axis = 2 : i64, epsilon = "
                   "1.0e-5 : f64} : tensor<2x3x4xf64>, tensor<4xf64>",
                   {2, 3, 4}});
+  // Per-row weights r reach the fused gradient as grad_loss; label -1 is
+  // ignored (loss and gradient 0), labels repeat across rows.
+  checkGradients({"softmax_cross_entropy",
+                  {{"a", {2, 3, 5}, "trainable", -3, 3},
+                   {"t", {2, 3}, "input", 0, 0, {4, 0, -1, 2, 4, 1}, "i64"}},
+                  "  %y = graph.softmax_cross_entropy %a, %t {ignore_index = -1 "
+                  ": i64} : (tensor<2x3x5xf64>, tensor<2x3xi64>) -> "
+                  "tensor<2x3xf64>",
+                  {2, 3}});
 }
 
 TEST(GradientTest, Reductions) {

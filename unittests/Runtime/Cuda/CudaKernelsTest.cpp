@@ -215,12 +215,17 @@ TEST_F(CudaKernel, SoftmaxCrossEntropyMatchesReference) {
   for (int64_t r = 0; r < rows; ++r)
     labels.data<int64_t>()[r] = (r * 137) % v;
   labels.data<int64_t>()[3] = -100; // ignored
-  Dev dl(logits), dlab(labels), dloss(DType::F32, {rows}),
-      dgrad(DType::F32, {rows, v});
-  Tensor gv = dgrad.view();
   float scale = 1.0f / rows;
-  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dlab.view(), -100, scale,
-                                    dloss.view(), &gv, stream));
+  Buf rowGrad(DType::F32, {rows});
+  for (int64_t r = 0; r < rows; ++r)
+    rowGrad.data<float>()[r] = scale;
+  Dev dl(logits), dlab(labels), drow(rowGrad), dloss(DType::F32, {rows}),
+      dgrad(DType::F32, {rows, v});
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dlab.view(), -100, dloss.view(),
+                                    stream));
+  EXPECT_OK(cu::softmaxCrossEntropyBackward(dl.view(), dlab.view(),
+                                            drow.view(), -100, dgrad.view(),
+                                            stream));
   sync();
   Buf loss = dloss.download(), grad = dgrad.download();
   for (int64_t r = 0; r < rows; ++r) {
@@ -246,8 +251,8 @@ TEST_F(CudaKernel, SoftmaxCrossEntropyMatchesReference) {
   // A label out of range is reported by deviceStatus.
   labels.data<int64_t>()[5] = v;
   Dev dbad(labels);
-  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dbad.view(), -100, scale,
-                                    dloss.view(), nullptr, stream));
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dbad.view(), -100, dloss.view(),
+                                    stream));
   EXPECT_ERROR(cu::deviceStatus(stream), "label 1000 at position 5");
   EXPECT_OK(cu::deviceStatus(stream)); // cleared
 }
@@ -593,7 +598,7 @@ TEST(CudaChecks, RejectMismatchedViewsBeforeLaunching) {
   EXPECT_ERROR(cu::gather(a, a, 0, a, s), "indices must be i32 or i64");
   EXPECT_ERROR(cu::scatterND(a, i32, a, ScatterReduction::None, a, s),
                "do not match indices");
-  EXPECT_ERROR(cu::softmaxCrossEntropy(a, v3, -100, 1.0f, v3, nullptr, s),
+  EXPECT_ERROR(cu::softmaxCrossEntropy(a, v3, -100, v3, s),
                "labels must be i32 or i64");
   int64_t perm[] = {0, 0};
   EXPECT_ERROR(cu::transpose(a, perm, b, s), "not a permutation");

@@ -53,6 +53,30 @@ inline Status layerNorm(const Tensor &input, const Tensor &scale,
   return cuda::layerNorm(input, scale, nullptr, axis, epsilon, result, stream);
 }
 
+inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                                const Tensor &gradResult, int64_t axis,
+                                double epsilon, const Tensor &gradInput,
+                                const Tensor &gradScale, const Tensor &gradBias,
+                                cudaStream_t stream) {
+  return cuda::layerNormBackward(input, scale, gradResult, axis, epsilon,
+                                 gradInput, &gradScale, &gradBias, stream);
+}
+inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                                const Tensor &gradResult, int64_t axis,
+                                double epsilon, const Tensor &gradInput,
+                                const Tensor &gradScale, std::nullptr_t,
+                                cudaStream_t stream) {
+  return cuda::layerNormBackward(input, scale, gradResult, axis, epsilon,
+                                 gradInput, &gradScale, nullptr, stream);
+}
+inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
+                              const Tensor &gradResult, int64_t axis,
+                              double epsilon, const Tensor &gradInput,
+                              const Tensor &gradScale, cudaStream_t stream) {
+  return cuda::rmsNormBackward(input, scale, gradResult, axis, epsilon,
+                               gradInput, &gradScale, stream);
+}
+
 template <typename Tuple, size_t... I>
 inline Status concatList(const Tensor &result, int64_t axis, const Tuple &t,
                          std::index_sequence<I...>) {

@@ -135,15 +135,19 @@ Status rmsNormBackward(const Tensor &input, const Tensor &scale,
                        cudaStream_t stream);
 
 /// Softmax cross-entropy over the last axis of `logits` [..., V] with
-/// integer `labels` [...] (i32 or i64): loss[...] (f32) = logsumexp(row) -
-/// row[label]. With gradLogits (same type and shape as logits), also
-/// (softmax(row) - onehot(label)) * gradScale -- the backward of a mean
-/// over N rows is gradScale = 1/N. Rows whose label is ignoreIndex get loss
-/// 0 and gradient 0; any other label outside [0, V) is a deviceStatus error.
+/// integer `labels` [...] (i32 or i64), the host's softmaxCrossEntropy:
+/// loss[...] (the logits' type) = logsumexp(row) - row[label]; rows whose
+/// label is ignoreIndex get 0; any other label outside [0, V) is a
+/// deviceStatus error (the row's loss is then 0).
 Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
-                           int64_t ignoreIndex, float gradScale,
-                           const Tensor &loss, const Tensor *gradLogits,
+                           int64_t ignoreIndex, const Tensor &loss,
                            cudaStream_t stream);
+/// Its gradient, the host's softmaxCrossEntropyBackward: gradLogits =
+/// (softmax(row) - onehot(label)) * gradLoss[row], 0 on ignored rows.
+Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
+                                   const Tensor &gradLoss, int64_t ignoreIndex,
+                                   const Tensor &gradLogits,
+                                   cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Reductions, data movement, gather / scatter

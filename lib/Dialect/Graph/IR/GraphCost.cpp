@@ -71,6 +71,18 @@ PER_ELEMENT(RMSNormOp, 5)    // square, mean, scale, weight
 PER_ELEMENT(CumSumOp, 1)
 #undef PER_ELEMENT
 
+// Per input element: the backward norms recompute the statistics (layer
+// norm 4, rms 2), form dxhat and two row sums (4), dx (4), and the
+// parameter gradients (layer norm 3, rms 2).
+int64_t LayerNormGradOp::getFlops() { return 15 * elements(getInput()); }
+int64_t RMSNormGradOp::getFlops() { return 12 * elements(getInput()); }
+// Per logit: max, subtract, exp, sum; the gradient: subtract, exp, scale,
+// subtract the label, multiply.
+int64_t SoftmaxCrossEntropyOp::getFlops() { return 4 * elements(getLogits()); }
+int64_t SoftmaxCrossEntropyGradOp::getFlops() {
+  return 8 * elements(getLogits());
+}
+
 // GELU: erf form x * 0.5 * (1 + erf(x / sqrt 2)); tanh form adds the cubic.
 int64_t GeluOp::getFlops() {
   return (getTanh() ? 8 : 5) * elements(getResult());

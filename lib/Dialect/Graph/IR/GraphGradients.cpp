@@ -56,10 +56,6 @@ struct GradBuilder {
   Value add(Value x, Value y) { return AddOp::create(b, x, y); }
   Value sub(Value x, Value y) { return SubOp::create(b, x, y); }
   Value mul(Value x, Value y) { return MulOp::create(b, x, y); }
-  /// (v + eps)^-1/2, the normalisations' reciprocal standard deviation.
-  Value rsqrtPlus(Value v, double eps) {
-    return ReciprocalOp::create(b, SqrtOp::create(b, add(v, scalar(v, eps))));
-  }
   Value div(Value x, Value y) { return DivOp::create(b, x, y); }
   Value neg(Value x) { return NegOp::create(b, x); }
   Value mulScalar(Value x, double c) { return mul(x, scalar(x, c)); }
@@ -81,10 +77,6 @@ struct GradBuilder {
       return v;
     return ReduceSumOp::create(b, v, b.getDenseI64ArrayAttr(axes),
                                b.getBoolAttr(keepdims));
-  }
-  Value reduceMean(Value v, ArrayRef<int64_t> axes, bool keepdims) {
-    return ReduceMeanOp::create(b, v, b.getDenseI64ArrayAttr(axes),
-                                b.getBoolAttr(keepdims));
   }
   Value transpose(Value v, ArrayRef<int64_t> perm) {
     return TransposeOp::create(b, v, b.getDenseI64ArrayAttr(perm));
@@ -186,13 +178,6 @@ struct GradBuilder {
     return transpose(v, perm);
   }
 };
-
-/// Axes `from..rank-1`.
-SmallVector<int64_t> axesFrom(int64_t from, int64_t rank) {
-  SmallVector<int64_t> axes(rank - from);
-  std::iota(axes.begin(), axes.end(), from);
-  return axes;
-}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -350,45 +335,44 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-// The statistics are recomputed from x (not saved by the forward op):
-// xhat = (x - mean) rstd; dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat
-// xhat)) with dxhat = g scale; dscale and dbias sum over the leading dims.
+// One fused op (graph.layer_norm_grad) for all three gradients: it
+// recomputes the statistics from x rather than having the forward save them.
 LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
                                           ValueRange gradients,
                                           SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
-  Value g = gradients[0], x = getInput();
-  int64_t axis = getAxis(), rank = typeOf(x).getRank();
-  SmallVector<int64_t> norm = axesFrom(axis, rank), lead = axesFrom(0, axis);
-  Value xc = gb.sub(x, gb.reduceMean(x, norm, true));
-  Value var = gb.reduceMean(gb.mul(xc, xc), norm, true);
-  Value rstd = gb.rsqrtPlus(var, getEpsilon().convertToDouble());
-  Value xhat = gb.mul(xc, rstd);
-  Value dxhat = gb.mul(g, getScale());
-  Value inner = gb.sub(gb.sub(dxhat, gb.reduceMean(dxhat, norm, true)),
-                       gb.mul(xhat, gb.reduceMean(gb.mul(dxhat, xhat), norm, true)));
-  out.push_back(gb.mul(rstd, inner));
-  out.push_back(gb.reduceSum(gb.mul(g, xhat), lead, false));
+  SmallVector<Type> types = {getInput().getType(), getScale().getType()};
   if (getBias())
-    out.push_back(gb.reduceSum(g, lead, false));
+    types.push_back(getBias().getType());
+  auto grad = LayerNormGradOp::create(gb.b, types, getInput(), getScale(),
+                                      gradients[0], getAxisAttr(),
+                                      getEpsilonAttr());
+  out.push_back(grad.getGradInput());
+  out.push_back(grad.getGradScale());
+  if (getBias())
+    out.push_back(grad.getGradBias());
   return success();
 }
 
-// y = x r scale, r = (mean(x^2) + eps)^-1/2:
-// dx = r dxh - x r^3 mean(dxh x), dxh = g scale; dscale = sum_lead(g x r).
 LogicalResult RMSNormOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                         SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
-  Value g = gradients[0], x = getInput();
-  int64_t axis = getAxis(), rank = typeOf(x).getRank();
-  SmallVector<int64_t> norm = axesFrom(axis, rank), lead = axesFrom(0, axis);
-  Value ms = gb.reduceMean(gb.mul(x, x), norm, true);
-  Value r = gb.rsqrtPlus(ms, getEpsilon().convertToDouble());
-  Value dxh = gb.mul(g, getScale());
-  Value r3 = gb.mul(r, gb.mul(r, r));
-  Value corr = gb.mul(gb.mul(x, r3), gb.reduceMean(gb.mul(dxh, x), norm, true));
-  out.push_back(gb.sub(gb.mul(dxh, r), corr));
-  out.push_back(gb.reduceSum(gb.mul(g, gb.mul(x, r)), lead, false));
+  auto grad = RMSNormGradOp::create(
+      gb.b, getInput().getType(), getScale().getType(), getInput(), getScale(),
+      gradients[0], getAxisAttr(), getEpsilonAttr());
+  out.push_back(grad.getGradInput());
+  out.push_back(grad.getGradScale());
+  return success();
+}
+
+// d logits = (softmax(logits) - onehot(label)) * g per row; labels get none.
+LogicalResult SoftmaxCrossEntropyOp::buildGradients(
+    OpBuilder &builder, ValueRange gradients, SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(SoftmaxCrossEntropyGradOp::create(
+      gb.b, getLogits().getType(), getLogits(), getLabels(), gradients[0],
+      getIgnoreIndexAttr()));
+  out.push_back(Value());
   return success();
 }
 

@@ -293,6 +293,63 @@ LogicalResult RMSNormOp::verify() {
                          "scale");
 }
 
+/// The backward of a norm: the forward op's checks on input and scale, and
+/// each parameter gradient typed like the scale.
+static LogicalResult verifyNormGrad(Operation *op, RankedTensorType input,
+                                    int64_t axis, Value scale,
+                                    ArrayRef<Value> paramGrads) {
+  if (failed(verifyNormParam(op, input, axis, scale, "scale")))
+    return failure();
+  for (Value g : paramGrads)
+    if (g && failed(verifyNormParam(op, input, axis, g, "parameter gradient")))
+      return failure();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getInput().getType(), getAxis(), getScale(),
+                        {getGradScale(), getGradBias()});
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  return verifyNormGrad(*this, getInput().getType(), getAxis(), getScale(),
+                        {getGradScale()});
+}
+
+/// Labels and the per-row value (the loss or its gradient) of softmax
+/// cross-entropy: shaped like the logits without their last dim, the
+/// per-row value in the logits' element type.
+static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
+                                        RankedTensorType labels,
+                                        RankedTensorType rowValue,
+                                        StringRef rowName) {
+  if (logits.getRank() < 1)
+    return op->emitOpError("logits must have rank >= 1");
+  ArrayRef<int64_t> rows = logits.getShape().drop_back();
+  if (labels.getShape() != rows)
+    return op->emitOpError() << "labels " << labels
+                             << " must be shaped like the logits " << logits
+                             << " without their last dim";
+  if (rowValue.getShape() != rows ||
+      rowValue.getElementType() != logits.getElementType())
+    return op->emitOpError() << rowName << " " << rowValue << " must be "
+                             << RankedTensorType::get(rows,
+                                                      logits.getElementType());
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  return verifyCrossEntropy(*this, getLogits().getType(),
+                            getLabels().getType(), getLoss().getType(),
+                            "loss");
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  return verifyCrossEntropy(*this, getLogits().getType(),
+                            getLabels().getType(), getGradLoss().getType(),
+                            "grad_loss");
+}
+
 LogicalResult CumSumOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

@@ -1,8 +1,8 @@
 //===- AddLoss.cpp - graph-add-loss: softmax cross-entropy ----------------===//
 //
-// Builds the loss from graph ops that already have gradient rules
-// (log_softmax, gather_nd with batch dims, select, reductions), so
-// graph-autodiff needs nothing special for it. Every new op is located at
+// Builds the loss from graph ops that have gradient rules
+// (softmax_cross_entropy per position, reductions), so graph-autodiff needs
+// nothing special for it. Every new op is located at
 // NameLoc("loss") so diagnostics and plans attribute it.
 //
 //===----------------------------------------------------------------------===//
@@ -149,26 +149,35 @@ struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
     ImplicitLocOpBuilder b(NameLoc::get(StringAttr::get(&getContext(), "loss")),
                            ret);
     Value x = logitsValue, y = *labelArg;
-    int64_t rank = typeOf(x).getRank();
-    if (kind == "causal-lm") {
-      x = dropOne(b, x, rank - 2, /*dropFront=*/false);
-      y = dropOne(b, y, rank - 2, /*dropFront=*/true);
-    }
     auto labelType = typeOf(y);
+    Type labelElement = labelType.getElementType();
+    if (!labelElement.isInteger(32) && !labelElement.isInteger(64)) {
+      labelElement = b.getI64Type();
+      labelType = RankedTensorType::get(labelType.getShape(), labelElement);
+      y = CastOp::create(b, labelType, y);
+    }
+    Value ignore =
+        splat(b, RankedTensorType::get({}, labelElement), double(ignoreIndex));
+    if (kind == "causal-lm") {
+      // Position t predicts token t+1: the labels move one step left and
+      // the last position gets the ignore index, so the loss reads the
+      // logits in place (no [.., seq-1, vocab] copy, no zero-padded
+      // gradient for it).
+      int64_t d = labelType.getRank() - 1;
+      SmallVector<int64_t> padShape(labelType.getShape());
+      padShape[d] = 1;
+      Value pad = BroadcastOp::create(
+          b, RankedTensorType::get(padShape, labelElement), ignore);
+      y = ConcatOp::create(b, ValueRange{dropOne(b, y, d, /*dropFront=*/true), pad},
+                           b.getI64IntegerAttr(d));
+    }
     Type floatType = typeOf(x).getElementType();
-    // log p(label) at each position; ignored labels index 0 and are masked.
-    Value logp = LogSoftmaxOp::create(b, x, b.getI64IntegerAttr(rank - 1));
-    Value ignore = splat(b, RankedTensorType::get({}, labelType.getElementType()),
-                         double(ignoreIndex));
+    // -log p(label) per position, 0 where the label is ignored: one fused
+    // op (and one fused gradient) instead of log_softmax + gather_nd.
+    Value rows = SoftmaxCrossEntropyOp::create(
+        b, RankedTensorType::get(labelType.getShape(), floatType), x, y,
+        b.getI64IntegerAttr(ignoreIndex));
     Value valid = NotOp::create(b, EqualOp::create(b, y, ignore));
-    Value safe = SelectOp::create(b, valid, y, splat(b, RankedTensorType::get(
-                                                   {}, labelType.getElementType()), 0));
-    SmallVector<int64_t> tupleShape(labelType.getShape());
-    tupleShape.push_back(1);
-    Value tuples = ReshapeOp::create(
-        b, RankedTensorType::get(tupleShape, labelType.getElementType()), safe);
-    Value picked = GatherNDOp::create(b, logp, tuples,
-                                      b.getI64IntegerAttr(rank - 1));
     Value mask = CastOp::create(
         b, RankedTensorType::get(labelType.getShape(), floatType), valid);
     SmallVector<int64_t> all(labelType.getRank());
@@ -178,9 +187,8 @@ struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
                                  b.getBoolAttr(false));
     };
     auto scalarType = RankedTensorType::get({}, floatType);
-    Value total = sum(MulOp::create(b, picked, mask));
     Value count = MaxOp::create(b, sum(mask), splat(b, scalarType, 1.0));
-    Value loss = NegOp::create(b, DivOp::create(b, total, count));
+    Value loss = DivOp::create(b, sum(rows), count);
 
     SmallVector<Value> results(ret.getOperands());
     results.push_back(loss);

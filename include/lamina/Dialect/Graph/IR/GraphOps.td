@@ -251,6 +251,90 @@ def Graph_RMSNormOp : Graph_Op<"rms_norm",
   let hasVerifier = 1;
 }
 
+// The fused backward and loss ops below are what graph-autodiff and
+// graph-add-loss build, so every backend runs one kernel (a row per thread
+// block on a GPU) instead of the dozen elementwise and reduction ops the
+// same math decomposes into.
+
+def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad",
+    [Pure, AllTypesMatch<["input", "grad_result", "grad_input"]>,
+     AllTypesMatch<["scale", "grad_scale"]>]> {
+  let summary = "The gradients of graph.layer_norm";
+  let description = [{
+    From the forward op's input, scale and the gradient of its result:
+    `grad_input`, `grad_scale` and, when `has_bias`, `grad_bias` (sums over
+    the leading dims `0..axis-1`). The statistics are recomputed from the
+    input rather than saved by the forward op.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$grad_result, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$grad_input,
+                      Graph_FloatTensor:$grad_scale,
+                      Optional<Graph_FloatTensor>:$grad_bias);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad_result attr-dict `:` type($input) `,`
+    type($scale) `->` type(results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RMSNormGradOp : Graph_Op<"rms_norm_grad",
+    [Pure, AllTypesMatch<["input", "grad_result", "grad_input"]>,
+     AllTypesMatch<["scale", "grad_scale"]>]> {
+  let summary = "The gradients of graph.rms_norm";
+  let description = [{
+    `grad_input` and `grad_scale` (summed over the leading dims) from the
+    forward op's input, scale and the gradient of its result.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$grad_result, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$grad_input,
+                      Graph_FloatTensor:$grad_scale);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad_result attr-dict `:` type($input) `,`
+    type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy",
+    [Pure, Graph_Differentiable]> {
+  let summary = "Per-row softmax cross-entropy over the last axis";
+  let description = [{
+    `loss[...] = logsumexp(logits[..., :]) - logits[..., labels[...]]`, and
+    0 where the label equals `ignore_index`; any other label outside
+    `[0, V)` is a run-time error. `labels` are integers shaped like the
+    logits without their last dim; the loss has that shape and the logits'
+    element type.
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
+                       I64Attr:$ignore_index);
+  let results = (outs Graph_FloatTensor:$loss);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad",
+    [Pure, AllTypesMatch<["logits", "grad_logits"]>]> {
+  let summary = "The gradient of graph.softmax_cross_entropy";
+  let description = [{
+    `grad_logits[..., i] = (softmax(logits[..., :])[i] - (i == label)) *
+    grad_loss[...]`, 0 on rows whose label is `ignore_index`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
+                       Graph_FloatTensor:$grad_loss, I64Attr:$ignore_index);
+  let results = (outs Graph_FloatTensor:$grad_logits);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad_loss attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -82,8 +82,10 @@ def Rt_CallOp : Rt_Op<"call"> {
     `lamina::rt::Tensor` view), an integer, float or bool attribute is a
     literal, a `DenseI64ArrayAttr` is a constant `int64_t` array, a string is
     a C++ enumerator (`lamina::rt::UnaryOp::Exp`), and a unit attribute is an
-    absent optional tensor (`nullptr`). The last operand is written; the
-    others are read. `where` names the ONNX node for error messages.
+    absent optional tensor (`nullptr`). The trailing operands, one per
+    result of the graph op the call computes (one for most ops, two or
+    three for the norms' fused gradients), are written; the others are
+    read. `where` names the ONNX node for error messages.
     ```mlir
     rt.call "lamina::rt::unary"(%x, %y)
         {args = ["lamina::rt::UnaryOp::Exp", 0 : index, 1 : index],
