@@ -283,6 +283,13 @@ struct Runner {
         .Case([&](LogSoftmaxOp o) {
           return rt::logSoftmax(in(0), int64_t(o.getAxis()), out);
         })
+        .Case([&](SoftmaxGradOp o) {
+          return rt::softmaxBackward(in(0), in(1), int64_t(o.getAxis()), out);
+        })
+        .Case([&](LogSoftmaxGradOp o) {
+          return rt::logSoftmaxBackward(in(0), in(1), int64_t(o.getAxis()),
+                                        out);
+        })
         .Case([&](LayerNormOp o) {
           rt::Tensor bias;
           if (o.getBias())

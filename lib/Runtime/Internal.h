@@ -141,6 +141,11 @@ Status checkFloatAlongAxis(const char *name, const Tensor &input,
 Status checkNorm(const char *name, const Tensor &input, int64_t &axis,
                  const Tensor *const *params, int numParams,
                  const Tensor &result, int64_t &rows, int64_t &n);
+/// softmax / logSoftmax backward: checkFloatAlongAxis on the forward result
+/// and gradInput, and gradResult shaped and typed like the result.
+Status checkSoftmaxBackward(const char *name, const Tensor &result,
+                            const Tensor &gradResult, int64_t &axis,
+                            const Tensor &gradInput);
 /// A normalisation's backward: checkNorm on the input, scale and the
 /// parameter gradients (nullptr skipped) with gradInput as the result, and
 /// gradResult shaped and typed like the input.

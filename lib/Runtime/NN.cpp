@@ -133,6 +133,65 @@ Status softmaxImpl(const char *name, bool log, const Tensor &input,
   return Status::success();
 }
 
+/// softmax / logSoftmax backward over the [outer, n, inner] view, a block
+/// of `inner` columns at a time as softmaxT. Each element is read before it
+/// is written at the same index, so the result may alias either input.
+template <typename T, bool Log>
+void softmaxBackwardT(const Tensor &result, const Tensor &grad,
+                      const Tensor &out, int64_t outer, int64_t n,
+                      int64_t inner) {
+  using C = Compute<T>;
+  const T *y = result.as<T>(), *g = grad.as<T>();
+  T *dx = out.as<T>();
+  int64_t width = std::min(inner, kSoftmaxBlock);
+  int64_t blocks = (inner + width - 1) / width;
+  parallelFor(outer * blocks, std::max<int64_t>(1, kGrain / (n * width * 4)),
+              [&](int64_t b, int64_t e) {
+                std::vector<double> sum(width);
+                for (int64_t item = b; item < e; ++item) {
+                  int64_t o = item / blocks, c0 = (item % blocks) * width;
+                  int64_t w = std::min(width, inner - c0);
+                  int64_t base = o * n * inner + c0;
+                  std::fill(sum.begin(), sum.end(), 0.0);
+                  for (int64_t i = 0; i < n; ++i)
+                    for (int64_t c = 0; c < w; ++c) {
+                      int64_t k = base + i * inner + c;
+                      C gv = load(g[k]);
+                      sum[c] += Log ? double(gv) : double(gv * C(load(y[k])));
+                    }
+                  for (int64_t i = 0; i < n; ++i)
+                    for (int64_t c = 0; c < w; ++c) {
+                      int64_t k = base + i * inner + c;
+                      C yv = load(y[k]), gv = load(g[k]), s = C(sum[c]);
+                      dx[k] = store<T>(Log ? gv - math::exp(yv) * s
+                                           : yv * (gv - s));
+                    }
+                }
+              });
+}
+
+Status softmaxBackwardImpl(const char *name, bool log, const Tensor &result,
+                           const Tensor &grad, int64_t axis,
+                           const Tensor &gradInput) {
+  if (Status st = checkSoftmaxBackward(name, result, grad, axis, gradInput);
+      !st.ok())
+    return st;
+  int64_t outer, n, inner;
+  splitAround(result, int(axis), outer, n, inner);
+  if (result.numElements() == 0)
+    return Status::success();
+  dispatch(result.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>) {
+      if (log)
+        softmaxBackwardT<T, true>(result, grad, gradInput, outer, n, inner);
+      else
+        softmaxBackwardT<T, false>(result, grad, gradInput, outer, n, inner);
+    }
+  });
+  return Status::success();
+}
+
 template <typename T>
 void layerNormT(const Tensor &in, const Tensor &scale, const Tensor *bias,
                 double epsilon, const Tensor &out, int64_t rows, int64_t n) {
@@ -198,6 +257,20 @@ Status lamina::rt::logSoftmax(const Tensor &input, int64_t axis,
   return softmaxImpl("log_softmax", true, input, axis, result);
 }
 
+Status lamina::rt::softmaxBackward(const Tensor &result,
+                                   const Tensor &gradResult, int64_t axis,
+                                   const Tensor &gradInput) {
+  return softmaxBackwardImpl("softmax_grad", false, result, gradResult, axis,
+                             gradInput);
+}
+
+Status lamina::rt::logSoftmaxBackward(const Tensor &result,
+                                      const Tensor &gradResult, int64_t axis,
+                                      const Tensor &gradInput) {
+  return softmaxBackwardImpl("log_softmax_grad", true, result, gradResult,
+                             axis, gradInput);
+}
+
 Status lamina::rt::layerNorm(const Tensor &input, const Tensor &scale,
                              const Tensor *bias, int64_t axis, double epsilon,
                              const Tensor &result) {
@@ -261,6 +334,20 @@ Status lamina::rt::detail::checkNorm(const char *name, const Tensor &input,
           "x" + dtypeName(input.dtype));
   rows = numElements(input.shape, int(axis));
   n = numElements(normShape.data(), int(normShape.size()));
+  return Status::success();
+}
+
+Status lamina::rt::detail::checkSoftmaxBackward(const char *name,
+                                                const Tensor &result,
+                                                const Tensor &gradResult,
+                                                int64_t &axis,
+                                                const Tensor &gradInput) {
+  if (Status st = checkFloatAlongAxis(name, result, axis, gradInput); !st.ok())
+    return st;
+  if (gradResult.dtype != result.dtype || !sameShape(gradResult, result))
+    return Status::error(std::string(name) + ": gradient " +
+                         describe(gradResult) + " differs from result " +
+                         describe(result));
   return Status::success();
 }
 

@@ -13,8 +13,9 @@
 // * A result may alias an input (same pointer) only for: unary, binary,
 //   compare, select and fusedElementwise when the aliased operand has the
 //   result's shape and element size, reshape, cumsum, trilu, softmax,
-//   logSoftmax, layerNorm, rmsNorm (input) and scatterND (data). Other
-//   kernels need disjoint memory.
+//   logSoftmax, layerNorm, rmsNorm (input), softmaxBackward and
+//   logSoftmaxBackward (either input) and scatterND (data). Other kernels
+//   need disjoint memory.
 // * Large tensors are split over threads (setNumThreads); matmul splits
 //   its products over the same threads and runs OpenBLAS single-threaded.
 //
@@ -110,6 +111,13 @@ Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
 Status softmax(const Tensor &input, int64_t axis, const Tensor &result);
 /// x - max - log(sum exp(x - max)) along `axis`.
 Status logSoftmax(const Tensor &input, int64_t axis, const Tensor &result);
+/// The gradients of softmax and logSoftmax (graph.softmax_grad,
+/// graph.log_softmax_grad) from the forward result y and its gradient g,
+/// row sums in double: y (g - sum(g y)), and g - exp(y) sum(g).
+Status softmaxBackward(const Tensor &result, const Tensor &gradResult,
+                       int64_t axis, const Tensor &gradInput);
+Status logSoftmaxBackward(const Tensor &result, const Tensor &gradResult,
+                          int64_t axis, const Tensor &gradInput);
 
 /// (x - mean) / sqrt(var + epsilon) * scale + bias over dims axis..rank-1;
 /// scale and bias (nullptr when absent) have exactly those dims. Statistics

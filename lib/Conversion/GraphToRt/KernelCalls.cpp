@@ -186,6 +186,14 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       .Case([&](LogSoftmaxOp o) {
         return c.call("logSoftmax", {c.in(0), c.i64(o.getAxis()), c.out()});
       })
+      .Case([&](SoftmaxGradOp o) {
+        return c.call("softmaxBackward",
+                      {c.in(0), c.in(1), c.i64(o.getAxis()), c.out()});
+      })
+      .Case([&](LogSoftmaxGradOp o) {
+        return c.call("logSoftmaxBackward",
+                      {c.in(0), c.in(1), c.i64(o.getAxis()), c.out()});
+      })
       .Case([&](LayerNormOp o) {
         Attribute bias = o.getBias() ? c.in(2) : Attribute(b.getUnitAttr());
         return c.call("gen::layerNorm",
@@ -289,6 +297,8 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
     return operand == 0;
   if (isa<ScatterNDOp>(op))
     return operand == 0;
+  if (isa<SoftmaxGradOp, LogSoftmaxGradOp>(op))
+    return true;
   // Unary, binary, compare and select: elementwise with broadcasting.
   if (isa<NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, TanhOp,
           ErfOp, SigmoidOp, CosOp, SinOp, NotOp, GeluOp, AddOp, SubOp, MulOp,

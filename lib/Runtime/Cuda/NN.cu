@@ -16,6 +16,7 @@ using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
 using lamina::rt::detail::checkCrossEntropy;
 using lamina::rt::detail::checkNormBackward;
+using lamina::rt::detail::checkSoftmaxBackward;
 
 namespace {
 constexpr float kInf = __builtin_huge_valf();
@@ -40,6 +41,28 @@ __global__ void softmaxKernel(const T *x, T *y, int64_t n, int64_t inner) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float v = load(xr[i * inner]) - mx;
     yr[i * inner] = store<T>(Log ? v - s : math::exp(v) * s);
+  }
+}
+
+/// softmax / logSoftmax backward of row r of the [outer, n, inner] view:
+/// y (g - sum(g y)) or g - exp(y) sum(g). Each thread reads an element
+/// before writing it, so dx may alias y or g.
+template <typename T, bool Log>
+__global__ void softmaxBackwardKernel(const T *y, const T *g, T *dx, int64_t n,
+                                      int64_t inner) {
+  __shared__ float scratch[32];
+  int64_t r = blockIdx.x;
+  int64_t base = (r / inner) * n * inner + r % inner;
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float gv = load(g[base + i * inner]);
+    sum += Log ? gv : gv * load(y[base + i * inner]);
+  }
+  sum = blockReduce(sum, SumOp{}, 0.0f, scratch);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    int64_t k = base + i * inner;
+    float yv = load(y[k]), gv = load(g[k]);
+    dx[k] = store<T>(Log ? gv - math::exp(yv) * sum : yv * (gv - sum));
   }
 }
 
@@ -263,6 +286,28 @@ Status softmaxImpl(const char *name, bool log, const Tensor &input,
   return launched(name);
 }
 
+Status softmaxBackwardImpl(const char *name, bool log, const Tensor &result,
+                           const Tensor &grad, int64_t axis,
+                           const Tensor &gradInput, cudaStream_t stream) {
+  if (Status st = checkSoftmaxBackward(name, result, grad, axis, gradInput);
+      !st.ok())
+    return st;
+  if (!isDeviceFloat(result.dtype))
+    return unsupported(name, result);
+  int64_t outer, n, inner;
+  splitAround(result, int(axis), outer, n, inner);
+  if (result.numElements() == 0)
+    return Status::success();
+  dispatchFloat(result.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto kernel =
+        log ? softmaxBackwardKernel<T, true> : softmaxBackwardKernel<T, false>;
+    kernel<<<unsigned(outer * inner), rowThreads(n), 0, stream>>>(
+        result.as<T>(), grad.as<T>(), gradInput.as<T>(), n, inner);
+  });
+  return launched(name);
+}
+
 /// Per-row statistics for the parameter gradients, stream-ordered.
 struct Scratch {
   void *ptr = nullptr;
@@ -284,6 +329,23 @@ Status lamina::rt::cuda::logSoftmax(const Tensor &input, int64_t axis,
                                     const Tensor &result,
                                     cudaStream_t stream) {
   return softmaxImpl("log_softmax", true, input, axis, result, stream);
+}
+
+Status lamina::rt::cuda::softmaxBackward(const Tensor &result,
+                                         const Tensor &gradResult,
+                                         int64_t axis, const Tensor &gradInput,
+                                         cudaStream_t stream) {
+  return softmaxBackwardImpl("softmax_grad", false, result, gradResult, axis,
+                             gradInput, stream);
+}
+
+Status lamina::rt::cuda::logSoftmaxBackward(const Tensor &result,
+                                            const Tensor &gradResult,
+                                            int64_t axis,
+                                            const Tensor &gradInput,
+                                            cudaStream_t stream) {
+  return softmaxBackwardImpl("log_softmax_grad", true, result, gradResult,
+                             axis, gradInput, stream);
 }
 
 Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,

@@ -127,3 +127,20 @@ func.func @fused_gradients(%x: tensor<2x3x4xf32> {graph.name = "x", graph.kind =
   %dl = graph.softmax_cross_entropy_grad %x, %t, %l {ignore_index = -100 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
   return %dx, %ds, %db, %dx2, %ds2, %dl : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// The softmax gradient is one call, and may overwrite either input whose
+// storage dies there (here the incoming gradient %g's).
+// CHECK-LABEL: func.func @softmax_grad
+// CHECK: %[[G:.*]] = rt.view %{{.*}}[[[OFF:[0-9]+]]] : memref<2x4xf32>
+// CHECK: rt.call "lamina::rt::unary"
+// CHECK: %[[DX:.*]] = rt.view %{{.*}}[[[OFF]]] : memref<2x4xf32>
+// CHECK: rt.call "lamina::rt::softmaxBackward"(%{{.*}}, %[[G]], %[[DX]]) {args = [0 : index, 1 : index, 1, 2 : index]
+func.func @softmax_grad(%y: tensor<2x4xf32> {graph.name = "y", graph.kind = "input"},
+                        %x: tensor<2x4xf32> {graph.name = "x", graph.kind = "input"})
+    -> tensor<2x4xf32> attributes {graph.output_names = ["dx"]} {
+  %g = graph.exp %x : tensor<2x4xf32>
+  %dx = graph.softmax_grad %y, %g {axis = 1 : i64} : tensor<2x4xf32>
+  return %dx : tensor<2x4xf32>
+}

@@ -59,6 +59,10 @@ func.func @nn(%x: tensor<4x8x16xf32>, %w: tensor<16x32xf32>, %s: tensor<16xf32>)
   %3 = graph.matmul %2, %w : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
   %4 = graph.softmax %3 {axis = 2 : i64} : tensor<4x8x32xf32>
   %5 = graph.log_softmax %4 {axis = 1 : i64} : tensor<4x8x32xf32>
+  // CHECK: graph.softmax_grad %{{.*}}, %{{.*}} {axis = 2 : i64} : tensor<4x8x32xf32>
+  %sg = graph.softmax_grad %4, %3 {axis = 2 : i64} : tensor<4x8x32xf32>
+  // CHECK: graph.log_softmax_grad %{{.*}}, %{{.*}} {axis = 1 : i64} : tensor<4x8x32xf32>
+  %lg = graph.log_softmax_grad %5, %sg {axis = 1 : i64} : tensor<4x8x32xf32>
   // CHECK: graph.reduce_mean %{{.*}} {axes = array<i64: 2>, keepdims = true} : tensor<4x8x32xf32> -> tensor<4x8x1xf32>
   %6 = graph.reduce_mean %5 {axes = array<i64: 2>, keepdims = true} : tensor<4x8x32xf32> -> tensor<4x8x1xf32>
   %7 = graph.reduce_sum %5 {axes = array<i64: 0, 2>, keepdims = false} : tensor<4x8x32xf32> -> tensor<8xf32>

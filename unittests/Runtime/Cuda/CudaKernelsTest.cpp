@@ -113,6 +113,79 @@ TEST_F(CudaKernel, SoftmaxMatchesHost) {
       }
 }
 
+TEST_F(CudaKernel, SoftmaxBackwardMatchesHost) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  } cases[] = {{{6, 1000}, 1}, {{3, 50, 7}, 1}, {{4, 2}, 0}};
+  for (DType t : kFloatTypes)
+    for (const Case &c : cases)
+      for (bool log : {false, true}) {
+        Buf y = randomOf(t, c.shape, log ? -6 : 0, log ? 0 : 1),
+            g = randomOf(t, c.shape, -2, 2), want(t, c.shape);
+        EXPECT_OK(log ? logSoftmaxBackward(y.view(), g.view(), c.axis,
+                                           want.view())
+                      : softmaxBackward(y.view(), g.view(), c.axis,
+                                        want.view()));
+        // In place over the incoming gradient, as the lowering may plan it.
+        Dev dy(y), dg(g);
+        EXPECT_OK(log ? cu::logSoftmaxBackward(dy.view(), dg.view(), c.axis,
+                                               dg.view(), stream)
+                      : cu::softmaxBackward(dy.view(), dg.view(), c.axis,
+                                            dg.view(), stream));
+        sync();
+        EXPECT_TRUE(allClose(dg.download(), want, relFor(t), absFor(t)))
+            << dtypeName(t) << (log ? " log" : "");
+      }
+}
+
+TEST_F(CudaKernel, FusedGradientsMatchHostTwins) {
+  // The norms' backward and cross-entropy against the host kernels the
+  // lowering calls on the host (the references above check the math).
+  int64_t rows = 40, n = 300;
+  Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+      dy = randomF32({rows, n});
+  for (bool rms : {false, true}) {
+    Buf hx(DType::F32, {rows, n}), hg(DType::F32, {n}), hb(DType::F32, {n});
+    Tensor hgv = hg.view(), hbv = hb.view();
+    EXPECT_OK(rms ? rmsNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                    hx.view(), &hgv)
+                  : layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                      hx.view(), &hgv, &hbv));
+    Dev dx(x), dgm(g), ddy(dy), ddx(DType::F32, {rows, n}),
+        ddg(DType::F32, {n}), ddb(DType::F32, {n});
+    Tensor gv = ddg.view(), bv = ddb.view();
+    EXPECT_OK(rms ? cu::rmsNormBackward(dx.view(), dgm.view(), ddy.view(), 1,
+                                        1e-5, ddx.view(), &gv, stream)
+                  : cu::layerNormBackward(dx.view(), dgm.view(), ddy.view(), 1,
+                                          1e-5, ddx.view(), &gv, &bv, stream));
+    sync();
+    EXPECT_TRUE(allClose(ddx.download(), hx, 1e-4, 1e-5)) << rms;
+    EXPECT_TRUE(allClose(ddg.download(), hg, 1e-4, 1e-4)) << rms;
+    if (!rms) {
+      EXPECT_TRUE(allClose(ddb.download(), hb, 1e-4, 1e-4));
+    }
+  }
+  Buf labels(DType::I32, {rows});
+  for (int64_t r = 0; r < rows; ++r)
+    labels.data<int32_t>()[r] = r % 7 == 3 ? -100 : int32_t((r * 37) % n);
+  Buf rowGrad = randomF32({rows}), hl(DType::F32, {rows}),
+      hd(DType::F32, {rows, n});
+  EXPECT_OK(softmaxCrossEntropy(x.view(), labels.view(), -100, hl.view()));
+  EXPECT_OK(softmaxCrossEntropyBackward(x.view(), labels.view(),
+                                        rowGrad.view(), -100, hd.view()));
+  Dev dl(x), dlab(labels), drow(rowGrad), dloss(DType::F32, {rows}),
+      dgrad(DType::F32, {rows, n});
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dlab.view(), -100, dloss.view(),
+                                    stream));
+  EXPECT_OK(cu::softmaxCrossEntropyBackward(dl.view(), dlab.view(),
+                                            drow.view(), -100, dgrad.view(),
+                                            stream));
+  sync();
+  EXPECT_TRUE(allClose(dloss.download(), hl, 1e-5, 1e-6));
+  EXPECT_TRUE(allClose(dgrad.download(), hd, 1e-5, 1e-7));
+}
+
 TEST_F(CudaKernel, NormsMatchHost) {
   for (DType t : kFloatTypes)
     for (std::vector<int64_t> shape :

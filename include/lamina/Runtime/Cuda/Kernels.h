@@ -25,9 +25,9 @@
 // even on store with Math.h's conversions; f64 in f64; integers in their
 // own type, wrapping, with Math.h's division rules); data movement copies
 // 1, 2, 4 or 8-byte words. softmax, logSoftmax, the norms, matmul and the
-// fused forms (norm backward passes, softmax cross-entropy, which the host
-// lacks, and fusedElementwise) take f32, f16 and bf16 only, and say so in
-// an error.
+// fused forms (the softmax and norm backward passes, softmax
+// cross-entropy, fusedElementwise) take f32, f16 and bf16 only, and say so
+// in an error.
 //
 // Differences from the host, all documented at the function: float sums
 // reduce in another order (f32 trees, not the host's f64 or serial sums);
@@ -113,6 +113,14 @@ Status softmax(const Tensor &input, int64_t axis, const Tensor &result,
                cudaStream_t stream);
 Status logSoftmax(const Tensor &input, int64_t axis, const Tensor &result,
                   cudaStream_t stream);
+/// The host's softmaxBackward / logSoftmaxBackward from the forward result
+/// (row sums in an f32 tree).
+Status softmaxBackward(const Tensor &result, const Tensor &gradResult,
+                       int64_t axis, const Tensor &gradInput,
+                       cudaStream_t stream);
+Status logSoftmaxBackward(const Tensor &result, const Tensor &gradResult,
+                          int64_t axis, const Tensor &gradInput,
+                          cudaStream_t stream);
 
 Status layerNorm(const Tensor &input, const Tensor &scale, const Tensor *bias,
                  int64_t axis, double epsilon, const Tensor &result,

@@ -66,6 +66,8 @@ PER_ELEMENT(LessEqualOp, 1)
 PER_ELEMENT(SelectOp, 1)
 PER_ELEMENT(SoftmaxOp, 5)    // max, subtract, exp, sum, divide
 PER_ELEMENT(LogSoftmaxOp, 5) // max, subtract, exp, sum, subtract log
+PER_ELEMENT(SoftmaxGradOp, 4)    // multiply, sum, subtract, multiply
+PER_ELEMENT(LogSoftmaxGradOp, 4) // sum, exp, multiply, subtract
 PER_ELEMENT(LayerNormOp, 8)  // mean, centre, square, mean, scale, shift...
 PER_ELEMENT(RMSNormOp, 5)    // square, mean, scale, weight
 PER_ELEMENT(CumSumOp, 1)

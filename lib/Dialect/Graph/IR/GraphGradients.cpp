@@ -314,24 +314,22 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   return success();
 }
 
-// dx = y (g - sum(g y)) along the axis.
+// dx = y (g - sum(g y)) along the axis, one fused op (graph.softmax_grad).
 LogicalResult SoftmaxOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                         SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
-  Value g = gradients[0], y = getResult();
-  Value s = gb.reduceSum(gb.mul(g, y), {int64_t(getAxis())}, true);
-  out.push_back(gb.mul(y, gb.sub(g, s)));
+  out.push_back(SoftmaxGradOp::create(gb.b, getResult(), gradients[0],
+                                      getAxisAttr()));
   return success();
 }
 
-// dx = g - softmax(x) sum(g), with softmax(x) = exp(y).
+// dx = g - softmax(x) sum(g), with softmax(x) = exp(y): graph.log_softmax_grad.
 LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &builder,
                                            ValueRange gradients,
                                            SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
-  Value g = gradients[0], y = getResult();
-  Value s = gb.reduceSum(g, {int64_t(getAxis())}, true);
-  out.push_back(gb.sub(g, gb.mul(ExpOp::create(gb.b, y), s)));
+  out.push_back(LogSoftmaxGradOp::create(gb.b, getResult(), gradients[0],
+                                         getAxisAttr()));
   return success();
 }
 

@@ -263,6 +263,12 @@ template <typename Op> static LogicalResult verifySoftmax(Op op) {
 }
 LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+LogicalResult SoftmaxGradOp::verify() {
+  return verifyAxis(*this, getAxis(), getResult().getType().getRank());
+}
+LogicalResult LogSoftmaxGradOp::verify() {
+  return verifyAxis(*this, getAxis(), getResult().getType().getRank());
+}
 
 /// Scale and bias of a normalisation cover the dims from `axis` on.
 static LogicalResult verifyNormParam(Operation *op, RankedTensorType input,

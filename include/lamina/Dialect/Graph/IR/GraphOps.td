@@ -221,6 +221,23 @@ def Graph_SoftmaxOp : Graph_SoftmaxBase<"softmax", "Softmax along one axis">;
 def Graph_LogSoftmaxOp
     : Graph_SoftmaxBase<"log_softmax", "Log-softmax along one axis">;
 
+// The backward ops below, like the norms' and cross-entropy's, are built by
+// graph-autodiff so that every backend runs one kernel per gradient.
+class Graph_SoftmaxGradBase<string mnemonic, string desc>
+    : Graph_Op<mnemonic, [Pure, AllTypesMatch<["result", "grad_result",
+                                               "grad_input"]>]> {
+  let summary = desc;
+  let arguments = (ins Graph_FloatTensor:$result,
+                       Graph_FloatTensor:$grad_result, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$grad_input);
+  let assemblyFormat = "$result `,` $grad_result attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+def Graph_SoftmaxGradOp : Graph_SoftmaxGradBase<"softmax_grad",
+    "The gradient of graph.softmax from its result: y (g - sum(g y))">;
+def Graph_LogSoftmaxGradOp : Graph_SoftmaxGradBase<"log_softmax_grad",
+    "The gradient of graph.log_softmax from its result: g - exp(y) sum(g)">;
+
 def Graph_LayerNormOp : Graph_Op<"layer_norm",
     [Pure, AllTypesMatch<["input", "result"]>, Graph_Differentiable]> {
   let summary = "Layer normalisation over the trailing dimensions from `axis`";
@@ -253,7 +270,7 @@ def Graph_RMSNormOp : Graph_Op<"rms_norm",
 
 // The fused backward and loss ops below are what graph-autodiff and
 // graph-add-loss build, so every backend runs one kernel (a row per thread
-// block on a GPU) instead of the dozen elementwise and reduction ops the
+// block on a GPU) instead of the several elementwise and reduction ops the
 // same math decomposes into.
 
 def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad",
