@@ -386,9 +386,9 @@ void runStep(const FusedStep &st, FusedRegs &r, int out, int64_t n,
 }
 
 /// r[0..n) = input k at the result's elements [o, o+n) (row-major over the
-/// plan's collapsed shape): one copy or fill per row piece, so a block
-/// spans rows and short rows (a bias of 32) do not shrink the blocks the
-/// steps run on.
+/// plan's collapsed shape), widened to f32: one copy or fill per row piece,
+/// so a block spans rows and short rows (a bias of 32) do not shrink the
+/// blocks the steps run on. T is the input's own element type.
 template <typename T>
 void gatherBlock(const BroadcastPlan &p, int k, const T *x, bool dense,
                  int64_t o, int64_t n, float *r) {
@@ -418,6 +418,18 @@ void gatherBlock(const BroadcastPlan &p, int k, const T *x, bool dense,
   }
 }
 
+/// gatherBlock on input k's element type (switched once per block).
+void gatherInput(const BroadcastPlan &p, int k, const Tensor &in, bool dense,
+                 int64_t o, int64_t n, float *r) {
+  switch (in.dtype) {
+  case DType::F16: return gatherBlock(p, k, in.as<Half>(), dense, o, n, r);
+  case DType::BF16:
+    return gatherBlock(p, k, in.as<BFloat16>(), dense, o, n, r);
+  default: return gatherBlock(p, k, in.as<float>(), dense, o, n, r);
+  }
+}
+
+/// T is the result's element type; each input has its own (checkFused).
 template <typename T>
 void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
               const FusedStep *steps, int numSteps, const int *powConstant,
@@ -446,7 +458,7 @@ void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
     for (int64_t b = begin; b < end; ++b) {
       int64_t o = b * kFusedBlock, n = std::min(kFusedBlock, total - o);
       for (int k = 0; k < numInputs; ++k)
-        gatherBlock(p, k, inputs[k].as<T>(), dense[k], o, n, r[k]);
+        gatherInput(p, k, inputs[k], dense[k], o, n, r[k]);
       for (int s = 0; s < numSteps; ++s)
         runStep(steps[s], r, numInputs + s, n, powConstant[s]);
       const float *y = r[numInputs + numSteps - 1];
@@ -473,14 +485,17 @@ Status lamina::rt::detail::checkFused(const Tensor *inputs, int numInputs,
     return Status::error("fused_elementwise: needs 1.." +
                          std::to_string(kMaxFusedInputs) + " inputs and 1.." +
                          std::to_string(kMaxFusedSteps) + " steps");
-  if (result.dtype != DType::F32 && result.dtype != DType::F16 &&
-      result.dtype != DType::BF16)
-    return Status::error("fused_elementwise: " + describe(result) +
+  auto kernelFloat = [](DType t) {
+    return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  };
+  if (!kernelFloat(result.dtype))
+    return Status::error("fused_elementwise: result " + describe(result) +
                          " is not supported (f32, f16, bf16 only)");
+  // Each input its own float type, widened to f32 on load.
   for (int k = 0; k < numInputs; ++k)
-    if (inputs[k].dtype != result.dtype)
+    if (!kernelFloat(inputs[k].dtype))
       return Status::error("fused_elementwise: input " + describe(inputs[k]) +
-                           " does not broadcast to " + describe(result));
+                           " is not supported (f32, f16, bf16 only)");
   for (int s = 0; s < numSteps; ++s) {
     const FusedStep &st = steps[s];
     int defined = numInputs + s;

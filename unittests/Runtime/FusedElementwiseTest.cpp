@@ -2,7 +2,8 @@
 //
 // fusedElementwise must compute what the same unary/binary kernels compute
 // one by one: bit for bit in f32 (the same Math.h functions, f32 between
-// steps), and for f16/bf16 the f32 chain rounded once at the end.
+// steps), and for f16/bf16 the f32 chain rounded once at the end; inputs
+// of mixed float types as their casts to f32 then the f32 ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -187,6 +188,55 @@ TEST(RuntimeFused, HalfTypesStayFloatBetweenSteps) {
   }
 }
 
+/// A buffer of type t (f32, f16 or bf16) with random values.
+Buf randomFloat(DType t, std::vector<int64_t> shape) {
+  Buf f = randomF32(shape, -3, 3);
+  if (t == DType::F32)
+    return f;
+  Buf b(t, std::move(shape));
+  EXPECT_OK(cast(f.view(), b.view()));
+  return b;
+}
+
+TEST(RuntimeFused, MixedInputTypesEqualCastsAndOpsOneByOne) {
+  // What graph-fuse-elementwise makes of cast(f32 chain(cast(x), b, cast(h))):
+  // inputs of their own types, the f32 chain, one rounding on store. It
+  // must equal the casts and f32 ops run one by one, bit for bit, for
+  // every result type; the f32 input is dense, broadcast or a scalar.
+  const DType types[] = {DType::F32, DType::F16, DType::BF16};
+  std::vector<FusedStep> steps = {bin(BinaryOp::Mul, 0, 1),
+                                  bin(BinaryOp::Add, 4, 2),
+                                  un(UnaryOp::Exp, 5),
+                                  bin(BinaryOp::Sub, 6, 3),
+                                  un(UnaryOp::GeluTanh, 7)};
+  for (std::vector<int64_t> bShape : {std::vector<int64_t>{10, 6},
+                                      std::vector<int64_t>{6},
+                                      std::vector<int64_t>{1}})
+    for (DType tx : types)
+      for (DType th : types)
+        for (DType tr : types) {
+          Buf x = randomFloat(tx, {10, 6}), b = randomF32(bShape),
+              h = randomFloat(th, {10, 1}), c = randomFloat(DType::BF16, {6});
+          Tensor ins[] = {x.view(), b.view(), h.view(), c.view()};
+          Buf fused(tr, {10, 6});
+          EXPECT_OK(fusedElementwise(ins, 4, steps.data(), int(steps.size()),
+                                     fused.view()));
+          // Op by op: widen with cast, the f32 ops, narrow with cast.
+          std::vector<Buf> wide;
+          for (Buf *in : {&x, &b, &h, &c}) {
+            Buf w(DType::F32, in->shape);
+            EXPECT_OK(cast(in->view(), w.view()));
+            wide.push_back(std::move(w));
+          }
+          Buf chain = opByOp(std::move(wide), steps);
+          Buf want(tr, {10, 6});
+          EXPECT_OK(cast(chain.view(), want.view()));
+          EXPECT_EQ(fused.bytes, want.bytes)
+              << dtypeName(tx) << " x, " << dtypeName(th) << " h -> "
+              << dtypeName(tr) << ", b of " << bShape.size() << " dims";
+        }
+}
+
 TEST(RuntimeFused, RejectsWhatTheDeviceRejects) {
   Buf a = randomF32({4}), r(DType::F32, {4});
   Tensor ins[] = {a.view(), a.view(), a.view(), a.view(), a.view()};
@@ -204,10 +254,17 @@ TEST(RuntimeFused, RejectsWhatTheDeviceRejects) {
   EXPECT_ERROR(fusedElementwise(ins, 1, notOp, 1, r.view()), "unsupported op");
   FusedStep andOp[] = {bin(BinaryOp::And, 0, 0)};
   EXPECT_ERROR(fusedElementwise(ins, 1, andOp, 1, r.view()), "unsupported op");
+  // Inputs of another float type than the result are widened; others are
+  // not kernel types.
   Buf h(DType::F16, {4});
   Tensor mixed[] = {h.view()};
-  EXPECT_ERROR(fusedElementwise(mixed, 1, ok, 1, r.view()),
-               "does not broadcast");
+  EXPECT_OK(fusedElementwise(mixed, 1, ok, 1, r.view()));
+  Buf d(DType::F64, {4}), i4(DType::I32, {4});
+  Tensor f64In[] = {d.view()}, intIn[] = {i4.view()};
+  EXPECT_ERROR(fusedElementwise(f64In, 1, ok, 1, r.view()),
+               "is not supported");
+  EXPECT_ERROR(fusedElementwise(intIn, 1, ok, 1, r.view()),
+               "is not supported (f32, f16, bf16 only)");
   Buf wide = randomF32({5});
   Tensor wrong[] = {wide.view()};
   EXPECT_ERROR(fusedElementwise(wrong, 1, ok, 1, r.view()),

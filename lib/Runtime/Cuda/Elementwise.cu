@@ -97,6 +97,7 @@ __global__ void binaryBroadcastKernel(BinaryOp op, const T *a, Dims da,
 
 struct FusedArgs {
   const void *in[kMaxFusedInputs];
+  DType type[kMaxFusedInputs]; ///< each input's own: f32, f16 or bf16
   Dims dims[kMaxFusedInputs];
   FusedStep steps[kMaxFusedSteps];
   int numInputs, numSteps;
@@ -107,9 +108,20 @@ __global__ void fusedKernel(FusedArgs args, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float r[kMaxFusedInputs + kMaxFusedSteps];
-    for (int k = 0; k < args.numInputs; ++k)
-      r[k] = load(static_cast<const T *>(args.in[k])[stridedOffset(
-          i, args.dims[k])]);
+    for (int k = 0; k < args.numInputs; ++k) {
+      // Widened to f32 on load; the type is uniform over the grid, so the
+      // switch does not diverge.
+      int64_t j = stridedOffset(i, args.dims[k]);
+      switch (args.type[k]) {
+      case DType::F16:
+        r[k] = load(static_cast<const Half *>(args.in[k])[j]);
+        break;
+      case DType::BF16:
+        r[k] = load(static_cast<const BFloat16 *>(args.in[k])[j]);
+        break;
+      default: r[k] = static_cast<const float *>(args.in[k])[j];
+      }
+    }
     for (int s = 0; s < args.numSteps; ++s) {
       const FusedStep &st = args.steps[s];
       r[args.numInputs + s] =
@@ -219,6 +231,7 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
       return Status::error("fused_elementwise: input " + describe(inputs[k]) +
                            " does not broadcast to " + describe(result));
     args.in[k] = inputs[k].data;
+    args.type[k] = inputs[k].dtype;
   }
   for (int s = 0; s < numSteps; ++s)
     args.steps[s] = steps[s];

@@ -1,9 +1,10 @@
 //===- CudaElementwiseTest.cpp - integer/f64 arithmetic, logic, compare ---===//
 //
-// The device unary/binary on integer, f64 and i1 types, compare, select and
-// cast between every pair of types, each against the host kernel on the
-// same random inputs. Integer results and casts must be bit-identical (a
-// NaN may carry another payload).
+// The device unary/binary on integer, f64 and i1 types, compare, select,
+// cast between every pair of types and the fused chain on mixed float
+// inputs, each against the host kernel on the same random inputs. Integer
+// results and casts must be bit-identical (a NaN may carry another
+// payload).
 //
 //===----------------------------------------------------------------------===//
 
@@ -261,6 +262,33 @@ TEST_F(CudaKernel, CastBetweenAllTypesMatchesHost) {
     }
 }
 
+TEST_F(CudaKernel, FusedMixedInputTypesMatchHost) {
+  // graph-fuse-elementwise's absorbed casts: each input its own float type
+  // (widened on load), the result any of them (one rounding on store).
+  // x [32, 96] and h [32, 1] of every type, an f32 bias [96], a bf16 scalar.
+  const DType types[] = {DType::F32, DType::F16, DType::BF16};
+  cu::FusedStep steps[] = {{true, uint8_t(BinaryOp::Mul), 0, 1},
+                           {true, uint8_t(BinaryOp::Add), 4, 2},
+                           {false, uint8_t(UnaryOp::Tanh), 5, 0},
+                           {true, uint8_t(BinaryOp::Sub), 6, 3}};
+  for (DType tx : types)
+    for (DType th : types)
+      for (DType tr : types) {
+        Buf x = randomOf(tx, {32, 96}), b = randomF32({96}),
+            h = randomOf(th, {32, 1}), c = randomOf(DType::BF16, {1});
+        Tensor hostIns[] = {x.view(), b.view(), h.view(), c.view()};
+        Buf want(tr, {32, 96});
+        EXPECT_OK(fusedElementwise(hostIns, 4, steps, 4, want.view()));
+        Dev dx(x), db(b), dh(h), dc(c), dout(tr, {32, 96});
+        Tensor ins[] = {dx.view(), db.view(), dh.view(), dc.view()};
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 4, dout.view(), stream));
+        sync();
+        EXPECT_TRUE(allClose(dout.download(), want, relFor(tr), absFor(tr)))
+            << dtypeName(tx) << " x, " << dtypeName(th) << " h -> "
+            << dtypeName(tr);
+      }
+}
+
 TEST_F(CudaKernel, IntegerAndF64ReduceMatchHost) {
   std::vector<int64_t> shape = {4, 5, 6};
   struct Case {
@@ -333,6 +361,10 @@ TEST(CudaChecks, ElementwiseChecksMatchHost) {
   EXPECT_ERROR(cu::select(f, f, f, f, s), "condition must be i1");
   EXPECT_ERROR(cu::select(b, f, i, f, s), "operand types differ");
   EXPECT_ERROR(cu::cast(f, ft, s), "has another shape");
+  // fusedElementwise: inputs of any kernel float type, nothing else.
+  cu::FusedStep exp[] = {{false, uint8_t(UnaryOp::Exp), 0, 0}};
+  EXPECT_ERROR(cu::fusedElementwise(&i, 1, exp, 1, f, s),
+               "is not supported (f32, f16, bf16 only)");
   int64_t axis = 0;
   EXPECT_ERROR(cu::reduce(ReduceOp::Sum, b, &axis, 1, true, b, s),
                "only max is defined on i1");

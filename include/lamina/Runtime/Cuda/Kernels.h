@@ -87,7 +87,8 @@ Status select(const Tensor &condition, const Tensor &lhs, const Tensor &rhs,
 Status cast(const Tensor &input, const Tensor &result, cudaStream_t stream);
 
 /// The host's fused chain (Kernels.h: FusedStep, kMaxFusedInputs,
-/// kMaxFusedSteps), same contract: values stay f32 between steps.
+/// kMaxFusedSteps), same contract: inputs of any of f32/f16/bf16 widened
+/// on load, values f32 between steps, one rounding to the result's type.
 using ::lamina::rt::FusedStep;
 using ::lamina::rt::kMaxFusedInputs;
 using ::lamina::rt::kMaxFusedSteps;
