@@ -115,13 +115,25 @@ template <typename T> std::vector<float> widen(const Tensor &t) {
 }
 } // namespace
 
+Status lamina::rt::detail::checkMatMulTypes(const Tensor &lhs,
+                                            const Tensor &rhs,
+                                            const Tensor &result) {
+  bool narrow = lhs.dtype == DType::F16 || lhs.dtype == DType::BF16;
+  bool resultOk = result.dtype == lhs.dtype ||
+                  (narrow && result.dtype == DType::F32);
+  if (lhs.dtype != rhs.dtype || !resultOk || !isFloat(lhs.dtype))
+    return Status::error("matmul: needs one float type (or f16/bf16 "
+                         "operands and an f32 result), got " +
+                         describe(lhs) + ", " + describe(rhs) + " -> " +
+                         describe(result));
+  return Status::success();
+}
+
 Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
                           const Tensor &result, bool transposeLhs,
                           bool transposeRhs) {
-  if (lhs.dtype != rhs.dtype || lhs.dtype != result.dtype ||
-      !isFloat(lhs.dtype))
-    return Status::error("matmul: needs one float type, got " + describe(lhs) +
-                         ", " + describe(rhs) + " -> " + describe(result));
+  if (Status s = checkMatMulTypes(lhs, rhs, result); !s.ok())
+    return s;
   if (lhs.rank < 2 || rhs.rank < 2)
     return Status::error("matmul: operands need rank >= 2, got " +
                          describe(lhs) + ", " + describe(rhs));
@@ -172,6 +184,8 @@ Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
         std::vector<float> a = widen<T>(lhs), b = widen<T>(rhs);
+        if (result.dtype == DType::F32) // the accumulator, unrounded
+          return matmulT(a.data(), b.data(), result.as<float>(), p);
         std::vector<float> c(result.numElements());
         matmulT(a.data(), b.data(), c.data(), p);
         T *y = result.as<T>();

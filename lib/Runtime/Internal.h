@@ -165,6 +165,10 @@ Status checkCrossEntropy(const char *name, const Tensor &logits,
 Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,
                    bool keepdims, const Tensor &result,
                    std::vector<bool> &reduced);
+/// matmul's element types: one float type, or f16/bf16 operands with an
+/// f32 result (the accumulator stored unrounded).
+Status checkMatMulTypes(const Tensor &lhs, const Tensor &rhs,
+                        const Tensor &result);
 /// gather's index type, axis (normalised in place) and result shape.
 Status checkGather(const Tensor &data, const Tensor &indices, int64_t &axis,
                    const Tensor &result);
@@ -281,9 +285,9 @@ Status checkConcat(const Tensor *inputs, int numInputs, int64_t &axis,
                    const Tensor &result);
 Status checkTrilu(const Tensor &input, const Tensor &result);
 
-/// fusedElementwise's checks (counts, f32/f16/bf16, one element type,
-/// registers defined before use, known ops), shared with the device kernel;
-/// broadcasting is checked where each plans it.
+/// fusedElementwise's checks (counts, every input and the result f32, f16
+/// or bf16, each its own, registers defined before use, known ops), shared
+/// with the device kernel; broadcasting is checked where each plans it.
 Status checkFused(const Tensor *inputs, int numInputs, const FusedStep *steps,
                   int numSteps, const Tensor &result);
 

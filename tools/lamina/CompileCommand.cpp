@@ -576,6 +576,8 @@ int runCompile() {
   }
   toRt.addPass(graph::createGraphFuseGelu());
   // Last on the graph: after autodiff and autocast (no gradient rule).
+  if (precision != "f32")
+    toRt.addPass(graph::createGraphFoldMatMulCasts());
   toRt.addPass(graph::createGraphFuseElementwise());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))

@@ -74,6 +74,18 @@ TEST(RuntimeMatmul, OtherTypesAndEdges) {
         EXPECT_EQ(fromBits(r.data<uint16_t>()[2 * i + j]),
                   fromBits(toBits(want)));
       }
+    // An f32 result stores the f32 product unrounded; a narrow result of
+    // another type than f32 is an error.
+    Buf wide(DType::F32, {2, 3, 2});
+    h.data<uint16_t>()[1] = toBits(1.0f / 3.0f);
+    EXPECT_OK(matmul(h.view(), w.view(), wide.view()));
+    EXPECT_OK(matmul(h.view(), w.view(), r.view()));
+    float hx = fromBits(h.data<uint16_t>()[1]);
+    EXPECT_EQ(wide.data<float>()[0], hv[0] * wv[0] + hx * wv[2]);
+    for (int e = 0; e < 12; ++e)
+      EXPECT_EQ(toBits(wide.data<float>()[e]), r.data<uint16_t>()[e]) << e;
+    Buf f64r(DType::F64, {2, 3, 2});
+    EXPECT_ERROR(matmul(h.view(), w.view(), f64r.view()), "f32 result");
   }
   Buf ek(DType::F32, {2, 0}), ek2(DType::F32, {0, 3});
   Buf zeros = f32({2, 3}, {1, 1, 1, 1, 1, 1});

@@ -74,10 +74,13 @@ Status select(const Tensor &condition, const Tensor &lhs, const Tensor &rhs,
 
 /// A fused elementwise chain: registers r0..r(numInputs-1) hold the inputs
 /// (each broadcast to `result`), step i writes register numInputs + i, and
-/// the last step's register is stored into `result`. All tensors share one
-/// float type (f32, f16 or bf16); values stay in f32 between steps (no
-/// rounding to f16/bf16 in between, unlike the same ops run one by one).
-/// The CUDA twin (Cuda/Kernels.h) has the same contract.
+/// the last step's register is stored into `result`. Each input and the
+/// result is f32, f16 or bf16, independently: inputs are widened to f32 on
+/// load, values stay in f32 between steps (no rounding to f16/bf16 in
+/// between, unlike the same ops run one by one) and the last register is
+/// rounded once to the result's type. So cast-to-f32 inputs and a final
+/// cast from f32 are exact when fused. The CUDA twin (Cuda/Kernels.h) has
+/// the same contract.
 struct FusedStep {
   bool isBinary;
   uint8_t op;       ///< a UnaryOp (not Not) or BinaryOp (Add..Max)
@@ -103,7 +106,8 @@ Status cast(const Tensor &input, const Tensor &result);
 /// operands rank >= 2 and the same float type. With transposeLhs the lhs is
 /// stored as [..., k, m], with transposeRhs the rhs as [..., n, k] (what a
 /// graph.transpose of the last two dims feeding the matmul would make).
-/// OpenBLAS sgemm/dgemm (f16 and bf16 go through f32 copies).
+/// OpenBLAS sgemm/dgemm (f16 and bf16 go through f32 copies); f16/bf16
+/// operands may have an f32 result, the f32 product unrounded.
 Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
               bool transposeLhs = false, bool transposeRhs = false);
 

@@ -29,6 +29,8 @@
 #include <memory>
 #include <mutex>
 
+using lamina::rt::detail::checkMatMulTypes;
+
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
@@ -81,7 +83,7 @@ uint32_t alignmentOf(const void *p) {
 /// the transposes but are listed so the key is literally the layouts'.
 struct PlanKey {
   int device;
-  DType dtype;
+  DType dtype, resultType; // f16/bf16 operands may have an f32 result
   int64_t m, n, k;
   bool tl, tr;
   int32_t batch;
@@ -91,7 +93,8 @@ struct PlanKey {
   uint32_t alignRhs, alignLhs, alignC;
 
   auto tie() const {
-    return std::make_tuple(device, int(dtype), m, n, k, tl, tr, batch,
+    return std::make_tuple(device, int(dtype), int(resultType), m, n, k, tl,
+                           tr, batch,
                            strideL, strideR, strideC, ldRhs, ldLhs, ldC,
                            workspaceBytes, alignRhs, alignLhs, alignC);
   }
@@ -183,7 +186,8 @@ Status makePlan(cublasLtHandle_t h, const PlanKey &key, Plan &p) {
                         key.batch, key.strideL);
       !s.ok())
     return s;
-  if (Status s = layout(p.c, type, n, m, key.ldC, key.batch, key.strideC);
+  if (Status s = layout(p.c, cudaType(key.resultType), n, m, key.ldC,
+                        key.batch, key.strideC);
       !s.ok())
     return s;
 
@@ -222,7 +226,8 @@ Status makePlan(cublasLtHandle_t h, const PlanKey &key, Plan &p) {
     }
   return Status::error(
       "matmul: cuBLASLt has no algorithm for " +
-      std::string(dtypeName(key.dtype)) + " m=" + std::to_string(m) +
+      std::string(dtypeName(key.dtype)) + " -> " + dtypeName(key.resultType) +
+      " m=" + std::to_string(m) +
       " n=" + std::to_string(n) + " k=" + std::to_string(k) +
       " batch=" + std::to_string(key.batch) + (key.tl ? " lhs^T" : "") +
       (key.tr ? " rhs^T" : "") + " within " + std::to_string(ws) +
@@ -289,7 +294,7 @@ Status releaseWorkspace(Workspace &w, cudaStream_t stream) {
 struct Call {
   cublasLtHandle_t h;
   int device;
-  DType dtype;
+  DType dtype, resultType;
   void *workspace; // null: run without one
   cudaStream_t stream;
 };
@@ -301,6 +306,7 @@ Status gemm(const Call &call, const void *lhs, const void *rhs, void *result,
             int64_t strideL, int64_t strideR, int64_t strideC) {
   PlanKey key{call.device,
               call.dtype,
+              call.resultType,
               m,
               n,
               k,
@@ -362,7 +368,8 @@ Status enqueue(const Call &call, const Tensor &lhs, const Tensor &rhs,
                     broadcastOffset(b, batchShape, batchRank, ls) * m * k * es;
     const char *r = static_cast<const char *>(rhs.data) +
                     broadcastOffset(b, batchShape, batchRank, rs) * k * n * es;
-    char *c = static_cast<char *>(result.data) + b * m * n * es;
+    char *c = static_cast<char *>(result.data) +
+              b * m * n * result.elementSize();
     if (Status s = gemm(call, l, r, c, m, n, k, transposeLhs, transposeRhs, 1,
                         0, 0, 0);
         !s.ok())
@@ -375,8 +382,9 @@ Status enqueue(const Call &call, const Tensor &lhs, const Tensor &rhs,
 Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
                                 const Tensor &result, bool transposeLhs,
                                 bool transposeRhs, cudaStream_t stream) {
-  if (lhs.rank < 2 || rhs.rank < 2 || lhs.dtype != rhs.dtype ||
-      lhs.dtype != result.dtype || !isDeviceFloat(lhs.dtype))
+  if (Status s = checkMatMulTypes(lhs, rhs, result); !s.ok())
+    return s;
+  if (lhs.rank < 2 || rhs.rank < 2 || !isDeviceFloat(lhs.dtype))
     return Status::error("matmul: needs rank >= 2 operands of one float type "
                          "(f32, f16, bf16 on CUDA), got " +
                          describe(lhs) + " x " + describe(rhs) + " -> " +
@@ -417,7 +425,7 @@ Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
   Workspace *ws = nullptr;
   if (Status s = acquireWorkspace(device, stream, ws); !s.ok())
     return s;
-  Call call{h, device, lhs.dtype, ws->ptr, stream};
+  Call call{h, device, lhs.dtype, result.dtype, ws->ptr, stream};
   Status s = enqueue(call, lhs, rhs, result, transposeLhs, transposeRhs, m, n,
                      k, batchShape, batchRank);
   // Recorded even after a failed call: earlier calls of this matmul may have

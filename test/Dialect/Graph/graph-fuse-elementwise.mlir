@@ -152,3 +152,105 @@ func.func @single(%x: tensor<8xf32>) -> tensor<8xf32> {
   %0 = graph.add %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+// Float casts at the boundary of an f32 chain are absorbed, exactly: the
+// kernel widens each input to f32 on load (bf16/f16 -> f32 is exact, so a
+// widening cast is the identity on the registers), computes every step in
+// f32 as the f32 ops do one by one, and rounds the last register once on
+// store, to nearest even as graph.cast does. So the fused op computes bit
+// for bit what cast, the f32 ops and the final cast compute one by one.
+// Here matmul(bf16) -> cast f32 -> add bias -> gelu -> cast bf16: the
+// bf16 value is an input as it is, the result is bf16.
+// CHECK-LABEL: func.func @casts_at_the_boundary
+// CHECK-SAME: (%[[M:.*]]: tensor<4x8xbf16>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NOT: graph.cast
+// CHECK: %[[R:.*]] = graph.fused_elementwise %[[M]], %[[B]] {lhs = array<i64: 0, 2>, ops = ["add", "gelu"], rhs = array<i64: 1, -1>}
+// CHECK-SAME: (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: return %[[R]]
+func.func @casts_at_the_boundary(%m: tensor<4x8xbf16>, %b: tensor<8xf32>) -> tensor<4x8xbf16> {
+  %0 = graph.cast %m : tensor<4x8xbf16> to tensor<4x8xf32>
+  %1 = graph.add %0, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %2 = graph.gelu %1 : tensor<4x8xf32>
+  %3 = graph.cast %2 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %3 : tensor<4x8xbf16>
+}
+
+// -----
+
+// One real step is enough when a cast goes with it: add -> cast bf16 (a
+// narrowing root), and cast f32 -> div (a widening input, here f16, and an
+// f32 result). Two widened uses of one value are one input.
+// CHECK-LABEL: func.func @one_step_and_a_cast
+// CHECK: %[[A:.*]] = graph.fused_elementwise %{{.*}}, %{{.*}} {lhs = array<i64: 0>, ops = ["add"], rhs = array<i64: 1>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xbf16>
+// CHECK: %[[D:.*]] = graph.fused_elementwise %{{.*}}, %{{.*}} {lhs = array<i64: 0>, ops = ["div"], rhs = array<i64: 1>} : (tensor<8xf16>, tensor<1xf32>) -> tensor<8xf32>
+// CHECK: %[[T:.*]] = graph.fused_elementwise %{{.*}} {lhs = array<i64: 0>, ops = ["mul"], rhs = array<i64: 0>} : (tensor<8xbf16>) -> tensor<8xf32>
+// CHECK-NOT: graph.cast
+// CHECK: return %[[A]], %[[D]], %[[T]]
+func.func @one_step_and_a_cast(%x: tensor<8xf32>, %y: tensor<8xf32>, %h: tensor<8xf16>, %s: tensor<1xf32>, %z: tensor<8xbf16>) -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  %0 = graph.add %x, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %1 = graph.cast %0 : tensor<8xf32> to tensor<8xbf16>
+  %2 = graph.cast %h : tensor<8xf16> to tensor<8xf32>
+  %3 = graph.div %2, %s : (tensor<8xf32>, tensor<1xf32>) -> tensor<8xf32>
+  %4 = graph.cast %z : tensor<8xbf16> to tensor<8xf32>
+  %5 = graph.cast %z : tensor<8xbf16> to tensor<8xf32>
+  %6 = graph.mul %4, %5 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %1, %3, %6 : tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A narrowing cast in the middle is not absorbed (fused, the chain would
+// skip its rounding): it roots the group below it, and the widening cast
+// after it is absorbed above, reading its bf16 result as an input.
+// CHECK-LABEL: func.func @narrowing_in_the_middle
+// CHECK: %[[N:.*]] = graph.fused_elementwise %{{.*}} {lhs = array<i64: 0>, ops = ["exp"], rhs = array<i64: -1>} : (tensor<8xf32>) -> tensor<8xbf16>
+// CHECK: %[[R:.*]] = graph.fused_elementwise %[[N]] {lhs = array<i64: 0>, ops = ["neg"], rhs = array<i64: -1>} : (tensor<8xbf16>) -> tensor<8xf32>
+// CHECK-NOT: graph.cast
+// CHECK: return %[[R]]
+func.func @narrowing_in_the_middle(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = graph.exp %x : tensor<8xf32>
+  %1 = graph.cast %0 : tensor<8xf32> to tensor<8xbf16>
+  %2 = graph.cast %1 : tensor<8xbf16> to tensor<8xf32>
+  %3 = graph.neg %2 : tensor<8xf32>
+  return %3 : tensor<8xf32>
+}
+
+// -----
+
+// A narrowing cast with another user stays: the chain below it is fused
+// into an f32 result, and the cast reads that.
+// CHECK-LABEL: func.func @narrowing_with_two_users
+// CHECK: %[[F:.*]] = graph.fused_elementwise %{{.*}} {lhs = array<i64: 0, 1>, ops = ["exp", "neg"], rhs = array<i64: -1, -1>} : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: %[[C:.*]] = graph.cast %[[F]] : tensor<8xf32> to tensor<8xbf16>
+// CHECK: return %[[F]], %[[C]]
+func.func @narrowing_with_two_users(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xbf16>) {
+  %0 = graph.exp %x : tensor<8xf32>
+  %1 = graph.neg %0 : tensor<8xf32>
+  %2 = graph.cast %1 : tensor<8xf32> to tensor<8xbf16>
+  return %1, %2 : tensor<8xf32>, tensor<8xbf16>
+}
+
+// -----
+
+// A bf16 chain is fused as before and gets no casts: the widening cast
+// of its result and the narrowing cast of its input stay (absorbing them
+// would change the type its steps compute in). A group of casts alone is
+// not fused.
+// CHECK-LABEL: func.func @bf16_chain_untouched
+// CHECK: %[[N:.*]] = graph.cast %{{.*}} : tensor<8xf32> to tensor<8xbf16>
+// CHECK: %[[F:.*]] = graph.fused_elementwise %[[N]], %{{.*}} {lhs = array<i64: 0, 2>, ops = ["add", "exp"], rhs = array<i64: 1, -1>} : (tensor<8xbf16>, tensor<8xbf16>) -> tensor<8xbf16>
+// CHECK: %[[W:.*]] = graph.cast %[[F]] : tensor<8xbf16> to tensor<8xf32>
+// CHECK: %[[C1:.*]] = graph.cast %{{.*}} : tensor<8xbf16> to tensor<8xf32>
+// CHECK: %[[C2:.*]] = graph.cast %[[C1]] : tensor<8xf32> to tensor<8xf16>
+// CHECK: return %[[W]], %[[C2]]
+func.func @bf16_chain_untouched(%x: tensor<8xf32>, %y: tensor<8xbf16>) -> (tensor<8xf32>, tensor<8xf16>) {
+  %0 = graph.cast %x : tensor<8xf32> to tensor<8xbf16>
+  %1 = graph.add %0, %y : (tensor<8xbf16>, tensor<8xbf16>) -> tensor<8xbf16>
+  %2 = graph.exp %1 : tensor<8xbf16>
+  %3 = graph.cast %2 : tensor<8xbf16> to tensor<8xf32>
+  %4 = graph.cast %y : tensor<8xbf16> to tensor<8xf32>
+  %5 = graph.cast %4 : tensor<8xf32> to tensor<8xf16>
+  return %3, %5 : tensor<8xf32>, tensor<8xf16>
+}

@@ -355,3 +355,12 @@ func.func @cross_entropy_grad_rows(%a: tensor<2x5xf32>, %t: tensor<2xi32>, %g: t
   %0 = graph.softmax_cross_entropy_grad %a, %t, %g {ignore_index = -100 : i64} : (tensor<2x5xf32>, tensor<2xi32>, tensor<5xf32>) -> tensor<2x5xf32>
   return
 }
+
+// -----
+// A matmul result may be wider (f32) only for f16/bf16 operands.
+func.func @matmul_result_type(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4xf64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.matmul %a, %b : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf64>
+  return
+}

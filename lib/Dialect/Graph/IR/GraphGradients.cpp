@@ -303,10 +303,15 @@ LogicalResult CastOp::buildGradients(OpBuilder &builder, ValueRange gradients,
 //===----------------------------------------------------------------------===//
 
 // dA = G B^T, dB = A^T G, each summed over the batch dims it was broadcast in.
+// A wider (f32) result's gradient is first rounded to the operands' type, as
+// the gradient of the cast it replaces would be.
 LogicalResult MatMulOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                        SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
   Value g = gradients[0], a = getLhs(), b = getRhs();
+  Type operandElement = typeOf(a).getElementType();
+  if (typeOf(g).getElementType() != operandElement)
+    g = CastOp::create(gb.b, typeOf(g).clone(operandElement), g);
   out.push_back(gb.sumTo(
       MatMulOp::create(gb.b, g, gb.transposeLast2(b)), a.getType()));
   out.push_back(gb.sumTo(

@@ -127,6 +127,19 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+// The inferred type, or the same shape in f32 for f16/bf16 operands.
+bool MatMulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  if (inferred.front() == actual.front())
+    return true;
+  auto want = dyn_cast<RankedTensorType>(inferred.front());
+  auto got = dyn_cast<RankedTensorType>(actual.front());
+  return want && got && want.getShape() == got.getShape() &&
+         (want.getElementType().isF16() || want.getElementType().isBF16()) &&
+         got.getElementType().isF32();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
@@ -424,15 +437,21 @@ LogicalResult FusedElementwiseOp::verify() {
                          << steps;
   if (int64_t(getLhs().size()) != steps || int64_t(getRhs().size()) != steps)
     return emitOpError("needs one lhs and one rhs register per step");
+  auto isKernelFloat = [](Type t) {
+    return t.isF32() || t.isF16() || t.isBF16();
+  };
   auto result = getResult().getType();
   Type elt = result.getElementType();
-  if (!elt.isF32() && !elt.isF16() && !elt.isBF16())
+  if (!isKernelFloat(elt))
     return emitOpError() << "computes f32, f16 or bf16, not " << elt;
   for (Value in : getInputs()) {
+    // Each input its own float type, widened to f32 on load.
     auto type = cast<RankedTensorType>(in.getType());
+    if (!isKernelFloat(type.getElementType()))
+      return emitOpError() << "input " << type
+                           << " is not f32, f16 or bf16";
     auto merged = broadcastShapes(type.getShape(), result.getShape());
-    if (type.getElementType() != elt || !merged ||
-        ArrayRef<int64_t>(*merged) != result.getShape())
+    if (!merged || ArrayRef<int64_t>(*merged) != result.getShape())
       return emitOpError() << "input " << type << " does not broadcast to "
                            << result;
   }

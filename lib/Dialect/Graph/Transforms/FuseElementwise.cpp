@@ -6,6 +6,17 @@
 // kernel's limits (4 inputs, 16 steps) hold. Walking from the end makes
 // the root the last op of its chain, so the groups are maximal.
 //
+// Float casts at the boundary of an f32 chain are absorbed too, exactly:
+// the kernel loads every input widened to f32, computes in f32 and rounds
+// the last register once on store. So a widening cast (f16/bf16 -> f32)
+// whose operand becomes a group input is the identity on the registers
+// (widening is exact), and a narrowing cast (f32 -> f16/bf16) as the root
+// is the kernel's rounding store (the same round-to-nearest-even as the
+// cast kernel). A narrowing cast is never absorbed in the middle of a
+// chain (that would drop a rounding), nor is a chain computing in f16 or
+// bf16 given casts (its steps would change type). A group needs one step
+// that is not a cast.
+//
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
@@ -50,12 +61,38 @@ StringRef stepName(Operation *op) {
       .Default([](Operation *) { return ""; });
 }
 
+bool isHalfFloat(Type t) { return t.isF16() || t.isBF16(); }
+
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
 /// A step op on f32, f16 or bf16 (the kernels' types).
 bool isFusable(Operation *op) {
   if (stepName(op).empty())
     return false;
-  Type elt = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-  return elt.isF32() || elt.isF16() || elt.isBF16();
+  Type elt = elementOf(op->getResult(0));
+  return elt.isF32() || isHalfFloat(elt);
+}
+
+/// A graph.cast f16/bf16 -> f32: absorbed on a group's input side.
+bool isWideningCast(Operation *op) {
+  auto c = dyn_cast<CastOp>(op);
+  return c && isHalfFloat(elementOf(c.getInput())) &&
+         elementOf(c.getResult()).isF32();
+}
+
+/// A graph.cast f32 -> f16/bf16: absorbed only as a group's root.
+bool isNarrowingCast(Operation *op) {
+  auto c = dyn_cast<CastOp>(op);
+  return c && elementOf(c.getInput()).isF32() &&
+         isHalfFloat(elementOf(c.getResult()));
+}
+
+/// The group's steps: its ops that are not casts.
+size_t numSteps(const llvm::SetVector<Operation *> &members) {
+  return llvm::count_if(members,
+                        [](Operation *op) { return !isa<CastOp>(op); });
 }
 
 /// The group's inputs: operands of its ops that no op of the group defines,
@@ -83,10 +120,11 @@ struct GraphFuseElementwise
       ops.push_back(&op);
     llvm::DenseSet<Operation *> taken;
     for (Operation *root : ops) {
-      if (taken.contains(root) || !isFusable(root))
+      if (taken.contains(root) || (!isFusable(root) && !isNarrowingCast(root)))
         continue;
       llvm::SetVector<Operation *> members = grow(root);
-      if (members.size() < 2)
+      // Worth a kernel: two ops or more, one of them a real step.
+      if (members.size() < 2 || numSteps(members) == 0)
         continue;
       taken.insert(members.begin(), members.end());
       replace(root, members);
@@ -96,19 +134,30 @@ struct GraphFuseElementwise
   /// The root and every producer it can absorb, transitively.
   llvm::SetVector<Operation *> grow(Operation *root) {
     using Kernel = FusedElementwiseOp;
-    Type type = root->getResult(0).getType();
+    // The chain's type: the root's result, or for a narrowing cast root
+    // its f32 operand. Every absorbed value has it (same shape: no step
+    // runs on more elements than the op it replaces).
+    bool narrowingRoot = isNarrowingCast(root);
+    Type type = (narrowingRoot ? root->getOperand(0) : root->getResult(0))
+                    .getType();
+    bool f32Chain = elementOf(narrowingRoot ? root->getOperand(0)
+                                            : root->getResult(0))
+                        .isF32();
     llvm::SetVector<Operation *> members;
     members.insert(root);
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t m = 0; m < members.size(); ++m) {
+        // A widening cast's f16/bf16 operand is a group input: its
+        // producer computes in f16/bf16, rounding per op.
+        if (isWideningCast(members[m]))
+          continue;
         for (Value v : members[m]->getOperands()) {
           Operation *p = v.getDefiningOp();
-          // Same shape as the result: no step runs on more elements than
-          // the op it replaces.
-          if (!p || members.contains(p) || !isFusable(p) ||
+          bool cast = p && f32Chain && isWideningCast(p);
+          if (!p || members.contains(p) || (!isFusable(p) && !cast) ||
               v.getType() != type ||
-              members.size() >= size_t(Kernel::kMaxSteps) ||
+              (!cast && numSteps(members) >= size_t(Kernel::kMaxSteps)) ||
               !llvm::all_of(v.getUsers(), [&](Operation *user) {
                 return members.contains(user);
               }))
@@ -139,6 +188,15 @@ struct GraphFuseElementwise
     SmallVector<int64_t> lhs, rhs;
     SmallVector<Location> locs{root->getLoc()};
     for (Operation *op : members) {
+      if (isa<CastOp>(op)) {
+        // The identity on the f32 registers: a widening cast reads an
+        // input (widened on load), the root narrowing cast the last step
+        // (rounded on store).
+        reg[op->getResult(0)] = reg.lookup(op->getOperand(0));
+        if (op != root)
+          locs.push_back(op->getLoc());
+        continue;
+      }
       names.push_back(stepName(op));
       lhs.push_back(reg.lookup(op->getOperand(0)));
       rhs.push_back(op->getNumOperands() == 2 ? reg.lookup(op->getOperand(1))

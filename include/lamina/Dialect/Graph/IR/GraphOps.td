@@ -164,15 +164,24 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
     for a binary op; `-1` for a unary one) and writes register `n + i`;
     the last step's register is the result. `ops` are graph op names:
     unary `neg abs relu exp log sqrt reciprocal tanh erf sigmoid gelu
-    gelu_tanh cos sin`, binary `add sub mul div pow min max`. Inputs and
-    result share one element type (f32, f16 or bf16); values stay f32
-    between steps.
+    gelu_tanh cos sin`, binary `add sub mul div pow min max`. Each input
+    and the result is f32, f16 or bf16, independently: inputs are widened
+    to f32 on load (exact), values stay f32 between steps, and the last
+    register is rounded once to the result's type on store. So a chain of
+    one type computes its ops without the per-op roundings of f16/bf16,
+    and `graph-fuse-elementwise` absorbs the casts around an f32 chain
+    exactly: a widening cast of an input, or a narrowing cast of the
+    result.
 
     ```mlir
     // gelu(x + b)
     %r = graph.fused_elementwise %x, %b {ops = ["add", "gelu"],
            lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>}
            : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    // cast to bf16 of gelu(cast to f32 of %y + %b), %y bf16, %b f32
+    %s = graph.fused_elementwise %y, %b {ops = ["add", "gelu"],
+           lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>}
+           : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16>
     ```
   }];
   let arguments = (ins Variadic<Graph_FloatTensor>:$inputs,
@@ -200,12 +209,20 @@ def Graph_MatMulOp : Graph_Op<"matmul",
   let description = [{
     `[..., m, k] x [..., k, n] -> [..., m, n]`; both operands have rank >= 2
     (the importer reshapes ONNX's rank-1 operands) and the leading dimensions
-    broadcast numpy-style.
+    broadcast numpy-style. The result has the operands' element type, or
+    f32 for f16/bf16 operands: products accumulate in f32 either way, and an
+    f32 result stores the accumulator unrounded (what `graph.cast` to f32 of
+    the narrow result would give, less one rounding; graph-fold-matmul-casts
+    makes it).
   }];
   let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                        ::mlir::TypeRange actual);
+  }];
 }
 
 class Graph_SoftmaxBase<string mnemonic, string desc>

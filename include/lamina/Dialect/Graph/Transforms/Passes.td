@@ -47,13 +47,39 @@ def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
+  let summary = "Stores f16/bf16 matmuls' f32 accumulators when the result "
+                "is cast to f32";
+  let description = [{
+    `graph.cast` to f32 of an f16/bf16 `graph.matmul` whose result has no
+    other use becomes the matmul with an f32 result: the kernels accumulate
+    in f32 anyway and store the accumulator unrounded, so one kernel, one
+    narrow buffer and one rounding go (the value differs from the cast of
+    the rounded product by at most that rounding). Mixed precision makes
+    this pattern for every matmul whose result an f32 op reads (after
+    `graph-autocast`, forward and backward). Run it after `graph-autodiff`;
+    `lamina compile` runs it right before `graph-fuse-elementwise`.
+
+    ```mlir
+    %0 = graph.matmul %a, %b : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
+    %1 = graph.cast %0 : tensor<4x2xbf16> to tensor<4x2xf32>
+    // becomes
+    %1 = graph.matmul %a, %b : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFolded", "folded-casts", "casts folded into matmuls">
+  ];
+}
+
 def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Groups chains of float elementwise ops into "
                 "graph.fused_elementwise";
   let description = [{
     Each maximal group of float elementwise ops (`neg abs relu exp log sqrt
     reciprocal tanh erf sigmoid gelu cos sin add sub mul div pow min max`,
-    one element type: f32, f16 or bf16) whose intermediate values have no
+    on f32, f16 or bf16, one element type per chain but for the casts
+    below) whose intermediate values have no
     use outside the group becomes one `graph.fused_elementwise` at the
     group's last op: the backends then run one kernel that reads the
     inputs once, keeps every intermediate in registers and writes only the
@@ -66,7 +92,10 @@ def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
 
     Values stay f32 between the steps, so a fused f16/bf16 chain is rounded
     once instead of after every op; f32 chains compute what the ops compute
-    one by one. Run it last on the graph (after `graph-autodiff` and
+    one by one. Float casts at an f32 chain's ends join it exactly: a
+    widening cast (f16/bf16 to f32) of an input is the f32 load of the
+    narrow input, and a narrowing cast may be the group's root (the result
+    rounded once on store); a narrowing cast inside a chain ends it. Run it last on the graph (after `graph-autodiff` and
     `graph-autocast`), right before `convert-graph-to-rt`: the fused op has
     no gradient rule. `lamina compile` does, for every target and mode.
 
