@@ -12,8 +12,10 @@
 #      by step (bench/gpu_vs_host.py);
 #   d. the ~1B GPT training step against PyTorch eager (bench/gpu_bench.py:
 #      tokens/s, MFU, memory), within what is left of the time budget;
-#   (then test/e2e/cuda-*.test under lit, if at least 150 s are left;
-#      optional: skipping it for time is not a failure)
+#   (then bench/cuda_kernels_bench.py -- GEMM TFLOP/s and reduction GB/s
+#      of one 1B layer -- if 60 s are left, and test/e2e/cuda-*.test under
+#      lit if 150 s are left; optional: skipping them for time is not a
+#      failure)
 #   e. results in $OUT (default /tmp/gpu-check): summary.json, one JSON per
 #      stage, logs, and performance-snippet.md for docs/performance.md.
 #
@@ -261,6 +263,16 @@ bench_stage() {
 export torch_py gen_rc
 export -f bench_stage
 run_stage gpt1b-bench 120 bench_stage
+# Per-kernel figures for the GEMMs and reductions of one 1B layer
+# (bench/cuda_kernels_bench.py: TFLOP/s, GB/s), when time is left.
+kernels_bench() {
+  python3 "$root/bench/cuda_kernels_bench.py" --build-dir "$build" \
+    --output "$OUT/cuda_kernels.json"
+}
+export -f kernels_bench
+if [ "$dry" != 1 ]; then
+  skip_state=OPTIONAL-SKIPPED run_stage cuda-kernels-bench 60 kernels_bench
+fi
 # The end-to-end CUDA lit tests (test/e2e/cuda-*.test: compare_ort and
 # training on the GPU against the host), when time is left: optional, a skip
 # for time is not a failure.
