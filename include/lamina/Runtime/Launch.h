@@ -103,6 +103,10 @@ Status recvAll(const Socket &s, void *data, size_t n, double timeoutSeconds,
 Status broadcastBytes(const LaunchEnv &env, void *data, size_t n,
                       double timeoutSeconds);
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and
+/// released), or 0: for tests that start ranks on one machine.
+int freeLoopbackPort();
+
 } // namespace lamina::rt
 
 #endif // LAMINA_RUNTIME_LAUNCH_H

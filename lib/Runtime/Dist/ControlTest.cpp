@@ -36,21 +36,6 @@ namespace {
 int world = 4;
 double timeoutSeconds = 1;
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0)
-    ::close(fd);
-  return port;
-}
-
 [[noreturn]] void fail(const std::string &what) {
   std::fprintf(stderr, "FAIL: %s\n", what.c_str());
   std::_Exit(3);
@@ -148,7 +133,7 @@ struct Result {
 };
 
 Result runCase(Fault fault) {
-  int port = freePort();
+  int port = lamina::rt::freeLoopbackPort();
   Result res;
   std::vector<pid_t> pids;
   std::vector<int> pipes;

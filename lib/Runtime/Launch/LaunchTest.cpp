@@ -54,21 +54,6 @@ const char *const kAllVars[] = {
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID",
     "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT"};
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0)
-    ::close(fd);
-  return port;
-}
-
 /// Connects to 127.0.0.1:port (retrying for a second) and sends junk.
 std::string beStranger(int port) {
   for (int i = 0; i < 100; ++i) {
@@ -184,7 +169,7 @@ unsigned char expected[kBytes];
 template <typename Make> Outcome onPort(Make make, double timeout) {
   Outcome o;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    int port = fixedPort ? fixedPort : freePort();
+    int port = fixedPort ? fixedPort : lamina::rt::freeLoopbackPort();
     o = runChildren(make(port), expected, timeout, port);
     bool taken = false;
     for (const std::string &e : o.errors)
