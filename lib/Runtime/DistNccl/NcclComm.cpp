@@ -231,6 +231,9 @@ public:
   [[noreturn]] void abort(const std::string &message) override {
     groups.abortAll();
     control.abort(message);
+    // ControlPlane::abort does not return; g++ does not carry [[noreturn]]
+    // through the virtual call.
+    std::abort();
   }
 
 private:

@@ -242,6 +242,42 @@ std::string localVariableOf(const std::string &launcher) {
   return "local rank";
 }
 
+/// What every collective bootstrap does once rank, size and local rank are
+/// known: each rank selects its device, all agree (`agree`: the lowest
+/// failed rank, INT_MAX when none) so one rank's failure does not leave
+/// the others waiting for the id, rank 0 makes the id and `broadcast`s it,
+/// and the communicator is initialised.
+Status selectAndInit(
+    const WorldOptions &o, double deadline, WorldInfo &info,
+    const std::function<Status(bool ok, int &firstFailed)> &agree,
+    const std::function<Status(unsigned char *buf, size_t n)> &broadcast,
+    ncclComm_t &world) {
+  Status local = selectDevice(info.localRank, o.device, info.localRankVariable,
+                              info.device);
+  int failed = INT_MAX;
+  if (Status s = agree(local.ok(), failed); !s.ok())
+    return s;
+  if (!local.ok())
+    return local;
+  if (failed != INT_MAX)
+    return Status::error("rank " + std::to_string(failed) +
+                         " could not select its CUDA device (see its "
+                         "message); not creating the NCCL communicator");
+  IdMessage m;
+  Status made = info.rank == 0 ? makeId(local, m) : Status::success();
+  unsigned char buf[kIdMessageSize];
+  pack(m, buf);
+  if (Status s = broadcast(buf, kIdMessageSize); !s.ok())
+    return s;
+  if (!made.ok())
+    return made;
+  unpack(buf, m);
+  if (!m.ok)
+    return Status::error("rank 0 could not create the NCCL unique id (see "
+                         "its message)");
+  return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
+}
+
 Status worldOverMpi(const WorldOptions &o, double deadline, ncclComm_t &world,
                     WorldInfo &info) {
   int finalized = 0;
@@ -277,47 +313,25 @@ Status worldOverMpi(const WorldOptions &o, double deadline, ncclComm_t &world,
   info.localRankVariable =
       "the rank's index on its node, MPI_COMM_TYPE_SHARED";
 
-  // Every rank selects its device; then all agree whether every rank could
-  // (so one rank's failure does not leave the others waiting for the id).
-  Status local =
-      selectDevice(info.localRank, o.device, info.localRankVariable,
-                   info.device);
-  int firstFailed = local.ok() ? INT_MAX : info.rank;
-  int anyFailed = INT_MAX;
-  MPI_Request req = MPI_REQUEST_NULL;
-  rc = MPI_Iallreduce(&firstFailed, &anyFailed, 1, MPI_INT, MPI_MIN,
-                      MPI_COMM_WORLD, &req);
-  if (rc != MPI_SUCCESS)
-    return Status::error(mpiText("MPI_Iallreduce", rc));
-  if (Status s = mpiWait(req, deadline, o.timeoutSeconds,
-                         "agreeing on device selection (MPI_Iallreduce)");
-      !s.ok())
-    return s;
-  if (!local.ok())
-    return local;
-  if (anyFailed != INT_MAX)
-    return Status::error("rank " + std::to_string(anyFailed) +
-                         " could not select its CUDA device (see its "
-                         "message); not creating the NCCL communicator");
-
-  IdMessage m;
-  Status made = info.rank == 0 ? makeId(local, m) : Status::success();
-  unsigned char buf[kIdMessageSize];
-  pack(m, buf);
-  rc = MPI_Ibcast(buf, int(kIdMessageSize), MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-  if (rc != MPI_SUCCESS)
-    return Status::error(mpiText("MPI_Ibcast", rc));
-  if (Status s = mpiWait(req, deadline, o.timeoutSeconds,
-                         "broadcasting the NCCL unique id (MPI_Ibcast)");
-      !s.ok())
-    return s;
-  if (!made.ok())
-    return made;
-  unpack(buf, m);
-  if (!m.ok)
-    return Status::error("rank 0 could not create the NCCL unique id (see "
-                         "its message)");
-  return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
+  auto agree = [&](bool ok, int &firstFailed) -> Status {
+    int mine = ok ? INT_MAX : info.rank;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallreduce(&mine, &firstFailed, 1, MPI_INT, MPI_MIN,
+                            MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+      return Status::error(mpiText("MPI_Iallreduce", rc));
+    return mpiWait(req, deadline, o.timeoutSeconds,
+                   "agreeing on device selection (MPI_Iallreduce)");
+  };
+  auto broadcast = [&](unsigned char *buf, size_t n) -> Status {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Ibcast(buf, int(n), MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+      return Status::error(mpiText("MPI_Ibcast", rc));
+    return mpiWait(req, deadline, o.timeoutSeconds,
+                   "broadcasting the NCCL unique id (MPI_Ibcast)");
+  };
+  return selectAndInit(o, deadline, info, agree, broadcast, world);
 }
 
 Status worldOverEnv(const WorldOptions &o, bool single, double deadline,
@@ -378,27 +392,15 @@ Status worldOverHost(const WorldOptions &o, double deadline,
   info.bootstrap = "host";
   info.launcher = h.launcher;
   info.localRankVariable = h.localRankVariable;
-  Status local = selectDevice(info.localRank, o.device,
-                              info.localRankVariable, info.device);
-  int failed = h.firstFailed(local.ok());
-  if (!local.ok())
-    return local;
-  if (failed != INT_MAX)
-    return Status::error("rank " + std::to_string(failed) +
-                         " could not select its CUDA device (see its "
-                         "message); not creating the NCCL communicator");
-  IdMessage m;
-  Status made = info.rank == 0 ? makeId(local, m) : Status::success();
-  unsigned char buf[kIdMessageSize];
-  pack(m, buf);
-  h.broadcast(buf, kIdMessageSize);
-  if (!made.ok())
-    return made;
-  unpack(buf, m);
-  if (!m.ok)
-    return Status::error("rank 0 could not create the NCCL unique id (see "
-                         "its message)");
-  return initComm(m, info.size, info.rank, deadline, o.timeoutSeconds, world);
+  auto agree = [&](bool ok, int &firstFailed) {
+    firstFailed = h.firstFailed(ok);
+    return Status::success();
+  };
+  auto broadcast = [&](unsigned char *buf, size_t n) {
+    h.broadcast(buf, n);
+    return Status::success();
+  };
+  return selectAndInit(o, deadline, info, agree, broadcast, world);
 }
 
 } // namespace
