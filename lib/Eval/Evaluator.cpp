@@ -313,6 +313,24 @@ struct Runner {
                                      o.getEpsilonAttr().getValueAsDouble(),
                                      outs[0], &outs[1]);
         })
+        .Case([&](AttentionOp o) {
+          rt::Tensor bias;
+          if (o.getBias())
+            bias = env.lookup(o.getBias())->view();
+          return rt::attention(in(0), in(1), in(2),
+                               o.getBias() ? &bias : nullptr,
+                               o.getScale().convertToDouble(), o.getCausal(),
+                               outs[0], outs[1]);
+        })
+        .Case([&](AttentionGradOp o) {
+          rt::Tensor bias;
+          if (o.getBias())
+            bias = env.lookup(o.getBias())->view();
+          return rt::attentionBackward(
+              in(0), in(1), in(2), o.getBias() ? &bias : nullptr, in(3), in(4),
+              in(5), o.getScale().convertToDouble(), o.getCausal(), outs[0],
+              outs[1], outs[2]);
+        })
         .Case([&](SoftmaxCrossEntropyOp o) {
           return rt::softmaxCrossEntropy(in(0), in(1), o.getIgnoreIndex(), out);
         })

@@ -160,6 +160,21 @@ Status checkNormBackward(const char *name, const Tensor &input, int64_t &axis,
 Status checkCrossEntropy(const char *name, const Tensor &logits,
                          const Tensor &labels, const Tensor &rowValue,
                          const Tensor *gradLogits, int64_t &rows, int64_t &v);
+/// attention's operands as dims: [B, H, Sq, D] queries, Hk kv heads of Sk
+/// keys, Dv value dims, and the bias's element strides over [B, H, Sq, Sk]
+/// (0 where it broadcasts; all 0 without a bias).
+struct AttentionDims {
+  int64_t batch = 0, heads = 0, kvHeads = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  int64_t biasStrides[4] = {0, 0, 0, 0};
+};
+/// attention: q, k, v, bias (nullptr skipped), out and lse as Kernels.h
+/// says; with `gradOut` (nullptr skipped) shaped and typed like out, and
+/// the three gradients (nullptr skipped) like q, k and v.
+Status checkAttention(const char *name, const Tensor &q, const Tensor &k,
+                      const Tensor &v, const Tensor *bias, const Tensor &out,
+                      const Tensor &lse, const Tensor *gradOut,
+                      const Tensor *gradQ, const Tensor *gradK,
+                      const Tensor *gradV, AttentionDims &dims);
 /// reduce's axes (distinct, in range) and result shape; sets `reduced`
 /// (one flag per input dim).
 Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,

@@ -130,6 +130,11 @@ static cl::opt<bool> timing("timing", cl::desc("print the time of each phase"),
                             cl::sub(compileCommand));
 static cl::opt<bool> quiet("quiet", cl::desc("print nothing on success"),
                            cl::sub(compileCommand));
+static cl::opt<bool> noFuseAttention(
+    "no-fuse-attention",
+    cl::desc("keep attention as the model writes it (matmul, softmax, matmul) "
+             "instead of one graph.attention (graph-fuse-attention)"),
+    cl::sub(compileCommand));
 
 static std::string humanBytes(int64_t bytes) {
   const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -516,6 +521,10 @@ int runCompile() {
     if (failed(prepareTrain(*module, vocab)))
       return 1;
     PassManager autodiff(&context);
+    // Attention fused before autocast and autodiff: one low-precision
+    // graph.attention, one graph.attention_grad.
+    if (!noFuseAttention)
+      autodiff.addPass(graph::createGraphFuseAttention());
     // Mixed precision on @forward: autodiff then makes the backward's
     // matmuls low-precision too; parameters stay f32.
     if (precision != "f32")
@@ -571,6 +580,8 @@ int runCompile() {
     }
   } else {
     toRt.addPass(graph::createGraphVerifyImported());
+    if (!noFuseAttention)
+      toRt.addPass(graph::createGraphFuseAttention());
     if (precision != "f32")
       toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }

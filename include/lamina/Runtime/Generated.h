@@ -81,6 +81,37 @@ inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
                              gradInput, &gradScale);
 }
 
+/// attention and its gradients with the optional bias as a tensor or
+/// nullptr, as the lowering passes it.
+inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                        const Tensor &bias, double scale, bool causal,
+                        const Tensor &out, const Tensor &lse) {
+  return rt::attention(q, k, v, &bias, scale, causal, out, lse);
+}
+inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                        std::nullptr_t, double scale, bool causal,
+                        const Tensor &out, const Tensor &lse) {
+  return rt::attention(q, k, v, nullptr, scale, causal, out, lse);
+}
+inline Status attentionBackward(const Tensor &q, const Tensor &k,
+                                const Tensor &v, const Tensor &bias,
+                                const Tensor &out, const Tensor &lse,
+                                const Tensor &gradOut, double scale,
+                                bool causal, const Tensor &gradQ,
+                                const Tensor &gradK, const Tensor &gradV) {
+  return rt::attentionBackward(q, k, v, &bias, out, lse, gradOut, scale,
+                               causal, gradQ, gradK, gradV);
+}
+inline Status attentionBackward(const Tensor &q, const Tensor &k,
+                                const Tensor &v, std::nullptr_t,
+                                const Tensor &out, const Tensor &lse,
+                                const Tensor &gradOut, double scale,
+                                bool causal, const Tensor &gradQ,
+                                const Tensor &gradK, const Tensor &gradV) {
+  return rt::attentionBackward(q, k, v, nullptr, out, lse, gradOut, scale,
+                               causal, gradQ, gradK, gradV);
+}
+
 /// concat with the inputs last, so any number can follow.
 template <typename... Inputs>
 inline Status concat(const Tensor &result, int64_t axis,

@@ -160,6 +160,29 @@ Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLoss, int64_t ignoreIndex,
                                    const Tensor &gradLogits);
 
+/// Scaled dot-product attention (graph.attention), the score matrix never
+/// stored whole. q [B, H, Sq, D], k [B, Hk, Sk, D], v [B, Hk, Sk, Dv] of one
+/// float type, H a multiple of Hk (query head h reads kv head h / (H / Hk)):
+///   s[i, j] = scale * q[i, :] . k[j, :] + bias[b, h, i, j]
+/// with `bias` nullptr or a float tensor broadcastable to [B, H, Sq, Sk];
+/// with `causal`, keys j > i + Sk - Sq are left out. out [B, H, Sq, Dv] (q's
+/// type) = softmax_j(s) v; lse [B, H, Sq] (f32; f64 for f64 operands) =
+/// log sum_j exp(s[i, j]), which the backward reads. A row with no key left (causal, Sq > Sk) or
+/// only -inf scores gives out 0 and lse -inf. Accumulates in f32 (f64).
+Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor *bias, double scale, bool causal,
+                 const Tensor &out, const Tensor &lse);
+/// The gradients of attention (graph.attention_grad) from its operands, its
+/// out and lse and gradOut (out's shape and type): gradQ, gradK, gradV,
+/// shaped and typed like q, k, v (for shared kv heads summed over their
+/// query heads in a fixed order). The probabilities are recomputed from
+/// lse; the bias gets no gradient (graph.attention's bias is a mask).
+Status attentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
+                         const Tensor *bias, const Tensor &out,
+                         const Tensor &lse, const Tensor &gradOut,
+                         double scale, bool causal, const Tensor &gradQ,
+                         const Tensor &gradK, const Tensor &gradV);
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -218,6 +218,20 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                        c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out(0),
                        c.out(1)});
       })
+      .Case([&](AttentionOp o) {
+        Attribute bias = o.getBias() ? c.in(3) : Attribute(b.getUnitAttr());
+        return c.call("gen::attention",
+                      {c.in(0), c.in(1), c.in(2), bias,
+                       c.f64(o.getScale().convertToDouble()),
+                       c.flag(o.getCausal()), c.out(0), c.out(1)});
+      })
+      .Case([&](AttentionGradOp o) {
+        Attribute bias = o.getBias() ? c.in(6) : Attribute(b.getUnitAttr());
+        return c.call("gen::attentionBackward",
+                      {c.in(0), c.in(1), c.in(2), bias, c.in(3), c.in(4),
+                       c.in(5), c.f64(o.getScale().convertToDouble()),
+                       c.flag(o.getCausal()), c.out(0), c.out(1), c.out(2)});
+      })
       .Case([&](SoftmaxCrossEntropyOp o) {
         return c.call("softmaxCrossEntropy",
                       {c.in(0), c.in(1), c.i64(o.getIgnoreIndex()), c.out()});

@@ -295,6 +295,42 @@ TEST(GradientTest, Normalisation) {
                   {2, 3}});
 }
 
+// Fused attention: scores, softmax and the value product in one op, its
+// gradient one graph.attention_grad recomputing the probabilities. Shared
+// kv heads (GQA), bottom-right causal masks with Sq < Sk, and additive
+// biases (inputs: no gradient) broadcast from several shapes.
+TEST(GradientTest, Attention) {
+  checkGradients({"attention_causal_gqa",
+                  {{"q", {1, 2, 3, 4}, "trainable", -2, 2},
+                   {"k", {1, 1, 5, 4}, "trainable", -2, 2},
+                   {"v", {1, 1, 5, 3}}},
+                  "  %y, %lse = graph.attention %q, %k, %v {causal, scale = "
+                  "0.5 : f64} : (tensor<1x2x3x4xf64>, tensor<1x1x5x4xf64>, "
+                  "tensor<1x1x5x3xf64>) -> (tensor<1x2x3x3xf64>, "
+                  "tensor<1x2x3xf64>)",
+                  {1, 2, 3, 3}});
+  checkGradients({"attention_bias",
+                  {{"q", {2, 2, 3, 4}, "trainable", -2, 2},
+                   {"k", {2, 2, 5, 4}, "trainable", -2, 2},
+                   {"v", {2, 2, 5, 2}},
+                   {"bias", {3, 5}, "input", -3, 3}},
+                  "  %y, %lse = graph.attention %q, %k, %v, %bias {scale = "
+                  "0.7 : f64} : (tensor<2x2x3x4xf64>, tensor<2x2x5x4xf64>, "
+                  "tensor<2x2x5x2xf64>, tensor<3x5xf64>) -> "
+                  "(tensor<2x2x3x2xf64>, tensor<2x2x3xf64>)",
+                  {2, 2, 3, 2}});
+  checkGradients({"attention_causal_bias",
+                  {{"q", {2, 4, 4, 3}, "trainable", -2, 2},
+                   {"k", {2, 2, 4, 3}, "trainable", -2, 2},
+                   {"v", {2, 2, 4, 2}},
+                   {"bias", {2, 1, 1, 4}, "input", -2, 0}},
+                  "  %y, %lse = graph.attention %q, %k, %v, %bias {causal, scale "
+                  "= 1.0 : f64} : (tensor<2x4x4x3xf64>, tensor<2x2x4x3xf64>, "
+                  "tensor<2x2x4x2xf64>, tensor<2x1x1x4xf64>) -> "
+                  "(tensor<2x4x4x2xf64>, tensor<2x4x4xf64>)",
+                  {2, 4, 4, 2}});
+}
+
 TEST(GradientTest, Reductions) {
   for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
     checkGradients({std::string(op),
@@ -510,8 +546,11 @@ TEST(GradientTest, FanOutAndUnused) {
 /// parameter's gradient is checked at a few elements. With `fuseGelu` the
 /// MLP's GELU chain becomes one graph.gelu {tanh} first, as for codegen.
 /// With `causalLm`, the loss is graph-add-loss's next-token cross-entropy
-/// instead, and its value is checked against crossEntropy().
-void checkTinyGpt2(bool fuseGelu, bool causalLm = false) {
+/// instead, and its value is checked against crossEntropy(). With
+/// `fuseAttention` the attention is one graph.attention (and its gradient
+/// one graph.attention_grad), as `lamina compile` builds it.
+void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
+                   bool fuseAttention = false) {
   SmallString<256> path(llvm::sys::path::parent_path(__FILE__));
   llvm::sys::path::append(path, "Inputs", "tiny-gpt2.mlir");
   auto file = llvm::MemoryBuffer::getFile(path);
@@ -533,6 +572,8 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false) {
   PassManager pm(&context);
   if (fuseGelu)
     pm.addPass(lamina::graph::createGraphFuseGelu());
+  if (fuseAttention)
+    pm.addPass(lamina::graph::createGraphFuseAttention());
   if (causalLm)
     pm.addPass(lamina::graph::createGraphAddLoss());
   pm.addPass(lamina::graph::createGraphAutodiff());
@@ -564,6 +605,9 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false) {
   ASSERT_TRUE(succeeded(pm.run(*module)));
   auto gelus = forward.getBody().getOps<lamina::graph::GeluOp>();
   EXPECT_EQ(std::distance(gelus.begin(), gelus.end()), fuseGelu ? 1 : 0);
+  auto attentions = forward.getBody().getOps<lamina::graph::AttentionOp>();
+  EXPECT_EQ(std::distance(attentions.begin(), attentions.end()),
+            fuseAttention ? 1 : 0);
 
   std::mt19937 rng(7);
   std::map<std::string, HostTensor> args;
@@ -624,6 +668,9 @@ TEST(GradientTest, TinyGpt2) { checkTinyGpt2(/*fuseGelu=*/false); }
 TEST(GradientTest, TinyGpt2FusedGelu) { checkTinyGpt2(/*fuseGelu=*/true); }
 TEST(GradientTest, TinyGpt2CausalLm) {
   checkTinyGpt2(/*fuseGelu=*/true, /*causalLm=*/true);
+}
+TEST(GradientTest, TinyGpt2FusedAttention) {
+  checkTinyGpt2(/*fuseGelu=*/true, /*causalLm=*/true, /*fuseAttention=*/true);
 }
 
 /// graph-add-loss kind=cross-entropy with an ignored label: the loss matches

@@ -16,6 +16,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
 #include <numeric>
@@ -376,6 +378,45 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradients(
       gb.b, getLogits().getType(), getLogits(), getLabels(), gradients[0],
       getIgnoreIndexAttr()));
   out.push_back(Value());
+  return success();
+}
+
+bool lamina::graph::dependsOnTrainable(Value v) {
+  SmallVector<Value> work = {v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto fn = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+      auto kind = fn ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       kKindAttr)
+                     : StringAttr();
+      if (kind && kind.getValue() == kKindTrainable)
+        return true;
+      continue;
+    }
+    llvm::append_range(work, x.getDefiningOp()->getOperands());
+  }
+  return false;
+}
+
+// Flash attention's backward: one fused op recomputing the probabilities
+// from the saved log-sum-exp. The bias is a mask: no gradient.
+LogicalResult AttentionOp::buildGradients(OpBuilder &builder,
+                                          ValueRange gradients,
+                                          SmallVectorImpl<Value> &out) {
+  if (!gradients[0] || (getBias() && dependsOnTrainable(getBias())))
+    return failure();
+  GradBuilder gb(*this, builder);
+  auto grad = AttentionGradOp::create(
+      gb.b, getQ().getType(), getK().getType(), getV().getType(), getQ(),
+      getK(), getV(), getOut(), getLse(), gradients[0], getBias(),
+      getScaleAttr(), getCausalAttr());
+  out.append({grad.getGradQ(), grad.getGradK(), grad.getGradV()});
+  if (getBias())
+    out.push_back(Value());
   return success();
 }
 

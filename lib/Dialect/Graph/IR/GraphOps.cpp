@@ -369,6 +369,59 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
                             "grad_loss");
 }
 
+/// attention's operand and result types (graph.attention's description).
+static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
+                                     RankedTensorType k, RankedTensorType v,
+                                     Value bias, RankedTensorType out,
+                                     RankedTensorType lse) {
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return op->emitOpError("q, k and v must have rank 4 ([B, H, S, D])");
+  Type element = q.getElementType();
+  if (k.getElementType() != element || v.getElementType() != element)
+    return op->emitOpError("q, k and v must have one element type");
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (ks[0] != qs[0] || ks[3] != qs[3] || vs[0] != qs[0] || vs[1] != ks[1] ||
+      vs[2] != ks[2])
+    return op->emitOpError() << "q " << q << " needs k [B, Hk, Sk, D] and v "
+                             << "[B, Hk, Sk, Dv], got " << k << " and " << v;
+  if (ks[1] < 1 || qs[1] % ks[1] != 0)
+    return op->emitOpError() << qs[1] << " query heads cannot share " << ks[1]
+                             << " kv heads";
+  if (bias) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    SmallVector<int64_t> full = {qs[0], qs[1], qs[2], ks[2]};
+    ArrayRef<int64_t> bs = bt.getShape();
+    bool ok = bt.getRank() <= 4;
+    for (int64_t i = 0; ok && i < bt.getRank(); ++i) {
+      int64_t dim = bs[bs.size() - 1 - i], want = full[3 - i];
+      ok = dim == 1 || dim == want;
+    }
+    if (!ok)
+      return op->emitOpError() << "bias " << bt << " must broadcast to "
+                               << RankedTensorType::get(full, bt.getElementType());
+  }
+  Type lseElement = element.isF64() ? element : Float32Type::get(op->getContext());
+  auto wantOut = RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, element);
+  auto wantLse = RankedTensorType::get({qs[0], qs[1], qs[2]}, lseElement);
+  if (out != wantOut)
+    return op->emitOpError() << "out must be " << wantOut << ", got " << out;
+  if (lse != wantLse)
+    return op->emitOpError() << "lse must be " << wantLse << ", got " << lse;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQ().getType(), getK().getType(),
+                         getV().getType(), getBias(), getOut().getType(),
+                         getLse().getType());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttention(*this, getQ().getType(), getK().getType(),
+                         getV().getType(), getBias(), getOut().getType(),
+                         getLse().getType());
+}
+
 LogicalResult CumSumOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

@@ -66,8 +66,9 @@ public:
     } else if (auto t = v.getDefiningOp<TransposeOp>();
                t && isF32Tensor(t.getInput()) &&
                (isLastTwoDimsSwap(t.getPerm()) ||
-                llvm::all_of(t->getUsers(),
-                             [](Operation *u) { return isa<MatMulOp>(u); }))) {
+                llvm::all_of(t->getUsers(), [](Operation *u) {
+                  return isa<MatMulOp, AttentionOp>(u);
+                }))) {
       // Cast, then transpose: the transpose moves half the bytes and still
       // folds into the matmul's transposition flag.
       Value input = get(t.getInput(), user);
@@ -123,6 +124,28 @@ struct GraphAutocast
           mm.getResult().replaceAllUsesWith(wide.getResult());
           mm.erase();
           ++numMatMuls;
+        }
+        // Attention likewise: q, k and v narrow, scores and lse in f32 inside
+        // the kernel, the bias (a mask) as it is.
+        SmallVector<AttentionOp> attentions(block.getOps<AttentionOp>());
+        for (AttentionOp at : attentions) {
+          if (!isF32Tensor(at.getQ()) || !isF32Tensor(at.getK()) ||
+              !isF32Tensor(at.getV()) || !at.getLse().use_empty())
+            continue;
+          OpBuilder b(at);
+          Value q = caster.get(at.getQ(), at), k = caster.get(at.getK(), at),
+                v = caster.get(at.getV(), at);
+          auto narrow = AttentionOp::create(
+              b, at.getLoc(),
+              TypeRange{cast<RankedTensorType>(at.getOut().getType()).clone(low),
+                        at.getLse().getType()},
+              q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr());
+          narrow->setDiscardableAttrs(at->getDiscardableAttrDictionary());
+          auto wide = CastOp::create(b, at.getLoc(), at.getOut().getType(),
+                                     narrow.getOut());
+          at.getOut().replaceAllUsesWith(wide.getResult());
+          at.erase();
+          ++numAttentions;
         }
         // f32 transposes whose matmuls all read a narrow transpose now.
         for (TransposeOp t : llvm::reverse(caster.bypassed))

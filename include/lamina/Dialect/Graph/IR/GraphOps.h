@@ -26,6 +26,9 @@ llvm::LogicalResult inferReduceResult(std::optional<mlir::Location> loc,
                                       llvm::ArrayRef<int64_t> axes,
                                       bool keepdims,
                                       llvm::SmallVectorImpl<mlir::Type> &types);
+/// Whether `v` is computed from a function argument marked trainable
+/// (graph.kind): a value that needs a gradient.
+bool dependsOnTrainable(mlir::Value v);
 } // namespace lamina::graph
 
 namespace lamina::graph::detail {

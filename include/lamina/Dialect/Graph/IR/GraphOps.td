@@ -369,6 +369,60 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad",
   let hasVerifier = 1;
 }
 
+def Graph_AttentionOp : Graph_Op<"attention", [Pure, Graph_Differentiable]> {
+  let summary = "Fused scaled dot-product attention";
+  let description = [{
+    Per batch and head, over `q` [B, H, Sq, D], `k` [B, Hk, Sk, D] and `v`
+    [B, Hk, Sk, Dv] of one float type (H a multiple of Hk: query head `h`
+    reads kv head `h / (H / Hk)`, grouped-query attention):
+
+      s[i, j] = scale * q[i, :] . k[j, :] + bias[b, h, i, j]
+      out[i, :] = sum_j softmax_j(s)[i, j] * v[j, :]
+
+    `bias` (optional) is a float tensor broadcastable to [B, H, Sq, Sk], an
+    additive mask; it gets no gradient. With `causal`, keys `j > i + Sk - Sq`
+    are left out. `lse` [B, H, Sq] (f32, or f64 for f64 operands) is each
+    row's log-sum-exp of `s`, which graph.attention_grad reads instead of the
+    probabilities. A row with no key left gives 0 and an `lse` of -inf.
+    graph-fuse-attention builds this op from matmul / scale / mask / softmax
+    / matmul chains, so no backend stores the Sq x Sk scores.
+  }];
+  let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k,
+                       Graph_FloatTensor:$v,
+                       Optional<Graph_FloatTensor>:$bias, F64Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$out, Graph_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionGradOp : Graph_Op<"attention_grad",
+    [Pure, AllTypesMatch<["q", "grad_q"]>, AllTypesMatch<["k", "grad_k"]>,
+     AllTypesMatch<["v", "grad_v"]>, AllTypesMatch<["out", "grad_out"]>]> {
+  let summary = "The gradients of graph.attention";
+  let description = [{
+    `grad_q`, `grad_k` and `grad_v` from the forward op's operands, its `out`
+    and `lse`, and the gradient of `out`; the probabilities are recomputed
+    from `lse` (flash attention's backward). Shared kv heads sum the
+    gradients of their query heads.
+  }];
+  let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k,
+                       Graph_FloatTensor:$v, Graph_FloatTensor:$out,
+                       Graph_FloatTensor:$lse, Graph_FloatTensor:$grad_out,
+                       Optional<Graph_FloatTensor>:$bias, F64Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$grad_q, Graph_FloatTensor:$grad_k,
+                      Graph_FloatTensor:$grad_v);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $grad_out (`,` $bias^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

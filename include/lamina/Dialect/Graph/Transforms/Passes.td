@@ -24,6 +24,47 @@ def GraphVerifyImported : Pass<"graph-verify-imported", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Recognise scaled dot-product attention as one graph.attention";
+  let description = [{
+    Exporters write attention as `matmul(q, k^T)`, a scale (`div` or `mul`
+    by a scalar), optional masks (`add` of an additive mask, `select` of a
+    boolean one), `softmax` over the keys and `matmul` with `v`. Each such
+    chain whose intermediate values have no other use becomes one
+    `graph.attention`, so no backend stores the B x H x Sq x Sk scores (in
+    the forward or, through its fused gradient, the backward):
+
+    * `k^T` is taken apart: a transpose feeding it is composed with the
+      swap of the last two dims (often cancelling it), and the broadcast
+      that repeats kv heads for grouped-query attention is dropped (the op
+      reads shared kv heads itself).
+    * A constant mask that is exactly causal (a boolean `select` filling
+      <= -1e30, or an additive 0 / <= -1e30 matrix) becomes the `causal`
+      attribute when every query row keeps a key; any other additive mask
+      that depends on no trainable parameter is the op's `bias`. Chains
+      with other masks are left alone.
+
+    Run it before `graph-autocast` and `graph-autodiff` (so the backward is
+    `graph.attention_grad`); `lamina compile` does, unless
+    `--no-fuse-attention`.
+
+    ```mlir
+    %s = graph.matmul %q, %kt ...
+    %t = graph.div %s, %c8 ...
+    %m = graph.select %causal_mask, %neg_big, %t ...
+    %p = graph.softmax %m {axis = 3 : i64} ...
+    %o = graph.matmul %p, %v ...
+    // becomes
+    %k = graph.transpose %x {perm = array<i64: 0, 2, 1, 3>} ...
+    %o, %lse = graph.attention %q, %k, %v {causal, scale = 0.125 : f64} ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "attention chains replaced">,
+    Statistic<"numCausal", "causal", "of them with a causal mask">,
+  ];
+}
+
 def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   let summary = "Recognise GELU written out as elementwise ops";
   let description = [{
@@ -144,7 +185,9 @@ def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
     (`dA = G B^T`, `dB = A^T G`) are low-precision matmuls too, and each
     weight gradient arrives as f32 (like PyTorch's cached weight casts, a
     cast value read by several matmuls gets its gradients summed in the
-    low precision before the cast back). `lamina compile --precision bf16`
+    low precision before the cast back). `graph.attention` moves likewise
+    (q, k, v and out narrow; its scores, softmax and `lse` stay f32 inside
+    the kernel). `lamina compile --precision bf16`
     does this for inference, single-process and distributed training.
 
     ```mlir
@@ -162,6 +205,8 @@ def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numMatMuls", "matmuls", "Matmuls moved to the low precision">,
+    Statistic<"numAttentions", "attentions",
+              "graph.attention ops moved to the low precision">,
     Statistic<"numCasts", "casts", "Casts to the low precision inserted">,
   ];
 }

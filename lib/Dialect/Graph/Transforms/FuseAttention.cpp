@@ -1,0 +1,298 @@
+//===- FuseAttention.cpp - attention chains -> graph.attention ------------===//
+//
+// A matcher anchored at each softmax: walked down to the scores matmul
+// (masks, then the scale) and up to the matmul with v. Only the shapes and
+// orders exporters write are matched; anything else is left as it is, which
+// is always correct.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+#include <optional>
+
+namespace lamina::graph {
+#define GEN_PASS_DEF_GRAPHFUSEATTENTION
+#include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace lamina::graph
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+/// Fill values at or below this mask a score as surely as -inf does: exp of
+/// the difference to any unmasked f32 score is 0.
+constexpr double kMaskedBelow = -1e30;
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// A one-element float constant's value.
+std::optional<double> scalarValue(Value v) {
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1 ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return (*attr.getValues<APFloat>().begin()).convertToDouble();
+}
+
+/// Whether a constant [..., Sq, Sk] (leading dims 1) is, element for
+/// element, `pred(i, j)` for a boolean mask or, for a float one, 0 where
+/// `pred` is false and masked (<= kMaskedBelow) where it is true.
+bool constantMatches(Value v, int64_t sq, int64_t sk,
+                     llvm::function_ref<bool(int64_t, int64_t)> pred) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return false;
+  auto t = typeOf(v);
+  if (t.getRank() < 2 || t.getShape().take_back(2) != ArrayRef<int64_t>{sq, sk} ||
+      t.getNumElements() != sq * sk)
+    return false;
+  int64_t index = 0;
+  if (t.getElementType().isInteger(1)) {
+    for (bool bit : attr.getValues<bool>()) {
+      if (bit != pred(index / sk, index % sk))
+        return false;
+      ++index;
+    }
+    return true;
+  }
+  if (!isa<FloatType>(t.getElementType()))
+    return false;
+  for (APFloat f : attr.getValues<APFloat>()) {
+    double x = f.convertToDouble();
+    if (pred(index / sk, index % sk) ? !(x <= kMaskedBelow) : x != 0)
+      return false;
+    ++index;
+  }
+  return true;
+}
+
+/// A bias the op can take: float, broadcastable to [B, H, Sq, Sk], no
+/// gradient needed.
+bool isBias(Value bias, ArrayRef<int64_t> full) {
+  auto t = typeOf(bias);
+  if (!isa<FloatType>(t.getElementType()) || t.getRank() > 4)
+    return false;
+  for (int64_t i = 0; i < t.getRank(); ++i) {
+    int64_t dim = t.getShape()[t.getRank() - 1 - i];
+    if (dim != 1 && dim != full[3 - i])
+      return false;
+  }
+  return !dependsOnTrainable(bias);
+}
+
+/// What one attention chain reads, and the ops it replaces.
+struct Match {
+  Value q, kT, v, bias;
+  double scale = 1;
+  bool causal = false;
+  MatMulOp scores, output;
+  SmallVector<Operation *> chain; // output first, scores last
+};
+
+/// From the softmax down to the scores: masks (in either order), then the
+/// scale, then matmul(q, k^T).
+std::optional<Match> matchChain(SoftmaxOp softmax) {
+  auto type = typeOf(softmax.getResult());
+  if (type.getRank() != 4 || softmax.getAxis() != 3 ||
+      !softmax.getResult().hasOneUse())
+    return std::nullopt;
+  auto output = dyn_cast<MatMulOp>(*softmax->getUsers().begin());
+  if (!output || output.getLhs() != softmax.getResult())
+    return std::nullopt;
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t sq = shape[2], sk = shape[3];
+  // Keys j > i + sk - sq are the causal mask's; each row keeps one when
+  // sq <= sk (else a masked softmax row is uniform, attention's is 0).
+  auto masked = [&](int64_t i, int64_t j) { return j > i + sk - sq; };
+  Match m;
+  m.output = output;
+  m.v = output.getRhs();
+  m.chain = {output, softmax};
+  Value cur = softmax.getInput();
+  for (;;) {
+    Operation *def = cur.getDefiningOp();
+    if (!def || !cur.hasOneUse())
+      return std::nullopt;
+    if (auto sel = dyn_cast<SelectOp>(def)) {
+      // select(mask, fill, s) with the masked keys true, or
+      // select(mask, s, fill) with the kept keys true.
+      std::optional<double> fill;
+      Value scores;
+      bool keepIsTrue = false;
+      if ((fill = scalarValue(sel.getLhs())))
+        scores = sel.getRhs();
+      else if ((fill = scalarValue(sel.getRhs())))
+        scores = sel.getLhs(), keepIsTrue = true;
+      if (!fill || !(*fill <= kMaskedBelow) || m.causal || sq > sk ||
+          scores.getType() != cur.getType() ||
+          !constantMatches(sel.getCondition(), sq, sk,
+                           [&](int64_t i, int64_t j) {
+                             return masked(i, j) != keepIsTrue;
+                           }))
+        return std::nullopt;
+      m.causal = true;
+      m.chain.push_back(sel);
+      cur = scores;
+      continue;
+    }
+    if (auto add = dyn_cast<AddOp>(def)) {
+      bool matched = false;
+      for (auto [scores, mask] : {std::pair(add.getLhs(), add.getRhs()),
+                                  std::pair(add.getRhs(), add.getLhs())}) {
+        if (scores.getType() != cur.getType() || mask == scores)
+          continue;
+        if (!m.causal && sq <= sk && constantMatches(mask, sq, sk, masked)) {
+          m.causal = true;
+        } else if (!m.bias && isBias(mask, shape)) {
+          m.bias = mask;
+        } else {
+          continue;
+        }
+        matched = true;
+        cur = scores;
+        break;
+      }
+      if (!matched)
+        return std::nullopt;
+      m.chain.push_back(add);
+      continue;
+    }
+    break;
+  }
+  Operation *def = cur.getDefiningOp();
+  if (auto div = dyn_cast_or_null<DivOp>(def)) {
+    std::optional<double> c = scalarValue(div.getRhs());
+    if (!c || *c == 0 || div.getLhs().getType() != cur.getType() ||
+        !cur.hasOneUse())
+      return std::nullopt;
+    m.scale = 1 / *c;
+    m.chain.push_back(div);
+    cur = div.getLhs();
+  } else if (auto mul = dyn_cast_or_null<MulOp>(def)) {
+    std::optional<double> c = scalarValue(mul.getRhs());
+    Value scores = mul.getLhs();
+    if (!c) {
+      c = scalarValue(mul.getLhs());
+      scores = mul.getRhs();
+    }
+    if (!c || scores.getType() != cur.getType() || !cur.hasOneUse())
+      return std::nullopt;
+    m.scale = *c;
+    m.chain.push_back(mul);
+    cur = scores;
+  }
+  auto scores = cur.getDefiningOp<MatMulOp>();
+  if (!scores || !cur.hasOneUse())
+    return std::nullopt;
+  m.scores = scores;
+  m.q = scores.getLhs();
+  m.kT = scores.getRhs();
+  m.chain.push_back(scores);
+  // Same batch and head dims everywhere: no broadcasting matmul.
+  auto qt = typeOf(m.q), kt = typeOf(m.kT), vt = typeOf(m.v);
+  if (qt.getRank() != 4 || kt.getRank() != 4 || vt.getRank() != 4 ||
+      qt.getShape().take_front(2) != shape.take_front(2) ||
+      kt.getShape().take_front(2) != shape.take_front(2) ||
+      vt.getShape().take_front(2) != shape.take_front(2) ||
+      qt.getElementType() != type.getElementType() ||
+      kt.getElementType() != type.getElementType() ||
+      vt.getElementType() != type.getElementType())
+    return std::nullopt;
+  return m;
+}
+
+/// `x` [B, Hk*g, S, D] that repeats each of Hk kv heads g times
+/// (reshape -> broadcast -> reshape, as exporters write repeat_kv): the
+/// [B, Hk, S, D] tensor; else `x` itself.
+Value sharedKvHeads(Value x) {
+  auto outer = x.getDefiningOp<ReshapeOp>();
+  auto bcast = outer ? outer.getInput().getDefiningOp<BroadcastOp>() : nullptr;
+  auto inner = bcast ? bcast.getInput().getDefiningOp<ReshapeOp>() : nullptr;
+  if (!inner)
+    return x;
+  ArrayRef<int64_t> to = typeOf(x).getShape();
+  ArrayRef<int64_t> b5 = typeOf(bcast.getResult()).getShape();
+  Value kv = inner.getInput();
+  auto kvType = typeOf(kv);
+  if (kvType.getRank() != 4 || b5.size() != 5)
+    return x;
+  ArrayRef<int64_t> from = kvType.getShape();
+  ArrayRef<int64_t> i5 = typeOf(inner.getResult()).getShape();
+  bool ok = i5 == ArrayRef<int64_t>{from[0], from[1], 1, from[2], from[3]} &&
+            b5[0] == from[0] && b5[1] == from[1] && b5[3] == from[2] &&
+            b5[4] == from[3] && to[0] == from[0] &&
+            to[1] == from[1] * b5[2] && to[2] == from[2] && to[3] == from[3];
+  return ok ? kv : x;
+}
+
+/// k [B, H, Sk, D] from k^T [B, H, D, Sk]: a transpose producing k^T is
+/// composed with the swap (k itself when that is the identity).
+Value untransposeKeys(OpBuilder &b, Location loc, Value kT) {
+  SmallVector<int64_t> perm = {0, 1, 3, 2};
+  Value source = kT;
+  if (auto t = kT.getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> p = t.getPerm();
+    perm = {p[0], p[1], p[3], p[2]};
+    source = t.getInput();
+  }
+  if (perm == SmallVector<int64_t>{0, 1, 2, 3})
+    return source;
+  return TransposeOp::create(b, loc, source, perm);
+}
+
+struct GraphFuseAttention
+    : lamina::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<SoftmaxOp> softmaxes;
+      func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
+      bool changed = false;
+      for (SoftmaxOp softmax : softmaxes) {
+        std::optional<Match> m = matchChain(softmax);
+        if (!m)
+          continue;
+        OpBuilder b(m->output);
+        Location loc = m->scores.getLoc();
+        Value k = sharedKvHeads(untransposeKeys(b, loc, m->kT));
+        Value v = sharedKvHeads(m->v);
+        if (typeOf(k).getShape()[1] != typeOf(v).getShape()[1]) {
+          // Only one of them shares heads: read both repeated.
+          k = untransposeKeys(b, loc, m->kT);
+          v = m->v;
+        }
+        auto qt = typeOf(m->q);
+        Type lseElement = qt.getElementType().isF64()
+                              ? qt.getElementType()
+                              : Type(b.getF32Type());
+        auto lseType = RankedTensorType::get(qt.getShape().drop_back(),
+                                             lseElement);
+        auto attention = AttentionOp::create(
+            b, loc, TypeRange{m->output.getType(), lseType}, m->q, k, v,
+            m->bias, b.getF64FloatAttr(m->scale),
+            m->causal ? b.getUnitAttr() : UnitAttr());
+        m->output.getResult().replaceAllUsesWith(attention.getOut());
+        for (Operation *op : m->chain)
+          op->erase();
+        ++numFused;
+        if (m->causal)
+          ++numCausal;
+        changed = true;
+      }
+      if (!changed)
+        continue;
+      // The masks, transposes and kv-head repeats that only fed the chains.
+      for (Block &block : func.getBody())
+        for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+          if (isOpTriviallyDead(&op))
+            op.erase();
+    }
+  }
+};
+} // namespace

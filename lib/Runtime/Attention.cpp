@@ -1,0 +1,351 @@
+//===- Attention.cpp - fused scaled dot-product attention on the host -----===//
+//
+// graph.attention and graph.attention_grad: the scores of a block of query
+// rows at a time (kRowBlock x Sk, never the whole Sq x Sk matrix), each
+// product one OpenBLAS call, so the host runs attention at GEMM speed and in
+// O(block x Sk) memory. Work splits over threads by (batch, head, row
+// block) in the forward and by (batch, kv head) in the backward, which then
+// owns its dK and dV and adds their contributions in a fixed order.
+//
+// f16/bf16 operands are widened to f32 (f64 computes in f64) per slice;
+// softmax row sums accumulate in double as the softmax kernel's do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace lamina::rt;
+using namespace lamina::rt::detail;
+
+namespace {
+constexpr int64_t kRowBlock = 64;
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+          const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a,
+              int(lda), b, int(ldb), beta, c, int(ldc));
+}
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+          const double *a, int64_t lda, const double *b, int64_t ldb,
+          double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a,
+              int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+/// `count` elements of `t` from element `offset` in compute type C: the
+/// tensor's own memory when it already stores C, else a widened copy.
+template <typename T, typename C>
+const C *widen(const Tensor &t, int64_t offset, int64_t count,
+               std::vector<C> &buf) {
+  if constexpr (std::is_same_v<T, C>) {
+    return t.as<const C>() + offset;
+  } else {
+    buf.resize(size_t(count));
+    const T *p = t.as<const T>() + offset;
+    for (int64_t i = 0; i < count; ++i)
+      buf[size_t(i)] = C(load(p[i]));
+    return buf.data();
+  }
+}
+
+template <typename T, typename C>
+void narrow(const C *src, int64_t count, const Tensor &t, int64_t offset) {
+  T *p = t.as<T>() + offset;
+  for (int64_t i = 0; i < count; ++i)
+    p[i] = store<T>(src[i]);
+}
+
+/// The rows of one (batch, head, row block) and the keys they see.
+struct Block {
+  int64_t b, h, kvh, i0, rows;
+  int64_t keys; // keys the block's last row sees (causal), else Sk
+
+  /// Keys row i0 + r sees.
+  int64_t limit(const AttentionDims &d, bool causal, int64_t r) const {
+    if (!causal)
+      return d.sk;
+    return std::clamp<int64_t>(i0 + r + d.sk - d.sq + 1, 0, d.sk);
+  }
+};
+
+Block makeBlock(const AttentionDims &d, bool causal, int64_t b, int64_t h,
+                int64_t i0) {
+  Block blk{b, h, h / (d.heads / d.kvHeads), i0,
+            std::min(kRowBlock, d.sq - i0), d.sk};
+  blk.keys = blk.limit(d, causal, blk.rows - 1);
+  return blk;
+}
+
+/// s = scale * s + bias over the block's rows x keys, then the row
+/// probabilities exp(s - lse) (0 past each row's limit). With `lse` null
+/// the row's log-sum-exp is computed and stored there first (`rowLse`).
+template <typename C>
+void probabilities(const AttentionDims &d, const Tensor *bias, double scale,
+                   bool causal, const Block &blk, C *s, C *rowLse,
+                   bool computeLse, std::vector<C> &biasRow) {
+  const C inf = std::numeric_limits<C>::infinity();
+  int64_t n = blk.keys;
+  for (int64_t r = 0; r < blk.rows; ++r) {
+    C *row = s + r * n;
+    int64_t lim = blk.limit(d, causal, r);
+    if (bias && lim > 0) {
+      biasRow.resize(size_t(lim));
+      int64_t base = blk.b * d.biasStrides[0] + blk.h * d.biasStrides[1] +
+                     (blk.i0 + r) * d.biasStrides[2];
+      dispatch(bias->dtype, [&](auto tag) {
+        using B = typename decltype(tag)::type;
+        if constexpr (isFloatStorage<B>) {
+          const B *p = bias->as<const B>() + base;
+          for (int64_t j = 0; j < lim; ++j)
+            biasRow[size_t(j)] = C(load(p[j * d.biasStrides[3]]));
+        }
+      });
+    }
+    C m = -inf;
+    for (int64_t j = 0; j < lim; ++j) {
+      row[j] = C(scale) * row[j] + (bias ? biasRow[size_t(j)] : C(0));
+      m = std::max(m, row[j]);
+    }
+    if (computeLse) {
+      if (m == -inf) {
+        rowLse[r] = -inf;
+      } else {
+        double sum = 0;
+        for (int64_t j = 0; j < lim; ++j)
+          sum += double(std::exp(row[j] - m));
+        rowLse[r] = m + C(std::log(sum));
+      }
+    }
+    C l = rowLse[r];
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = (j < lim && l != -inf) ? C(std::exp(row[j] - l)) : C(0);
+  }
+}
+
+template <typename T, typename C>
+void forwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
+              const Tensor &v, const Tensor *bias, double scale, bool causal,
+              const Tensor &out, const Tensor &lse) {
+  int64_t blocks = (d.sq + kRowBlock - 1) / kRowBlock;
+  int64_t cost = std::max<int64_t>(1, kRowBlock * d.sk * (d.d + d.dv));
+  parallelFor(d.batch * d.heads * blocks, std::max<int64_t>(1, kGrain / cost),
+              [&](int64_t begin, int64_t end) {
+    std::vector<C> qBuf, kBuf, vBuf, s, o, biasRow, rowLse;
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t bh = item / blocks;
+      Block blk = makeBlock(d, causal, bh / d.heads, bh % d.heads,
+                            (item % blocks) * kRowBlock);
+      int64_t qOff = (bh * d.sq + blk.i0) * d.d;
+      int64_t kvRow = (blk.b * d.kvHeads + blk.kvh) * d.sk;
+      int64_t n = blk.keys;
+      s.assign(size_t(blk.rows * std::max<int64_t>(n, 1)), C(0));
+      o.assign(size_t(blk.rows * d.dv), C(0));
+      rowLse.assign(size_t(blk.rows), C(0));
+      if (n > 0 && d.d > 0) {
+        const C *qp = widen<T, C>(q, qOff, blk.rows * d.d, qBuf);
+        const C *kp = widen<T, C>(k, kvRow * d.d, n * d.d, kBuf);
+        gemm(false, true, blk.rows, n, d.d, C(1), qp, d.d, kp, d.d, C(0),
+             s.data(), n);
+      }
+      probabilities(d, bias, scale, causal, blk, s.data(), rowLse.data(),
+                    /*computeLse=*/true, biasRow);
+      if (n > 0 && d.dv > 0) {
+        const C *vp = widen<T, C>(v, kvRow * d.dv, n * d.dv, vBuf);
+        gemm(false, false, blk.rows, d.dv, n, C(1), s.data(), n, vp, d.dv,
+             C(0), o.data(), d.dv);
+      }
+      narrow<T, C>(o.data(), blk.rows * d.dv, out,
+                   (bh * d.sq + blk.i0) * d.dv);
+      int64_t lseOff = bh * d.sq + blk.i0;
+      if (lse.dtype == DType::F64)
+        narrow<double, C>(rowLse.data(), blk.rows, lse, lseOff);
+      else
+        narrow<float, C>(rowLse.data(), blk.rows, lse, lseOff);
+    }
+  });
+}
+
+template <typename T, typename C>
+void backwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
+               const Tensor &v, const Tensor *bias, const Tensor &out,
+               const Tensor &lse, const Tensor &gradOut, double scale,
+               bool causal, const Tensor &gradQ, const Tensor &gradK,
+               const Tensor &gradV) {
+  int64_t group = d.heads / d.kvHeads;
+  int64_t blocks = (d.sq + kRowBlock - 1) / kRowBlock;
+  parallelFor(d.batch * d.kvHeads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> kBuf, vBuf, qBuf, doBuf, oBuf, s, dp, dq, dk, dv, biasRow,
+        rowLse;
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t b = item / d.kvHeads, kvh = item % d.kvHeads;
+      int64_t kvRow = item * d.sk;
+      const C *kp = widen<T, C>(k, kvRow * d.d, d.sk * d.d, kBuf);
+      const C *vp = widen<T, C>(v, kvRow * d.dv, d.sk * d.dv, vBuf);
+      dk.assign(size_t(d.sk * d.d), C(0));
+      dv.assign(size_t(d.sk * d.dv), C(0));
+      // Heads, then row blocks, in order: dK and dV add up deterministically.
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+        for (int64_t blkIdx = 0; blkIdx < blocks; ++blkIdx) {
+          Block blk = makeBlock(d, causal, b, h, blkIdx * kRowBlock);
+          int64_t bh = b * d.heads + h, n = blk.keys;
+          int64_t qOff = (bh * d.sq + blk.i0) * d.d;
+          int64_t oOff = (bh * d.sq + blk.i0) * d.dv;
+          dq.assign(size_t(blk.rows * d.d), C(0));
+          if (n > 0) {
+            const C *qp = widen<T, C>(q, qOff, blk.rows * d.d, qBuf);
+            const C *gop = widen<T, C>(gradOut, oOff, blk.rows * d.dv, doBuf);
+            const C *op = widen<T, C>(out, oOff, blk.rows * d.dv, oBuf);
+            rowLse.resize(size_t(blk.rows));
+            for (int64_t r = 0; r < blk.rows; ++r)
+              rowLse[size_t(r)] =
+                  lse.dtype == DType::F64
+                      ? C(lse.as<const double>()[bh * d.sq + blk.i0 + r])
+                      : C(lse.as<const float>()[bh * d.sq + blk.i0 + r]);
+            s.assign(size_t(blk.rows * n), C(0));
+            if (d.d > 0)
+              gemm(false, true, blk.rows, n, d.d, C(1), qp, d.d, kp, d.d, C(0),
+                   s.data(), n);
+            probabilities(d, bias, scale, causal, blk, s.data(), rowLse.data(),
+                          /*computeLse=*/false, biasRow);
+            // dV += P^T dO;  dP = dO V^T.
+            dp.assign(size_t(blk.rows * n), C(0));
+            if (d.dv > 0) {
+              gemm(true, false, n, d.dv, blk.rows, C(1), s.data(), n, gop,
+                   d.dv, C(1), dv.data(), d.dv);
+              gemm(false, true, blk.rows, n, d.dv, C(1), gop, d.dv, vp, d.dv,
+                   C(0), dp.data(), n);
+            }
+            // dS = scale * P (dP - rowsum(dO * O)), in place over dP.
+            for (int64_t r = 0; r < blk.rows; ++r) {
+              double delta = 0;
+              for (int64_t c = 0; c < d.dv; ++c)
+                delta += double(gop[r * d.dv + c]) * double(op[r * d.dv + c]);
+              for (int64_t j = 0; j < n; ++j)
+                dp[size_t(r * n + j)] = C(scale) * s[size_t(r * n + j)] *
+                                        (dp[size_t(r * n + j)] - C(delta));
+            }
+            if (d.d > 0) {
+              // dQ = dS K;  dK += dS^T Q.
+              gemm(false, false, blk.rows, d.d, n, C(1), dp.data(), n, kp, d.d,
+                   C(0), dq.data(), d.d);
+              gemm(true, false, n, d.d, blk.rows, C(1), dp.data(), n, qp, d.d,
+                   C(1), dk.data(), d.d);
+            }
+          }
+          narrow<T, C>(dq.data(), blk.rows * d.d, gradQ, qOff);
+        }
+      narrow<T, C>(dk.data(), d.sk * d.d, gradK, kvRow * d.d);
+      narrow<T, C>(dv.data(), d.sk * d.dv, gradV, kvRow * d.dv);
+    }
+  });
+}
+
+Status fail(const char *name, const std::string &what) {
+  return Status::error(std::string(name) + ": " + what);
+}
+
+bool hasDims(const Tensor &t, std::initializer_list<int64_t> dims) {
+  return hasShape(t, std::vector<int64_t>(dims));
+}
+} // namespace
+
+Status lamina::rt::detail::checkAttention(
+    const char *name, const Tensor &q, const Tensor &k, const Tensor &v,
+    const Tensor *bias, const Tensor &out, const Tensor &lse,
+    const Tensor *gradOut, const Tensor *gradQ, const Tensor *gradK,
+    const Tensor *gradV, AttentionDims &dims) {
+  if (q.rank != 4 || k.rank != 4 || v.rank != 4 || !isFloat(q.dtype) ||
+      k.dtype != q.dtype || v.dtype != q.dtype)
+    return fail(name, "q, k and v must be rank-4 tensors of one float type, "
+                      "got " + describe(q) + ", " + describe(k) + ", " +
+                      describe(v));
+  AttentionDims d;
+  d.batch = q.dim(0);
+  d.heads = q.dim(1);
+  d.sq = q.dim(2);
+  d.d = q.dim(3);
+  d.kvHeads = k.dim(1);
+  d.sk = k.dim(2);
+  d.dv = v.dim(3);
+  if (k.dim(0) != d.batch || k.dim(3) != d.d || v.dim(0) != d.batch ||
+      v.dim(1) != d.kvHeads || v.dim(2) != d.sk)
+    return fail(name, "q [B, H, Sq, D] needs k [B, Hk, Sk, D] and v [B, Hk, "
+                      "Sk, Dv], got " + describe(q) + ", " + describe(k) +
+                      ", " + describe(v));
+  if (d.kvHeads < 1 || d.heads % d.kvHeads != 0)
+    return fail(name, std::to_string(d.heads) + " query heads cannot share " +
+                          std::to_string(d.kvHeads) + " kv heads");
+  if (bias) {
+    int64_t full[4] = {d.batch, d.heads, d.sq, d.sk};
+    if (!isFloat(bias->dtype) || bias->rank > 4 ||
+        !broadcastStrides(bias->shape, bias->rank, full, 4, d.biasStrides))
+      return fail(name, "bias " + describe(*bias) +
+                            " must be a float tensor broadcastable to " +
+                            shapeString(full, 4));
+  }
+  DType lseType = q.dtype == DType::F64 ? DType::F64 : DType::F32;
+  if (out.dtype != q.dtype || !hasDims(out, {d.batch, d.heads, d.sq, d.dv}) ||
+      lse.dtype != lseType || !hasDims(lse, {d.batch, d.heads, d.sq}))
+    return fail(name, "results must be out [B, H, Sq, Dv] of q's type and "
+                      "lse [B, H, Sq] of " + std::string(dtypeName(lseType)) +
+                      ", got " + describe(out) + ", " + describe(lse));
+  if (gradOut && (gradOut->dtype != out.dtype || !sameShape(*gradOut, out)))
+    return fail(name, "gradient " + describe(*gradOut) + " differs from out " +
+                          describe(out));
+  const Tensor *grads[] = {gradQ, gradK, gradV};
+  const Tensor *like[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i)
+    if (grads[i] &&
+        (grads[i]->dtype != like[i]->dtype || !sameShape(*grads[i], *like[i])))
+      return fail(name, "gradient " + describe(*grads[i]) + " differs from " +
+                            describe(*like[i]));
+  dims = d;
+  return Status::success();
+}
+
+Status lamina::rt::attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                             const Tensor *bias, double scale, bool causal,
+                             const Tensor &out, const Tensor &lse) {
+  AttentionDims d;
+  if (Status s = checkAttention("attention", q, k, v, bias, out, lse, nullptr,
+                                nullptr, nullptr, nullptr, d);
+      !s.ok())
+    return s;
+  dispatch(q.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>) {
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      forwardT<T, C>(d, q, k, v, bias, scale, causal, out, lse);
+    }
+  });
+  return Status::success();
+}
+
+Status lamina::rt::attentionBackward(
+    const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *bias,
+    const Tensor &out, const Tensor &lse, const Tensor &gradOut, double scale,
+    bool causal, const Tensor &gradQ, const Tensor &gradK,
+    const Tensor &gradV) {
+  AttentionDims d;
+  if (Status s = checkAttention("attention_grad", q, k, v, bias, out, lse,
+                                &gradOut, &gradQ, &gradK, &gradV, d);
+      !s.ok())
+    return s;
+  dispatch(q.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>) {
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      backwardT<T, C>(d, q, k, v, bias, out, lse, gradOut, scale, causal,
+                      gradQ, gradK, gradV);
+    }
+  });
+  return Status::success();
+}
