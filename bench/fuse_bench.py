@@ -12,6 +12,10 @@ gives the step time.
 
 usage: bench/fuse_bench.py --lamina A [--lamina B ...] [--layers L]
            [--hidden H] [--seq S] [--batch B] [--steps N] [--threads T]
+
+`--lamina 'PATH --flag ...'` adds compile flags to that binary's compile,
+so one binary can be compared with itself: e.g. `--lamina build/bin/lamina
+--lamina 'build/bin/lamina --no-fuse-attention'`.
 """
 
 from __future__ import annotations
@@ -60,15 +64,17 @@ def main() -> int:
     rows = []
     for i, lamina in enumerate(args.lamina):
         out = os.path.join(work, f"train{i}")
+        binary, *flags = lamina.split()
         log = subprocess.run(
-            [lamina, "compile", model, "--mode", "train", "--loss", "causal-lm",
-             "--logits", "logits", "--precision", args.precision, "-o", out],
-            check=True, capture_output=True, text=True).stdout
+            [binary, "compile", model, "--mode", "train", "--loss", "causal-lm",
+             "--logits", "logits", "--precision", args.precision, "-o", out,
+             *flags], check=True, capture_output=True, text=True).stdout
         calls = int(re.search(r"kernel calls: (\d+)", log).group(1))
         arena = int(re.search(r"\((?:peak, )?(\d+) bytes\)", log).group(1))
         cpp = open(os.path.join(out, "model.cpp")).read()
         counts = {k: len(re.findall(r"lamina::rt::(?:gen::)?%s\(" % k, cpp))
-                  for k in ("unary", "binary", "fusedElementwise")}
+                  for k in ("unary", "binary", "fusedElementwise",
+                            "attention")}
         rows.append(dict(lamina=lamina, run=os.path.join(out, "run"),
                          calls=calls, arena=arena, times=[], **counts))
 
@@ -88,10 +94,11 @@ def main() -> int:
           f"{args.threads} thread(s), median of {args.rounds} x {args.steps} "
           "steps")
     print(f"{'lamina':40} {'calls':>6} {'unary':>6} {'binary':>6} "
-          f"{'fused':>6} {'arena bytes':>12} {'ms/step':>8}")
+          f"{'fused':>6} {'attn':>5} {'arena bytes':>12} {'ms/step':>8}")
     for r in rows:
         print(f"{r['lamina'][-40:]:40} {r['calls']:6} {r['unary']:6} "
-              f"{r['binary']:6} {r['fusedElementwise']:6} {r['arena']:12} "
+              f"{r['binary']:6} {r['fusedElementwise']:6} {r['attention']:5} "
+              f"{r['arena']:12} "
               f"{statistics.median(r['times']):8.2f}")
     return 0
 

@@ -65,15 +65,21 @@ public:
       result = cast.getInput();
     } else if (auto t = v.getDefiningOp<TransposeOp>();
                t && isF32Tensor(t.getInput()) &&
-               (isLastTwoDimsSwap(t.getPerm()) ||
+               (isLastTwoDimsSwap(t.getPerm()) || isWidened(t.getInput()) ||
                 llvm::all_of(t->getUsers(), [](Operation *u) {
                   return isa<MatMulOp, AttentionOp>(u);
                 }))) {
       // Cast, then transpose: the transpose moves half the bytes and still
-      // folds into the matmul's transposition flag.
+      // folds into the matmul's transposition flag; a widened value needs
+      // no cast at all.
       Value input = get(t.getInput(), user);
       result = TransposeOp::create(b, t.getLoc(), input, t.getPerm());
       bypassed.push_back(t);
+    } else if (auto r = v.getDefiningOp<ReshapeOp>();
+               r && isF32Tensor(r.getInput()) && isWidened(r.getInput())) {
+      // A view of a widened value (attention's output, heads merged).
+      Value input = get(r.getInput(), user);
+      result = ReshapeOp::create(b, r.getLoc(), withLow(v.getType()), input);
     } else {
       result = CastOp::create(b, v.getLoc(), withLow(v.getType()), v);
       ++numCasts;
@@ -84,6 +90,16 @@ public:
 
 private:
   Type withLow(Type t) { return cast<RankedTensorType>(t).clone(low); }
+
+  /// Whether `v` is a low-precision value cast to f32, seen through
+  /// reshapes and transposes: its low version costs no cast.
+  bool isWidened(Value v) {
+    if (auto cast = v.getDefiningOp<CastOp>())
+      return cast.getInput().getType() == withLow(v.getType());
+    if (isa_and_nonnull<ReshapeOp, TransposeOp>(v.getDefiningOp()))
+      return isWidened(v.getDefiningOp()->getOperand(0));
+    return false;
+  }
 
   Type low;
   llvm::Statistic &numCasts;
@@ -110,23 +126,9 @@ struct GraphAutocast
     for (auto func : module.getOps<func::FuncOp>())
       for (Block &block : func.getBody()) {
         Caster caster(low, numCasts);
-        SmallVector<MatMulOp> matmuls(block.getOps<MatMulOp>());
-        for (MatMulOp mm : matmuls) {
-          if (!isF32Tensor(mm.getLhs()) || !isF32Tensor(mm.getRhs()) ||
-              !isF32Tensor(mm.getResult()))
-            continue;
-          Value lhs = caster.get(mm.getLhs(), mm);
-          Value rhs = caster.get(mm.getRhs(), mm);
-          OpBuilder b(mm);
-          auto narrow = MatMulOp::create(b, mm.getLoc(), lhs, rhs);
-          narrow->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
-          auto wide = CastOp::create(b, mm.getLoc(), mm.getType(), narrow);
-          mm.getResult().replaceAllUsesWith(wide.getResult());
-          mm.erase();
-          ++numMatMuls;
-        }
-        // Attention likewise: q, k and v narrow, scores and lse in f32 inside
-        // the kernel, the bias (a mask) as it is.
+        // Attention first (q, k and v narrow; scores and lse stay f32 inside
+        // the kernel, the bias, a mask, as it is), so the matmuls after it
+        // read its narrow output without a cast.
         SmallVector<AttentionOp> attentions(block.getOps<AttentionOp>());
         for (AttentionOp at : attentions) {
           if (!isF32Tensor(at.getQ()) || !isF32Tensor(at.getK()) ||
@@ -146,6 +148,21 @@ struct GraphAutocast
           at.getOut().replaceAllUsesWith(wide.getResult());
           at.erase();
           ++numAttentions;
+        }
+        SmallVector<MatMulOp> matmuls(block.getOps<MatMulOp>());
+        for (MatMulOp mm : matmuls) {
+          if (!isF32Tensor(mm.getLhs()) || !isF32Tensor(mm.getRhs()) ||
+              !isF32Tensor(mm.getResult()))
+            continue;
+          Value lhs = caster.get(mm.getLhs(), mm);
+          Value rhs = caster.get(mm.getRhs(), mm);
+          OpBuilder b(mm);
+          auto narrow = MatMulOp::create(b, mm.getLoc(), lhs, rhs);
+          narrow->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
+          auto wide = CastOp::create(b, mm.getLoc(), mm.getType(), narrow);
+          mm.getResult().replaceAllUsesWith(wide.getResult());
+          mm.erase();
+          ++numMatMuls;
         }
         // f32 transposes whose matmuls all read a narrow transpose now.
         for (TransposeOp t : llvm::reverse(caster.bypassed))

@@ -15,6 +15,9 @@
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
+#include <functional>
+#include <map>
+#include <tuple>
 #include <optional>
 
 namespace lamina::graph {
@@ -41,35 +44,177 @@ std::optional<double> scalarValue(Value v) {
   return (*attr.getValues<APFloat>().begin()).convertToDouble();
 }
 
-/// Whether a constant [..., Sq, Sk] (leading dims 1) is, element for
-/// element, `pred(i, j)` for a boolean mask or, for a float one, 0 where
-/// `pred` is false and masked (<= kMaskedBelow) where it is true.
-bool constantMatches(Value v, int64_t sq, int64_t sk,
-                     llvm::function_ref<bool(int64_t, int64_t)> pred) {
-  DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)))
-    return false;
+/// Element (i, j) of a mask as a function of the indices, for values
+/// shaped [..., R, C] with leading dims 1 (a dim of size 1 broadcasts):
+/// masks are often computed in the graph (trilu of a splat, cast to i1,
+/// sliced from a larger buffer) because their constant is too large to
+/// fold. Null when `v` is made by ops this does not model.
+using ElementFn = std::function<double(int64_t, int64_t)>;
+
+ElementFn elementFn(Value v, int depth = 0) {
   auto t = typeOf(v);
-  if (t.getRank() < 2 || t.getShape().take_back(2) != ArrayRef<int64_t>{sq, sk} ||
-      t.getNumElements() != sq * sk)
-    return false;
-  int64_t index = 0;
-  if (t.getElementType().isInteger(1)) {
-    for (bool bit : attr.getValues<bool>()) {
-      if (bit != pred(index / sk, index % sk))
-        return false;
-      ++index;
+  int64_t r = t.getRank();
+  ArrayRef<int64_t> shape = t.getShape();
+  Operation *def = v.getDefiningOp();
+  if (!def || depth > 12 ||
+      llvm::any_of(shape.drop_back(std::min<int64_t>(r, 2)),
+                   [](int64_t d) { return d != 1; }))
+    return {};
+  int64_t rows = r >= 2 ? shape[r - 2] : 1, cols = r >= 1 ? shape[r - 1] : 1;
+  auto index = [rows, cols](int64_t &i, int64_t &j) {
+    i = rows == 1 ? 0 : i;
+    j = cols == 1 ? 0 : j;
+  };
+  auto tail = [&](Value x) {
+    auto xt = typeOf(x);
+    return xt.getShape().take_back(std::min<int64_t>(xt.getRank(), 2));
+  };
+  if (auto c = dyn_cast<ConstantOp>(def)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr)
+      return {};
+    auto scalar = [&](auto values) { // the first (splat) element
+      return double(*values.begin());
+    };
+    if (attr.isSplat()) {
+      double x = 0;
+      if (isa<FloatType>(attr.getElementType()))
+        x = (*attr.getValues<APFloat>().begin()).convertToDouble();
+      else if (attr.getElementType().isInteger(1))
+        x = scalar(attr.getValues<bool>());
+      else if (attr.getElementType().isInteger())
+        x = double((*attr.getValues<APInt>().begin()).getSExtValue());
+      else
+        return {};
+      return [x](int64_t, int64_t) { return x; };
     }
-    return true;
+    std::vector<double> values;
+    if (isa<FloatType>(attr.getElementType()))
+      for (APFloat f : attr.getValues<APFloat>())
+        values.push_back(f.convertToDouble());
+    else if (attr.getElementType().isInteger(1))
+      for (bool b : attr.getValues<bool>())
+        values.push_back(b);
+    else if (attr.getElementType().isInteger())
+      for (APInt n : attr.getValues<APInt>())
+        values.push_back(double(n.getSExtValue()));
+    else
+      return {};
+    return [values = std::move(values), index, cols](int64_t i, int64_t j) {
+      index(i, j);
+      return values[size_t(i * cols + j)];
+    };
   }
-  if (!isa<FloatType>(t.getElementType()))
+  if (isa<ReshapeOp, BroadcastOp>(def)) {
+    Value in = def->getOperand(0);
+    if (isa<ReshapeOp>(def) && tail(in) != shape.take_back(std::min<int64_t>(r, 2)))
+      return {};
+    ElementFn f = elementFn(in, depth + 1);
+    auto inTail = tail(in);
+    bool rowsBroadcast = inTail.size() < 2 || inTail[inTail.size() - 2] == 1;
+    bool colsBroadcast = inTail.empty() || inTail.back() == 1;
+    if (!f)
+      return {};
+    return [f, rowsBroadcast, colsBroadcast](int64_t i, int64_t j) {
+      return f(rowsBroadcast ? 0 : i, colsBroadcast ? 0 : j);
+    };
+  }
+  if (auto tri = dyn_cast<TriluOp>(def)) {
+    ElementFn f = elementFn(tri.getInput(), depth + 1);
+    if (!f || r < 2)
+      return {};
+    return [f, k = int64_t(tri.getK()), upper = tri.getUpper(), index](int64_t i,
+                                                             int64_t j) {
+      index(i, j);
+      bool keep = upper ? j - i >= k : j - i <= k;
+      return keep ? f(i, j) : 0.0;
+    };
+  }
+  if (auto cast = dyn_cast<CastOp>(def)) {
+    ElementFn f = elementFn(cast.getInput(), depth + 1);
+    Type to = t.getElementType();
+    if (!f || !(isa<FloatType>(to) || to.isInteger(1)))
+      return {};
+    bool toBool = to.isInteger(1);
+    return [f, toBool](int64_t i, int64_t j) {
+      double x = f(i, j);
+      return toBool ? double(x != 0) : x;
+    };
+  }
+  if (auto slice = dyn_cast<SliceOp>(def)) {
+    auto in = typeOf(slice.getInput());
+    ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+    ElementFn f = elementFn(slice.getInput(), depth + 1);
+    if (!f || in.getRank() != r || r < 2)
+      return {};
+    return [f, r0 = starts[r - 2], c0 = starts[r - 1], rs = steps[r - 2],
+            cs = steps[r - 1], index](int64_t i, int64_t j) {
+      index(i, j);
+      return f(r0 + i * rs, c0 + j * cs);
+    };
+  }
+  if (auto sel = dyn_cast<SelectOp>(def)) {
+    ElementFn c = elementFn(sel.getCondition(), depth + 1),
+              a = elementFn(sel.getLhs(), depth + 1),
+              b = elementFn(sel.getRhs(), depth + 1);
+    if (!c || !a || !b)
+      return {};
+    return [c, a, b](int64_t i, int64_t j) {
+      return c(i, j) != 0 ? a(i, j) : b(i, j);
+    };
+  }
+  if (isa<AddOp, SubOp, MulOp>(def)) {
+    ElementFn a = elementFn(def->getOperand(0), depth + 1),
+              b = elementFn(def->getOperand(1), depth + 1);
+    if (!a || !b || !isa<FloatType>(t.getElementType()))
+      return {};
+    int kind = isa<AddOp>(def) ? 0 : isa<SubOp>(def) ? 1 : 2;
+    return [a, b, kind](int64_t i, int64_t j) {
+      double x = a(i, j), y = b(i, j);
+      return kind == 0 ? x + y : kind == 1 ? x - y : x * y;
+    };
+  }
+  return {};
+}
+
+/// Whether mask `v` ([..., Sq, Sk], leading dims 1) is, element for
+/// element, `pred(i, j)` as a boolean or, as a float, 0 where `pred` is
+/// false and masked (<= kMaskedBelow) where it is true.
+/// Answers of maskMatches by (mask, Sq, Sk, predicate kind): every layer
+/// reads the same mask.
+using MaskCache = std::map<std::tuple<void *, int64_t, int64_t, int>, bool>;
+
+bool maskMatchesUncached(Value v, int64_t sq, int64_t sk,
+                         llvm::function_ref<bool(int64_t, int64_t)> pred);
+
+bool maskMatches(MaskCache &cache, int kind, Value v, int64_t sq, int64_t sk,
+                 llvm::function_ref<bool(int64_t, int64_t)> pred) {
+  auto key = std::make_tuple(v.getAsOpaquePointer(), sq, sk, kind);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  return cache[key] = maskMatchesUncached(v, sq, sk, pred);
+}
+
+bool maskMatchesUncached(Value v, int64_t sq, int64_t sk,
+                         llvm::function_ref<bool(int64_t, int64_t)> pred) {
+  auto t = typeOf(v);
+  if (t.getRank() < 2 ||
+      t.getShape().take_back(2) != ArrayRef<int64_t>{sq, sk})
     return false;
-  for (APFloat f : attr.getValues<APFloat>()) {
-    double x = f.convertToDouble();
-    if (pred(index / sk, index % sk) ? !(x <= kMaskedBelow) : x != 0)
-      return false;
-    ++index;
-  }
+  ElementFn f = elementFn(v);
+  if (!f)
+    return false;
+  bool boolean = t.getElementType().isInteger(1);
+  if (!boolean && !isa<FloatType>(t.getElementType()))
+    return false;
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j) {
+      double x = f(i, j);
+      bool want = pred(i, j);
+      if (boolean ? (x != 0) != want : want ? !(x <= kMaskedBelow) : x != 0)
+        return false;
+    }
   return true;
 }
 
@@ -98,7 +243,7 @@ struct Match {
 
 /// From the softmax down to the scores: masks (in either order), then the
 /// scale, then matmul(q, k^T).
-std::optional<Match> matchChain(SoftmaxOp softmax) {
+std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
   auto type = typeOf(softmax.getResult());
   if (type.getRank() != 4 || softmax.getAxis() != 3 ||
       !softmax.getResult().hasOneUse())
@@ -132,7 +277,7 @@ std::optional<Match> matchChain(SoftmaxOp softmax) {
         scores = sel.getLhs(), keepIsTrue = true;
       if (!fill || !(*fill <= kMaskedBelow) || m.causal || sq > sk ||
           scores.getType() != cur.getType() ||
-          !constantMatches(sel.getCondition(), sq, sk,
+          !maskMatches(cache, keepIsTrue ? 1 : 0, sel.getCondition(), sq, sk,
                            [&](int64_t i, int64_t j) {
                              return masked(i, j) != keepIsTrue;
                            }))
@@ -148,7 +293,7 @@ std::optional<Match> matchChain(SoftmaxOp softmax) {
                                   std::pair(add.getRhs(), add.getLhs())}) {
         if (scores.getType() != cur.getType() || mask == scores)
           continue;
-        if (!m.causal && sq <= sk && constantMatches(mask, sq, sk, masked)) {
+        if (!m.causal && sq <= sk && maskMatches(cache, 2, mask, sq, sk, masked)) {
           m.causal = true;
         } else if (!m.bias && isBias(mask, shape)) {
           m.bias = mask;
@@ -251,11 +396,12 @@ struct GraphFuseAttention
     : lamina::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
+      MaskCache cache;
       SmallVector<SoftmaxOp> softmaxes;
       func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
       bool changed = false;
       for (SoftmaxOp softmax : softmaxes) {
-        std::optional<Match> m = matchChain(softmax);
+        std::optional<Match> m = matchChain(softmax, cache);
         if (!m)
           continue;
         OpBuilder b(m->output);
