@@ -11,6 +11,7 @@
 #include "Commands.h"
 
 #include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Plan/CostModel.h"
 #include "lamina/Plan/Report.h"
 #include "lamina/Plan/Search.h"
@@ -18,6 +19,7 @@
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
@@ -64,6 +66,11 @@ static cl::opt<int> zero("zero", cl::desc("data-parallel sharding level 0-3"),
 static cl::opt<std::string> recompute("recompute",
                                       cl::desc("full | none"),
                                       cl::init("full"), cl::sub(planCommand));
+static cl::opt<bool> noFuseAttention(
+    "no-fuse-attention",
+    cl::desc("cost attention as the model writes it (scores stored) instead "
+             "of fused, as lamina compile runs it by default"),
+    cl::sub(planCommand));
 static cl::opt<std::string> precisionName(
     "precision",
     cl::desc("bf16-mixed (bf16 values, fp32 master and Adam) | fp32 "
@@ -153,6 +160,14 @@ std::optional<plan::ModelDesc> describe() {
       onnx::importModelFile(context, inputPath, options);
   if (!module)
     return std::nullopt;
+  // Cost what lamina compile runs: one graph.attention per attention, no
+  // stored scores.
+  if (!noFuseAttention) {
+    PassManager pm(&context);
+    pm.addPass(graph::createGraphFuseAttention());
+    if (failed(pm.run(*module)))
+      return std::nullopt;
+  }
   dist::DescribeOptions describeOptions;
   describeOptions.moduleRegex = moduleRegex;
   FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);

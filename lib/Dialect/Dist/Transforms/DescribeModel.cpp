@@ -108,7 +108,8 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
       double flops = static_cast<double>(cost.getFlops());
       md.forwardFlops += flops;
       md.forwardBytes += static_cast<double>(cost.getBytesAccessed());
-      if (isa<graph::MatMulOp>(op)) {
+      // Fused attention is GEMMs too (tensor cores on a GPU).
+      if (isa<graph::MatMulOp, graph::AttentionOp>(op)) {
         md.matmulFlops += flops;
         md.matmulBytes += static_cast<double>(cost.getBytesAccessed());
       }
