@@ -1,10 +1,13 @@
-//===- cuda_kernels_bench.cpp - time cuda::matmul and cuda::reduce --------===//
+//===- cuda_kernels_bench.cpp - time cuda::matmul, reduce and attention ---===//
 //
 // Built and run by bench/cuda_kernels_bench.py (see there). Times, with CUDA
 // events on one stream, the GEMMs and bias-gradient reductions of one layer
 // of the ~1B GPT training step (hidden 2048, seq 2048, batch 4, 16 heads,
 // bf16 storage, f32 accumulation): the first call of each GEMM shape (the
 // cuBLASLt heuristic and plan creation: host time) and the steady state.
+// The fused causal attention forward and backward at the same shape print
+// in the GEMMs' format (batch = B*H, m = Sq, n = Sk, k = D; TFLOP/s from the
+// causal FLOPs: 2*B*H*S*S*D forward, 2.5 times that backward).
 // Prints one JSON object per line.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -88,6 +92,36 @@ double timeIt(cudaStream_t s, int warm, int reps, F &&f) {
   return double(ms) / reps;
 }
 
+/// Prints a GEMM-format line for `call`: its first call's host time, host
+/// time a call after that, and device time a call in the steady state.
+template <typename F>
+void timeAndPrint(const char *name, DType t, int64_t batch, int64_t m,
+                  int64_t n, int64_t k, double flops, cudaStream_t s, int reps,
+                  F &&call) {
+  auto t0 = std::chrono::steady_clock::now();
+  call(); // a GEMM creates its plan here
+  double firstHostMs = std::chrono::duration<double, std::milli>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count();
+  check("sync", cudaStreamSynchronize(s));
+  auto h0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i)
+    call();
+  double hostUs = std::chrono::duration<double, std::micro>(
+                      std::chrono::steady_clock::now() - h0)
+                      .count() /
+                  100;
+  check("sync", cudaStreamSynchronize(s));
+  double ms = timeIt(s, 3, reps, call);
+  std::printf("{\"kind\": \"matmul\", \"name\": \"%s\", \"dtype\": \"%s\", "
+              "\"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+              "\"ms\": %.4f, \"tflops\": %.1f, \"first_call_host_ms\": %.3f, "
+              "\"host_us_per_call\": %.2f}\n",
+              name, dtypeName(t), (long long)batch, (long long)m,
+              (long long)n, (long long)k, ms, flops / ms / 1e9, firstHostMs,
+              hostUs);
+}
+
 struct Gemm {
   const char *name;
   std::vector<int64_t> a, b; // as stored
@@ -117,29 +151,34 @@ void benchGemm(const Gemm &g, DType t, cudaStream_t s, int reps) {
   auto call = [&] {
     check(g.name, cu::matmul(ta, tb, tc, g.ta, g.tb, s));
   };
-  auto t0 = std::chrono::steady_clock::now();
-  call(); // plan creation happens here
-  double firstHostMs = std::chrono::duration<double, std::milli>(
-                           std::chrono::steady_clock::now() - t0)
-                           .count();
-  check("sync", cudaStreamSynchronize(s));
-  auto h0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 100; ++i)
-    call();
-  double hostUs = std::chrono::duration<double, std::micro>(
-                      std::chrono::steady_clock::now() - h0)
-                      .count() /
-                  100;
-  check("sync", cudaStreamSynchronize(s));
-  double ms = timeIt(s, 3, reps, call);
   double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
-  std::printf("{\"kind\": \"matmul\", \"name\": \"%s\", \"dtype\": \"%s\", "
-              "\"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, "
-              "\"ms\": %.4f, \"tflops\": %.1f, \"first_call_host_ms\": %.3f, "
-              "\"host_us_per_call\": %.2f}\n",
-              g.name, dtypeName(t), (long long)batch, (long long)m,
-              (long long)n, (long long)k, ms, flops / ms / 1e9, firstHostMs,
-              hostUs);
+  timeAndPrint(g.name, t, batch, m, n, k, flops, s, reps, call);
+}
+
+void benchAttention(cudaStream_t s, int reps) {
+  const int64_t B = 4, H = 16, S = 2048, D = 128;
+  const DType t = DType::BF16;
+  int64_t n = B * H * S * D;
+  Buffer q(n, t), k(n, t), v(n, t), o(n, t), dO(n, t), dq(n, t), dk(n, t),
+      dv(n, t), lse(B * H * S, DType::F32);
+  int64_t shape[] = {B, H, S, D};
+  auto view = [&](Buffer &b) { return Tensor{b.ptr, t, 4, shape}; };
+  Tensor tq = view(q), tk = view(k), tv = view(v), to = view(o),
+         tdo = view(dO), tdq = view(dq), tdk = view(dk), tdv = view(dv),
+         tl{lse.ptr, DType::F32, 3, shape};
+  double scale = 1.0 / std::sqrt(double(D));
+  auto fwd = [&] {
+    check("attention",
+          cu::attention(tq, tk, tv, nullptr, scale, true, to, tl, s));
+  };
+  auto bwd = [&] {
+    check("attention_grad",
+          cu::attentionBackward(tq, tk, tv, nullptr, to, tl, tdo, scale, true,
+                                tdq, tdk, tdv, s));
+  };
+  double flops = 2.0 * double(B * H) * double(S) * double(S) * double(D);
+  timeAndPrint("attn_fwd", t, B * H, S, S, D, flops, s, reps, fwd);
+  timeAndPrint("attn_bwd", t, B * H, S, S, D, 2.5 * flops, s, reps, bwd);
 }
 
 void benchReduce(int64_t rows, int64_t cols, DType t, cudaStream_t s,
@@ -183,6 +222,7 @@ int main(int argc, char **argv) {
   for (const Gemm &g : gemms)
     benchGemm(g, DType::BF16, s, reps);
   benchGemm(gemms[0], DType::F32, s, reps);
+  benchAttention(s, reps);
   for (DType t : {DType::BF16, DType::F32}) {
     benchReduce(T, H, t, s, reps);
     benchReduce(T, F, t, s, reps);

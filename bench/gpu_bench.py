@@ -239,7 +239,8 @@ def report(res: dict) -> str:
         f"seq {cfg['seq']}, vocab {cfg['vocab']}: {cfg['params']:,} parameters; "
         f"batch {res['batch']} ({res['batch'] * cfg['seq']} tokens/step), "
         f"{res['precision']}, AdamW; {res['warmup']} warm-up + {res['steps']} timed steps "
-        f"on {res.get('device') or 'unknown device'}",
+        f"on {res.get('device') or 'unknown device'}; lamina's attention kernels: "
+        f"{res.get('attention_kernels', 'default (fused)')}",
         "",
         f"Model FLOPs/token {ft['total'] / 1e9:.2f} G (6N {ft['dense'] / 1e9:.2f} G + "
         f"attention 12LHS {ft['attention'] / 1e9:.2f} G); peak "
@@ -367,6 +368,10 @@ def _main(args, budget: Budget) -> int:
                device=dev_name, peak_flops=peak, peak_source=peak_src,
                flops_per_token=C.flops_per_token(cfg), generate=gen,
                tokens_per_step=args.batch * cfg["seq"],
+               # Set by scripts/gpu-check.sh when the tensor-core attention
+               # kernels failed their tests.
+               attention_kernels=os.environ.get("LAMINA_CUDA_ATTENTION",
+                                                "default (fused)"),
                memory_note="params + grads + AdamW m, v: 16 B/param = "
                            f"{16 * cfg['params'] / 2**30:.1f} GiB on each side")
     print(f"model {model}: {cfg['params']:,} parameters; device {dev_name}; "

@@ -77,6 +77,41 @@ inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
                                gradInput, &gradScale, stream);
 }
 
+/// attention and its gradients with the optional bias as a tensor or
+/// nullptr, as the lowering passes it.
+inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                        const Tensor &bias, double scale, bool causal,
+                        const Tensor &out, const Tensor &lse,
+                        cudaStream_t stream) {
+  return cuda::attention(q, k, v, &bias, scale, causal, out, lse, stream);
+}
+inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                        std::nullptr_t, double scale, bool causal,
+                        const Tensor &out, const Tensor &lse,
+                        cudaStream_t stream) {
+  return cuda::attention(q, k, v, nullptr, scale, causal, out, lse, stream);
+}
+inline Status attentionBackward(const Tensor &q, const Tensor &k,
+                                const Tensor &v, const Tensor &bias,
+                                const Tensor &out, const Tensor &lse,
+                                const Tensor &gradOut, double scale,
+                                bool causal, const Tensor &gradQ,
+                                const Tensor &gradK, const Tensor &gradV,
+                                cudaStream_t stream) {
+  return cuda::attentionBackward(q, k, v, &bias, out, lse, gradOut, scale,
+                                 causal, gradQ, gradK, gradV, stream);
+}
+inline Status attentionBackward(const Tensor &q, const Tensor &k,
+                                const Tensor &v, std::nullptr_t,
+                                const Tensor &out, const Tensor &lse,
+                                const Tensor &gradOut, double scale,
+                                bool causal, const Tensor &gradQ,
+                                const Tensor &gradK, const Tensor &gradV,
+                                cudaStream_t stream) {
+  return cuda::attentionBackward(q, k, v, nullptr, out, lse, gradOut, scale,
+                                 causal, gradQ, gradK, gradV, stream);
+}
+
 template <typename Tuple, size_t... I>
 inline Status concatList(const Tensor &result, int64_t axis, const Tuple &t,
                          std::index_sequence<I...>) {

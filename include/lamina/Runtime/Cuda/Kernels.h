@@ -26,8 +26,8 @@
 // own type, wrapping, with Math.h's division rules); data movement copies
 // 1, 2, 4 or 8-byte words. softmax, logSoftmax, the norms, matmul and the
 // fused forms (the softmax and norm backward passes, softmax
-// cross-entropy, fusedElementwise) take f32, f16 and bf16 only, and say so
-// in an error.
+// cross-entropy, fusedElementwise, attention) take f32, f16 and bf16 only,
+// and say so in an error.
 //
 // Differences from the host, all documented at the function: float sums
 // reduce in another order (f32 trees, not the host's f64 or serial sums);
@@ -157,6 +157,29 @@ Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLoss, int64_t ignoreIndex,
                                    const Tensor &gradLogits,
                                    cudaStream_t stream);
+
+/// The host's attention (graph.attention: same shapes, types, causal rule
+/// and -inf rows): f32, f16 or bf16 operands, bias of any float type, lse
+/// f32. Tiled with an online softmax (the score matrix is never stored),
+/// so out and lse match the host up to f32 summation order; for f16/bf16
+/// with D == Dv in {64, 128} tensor cores compute the products, with the
+/// probabilities rounded to that type before they meet v. D and Dv above
+/// 256 are an error. LAMINA_CUDA_ATTENTION=generic forces the scalar path.
+Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor *bias, double scale, bool causal,
+                 const Tensor &out, const Tensor &lse, cudaStream_t stream);
+/// The host's attentionBackward: probabilities recomputed from lse, gradK
+/// and gradV summed over the query heads of a kv head in a fixed order
+/// (deterministic, no atomics; f32 sums in another order than the host's;
+/// the tensor-core path rounds P and dS to the operands' type). Takes
+/// B*H*Sq floats of stream-ordered scratch (cudaMallocAsync) for
+/// dO . out per row.
+Status attentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
+                         const Tensor *bias, const Tensor &out,
+                         const Tensor &lse, const Tensor &gradOut,
+                         double scale, bool causal, const Tensor &gradQ,
+                         const Tensor &gradK, const Tensor &gradV,
+                         cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Reductions, data movement, gather / scatter
