@@ -316,6 +316,17 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &builder, ValueRange gradients,
     g = CastOp::create(gb.b, typeOf(g).clone(operandElement), g);
   out.push_back(gb.sumTo(
       MatMulOp::create(gb.b, g, gb.transposeLast2(b)), a.getType()));
+  auto at = typeOf(a), bt = typeOf(b);
+  if (bt.getRank() == 2 && at.getRank() > 2) {
+    // A weight shared by every batch (x W): dW = x^T g with the batch dims
+    // folded into the contraction, one GEMM instead of a batched GEMM
+    // whose per-batch products are then summed.
+    int64_t k = at.getShape().back(), n = bt.getShape().back();
+    int64_t rows = at.getNumElements() / std::max<int64_t>(k, 1);
+    Value a2 = gb.reshape(a, {rows, k}), g2 = gb.reshape(g, {rows, n});
+    out.push_back(MatMulOp::create(gb.b, gb.transposeLast2(a2), g2));
+    return success();
+  }
   out.push_back(gb.sumTo(
       MatMulOp::create(gb.b, gb.transposeLast2(a), g), b.getType()));
   return success();
