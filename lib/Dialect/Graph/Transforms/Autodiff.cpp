@@ -48,6 +48,81 @@ std::string nodeSuffix(Location loc) {
   }
 }
 
+/// Whether `v` is a splat constant of zeros.
+bool isZeroSplat(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+    return false;
+  return (*attr.getValues<APFloat>().begin()).isZero();
+}
+
+/// A concat's pieces along its axis: [start, start + size) and the value.
+struct Piece {
+  int64_t start, size;
+  Value value;
+  bool zero;
+};
+
+SmallVector<Piece> piecesOf(ConcatOp c) {
+  SmallVector<Piece> pieces;
+  int64_t at = 0, axis = int64_t(c.getAxis());
+  for (Value v : c.getInputs()) {
+    int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(axis);
+    pieces.push_back({at, size, v, isZeroSplat(v)});
+    at += size;
+  }
+  return pieces;
+}
+
+/// a + b for two gradients that are zero-padded concats along one axis
+/// whose non-zero pieces do not overlap (the slices of one tensor: q, k and
+/// v from a fused projection): one concat of the pieces, instead of
+/// full-size padded copies and their sum. Null when they are not.
+Value mergePaddedConcats(OpBuilder &b, Location loc, Value x, Value y) {
+  auto cx = x.getDefiningOp<ConcatOp>(), cy = y.getDefiningOp<ConcatOp>();
+  if (!cx || !cy || cx.getAxis() != cy.getAxis() || x.getType() != y.getType())
+    return {};
+  SmallVector<Piece> live;
+  SmallVector<Piece> px = piecesOf(cx), py = piecesOf(cy);
+  for (auto [mine, other] : {std::pair(&px, &py), std::pair(&py, &px)})
+    for (const Piece &p : *mine) {
+      if (p.zero || p.size == 0)
+        continue;
+      for (const Piece &q : *other)
+        if (!q.zero && q.start < p.start + p.size && p.start < q.start + q.size)
+          return {}; // both non-zero somewhere: a real sum
+      live.push_back(p);
+    }
+  llvm::sort(live, [](const Piece &l, const Piece &r) { return l.start < r.start; });
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t axis = int64_t(cx.getAxis()), at = 0;
+  SmallVector<Value> inputs;
+  auto zeros = [&](int64_t size) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = size;
+    inputs.push_back(splatConstant(b, loc, type.clone(shape), 0.0));
+  };
+  for (const Piece &p : live) {
+    if (p.start > at)
+      zeros(p.start - at);
+    inputs.push_back(p.value);
+    at = p.start + p.size;
+  }
+  if (at < type.getDimSize(axis))
+    zeros(type.getDimSize(axis) - at);
+  if (inputs.size() == 1)
+    return inputs.front();
+  return ConcatOp::create(b, loc, inputs, cx.getAxisAttr());
+}
+
+/// The sum of two gradient contributions to one value.
+Value accumulate(OpBuilder &b, Location loc, Value x, Value y) {
+  if (Value merged = mergePaddedConcats(b, loc, x, y))
+    return merged;
+  return AddOp::create(b, loc, x, y);
+}
+
 } // namespace
 
 Value lamina::graph::splatConstant(OpBuilder &b, Location loc, Type type,
@@ -118,7 +193,7 @@ lamina::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
                                << op->getName() << "' built " << grad.getType()
                                << " for an operand of type " << operand.getType();
       Value &slot = grads[operand];
-      slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, grad)) : grad;
+      slot = slot ? accumulate(b, op->getLoc(), slot, grad) : grad;
     }
   }
   SmallVector<Value> result;
