@@ -525,6 +525,9 @@ int runCompile() {
     // graph.attention, one graph.attention_grad.
     if (!noFuseAttention)
       autodiff.addPass(graph::createGraphFuseAttention());
+    // GELU fused before autodiff too: one graph.gelu and its gradient rule,
+    // not the differentiated chain of seven elementwise ops.
+    autodiff.addPass(graph::createGraphFuseGelu());
     // Mixed precision on @forward: autodiff then makes the backward's
     // matmuls low-precision too; parameters stay f32.
     if (precision != "f32")
@@ -538,9 +541,6 @@ int runCompile() {
       autodiff.addPass(graph::createGraphAddLoss(lossOptions));
     }
     if (dist) {
-      // graph-fuse-gelu first: the outlined functions are differentiated
-      // as they will run.
-      autodiff.addPass(graph::createGraphFuseGelu());
       dist::DistOutlineModulesOptions outline;
       outline.recompute = recomputeModules();
       outline.loss = lossOutput.empty() ? std::string("loss")
