@@ -178,6 +178,34 @@ TEST_F(CudaKernel, AttentionWithoutKeysOrQueries) {
   }
 }
 
+TEST_F(CudaKernel, AttentionPropagatesNaN) {
+  // A NaN key reaches every row that sees it (the causal rows from 3 on)
+  // as NaN, as on the host: not a row of zeros with lse -inf.
+  for (DType t : kFloatTypes)
+    for (int64_t d : {64, 40}) { // tensor-core (f16/bf16) and generic
+      SCOPED_TRACE(std::string(dtypeName(t)) + " D" + std::to_string(d));
+      const int64_t S = 8;
+      Buf q = randomOf(t, {1, 1, S, d}, -1, 1), v = randomOf(t, {1, 1, S, d}, -1, 1);
+      Buf kf = randomF32({1, 1, S, d}, -1, 1);
+      kf.data<float>()[3 * d] = std::numeric_limits<float>::quiet_NaN();
+      Buf k = asType(kf, t);
+      Buf out(t, {1, 1, S, d}), lse(DType::F32, {1, 1, S});
+      ASSERT_TRUE(attention(q.view(), k.view(), v.view(), nullptr, 0.125, true,
+                            out.view(), lse.view())
+                      .ok());
+      Dev dq(q), dk(k), dv(v), dout(t, out.shape), dlse(DType::F32, lse.shape);
+      EXPECT_OK(cu::attention(dq.view(), dk.view(), dv.view(), nullptr, 0.125,
+                              true, dout.view(), dlse.view(), stream));
+      EXPECT_OK(cu::deviceStatus(stream));
+      Buf got = dout.download(), gotLse = dlse.download();
+      for (int64_t i = 0; i < S; ++i) {
+        EXPECT_EQ(std::isnan(valueAt(got, i * d)), i >= 3) << "row " << i;
+        EXPECT_EQ(std::isnan(valueAt(gotLse, i)), std::isnan(valueAt(lse, i)))
+            << "lse row " << i;
+      }
+    }
+}
+
 TEST_F(CudaKernel, AttentionBackwardIsDeterministic) {
   for (DType t : {DType::F32, DType::BF16}) {
     Case c{1, 4, 1, 150, 150, 64, 64, true, BiasKind::None};
