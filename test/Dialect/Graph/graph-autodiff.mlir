@@ -102,6 +102,20 @@ func.func @forward(%w: tensor<4xf32> {graph.kind = "trainable", graph.name = "w"
 
 // -----
 
+// attention's lse is the backward's input: a loss reading it has no rule
+// (rather than a gradient that silently leaves that term out).
+func.func @forward(%q: tensor<1x1x4x4xf32> {graph.kind = "trainable", graph.name = "q"})
+    -> tensor<f32> attributes {graph.output_names = ["loss"]} {
+  // expected-error @+1 {{graph-autodiff: no gradient rule for 'graph.attention' in this form}}
+  %o, %lse = graph.attention %q, %q, %q {causal, scale = 0.5 : f64} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> (tensor<1x1x4x4xf32>, tensor<1x1x4xf32>)
+  %l1 = graph.reduce_sum %lse {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<1x1x4xf32> -> tensor<f32>
+  %l2 = graph.reduce_sum %o {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : tensor<1x1x4x4xf32> -> tensor<f32>
+  %l = graph.add %l1, %l2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // scatter_nd with mul, max and min: data and updates both get gradients
 // (values are checked by finite differences in GradientTest.cpp). mul
 // scatters the updates onto ones for the data; max counts tied candidates

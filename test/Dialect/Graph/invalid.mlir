@@ -364,3 +364,115 @@ func.func @matmul_result_type(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) {
   %0 = graph.matmul %a, %b : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf64>
   return
 }
+
+// -----
+// q, k and v have rank 4.
+func.func @attention_rank(%q: tensor<4x8x16xf32>, %k: tensor<1x4x8x16xf32>) {
+  // expected-error @+1 {{q, k and v must have rank 4 ([B, H, S, D])}}
+  %o, %l = graph.attention %q, %k, %k {scale = 1.0 : f64} : (tensor<4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> (tensor<4x8x16xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+// q, k and v share one element type.
+func.func @attention_types(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf32>) {
+  // expected-error @+1 {{q, k and v must have one element type}}
+  %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+// v has k's kv heads and keys (Sk = 8, not 6).
+func.func @attention_kv(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>, %v: tensor<1x4x6x16xf32>) {
+  // expected-error @+1 {{q 'tensor<1x4x8x16xf32>' needs k [B, Hk, Sk, D] and v [B, Hk, Sk, Dv], got 'tensor<1x4x8x16xf32>' and 'tensor<1x4x6x16xf32>'}}
+  %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x6x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+// k has q's head dim D.
+func.func @attention_d(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{q 'tensor<1x4x8x16xf32>' needs k [B, Hk, Sk, D] and v [B, Hk, Sk, Dv], got 'tensor<1x4x8x8xf32>' and 'tensor<1x4x8x8xf32>'}}
+  %o, %l = graph.attention %q, %k, %k {scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> (tensor<1x4x8x8xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+// The query heads are a multiple of the kv heads.
+func.func @attention_heads(%q: tensor<1x3x8x16xf32>, %k: tensor<1x2x8x16xf32>) {
+  // expected-error @+1 {{3 query heads cannot share 2 kv heads}}
+  %o, %l = graph.attention %q, %k, %k {scale = 1.0 : f64} : (tensor<1x3x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> (tensor<1x3x8x16xf32>, tensor<1x3x8xf32>)
+  return
+}
+
+// -----
+// The bias broadcasts to [B, H, Sq, Sk].
+func.func @attention_bias(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %b: tensor<2x1x1x5xf32>) {
+  // expected-error @+1 {{bias 'tensor<2x1x1x5xf32>' must broadcast to 'tensor<2x4x8x8xf32>'}}
+  %o, %l = graph.attention %q, %k, %k, %b {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+// A bias of rank > 4 does not.
+func.func @attention_bias_rank(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %b: tensor<1x2x4x8x8xf32>) {
+  // expected-error @+1 {{bias 'tensor<1x2x4x8x8xf32>' must broadcast to 'tensor<2x4x8x8xf32>'}}
+  %o, %l = graph.attention %q, %k, %k, %b {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<1x2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+// out is [B, H, Sq, Dv] (v's Dv = 32).
+func.func @attention_out(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x32xf32>) {
+  // expected-error @+1 {{out must be 'tensor<1x4x8x32xf32>', got 'tensor<1x4x8x16xf32>'}}
+  %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x32xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+// lse is f32 for f16 operands.
+func.func @attention_lse(%q: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{lse must be 'tensor<1x4x8xf32>', got 'tensor<1x4x8xf16>'}}
+  %o, %l = graph.attention %q, %q, %q {scale = 1.0 : f64} : (tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>) -> (tensor<1x4x8x16xf16>, tensor<1x4x8xf16>)
+  return
+}
+
+// -----
+// lse is [B, H, Sq].
+func.func @attention_lse_shape(%q: tensor<1x4x8x16xf32>) {
+  // expected-error @+1 {{lse must be 'tensor<1x4x8xf32>', got 'tensor<1x4x8x1xf32>'}}
+  %o, %l = graph.attention %q, %q, %q {scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8x1xf32>)
+  return
+}
+
+// -----
+// The gradient checks the forward's types: lse is f64 for f64 operands.
+func.func @attention_grad_lse(%q: tensor<1x4x8x16xf64>, %l: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{lse must be 'tensor<1x4x8xf64>', got 'tensor<1x4x8xf32>'}}
+  %gq, %gk, %gv = graph.attention_grad %q, %q, %q, %q, %l, %q {scale = 1.0 : f64} : (tensor<1x4x8x16xf64>, tensor<1x4x8x16xf64>, tensor<1x4x8x16xf64>, tensor<1x4x8x16xf64>, tensor<1x4x8xf32>, tensor<1x4x8x16xf64>) -> (tensor<1x4x8x16xf64>, tensor<1x4x8x16xf64>, tensor<1x4x8x16xf64>)
+  return
+}
+
+// -----
+// The gradient's heads too.
+func.func @attention_grad_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x3x8x16xf32>, %l: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{4 query heads cannot share 3 kv heads}}
+  %gq, %gk, %gv = graph.attention_grad %q, %k, %k, %q, %l, %q {causal, scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x3x8x16xf32>, tensor<1x3x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x3x8x16xf32>, tensor<1x3x8x16xf32>)
+  return
+}
+
+// -----
+// grad_k has k's type (2 kv heads).
+func.func @attention_grad_types(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %l: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{failed to verify that all of {k, grad_k} have same type}}
+  %gq, %gk, %gv = graph.attention_grad %q, %k, %k, %q, %l, %q {scale = 1.0 : f64} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>)
+  return
+}
+
+// -----
+// Float operands only.
+func.func @attention_int(%q: tensor<1x4x8x16xi32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<1x4x8x16xi32>'}}
+  %o, %l = graph.attention %q, %q, %q {scale = 1.0 : f64} : (tensor<1x4x8x16xi32>, tensor<1x4x8x16xi32>, tensor<1x4x8x16xi32>) -> (tensor<1x4x8x16xi32>, tensor<1x4x8xf32>)
+  return
+}

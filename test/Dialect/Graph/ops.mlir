@@ -111,3 +111,27 @@ func.func @fused(%a: tensor<2x3xf16>, %b: tensor<3xf16>) -> tensor<2x3xf16> {
   %0 = graph.fused_elementwise %a, %b {ops = ["add", "gelu_tanh"], lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>} : (tensor<2x3xf16>, tensor<3xf16>) -> tensor<2x3xf16>
   return %0 : tensor<2x3xf16>
 }
+
+// Fused attention: grouped-query (4 query heads, 2 kv heads), Dv != D,
+// causal, with and without an additive bias; lse is f32 for f16 operands
+// and f64 for f64 ones.
+// CHECK-LABEL: func @attention
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x32xf32>,
+                     %bias: tensor<2x1x1x8xf32>, %g: tensor<2x4x8x32xf32>,
+                     %qh: tensor<1x2x4x8xf16>, %qd: tensor<1x2x3x8xf64>, %kd: tensor<1x1x5x8xf64>)
+    -> (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x16xf32>, tensor<1x2x4x8xf16>, tensor<1x2x3xf64>) {
+  // CHECK: %[[O:.*]], %[[L:.*]] = graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  %o, %lse = graph.attention %q, %k, %v {causal, scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  // CHECK: %[[OB:.*]], %[[LB:.*]] = graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  %ob, %lseb = graph.attention %q, %k, %v, %bias {scale = 0.125 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  // CHECK: graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]], %{{.*}} {causal, scale = 2.500000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>)
+  %gq, %gk, %gv = graph.attention_grad %q, %k, %v, %o, %lse, %g {causal, scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>)
+  // CHECK: graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[OB]], %[[LB]], %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>)
+  %gqb, %gkb, %gvb = graph.attention_grad %q, %k, %v, %ob, %lseb, %g, %bias {scale = 0.125 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>)
+  // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f64} : (tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>) -> (tensor<1x2x4x8xf16>, tensor<1x2x4xf32>)
+  %oh, %lseh = graph.attention %qh, %qh, %qh {scale = 1.0 : f64} : (tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>) -> (tensor<1x2x4x8xf16>, tensor<1x2x4xf32>)
+  // Sq = 3 < Sk = 5, 2 query heads on one kv head.
+  // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64} : (tensor<1x2x3x8xf64>, tensor<1x1x5x8xf64>, tensor<1x1x5x8xf64>) -> (tensor<1x2x3x8xf64>, tensor<1x2x3xf64>)
+  %od, %lsed = graph.attention %qd, %kd, %kd {causal, scale = 0.5 : f64} : (tensor<1x2x3x8xf64>, tensor<1x1x5x8xf64>, tensor<1x1x5x8xf64>) -> (tensor<1x2x3x8xf64>, tensor<1x2x3xf64>)
+  return %o, %ob, %gq, %gk, %gv, %gqb, %oh, %lsed : tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x16xf32>, tensor<1x2x4x8xf16>, tensor<1x2x3xf64>
+}

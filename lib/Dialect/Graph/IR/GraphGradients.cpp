@@ -418,7 +418,9 @@ bool lamina::graph::dependsOnTrainable(Value v) {
 LogicalResult AttentionOp::buildGradients(OpBuilder &builder,
                                           ValueRange gradients,
                                           SmallVectorImpl<Value> &out) {
-  if (!gradients[0] || (getBias() && dependsOnTrainable(getBias())))
+  // lse is the backward's input, not a result to differentiate.
+  if (!gradients[0] || gradients[1] ||
+      (getBias() && dependsOnTrainable(getBias())))
     return failure();
   GradBuilder gb(*this, builder);
   auto grad = AttentionGradOp::create(

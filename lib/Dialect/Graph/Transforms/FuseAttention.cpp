@@ -249,7 +249,10 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
       !softmax.getResult().hasOneUse())
     return std::nullopt;
   auto output = dyn_cast<MatMulOp>(*softmax->getUsers().begin());
-  if (!output || output.getLhs() != softmax.getResult())
+  // (A widening matmul, narrow operands and an f32 result, is not attention's
+  // out, which has q's type.)
+  if (!output || output.getLhs() != softmax.getResult() ||
+      output.getType().getElementType() != type.getElementType())
     return std::nullopt;
   ArrayRef<int64_t> shape = type.getShape();
   int64_t sq = shape[2], sk = shape[3];
