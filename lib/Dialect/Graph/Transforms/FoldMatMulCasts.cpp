@@ -1,8 +1,12 @@
 //===- FoldMatMulCasts.cpp - graph-fold-matmul-casts ----------------------===//
 //
 // cast(matmul(a, b) : f16/bf16) : f32 -> matmul(a, b) : f32 when the narrow
-// product has no other use. A plain walk rather than a greedy rewrite: the
-// pattern never creates another instance of itself.
+// product has no other use. Before that, two exact rewrites of the casts
+// autodiff leaves around gradients (the gradient of a cast is the cast
+// back): a concat of widened narrow values becomes the widened narrow
+// concat (half the bytes moved, one cast instead of one per piece), and a
+// narrow cast of a widened narrow value is that value. Plain walks rather
+// than a greedy rewrite: no pattern creates another instance of itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFOLDMATMULCASTS
@@ -21,9 +26,76 @@ using namespace mlir;
 using namespace lamina::graph;
 
 namespace {
+bool isNarrowFloat(Type t) { return t.isF16() || t.isBF16(); }
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// The f16/bf16 element type `v` is an f32 widening of, seen through
+/// reshapes; null when it is not one.
+Type widenedFrom(Value v) {
+  if (auto c = v.getDefiningOp<CastOp>())
+    return elementOf(v).isF32() && isNarrowFloat(elementOf(c.getInput()))
+               ? elementOf(c.getInput())
+               : Type();
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    return widenedFrom(r.getInput());
+  return {};
+}
+
+/// The narrow value `v` widens (widenedFrom(v) non-null), its reshapes
+/// rebuilt in the narrow type at `b`.
+Value narrowSource(OpBuilder &b, Value v) {
+  if (auto c = v.getDefiningOp<CastOp>())
+    return c.getInput();
+  auto r = v.getDefiningOp<ReshapeOp>();
+  Value in = narrowSource(b, r.getInput());
+  return ReshapeOp::create(
+      b, r.getLoc(), cast<RankedTensorType>(v.getType()).clone(elementOf(in)),
+      in);
+}
+
+/// concat(widen(x_i)...) -> widen(concat(x_i...)), every x_i of one narrow
+/// type.
+void foldConcatCasts(Operation *root, llvm::Statistic &count) {
+  SmallVector<ConcatOp> concats;
+  root->walk([&](ConcatOp c) { concats.push_back(c); });
+  for (ConcatOp c : concats) {
+    Type narrow = c.getInputs().empty() ? Type() : widenedFrom(c.getInputs()[0]);
+    if (!narrow || !llvm::all_of(c.getInputs(), [&](Value in) {
+          return widenedFrom(in) == narrow;
+        }))
+      continue;
+    OpBuilder b(c);
+    SmallVector<Value> inputs;
+    for (Value in : c.getInputs())
+      inputs.push_back(narrowSource(b, in));
+    auto joined = ConcatOp::create(b, c.getLoc(), inputs, c.getAxisAttr());
+    auto wide = CastOp::create(b, c.getLoc(), c.getType(), joined);
+    c.getResult().replaceAllUsesWith(wide.getResult());
+    c.erase();
+    ++count;
+  }
+}
+
+/// cast(cast(x : T) : f32) : T -> x for an f16/bf16 T (exact).
+void foldRoundTrips(Operation *root, llvm::Statistic &count) {
+  root->walk([&](CastOp c) {
+    auto inner = c.getInput().getDefiningOp<CastOp>();
+    if (inner && elementOf(c.getInput()).isF32() &&
+        isNarrowFloat(elementOf(c.getResult())) &&
+        inner.getInput().getType() == c.getType()) {
+      c.getResult().replaceAllUsesWith(inner.getInput());
+      ++count;
+    }
+  });
+}
+
 struct GraphFoldMatMulCasts
     : lamina::graph::impl::GraphFoldMatMulCastsBase<GraphFoldMatMulCasts> {
   void runOnOperation() override {
+    foldConcatCasts(getOperation(), numConcats);
+    foldRoundTrips(getOperation(), numRoundTrips);
     SmallVector<CastOp> casts;
     getOperation().walk([&](CastOp c) { casts.push_back(c); });
     for (CastOp c : casts) {
@@ -42,6 +114,13 @@ struct GraphFoldMatMulCasts
       matmul.erase();
       ++numFolded;
     }
+    // What the rewrites left unused (a dead op would still run).
+    getOperation().walk([](func::FuncOp f) {
+      for (Block &block : f.getBody())
+        for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+          if (isOpTriviallyDead(&op))
+            op.erase();
+    });
   }
 };
 } // namespace

@@ -101,6 +101,12 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
     `graph-autocast`, forward and backward). Run it after `graph-autodiff`;
     `lamina compile` runs it right before `graph-fuse-elementwise`.
 
+    First, two exact rewrites of the casts autodiff leaves around gradients:
+    a `graph.concat` whose inputs are all f32 casts of one narrow type (seen
+    through reshapes; q, k and v gradients joined for the fused projection)
+    becomes the narrow concat cast once to f32, and a narrow cast of such a
+    widened value is the narrow value itself. Ops left unused are removed.
+
     ```mlir
     %0 = graph.matmul %a, %b : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
     %1 = graph.cast %0 : tensor<4x2xbf16> to tensor<4x2xf32>
@@ -109,7 +115,11 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
     ```
   }];
   let statistics = [
-    Statistic<"numFolded", "folded-casts", "casts folded into matmuls">
+    Statistic<"numFolded", "folded-casts", "casts folded into matmuls">,
+    Statistic<"numConcats", "concats",
+              "concats of widened values made narrow (one cast after)">,
+    Statistic<"numRoundTrips", "round-trips",
+              "narrow casts of widened narrow values removed">,
   ];
 }
 
