@@ -258,6 +258,9 @@ struct Runner {
         .Case([&](SinOp) { return un(U::Sin); })
         .Case([&](NotOp) { return un(U::Not); })
         .Case([&](GeluOp o) { return un(o.getTanh() ? U::GeluTanh : U::Gelu); })
+        .Case([&](GeluDerivativeOp o) {
+          return un(o.getTanh() ? U::GeluTanhDerivative : U::GeluDerivative);
+        })
         // Binary, compare, select, cast.
         .Case([&](AddOp) { return bin(B::Add); })
         .Case([&](SubOp) { return bin(B::Sub); })

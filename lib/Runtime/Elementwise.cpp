@@ -117,6 +117,12 @@ void unaryFloat(UnaryOp op, const Tensor &in, const Tensor &out) {
     return mapUnary<T>(in, out, 8, [](C x) { return math::gelu(x); });
   case UnaryOp::GeluTanh:
     return mapUnary<T>(in, out, 8, [](C x) { return math::geluTanh(x); });
+  case UnaryOp::GeluDerivative:
+    return mapUnary<T>(in, out, 8,
+                       [](C x) { return math::geluDerivative(x); });
+  case UnaryOp::GeluTanhDerivative:
+    return mapUnary<T>(in, out, 8,
+                       [](C x) { return math::geluTanhDerivative(x); });
   case UnaryOp::Cos:
     return mapUnary<T>(in, out, 8, [](C x) { return math::cos(x); });
   case UnaryOp::Sin:
@@ -379,6 +385,10 @@ void runStep(const FusedStep &st, FusedRegs &r, int out, int64_t n,
   case UnaryOp::Gelu: return unaryEach([](float x) { return math::gelu(x); });
   case UnaryOp::GeluTanh:
     return unaryEach([](float x) { return math::geluTanh(x); });
+  case UnaryOp::GeluDerivative:
+    return unaryEach([](float x) { return math::geluDerivative(x); });
+  case UnaryOp::GeluTanhDerivative:
+    return unaryEach([](float x) { return math::geluTanhDerivative(x); });
   case UnaryOp::Cos: return unaryEach([](float x) { return math::cos(x); });
   case UnaryOp::Sin: return unaryEach([](float x) { return math::sin(x); });
   case UnaryOp::Not: return; // rejected by the checks

@@ -41,6 +41,14 @@ double refUnary(UnaryOp op, double x) {
     return std::cos(x);
   case UnaryOp::Sin:
     return std::sin(x);
+  case UnaryOp::GeluDerivative:
+    return 0.5 * std::erfc(-x / std::sqrt(2.0)) +
+           x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  case UnaryOp::GeluTanhDerivative: {
+    double c = std::sqrt(2 / M_PI), a = 0.044715;
+    double t = std::tanh(c * (x + a * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x);
+  }
   case UnaryOp::Not:
     return x == 0;
   }
@@ -51,7 +59,8 @@ const UnaryOp kFloatUnary[] = {
     UnaryOp::Neg, UnaryOp::Abs,     UnaryOp::Relu,       UnaryOp::Exp,
     UnaryOp::Log, UnaryOp::Sqrt,    UnaryOp::Reciprocal, UnaryOp::Tanh,
     UnaryOp::Erf, UnaryOp::Sigmoid, UnaryOp::Gelu,       UnaryOp::GeluTanh,
-    UnaryOp::Cos, UnaryOp::Sin};
+    UnaryOp::Cos, UnaryOp::Sin, UnaryOp::GeluDerivative,
+    UnaryOp::GeluTanhDerivative};
 
 bool positiveOnly(UnaryOp op) {
   return op == UnaryOp::Log || op == UnaryOp::Sqrt;
@@ -75,6 +84,22 @@ TEST(RuntimeUnary, FloatOpsMatchReference) {
       EXPECT_TRUE(close(dout.data<double>()[i],
                         refUnary(op, d.data<double>()[i]), 1e-14, 1e-300));
   }
+}
+
+TEST(RuntimeUnary, GeluDerivativesAreTheSlopes) {
+  // Central differences of the f64 gelu kernels themselves.
+  for (auto [gelu, slope] : {std::pair(UnaryOp::Gelu, UnaryOp::GeluDerivative),
+                             std::pair(UnaryOp::GeluTanh,
+                                       UnaryOp::GeluTanhDerivative)})
+    for (double x : {-6.0, -2.5, -1.0, -0.3, 0.0, 0.4, 1.7, 5.0}) {
+      const double h = 1e-6;
+      Buf in = make(DType::F64, {3}, std::vector<double>{x - h, x + h, x});
+      Buf y(DType::F64, {3}), d(DType::F64, {3});
+      EXPECT_OK(unary(gelu, in.view(), y.view()));
+      EXPECT_OK(unary(slope, in.view(), d.view()));
+      double numeric = (y.data<double>()[1] - y.data<double>()[0]) / (2 * h);
+      EXPECT_NEAR(d.data<double>()[2], numeric, 1e-8) << "x = " << x;
+    }
 }
 
 TEST(RuntimeUnary, HalfComputesInFloatAndRounds) {

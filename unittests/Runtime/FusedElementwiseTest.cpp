@@ -75,7 +75,8 @@ TEST(RuntimeFused, EveryUnaryOpMatchesOpByOp) {
       UnaryOp::Neg,  UnaryOp::Abs,        UnaryOp::Relu, UnaryOp::Exp,
       UnaryOp::Log,  UnaryOp::Sqrt,       UnaryOp::Reciprocal,
       UnaryOp::Tanh, UnaryOp::Erf,        UnaryOp::Sigmoid,
-      UnaryOp::Gelu, UnaryOp::GeluTanh,   UnaryOp::Cos, UnaryOp::Sin};
+      UnaryOp::Gelu, UnaryOp::GeluTanh,   UnaryOp::Cos, UnaryOp::Sin,
+      UnaryOp::GeluDerivative, UnaryOp::GeluTanhDerivative};
   for (UnaryOp op : ops) {
     // (x + b) then op: positive arguments for log and sqrt.
     std::vector<Buf> in;

@@ -48,6 +48,7 @@ enum class UnaryOp : uint8_t {
   Neg, Abs, Relu,                            // any numeric type
   Exp, Log, Sqrt, Reciprocal, Tanh, Erf,     // float types only
   Sigmoid, Gelu, GeluTanh, Cos, Sin,         // float types only
+  GeluDerivative, GeluTanhDerivative,        // float: d gelu(x) / dx
   Not,                                       // i1 only
 };
 /// result = op(input), same shape and element type.

@@ -234,6 +234,22 @@ template <typename T> LAMINA_HD inline T geluTanh(T x) {
   return T(0.5) * x * (T(1) + tanh(inner));
 }
 
+/// d gelu / dx = Phi(x) + x phi(x) (graph.gelu's gradient, one pass).
+template <typename T> LAMINA_HD inline T geluDerivative(T x) {
+  T cdf = T(0.5) * erfc(-x * T(0.70710678118654752440));
+  T pdf = T(0.39894228040143267794) * exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+/// d geluTanh / dx = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2) with
+/// t = tanh(c (x + a x^3)), c = sqrt(2/pi), a = 0.044715.
+template <typename T> LAMINA_HD inline T geluTanhDerivative(T x) {
+  const T c = T(0.79788456080286535588), a = T(0.044715);
+  T t = tanh(c * (x + a * x * x * x));
+  return T(0.5) * (T(1) + t) +
+         T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3) * a * x * x);
+}
+
 //===----------------------------------------------------------------------===//
 // Binary
 //===----------------------------------------------------------------------===//

@@ -94,6 +94,8 @@ uint8_t stepEnumerator(StringRef name) {
       .Case("sigmoid", uint8_t(UnaryOp::Sigmoid))
       .Case("gelu", uint8_t(UnaryOp::Gelu))
       .Case("gelu_tanh", uint8_t(UnaryOp::GeluTanh))
+      .Case("gelu_derivative", uint8_t(UnaryOp::GeluDerivative))
+      .Case("gelu_tanh_derivative", uint8_t(UnaryOp::GeluTanhDerivative))
       .Case("cos", uint8_t(UnaryOp::Cos))
       .Case("sin", uint8_t(UnaryOp::Sin))
       .Case("add", uint8_t(BinaryOp::Add))
@@ -158,6 +160,9 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       .Case([&](SinOp) { return c.unary("Sin"); })
       .Case([&](NotOp) { return c.unary("Not"); })
       .Case([&](GeluOp o) { return c.unary(o.getTanh() ? "GeluTanh" : "Gelu"); })
+      .Case([&](GeluDerivativeOp o) {
+        return c.unary(o.getTanh() ? "GeluTanhDerivative" : "GeluDerivative");
+      })
       // Binary, compare, select, cast.
       .Case([&](AddOp) { return c.binary("Add"); })
       .Case([&](SubOp) { return c.binary("Sub"); })
@@ -315,7 +320,7 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
     return true;
   // Unary, binary, compare and select: elementwise with broadcasting.
   if (isa<NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, TanhOp,
-          ErfOp, SigmoidOp, CosOp, SinOp, NotOp, GeluOp, AddOp, SubOp, MulOp,
+          ErfOp, SigmoidOp, CosOp, SinOp, NotOp, GeluOp, GeluDerivativeOp, AddOp, SubOp, MulOp,
           DivOp, PowOp, MinOp, MaxOp, AndOp, OrOp, EqualOp, GreaterOp,
           GreaterEqualOp, LessOp, LessEqualOp, SelectOp, FusedElementwiseOp>(op))
     return true;

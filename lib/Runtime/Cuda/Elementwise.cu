@@ -32,6 +32,8 @@ template <typename C> __device__ C applyUnary(UnaryOp op, C x) {
     case UnaryOp::Sigmoid: return math::sigmoid(x);
     case UnaryOp::Gelu: return math::gelu(x);
     case UnaryOp::GeluTanh: return math::geluTanh(x);
+    case UnaryOp::GeluDerivative: return math::geluDerivative(x);
+    case UnaryOp::GeluTanhDerivative: return math::geluTanhDerivative(x);
     case UnaryOp::Cos: return math::cos(x);
     case UnaryOp::Sin: return math::sin(x);
     default: return x; // Not: rejected on the host

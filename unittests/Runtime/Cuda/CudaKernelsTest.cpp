@@ -21,7 +21,8 @@ TEST_F(CudaKernel, UnaryMatchesHost) {
                          UnaryOp::Exp,  UnaryOp::Log,        UnaryOp::Sqrt,
                          UnaryOp::Reciprocal, UnaryOp::Tanh, UnaryOp::Erf,
                          UnaryOp::Sigmoid, UnaryOp::Gelu,    UnaryOp::GeluTanh,
-                         UnaryOp::Cos,  UnaryOp::Sin};
+                         UnaryOp::Cos,  UnaryOp::Sin,
+                         UnaryOp::GeluDerivative, UnaryOp::GeluTanhDerivative};
   for (DType t : kFloatTypes)
     for (UnaryOp op : ops) {
       bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt;

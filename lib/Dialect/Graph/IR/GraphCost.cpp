@@ -112,12 +112,17 @@ int64_t GeluOp::getFlops() {
   return (getTanh() ? 8 : 5) * elements(getResult());
 }
 
+int64_t GeluDerivativeOp::getFlops() {
+  return (getTanh() ? 12 : 9) * elements(getResult());
+}
+
 // The ops' own counts, step by step, at the result's size.
 int64_t FusedElementwiseOp::getFlops() {
   int64_t perElement = 0;
   for (StringRef name : getOps().getAsValueRange<StringAttr>())
     perElement += name == "sigmoid" ? 3 : name == "gelu" ? 5
-                : name == "gelu_tanh" ? 8 : 1;
+                : name == "gelu_tanh" ? 8 : name == "gelu_derivative" ? 9
+                : name == "gelu_tanh_derivative" ? 12 : 1;
   return perElement * elements(getResult());
 }
 

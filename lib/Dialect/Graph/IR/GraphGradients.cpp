@@ -215,33 +215,13 @@ UNARY_RULE(CosOp, gb.neg(gb.mul(g, SinOp::create(gb.b, x))))
 UNARY_RULE(SinOp, gb.mul(g, CosOp::create(gb.b, x)))
 #undef UNARY_RULE
 
+// g * gelu'(x): one elementwise op for the derivative (graph.gelu_derivative,
+// Math.h's geluDerivative / geluTanhDerivative), fused with the product.
 LogicalResult GeluOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                      SmallVectorImpl<Value> &out) {
   GradBuilder gb(*this, builder);
-  Value g = gradients[0], x = getInput();
-  Value half = gb.scalar(x, 0.5), one = gb.scalar(x, 1);
-  Value dydx;
-  if (getTanh()) {
-    // y = x/2 (1 + t), t = tanh(c (x + a x^3)):
-    // dy/dx = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2).
-    const double c = std::sqrt(2 / M_PI), a = 0.044715;
-    Value x2 = gb.mul(x, x);
-    Value u = gb.mulScalar(gb.add(x, gb.mulScalar(gb.mul(x2, x), a)), c);
-    Value t = TanhOp::create(gb.b, u);
-    Value du = gb.mulScalar(gb.add(one, gb.mulScalar(x2, 3 * a)), c);
-    Value sech2 = gb.sub(one, gb.mul(t, t));
-    dydx = gb.add(gb.mul(half, gb.add(one, t)),
-                  gb.mul(gb.mul(half, x), gb.mul(sech2, du)));
-  } else {
-    // y = x Phi(x): dy/dx = Phi(x) + x phi(x).
-    Value cdf = gb.mul(half, gb.add(one, ErfOp::create(
-                                             gb.b, gb.mulScalar(x, M_SQRT1_2))));
-    Value pdf = gb.mulScalar(
-        ExpOp::create(gb.b, gb.mulScalar(gb.mul(x, x), -0.5)),
-        1 / std::sqrt(2 * M_PI));
-    dydx = gb.add(cdf, gb.mul(x, pdf));
-  }
-  out.push_back(gb.mul(g, dydx));
+  Value dydx = GeluDerivativeOp::create(gb.b, getInput(), getTanhAttr());
+  out.push_back(gb.mul(gradients[0], dydx));
   return success();
 }
 

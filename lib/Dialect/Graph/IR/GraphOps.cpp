@@ -473,7 +473,8 @@ LogicalResult ScatterNDOp::verify() {
 bool FusedElementwiseOp::isStepOp(StringRef name, bool &binary) {
   static constexpr StringLiteral kUnary[] = {
       "neg", "abs",     "relu", "exp",       "log", "sqrt", "reciprocal",
-      "tanh", "erf", "sigmoid", "gelu", "gelu_tanh", "cos", "sin"};
+      "tanh", "erf", "sigmoid", "gelu", "gelu_tanh", "cos", "sin",
+      "gelu_derivative", "gelu_tanh_derivative"};
   static constexpr StringLiteral kBinary[] = {"add", "sub", "mul", "div",
                                               "pow", "min", "max"};
   binary = llvm::is_contained(kBinary, name);

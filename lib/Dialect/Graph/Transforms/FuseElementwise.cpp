@@ -49,6 +49,9 @@ StringRef stepName(Operation *op) {
       .Case([](ErfOp) { return "erf"; })
       .Case([](SigmoidOp) { return "sigmoid"; })
       .Case([](GeluOp o) { return o.getTanh() ? "gelu_tanh" : "gelu"; })
+      .Case([](GeluDerivativeOp o) {
+        return o.getTanh() ? "gelu_tanh_derivative" : "gelu_derivative";
+      })
       .Case([](CosOp) { return "cos"; })
       .Case([](SinOp) { return "sin"; })
       .Case([](AddOp) { return "add"; })

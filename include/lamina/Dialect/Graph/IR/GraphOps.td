@@ -79,6 +79,19 @@ def Graph_GeluOp : Graph_Op<"gelu",
   let hasFolder = 1;
 }
 
+def Graph_GeluDerivativeOp : Graph_Op<"gelu_derivative",
+    [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "The derivative of graph.gelu";
+  let description = [{
+    `d gelu(x) / dx`: `Phi(x) + x phi(x)`, or with `tanh` that of the tanh
+    approximation. graph.gelu's gradient rule builds `g * gelu_derivative(x)`,
+    which graph-fuse-elementwise makes one kernel.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise binary, numpy broadcasting
 //===----------------------------------------------------------------------===//
@@ -164,7 +177,7 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
     for a binary op; `-1` for a unary one) and writes register `n + i`;
     the last step's register is the result. `ops` are graph op names:
     unary `neg abs relu exp log sqrt reciprocal tanh erf sigmoid gelu
-    gelu_tanh cos sin`, binary `add sub mul div pow min max`. Each input
+    gelu_tanh cos sin gelu_derivative gelu_tanh_derivative`, binary `add sub mul div pow min max`. Each input
     and the result is f32, f16 or bf16, independently: inputs are widened
     to f32 on load (exact), values stay f32 between steps, and the last
     register is rounded once to the result's type on store. So a chain of
