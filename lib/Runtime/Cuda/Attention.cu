@@ -413,16 +413,6 @@ size_t genericDqBytes(const Args &a) {
   return size_t(t * (3 * D + 2 * Dv + 4) + t * t + 2 * t) * 4;
 }
 
-/// Scratch for Delta, returned to the stream's pool after the kernels.
-struct Scratch {
-  void *ptr = nullptr;
-  cudaStream_t stream;
-  explicit Scratch(cudaStream_t s) : stream(s) {}
-  ~Scratch() {
-    if (ptr)
-      (void)cudaFreeAsync(ptr, stream);
-  }
-};
 
 /// Forward launches for storage type T.
 template <typename T> Status forwardTyped(Args a, bool fast, cudaStream_t st) {

@@ -214,6 +214,19 @@ inline int rowThreads(int64_t n) {
 }
 #endif
 
+/// Temporary device memory of one call (row statistics, attention's
+/// Delta): cudaMallocAsync'd by the caller into `ptr`, returned to the
+/// stream's pool after the kernels that use it (stream-ordered).
+struct Scratch {
+  void *ptr = nullptr;
+  cudaStream_t stream;
+  explicit Scratch(cudaStream_t s) : stream(s) {}
+  ~Scratch() {
+    if (ptr)
+      (void)cudaFreeAsync(ptr, stream);
+  }
+};
+
 } // namespace lamina::rt::cuda::detail
 
 #endif // LAMINA_LIB_RUNTIME_CUDA_COMMON_H

@@ -308,16 +308,6 @@ Status softmaxBackwardImpl(const char *name, bool log, const Tensor &result,
   return launched(name);
 }
 
-/// Per-row statistics for the parameter gradients, stream-ordered.
-struct Scratch {
-  void *ptr = nullptr;
-  cudaStream_t stream;
-  explicit Scratch(cudaStream_t s) : stream(s) {}
-  ~Scratch() {
-    if (ptr)
-      (void)cudaFreeAsync(ptr, stream);
-  }
-};
 } // namespace
 
 Status lamina::rt::cuda::softmax(const Tensor &input, int64_t axis,
