@@ -21,18 +21,20 @@
 // CHECK-DAG: graph.transpose %[[GV]] {perm = array<i64: 0, 2, 1, 3>}
 // CHECK: return
 
-// With bf16 autocast (before autodiff, as lamina compile runs them): q, k
-// and v are cast to bf16 (cast, then the head transpose), the attention
-// runs on bf16 with an f32 lse, and its out is cast back to f32 for the
-// f32 ops after it.
+// With bf16 autocast (before autodiff, as lamina compile runs them): the
+// projections are bf16 matmuls whose narrow results the head split and the
+// attention read directly (no cast to f32 and back), the attention runs on
+// bf16 with an f32 lse, and its out is cast back to f32 for the f32 ops
+// after it.
 // CAST-LABEL: func.func @forward
-// CAST: %[[QC:.*]] = graph.cast %{{.*}} : tensor<1x4x2x4xf32> to tensor<1x4x2x4xbf16>
-// CAST-NEXT: %[[Q:.*]] = graph.transpose %[[QC]] {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x4xbf16> -> tensor<1x2x4x4xbf16>
-// CAST-NEXT: %[[KC:.*]] = graph.cast %{{.*}} : tensor<1x4x2x4xf32> to tensor<1x4x2x4xbf16>
-// CAST-NEXT: %[[K:.*]] = graph.transpose %[[KC]] {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x4xbf16> -> tensor<1x2x4x4xbf16>
-// CAST-NEXT: %[[VC:.*]] = graph.cast %{{.*}} : tensor<1x4x2x4xf32> to tensor<1x4x2x4xbf16>
-// CAST-NEXT: %[[V:.*]] = graph.transpose %[[VC]] {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x4xbf16> -> tensor<1x2x4x4xbf16>
-// CAST-NEXT: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 5.000000e-01 : f64} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<1x2x4xf32>)
+// CAST: %[[QM:.*]] = graph.matmul {{.*}} -> tensor<1x4x8xbf16>
+// CAST: %[[KM:.*]] = graph.matmul {{.*}} -> tensor<1x4x8xbf16>
+// CAST: %[[VM:.*]] = graph.matmul {{.*}} -> tensor<1x4x8xbf16>
+// CAST-NOT: graph.cast
+// CAST: %[[QR:.*]] = graph.reshape %[[QM]] : tensor<1x4x8xbf16> to tensor<1x4x2x4xbf16>
+// CAST-NEXT: %[[Q:.*]] = graph.transpose %[[QR]] {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x4xbf16> -> tensor<1x2x4x4xbf16>
+// CAST-NOT: graph.cast
+// CAST: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<1x2x4xf32>)
 // CAST-NEXT: %[[OF:.*]] = graph.cast %[[O]] : tensor<1x2x4x4xbf16> to tensor<1x2x4x4xf32>
 // CAST-NEXT: graph.mul %[[OF]], %[[OF]] : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
 

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -51,8 +52,6 @@ public:
   Caster(Type low, llvm::Statistic &numCasts) : low(low), numCasts(numCasts) {}
 
   /// `v` (f32) in the low precision, built before `user` when new.
-  /// The f32 transposes that a narrow transpose replaced for some matmul.
-  SmallVector<TransposeOp> bypassed;
 
   Value get(Value v, Operation *user) {
     if (Value known = cache.lookup(v))
@@ -74,12 +73,22 @@ public:
       // no cast at all.
       Value input = get(t.getInput(), user);
       result = TransposeOp::create(b, t.getLoc(), input, t.getPerm());
-      bypassed.push_back(t);
     } else if (auto r = v.getDefiningOp<ReshapeOp>();
-               r && isF32Tensor(r.getInput()) && isWidened(r.getInput())) {
-      // A view of a widened value (attention's output, heads merged).
+               r && isF32Tensor(r.getInput()) &&
+               (isWidened(r.getInput()) || onlyFeedsNarrow(r.getInput()))) {
+      // A view of a widened value (attention's output, heads merged), or
+      // of one only narrow ops read.
       Value input = get(r.getInput(), user);
       result = ReshapeOp::create(b, r.getLoc(), withLow(v.getType()), input);
+    } else if (auto s = v.getDefiningOp<SliceOp>();
+               s && isF32Tensor(s.getInput()) && onlyFeedsNarrow(s.getInput())) {
+      // q, k and v sliced from one projection: cast the projection once
+      // (graph-fuse-elementwise folds that cast into its bias add) and
+      // slice half the bytes.
+      Value input = get(s.getInput(), user);
+      result = SliceOp::create(b, s.getLoc(), withLow(v.getType()), input,
+                               s.getStartsAttr(), s.getSizesAttr(),
+                               s.getStepsAttr());
     } else {
       result = CastOp::create(b, v.getLoc(), withLow(v.getType()), v);
       ++numCasts;
@@ -90,6 +99,27 @@ public:
 
 private:
   Type withLow(Type t) { return cast<RankedTensorType>(t).clone(low); }
+
+  /// Whether every reader of `v`, through slices, reshapes and transposes,
+  /// is an operand this pass narrows (a matmul's, attention's q, k, v).
+  bool onlyFeedsNarrow(Value v, int depth = 0) {
+    if (depth > 8 || v.use_empty())
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *u = use.getOwner();
+      if (isa<MatMulOp>(u))
+        continue;
+      if (auto at = dyn_cast<AttentionOp>(u); at && use.getOperandNumber() < 3)
+        continue;
+      if (auto c = dyn_cast<CastOp>(u); c && c.getType() == withLow(v.getType()))
+        continue; // this pass's own cast, made for another reader
+
+      if (!isa<SliceOp, ReshapeOp, TransposeOp>(u) ||
+          !onlyFeedsNarrow(u->getResult(0), depth + 1))
+        return false;
+    }
+    return true;
+  }
 
   /// Whether `v` is a low-precision value cast to f32, seen through
   /// reshapes and transposes: its low version costs no cast.
@@ -126,31 +156,38 @@ struct GraphAutocast
     for (auto func : module.getOps<func::FuncOp>())
       for (Block &block : func.getBody()) {
         Caster caster(low, numCasts);
-        // Attention first (q, k and v narrow; scores and lse stay f32 inside
-        // the kernel, the bias, a mask, as it is), so the matmuls after it
-        // read its narrow output without a cast.
-        SmallVector<AttentionOp> attentions(block.getOps<AttentionOp>());
-        for (AttentionOp at : attentions) {
-          if (!isF32Tensor(at.getQ()) || !isF32Tensor(at.getK()) ||
-              !isF32Tensor(at.getV()) || !at.getLse().use_empty())
+        // Attention and matmuls in block order, so every cached narrow
+        // value is built before all its readers, and a matmul after an
+        // attention reads its narrow output without a cast. Attention's q,
+        // k, v and out narrow; its scores and lse stay f32 inside the
+        // kernel, and the bias, a mask, as it is.
+        SmallVector<Operation *> targets;
+        for (Operation &op : block)
+          if (isa<AttentionOp, MatMulOp>(op))
+            targets.push_back(&op);
+        for (Operation *op : targets) {
+          if (auto at = dyn_cast<AttentionOp>(op)) {
+            if (!isF32Tensor(at.getQ()) || !isF32Tensor(at.getK()) ||
+                !isF32Tensor(at.getV()) || !at.getLse().use_empty())
+              continue;
+            OpBuilder b(at);
+            Value q = caster.get(at.getQ(), at), k = caster.get(at.getK(), at),
+                  v = caster.get(at.getV(), at);
+            auto narrow = AttentionOp::create(
+                b, at.getLoc(),
+                TypeRange{
+                    cast<RankedTensorType>(at.getOut().getType()).clone(low),
+                    at.getLse().getType()},
+                q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr());
+            narrow->setDiscardableAttrs(at->getDiscardableAttrDictionary());
+            auto wide = CastOp::create(b, at.getLoc(), at.getOut().getType(),
+                                       narrow.getOut());
+            at.getOut().replaceAllUsesWith(wide.getResult());
+            at.erase();
+            ++numAttentions;
             continue;
-          OpBuilder b(at);
-          Value q = caster.get(at.getQ(), at), k = caster.get(at.getK(), at),
-                v = caster.get(at.getV(), at);
-          auto narrow = AttentionOp::create(
-              b, at.getLoc(),
-              TypeRange{cast<RankedTensorType>(at.getOut().getType()).clone(low),
-                        at.getLse().getType()},
-              q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr());
-          narrow->setDiscardableAttrs(at->getDiscardableAttrDictionary());
-          auto wide = CastOp::create(b, at.getLoc(), at.getOut().getType(),
-                                     narrow.getOut());
-          at.getOut().replaceAllUsesWith(wide.getResult());
-          at.erase();
-          ++numAttentions;
-        }
-        SmallVector<MatMulOp> matmuls(block.getOps<MatMulOp>());
-        for (MatMulOp mm : matmuls) {
+          }
+          auto mm = cast<MatMulOp>(op);
           if (!isF32Tensor(mm.getLhs()) || !isF32Tensor(mm.getRhs()) ||
               !isF32Tensor(mm.getResult()))
             continue;
@@ -164,10 +201,11 @@ struct GraphAutocast
           mm.erase();
           ++numMatMuls;
         }
-        // f32 transposes whose matmuls all read a narrow transpose now.
-        for (TransposeOp t : llvm::reverse(caster.bypassed))
-          if (t->use_empty())
-            t.erase();
+        // What only fed the narrowed ops (the f32 casts back of matmuls
+        // now read narrow, f32 transposes, reshapes and slices).
+        for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+          if (isOpTriviallyDead(&op))
+            op.erase();
       }
   }
 };
