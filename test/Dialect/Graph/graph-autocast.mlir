@@ -99,3 +99,28 @@ func.func @untouched(%a: tensor<2x2xf64>, %b: tensor<2x2xbf16>, %c: tensor<2x2xf
   %2 = graph.transpose %c {perm = array<i64: 1, 0>} : tensor<2x2xf32> -> tensor<2x2xf32>
   return %0, %1, %2 : tensor<2x2xf64>, tensor<2x2xbf16>, tensor<2x2xf32>
 }
+
+// -----
+
+// A value read only, through slices and reshapes, by matmuls (q, k, v of a
+// fused projection) is cast once, before the slices, which then move half
+// the bytes; nothing f32 of it is left.
+// CHECK-LABEL: func.func @sliced_projection
+// CHECK: %[[X:.*]] = graph.add
+// CHECK: %[[XC:.*]] = graph.cast %[[X]] : tensor<4x12xf32> to tensor<4x12xbf16>
+// CHECK: graph.slice %[[XC]] {{.*}} : tensor<4x12xbf16> -> tensor<4x4xbf16>
+// CHECK: graph.slice %[[XC]] {{.*}} : tensor<4x12xbf16> -> tensor<4x4xbf16>
+// CHECK: graph.reshape %{{.*}} : tensor<4x4xbf16> to tensor<2x2x4xbf16>
+// CHECK-NOT: graph.slice %[[X]]
+// CHECK-NOT: graph.reshape {{.*}}xf32> to tensor<2x2x4xf32>
+func.func @sliced_projection(%x: tensor<4x8xf32>, %w: tensor<8x12xf32>, %b: tensor<12xf32>, %u: tensor<4x3xf32>, %v: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<2x2x3xf32>) {
+  %p = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x12xf32>) -> tensor<4x12xf32>
+  %a = graph.add %p, %b : (tensor<4x12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
+  %s0 = graph.slice %a {sizes = array<i64: 4, 4>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : tensor<4x12xf32> -> tensor<4x4xf32>
+  %s1 = graph.slice %a {sizes = array<i64: 4, 4>, starts = array<i64: 0, 4>, steps = array<i64: 1, 1>} : tensor<4x12xf32> -> tensor<4x4xf32>
+  %r1 = graph.reshape %s1 : tensor<4x4xf32> to tensor<2x2x4xf32>
+  %m0 = graph.matmul %s0, %u : (tensor<4x4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %uw = graph.slice %v {sizes = array<i64: 4, 3>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : tensor<4x3xf32> -> tensor<4x3xf32>
+  %m1 = graph.matmul %r1, %uw : (tensor<2x2x4xf32>, tensor<4x3xf32>) -> tensor<2x2x3xf32>
+  return %m0, %m1 : tensor<4x3xf32>, tensor<2x2x3xf32>
+}
