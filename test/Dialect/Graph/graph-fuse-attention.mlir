@@ -293,14 +293,15 @@ func.func @scores_second_use(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %
 
 // -----
 
-// Left unfused: a constant boolean mask that is not causal (it masks the
-// keys before the query, anti-causal).
+// A constant boolean mask that is not causal (it masks the keys before the
+// query, anti-causal) becomes an additive bias: select(mask, fill, 0). A
+// fill <= -1e30 absorbs any score it is added to, so the probabilities are
+// the select's.
 // CHECK-LABEL: func.func @mask_not_causal
-// CHECK-NOT: graph.attention
-// CHECK: graph.matmul
-// CHECK: graph.select
-// CHECK: graph.softmax
-// CHECK: graph.matmul
+// CHECK-NOT: graph.softmax
+// CHECK: %[[B:.*]] = graph.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<4x4xf32>
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[B]] {scale
+// CHECK-NOT: graph.softmax
 func.func @mask_not_causal(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32> {
   %mask = graph.constant dense<[[false, false, false, false], [true, false, false, false], [true, true, false, false], [true, true, true, false]]> : tensor<4x4xi1>
   %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<1x1x4x8xf32> -> tensor<1x1x8x4xf32>
@@ -335,15 +336,15 @@ func.func @fill_too_large(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: 
 
 // -----
 
-// Left unfused: Sq > Sk with a causal boolean mask (keys j > i + Sk - Sq):
-// the first query rows keep no key, where softmax is uniform and attention
-// would give 0.
+// Sq > Sk with a causal boolean mask (keys j > i + Sk - Sq): not the
+// causal flag (the first query rows keep no key, where the softmax over the
+// fill is uniform and causal attention would give 0), but an additive bias,
+// which keeps those rows uniform: fill + s is fill.
 // CHECK-LABEL: func.func @causal_sq_gt_sk
-// CHECK-NOT: graph.attention
-// CHECK: graph.matmul
-// CHECK: graph.select
-// CHECK: graph.softmax
-// CHECK: graph.matmul
+// CHECK-NOT: graph.softmax
+// CHECK: graph.attention
+// CHECK-NOT: causal
+// CHECK-NOT: graph.softmax
 func.func @causal_sq_gt_sk(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x4x8xf32> {
   %mask = graph.constant dense<[[true, true], [true, true], [false, true], [false, false]]> : tensor<4x2xi1>
   %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<1x1x2x8xf32> -> tensor<1x1x8x2xf32>
@@ -437,13 +438,13 @@ func.func @sliced_kept_sq_lt_sk(%q: tensor<1x2x2x8xf32>, %k: tensor<1x2x4x8xf32>
 
 // -----
 
-// Left unfused: the same buffer sliced from row 0 keeps keys j <= i, a
-// top-left aligned mask, which is not the op's causal for Sq < Sk.
+// The same buffer sliced from row 0 keeps keys j <= i, a top-left aligned
+// mask, which is not the op's causal for Sq < Sk: an additive bias.
 // CHECK-LABEL: func.func @sliced_top_left
-// CHECK-NOT: graph.attention
-// CHECK: graph.select
-// CHECK: graph.softmax
-// CHECK: graph.matmul
+// CHECK-NOT: graph.softmax
+// CHECK: graph.attention
+// CHECK-NOT: causal
+// CHECK-NOT: graph.softmax
 func.func @sliced_top_left(%q: tensor<1x2x2x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x2x8xf32> {
   %ones = graph.constant dense<true> : tensor<1x1x8x8xi1>
   %f = graph.cast %ones : tensor<1x1x8x8xi1> to tensor<1x1x8x8xf32>
@@ -472,4 +473,34 @@ func.func @widened_output(%q: tensor<1x1x4x8xbf16>, %k: tensor<1x1x4x8xbf16>, %v
   %p = graph.softmax %s {axis = 3 : i64} : tensor<1x1x4x4xbf16>
   %o = graph.matmul %p, %v : (tensor<1x1x4x4xbf16>, tensor<1x1x4x8xbf16>) -> tensor<1x1x4x8xf32>
   return %o : tensor<1x1x4x8xf32>
+}
+
+// -----
+
+// DistilBERT's form (HF, opset 11): q divided by sqrt(d) before the scores
+// matmul, and masked_fill with a padding mask computed from the input and
+// broadcast over the heads and queries. The scale folds into the op, the
+// mask becomes a bias of its un-broadcast shape.
+// CHECK-LABEL: func.func @distilbert
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x4x2x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>, %[[M:.*]]: tensor<2x4xi64>
+// CHECK-NOT: graph.div
+// CHECK-DAG: %[[KT:.*]] = graph.transpose %[[K]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK-DAG: %[[C:.*]] = graph.reshape %{{.*}} : tensor<2x4xi1> to tensor<2x1x1x4xi1>
+// CHECK: %[[B:.*]] = graph.select %[[C]], %{{.*}}, %{{.*}} : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+// CHECK: graph.attention %[[Q]], %[[KT]], %[[V]], %[[B]] {scale = 0.353553{{[0-9]*}} : f64}
+// CHECK-NOT: graph.softmax
+func.func @distilbert(%q: tensor<2x2x4x8xf32>, %k: tensor<2x4x2x8xf32>, %v: tensor<2x2x4x8xf32>, %mask: tensor<2x4xi64>) -> tensor<2x2x4x8xf32> {
+  %c = graph.constant dense<2.82842708> : tensor<f32>
+  %qs = graph.div %q, %c : (tensor<2x2x4x8xf32>, tensor<f32>) -> tensor<2x2x4x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : tensor<2x4x2x8xf32> -> tensor<2x2x8x4xf32>
+  %s = graph.matmul %qs, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %zero = graph.constant dense<0> : tensor<i64>
+  %pad = graph.equal %mask, %zero : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi1>
+  %pr = graph.reshape %pad : tensor<2x4xi1> to tensor<2x1x1x4xi1>
+  %pb = graph.broadcast %pr : tensor<2x1x1x4xi1> to tensor<2x2x4x4xi1>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %m = graph.select %pb, %ninf, %s : (tensor<2x2x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = graph.softmax %m {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
 }

@@ -237,12 +237,41 @@ struct Match {
   Value q, kT, v, bias;
   double scale = 1;
   bool causal = false;
+  /// A boolean mask that is not causal (BERT's padding): the bias becomes
+  /// `select(boolMask, fill, 0)` (0 and fill swapped when its true keys are
+  /// kept), built from the condition before its broadcast.
+  Value boolMask;
+  double fill = 0;
+  bool keepIsTrue = false;
   MatMulOp scores, output;
   SmallVector<Operation *> chain; // output first, scores last
 };
 
+/// For x * c, c * x or x / c with a scalar constant c: the factor, and x in
+/// `operand`.
+std::optional<double> scalarFactor(Value v, Value &operand) {
+  if (auto div = v.getDefiningOp<DivOp>()) {
+    std::optional<double> c = scalarValue(div.getRhs());
+    if (!c || *c == 0 || div.getLhs().getType() != v.getType())
+      return std::nullopt;
+    operand = div.getLhs();
+    return 1 / *c;
+  }
+  if (auto mul = v.getDefiningOp<MulOp>()) {
+    for (auto [x, factor] : {std::pair(mul.getLhs(), mul.getRhs()),
+                             std::pair(mul.getRhs(), mul.getLhs())})
+      if (std::optional<double> c = scalarValue(factor);
+          c && x.getType() == v.getType()) {
+        operand = x;
+        return c;
+      }
+  }
+  return std::nullopt;
+}
+
 /// From the softmax down to the scores: masks (in either order), then the
-/// scale, then matmul(q, k^T).
+/// scale, then matmul(q, k^T), whose operands may carry scales of their own
+/// (DistilBERT divides q).
 std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
   auto type = typeOf(softmax.getResult());
   if (type.getRank() != 4 || softmax.getAxis() != 3 ||
@@ -278,14 +307,29 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
         scores = sel.getRhs();
       else if ((fill = scalarValue(sel.getRhs())))
         scores = sel.getLhs(), keepIsTrue = true;
-      if (!fill || !(*fill <= kMaskedBelow) || m.causal || sq > sk ||
-          scores.getType() != cur.getType() ||
-          !maskMatches(cache, keepIsTrue ? 1 : 0, sel.getCondition(), sq, sk,
-                           [&](int64_t i, int64_t j) {
-                             return masked(i, j) != keepIsTrue;
-                           }))
+      if (!fill || !(*fill <= kMaskedBelow) ||
+          scores.getType() != cur.getType())
         return std::nullopt;
-      m.causal = true;
+      if (!m.causal && sq <= sk &&
+          maskMatches(cache, keepIsTrue ? 1 : 0, sel.getCondition(), sq, sk,
+                      [&](int64_t i, int64_t j) {
+                        return masked(i, j) != keepIsTrue;
+                      })) {
+        m.causal = true;
+      } else if (!m.bias && !m.boolMask) {
+        // Masked keys get `fill` added instead of replacing the score:
+        // the same probabilities wherever a row keeps a key.
+        Value cond = sel.getCondition();
+        if (auto bcast = cond.getDefiningOp<BroadcastOp>())
+          cond = bcast.getInput();
+        if (typeOf(cond).getRank() > 4)
+          return std::nullopt;
+        m.boolMask = cond;
+        m.fill = *fill;
+        m.keepIsTrue = keepIsTrue;
+      } else {
+        return std::nullopt;
+      }
       m.chain.push_back(sel);
       cur = scores;
       continue;
@@ -298,7 +342,7 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
           continue;
         if (!m.causal && sq <= sk && maskMatches(cache, 2, mask, sq, sk, masked)) {
           m.causal = true;
-        } else if (!m.bias && isBias(mask, shape)) {
+        } else if (!m.bias && !m.boolMask && isBias(mask, shape)) {
           m.bias = mask;
         } else {
           continue;
@@ -314,27 +358,11 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
     }
     break;
   }
-  Operation *def = cur.getDefiningOp();
-  if (auto div = dyn_cast_or_null<DivOp>(def)) {
-    std::optional<double> c = scalarValue(div.getRhs());
-    if (!c || *c == 0 || div.getLhs().getType() != cur.getType() ||
-        !cur.hasOneUse())
-      return std::nullopt;
-    m.scale = 1 / *c;
-    m.chain.push_back(div);
-    cur = div.getLhs();
-  } else if (auto mul = dyn_cast_or_null<MulOp>(def)) {
-    std::optional<double> c = scalarValue(mul.getRhs());
-    Value scores = mul.getLhs();
-    if (!c) {
-      c = scalarValue(mul.getLhs());
-      scores = mul.getRhs();
-    }
-    if (!c || scores.getType() != cur.getType() || !cur.hasOneUse())
-      return std::nullopt;
+  Value unscaled;
+  if (std::optional<double> c = scalarFactor(cur, unscaled)) {
     m.scale = *c;
-    m.chain.push_back(mul);
-    cur = scores;
+    m.chain.push_back(cur.getDefiningOp());
+    cur = unscaled;
   }
   auto scores = cur.getDefiningOp<MatMulOp>();
   if (!scores || !cur.hasOneUse())
@@ -343,6 +371,13 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
   m.q = scores.getLhs();
   m.kT = scores.getRhs();
   m.chain.push_back(scores);
+  for (Value *operand : {&m.q, &m.kT})
+    if (std::optional<double> c = scalarFactor(*operand, unscaled);
+        c && operand->hasOneUse()) {
+      m.scale *= *c;
+      m.chain.push_back(operand->getDefiningOp());
+      *operand = unscaled;
+    }
   // Same batch and head dims everywhere: no broadcasting matmul.
   auto qt = typeOf(m.q), kt = typeOf(m.kT), vt = typeOf(m.v);
   if (qt.getRank() != 4 || kt.getRank() != 4 || vt.getRank() != 4 ||
@@ -422,6 +457,20 @@ struct GraphFuseAttention
                               : Type(b.getF32Type());
         auto lseType = RankedTensorType::get(qt.getShape().drop_back(),
                                              lseElement);
+        if (m->boolMask) {
+          Type element = typeOf(m->output.getResult()).getElementType();
+          auto scalar = [&](double x) -> Value {
+            auto t = RankedTensorType::get({}, element);
+            return ConstantOp::create(
+                b, loc,
+                cast<ElementsAttr>(DenseElementsAttr::get(
+                    t, b.getFloatAttr(element, x))));
+          };
+          Value fill = scalar(m->fill), zero = scalar(0);
+          m->bias = m->keepIsTrue
+                        ? SelectOp::create(b, loc, m->boolMask, zero, fill)
+                        : SelectOp::create(b, loc, m->boolMask, fill, zero);
+        }
         auto attention = AttentionOp::create(
             b, loc, TypeRange{m->output.getType(), lseType}, m->q, k, v,
             m->bias, b.getF64FloatAttr(m->scale),

@@ -41,8 +41,13 @@ def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
     * A constant mask that is exactly causal (a boolean `select` filling
       <= -1e30, or an additive 0 / <= -1e30 matrix) becomes the `causal`
       attribute when every query row keeps a key; any other additive mask
-      that depends on no trainable parameter is the op's `bias`. Chains
-      with other masks are left alone.
+      that depends on no trainable parameter is the op's `bias`, and any
+      other boolean mask filling <= -1e30 (BERT's padding mask) becomes the
+      bias `select(mask, fill, 0)` of its un-broadcast shape (a fill that
+      large absorbs every score added to it, so the probabilities are the
+      select's). Chains with other masks are left alone.
+    * Scalar factors on the scores, on q or on `k^T` (DistilBERT divides q)
+      multiply into `scale`.
 
     Run it before `graph-autocast` and `graph-autodiff` (so the backward is
     `graph.attention_grad`); `lamina compile` does, unless
