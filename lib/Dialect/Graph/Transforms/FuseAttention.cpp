@@ -373,7 +373,8 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
   m.chain.push_back(scores);
   for (Value *operand : {&m.q, &m.kT})
     if (std::optional<double> c = scalarFactor(*operand, unscaled);
-        c && operand->hasOneUse()) {
+        c && operand->hasOneUse() &&
+        !llvm::is_contained(m.chain, operand->getDefiningOp())) {
       m.scale *= *c;
       m.chain.push_back(operand->getDefiningOp());
       *operand = unscaled;
