@@ -412,6 +412,22 @@ def _main(args, budget: Budget) -> int:
         else:
             lam = run_lamina(args, out, data, cfg, budget)
             lam["mfu"] = C.mfu(lam["tokens_per_s"], cfg, peak) if lam.get("ok") else None
+            # The tensor-core attention kernels first run on this GPU here:
+            # when the run fails or its losses miss PyTorch's, run the same
+            # program once more on the generic kernels (read at run time).
+            first = loss_check(lam, res["torch"], args.precision)
+            if (args.target == "cuda"
+                    and os.environ.get("LAMINA_CUDA_ATTENTION") != "generic"
+                    and (not lam.get("ok") or (first is not None and not first["ok"]))
+                    and (budget.left() is None or budget.left() > 60)):
+                print("lamina: again with LAMINA_CUDA_ATTENTION=generic", flush=True)
+                os.environ["LAMINA_CUDA_ATTENTION"] = "generic"
+                res["attention_kernels"] = ("generic (the run on the tensor-core "
+                                            "kernels failed or missed the losses)")
+                res["lamina_tensor_core_attempt"] = lam
+                lam = run_lamina(args, out, data, cfg, budget)
+                lam["mfu"] = (C.mfu(lam["tokens_per_s"], cfg, peak)
+                              if lam.get("ok") else None)
             res["lamina"] = lam
             failed |= not lam["ok"]
             if lam.get("ok"):
