@@ -160,14 +160,14 @@ std::optional<plan::ModelDesc> describe() {
       onnx::importModelFile(context, inputPath, options);
   if (!module)
     return std::nullopt;
-  // Cost what lamina compile runs: one graph.attention per attention, no
-  // stored scores.
-  if (!noFuseAttention) {
-    PassManager pm(&context);
+  // Cost what lamina compile runs: one graph.attention per attention (no
+  // stored scores) and one graph.gelu per GELU (no kept chain).
+  PassManager pm(&context);
+  if (!noFuseAttention)
     pm.addPass(graph::createGraphFuseAttention());
-    if (failed(pm.run(*module)))
-      return std::nullopt;
-  }
+  pm.addPass(graph::createGraphFuseGelu());
+  if (failed(pm.run(*module)))
+    return std::nullopt;
   dist::DescribeOptions describeOptions;
   describeOptions.moduleRegex = moduleRegex;
   FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
