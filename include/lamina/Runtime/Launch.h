@@ -4,7 +4,8 @@
 // (docs/cuda.md, "Launch and NCCL bootstrap"): its rank, the world size and
 // its local rank from whichever launcher started it (torchrun-style, mpirun,
 // Slurm srun), and a way to give every rank the same bytes -- the 128-byte
-// ncclUniqueId rank 0 creates -- over plain TCP to MASTER_ADDR:MASTER_PORT.
+// ncclUniqueId rank 0 creates -- over plain TCP to MASTER_ADDR at
+// MASTER_PORT + 1 (or LAMINA_CONTROL_PORT; torchrun's store has MASTER_PORT).
 // The same star of connections (every rank to rank 0) carries the host
 // control plane of distributed programs launched without MPI
 // (lib/Runtime/Dist/TcpControl.cpp, docs/distributed.md "Launching").
@@ -91,8 +92,15 @@ Status sendAll(const Socket &s, const void *data, size_t n,
 Status recvAll(const Socket &s, void *data, size_t n, double timeoutSeconds,
                const std::string &peer);
 
+/// The port rank 0 listens on for Lamina's own rendezvous (broadcastBytes,
+/// the TCP control plane): LAMINA_CONTROL_PORT when set, else MASTER_PORT
+/// + 1, because torchrun's agent keeps its own store on MASTER_PORT. A
+/// malformed value (or MASTER_PORT 65535 without LAMINA_CONTROL_PORT) is an
+/// error naming the variable.
+Status rendezvousPort(const LaunchEnv &env, int &port);
+
 /// Gives every rank rank 0's `n` bytes at `data`. Rank 0 listens on
-/// MASTER_ADDR:MASTER_PORT, waits for the other worldSize-1 ranks to
+/// MASTER_ADDR:rendezvousPort(), waits for the other worldSize-1 ranks to
 /// connect and introduce themselves (magic, rank, n), then sends the bytes
 /// to each; the others connect (retrying while rank 0 is not up yet), send
 /// their introduction and read the bytes into `data`. Everything is bounded

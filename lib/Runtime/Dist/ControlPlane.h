@@ -101,10 +101,6 @@ std::unique_ptr<ControlPlane> makeMpiControl(Comm &comm);
 std::unique_ptr<ControlPlane> makeTcpControl(const LaunchEnv &env, int port,
                                              std::function<void()> beforeExit);
 
-/// The TCP control plane's port: LAMINA_CONTROL_PORT when set, else
-/// MASTER_PORT + 1 (torchrun's agent keeps its own store on MASTER_PORT).
-/// A malformed value is an error naming the variable.
-Status controlPort(const LaunchEnv &env, int &port);
 
 } // namespace lamina::rt::dist
 

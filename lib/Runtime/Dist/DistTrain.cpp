@@ -339,7 +339,7 @@ int lamina::rt::dist::distTrain(int argc, char **argv, const DistSpec &spec,
       if (kind == "tcp")
         s = readLaunchEnv(env);
       if (s.ok() && kind == "tcp")
-        s = controlPort(env, port);
+        s = rendezvousPort(env, port); // Launch.h: MASTER_PORT + 1
       if (s.ok() && mpi &&
           (env.rank != mpi->rank() || env.worldSize != mpi->size()))
         s = Status::error(

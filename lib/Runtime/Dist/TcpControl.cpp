@@ -415,22 +415,3 @@ lamina::rt::dist::makeTcpControl(const LaunchEnv &env, int port,
   return std::make_unique<TcpControl>(env, port, std::move(beforeExit));
 }
 
-Status lamina::rt::dist::controlPort(const LaunchEnv &env, int &port) {
-  const char *text = std::getenv("LAMINA_CONTROL_PORT");
-  if (!text || !*text) {
-    if (env.masterPort >= 65535)
-      return Status::error("MASTER_PORT=" + std::to_string(env.masterPort) +
-                           ": the control plane listens on MASTER_PORT + 1, "
-                           "which is not a port; set LAMINA_CONTROL_PORT");
-    port = env.masterPort + 1;
-    return Status::success();
-  }
-  char *end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || errno == ERANGE || v < 1 || v > 65535)
-    return Status::error(std::string("LAMINA_CONTROL_PORT=") + text +
-                         " is not a port in [1, 65535]");
-  port = int(v);
-  return Status::success();
-}

@@ -501,6 +501,26 @@ Status recvAll(const Socket &s, void *data, size_t n, double timeoutSeconds,
                  timeoutSeconds);
 }
 
+Status rendezvousPort(const LaunchEnv &env, int &port) {
+  const char *text = std::getenv("LAMINA_CONTROL_PORT");
+  if (!text || !*text) {
+    if (env.masterPort >= 65535)
+      return Status::error("MASTER_PORT=" + std::to_string(env.masterPort) +
+                           ": Lamina's rendezvous listens on MASTER_PORT + 1, "
+                           "which is not a port; set LAMINA_CONTROL_PORT");
+    port = env.masterPort + 1;
+    return Status::success();
+  }
+  char *end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno == ERANGE || v < 1 || v > 65535)
+    return Status::error(std::string("LAMINA_CONTROL_PORT=") + text +
+                         " is not a port in [1, 65535]");
+  port = int(v);
+  return Status::success();
+}
+
 Status broadcastBytes(const LaunchEnv &env, void *data, size_t n,
                       double timeoutSeconds) {
   if (env.worldSize <= 1)
@@ -511,9 +531,11 @@ Status broadcastBytes(const LaunchEnv &env, void *data, size_t n,
   if (!(timeoutSeconds > 0))
     return Status::error("broadcastBytes: the timeout must be positive");
   auto deadline = deadlineAfter(timeoutSeconds);
+  int port = 0;
+  if (Status s = rendezvousPort(env, port); !s.ok())
+    return s;
   std::vector<Socket> links;
-  if (Status s = connectStar(env, env.masterPort, n, timeoutSeconds, links);
-      !s.ok())
+  if (Status s = connectStar(env, port, n, timeoutSeconds, links); !s.ok())
     return s;
   // The bytes go out under what is left of the one deadline.
   if (env.rank == 0) {
@@ -524,7 +546,7 @@ Status broadcastBytes(const LaunchEnv &env, void *data, size_t n,
         return Status::error("rank 0: " + s.message());
     return Status::success();
   }
-  std::string root = "rank 0 at " + masterText(env, env.masterPort);
+  std::string root = "rank 0 at " + masterText(env, port);
   if (Status s = readAll(links[0].fd(), data, n, deadline, root,
                          timeoutSeconds);
       !s.ok())

@@ -52,7 +52,8 @@ struct Outcome {
 const char *const kAllVars[] = {
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID",
-    "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT"};
+    "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT",
+    "LAMINA_CONTROL_PORT"};
 
 /// Connects to 127.0.0.1:port (retrying for a second) and sends junk.
 std::string beStranger(int port) {
@@ -156,7 +157,8 @@ Vars varsFor(const std::string &style, int rank, int world, int port) {
   else
     v = {{"SLURM_PROCID", r}, {"SLURM_NTASKS", w}, {"SLURM_LOCALID", r}};
   v.push_back({"MASTER_ADDR", "127.0.0.1"});
-  v.push_back({"MASTER_PORT", std::to_string(port)});
+  // broadcastBytes listens on MASTER_PORT + 1 (rendezvousPort, Launch.h).
+  v.push_back({"MASTER_PORT", std::to_string(port - 1)});
   return v;
 }
 
@@ -180,12 +182,22 @@ template <typename Make> Outcome onPort(Make make, double timeout) {
   return o;
 }
 
-void expectSuccess(const std::string &style, int world, double timeout) {
+/// With `controlPort`, the port comes from LAMINA_CONTROL_PORT and
+/// MASTER_PORT points elsewhere (as under torchrun, whose store holds it).
+void expectSuccess(const std::string &style, int world, double timeout,
+                   bool controlPort = false) {
   Outcome o = onPort(
       [&](int port) {
         std::vector<Child> cs(static_cast<size_t>(world));
-        for (int r = 0; r < world; ++r)
+        for (int r = 0; r < world; ++r) {
           cs[r].vars = varsFor(style, r, world, port);
+          if (controlPort) {
+            for (auto &kv : cs[r].vars)
+              if (kv.first == "MASTER_PORT")
+                kv.second = "9";
+            cs[r].vars.push_back({"LAMINA_CONTROL_PORT", std::to_string(port)});
+          }
+        }
         return cs;
       },
       timeout);
@@ -197,7 +209,8 @@ void expectSuccess(const std::string &style, int world, double timeout) {
       ok = false;
     }
   if (ok)
-    std::printf("ok: %s broadcast of %zu bytes to %d ranks\n", style.c_str(),
+    std::printf("ok: %s%s broadcast of %zu bytes to %d ranks\n",
+                style.c_str(), controlPort ? " (LAMINA_CONTROL_PORT)" : "",
                 kBytes, world);
   else
     ++failures;
@@ -256,6 +269,7 @@ int main(int argc, char **argv) {
 
   for (const char *style : {"torchrun", "mpirun", "slurm"})
     expectSuccess(style, world, timeout);
+  expectSuccess("torchrun", world, timeout, /*controlPort=*/true);
 
   // Variables.
   Vars good = varsFor("torchrun", 1, 4, 1234);
