@@ -13,28 +13,6 @@ struct Shape {
   int64_t b, h, hk, sq, sk, d, dv;
 };
 
-/// Element i of a float buffer as a double.
-double at(Buf &t, int64_t i) {
-  switch (t.dtype) {
-  case DType::BF16: return math::bf16ToFloat(t.data<uint16_t>()[i]);
-  case DType::F16: return math::halfToFloat(t.data<uint16_t>()[i]);
-  case DType::F64: return t.data<double>()[i];
-  default: return t.data<float>()[i];
-  }
-}
-
-Buf randomOf(DType t, std::vector<int64_t> shape, float lo = -2, float hi = 2) {
-  Buf f = randomF32(shape, lo, hi);
-  if (t == DType::F32)
-    return f;
-  Buf out(t, shape);
-  for (int64_t i = 0; i < f.count(); ++i)
-    out.data<uint16_t>()[i] = t == DType::BF16
-                                  ? math::floatToBf16(f.data<float>()[i])
-                                  : math::floatToHalf(f.data<float>()[i]);
-  return out;
-}
-
 /// The naive double-precision forward and backward: the whole score
 /// matrix, softmax per row, and the textbook gradients.
 struct Reference {
@@ -63,11 +41,11 @@ Reference reference(const Shape &s, Buf &q, Buf &k, Buf &v, Buf *bias,
             continue;
           double dot = 0;
           for (int64_t c = 0; c < s.d; ++c)
-            dot += at(q, (bh * s.sq + i) * s.d + c) *
-                   at(k, (bk * s.sk + j) * s.d + c);
+            dot += valueAt(q, (bh * s.sq + i) * s.d + c) *
+                   valueAt(k, (bk * s.sk + j) * s.d + c);
           p[j] = scale * dot;
           if (bias)
-            p[j] += at(*bias, broadcastIndex({b, h, i, j}, bias->shape));
+            p[j] += valueAt(*bias, broadcastIndex({b, h, i, j}, bias->shape));
           mx = std::max(mx, p[j]);
         }
         if (mx == -INFINITY) {
@@ -83,27 +61,27 @@ Reference reference(const Shape &s, Buf &q, Buf &k, Buf &v, Buf *bias,
         for (int64_t j = 0; j < s.sk; ++j)
           for (int64_t c = 0; c < s.dv; ++c)
             r.out[(bh * s.sq + i) * s.dv + c] +=
-                p[j] * at(v, (bk * s.sk + j) * s.dv + c);
+                p[j] * valueAt(v, (bk * s.sk + j) * s.dv + c);
         if (!gradOut)
           continue;
         // dP = dO v^T, dS = P (dP - dO . O), dQ = scale dS k, dK = scale dS^T q.
         double delta = 0;
         for (int64_t c = 0; c < s.dv; ++c)
-          delta += at(*gradOut, (bh * s.sq + i) * s.dv + c) *
+          delta += valueAt(*gradOut, (bh * s.sq + i) * s.dv + c) *
                    r.out[(bh * s.sq + i) * s.dv + c];
         for (int64_t j = 0; j < s.sk; ++j) {
           double dp = 0;
           for (int64_t c = 0; c < s.dv; ++c) {
-            double go = at(*gradOut, (bh * s.sq + i) * s.dv + c);
-            dp += go * at(v, (bk * s.sk + j) * s.dv + c);
+            double go = valueAt(*gradOut, (bh * s.sq + i) * s.dv + c);
+            dp += go * valueAt(v, (bk * s.sk + j) * s.dv + c);
             r.dv[(bk * s.sk + j) * s.dv + c] += p[j] * go;
           }
           double ds = scale * p[j] * (dp - delta);
           for (int64_t c = 0; c < s.d; ++c) {
             r.dq[(bh * s.sq + i) * s.d + c] +=
-                ds * at(k, (bk * s.sk + j) * s.d + c);
+                ds * valueAt(k, (bk * s.sk + j) * s.d + c);
             r.dk[(bk * s.sk + j) * s.d + c] +=
-                ds * at(q, (bh * s.sq + i) * s.d + c);
+                ds * valueAt(q, (bh * s.sq + i) * s.d + c);
           }
         }
       }
@@ -114,7 +92,7 @@ Reference reference(const Shape &s, Buf &q, Buf &k, Buf &v, Buf *bias,
 ::testing::AssertionResult allClose(Buf &got, const std::vector<double> &want,
                                     double rel, double abs) {
   for (int64_t i = 0; i < got.count(); ++i)
-    if (auto c = close(at(got, i), want[size_t(i)], rel, abs); !c)
+    if (auto c = close(valueAt(got, i), want[size_t(i)], rel, abs); !c)
       return c << " at " << i;
   return ::testing::AssertionSuccess();
 }

@@ -48,30 +48,6 @@ struct Dev {
   }
 };
 
-/// Element i as a double, for any float storage.
-inline double valueAt(Buf &b, int64_t i) {
-  switch (b.dtype) {
-  case DType::F16: return math::halfToFloat(b.data<uint16_t>()[i]);
-  case DType::BF16: return math::bf16ToFloat(b.data<uint16_t>()[i]);
-  case DType::F64: return b.data<double>()[i];
-  default: return b.data<float>()[i];
-  }
-}
-
-/// Random values of a float type in [lo, hi].
-inline Buf randomOf(DType t, std::vector<int64_t> shape, float lo = -2,
-                    float hi = 2) {
-  Buf f = randomF32(shape, lo, hi);
-  if (t == DType::F32)
-    return f;
-  Buf b(t, shape);
-  for (int64_t i = 0; i < f.count(); ++i)
-    b.data<uint16_t>()[i] = t == DType::BF16
-                                ? math::floatToBf16(f.data<float>()[i])
-                                : math::floatToHalf(f.data<float>()[i]);
-  return b;
-}
-
 inline ::testing::AssertionResult allClose(Buf got, Buf want, double rel,
                                     double abs) {
   if (got.dtype != want.dtype || got.shape != want.shape)
