@@ -322,7 +322,7 @@ struct Runner {
             bias = env.lookup(o.getBias())->view();
           return rt::attention(in(0), in(1), in(2),
                                o.getBias() ? &bias : nullptr,
-                               o.getScale().convertToDouble(), o.getCausal(),
+                               o.getScaleAttr().getValueAsDouble(), o.getCausal(),
                                outs[0], outs[1]);
         })
         .Case([&](AttentionGradOp o) {
@@ -331,7 +331,7 @@ struct Runner {
             bias = env.lookup(o.getBias())->view();
           return rt::attentionBackward(
               in(0), in(1), in(2), o.getBias() ? &bias : nullptr, in(3), in(4),
-              in(5), o.getScale().convertToDouble(), o.getCausal(), outs[0],
+              in(5), o.getScaleAttr().getValueAsDouble(), o.getCausal(), outs[0],
               outs[1], outs[2]);
         })
         .Case([&](SoftmaxCrossEntropyOp o) {

@@ -227,14 +227,14 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         Attribute bias = o.getBias() ? c.in(3) : Attribute(b.getUnitAttr());
         return c.call("gen::attention",
                       {c.in(0), c.in(1), c.in(2), bias,
-                       c.f64(o.getScale().convertToDouble()),
+                       c.f64(o.getScaleAttr().getValueAsDouble()),
                        c.flag(o.getCausal()), c.out(0), c.out(1)});
       })
       .Case([&](AttentionGradOp o) {
         Attribute bias = o.getBias() ? c.in(6) : Attribute(b.getUnitAttr());
         return c.call("gen::attentionBackward",
                       {c.in(0), c.in(1), c.in(2), bias, c.in(3), c.in(4),
-                       c.in(5), c.f64(o.getScale().convertToDouble()),
+                       c.in(5), c.f64(o.getScaleAttr().getValueAsDouble()),
                        c.flag(o.getCausal()), c.out(0), c.out(1), c.out(2)});
       })
       .Case([&](SoftmaxCrossEntropyOp o) {

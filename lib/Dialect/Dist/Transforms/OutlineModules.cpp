@@ -230,16 +230,6 @@ DistOutlineModules::split(func::FuncOp forward) {
   return parts;
 }
 
-/// Removes ops whose results nobody reads, last to first.
-static void eraseDeadOps(Block &block) {
-  SmallVector<Operation *> ops;
-  for (Operation &op : block.without_terminator())
-    ops.push_back(&op);
-  for (Operation *op : llvm::reverse(ops))
-    if (isOpTriviallyDead(op))
-      op->erase();
-}
-
 LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
                                           ModulePart &part, int k, bool last) {
   MLIRContext *ctx = &getContext();
@@ -306,7 +296,7 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
     for (const std::string &n : names)
       attrs.push_back(b.getStringAttr(n));
     f->setAttr(graph::kOutputNamesAttr, b.getArrayAttr(attrs));
-    eraseDeadOps(entry);
+    graph::eraseDeadOps(entry);
   };
   std::vector<std::string> outNames;
   for (unsigned i = 0; i < part.boundaryOut.size(); ++i)

@@ -390,13 +390,8 @@ static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
   if (bias) {
     auto bt = cast<RankedTensorType>(bias.getType());
     SmallVector<int64_t> full = {qs[0], qs[1], qs[2], ks[2]};
-    ArrayRef<int64_t> bs = bt.getShape();
-    bool ok = bt.getRank() <= 4;
-    for (int64_t i = 0; ok && i < bt.getRank(); ++i) {
-      int64_t dim = bs[bs.size() - 1 - i], want = full[3 - i];
-      ok = dim == 1 || dim == want;
-    }
-    if (!ok)
+    auto joint = broadcastShapes(bt.getShape(), full);
+    if (bt.getRank() > 4 || !joint || *joint != full)
       return op->emitOpError() << "bias " << bt << " must broadcast to "
                                << RankedTensorType::get(full, bt.getElementType());
   }

@@ -10,12 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -205,9 +205,7 @@ struct GraphAutocast
         }
         // What only fed the narrowed ops (the f32 casts back of matmuls
         // now read narrow, f32 transposes, reshapes and slices).
-        for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-          if (isOpTriviallyDead(&op))
-            op.erase();
+        eraseDeadOps(block);
       }
   }
 };

@@ -125,6 +125,12 @@ Value accumulate(OpBuilder &b, Location loc, Value x, Value y) {
 
 } // namespace
 
+void lamina::graph::eraseDeadOps(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+}
+
 Value lamina::graph::splatConstant(OpBuilder &b, Location loc, Type type,
                                    double value) {
   auto ranked = cast<RankedTensorType>(type);

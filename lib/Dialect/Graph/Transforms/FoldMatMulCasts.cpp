@@ -11,11 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFOLDMATMULCASTS
@@ -117,9 +117,7 @@ struct GraphFoldMatMulCasts
     // What the rewrites left unused (a dead op would still run).
     getOperation().walk([](func::FuncOp f) {
       for (Block &block : f.getBody())
-        for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-          if (isOpTriviallyDead(&op))
-            op.erase();
+        eraseDeadOps(block);
     });
   }
 };

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -180,22 +181,6 @@ ElementFn elementFn(Value v, int depth = 0) {
 /// Whether mask `v` ([..., Sq, Sk], leading dims 1) is, element for
 /// element, `pred(i, j)` as a boolean or, as a float, 0 where `pred` is
 /// false and masked (<= kMaskedBelow) where it is true.
-/// Answers of maskMatches by (mask, Sq, Sk, predicate kind): every layer
-/// reads the same mask.
-using MaskCache = std::map<std::tuple<void *, int64_t, int64_t, int>, bool>;
-
-bool maskMatchesUncached(Value v, int64_t sq, int64_t sk,
-                         llvm::function_ref<bool(int64_t, int64_t)> pred);
-
-bool maskMatches(MaskCache &cache, int kind, Value v, int64_t sq, int64_t sk,
-                 llvm::function_ref<bool(int64_t, int64_t)> pred) {
-  auto key = std::make_tuple(v.getAsOpaquePointer(), sq, sk, kind);
-  auto it = cache.find(key);
-  if (it != cache.end())
-    return it->second;
-  return cache[key] = maskMatchesUncached(v, sq, sk, pred);
-}
-
 bool maskMatchesUncached(Value v, int64_t sq, int64_t sk,
                          llvm::function_ref<bool(int64_t, int64_t)> pred) {
   auto t = typeOf(v);
@@ -218,18 +203,26 @@ bool maskMatchesUncached(Value v, int64_t sq, int64_t sk,
   return true;
 }
 
+/// maskMatchesUncached's answers by (mask, Sq, Sk, predicate kind): every
+/// layer reads the same mask.
+using MaskCache = std::map<std::tuple<void *, int64_t, int64_t, int>, bool>;
+
+bool maskMatches(MaskCache &cache, int kind, Value v, int64_t sq, int64_t sk,
+                 llvm::function_ref<bool(int64_t, int64_t)> pred) {
+  auto key = std::make_tuple(v.getAsOpaquePointer(), sq, sk, kind);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  return cache[key] = maskMatchesUncached(v, sq, sk, pred);
+}
+
 /// A bias the op can take: float, broadcastable to [B, H, Sq, Sk], no
 /// gradient needed.
 bool isBias(Value bias, ArrayRef<int64_t> full) {
   auto t = typeOf(bias);
-  if (!isa<FloatType>(t.getElementType()) || t.getRank() > 4)
-    return false;
-  for (int64_t i = 0; i < t.getRank(); ++i) {
-    int64_t dim = t.getShape()[t.getRank() - 1 - i];
-    if (dim != 1 && dim != full[3 - i])
-      return false;
-  }
-  return !dependsOnTrainable(bias);
+  auto joint = broadcastShapes(t.getShape(), full);
+  return isa<FloatType>(t.getElementType()) && t.getRank() <= 4 && joint &&
+         ArrayRef<int64_t>(*joint) == full && !dependsOnTrainable(bias);
 }
 
 /// What one attention chain reads, and the ops it replaces.
@@ -488,9 +481,7 @@ struct GraphFuseAttention
         continue;
       // The masks, transposes and kv-head repeats that only fed the chains.
       for (Block &block : func.getBody())
-        for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-          if (isOpTriviallyDead(&op))
-            op.erase();
+        eraseDeadOps(block);
     }
   }
 };

@@ -29,6 +29,11 @@ buildReverse(mlir::OpBuilder &b, llvm::ArrayRef<mlir::Operation *> forwardOps,
 mlir::Value splatConstant(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Type type, double value);
 
+/// Erases the ops of `block` whose results nobody reads, last to first (a
+/// dead graph op would still run once lowered). Shared by the passes that
+/// rewrite chains and leave their old pieces behind.
+void eraseDeadOps(mlir::Block &block);
+
 } // namespace lamina::graph
 
 #endif // LAMINA_DIALECT_GRAPH_TRANSFORMS_AUTODIFF_H
