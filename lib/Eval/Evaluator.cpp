@@ -280,6 +280,16 @@ struct Runner {
         .Case([&](CastOp) { return rt::cast(in(0), out); })
         // Contraction, normalisation.
         .Case([&](MatMulOp) { return rt::matmul(in(0), in(1), out); })
+        .Case([&](FusedMatMulOp o) {
+          rt::Tensor bias, addend;
+          if (o.getBias())
+            bias = env.lookup(o.getBias())->view();
+          if (o.getAddend())
+            addend = env.lookup(o.getAddend())->view();
+          return rt::matmulEpilogue(in(0), in(1),
+                                    o.getBias() ? &bias : nullptr,
+                                    o.getAddend() ? &addend : nullptr, out);
+        })
         .Case([&](SoftmaxOp o) {
           return rt::softmax(in(0), int64_t(o.getAxis()), out);
         })

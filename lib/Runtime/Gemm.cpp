@@ -30,16 +30,17 @@ std::once_flag blasInit;
 
 CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
-/// C[m, n] (leading dim ldc) = op(A) op(B) on one thread.
+/// C[m, n] (leading dim ldc) = op(A) op(B) + beta C on one thread (beta 0
+/// or 1).
 void gemm(const float *a, int lda, bool ta, const float *b, int ldb, bool tb,
-          float *c, int ldc, int m, int n, int k) {
+          float *c, int ldc, int m, int n, int k, float beta) {
   cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb,
-              0.0f, c, ldc);
+              beta, c, ldc);
 }
 void gemm(const double *a, int lda, bool ta, const double *b, int ldb, bool tb,
-          double *c, int ldc, int m, int n, int k) {
+          double *c, int ldc, int m, int n, int k, double beta) {
   cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb,
-              0.0, c, ldc);
+              beta, c, ldc);
 }
 
 /// One dense product C[m, n] = op(A) op(B), split over threads by rows of C
@@ -47,7 +48,7 @@ void gemm(const double *a, int lda, bool ta, const double *b, int ldb, bool tb,
 /// single-threaded BLAS call on a sub-matrix.
 template <typename E>
 void gemmParallel(const E *a, bool ta, const E *b, bool tb, E *c, int64_t m,
-                  int64_t n, int64_t k) {
+                  int64_t n, int64_t k, E beta) {
   int lda = int(ta ? m : k), ldb = int(tb ? k : n), ldc = int(n);
   // Pieces of at least ~2 MFLOP, so small products stay on one thread.
   int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(
@@ -62,10 +63,10 @@ void gemmParallel(const E *a, bool ta, const E *b, bool tb, E *c, int64_t m,
         continue;
       if (byRows)
         gemm(ta ? a + lo : a + lo * k, lda, ta, b, ldb, tb, c + lo * n, ldc,
-             int(hi - lo), int(n), int(k));
+             int(hi - lo), int(n), int(k), beta);
       else
         gemm(a, lda, ta, tb ? b + lo * k : b + lo, ldb, tb, c + lo, ldc,
-             int(m), int(hi - lo), int(k));
+             int(m), int(hi - lo), int(k), beta);
     }
   });
 }
@@ -77,15 +78,20 @@ struct BatchPlan {
   bool stack;                                         // one [batches*m, k] gemm
 };
 
+/// c (the result's elements, E = its accumulator type) = op(a) op(b), plus
+/// what c holds already when `accumulate`.
 template <typename E>
-void matmulT(const E *a, const E *b, E *c, const BatchPlan &p) {
+void matmulT(const E *a, const E *b, E *c, const BatchPlan &p,
+             bool accumulate) {
   std::call_once(blasInit, [] { openblas_set_num_threads(1); });
+  E beta = accumulate ? E(1) : E(0);
   if (p.k == 0) { // BLAS needs lda >= 1; the product of empty sums is 0
-    std::fill(c, c + p.batches * p.m * p.n, E(0));
+    if (!accumulate)
+      std::fill(c, c + p.batches * p.m * p.n, E(0));
     return;
   }
   if (p.stack) {
-    gemmParallel(a, false, b, p.tb, c, p.batches * p.m, p.n, p.k);
+    gemmParallel(a, false, b, p.tb, c, p.batches * p.m, p.n, p.k, beta);
     return;
   }
   int rank = int(p.shape.size());
@@ -93,7 +99,7 @@ void matmulT(const E *a, const E *b, E *c, const BatchPlan &p) {
     int64_t la = broadcastOffset(i, p.shape.data(), rank, p.lhsStrides.data());
     int64_t rb = broadcastOffset(i, p.shape.data(), rank, p.rhsStrides.data());
     gemmParallel(a + la * p.m * p.k, p.ta, b + rb * p.k * p.n, p.tb,
-                 c + i * p.m * p.n, p.m, p.n, p.k);
+                 c + i * p.m * p.n, p.m, p.n, p.k, beta);
   };
   if (p.batches == 1)
     return one(0);
@@ -129,15 +135,15 @@ Status lamina::rt::detail::checkMatMulTypes(const Tensor &lhs,
   return Status::success();
 }
 
-Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
-                          const Tensor &result, bool transposeLhs,
-                          bool transposeRhs) {
+namespace {
+/// Checks the operands of lhs x rhs -> result and fills `p`.
+Status planMatMul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
+                  bool transposeLhs, bool transposeRhs, BatchPlan &p) {
   if (Status s = checkMatMulTypes(lhs, rhs, result); !s.ok())
     return s;
   if (lhs.rank < 2 || rhs.rank < 2)
     return Status::error("matmul: operands need rank >= 2, got " +
                          describe(lhs) + ", " + describe(rhs));
-  BatchPlan p;
   p.ta = transposeLhs;
   p.tb = transposeRhs;
   p.m = lhs.shape[lhs.rank - (p.ta ? 1 : 2)];
@@ -163,31 +169,66 @@ Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
   p.rhsStrides.resize(batchRank);
   broadcastStrides(lhs.shape, lb, batch.data(), batchRank, p.lhsStrides.data());
   broadcastStrides(rhs.shape, rb, batch.data(), batchRank, p.rhsStrides.data());
-  if (result.numElements() == 0)
-    return Status::success();
   if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
     return Status::error("matmul: dims of " + describe(lhs) + " x " +
                          describe(rhs) + " exceed BLAS's int");
   bool rhsShared = numElements(rhs.shape, rb) == 1;
   bool lhsFull = numElements(lhs.shape, lb) == p.batches;
   p.stack = rhsShared && lhsFull && !p.ta && p.batches * p.m <= INT_MAX;
+  return Status::success();
+}
 
+/// c[row, j] = addend[row, j] + bias[j] over the result's rows (either
+/// absent: 0), in the accumulator type E; `T` is the result's type.
+template <typename T, typename E>
+void startWith(E *c, int64_t rows, int64_t n, const Tensor *bias,
+               const Tensor *addend) {
+  const T *a = addend ? addend->as<T>() : nullptr;
+  const T *r = bias ? bias->as<T>() : nullptr;
+  parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i)
+                  for (int64_t j = 0; j < n; ++j)
+                    c[i * n + j] = (a ? E(load(a[i * n + j])) : E(0)) +
+                                   (r ? E(load(r[j])) : E(0));
+              });
+}
+
+/// The product after planMatMul, accumulated onto addend + bias when either
+/// is given.
+Status runMatMul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
+                 const BatchPlan &p, const Tensor *bias,
+                 const Tensor *addend) {
+  if (result.numElements() == 0)
+    return Status::success();
+  bool epilogue = bias || addend;
+  int64_t rows = result.numElements() / p.n;
   switch (lhs.dtype) {
   case DType::F32:
-    matmulT(lhs.as<float>(), rhs.as<float>(), result.as<float>(), p);
+    if (epilogue)
+      startWith<float>(result.as<float>(), rows, p.n, bias, addend);
+    matmulT(lhs.as<float>(), rhs.as<float>(), result.as<float>(), p, epilogue);
     break;
   case DType::F64:
-    matmulT(lhs.as<double>(), rhs.as<double>(), result.as<double>(), p);
+    if (epilogue)
+      startWith<double>(result.as<double>(), rows, p.n, bias, addend);
+    matmulT(lhs.as<double>(), rhs.as<double>(), result.as<double>(), p,
+            epilogue);
     break;
   default:
     dispatch(lhs.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
         std::vector<float> a = widen<T>(lhs), b = widen<T>(rhs);
-        if (result.dtype == DType::F32) // the accumulator, unrounded
-          return matmulT(a.data(), b.data(), result.as<float>(), p);
+        if (result.dtype == DType::F32) { // the accumulator, unrounded
+          if (epilogue)
+            startWith<float>(result.as<float>(), rows, p.n, bias, addend);
+          return matmulT(a.data(), b.data(), result.as<float>(), p, epilogue);
+        }
         std::vector<float> c(result.numElements());
-        matmulT(a.data(), b.data(), c.data(), p);
+        if (epilogue)
+          startWith<T>(c.data(), rows, p.n, bias, addend);
+        matmulT(a.data(), b.data(), c.data(), p, epilogue);
         T *y = result.as<T>();
         for (size_t i = 0; i < c.size(); ++i)
           y[i] = store<T>(c[i]);
@@ -195,4 +236,48 @@ Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
     });
   }
   return Status::success();
+}
+} // namespace
+
+Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
+                          const Tensor &result, bool transposeLhs,
+                          bool transposeRhs) {
+  BatchPlan p;
+  if (Status s = planMatMul(lhs, rhs, result, transposeLhs, transposeRhs, p);
+      !s.ok())
+    return s;
+  return runMatMul(lhs, rhs, result, p, nullptr, nullptr);
+}
+
+Status lamina::rt::detail::checkMatMulEpilogue(const Tensor *bias,
+                                               const Tensor *addend,
+                                               const Tensor &result) {
+  int64_t n = result.rank ? result.shape[result.rank - 1] : 0;
+  if (bias) {
+    bool row = bias->dtype == result.dtype && bias->rank >= 1 &&
+               bias->rank <= result.rank && bias->shape[bias->rank - 1] == n &&
+               bias->numElements() == n;
+    if (!row)
+      return Status::error("matmul: bias " + describe(*bias) +
+                           " is not a row of " + std::to_string(n) + " " +
+                           dtypeName(result.dtype) + " for " +
+                           describe(result));
+  }
+  if (addend && (addend->dtype != result.dtype || !sameShape(*addend, result)))
+    return Status::error("matmul: addend " + describe(*addend) +
+                         " is not of the result's type " + describe(result));
+  return Status::success();
+}
+
+Status lamina::rt::matmulEpilogue(const Tensor &lhs, const Tensor &rhs,
+                                  const Tensor *bias, const Tensor *addend,
+                                  const Tensor &result, bool transposeLhs,
+                                  bool transposeRhs) {
+  BatchPlan p;
+  if (Status s = planMatMul(lhs, rhs, result, transposeLhs, transposeRhs, p);
+      !s.ok())
+    return s;
+  if (Status s = checkMatMulEpilogue(bias, addend, result); !s.ok())
+    return s;
+  return runMatMul(lhs, rhs, result, p, bias, addend);
 }

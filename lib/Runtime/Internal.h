@@ -184,6 +184,10 @@ Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,
 /// f32 result (the accumulator stored unrounded).
 Status checkMatMulTypes(const Tensor &lhs, const Tensor &rhs,
                         const Tensor &result);
+/// matmulEpilogue's bias (a row of n of the result's type) and addend (the
+/// result's type and shape), each optional.
+Status checkMatMulEpilogue(const Tensor *bias, const Tensor *addend,
+                           const Tensor &result);
 /// gather's index type, axis (normalised in place) and result shape.
 Status checkGather(const Tensor &data, const Tensor &indices, int64_t &axis,
                    const Tensor &result);

@@ -589,6 +589,9 @@ int runCompile() {
   // Last on the graph: after autodiff and autocast (no gradient rule).
   if (precision != "f32")
     toRt.addPass(graph::createGraphFoldMatMulCasts());
+  // Bias and residual adds into the GEMM's epilogue, before elementwise
+  // fusion would take them into its chains.
+  toRt.addPass(graph::createGraphFuseMatMulEpilogue());
   toRt.addPass(graph::createGraphFuseElementwise());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))

@@ -99,4 +99,102 @@ TEST(RuntimeMatmul, OtherTypesAndEdges) {
   EXPECT_ERROR(matmul(i.view(), i.view(), i.view()), "float");
 }
 
+/// matmulEpilogue(a, b, bias, addend) against the double product plus both
+/// terms, the addend given in place of the result when `inPlace`.
+void checkEpilogue(std::vector<int64_t> as, std::vector<int64_t> bs,
+                   std::vector<int64_t> os, std::vector<int64_t> biasShape,
+                   bool withAddend, bool inPlace = false) {
+  Buf a = randomF32(as), b = randomF32(bs), out(DType::F32, os);
+  Buf bias = biasShape.empty() ? Buf() : randomF32(biasShape);
+  Buf addend = withAddend ? randomF32(os) : Buf();
+  std::vector<double> want = refMatmul(a, b, os);
+  int64_t n = os.back();
+  for (int64_t i = 0; i < int64_t(want.size()); ++i)
+    want[i] += (biasShape.empty() ? 0.0 : double(bias.data<float>()[i % n])) +
+               (withAddend ? double(addend.data<float>()[i]) : 0.0);
+  Tensor bt = bias.view(), at = addend.view();
+  Tensor result = inPlace ? at : out.view();
+  EXPECT_OK(matmulEpilogue(a.view(), b.view(), biasShape.empty() ? nullptr : &bt,
+                           withAddend ? &at : nullptr, result));
+  Buf &got = inPlace ? addend : out;
+  for (int64_t i = 0; i < got.count(); ++i)
+    ASSERT_TRUE(close(got.data<float>()[i], want[i], 1e-5, 1e-5)) << "at " << i;
+}
+
+TEST(RuntimeMatmul, EpilogueBiasAndAddend) {
+  for (bool addend : {false, true}) {
+    checkEpilogue({3, 4}, {4, 5}, {3, 5}, {5}, addend);
+    checkEpilogue({2, 3, 4}, {4, 5}, {2, 3, 5}, {1, 1, 5}, addend); // stacked
+    checkEpilogue({2, 3, 4}, {2, 4, 5}, {2, 3, 5}, {1, 5}, addend); // batched
+    checkEpilogue({3, 4}, {2, 4, 5}, {2, 3, 5}, {5}, addend); // lhs broadcast
+    checkEpilogue({64, 96}, {96, 80}, {64, 80}, {80}, addend); // threads split
+  }
+  checkEpilogue({2, 3, 4}, {4, 5}, {2, 3, 5}, {}, true);       // addend only
+  checkEpilogue({2, 3, 4}, {4, 5}, {2, 3, 5}, {5}, true, true); // over addend
+  checkEpilogue({64, 96}, {96, 80}, {64, 80}, {}, true, true);
+}
+
+TEST(RuntimeMatmul, EpilogueTransposedAndNarrow) {
+  // rhs stored transposed ([n, k]), the bias added once per row.
+  Buf a = randomF32({3, 4}), b = randomF32({4, 2}), bt(DType::F32, {2, 4});
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j)
+      bt.data<float>()[j * 4 + i] = b.data<float>()[i * 2 + j];
+  Buf bias = f32({2}, {10, -10}), out(DType::F32, {3, 2});
+  Tensor bv = bias.view();
+  EXPECT_OK(matmulEpilogue(a.view(), bt.view(), &bv, nullptr, out.view(),
+                           false, true));
+  std::vector<double> want = refMatmul(a, b, {3, 2});
+  for (int i = 0; i < 6; ++i)
+    EXPECT_TRUE(close(out.data<float>()[i], want[i] + (i % 2 ? -10 : 10),
+                      1e-5, 1e-5));
+  for (const auto &[t, toBits, fromBits] : kHalfFormats) {
+    // Narrow operands: an f32 result adds f32 terms to the accumulator; a
+    // narrow result adds its own type's bias and is rounded once.
+    Buf h = randomOf(t, {2, 3, 8}), w = randomOf(t, {8, 4});
+    Buf wide(DType::F32, {2, 3, 4}), r(t, {2, 3, 4});
+    Buf fb = randomF32({4}), nb = randomOf(t, {4});
+    Tensor fbv = fb.view(), nbv = nb.view();
+    EXPECT_OK(matmul(h.view(), w.view(), wide.view()));
+    std::vector<float> product = wide.values<float>();
+    EXPECT_OK(matmulEpilogue(h.view(), w.view(), &fbv, nullptr, wide.view()));
+    EXPECT_OK(matmulEpilogue(h.view(), w.view(), &nbv, nullptr, r.view()));
+    for (int e = 0; e < 24; ++e) {
+      EXPECT_TRUE(close(wide.data<float>()[e], product[e] + fb.data<float>()[e % 4],
+                        1e-6, 1e-6)) << e;
+      float exact = product[e] + fromBits(nb.data<uint16_t>()[e % 4]);
+      EXPECT_TRUE(close(fromBits(r.data<uint16_t>()[e]), exact, 1e-2, 1e-2))
+          << e;
+    }
+    Tensor wrong = fb.view();
+    EXPECT_ERROR(matmulEpilogue(h.view(), w.view(), &wrong, nullptr, r.view()),
+                 "is not a row");
+  }
+}
+
+TEST(RuntimeMatmul, EpilogueEdgesAndErrors) {
+  // k = 0: the empty sums are 0, the result addend + bias.
+  Buf ek(DType::F32, {2, 0}), ek2(DType::F32, {0, 3});
+  Buf bias = f32({3}, {1, 2, 3}), addend = f32({2, 3}, {10, 20, 30, 40, 50, 60});
+  Buf out = f32({2, 3}, {7, 7, 7, 7, 7, 7});
+  Tensor bv = bias.view(), av = addend.view();
+  EXPECT_OK(matmulEpilogue(ek.view(), ek2.view(), &bv, &av, out.view()));
+  EXPECT_EQ(out.values<float>(), (std::vector<float>{11, 22, 33, 41, 52, 63}));
+  EXPECT_OK(matmulEpilogue(ek.view(), ek2.view(), nullptr, nullptr, out.view()));
+  EXPECT_EQ(out.values<float>(), std::vector<float>(6, 0));
+  Buf x = randomF32({2, 4}), y = randomF32({4, 3});
+  Buf column(DType::F32, {2, 1}), longer(DType::F32, {4}), wide(DType::F32, {2, 3});
+  Buf flat(DType::F32, {6});
+  Tensor cv = column.view(), lv = longer.view(), fv = flat.view();
+  EXPECT_ERROR(matmulEpilogue(x.view(), y.view(), &cv, nullptr, wide.view()),
+               "is not a row of 3");
+  EXPECT_ERROR(matmulEpilogue(x.view(), y.view(), &lv, nullptr, wide.view()),
+               "is not a row of 3");
+  EXPECT_ERROR(matmulEpilogue(x.view(), y.view(), nullptr, &fv, wide.view()),
+               "addend");
+  Buf bad(DType::F32, {4, 5});
+  EXPECT_ERROR(matmulEpilogue(x.view(), bad.view(), &bv, nullptr, wide.view()),
+               "does not give");
+}
+
 } // namespace

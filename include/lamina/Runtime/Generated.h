@@ -112,6 +112,21 @@ inline Status attentionBackward(const Tensor &q, const Tensor &k,
                                causal, gradQ, gradK, gradV);
 }
 
+/// An optional tensor argument as the lowering passes it: a tensor, or
+/// nullptr when absent.
+inline const Tensor *optional(const Tensor &t) { return &t; }
+inline const Tensor *optional(std::nullptr_t) { return nullptr; }
+
+/// matmulEpilogue with its bias and addend each a tensor or nullptr.
+template <typename Bias, typename Addend>
+inline Status matmulEpilogue(const Tensor &lhs, const Tensor &rhs,
+                             const Bias &bias, const Addend &addend,
+                             const Tensor &result, bool transposeLhs,
+                             bool transposeRhs) {
+  return rt::matmulEpilogue(lhs, rhs, optional(bias), optional(addend), result,
+                            transposeLhs, transposeRhs);
+}
+
 /// concat with the inputs last, so any number can follow.
 template <typename... Inputs>
 inline Status concat(const Tensor &result, int64_t axis,

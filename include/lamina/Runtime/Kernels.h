@@ -111,6 +111,14 @@ Status cast(const Tensor &input, const Tensor &result);
 /// operands may have an f32 result, the f32 product unrounded.
 Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
               bool transposeLhs = false, bool transposeRhs = false);
+/// matmul plus, each optional (nullptr), `bias` added to every row (n
+/// elements, shape [n] or [1, ..., 1, n]) and `addend` (the result's shape;
+/// it may be the result's own buffer), both of the result's type and added
+/// to the accumulator before its one rounding (graph.fused_matmul): sgemm
+/// with beta = 1 over a result that starts as addend + bias.
+Status matmulEpilogue(const Tensor &lhs, const Tensor &rhs, const Tensor *bias,
+                      const Tensor *addend, const Tensor &result,
+                      bool transposeLhs = false, bool transposeRhs = false);
 
 /// exp(x - max) / sum along `axis`.
 Status softmax(const Tensor &input, int64_t axis, const Tensor &result);

@@ -41,6 +41,13 @@ static int64_t byteSize(Type type) {
   return shaped.getNumElements() * ((width + 7) / 8);
 }
 
+/// Whether `use` is the lhs or rhs of a matmul (which can read it
+/// transposed), not a fused matmul's bias or addend.
+static bool isMatMulOperand(OpOperand &use) {
+  return isa<graph::MatMulOp, graph::FusedMatMulOp>(use.getOwner()) &&
+         use.getOperandNumber() < 2;
+}
+
 namespace {
 /// Values that share storage (a reshape and its input; an in-place result
 /// and the operand it overwrites) form one storage class with one lifetime.
@@ -91,8 +98,7 @@ LogicalResult FunctionBufferizer::assignClasses() {
   for (Operation *op : ops) {
     auto t = dyn_cast<graph::TransposeOp>(op);
     if (!t || !isLastTwoDimsSwap(t.getPerm()) || t->use_empty() ||
-        !llvm::all_of(t->getUsers(),
-                      [](Operation *u) { return isa<graph::MatMulOp>(u); }))
+        !llvm::all_of(t->getUses(), isMatMulOperand))
       continue;
     foldedTransposes.insert(op);
     // The input is read where the transposed value would have been.
@@ -239,7 +245,7 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
       return def && foldedTransposes.count(def);
     };
     std::optional<KernelCall> call =
-        isa<graph::MatMulOp>(op)
+        isa<graph::MatMulOp, graph::FusedMatMulOp>(op)
             ? getMatMulCall(op, b, folded(op->getOperand(0)),
                             folded(op->getOperand(1)))
             : getKernelCall(op, b);

@@ -127,8 +127,21 @@ KernelCall CallBuilder::fused(FusedElementwiseOp o) const {
 KernelCall lamina::getMatMulCall(Operation *op, Builder &b, bool transposeLhs,
                                  bool transposeRhs) {
   CallBuilder c(op, b);
-  return c.call("matmul", {c.in(0), c.in(1), c.out(), c.flag(transposeLhs),
-                           c.flag(transposeRhs)});
+  auto fused = dyn_cast<FusedMatMulOp>(op);
+  if (!fused)
+    return c.call("matmul", {c.in(0), c.in(1), c.out(), c.flag(transposeLhs),
+                             c.flag(transposeRhs)});
+  // The optional operands follow lhs and rhs in order; absent ones are
+  // nullptr (a unit attribute).
+  unsigned next = 2;
+  auto optional = [&](Value v) {
+    return v ? c.in(next++) : Attribute(b.getUnitAttr());
+  };
+  Attribute bias = optional(fused.getBias());
+  Attribute addend = optional(fused.getAddend());
+  return c.call("gen::matmulEpilogue",
+                {c.in(0), c.in(1), bias, addend, c.out(),
+                 c.flag(transposeLhs), c.flag(transposeRhs)});
 }
 
 bool lamina::isLastTwoDimsSwap(ArrayRef<int64_t> perm) {
@@ -184,7 +197,8 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       .Case([&](CastOp) { return c.call("cast", {c.in(0), c.out()}); })
       .Case([&](FusedElementwiseOp o) { return c.fused(o); })
       // Contraction, normalisation.
-      .Case([&](MatMulOp o) { return getMatMulCall(o, b, false, false); })
+      .Case<MatMulOp, FusedMatMulOp>(
+          [&](Operation *o) { return getMatMulCall(o, b, false, false); })
       .Case([&](SoftmaxOp o) {
         return c.call("softmax", {c.in(0), c.i64(o.getAxis()), c.out()});
       })
@@ -316,6 +330,9 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
     return operand == 0;
   if (isa<ScatterNDOp>(op))
     return operand == 0;
+  // cuBLASLt and sgemm read C (the addend) where they write D.
+  if (auto fused = dyn_cast<FusedMatMulOp>(op))
+    return fused.getAddend() && fused.getAddend() == op->getOperand(operand);
   if (isa<SoftmaxGradOp, LogSoftmaxGradOp>(op))
     return true;
   // Unary, binary, compare and select: elementwise with broadcasting.

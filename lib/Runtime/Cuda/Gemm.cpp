@@ -10,6 +10,13 @@
 // otherwise one call per result batch. Compute type f32 (CUBLAS_COMPUTE_32F:
 // no TF32), scale type f32, storage f32, f16 or bf16.
 //
+// matmulEpilogue (graph.fused_matmul): the addend is C with beta = 1 (C may
+// be D), the bias cuBLASLt's bias epilogue (a vector over D's column-major
+// rows = the row-major result's columns, broadcast over the batch: stride
+// 0). Where the heuristic has no algorithm with the epilogue, the plan
+// drops it and the bias is added by the broadcast add kernel after the
+// GEMM (same values; one more pass).
+//
 // One handle per process (created on first use, for the current device).
 // Descriptors, layouts and the heuristic's algorithm are cached per exact
 // call description (PlanKey), so a training step's few dozen distinct GEMMs
@@ -29,6 +36,7 @@
 #include <memory>
 #include <mutex>
 
+using lamina::rt::detail::checkMatMulEpilogue;
 using lamina::rt::detail::checkMatMulTypes;
 
 using namespace lamina::rt;
@@ -86,17 +94,18 @@ struct PlanKey {
   DType dtype, resultType; // f16/bf16 operands may have an f32 result
   int64_t m, n, k;
   bool tl, tr;
+  bool bias, accumulate; // the epilogue's bias; C = the addend, beta = 1
   int32_t batch;
   int64_t strideL, strideR, strideC;
   int64_t ldRhs, ldLhs, ldC;
   size_t workspaceBytes;
-  uint32_t alignRhs, alignLhs, alignC;
+  uint32_t alignRhs, alignLhs, alignC, alignAddend, alignBias;
 
   auto tie() const {
     return std::make_tuple(device, int(dtype), int(resultType), m, n, k, tl,
-                           tr, batch,
-                           strideL, strideR, strideC, ldRhs, ldLhs, ldC,
-                           workspaceBytes, alignRhs, alignLhs, alignC);
+                           tr, bias, accumulate, batch, strideL, strideR,
+                           strideC, ldRhs, ldLhs, ldC, workspaceBytes,
+                           alignRhs, alignLhs, alignC, alignAddend, alignBias);
   }
   bool operator<(const PlanKey &o) const { return tie() < o.tie(); }
 };
@@ -107,6 +116,7 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspaceBytes = 0; // what the algorithm uses, <= the key's
+  bool biasInEpilogue = false; // else added after the GEMM
   Plan() = default;
   Plan(const Plan &) = delete;
   Plan &operator=(const Plan &) = delete;
@@ -154,9 +164,24 @@ Status setPref(cublasLtMatmulPreference_t p,
                    cublasLtMatmulPreferenceSetAttribute(p, attr, v, size));
 }
 
+Status setEpilogue(cublasLtMatmulDesc_t op, cublasLtEpilogue_t epilogue,
+                   const void *bias) {
+  if (Status s = blasCheck("epilogue", cublasLtMatmulDescSetAttribute(
+                                           op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                           &epilogue, sizeof epilogue));
+      !s.ok() || epilogue == CUBLASLT_EPILOGUE_DEFAULT)
+    return s;
+  return blasCheck("bias", cublasLtMatmulDescSetAttribute(
+                               op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                               sizeof bias));
+}
+
 /// Creates the descriptors for `key` and asks the heuristic for an
-/// algorithm whose workspace fits.
-Status makePlan(cublasLtHandle_t h, const PlanKey &key, Plan &p) {
+/// algorithm whose workspace fits (with the bias epilogue first, when the
+/// key has a bias, then without). `bias` is the call's bias pointer: the
+/// heuristic reads its alignment.
+Status makePlan(cublasLtHandle_t h, const PlanKey &key, const void *bias,
+                Plan &p) {
   cudaDataType_t type = cudaType(key.dtype);
   if (Status s = blasCheck("desc", cublasLtMatmulDescCreate(
                                        &p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -204,26 +229,43 @@ Status makePlan(cublasLtHandle_t h, const PlanKey &key, Plan &p) {
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignRhs},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignLhs},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC}, // C = D
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+       key.accumulate ? key.alignAddend : key.alignC},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignC}};
   for (const auto &[attr, value] : aligns)
     if (Status s = setPref(pref.p, attr, &value, sizeof value); !s.ok())
       return s;
 
-  cublasLtMatmulHeuristicResult_t found[kCandidates] = {};
   int count = 0;
-  if (Status s = blasCheck("heuristic", cublasLtMatmulAlgoGetHeuristic(
-                                            h, p.op, p.a, p.b, p.c, p.c, pref.p,
-                                            kCandidates, found, &count));
-      !s.ok())
-    return s;
-  for (int i = 0; i < count; ++i)
-    if (found[i].state == CUBLAS_STATUS_SUCCESS &&
-        found[i].workspaceSize <= ws) {
-      p.algo = found[i].algo;
-      p.workspaceBytes = found[i].workspaceSize;
-      return Status::success();
+  for (bool withBias : {true, false}) {
+    if (withBias && !key.bias)
+      continue;
+    if (Status s = setEpilogue(p.op,
+                               withBias ? CUBLASLT_EPILOGUE_BIAS
+                                        : CUBLASLT_EPILOGUE_DEFAULT,
+                               bias);
+        !s.ok())
+      return s;
+    cublasLtMatmulHeuristicResult_t found[kCandidates] = {};
+    count = 0;
+    // A heuristic error with the epilogue (not supported for these types)
+    // is a reason to try without it, not a failure.
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+        h, p.op, p.a, p.b, p.c, p.c, pref.p, kCandidates, found, &count);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      if (withBias)
+        continue;
+      return blasCheck("heuristic", st);
     }
+    for (int i = 0; i < count; ++i)
+      if (found[i].state == CUBLAS_STATUS_SUCCESS &&
+          found[i].workspaceSize <= ws) {
+        p.algo = found[i].algo;
+        p.workspaceBytes = found[i].workspaceSize;
+        p.biasInEpilogue = withBias;
+        return Status::success();
+      }
+  }
   return Status::error(
       "matmul: cuBLASLt has no algorithm for " +
       std::string(dtypeName(key.dtype)) + " -> " + dtypeName(key.resultType) +
@@ -297,13 +339,17 @@ struct Call {
   DType dtype, resultType;
   void *workspace; // null: run without one
   cudaStream_t stream;
+  const void *bias = nullptr; // n elements of resultType, every row
+  bool biasAdded = false;     // set when a GEMM's epilogue added it
 };
 
-/// result[batch] = op(lhs[batch]) op(rhs[batch]) for `batch` matrices at
-/// the given element strides (row-major m x k / k x n views as the host).
-Status gemm(const Call &call, const void *lhs, const void *rhs, void *result,
-            int64_t m, int64_t n, int64_t k, bool tl, bool tr, int32_t batch,
-            int64_t strideL, int64_t strideR, int64_t strideC) {
+/// result[batch] = op(lhs[batch]) op(rhs[batch]) (+ addend[batch], + the
+/// call's bias where an epilogue algorithm exists) for `batch` matrices at
+/// the given element strides (row-major m x k / k x n views as the host;
+/// the addend strided as the result).
+Status gemm(Call &call, const void *lhs, const void *rhs, const void *addend,
+            void *result, int64_t m, int64_t n, int64_t k, bool tl, bool tr,
+            int32_t batch, int64_t strideL, int64_t strideR, int64_t strideC) {
   PlanKey key{call.device,
               call.dtype,
               call.resultType,
@@ -312,6 +358,8 @@ Status gemm(const Call &call, const void *lhs, const void *rhs, void *result,
               k,
               tl,
               tr,
+              call.bias != nullptr,
+              addend != nullptr,
               batch,
               batch > 1 ? strideL : 0,
               batch > 1 ? strideR : 0,
@@ -322,42 +370,54 @@ Status gemm(const Call &call, const void *lhs, const void *rhs, void *result,
               call.workspace ? kWorkspace : 0,
               alignmentOf(rhs),
               alignmentOf(lhs),
-              alignmentOf(result)};
+              alignmentOf(result),
+              addend ? alignmentOf(addend) : 0,
+              call.bias ? alignmentOf(call.bias) : 0};
   auto &plans = state().plans;
   auto it = plans.find(key);
   if (it == plans.end()) {
     auto plan = std::make_unique<Plan>();
-    if (Status s = makePlan(call.h, key, *plan); !s.ok())
+    if (Status s = makePlan(call.h, key, call.bias, *plan); !s.ok())
       return s; // not cached: a failure is reported on every call
     if (plans.size() >= kMaxPlans)
       plans.clear();
     it = plans.emplace(key, std::move(plan)).first;
   }
   const Plan &p = *it->second;
-  float alpha = 1.0f, beta = 0.0f;
+  // The descriptor is shared by every call of this description: the bias
+  // pointer is this call's (read when the call is enqueued).
+  if (p.biasInEpilogue)
+    if (Status s = setEpilogue(p.op, CUBLASLT_EPILOGUE_BIAS, call.bias);
+        !s.ok())
+      return s;
+  call.biasAdded = p.biasInEpilogue;
+  float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   return blasCheck("cublasLtMatmul",
                    cublasLtMatmul(call.h, p.op, &alpha, rhs, p.a, lhs, p.b,
-                                  &beta, result, p.c, result, p.c, &p.algo,
+                                  &beta, addend ? addend : result, p.c, result,
+                                  p.c, &p.algo,
                                   p.workspaceBytes ? call.workspace : nullptr,
                                   p.workspaceBytes, call.stream));
 }
 
 /// The calls of one matmul (shapes already checked).
-Status enqueue(const Call &call, const Tensor &lhs, const Tensor &rhs,
-               const Tensor &result, bool transposeLhs, bool transposeRhs,
-               int64_t m, int64_t n, int64_t k, const int64_t *batchShape,
-               int batchRank) {
+Status enqueue(Call &call, const Tensor &lhs, const Tensor &rhs,
+               const Tensor *addend, const Tensor &result, bool transposeLhs,
+               bool transposeRhs, int64_t m, int64_t n, int64_t k,
+               const int64_t *batchShape, int batchRank) {
+  const char *add = addend ? static_cast<const char *>(addend->data) : nullptr;
   int64_t batch = numElements(batchShape, batchRank);
   size_t es = lhs.elementSize();
   int lb = lhs.rank - 2, rb = rhs.rank - 2;
   int64_t lBatch = numElements(lhs.shape, lb);
   int64_t rBatch = numElements(rhs.shape, rb);
   if (lBatch == batch && rBatch == batch)
-    return gemm(call, lhs.data, rhs.data, result.data, m, n, k, transposeLhs,
-                transposeRhs, int32_t(batch), m * k, k * n, m * n);
+    return gemm(call, lhs.data, rhs.data, add, result.data, m, n, k,
+                transposeLhs, transposeRhs, int32_t(batch), m * k, k * n,
+                m * n);
   if (rBatch == 1 && lBatch == batch && !transposeLhs)
-    return gemm(call, lhs.data, rhs.data, result.data, batch * m, n, k, false,
-                transposeRhs, 1, 0, 0, 0);
+    return gemm(call, lhs.data, rhs.data, add, result.data, batch * m, n, k,
+                false, transposeRhs, 1, 0, 0, 0);
   // General broadcast: one call per result batch.
   int64_t ls[kMaxRank], rs[kMaxRank];
   if (!broadcastStrides(lhs.shape, lb, batchShape, batchRank, ls) ||
@@ -368,10 +428,10 @@ Status enqueue(const Call &call, const Tensor &lhs, const Tensor &rhs,
                     broadcastOffset(b, batchShape, batchRank, ls) * m * k * es;
     const char *r = static_cast<const char *>(rhs.data) +
                     broadcastOffset(b, batchShape, batchRank, rs) * k * n * es;
-    char *c = static_cast<char *>(result.data) +
-              b * m * n * result.elementSize();
-    if (Status s = gemm(call, l, r, c, m, n, k, transposeLhs, transposeRhs, 1,
-                        0, 0, 0);
+    int64_t offset = b * m * n * int64_t(result.elementSize());
+    char *c = static_cast<char *>(result.data) + offset;
+    if (Status s = gemm(call, l, r, add ? add + offset : nullptr, c, m, n, k,
+                        transposeLhs, transposeRhs, 1, 0, 0, 0);
         !s.ok())
       return s;
   }
@@ -379,9 +439,11 @@ Status enqueue(const Call &call, const Tensor &lhs, const Tensor &rhs,
 }
 } // namespace
 
-Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
-                                const Tensor &result, bool transposeLhs,
-                                bool transposeRhs, cudaStream_t stream) {
+namespace {
+/// matmul and matmulEpilogue: lhs x rhs (+ addend) (+ bias).
+Status product(const Tensor &lhs, const Tensor &rhs, const Tensor *bias,
+               const Tensor *addend, const Tensor &result, bool transposeLhs,
+               bool transposeRhs, cudaStream_t stream) {
   if (Status s = checkMatMulTypes(lhs, rhs, result); !s.ok())
     return s;
   if (lhs.rank < 2 || rhs.rank < 2 || !isDeviceFloat(lhs.dtype))
@@ -389,6 +451,8 @@ Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
                          "(f32, f16, bf16 on CUDA), got " +
                          describe(lhs) + " x " + describe(rhs) + " -> " +
                          describe(result));
+  if (Status s = checkMatMulEpilogue(bias, addend, result); !s.ok())
+    return s;
   int64_t m = lhs.shape[lhs.rank - (transposeLhs ? 1 : 2)];
   int64_t k = lhs.shape[lhs.rank - (transposeLhs ? 2 : 1)];
   int64_t k2 = rhs.shape[rhs.rank - (transposeRhs ? 1 : 2)];
@@ -409,9 +473,25 @@ Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
                          describe(result));
   if (result.numElements() == 0)
     return Status::success();
-  if (k == 0)
-    return cudaCheck("matmul", cudaMemsetAsync(result.data, 0,
-                                               result.byteSize(), stream));
+  // Adds the bias where no GEMM's epilogue did.
+  auto addBias = [&](bool added) {
+    return bias && !added
+               ? binary(BinaryOp::Add, result, *bias, result, stream)
+               : Status::success();
+  };
+  if (k == 0) { // the empty sums are 0: the result is addend + bias
+    Status s = !addend ? cudaCheck("matmul", cudaMemsetAsync(
+                                                 result.data, 0,
+                                                 result.byteSize(), stream))
+               : addend->data == result.data
+                   ? Status::success()
+                   : cudaCheck("matmul",
+                               cudaMemcpyAsync(result.data, addend->data,
+                                               result.byteSize(),
+                                               cudaMemcpyDeviceToDevice,
+                                               stream));
+    return s.ok() ? addBias(false) : s;
+  }
   Status hs;
   cublasLtHandle_t h = handle(hs);
   if (!hs.ok())
@@ -421,15 +501,39 @@ Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
       !s.ok())
     return s;
 
-  std::lock_guard<std::mutex> lock(state().mutex);
-  Workspace *ws = nullptr;
-  if (Status s = acquireWorkspace(device, stream, ws); !s.ok())
-    return s;
-  Call call{h, device, lhs.dtype, result.dtype, ws->ptr, stream};
-  Status s = enqueue(call, lhs, rhs, result, transposeLhs, transposeRhs, m, n,
-                     k, batchShape, batchRank);
-  // Recorded even after a failed call: earlier calls of this matmul may have
-  // been enqueued and used the workspace.
-  Status r = releaseWorkspace(*ws, stream);
-  return s.ok() ? r : s;
+  Call call{h, device, lhs.dtype, result.dtype, nullptr, stream};
+  call.bias = bias ? bias->data : nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    Workspace *ws = nullptr;
+    if (Status s = acquireWorkspace(device, stream, ws); !s.ok())
+      return s;
+    call.workspace = ws->ptr;
+    Status s = enqueue(call, lhs, rhs, addend, result, transposeLhs,
+                       transposeRhs, m, n, k, batchShape, batchRank);
+    // Recorded even after a failed call: earlier calls of this matmul may
+    // have been enqueued and used the workspace.
+    Status r = releaseWorkspace(*ws, stream);
+    if (!s.ok() || !r.ok())
+      return s.ok() ? r : s;
+  }
+  return addBias(call.biasAdded);
+}
+} // namespace
+
+Status lamina::rt::cuda::matmul(const Tensor &lhs, const Tensor &rhs,
+                                const Tensor &result, bool transposeLhs,
+                                bool transposeRhs, cudaStream_t stream) {
+  return product(lhs, rhs, nullptr, nullptr, result, transposeLhs,
+                 transposeRhs, stream);
+}
+
+Status lamina::rt::cuda::matmulEpilogue(const Tensor &lhs, const Tensor &rhs,
+                                        const Tensor *bias,
+                                        const Tensor *addend,
+                                        const Tensor &result,
+                                        bool transposeLhs, bool transposeRhs,
+                                        cudaStream_t stream) {
+  return product(lhs, rhs, bias, addend, result, transposeLhs, transposeRhs,
+                 stream);
 }

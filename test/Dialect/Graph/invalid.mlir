@@ -476,3 +476,43 @@ func.func @attention_int(%q: tensor<1x4x8x16xi32>) {
   %o, %l = graph.attention %q, %q, %q {scale = 1.0 : f64} : (tensor<1x4x8x16xi32>, tensor<1x4x8x16xi32>, tensor<1x4x8x16xi32>) -> (tensor<1x4x8x16xi32>, tensor<1x4x8xf32>)
   return
 }
+
+// -----
+// fused_matmul: the product's type (or f32 for f16/bf16 operands).
+func.func @fused_matmul_result(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>) {
+  // expected-error @+1 {{result 'tensor<4x3xbf16>' is not the product type 'tensor<4x3xf32>' (or f32 for f16/bf16)}}
+  %0 = graph.fused_matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xbf16>
+  return
+}
+
+// -----
+// The contraction sizes must agree.
+func.func @fused_matmul_k(%x: tensor<4x8xf32>, %w: tensor<7x3xf32>) {
+  // expected-error @+1 {{matmul contraction sizes differ: 8 vs 7}}
+  %0 = graph.fused_matmul %x, %w : (tensor<4x8xf32>, tensor<7x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+// The bias is a row of the result's columns...
+func.func @fused_matmul_bias_shape(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %b: tensor<4x1xf32>) {
+  // expected-error @+1 {{bias 'tensor<4x1xf32>' is not a [1, ..., 1, 3] row of 'f32'}}
+  %0 = graph.fused_matmul %x, %w bias %b : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+// ... of the result's element type (what cuBLASLt's epilogue reads).
+func.func @fused_matmul_bias_type(%x: tensor<4x8xbf16>, %w: tensor<8x3xbf16>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{bias 'tensor<3xf32>' is not a [1, ..., 1, 3] row of 'bf16'}}
+  %0 = graph.fused_matmul %x, %w bias %b : (tensor<4x8xbf16>, tensor<8x3xbf16>, tensor<3xf32>) -> tensor<4x3xbf16>
+  return
+}
+
+// -----
+// The addend has the result's type exactly (no broadcast).
+func.func @fused_matmul_addend(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %a: tensor<3xf32>) {
+  // expected-error @+1 {{addend 'tensor<3xf32>' is not of the result type 'tensor<4x3xf32>'}}
+  %0 = graph.fused_matmul %x, %w addend %a : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}

@@ -42,6 +42,17 @@ Tensor constant(const void *host, DType dtype, int rank, const int64_t *shape);
 /// A splat constant on the device (splatConstant, Device.h).
 Tensor splat(const void *value, DType dtype, int rank, const int64_t *shape);
 
+/// matmulEpilogue with its bias and addend each a tensor or nullptr.
+template <typename Bias, typename Addend>
+inline Status matmulEpilogue(const Tensor &lhs, const Tensor &rhs,
+                             const Bias &bias, const Addend &addend,
+                             const Tensor &result, bool transposeLhs,
+                             bool transposeRhs, cudaStream_t stream) {
+  return cuda::matmulEpilogue(lhs, rhs, rt::gen::optional(bias),
+                              rt::gen::optional(addend), result, transposeLhs,
+                              transposeRhs, stream);
+}
+
 inline Status layerNorm(const Tensor &input, const Tensor &scale,
                         const Tensor &bias, int64_t axis, double epsilon,
                         const Tensor &result, cudaStream_t stream) {

@@ -105,6 +105,13 @@ Status fusedElementwise(const Tensor *inputs, int numInputs,
 /// (both operands and the result alike), f32 accumulation (no TF32).
 Status matmul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
               bool transposeLhs, bool transposeRhs, cudaStream_t stream);
+/// The host matmulEpilogue's contract: the addend as cuBLASLt's C (beta =
+/// 1), the bias through its bias epilogue, or, where the heuristic offers
+/// no algorithm with it, one broadcast add after the GEMM.
+Status matmulEpilogue(const Tensor &lhs, const Tensor &rhs, const Tensor *bias,
+                      const Tensor *addend, const Tensor &result,
+                      bool transposeLhs, bool transposeRhs,
+                      cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Normalisation and losses (one thread block per row)

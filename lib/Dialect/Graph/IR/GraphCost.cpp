@@ -132,6 +132,13 @@ int64_t MatMulOp::getFlops() {
   return 2 * k * elements(getResult());
 }
 
+// The product, and one add per result element for each epilogue term.
+int64_t FusedMatMulOp::getFlops() {
+  int64_t k = getLhs().getType().getShape().back();
+  int64_t adds = (getBias() ? 1 : 0) + (getAddend() ? 1 : 0);
+  return (2 * k + adds) * elements(getResult());
+}
+
 // Reductions do one operation per input element.
 #define PER_INPUT_ELEMENT(OP)                                                  \
   int64_t OP::getFlops() { return elements(getInput()); }

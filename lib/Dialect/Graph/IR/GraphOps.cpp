@@ -105,10 +105,11 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return inferBroadcastResult(loc, adaptor.getOperands(), false, types);
 }
 
-LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
-  auto lhs = tensorType(adaptor.getLhs()), rhs = tensorType(adaptor.getRhs());
+/// The product type of `lhs x rhs` (graph.matmul's rule), appended to
+/// `types`.
+static LogicalResult inferMatMul(std::optional<Location> loc,
+                                 RankedTensorType lhs, RankedTensorType rhs,
+                                 SmallVectorImpl<Type> &types) {
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return inferError(loc, "matmul operands need rank >= 2");
   if (lhs.getElementType() != rhs.getElementType())
@@ -125,6 +126,13 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   batch->push_back(rhs.getShape().back());
   types.push_back(RankedTensorType::get(*batch, lhs.getElementType()));
   return success();
+}
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  return inferMatMul(loc, tensorType(adaptor.getLhs()),
+                     tensorType(adaptor.getRhs()), types);
 }
 
 // The inferred type, or the same shape in f32 for f16/bf16 operands.
@@ -462,6 +470,34 @@ LogicalResult ScatterNDOp::verify() {
   if (updates.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "updates type " << updates
                          << " does not match indices and data";
+  return success();
+}
+
+LogicalResult FusedMatMulOp::verify() {
+  SmallVector<Type, 1> inferred;
+  if (failed(inferMatMul(getLoc(), getLhs().getType(), getRhs().getType(),
+                         inferred)))
+    return failure();
+  RankedTensorType result = getResult().getType();
+  if (!MatMulOp::isCompatibleReturnTypes(inferred, TypeRange(result)))
+    return emitOpError() << "result " << result << " is not the product type "
+                         << inferred.front() << " (or f32 for f16/bf16)";
+  Type elt = result.getElementType();
+  if (Value bias = getBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    ArrayRef<int64_t> shape = type.getShape();
+    bool rowVector = !shape.empty() && shape.back() == result.getShape().back() &&
+                     type.getRank() <= result.getRank() &&
+                     llvm::all_of(shape.drop_back(),
+                                  [](int64_t d) { return d == 1; });
+    if (!rowVector || type.getElementType() != elt)
+      return emitOpError() << "bias " << type << " is not a [1, ..., 1, "
+                           << result.getShape().back() << "] row of "
+                           << elt;
+  }
+  if (Value addend = getAddend(); addend && addend.getType() != result)
+    return emitOpError() << "addend " << addend.getType()
+                         << " is not of the result type " << result;
   return success();
 }
 

@@ -238,6 +238,40 @@ def Graph_MatMulOp : Graph_Op<"matmul",
   }];
 }
 
+def Graph_FusedMatMulOp : Graph_Op<"fused_matmul",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "A matmul with a bias and an addend in its epilogue";
+  let description = [{
+    `lhs x rhs + bias + addend`: graph.matmul's product (the same operand
+    and result types) plus, each optional, `bias` broadcast over the rows
+    (shape `[n]` or `[1, ..., 1, n]`) and `addend` (the result's shape),
+    both of the result's element type, added to the f32 (f64) accumulator
+    and rounded once to the result type. Made by
+    graph-fuse-matmul-epilogue after autodiff (no gradient rule), for the
+    BLAS call's own epilogue: cuBLASLt's bias epilogue and `beta = 1`
+    with the addend as C; the host's sgemm with `beta = 1` over a C that
+    starts as addend + bias. Neither add is then a pass over memory. The
+    bias has the result's type because cuBLASLt's bias epilogue reads it
+    in the output's type.
+
+    ```mlir
+    // x W + b + r, in f32 (the residual add after an output projection)
+    %y = graph.fused_matmul %x, %w bias %b addend %r
+           : (tensor<8x64xbf16>, tensor<64x64xbf16>, tensor<64xf32>,
+              tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       Optional<Graph_FloatTensor>:$bias,
+                       Optional<Graph_FloatTensor>:$addend);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 class Graph_SoftmaxBase<string mnemonic, string desc>
     : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType,
                           Graph_Differentiable]> {

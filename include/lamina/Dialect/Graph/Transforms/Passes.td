@@ -128,6 +128,40 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphFuseMatMulEpilogue
+    : Pass<"graph-fuse-matmul-epilogue", "mlir::ModuleOp"> {
+  let summary = "Moves the adds and the narrowing cast after a matmul into "
+                "graph.fused_matmul";
+  let description = [{
+    `graph.add` of a `graph.matmul` (or `graph.fused_matmul`) result that
+    nothing else reads and a row of the result's type (`[n]`,
+    `[1, ..., 1, n]`: a linear layer's bias) or a value of the result's
+    type (a residual) becomes a `graph.fused_matmul` with that bias or
+    addend; a `graph.cast` to f16/bf16 of such an f32 result, the operands
+    being that type, becomes the product stored in that type (its bias
+    rounded to it first; an addend only when it is a widened value of that
+    type). The backends then run one BLAS call with an epilogue instead of
+    a GEMM whose f32 output an elementwise kernel reads and writes again.
+    Run it after `graph-autodiff` (no gradient rule) and
+    `graph-fold-matmul-casts`, before `graph-fuse-elementwise`, as
+    `lamina compile` does.
+
+    ```mlir
+    %0 = graph.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x64xbf16>) -> tensor<8x64xf32>
+    %1 = graph.add %0, %b : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %2 = graph.add %1, %r : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    // becomes
+    %2 = graph.fused_matmul %x, %w bias %b addend %r : (tensor<8x64xbf16>,
+           tensor<64x64xbf16>, tensor<64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numAdds", "adds", "adds moved into a matmul's epilogue">,
+    Statistic<"numNarrowed", "narrowed",
+              "narrowing casts moved into a matmul's result type">,
+  ];
+}
+
 def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Groups chains of float elementwise ops into "
                 "graph.fused_elementwise";

@@ -1,0 +1,129 @@
+// RUN: lamina-opt %s -split-input-file -graph-fuse-matmul-epilogue | FileCheck %s
+// RUN: lamina-opt %s -split-input-file -graph-fuse-matmul-epilogue -convert-graph-to-rt | FileCheck %s --check-prefix=RT
+
+// graph-fuse-matmul-epilogue: the adds and the narrowing cast after a
+// matmul become its epilogue.
+
+// A linear layer and the residual add after it: bias, then addend, one op
+// named after the matmul's node.
+// CHECK-LABEL: func.func @bias_then_residual
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xbf16>, %[[W:.*]]: tensor<8x8xbf16>, %[[B:.*]]: tensor<8xf32>, %[[R:.*]]: tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[Y:.*]] = graph.fused_matmul %[[X]], %[[W]] bias %[[B]] addend %[[R]] : (tensor<2x4x8xbf16>, tensor<8x8xbf16>, tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[Y]]
+// Lowered: one call, bias and addend in place of the unit attributes an
+// absent one would get.
+// RT-LABEL: func.func @bias_then_residual
+// RT: rt.call "lamina::rt::gen::matmulEpilogue"(%{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, false, false], where = "node 'proj' (graph.fused_matmul)"}
+// RT-NEXT: return
+func.func @bias_then_residual(%x: tensor<2x4x8xbf16>, %w: tensor<8x8xbf16>, %b: tensor<8xf32>, %r: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %0 = graph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xf32> loc("proj")
+  %1 = graph.add %0, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32> loc("proj_bias")
+  %2 = graph.add %r, %1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32> loc("residual")
+  return %2 : tensor<2x4x8xf32>
+}
+
+// -----
+
+// The bias as a [1, n] row, the sum written either way round; f32 throughout.
+// CHECK-LABEL: func.func @row_bias
+// CHECK-NEXT: graph.fused_matmul %arg0, %arg1 bias %arg2 : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<1x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: return
+func.func @row_bias(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %b: tensor<1x3xf32>) -> tensor<4x3xf32> {
+  %0 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %1 = graph.add %b, %0 : (tensor<1x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}
+
+// -----
+
+// Lowered: the transposed lhs read with BLAS's flag (no transpose kernel),
+// the result written over the addend, whose value dies here; an absent
+// bias is a unit attribute.
+// RT-LABEL: func.func @transposed_in_place
+// RT: %[[E:.*]] = rt.view %arg0[[[OFF:[0-9]+]]] : memref<4x3xf32>
+// RT-NEXT: rt.call "lamina::rt::unary"
+// RT-NEXT: %[[Y:.*]] = rt.view %arg0[[[OFF]]] : memref<4x3xf32>
+// RT-NEXT: rt.call "lamina::rt::gen::matmulEpilogue"(%arg1, %arg2, %[[E]], %[[Y]]) {args = [0 : index, 1 : index, unit, 2 : index, 3 : index, true, false]
+// RT-NEXT: return
+func.func @transposed_in_place(%x: tensor<8x4xf32>, %w: tensor<8x3xf32>, %y: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %t = graph.transpose %x {perm = array<i64: 1, 0>} : tensor<8x4xf32> -> tensor<4x8xf32>
+  %r = graph.exp %y : tensor<4x3xf32>
+  %0 = graph.matmul %t, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %1 = graph.add %0, %r : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}
+
+// -----
+
+// The q/k/v projection under mixed precision: its f32 sum is narrowed for
+// the slices. The product is stored as bf16, the bias cast to bf16 first.
+// CHECK-LABEL: func.func @narrowed
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<8x6xbf16>, %[[B:.*]]: tensor<6xf32>)
+// CHECK-NEXT: %[[NB:.*]] = graph.cast %[[B]] : tensor<6xf32> to tensor<6xbf16>
+// CHECK-NEXT: %[[Y:.*]] = graph.fused_matmul %[[X]], %[[W]] bias %[[NB]] : (tensor<4x8xbf16>, tensor<8x6xbf16>, tensor<6xbf16>) -> tensor<4x6xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @narrowed(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tensor<6xf32>) -> tensor<4x6xbf16> {
+  %0 = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %1 = graph.add %0, %b : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %2 = graph.cast %1 : tensor<4x6xf32> to tensor<4x6xbf16>
+  return %2 : tensor<4x6xbf16>
+}
+
+// -----
+
+// A plain product narrowed (exact: the accumulator rounded once), and an
+// addend that is a widened bf16 value moves as that value.
+// CHECK-LABEL: func.func @narrowed_exact
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf16>, %[[W:.*]]: tensor<8x6xf16>, %[[A:.*]]: tensor<4x6xf16>)
+// CHECK-NEXT: %[[P:.*]] = graph.matmul %[[X]], %[[W]] : (tensor<4x8xf16>, tensor<8x6xf16>) -> tensor<4x6xf16>
+// CHECK-NEXT: %[[Q:.*]] = graph.fused_matmul %[[X]], %[[W]] addend %[[A]] : (tensor<4x8xf16>, tensor<8x6xf16>, tensor<4x6xf16>) -> tensor<4x6xf16>
+// CHECK-NEXT: return %[[P]], %[[Q]]
+func.func @narrowed_exact(%x: tensor<4x8xf16>, %w: tensor<8x6xf16>, %a: tensor<4x6xf16>) -> (tensor<4x6xf16>, tensor<4x6xf16>) {
+  %0 = graph.matmul %x, %w : (tensor<4x8xf16>, tensor<8x6xf16>) -> tensor<4x6xf32>
+  %1 = graph.cast %0 : tensor<4x6xf32> to tensor<4x6xf16>
+  %wa = graph.cast %a : tensor<4x6xf16> to tensor<4x6xf32>
+  %2 = graph.matmul %x, %w : (tensor<4x8xf16>, tensor<8x6xf16>) -> tensor<4x6xf32>
+  %3 = graph.add %2, %wa : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %4 = graph.cast %3 : tensor<4x6xf32> to tensor<4x6xf16>
+  return %1, %4 : tensor<4x6xf16>, tensor<4x6xf16>
+}
+
+// -----
+
+// Left alone: a product something else reads too (its f32 value is
+// needed), a sum that broadcasts the product up, a column (not a row), a
+// second bias, an f32 addend under a narrowing cast (not exact: fused in
+// f32, the cast stays), a cast of an f32 product of f32 operands.
+// CHECK-LABEL: func.func @not_epilogues
+// CHECK: graph.matmul
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.matmul
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.matmul
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.fused_matmul %arg0, %arg1 bias %arg2 :
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.fused_matmul %arg5, %arg6 addend %arg7 : {{.*}} -> tensor<4x3xf32>
+// CHECK-NEXT: graph.cast
+// CHECK-NEXT: graph.matmul
+// CHECK-NEXT: graph.cast
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: return
+func.func @not_epilogues(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %b: tensor<3xf32>, %c: tensor<4x1xf32>, %big: tensor<2x4x3xf32>, %xb: tensor<4x8xbf16>, %wb: tensor<8x3xbf16>, %r: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<2x4x3xf32>, tensor<4x3xf32>, tensor<4x3xbf16>, tensor<4x3xbf16>) {
+  %0 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %1 = graph.add %0, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %2 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %3 = graph.add %2, %big : (tensor<4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+  %4 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %5 = graph.add %4, %c : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  %6 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %7 = graph.add %6, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %8 = graph.add %7, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %9 = graph.matmul %xb, %wb : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xf32>
+  %10 = graph.add %9, %r : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %11 = graph.cast %10 : tensor<4x3xf32> to tensor<4x3xbf16>
+  %12 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %13 = graph.cast %12 : tensor<4x3xf32> to tensor<4x3xbf16>
+  %s = graph.add %0, %1 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %s, %5, %3, %8, %11, %13 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<2x4x3xf32>, tensor<4x3xf32>, tensor<4x3xbf16>, tensor<4x3xbf16>
+}
