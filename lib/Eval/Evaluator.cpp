@@ -200,6 +200,13 @@ std::string lamina::eval::loadInitializers(ModuleOp module, StringRef modelPath,
 //===----------------------------------------------------------------------===//
 
 /// "'node name' (graph.add)": the ONNX node behind an op.
+/// The runtime layout of a graph attention op.
+template <typename AttentionOpT>
+static rt::AttentionLayout layoutOf(AttentionOpT op) {
+  return op.getSeqMajor() ? rt::AttentionLayout::SeqMajor
+                          : rt::AttentionLayout::HeadMajor;
+}
+
 static std::string where(Operation *op) {
   Location loc = op->getLoc();
   std::string s;
@@ -333,7 +340,7 @@ struct Runner {
           return rt::attention(in(0), in(1), in(2),
                                o.getBias() ? &bias : nullptr,
                                o.getScaleAttr().getValueAsDouble(), o.getCausal(),
-                               outs[0], outs[1]);
+                               outs[0], outs[1], layoutOf(o));
         })
         .Case([&](AttentionGradOp o) {
           rt::Tensor bias;
@@ -342,7 +349,7 @@ struct Runner {
           return rt::attentionBackward(
               in(0), in(1), in(2), o.getBias() ? &bias : nullptr, in(3), in(4),
               in(5), o.getScaleAttr().getValueAsDouble(), o.getCausal(), outs[0],
-              outs[1], outs[2]);
+              outs[1], outs[2], layoutOf(o));
         })
         .Case([&](SoftmaxCrossEntropyOp o) {
           return rt::softmaxCrossEntropy(in(0), in(1), o.getIgnoreIndex(), out);

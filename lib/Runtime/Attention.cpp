@@ -40,27 +40,42 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
               int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-/// `count` elements of `t` from element `offset` in compute type C: the
-/// tensor's own memory when it already stores C, else a widened copy.
+/// `rows` rows of `width` elements, `stride` apart from element `offset`
+/// of `t`, in compute type C: the tensor's own memory (leading dim
+/// `stride`) when it already stores C, else a widened dense copy (leading
+/// dim `width`). `ld` is set to the leading dim.
 template <typename T, typename C>
-const C *widen(const Tensor &t, int64_t offset, int64_t count,
-               std::vector<C> &buf) {
+const C *widenRows(const Tensor &t, int64_t offset, int64_t rows,
+                   int64_t width, int64_t stride, std::vector<C> &buf,
+                   int64_t &ld) {
   if constexpr (std::is_same_v<T, C>) {
+    ld = std::max<int64_t>(stride, 1);
     return t.as<const C>() + offset;
   } else {
-    buf.resize(size_t(count));
+    ld = std::max<int64_t>(width, 1);
+    buf.resize(size_t(rows * width));
     const T *p = t.as<const T>() + offset;
-    for (int64_t i = 0; i < count; ++i)
-      buf[size_t(i)] = C(load(p[i]));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < width; ++c)
+        buf[size_t(r * width + c)] = C(load(p[r * stride + c]));
     return buf.data();
   }
 }
 
+/// Stores dense rows x width `src` into `t` at `offset`, rows `stride`
+/// apart.
+template <typename T, typename C>
+void narrowRows(const C *src, int64_t rows, int64_t width, const Tensor &t,
+                int64_t offset, int64_t stride) {
+  T *p = t.as<T>() + offset;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c)
+      p[r * stride + c] = store<T>(src[r * width + c]);
+}
+
 template <typename T, typename C>
 void narrow(const C *src, int64_t count, const Tensor &t, int64_t offset) {
-  T *p = t.as<T>() + offset;
-  for (int64_t i = 0; i < count; ++i)
-    p[i] = store<T>(src[i]);
+  narrowRows<T, C>(src, 1, count, t, offset, count);
 }
 
 /// The rows of one (batch, head, row block) and the keys they see.
@@ -130,6 +145,21 @@ void probabilities(const AttentionDims &d, const Tensor *bias, double scale,
   }
 }
 
+/// Where the rows of q/k/v/out-like tensors start and how far apart they
+/// are, for one (batch, head).
+struct Rows {
+  int64_t offset, stride;
+};
+Rows queryRows(const AttentionDims &d, int64_t b, int64_t h, int64_t i0,
+               int64_t width) {
+  return {d.rowOffset(b, h, i0, d.heads, d.sq, width),
+          d.rowStride(d.heads, width)};
+}
+Rows keyRows(const AttentionDims &d, int64_t b, int64_t kvh, int64_t width) {
+  return {d.rowOffset(b, kvh, 0, d.kvHeads, d.sk, width),
+          d.rowStride(d.kvHeads, width)};
+}
+
 template <typename T, typename C>
 void forwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
               const Tensor &v, const Tensor *bias, double scale, bool causal,
@@ -143,27 +173,32 @@ void forwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
       int64_t bh = item / blocks;
       Block blk = makeBlock(d, causal, bh / d.heads, bh % d.heads,
                             (item % blocks) * kRowBlock);
-      int64_t qOff = (bh * d.sq + blk.i0) * d.d;
-      int64_t kvRow = (blk.b * d.kvHeads + blk.kvh) * d.sk;
-      int64_t n = blk.keys;
+      Rows qr = queryRows(d, blk.b, blk.h, blk.i0, d.d);
+      Rows kr = keyRows(d, blk.b, blk.kvh, d.d);
+      Rows vr = keyRows(d, blk.b, blk.kvh, d.dv);
+      Rows orow = queryRows(d, blk.b, blk.h, blk.i0, d.dv);
+      int64_t n = blk.keys, ldq = 1, ldk = 1, ldv = 1;
       s.assign(size_t(blk.rows * std::max<int64_t>(n, 1)), C(0));
       o.assign(size_t(blk.rows * d.dv), C(0));
       rowLse.assign(size_t(blk.rows), C(0));
       if (n > 0 && d.d > 0) {
-        const C *qp = widen<T, C>(q, qOff, blk.rows * d.d, qBuf);
-        const C *kp = widen<T, C>(k, kvRow * d.d, n * d.d, kBuf);
-        gemm(false, true, blk.rows, n, d.d, C(1), qp, d.d, kp, d.d, C(0),
+        const C *qp = widenRows<T, C>(q, qr.offset, blk.rows, d.d, qr.stride,
+                                      qBuf, ldq);
+        const C *kp =
+            widenRows<T, C>(k, kr.offset, n, d.d, kr.stride, kBuf, ldk);
+        gemm(false, true, blk.rows, n, d.d, C(1), qp, ldq, kp, ldk, C(0),
              s.data(), n);
       }
       probabilities(d, bias, scale, causal, blk, s.data(), rowLse.data(),
                     /*computeLse=*/true, biasRow);
       if (n > 0 && d.dv > 0) {
-        const C *vp = widen<T, C>(v, kvRow * d.dv, n * d.dv, vBuf);
-        gemm(false, false, blk.rows, d.dv, n, C(1), s.data(), n, vp, d.dv,
+        const C *vp =
+            widenRows<T, C>(v, vr.offset, n, d.dv, vr.stride, vBuf, ldv);
+        gemm(false, false, blk.rows, d.dv, n, C(1), s.data(), n, vp, ldv,
              C(0), o.data(), d.dv);
       }
-      narrow<T, C>(o.data(), blk.rows * d.dv, out,
-                   (bh * d.sq + blk.i0) * d.dv);
+      narrowRows<T, C>(o.data(), blk.rows, d.dv, out, orow.offset,
+                       orow.stride);
       int64_t lseOff = bh * d.sq + blk.i0;
       if (lse.dtype == DType::F64)
         narrow<double, C>(rowLse.data(), blk.rows, lse, lseOff);
@@ -186,9 +221,12 @@ void backwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
         rowLse;
     for (int64_t item = begin; item < end; ++item) {
       int64_t b = item / d.kvHeads, kvh = item % d.kvHeads;
-      int64_t kvRow = item * d.sk;
-      const C *kp = widen<T, C>(k, kvRow * d.d, d.sk * d.d, kBuf);
-      const C *vp = widen<T, C>(v, kvRow * d.dv, d.sk * d.dv, vBuf);
+      Rows kr = keyRows(d, b, kvh, d.d), vr = keyRows(d, b, kvh, d.dv);
+      int64_t ldk = 1, ldv = 1;
+      const C *kp = widenRows<T, C>(k, kr.offset, d.sk, d.d, kr.stride, kBuf,
+                                    ldk);
+      const C *vp = widenRows<T, C>(v, vr.offset, d.sk, d.dv, vr.stride,
+                                    vBuf, ldv);
       dk.assign(size_t(d.sk * d.d), C(0));
       dv.assign(size_t(d.sk * d.dv), C(0));
       // Heads, then row blocks, in order: dK and dV add up deterministically.
@@ -196,13 +234,17 @@ void backwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
         for (int64_t blkIdx = 0; blkIdx < blocks; ++blkIdx) {
           Block blk = makeBlock(d, causal, b, h, blkIdx * kRowBlock);
           int64_t bh = b * d.heads + h, n = blk.keys;
-          int64_t qOff = (bh * d.sq + blk.i0) * d.d;
-          int64_t oOff = (bh * d.sq + blk.i0) * d.dv;
+          Rows qr = queryRows(d, b, h, blk.i0, d.d);
+          Rows orow = queryRows(d, b, h, blk.i0, d.dv);
           dq.assign(size_t(blk.rows * d.d), C(0));
           if (n > 0) {
-            const C *qp = widen<T, C>(q, qOff, blk.rows * d.d, qBuf);
-            const C *gop = widen<T, C>(gradOut, oOff, blk.rows * d.dv, doBuf);
-            const C *op = widen<T, C>(out, oOff, blk.rows * d.dv, oBuf);
+            int64_t ldq = 1, ldg = 1, ldo = 1;
+            const C *qp = widenRows<T, C>(q, qr.offset, blk.rows, d.d,
+                                          qr.stride, qBuf, ldq);
+            const C *gop = widenRows<T, C>(gradOut, orow.offset, blk.rows,
+                                           d.dv, orow.stride, doBuf, ldg);
+            const C *op = widenRows<T, C>(out, orow.offset, blk.rows, d.dv,
+                                          orow.stride, oBuf, ldo);
             rowLse.resize(size_t(blk.rows));
             for (int64_t r = 0; r < blk.rows; ++r)
               rowLse[size_t(r)] =
@@ -211,39 +253,40 @@ void backwardT(const AttentionDims &d, const Tensor &q, const Tensor &k,
                       : C(lse.as<const float>()[bh * d.sq + blk.i0 + r]);
             s.assign(size_t(blk.rows * n), C(0));
             if (d.d > 0)
-              gemm(false, true, blk.rows, n, d.d, C(1), qp, d.d, kp, d.d, C(0),
-                   s.data(), n);
+              gemm(false, true, blk.rows, n, d.d, C(1), qp, ldq, kp, ldk,
+                   C(0), s.data(), n);
             probabilities(d, bias, scale, causal, blk, s.data(), rowLse.data(),
                           /*computeLse=*/false, biasRow);
             // dV += P^T dO;  dP = dO V^T.
             dp.assign(size_t(blk.rows * n), C(0));
             if (d.dv > 0) {
               gemm(true, false, n, d.dv, blk.rows, C(1), s.data(), n, gop,
-                   d.dv, C(1), dv.data(), d.dv);
-              gemm(false, true, blk.rows, n, d.dv, C(1), gop, d.dv, vp, d.dv,
+                   ldg, C(1), dv.data(), d.dv);
+              gemm(false, true, blk.rows, n, d.dv, C(1), gop, ldg, vp, ldv,
                    C(0), dp.data(), n);
             }
             // dS = scale * P (dP - rowsum(dO * O)), in place over dP.
             for (int64_t r = 0; r < blk.rows; ++r) {
               double delta = 0;
               for (int64_t c = 0; c < d.dv; ++c)
-                delta += double(gop[r * d.dv + c]) * double(op[r * d.dv + c]);
+                delta += double(gop[r * ldg + c]) * double(op[r * ldo + c]);
               for (int64_t j = 0; j < n; ++j)
                 dp[size_t(r * n + j)] = C(scale) * s[size_t(r * n + j)] *
                                         (dp[size_t(r * n + j)] - C(delta));
             }
             if (d.d > 0) {
               // dQ = dS K;  dK += dS^T Q.
-              gemm(false, false, blk.rows, d.d, n, C(1), dp.data(), n, kp, d.d,
+              gemm(false, false, blk.rows, d.d, n, C(1), dp.data(), n, kp, ldk,
                    C(0), dq.data(), d.d);
-              gemm(true, false, n, d.d, blk.rows, C(1), dp.data(), n, qp, d.d,
+              gemm(true, false, n, d.d, blk.rows, C(1), dp.data(), n, qp, ldq,
                    C(1), dk.data(), d.d);
             }
           }
-          narrow<T, C>(dq.data(), blk.rows * d.d, gradQ, qOff);
+          narrowRows<T, C>(dq.data(), blk.rows, d.d, gradQ, qr.offset,
+                           qr.stride);
         }
-      narrow<T, C>(dk.data(), d.sk * d.d, gradK, kvRow * d.d);
-      narrow<T, C>(dv.data(), d.sk * d.dv, gradV, kvRow * d.dv);
+      narrowRows<T, C>(dk.data(), d.sk, d.d, gradK, kr.offset, kr.stride);
+      narrowRows<T, C>(dv.data(), d.sk, d.dv, gradV, vr.offset, vr.stride);
     }
   });
 }
@@ -252,8 +295,8 @@ Status fail(const char *name, const std::string &what) {
   return Status::error(std::string(name) + ": " + what);
 }
 
-bool hasDims(const Tensor &t, std::initializer_list<int64_t> dims) {
-  return hasShape(t, std::vector<int64_t>(dims));
+bool hasDims(const Tensor &t, const std::vector<int64_t> &dims) {
+  return hasShape(t, dims);
 }
 } // namespace
 
@@ -261,25 +304,32 @@ Status lamina::rt::detail::checkAttention(
     const char *name, const Tensor &q, const Tensor &k, const Tensor &v,
     const Tensor *bias, const Tensor &out, const Tensor &lse,
     const Tensor *gradOut, const Tensor *gradQ, const Tensor *gradK,
-    const Tensor *gradV, AttentionDims &dims) {
+    const Tensor *gradV, AttentionLayout layout, AttentionDims &dims) {
   if (q.rank != 4 || k.rank != 4 || v.rank != 4 || !isFloat(q.dtype) ||
       k.dtype != q.dtype || v.dtype != q.dtype)
     return fail(name, "q, k and v must be rank-4 tensors of one float type, "
                       "got " + describe(q) + ", " + describe(k) + ", " +
                       describe(v));
   AttentionDims d;
+  d.seqMajor = layout == AttentionLayout::SeqMajor;
+  // The head and sequence dims of q/k/v/out: 1 and 2, or 2 and 1.
+  const int hd = d.seqMajor ? 2 : 1, sd = d.seqMajor ? 1 : 2;
   d.batch = q.dim(0);
-  d.heads = q.dim(1);
-  d.sq = q.dim(2);
+  d.heads = q.dim(hd);
+  d.sq = q.dim(sd);
   d.d = q.dim(3);
-  d.kvHeads = k.dim(1);
-  d.sk = k.dim(2);
+  d.kvHeads = k.dim(hd);
+  d.sk = k.dim(sd);
   d.dv = v.dim(3);
   if (k.dim(0) != d.batch || k.dim(3) != d.d || v.dim(0) != d.batch ||
-      v.dim(1) != d.kvHeads || v.dim(2) != d.sk)
-    return fail(name, "q [B, H, Sq, D] needs k [B, Hk, Sk, D] and v [B, Hk, "
-                      "Sk, Dv], got " + describe(q) + ", " + describe(k) +
-                      ", " + describe(v));
+      v.dim(hd) != d.kvHeads || v.dim(sd) != d.sk)
+    return fail(name, std::string(d.seqMajor
+                                      ? "q [B, Sq, H, D] needs k [B, Sk, Hk, "
+                                        "D] and v [B, Sk, Hk, Dv], got "
+                                      : "q [B, H, Sq, D] needs k [B, Hk, Sk, "
+                                        "D] and v [B, Hk, Sk, Dv], got ") +
+                          describe(q) + ", " + describe(k) + ", " +
+                          describe(v));
   if (d.kvHeads < 1 || d.heads % d.kvHeads != 0)
     return fail(name, std::to_string(d.heads) + " query heads cannot share " +
                           std::to_string(d.kvHeads) + " kv heads");
@@ -292,11 +342,16 @@ Status lamina::rt::detail::checkAttention(
                             shapeString(full, 4));
   }
   DType lseType = q.dtype == DType::F64 ? DType::F64 : DType::F32;
-  if (out.dtype != q.dtype || !hasDims(out, {d.batch, d.heads, d.sq, d.dv}) ||
+  std::vector<int64_t> outDims = {d.batch, d.heads, d.sq, d.dv};
+  if (d.seqMajor)
+    std::swap(outDims[1], outDims[2]);
+  if (out.dtype != q.dtype || !hasDims(out, outDims) ||
       lse.dtype != lseType || !hasDims(lse, {d.batch, d.heads, d.sq}))
-    return fail(name, "results must be out [B, H, Sq, Dv] of q's type and "
-                      "lse [B, H, Sq] of " + std::string(dtypeName(lseType)) +
-                      ", got " + describe(out) + ", " + describe(lse));
+    return fail(name, std::string("results must be out ") +
+                          (d.seqMajor ? "[B, Sq, H, Dv]" : "[B, H, Sq, Dv]") +
+                          " of q's type and lse [B, H, Sq] of " +
+                          dtypeName(lseType) + ", got " + describe(out) +
+                          ", " + describe(lse));
   if (gradOut && (gradOut->dtype != out.dtype || !sameShape(*gradOut, out)))
     return fail(name, "gradient " + describe(*gradOut) + " differs from out " +
                           describe(out));
@@ -313,10 +368,11 @@ Status lamina::rt::detail::checkAttention(
 
 Status lamina::rt::attention(const Tensor &q, const Tensor &k, const Tensor &v,
                              const Tensor *bias, double scale, bool causal,
-                             const Tensor &out, const Tensor &lse) {
+                             const Tensor &out, const Tensor &lse,
+                             AttentionLayout layout) {
   AttentionDims d;
   if (Status s = checkAttention("attention", q, k, v, bias, out, lse, nullptr,
-                                nullptr, nullptr, nullptr, d);
+                                nullptr, nullptr, nullptr, layout, d);
       !s.ok())
     return s;
   dispatch(q.dtype, [&](auto tag) {
@@ -333,10 +389,10 @@ Status lamina::rt::attentionBackward(
     const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *bias,
     const Tensor &out, const Tensor &lse, const Tensor &gradOut, double scale,
     bool causal, const Tensor &gradQ, const Tensor &gradK,
-    const Tensor &gradV) {
+    const Tensor &gradV, AttentionLayout layout) {
   AttentionDims d;
   if (Status s = checkAttention("attention_grad", q, k, v, bias, out, lse,
-                                &gradOut, &gradQ, &gradK, &gradV, d);
+                                &gradOut, &gradQ, &gradK, &gradV, layout, d);
       !s.ok())
     return s;
   dispatch(q.dtype, [&](auto tag) {

@@ -166,15 +166,29 @@ Status checkCrossEntropy(const char *name, const Tensor &logits,
 struct AttentionDims {
   int64_t batch = 0, heads = 0, kvHeads = 0, sq = 0, sk = 0, d = 0, dv = 0;
   int64_t biasStrides[4] = {0, 0, 0, 0};
+  bool seqMajor = false; // AttentionLayout::SeqMajor
+
+  /// Where row i (a position along S of `len` rows) of head h of batch b
+  /// starts in a q/k/v/out-like tensor with `numHeads` heads of `width`
+  /// elements, and the elements from one row to the next.
+  int64_t rowOffset(int64_t b, int64_t h, int64_t i, int64_t numHeads,
+                    int64_t len, int64_t width) const {
+    return seqMajor ? ((b * len + i) * numHeads + h) * width
+                    : ((b * numHeads + h) * len + i) * width;
+  }
+  int64_t rowStride(int64_t numHeads, int64_t width) const {
+    return seqMajor ? numHeads * width : width;
+  }
 };
 /// attention: q, k, v, bias (nullptr skipped), out and lse as Kernels.h
-/// says; with `gradOut` (nullptr skipped) shaped and typed like out, and
-/// the three gradients (nullptr skipped) like q, k and v.
+/// says for `layout`; with `gradOut` (nullptr skipped) shaped and typed
+/// like out, and the three gradients (nullptr skipped) like q, k and v.
 Status checkAttention(const char *name, const Tensor &q, const Tensor &k,
                       const Tensor &v, const Tensor *bias, const Tensor &out,
                       const Tensor &lse, const Tensor *gradOut,
                       const Tensor *gradQ, const Tensor *gradK,
-                      const Tensor *gradV, AttentionDims &dims);
+                      const Tensor *gradV, AttentionLayout layout,
+                      AttentionDims &dims);
 /// reduce's axes (distinct, in range) and result shape; sets `reduced`
 /// (one flag per input dim).
 Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,

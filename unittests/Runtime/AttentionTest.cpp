@@ -97,14 +97,34 @@ Reference reference(const Shape &s, Buf &q, Buf &k, Buf &v, Buf *bias,
   return ::testing::AssertionSuccess();
 }
 
-/// Runs forward and backward on random inputs and compares all five results.
+/// x [B, X, Y, D] as [B, Y, X, D]: head-major <-> seq-major.
+Buf swapHeadsAndRows(Buf &x) {
+  std::vector<int64_t> shape = x.shape;
+  std::swap(shape[1], shape[2]);
+  Buf y(x.dtype, shape);
+  size_t row = size_t(x.shape[3]) * dtypeSize(x.dtype);
+  for (int64_t b = 0; b < x.shape[0]; ++b)
+    for (int64_t i = 0; i < x.shape[1]; ++i)
+      for (int64_t j = 0; j < x.shape[2]; ++j)
+        std::memcpy(y.bytes.data() + ((b * shape[1] + j) * shape[2] + i) * row,
+                    x.bytes.data() + ((b * x.shape[1] + i) * x.shape[2] + j) * row,
+                    row);
+  return y;
+}
+
+/// Runs forward and backward on random inputs and compares all five results
+/// (SeqMajor: the kernels run on the operands transposed to [B, S, heads,
+/// D], their results transposed back for the head-major reference).
 void check(const Shape &s, DType t, bool causal,
            std::vector<int64_t> biasShape = {}, double rel = 1e-4,
-           double abs = 1e-5) {
+           double abs = 1e-5,
+           AttentionLayout layout = AttentionLayout::HeadMajor) {
+  bool seq = layout == AttentionLayout::SeqMajor;
   SCOPED_TRACE(testing::Message()
                << dtypeName(t) << " causal " << causal << " B" << s.b << " H"
                << s.h << "/" << s.hk << " Sq" << s.sq << " Sk" << s.sk << " D"
-               << s.d << "/" << s.dv << " bias rank " << biasShape.size());
+               << s.d << "/" << s.dv << " bias rank " << biasShape.size()
+               << (seq ? " seq-major" : ""));
   Buf q = randomOf(t, {s.b, s.h, s.sq, s.d});
   Buf k = randomOf(t, {s.b, s.hk, s.sk, s.d});
   Buf v = randomOf(t, {s.b, s.hk, s.sk, s.dv});
@@ -115,16 +135,32 @@ void check(const Shape &s, DType t, bool causal,
   double scale = 1 / std::sqrt(double(s.d));
   DType lseType = t == DType::F64 ? DType::F64 : DType::F32;
   Buf out(t, {s.b, s.h, s.sq, s.dv}), lse(lseType, {s.b, s.h, s.sq});
-  ASSERT_TRUE(attention(q.view(), k.view(), v.view(),
-                        biasPtr ? &biasView : nullptr, scale, causal,
-                        out.view(), lse.view())
-                  .ok());
   Buf dq(t, q.shape), dk(t, k.shape), dv(t, v.shape);
-  Status st = attentionBackward(q.view(), k.view(), v.view(),
+  if (seq) {
+    Buf qs = swapHeadsAndRows(q), ks = swapHeadsAndRows(k),
+        vs = swapHeadsAndRows(v), gos = swapHeadsAndRows(go),
+        outs = swapHeadsAndRows(out);
+    Buf dqs(t, qs.shape), dks(t, ks.shape), dvs(t, vs.shape);
+    ASSERT_OK(attention(qs.view(), ks.view(), vs.view(),
+                        biasPtr ? &biasView : nullptr, scale, causal,
+                        outs.view(), lse.view(), layout));
+    ASSERT_OK(attentionBackward(qs.view(), ks.view(), vs.view(),
+                                biasPtr ? &biasView : nullptr, outs.view(),
+                                lse.view(), gos.view(), scale, causal,
+                                dqs.view(), dks.view(), dvs.view(), layout));
+    out = swapHeadsAndRows(outs);
+    dq = swapHeadsAndRows(dqs);
+    dk = swapHeadsAndRows(dks);
+    dv = swapHeadsAndRows(dvs);
+  } else {
+    ASSERT_OK(attention(q.view(), k.view(), v.view(),
+                        biasPtr ? &biasView : nullptr, scale, causal,
+                        out.view(), lse.view()));
+    ASSERT_OK(attentionBackward(q.view(), k.view(), v.view(),
                                 biasPtr ? &biasView : nullptr, out.view(),
                                 lse.view(), go.view(), scale, causal,
-                                dq.view(), dk.view(), dv.view());
-  ASSERT_TRUE(st.ok()) << st.message();
+                                dq.view(), dk.view(), dv.view()));
+  }
   Reference r = reference(s, q, k, v, biasPtr, scale, causal, &go);
   EXPECT_TRUE(allClose(out, r.out, rel, abs)) << "out";
   EXPECT_TRUE(allClose(lse, r.lse, rel, abs)) << "lse";
@@ -157,6 +193,35 @@ TEST(RuntimeAttention, HalfTypesWidenAndRound) {
   // rounded once on store (bf16: 8 bits of mantissa).
   check({1, 2, 1, 20, 20, 16, 16}, DType::BF16, true, {}, 1.6e-2, 1e-2);
   check({1, 2, 2, 20, 33, 16, 8}, DType::F16, false, {20, 33}, 2e-3, 1e-3);
+}
+
+TEST(RuntimeAttention, SeqMajorLayout) {
+  // [B, S, heads, D] operands: rows H*D (Hk*D) apart; the same values as
+  // head-major, in f32 (read in place) and bf16 (widened copies).
+  const AttentionLayout seq = AttentionLayout::SeqMajor;
+  check({2, 4, 2, 70, 70, 8, 6}, DType::F32, true, {}, 1e-4, 1e-5, seq);
+  check({1, 2, 1, 5, 9, 4, 3}, DType::F32, true, {}, 1e-4, 1e-5, seq);
+  check({2, 4, 4, 6, 7, 4, 3}, DType::F32, false, {2, 1, 1, 7}, 1e-4, 1e-5,
+        seq);
+  check({2, 2, 2, 6, 7, 5, 5}, DType::F64, false, {}, 1e-12, 1e-13, seq);
+  check({1, 2, 1, 20, 20, 16, 16}, DType::BF16, true, {}, 1.6e-2, 1e-2, seq);
+  // Shapes are read in the layout's order.
+  Buf q(DType::F32, {1, 3, 4, 8}), k(DType::F32, {1, 5, 2, 8}),
+      v(DType::F32, {1, 5, 2, 6}), out(DType::F32, {1, 3, 4, 6}),
+      lse(DType::F32, {1, 4, 3});
+  EXPECT_OK(attention(q.view(), k.view(), v.view(), nullptr, 1, true,
+                      out.view(), lse.view(), seq));
+  EXPECT_ERROR(attention(q.view(), k.view(), v.view(), nullptr, 1, true,
+                         out.view(), lse.view()),
+               "3 query heads cannot share 5 kv heads");
+  Buf kh(DType::F32, {1, 2, 5, 8});
+  EXPECT_ERROR(attention(q.view(), kh.view(), v.view(), nullptr, 1, true,
+                         out.view(), lse.view(), seq),
+               "needs k [B, Sk, Hk, D]");
+  Buf outh(DType::F32, {1, 4, 3, 6});
+  EXPECT_ERROR(attention(q.view(), k.view(), v.view(), nullptr, 1, true,
+                         outh.view(), lse.view(), seq),
+               "out [B, Sq, H, Dv]");
 }
 
 TEST(RuntimeAttention, FullyMaskedRowsGiveZero) {

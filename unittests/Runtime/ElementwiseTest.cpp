@@ -71,9 +71,13 @@ TEST(RuntimeUnary, FloatOpsMatchReference) {
     Buf in = randomF32({3, 7}, positiveOnly(op) ? 0.1f : -3, 3);
     Buf out(DType::F32, {3, 7});
     EXPECT_OK(unary(op, in.view(), out.view()));
+    // The GELU slopes add terms of size ~1 that cancel near their zeros
+    // (x ~ -2.4): a few f32 ulps of those terms, absolute.
+    bool cancels =
+        op == UnaryOp::GeluDerivative || op == UnaryOp::GeluTanhDerivative;
     for (int64_t i = 0; i < in.count(); ++i)
       EXPECT_TRUE(close(out.data<float>()[i], refUnary(op, in.data<float>()[i]),
-                        2e-6, 1e-7))
+                        2e-6, cancels ? 5e-7 : 1e-7))
           << "op " << int(op);
     // f64 computes in f64.
     Buf d(DType::F64, {3, 7}), dout(DType::F64, {3, 7});

@@ -151,6 +151,11 @@ inline ::testing::AssertionResult close(double got, double want, double rel,
     ::lamina::rt::Status s_ = (expr);                                          \
     EXPECT_TRUE(s_.ok()) << s_.message();                                      \
   } while (0)
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    ::lamina::rt::Status s_ = (expr);                                          \
+    ASSERT_TRUE(s_.ok()) << s_.message();                                      \
+  } while (0)
 #define EXPECT_ERROR(expr, substring)                                          \
   do {                                                                         \
     ::lamina::rt::Status s_ = (expr);                                          \

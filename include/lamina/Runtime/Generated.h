@@ -81,41 +81,32 @@ inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
                              gradInput, &gradScale);
 }
 
-/// attention and its gradients with the optional bias as a tensor or
-/// nullptr, as the lowering passes it.
-inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                        const Tensor &bias, double scale, bool causal,
-                        const Tensor &out, const Tensor &lse) {
-  return rt::attention(q, k, v, &bias, scale, causal, out, lse);
-}
-inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                        std::nullptr_t, double scale, bool causal,
-                        const Tensor &out, const Tensor &lse) {
-  return rt::attention(q, k, v, nullptr, scale, causal, out, lse);
-}
-inline Status attentionBackward(const Tensor &q, const Tensor &k,
-                                const Tensor &v, const Tensor &bias,
-                                const Tensor &out, const Tensor &lse,
-                                const Tensor &gradOut, double scale,
-                                bool causal, const Tensor &gradQ,
-                                const Tensor &gradK, const Tensor &gradV) {
-  return rt::attentionBackward(q, k, v, &bias, out, lse, gradOut, scale,
-                               causal, gradQ, gradK, gradV);
-}
-inline Status attentionBackward(const Tensor &q, const Tensor &k,
-                                const Tensor &v, std::nullptr_t,
-                                const Tensor &out, const Tensor &lse,
-                                const Tensor &gradOut, double scale,
-                                bool causal, const Tensor &gradQ,
-                                const Tensor &gradK, const Tensor &gradV) {
-  return rt::attentionBackward(q, k, v, nullptr, out, lse, gradOut, scale,
-                               causal, gradQ, gradK, gradV);
-}
-
 /// An optional tensor argument as the lowering passes it: a tensor, or
 /// nullptr when absent.
 inline const Tensor *optional(const Tensor &t) { return &t; }
 inline const Tensor *optional(std::nullptr_t) { return nullptr; }
+
+/// attention and its gradients with the optional bias as a tensor or
+/// nullptr and the layout after `causal`, as the lowering passes them.
+template <typename Bias>
+inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                        const Bias &bias, double scale, bool causal,
+                        AttentionLayout layout, const Tensor &out,
+                        const Tensor &lse) {
+  return rt::attention(q, k, v, optional(bias), scale, causal, out, lse,
+                       layout);
+}
+template <typename Bias>
+inline Status attentionBackward(const Tensor &q, const Tensor &k,
+                                const Tensor &v, const Bias &bias,
+                                const Tensor &out, const Tensor &lse,
+                                const Tensor &gradOut, double scale,
+                                bool causal, AttentionLayout layout,
+                                const Tensor &gradQ, const Tensor &gradK,
+                                const Tensor &gradV) {
+  return rt::attentionBackward(q, k, v, optional(bias), out, lse, gradOut,
+                               scale, causal, gradQ, gradK, gradV, layout);
+}
 
 /// matmulEpilogue with its bias and addend each a tensor or nullptr.
 template <typename Bias, typename Addend>

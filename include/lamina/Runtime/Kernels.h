@@ -169,18 +169,28 @@ Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLoss, int64_t ignoreIndex,
                                    const Tensor &gradLogits);
 
+/// Where attention's q, k, v and out keep their heads (lse is [B, H, Sq]
+/// either way): HeadMajor [B, heads, S, D] (graph.attention's default);
+/// SeqMajor [B, S, heads, D], the projections' own layout, which the
+/// unfused model transposes from and back to (graph.attention's
+/// `seq_major`).
+enum class AttentionLayout : uint8_t { HeadMajor, SeqMajor };
+
 /// Scaled dot-product attention (graph.attention), the score matrix never
 /// stored whole. q [B, H, Sq, D], k [B, Hk, Sk, D], v [B, Hk, Sk, Dv] of one
-/// float type, H a multiple of Hk (query head h reads kv head h / (H / Hk)):
+/// float type (SeqMajor: [B, Sq, H, D], [B, Sk, Hk, D], [B, Sk, Hk, Dv]), H
+/// a multiple of Hk (query head h reads kv head h / (H / Hk)):
 ///   s[i, j] = scale * q[i, :] . k[j, :] + bias[b, h, i, j]
-/// with `bias` nullptr or a float tensor broadcastable to [B, H, Sq, Sk];
-/// with `causal`, keys j > i + Sk - Sq are left out. out [B, H, Sq, Dv] (q's
-/// type) = softmax_j(s) v; lse [B, H, Sq] (f32; f64 for f64 operands) =
-/// log sum_j exp(s[i, j]), which the backward reads. A row with no key left (causal, Sq > Sk) or
+/// with `bias` nullptr or a float tensor broadcastable to [B, H, Sq, Sk] in
+/// either layout; with `causal`, keys j > i + Sk - Sq are left out. out
+/// [B, H, Sq, Dv] (SeqMajor [B, Sq, H, Dv]; q's type) = softmax_j(s) v;
+/// lse [B, H, Sq] (f32; f64 for f64 operands) = log sum_j exp(s[i, j]),
+/// which the backward reads. A row with no key left (causal, Sq > Sk) or
 /// only -inf scores gives out 0 and lse -inf. Accumulates in f32 (f64).
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *bias, double scale, bool causal,
-                 const Tensor &out, const Tensor &lse);
+                 const Tensor &out, const Tensor &lse,
+                 AttentionLayout layout = AttentionLayout::HeadMajor);
 /// The gradients of attention (graph.attention_grad) from its operands, its
 /// out and lse and gradOut (out's shape and type): gradQ, gradK, gradV,
 /// shaped and typed like q, k, v (for shared kv heads summed over their
@@ -190,7 +200,8 @@ Status attentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
                          const Tensor *bias, const Tensor &out,
                          const Tensor &lse, const Tensor &gradOut,
                          double scale, bool causal, const Tensor &gradQ,
-                         const Tensor &gradK, const Tensor &gradV);
+                         const Tensor &gradK, const Tensor &gradV,
+                         AttentionLayout layout = AttentionLayout::HeadMajor);
 
 //===----------------------------------------------------------------------===//
 // Reductions

@@ -40,6 +40,11 @@ public:
     return b.getDenseI64ArrayAttr(v);
   }
   Attribute enumerator(StringRef name) const { return b.getStringAttr(name); }
+  /// The attention ops' layout (graph `seq_major`).
+  Attribute layout(bool seqMajor) const {
+    return enumerator(seqMajor ? "lamina::rt::AttentionLayout::SeqMajor"
+                               : "lamina::rt::AttentionLayout::HeadMajor");
+  }
 
   KernelCall call(StringRef callee, ArrayRef<Attribute> args) const {
     return KernelCall{("lamina::rt::" + callee).str(),
@@ -242,14 +247,16 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("gen::attention",
                       {c.in(0), c.in(1), c.in(2), bias,
                        c.f64(o.getScaleAttr().getValueAsDouble()),
-                       c.flag(o.getCausal()), c.out(0), c.out(1)});
+                       c.flag(o.getCausal()), c.layout(o.getSeqMajor()),
+                       c.out(0), c.out(1)});
       })
       .Case([&](AttentionGradOp o) {
         Attribute bias = o.getBias() ? c.in(6) : Attribute(b.getUnitAttr());
         return c.call("gen::attentionBackward",
                       {c.in(0), c.in(1), c.in(2), bias, c.in(3), c.in(4),
                        c.in(5), c.f64(o.getScaleAttr().getValueAsDouble()),
-                       c.flag(o.getCausal()), c.out(0), c.out(1), c.out(2)});
+                       c.flag(o.getCausal()), c.layout(o.getSeqMajor()),
+                       c.out(0), c.out(1), c.out(2)});
       })
       .Case([&](SoftmaxCrossEntropyOp o) {
         return c.call("softmaxCrossEntropy",

@@ -51,17 +51,23 @@ __device__ inline float warpMax(float v) {
   return v;
 }
 
-/// Delta[r] = sum_c dO[r, c] * O[r, c]: a warp per row.
+/// Delta[r] = sum_c dO[r, c] * O[r, c] for the rows r = (b * H + h) * Sq +
+/// i of delta ([B, H, Sq]), wherever the layout keeps row i of head h of
+/// out and dO: a warp per row.
 template <typename T>
-__global__ void deltaKernel(const T *o, const T *dO, float *delta,
-                            int64_t rows, int64_t dv) {
+__global__ void deltaKernel(Args a, float *delta, int64_t rows) {
+  const T *o = static_cast<const T *>(a.out);
+  const T *dO = static_cast<const T *>(a.dO);
+  const int64_t dv = a.Dv;
   int lane = threadIdx.x & 31;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
        r < rows; r += warps) {
+    int64_t bh = r / a.Sq, i = r % a.Sq;
+    int64_t base = qRow(a, bh / a.H, bh % a.H, i, dv);
     float s = 0;
     for (int64_t c = lane; c < dv; c += 32)
-      s += load(o[r * dv + c]) * load(dO[r * dv + c]);
+      s += load(o[base + c]) * load(dO[base + c]);
     s = warpSum(s);
     if (lane == 0)
       delta[r] = s;
@@ -75,14 +81,25 @@ __global__ void deltaKernel(const T *o, const T *dO, float *delta,
 constexpr int kGenThreads = 256;
 constexpr int kGenBK = 32; // forward key tile: one key per lane
 
-/// dst[r * ld + c] = src row r (n rows of `cols` valid, `rows` in all; the
-/// rest zero) as f32.
+/// dst[r * ld + c] = src row r (n rows of `cols` valid, `stride` elements
+/// apart in src, `rows` in all; the rest zero) as f32.
 template <typename T>
-__device__ void loadTileF32(float *dst, int ld, const T *src, int64_t n,
-                            int rows, int64_t cols) {
+__device__ void loadTileF32(float *dst, int ld, const T *src, int64_t stride,
+                            int64_t n, int rows, int64_t cols) {
   for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
     int64_t r = e / cols, c = e % cols;
-    dst[r * ld + c] = r < n ? load(src[r * cols + c]) : 0.0f;
+    dst[r * ld + c] = r < n ? load(src[r * stride + c]) : 0.0f;
+  }
+}
+
+/// dst row r (rows [0, n), `stride` elements apart) = src[r * cols + c]
+/// (scaled by `mul`) as T.
+template <typename T>
+__device__ void storeTile(T *dst, int64_t stride, const float *src, int64_t n,
+                          int64_t cols, float mul) {
+  for (int64_t e = threadIdx.x; e < n * cols; e += blockDim.x) {
+    int64_t r = e / cols, c = e % cols;
+    dst[r * stride + c] = store<T>(mul * src[e]);
   }
 }
 
@@ -122,11 +139,12 @@ __global__ void __launch_bounds__(kGenThreads) forwardGeneric(Args a) {
   const Tile t = tileOf(a, a.H, a.Sq, bq, true);
   const int64_t b = t.b, h = t.head, hk = h / a.G, bh = t.bh, q0 = t.t0,
                 rows = t.n;
-  const T *qg = static_cast<const T *>(a.q) + (bh * a.Sq + q0) * D;
-  const T *kg = static_cast<const T *>(a.k) + (b * a.Hk + hk) * a.Sk * D;
-  const T *vg = static_cast<const T *>(a.v) + (b * a.Hk + hk) * a.Sk * Dv;
+  const T *qg = static_cast<const T *>(a.q) + qRow(a, b, h, q0, D);
+  const T *kg = static_cast<const T *>(a.k) + kRow(a, b, hk, 0, D);
+  const T *vg = static_cast<const T *>(a.v) + kRow(a, b, hk, 0, Dv);
+  const int64_t kLd = kStride(a, D), vLd = kStride(a, Dv);
 
-  loadTileF32(Qs, D + 1, qg, rows, bq, D);
+  loadTileF32(Qs, D + 1, qg, qStride(a, D), rows, bq, D);
   for (int e = threadIdx.x; e < bq * Dv; e += blockDim.x)
     Os[e] = 0;
   for (int r = threadIdx.x; r < bq; r += blockDim.x) {
@@ -139,8 +157,8 @@ __global__ void __launch_bounds__(kGenThreads) forwardGeneric(Args a) {
   for (int64_t k0 = 0; k0 < kEnd; k0 += kGenBK) {
     int64_t kn = a.Sk - k0 < kGenBK ? a.Sk - k0 : kGenBK;
     __syncthreads(); // the previous tile is consumed
-    loadTileF32(Ks, D + 1, kg + k0 * D, kn, kGenBK, D);
-    loadTileF32(Vs, Dv, vg + k0 * Dv, kn, kGenBK, Dv);
+    loadTileF32(Ks, D + 1, kg + k0 * kLd, kLd, kn, kGenBK, D);
+    loadTileF32(Vs, Dv, vg + k0 * vLd, vLd, kn, kGenBK, Dv);
     __syncthreads();
     for (int e = threadIdx.x; e < bq * kGenBK; e += blockDim.x) {
       int r = e / kGenBK, j = e % kGenBK;
@@ -181,10 +199,11 @@ __global__ void __launch_bounds__(kGenThreads) forwardGeneric(Args a) {
   __syncthreads();
   // A row is empty when its maximum stayed -inf (the host's test): a NaN
   // score leaves the maximum alone but makes l NaN, and must reach out.
-  T *og = static_cast<T *>(a.out) + (bh * a.Sq + q0) * Dv;
+  T *og = static_cast<T *>(a.out) + qRow(a, b, h, q0, Dv);
+  const int64_t oLd = qStride(a, Dv);
   for (int64_t e = threadIdx.x; e < rows * Dv; e += blockDim.x) {
-    int64_t r = e / Dv;
-    og[e] = store<T>(rowM[r] != -kInf ? Os[e] / rowL[r] : 0.0f);
+    int64_t r = e / Dv, c = e % Dv;
+    og[r * oLd + c] = store<T>(rowM[r] != -kInf ? Os[e] / rowL[r] : 0.0f);
   }
   for (int r = threadIdx.x; r < rows; r += blockDim.x)
     a.lse[bh * a.Sq + q0 + r] =
@@ -219,18 +238,19 @@ __device__ void scoresGeneric(const Args &a, int64_t b, int64_t h, int64_t q0,
   }
 }
 
-/// The query tile's Q, dO, lse and Delta (lse -inf past Sq: P = 0 there).
+/// The query tile's Q, dO, lse and Delta of query head h of batch b (lse
+/// -inf past Sq: P = 0 there).
 template <typename T>
-__device__ void loadQueryTile(const Args &a, int64_t bh, int64_t q0,
+__device__ void loadQueryTile(const Args &a, int64_t b, int64_t h, int64_t q0,
                               int64_t rows, float *Qs, float *dOs,
                               float *lseS, float *deltaS) {
-  const int64_t D = a.D, Dv = a.Dv;
+  const int64_t D = a.D, Dv = a.Dv, bh = b * a.H + h;
   loadTileF32(Qs, int(D + 1),
-              static_cast<const T *>(a.q) + (bh * a.Sq + q0) * D, rows, a.bq,
-              D);
+              static_cast<const T *>(a.q) + qRow(a, b, h, q0, D), qStride(a, D),
+              rows, a.bq, D);
   loadTileF32(dOs, int(Dv + 1),
-              static_cast<const T *>(a.dO) + (bh * a.Sq + q0) * Dv, rows, a.bq,
-              Dv);
+              static_cast<const T *>(a.dO) + qRow(a, b, h, q0, Dv),
+              qStride(a, Dv), rows, a.bq, Dv);
   for (int r = threadIdx.x; r < a.bq; r += blockDim.x) {
     lseS[r] = r < rows ? a.lseIn[bh * a.Sq + q0 + r] : -kInf;
     deltaS[r] = r < rows ? a.delta[bh * a.Sq + q0 + r] : 0.0f;
@@ -254,22 +274,23 @@ __global__ void __launch_bounds__(kGenThreads) dkvGeneric(Args a) {
   float *lseS = dSs + bq * bk, *deltaS = lseS + bq;
 
   const Tile t = tileOf(a, a.Hk, a.Sk, bk, false);
-  const int64_t b = t.b, hk = t.head, bhk = t.bh, k0 = t.t0, kn = t.n;
-  loadTileF32(Ks, D + 1, static_cast<const T *>(a.k) + (bhk * a.Sk + k0) * D,
-              kn, bk, D);
-  loadTileF32(Vs, Dv + 1, static_cast<const T *>(a.v) + (bhk * a.Sk + k0) * Dv,
-              kn, bk, Dv);
+  const int64_t b = t.b, hk = t.head, k0 = t.t0, kn = t.n;
+  // (Offsets and strides recomputed for the stores: fewer live registers.)
+  loadTileF32(Ks, D + 1, static_cast<const T *>(a.k) + kRow(a, b, hk, k0, D),
+              kStride(a, D), kn, bk, D);
+  loadTileF32(Vs, Dv + 1, static_cast<const T *>(a.v) + kRow(a, b, hk, k0, Dv),
+              kStride(a, Dv), kn, bk, Dv);
   for (int e = threadIdx.x; e < bk * D; e += blockDim.x)
     dKs[e] = 0;
   for (int e = threadIdx.x; e < bk * Dv; e += blockDim.x)
     dVs[e] = 0;
   int64_t qFirst = queryStart(a, k0) / bq * bq;
   for (int64_t g = 0; g < a.G; ++g) {
-    int64_t h = hk * a.G + g, bh = b * a.H + h;
+    int64_t h = hk * a.G + g;
     for (int64_t q0 = qFirst; q0 < a.Sq; q0 += bq) {
       int64_t rows = a.Sq - q0 < bq ? a.Sq - q0 : bq;
       __syncthreads(); // the previous query tile is consumed
-      loadQueryTile<T>(a, bh, q0, rows, Qs, dOs, lseS, deltaS);
+      loadQueryTile<T>(a, b, h, q0, rows, Qs, dOs, lseS, deltaS);
       __syncthreads();
       scoresGeneric(a, b, h, q0, rows, k0, kn, Qs, Ks, dOs, Vs, lseS, deltaS,
                     Ps, dSs);
@@ -279,12 +300,10 @@ __global__ void __launch_bounds__(kGenThreads) dkvGeneric(Args a) {
     }
   }
   __syncthreads();
-  T *dkg = static_cast<T *>(a.dk) + (bhk * a.Sk + k0) * D;
-  T *dvg = static_cast<T *>(a.dv) + (bhk * a.Sk + k0) * Dv;
-  for (int64_t e = threadIdx.x; e < kn * D; e += blockDim.x)
-    dkg[e] = store<T>(a.scale * dKs[e]);
-  for (int64_t e = threadIdx.x; e < kn * Dv; e += blockDim.x)
-    dvg[e] = store<T>(dVs[e]);
+  storeTile(static_cast<T *>(a.dk) + kRow(a, b, hk, k0, D), kStride(a, D), dKs,
+            kn, D, a.scale);
+  storeTile(static_cast<T *>(a.dv) + kRow(a, b, hk, k0, Dv), kStride(a, Dv),
+            dVs, kn, Dv, 1.0f);
 }
 
 /// dQ: CTA per (b, h, query tile of a.bq), over the visible key tiles.
@@ -301,19 +320,19 @@ __global__ void __launch_bounds__(kGenThreads) dqGeneric(Args a) {
   float *lseS = dSs + bq * bk, *deltaS = lseS + bq;
 
   const Tile t = tileOf(a, a.H, a.Sq, bq, true);
-  const int64_t b = t.b, h = t.head, hk = h / a.G, bh = t.bh, q0 = t.t0,
-                rows = t.n;
-  loadQueryTile<T>(a, bh, q0, rows, Qs, dOs, lseS, deltaS);
+  const int64_t b = t.b, h = t.head, hk = h / a.G, q0 = t.t0, rows = t.n;
+  loadQueryTile<T>(a, b, h, q0, rows, Qs, dOs, lseS, deltaS);
   for (int e = threadIdx.x; e < bq * D; e += blockDim.x)
     dQs[e] = 0;
-  const T *kg = static_cast<const T *>(a.k) + (b * a.Hk + hk) * a.Sk * D;
-  const T *vg = static_cast<const T *>(a.v) + (b * a.Hk + hk) * a.Sk * Dv;
+  const T *kg = static_cast<const T *>(a.k) + kRow(a, b, hk, 0, D);
+  const T *vg = static_cast<const T *>(a.v) + kRow(a, b, hk, 0, Dv);
+  const int64_t kLd = kStride(a, D), vLd = kStride(a, Dv);
   int64_t kEnd = keyEnd(a, q0, rows);
   for (int64_t k0 = 0; k0 < kEnd; k0 += bk) {
     int64_t kn = a.Sk - k0 < bk ? a.Sk - k0 : bk;
     __syncthreads();
-    loadTileF32(Ks, D + 1, kg + k0 * D, kn, bk, D);
-    loadTileF32(Vs, Dv + 1, vg + k0 * Dv, kn, bk, Dv);
+    loadTileF32(Ks, D + 1, kg + k0 * kLd, kLd, kn, bk, D);
+    loadTileF32(Vs, Dv + 1, vg + k0 * vLd, vLd, kn, bk, Dv);
     __syncthreads();
     scoresGeneric(a, b, h, q0, rows, k0, kn, Qs, Ks, dOs, Vs, lseS, deltaS,
                   nullptr, dSs);
@@ -321,9 +340,8 @@ __global__ void __launch_bounds__(kGenThreads) dqGeneric(Args a) {
     accumulate(dQs, bq, D, kn, dSs, 1, bk, Ks, D + 1); // dS K
   }
   __syncthreads();
-  T *dqg = static_cast<T *>(a.dq) + (bh * a.Sq + q0) * D;
-  for (int64_t e = threadIdx.x; e < rows * D; e += blockDim.x)
-    dqg[e] = store<T>(a.scale * dQs[e]);
+  storeTile(static_cast<T *>(a.dq) + qRow(a, b, h, q0, D), qStride(a, D), dQs,
+            rows, D, a.scale);
 }
 
 //===----------------------------------------------------------------------===//
@@ -348,10 +366,10 @@ Status prepare(const char *name, const Tensor &q, const Tensor &k,
                const Tensor &v, const Tensor *bias, const Tensor &out,
                const Tensor &lse, const Tensor *gradOut, const Tensor *gradQ,
                const Tensor *gradK, const Tensor *gradV, double scale,
-               bool causal, Args &a) {
+               bool causal, AttentionLayout layout, Args &a) {
   AttentionDims d;
   if (Status s = checkAttention(name, q, k, v, bias, out, lse, gradOut, gradQ,
-                                gradK, gradV, d);
+                                gradK, gradV, layout, d);
       !s.ok())
     return s;
   if (!isDeviceFloat(q.dtype))
@@ -388,6 +406,7 @@ Status prepare(const char *name, const Tensor &q, const Tensor &k,
   a.off = d.sk - d.sq;
   a.scale = float(scale);
   a.causal = causal;
+  a.seqMajor = d.seqMajor;
   return Status::success();
 }
 
@@ -433,9 +452,7 @@ Status backwardTyped(Args a, bool fast, float *delta, cudaStream_t st) {
   const char *name = "attention_grad";
   int64_t rows = a.B * a.H * a.Sq;
   if (rows > 0) {
-    deltaKernel<T><<<gridFor(rows * 32), 256, 0, st>>>(
-        static_cast<T *>(a.out), static_cast<const T *>(a.dO), delta, rows,
-        a.Dv);
+    deltaKernel<T><<<gridFor(rows * 32), 256, 0, st>>>(a, delta, rows);
     if (Status s = launched(name); !s.ok())
       return s;
   }
@@ -487,10 +504,11 @@ Status lamina::rt::cuda::detail::attn::allowLaunch(const char *name,
 Status lamina::rt::cuda::attention(const Tensor &q, const Tensor &k,
                                    const Tensor &v, const Tensor *bias,
                                    double scale, bool causal, const Tensor &out,
-                                   const Tensor &lse, cudaStream_t stream) {
+                                   const Tensor &lse, AttentionLayout layout,
+                                   cudaStream_t stream) {
   Args a;
   if (Status s = prepare("attention", q, k, v, bias, out, lse, nullptr,
-                         nullptr, nullptr, nullptr, scale, causal, a);
+                         nullptr, nullptr, nullptr, scale, causal, layout, a);
       !s.ok())
     return s;
   if (a.B * a.H * a.Sq == 0)
@@ -509,11 +527,11 @@ Status lamina::rt::cuda::attentionBackward(
     const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *bias,
     const Tensor &out, const Tensor &lse, const Tensor &gradOut, double scale,
     bool causal, const Tensor &gradQ, const Tensor &gradK, const Tensor &gradV,
-    cudaStream_t stream) {
+    AttentionLayout layout, cudaStream_t stream) {
   const char *name = "attention_grad";
   Args a;
   if (Status s = prepare(name, q, k, v, bias, out, lse, &gradOut, &gradQ,
-                         &gradK, &gradV, scale, causal, a);
+                         &gradK, &gradV, scale, causal, layout, a);
       !s.ok())
     return s;
   int64_t rows = a.B * a.H * a.Sq;

@@ -29,7 +29,10 @@ struct Bias {
 
 /// Everything a kernel needs, by value. The forward writes out and lse; the
 /// backward reads out (for Delta), dO, lseIn and delta and writes the
-/// gradients.
+/// gradients. q, k, v, out, dO and the gradients are head-major ([B, heads,
+/// S, width]) or, with seqMajor, seq-major ([B, S, heads, width]); kernels
+/// address their rows only through qRow/kRow and qStride/kStride below. lse,
+/// lseIn and delta are [B, H, Sq] either way.
 struct Args {
   const void *q, *k, *v, *dO;
   void *out, *dq, *dk, *dv;
@@ -41,8 +44,44 @@ struct Args {
   int64_t tiles; // tiles per (b, head) along the CTA's own axis
   float scale;
   bool causal;
+  bool seqMajor; // AttentionLayout::SeqMajor
   int bq, bk; // generic tile sizes (rows, keys)
 };
+
+/// Where row i (along S, `len` rows) of head `head` of batch b starts in a
+/// q/k/v/out-like tensor of `heads` heads and rows of `width` elements, and
+/// the elements from one row to the next: AttentionDims::rowOffset and
+/// rowStride on the device.
+__host__ __device__ inline int64_t rowOffset(const Args &a, int64_t b,
+                                             int64_t head, int64_t i,
+                                             int64_t heads, int64_t len,
+                                             int64_t width) {
+  return a.seqMajor ? ((b * len + i) * heads + head) * width
+                    : ((b * heads + head) * len + i) * width;
+}
+__host__ __device__ inline int64_t rowStride(const Args &a, int64_t heads,
+                                             int64_t width) {
+  return a.seqMajor ? heads * width : width;
+}
+
+/// The query side (q, out, dO, dq: H heads of Sq rows): row i of query head
+/// h of batch b, rows of `width` (D or Dv) elements.
+__host__ __device__ inline int64_t qRow(const Args &a, int64_t b, int64_t h,
+                                        int64_t i, int64_t width) {
+  return rowOffset(a, b, h, i, a.H, a.Sq, width);
+}
+__host__ __device__ inline int64_t qStride(const Args &a, int64_t width) {
+  return rowStride(a, a.H, width);
+}
+/// The key side (k, v, dk, dv: Hk heads of Sk rows): row j of kv head hk of
+/// batch b.
+__host__ __device__ inline int64_t kRow(const Args &a, int64_t b, int64_t hk,
+                                        int64_t j, int64_t width) {
+  return rowOffset(a, b, hk, j, a.Hk, a.Sk, width);
+}
+__host__ __device__ inline int64_t kStride(const Args &a, int64_t width) {
+  return rowStride(a, a.Hk, width);
+}
 
 __device__ inline float biasLoad(const Bias &bias, int64_t o) {
   switch (bias.type) {
@@ -131,8 +170,11 @@ Status launch(const char *name, K kernel, int64_t blocks, int threads,
 
 /// The tensor-core path (AttentionTensorCore.cu), for T = Half or BFloat16
 /// with a.D == a.Dv in {64, 128} and every operand 16-byte aligned; the
-/// caller checks all three. The forward writes out and lse; the backward
-/// writes dK, dV and dQ from a.delta, which must already hold dO . O.
+/// caller checks all three. In either layout every row offset and row
+/// stride is then a multiple of D elements (16 bytes is 8), so the rows the
+/// kernels move 16 bytes at a time stay aligned when the base pointers are.
+/// The forward writes out and lse; the backward writes dK, dV and dQ from
+/// a.delta, which must already hold dO . O.
 template <typename T> Status forwardTensorCore(Args a, cudaStream_t stream);
 template <typename T> Status backwardTensorCore(Args a, cudaStream_t stream);
 } // namespace lamina::rt::cuda::detail::attn

@@ -89,25 +89,29 @@ __device__ void probeLayout(float *scratch, int (&pos)[kAccN]) {
   __syncwarp();
 }
 
-/// dst rows [0, 64) = src rows [0, n) of D 16-bit elements (zeros past n),
-/// 16 bytes a thread at a time; src is 16-byte aligned.
+/// dst rows [0, 64) = src rows [0, n) of D 16-bit elements, `stride`
+/// elements apart in src (zeros past n), 16 bytes a thread at a time; src
+/// and stride are 16-byte aligned (stride a multiple of D).
 template <int D>
-__device__ void loadTile16(uint16_t *dst, const uint16_t *src, int64_t n) {
+__device__ void loadTile16(uint16_t *dst, const uint16_t *src, int64_t stride,
+                           int64_t n) {
   constexpr int V = D / 8, LD = D + 8;
   for (int idx = threadIdx.x; idx < kTile * V; idx += blockDim.x) {
     int r = idx / V, c = idx % V;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (r < n)
-      val = reinterpret_cast<const uint4 *>(src + int64_t(r) * D)[c];
+      val = reinterpret_cast<const uint4 *>(src + int64_t(r) * stride)[c];
     *reinterpret_cast<uint4 *>(dst + r * LD + c * 8) = val;
   }
 }
 
 /// The warp writes its accumulators (16 x D, scaled by `mul`) to its own 16
-/// rows `own` of a 16-bit tile, then copies rows [0, n) of them to dst.
+/// rows `own` of a 16-bit tile, then copies rows [0, n) of them to dst, rows
+/// `stride` elements apart (16-byte aligned as loadTile16's).
 template <typename T, int D>
 __device__ void storeRows(Acc (&acc)[D / 16], const int (&pos)[kAccN],
-                          float mul, uint16_t *own, uint16_t *dst, int64_t n) {
+                          float mul, uint16_t *own, uint16_t *dst,
+                          int64_t stride, int64_t n) {
   constexpr int LD = D + 8, V = D / 8;
   int lane = threadIdx.x & 31;
   __syncwarp();
@@ -121,7 +125,7 @@ __device__ void storeRows(Acc (&acc)[D / 16], const int (&pos)[kAccN],
   for (int idx = lane; idx < 16 * V; idx += 32) {
     int r = idx / V, c = idx % V;
     if (r < n)
-      reinterpret_cast<uint4 *>(dst + int64_t(r) * D)[c] =
+      reinterpret_cast<uint4 *>(dst + int64_t(r) * stride)[c] =
           *reinterpret_cast<const uint4 *>(own + r * LD + c * 8);
   }
 }
@@ -190,11 +194,12 @@ __global__ void __launch_bounds__(kFastThreads) forwardFast(Args a) {
   const int64_t b = t.b, h = t.head, hk = h / a.G, bh = t.bh, q0 = t.t0,
                 rows = t.n;
   const uint16_t *kg =
-      static_cast<const uint16_t *>(a.k) + (b * a.Hk + hk) * a.Sk * D;
+      static_cast<const uint16_t *>(a.k) + kRow(a, b, hk, 0, D);
   const uint16_t *vg =
-      static_cast<const uint16_t *>(a.v) + (b * a.Hk + hk) * a.Sk * D;
-  loadTile16<D>(Qs, static_cast<const uint16_t *>(a.q) + (bh * a.Sq + q0) * D,
-                rows);
+      static_cast<const uint16_t *>(a.v) + kRow(a, b, hk, 0, D);
+  const int64_t kLd = kStride(a, D); // v's as k's: Dv == D
+  loadTile16<D>(Qs, static_cast<const uint16_t *>(a.q) + qRow(a, b, h, q0, D),
+                qStride(a, D), rows);
   int pos[kAccN];
   probeLayout(ss, pos);
   __syncthreads();
@@ -212,8 +217,8 @@ __global__ void __launch_bounds__(kFastThreads) forwardFast(Args a) {
   for (int64_t k0 = 0; k0 < kEnd; k0 += kTile) {
     int64_t kn = a.Sk - k0 < kTile ? a.Sk - k0 : kTile;
     __syncthreads(); // every warp is done with the previous K, V
-    loadTile16<D>(Ks, kg + k0 * D, kn);
-    loadTile16<D>(Vs, vg + k0 * D, kn);
+    loadTile16<D>(Ks, kg + k0 * kLd, kLd, kn);
+    loadTile16<D>(Vs, vg + k0 * kLd, kLd, kn);
     __syncthreads();
     {
       Acc s[4];
@@ -279,8 +284,8 @@ __global__ void __launch_bounds__(kFastThreads) forwardFast(Args a) {
       o[n].x[e] *= st[pos[e] >> 4];
   int64_t own0 = warp * 16;
   storeRows<T, D>(o, pos, 1.0f, ownQ,
-                  static_cast<uint16_t *>(a.out) + (bh * a.Sq + q0 + own0) * D,
-                  rows - own0);
+                  static_cast<uint16_t *>(a.out) + qRow(a, b, h, q0 + own0, D),
+                  qStride(a, D), rows - own0);
 }
 
 /// K, V, Q and dO tiles, per-warp 16-bit scratch (two for dK/dV, one for
@@ -290,17 +295,16 @@ template <int D> constexpr size_t backwardFastBytes(int scratches) {
          2 * kTile * 4;
 }
 
-/// Loads 64 rows of Q and dO from q0 of head bh, and their lse (-inf past
-/// Sq) and Delta.
+/// Loads 64 rows of Q and dO from q0 of query head h of batch b, and their
+/// lse (-inf past Sq) and Delta.
 template <int D>
-__device__ void loadQueryTile16(const Args &a, int64_t bh, int64_t q0,
-                                int64_t rows, uint16_t *Qs, uint16_t *dOs,
-                                float *lseS, float *deltaS) {
-  loadTile16<D>(Qs, static_cast<const uint16_t *>(a.q) + (bh * a.Sq + q0) * D,
-                rows);
-  loadTile16<D>(dOs,
-                static_cast<const uint16_t *>(a.dO) + (bh * a.Sq + q0) * D,
-                rows);
+__device__ void loadQueryTile16(const Args &a, int64_t b, int64_t h,
+                                int64_t q0, int64_t rows, uint16_t *Qs,
+                                uint16_t *dOs, float *lseS, float *deltaS) {
+  const int64_t off = qRow(a, b, h, q0, D), ld = qStride(a, D),
+                bh = b * a.H + h;
+  loadTile16<D>(Qs, static_cast<const uint16_t *>(a.q) + off, ld, rows);
+  loadTile16<D>(dOs, static_cast<const uint16_t *>(a.dO) + off, ld, rows);
   for (int x = threadIdx.x; x < kTile; x += blockDim.x) {
     lseS[x] = x < rows ? a.lseIn[bh * a.Sq + q0 + x] : -kInf;
     deltaS[x] = x < rows ? a.delta[bh * a.Sq + q0 + x] : 0.0f;
@@ -325,11 +329,12 @@ __global__ void __launch_bounds__(kFastThreads) dkvFast(Args a) {
   uint16_t *ownK = Ks + warp * 16 * LD, *ownV = Vs + warp * 16 * LD;
 
   const Tile t = tileOf(a, a.Hk, a.Sk, kTile, false); // low tiles: most work
-  const int64_t b = t.b, hk = t.head, bhk = t.bh, k0 = t.t0, kn = t.n;
-  loadTile16<D>(Ks, static_cast<const uint16_t *>(a.k) + (bhk * a.Sk + k0) * D,
-                kn);
-  loadTile16<D>(Vs, static_cast<const uint16_t *>(a.v) + (bhk * a.Sk + k0) * D,
-                kn);
+  const int64_t b = t.b, hk = t.head, k0 = t.t0, kn = t.n;
+  const int64_t kLd = kStride(a, D); // k, v, dk and dv alike: Dv == D
+  loadTile16<D>(Ks, static_cast<const uint16_t *>(a.k) + kRow(a, b, hk, k0, D),
+                kLd, kn);
+  loadTile16<D>(Vs, static_cast<const uint16_t *>(a.v) + kRow(a, b, hk, k0, D),
+                kLd, kn);
   int pos[kAccN];
   probeLayout(reinterpret_cast<float *>(pt), pos);
   Acc dk[D / 16], dv[D / 16];
@@ -342,11 +347,11 @@ __global__ void __launch_bounds__(kFastThreads) dkvFast(Args a) {
   const int keys = int(kn) - warp * 16; // this warp's keys (may be <= 0)
   int64_t qFirst = queryStart(a, k0) / kTile * kTile;
   for (int64_t g = 0; g < a.G; ++g) {
-    int64_t h = hk * a.G + g, bh = b * a.H + h;
+    int64_t h = hk * a.G + g;
     for (int64_t q0 = qFirst; q0 < a.Sq; q0 += kTile) {
       int64_t rows = a.Sq - q0 < kTile ? a.Sq - q0 : kTile;
       __syncthreads(); // every warp is done with the previous Q, dO
-      loadQueryTile16<D>(a, bh, q0, rows, Qs, dOs, lseS, deltaS);
+      loadQueryTile16<D>(a, b, h, q0, rows, Qs, dOs, lseS, deltaS);
       __syncthreads();
       Acc s[4];
       mmaABt<T, D>(s, ownK, Qs);
@@ -389,9 +394,11 @@ __global__ void __launch_bounds__(kFastThreads) dkvFast(Args a) {
   }
   __syncthreads(); // no tile at all: the K, V loads may still be running
   storeRows<T, D>(dk, pos, a.scale, ownK,
-                  static_cast<uint16_t *>(a.dk) + (bhk * a.Sk + j0) * D, keys);
+                  static_cast<uint16_t *>(a.dk) + kRow(a, b, hk, j0, D), kLd,
+                  keys);
   storeRows<T, D>(dv, pos, 1.0f, ownV,
-                  static_cast<uint16_t *>(a.dv) + (bhk * a.Sk + j0) * D, keys);
+                  static_cast<uint16_t *>(a.dv) + kRow(a, b, hk, j0, D), kLd,
+                  keys);
 }
 
 /// dQ: CTA per (b, h, 64 query rows); warp w owns rows 16w..16w+15.
@@ -410,9 +417,8 @@ __global__ void __launch_bounds__(kFastThreads) dqFast(Args a) {
   uint16_t *ownQ = Qs + warp * 16 * LD, *ownDO = dOs + warp * 16 * LD;
 
   const Tile t = tileOf(a, a.H, a.Sq, kTile, true);
-  const int64_t b = t.b, h = t.head, hk = h / a.G, bh = t.bh, q0 = t.t0,
-                rows = t.n;
-  loadQueryTile16<D>(a, bh, q0, rows, Qs, dOs, lseS, deltaS);
+  const int64_t b = t.b, h = t.head, hk = h / a.G, q0 = t.t0, rows = t.n;
+  loadQueryTile16<D>(a, b, h, q0, rows, Qs, dOs, lseS, deltaS);
   int pos[kAccN];
   probeLayout(reinterpret_cast<float *>(ds), pos);
   Acc dq[D / 16];
@@ -420,16 +426,17 @@ __global__ void __launch_bounds__(kFastThreads) dqFast(Args a) {
   for (int n = 0; n < D / 16; ++n)
     wmma::fill_fragment(dq[n], 0.0f);
   const uint16_t *kg =
-      static_cast<const uint16_t *>(a.k) + (b * a.Hk + hk) * a.Sk * D;
+      static_cast<const uint16_t *>(a.k) + kRow(a, b, hk, 0, D);
   const uint16_t *vg =
-      static_cast<const uint16_t *>(a.v) + (b * a.Hk + hk) * a.Sk * D;
+      static_cast<const uint16_t *>(a.v) + kRow(a, b, hk, 0, D);
+  const int64_t kLd = kStride(a, D); // v's as k's: Dv == D
   const int64_t i0 = q0 + warp * 16;
   int64_t kEnd = keyEnd(a, q0, rows);
   for (int64_t k0 = 0; k0 < kEnd; k0 += kTile) {
     int64_t kn = a.Sk - k0 < kTile ? a.Sk - k0 : kTile;
     __syncthreads(); // every warp is done with the previous K, V
-    loadTile16<D>(Ks, kg + k0 * D, kn);
-    loadTile16<D>(Vs, vg + k0 * D, kn);
+    loadTile16<D>(Ks, kg + k0 * kLd, kLd, kn);
+    loadTile16<D>(Vs, vg + k0 * kLd, kLd, kn);
     __syncthreads();
     Acc s[4], dp[4];
     mmaABt<T, D>(s, ownQ, Ks);
@@ -457,8 +464,8 @@ __global__ void __launch_bounds__(kFastThreads) dqFast(Args a) {
   }
   __syncthreads(); // no tile at all: the Q loads may still be running
   storeRows<T, D>(dq, pos, a.scale, ownQ,
-                  static_cast<uint16_t *>(a.dq) + (bh * a.Sq + i0) * D,
-                  rows - warp * 16);
+                  static_cast<uint16_t *>(a.dq) + qRow(a, b, h, i0, D),
+                  qStride(a, D), rows - warp * 16);
 }
 } // namespace
 

@@ -148,23 +148,23 @@ func.func @softmax_grad(%y: tensor<2x4xf32> {graph.name = "y", graph.kind = "inp
 // -----
 
 // Fused attention is one call of the gen:: adapter: q, k, v, the bias (a
-// unit argument, nullptr, without one), the scale and causal literals, then
-// out and lse (one arena view each). Its gradient reads q, k, v, the bias,
+// unit argument, nullptr, without one), the scale and causal literals, the
+// layout, then out and lse (one arena view each). Its gradient reads q, k, v, the bias,
 // the forward's out and lse and the gradient of out, and writes dq, dk and
 // dv (dk and dv with the kv heads' shape).
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME: (%{{.*}}: !rt.arena, %[[Q:.*]]: memref<1x4x8x16xf32> {{.*}}, %[[K:.*]]: memref<1x2x8x16xf32> {{.*}}, %[[V:.*]]: memref<1x2x8x16xf32> {{.*}}, %[[B:.*]]: memref<1x1x1x8xf32> {{.*}}, %[[G:.*]]: memref<1x4x8x16xf32> {graph.kind = "input", graph.name = "g"})
 // CHECK: %[[O:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x4x8x16xf32>
 // CHECK: %[[L:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x4x8xf32>
-// CHECK: rt.call "lamina::rt::gen::attention"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[L]]) {args = [0 : index, 1 : index, 2 : index, unit, 2.500000e-01, true, 3 : index, 4 : index]
+// CHECK: rt.call "lamina::rt::gen::attention"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[L]]) {args = [0 : index, 1 : index, 2 : index, unit, 2.500000e-01, true, "lamina::rt::AttentionLayout::HeadMajor", 3 : index, 4 : index]
 // CHECK: %[[OB:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x4x8x16xf32>
 // CHECK: %[[LB:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x4x8xf32>
-// CHECK: rt.call "lamina::rt::gen::attention"(%[[Q]], %[[K]], %[[V]], %[[B]], %[[OB]], %[[LB]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 0.35355339059327379, false, 4 : index, 5 : index]
+// CHECK: rt.call "lamina::rt::gen::attention"(%[[Q]], %[[K]], %[[V]], %[[B]], %[[OB]], %[[LB]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 0.35355339059327379, false, "lamina::rt::AttentionLayout::HeadMajor", 4 : index, 5 : index]
 // CHECK: %[[DQ:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x4x8x16xf32>
 // CHECK: %[[DK:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x2x8x16xf32>
 // CHECK: %[[DV:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x2x8x16xf32>
-// CHECK: rt.call "lamina::rt::gen::attentionBackward"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[L]], %[[G]], %[[DQ]], %[[DK]], %[[DV]]) {args = [0 : index, 1 : index, 2 : index, unit, 3 : index, 4 : index, 5 : index, 2.500000e-01, true, 6 : index, 7 : index, 8 : index]
-// CHECK: rt.call "lamina::rt::gen::attentionBackward"(%[[Q]], %[[K]], %[[V]], %[[OB]], %[[LB]], %[[G]], %[[B]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 6 : index, 3 : index, 4 : index, 5 : index, 0.35355339059327379, false, 7 : index, 8 : index, 9 : index]
+// CHECK: rt.call "lamina::rt::gen::attentionBackward"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[L]], %[[G]], %[[DQ]], %[[DK]], %[[DV]]) {args = [0 : index, 1 : index, 2 : index, unit, 3 : index, 4 : index, 5 : index, 2.500000e-01, true, "lamina::rt::AttentionLayout::HeadMajor", 6 : index, 7 : index, 8 : index]
+// CHECK: rt.call "lamina::rt::gen::attentionBackward"(%[[Q]], %[[K]], %[[V]], %[[OB]], %[[LB]], %[[G]], %[[B]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 6 : index, 3 : index, 4 : index, 5 : index, 0.35355339059327379, false, "lamina::rt::AttentionLayout::HeadMajor", 7 : index, 8 : index, 9 : index]
 func.func @attention(%q: tensor<1x4x8x16xf32> {graph.name = "q", graph.kind = "input"},
                      %k: tensor<1x2x8x16xf32> {graph.name = "k", graph.kind = "input"},
                      %v: tensor<1x2x8x16xf32> {graph.name = "v", graph.kind = "input"},
@@ -181,12 +181,30 @@ func.func @attention(%q: tensor<1x4x8x16xf32> {graph.name = "q", graph.kind = "i
 
 // -----
 
+// seq_major: the same call with the other layout; out [B, S, H, D], lse
+// [B, H, S] as ever.
+// CHECK-LABEL: func.func @attention_seq_major
+// CHECK: %[[O:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x8x4x16xf32>
+// CHECK: %[[L:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x4x8xf32>
+// CHECK: rt.call "lamina::rt::gen::attention"(%{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]]) {args = [0 : index, 1 : index, 2 : index, unit, 2.500000e-01, true, "lamina::rt::AttentionLayout::SeqMajor", 3 : index, 4 : index]
+// CHECK: rt.call "lamina::rt::gen::attentionBackward"({{.*}}) {args = [0 : index, 1 : index, 2 : index, unit, 3 : index, 4 : index, 5 : index, 2.500000e-01, true, "lamina::rt::AttentionLayout::SeqMajor", 6 : index, 7 : index, 8 : index]
+func.func @attention_seq_major(%q: tensor<1x8x4x16xf32> {graph.name = "q", graph.kind = "input"},
+                               %k: tensor<1x8x2x16xf32> {graph.name = "k", graph.kind = "input"},
+                               %g: tensor<1x8x4x16xf32> {graph.name = "g", graph.kind = "input"})
+    -> (tensor<1x8x4x16xf32>, tensor<1x8x4x16xf32>) attributes {graph.output_names = ["o", "dq"]} {
+  %o, %lse = graph.attention %q, %k, %k {causal, seq_major, scale = 0.25 : f64} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+  %dq, %dk, %dv = graph.attention_grad %q, %k, %k, %o, %lse, %g {causal, seq_major, scale = 0.25 : f64} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x16xf32>, tensor<1x4x8xf32>, tensor<1x8x4x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>)
+  return %o, %dq : tensor<1x8x4x16xf32>, tensor<1x8x4x16xf32>
+}
+
+// -----
+
 // Low precision: bf16 q, k, v and out, the lse f32; an unused lse still
 // gets its view (the kernel writes it).
 // CHECK-LABEL: func.func @attention_bf16
 // CHECK: %[[O:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x2x4x8xbf16>
 // CHECK: %[[L:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<1x2x4xf32>
-// CHECK: rt.call "lamina::rt::gen::attention"(%{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]]) {args = [0 : index, 1 : index, 2 : index, unit, 5.000000e-01, true, 3 : index, 4 : index]
+// CHECK: rt.call "lamina::rt::gen::attention"(%{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]]) {args = [0 : index, 1 : index, 2 : index, unit, 5.000000e-01, true, "lamina::rt::AttentionLayout::HeadMajor", 3 : index, 4 : index]
 // CHECK-SAME: : memref<1x2x4x8xbf16>, memref<1x2x4x8xbf16>, memref<1x2x4x8xbf16>, memref<1x2x4x8xbf16>, memref<1x2x4xf32>
 func.func @attention_bf16(%q: tensor<1x2x4x8xbf16> {graph.name = "q", graph.kind = "input"})
     -> tensor<1x2x4x8xbf16> attributes {graph.output_names = ["o"]} {

@@ -33,6 +33,53 @@ func.func @gpt2(%q: tensor<1x2x4x8xf32>, %x: tensor<1x4x16xf32>, %v: tensor<1x2x
 
 // -----
 
+// GPT-2's whole block as exported: q, k^T and v transposed from the
+// projections' [B, S, H, D], the output transposed back. The op runs
+// seq_major on the projections themselves; no transpose is left.
+// CHECK-LABEL: func.func @gpt2_seq_major
+// CHECK-SAME: (%[[QX:.*]]: tensor<1x4x2x8xf32>, %[[KX:.*]]: tensor<1x4x2x8xf32>, %[[VX:.*]]: tensor<1x4x2x8xf32>)
+// CHECK-NOT: graph.transpose
+// CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[QX]], %[[KX]], %[[VX]] {causal, scale = 0.35355339{{[0-9]*}} : f64, seq_major} : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
+// CHECK-NEXT: %[[Y:.*]] = graph.reshape %[[O]] : tensor<1x4x2x8xf32> to tensor<1x4x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gpt2_seq_major(%qx: tensor<1x4x2x8xf32>, %kx: tensor<1x4x2x8xf32>, %vx: tensor<1x4x2x8xf32>) -> tensor<1x4x16xf32> {
+  %mask = graph.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %q = graph.transpose %qx {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  %kt = graph.transpose %kx {perm = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x8xf32> -> tensor<1x2x8x4xf32>
+  %v = graph.transpose %vx {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = graph.constant dense<2.82842708> : tensor<f32>
+  %t = graph.div %s, %c : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %fill = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = graph.select %mask, %fill, %t : (tensor<4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x8xf32> -> tensor<1x4x2x8xf32>
+  %y = graph.reshape %ot : tensor<1x4x2x8xf32> to tensor<1x4x16xf32>
+  return %y : tensor<1x4x16xf32>
+}
+
+// -----
+
+// Stays head-major: the output is read untransposed too (and q is not a
+// transpose at all in @gpt2 above).
+// CHECK-LABEL: func.func @out_read_head_major
+// CHECK: graph.attention
+// CHECK-NOT: seq_major
+// CHECK: graph.transpose %{{.*}} {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x8xf32> -> tensor<1x4x2x8xf32>
+func.func @out_read_head_major(%qx: tensor<1x4x2x8xf32>, %kx: tensor<1x4x2x8xf32>, %vx: tensor<1x4x2x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>) {
+  %q = graph.transpose %qx {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  %kt = graph.transpose %kx {perm = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x8xf32> -> tensor<1x2x8x4xf32>
+  %v = graph.transpose %vx {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x8xf32> -> tensor<1x4x2x8xf32>
+  return %ot, %o : tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
 // LLaMA with grouped-query attention: 4 query heads share 2 kv heads,
 // repeated with reshape -> broadcast -> reshape (repeat_kv); k^T is a
 // transpose of the last two dims; the scale is a mul; an additive [S, S]

@@ -516,3 +516,19 @@ func.func @fused_matmul_addend(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %a: ten
   %0 = graph.fused_matmul %x, %w addend %a : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   return
 }
+
+// -----
+// seq_major reads q, k, v and out as [B, S, heads, D].
+func.func @attention_seq_major_k(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x2x8x16xf32>) {
+  // expected-error @+1 {{needs k [B, Sk, Hk, D] and v [B, Sk, Hk, Dv]}}
+  %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64, seq_major} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x2x8x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+// Its out is seq-major too; lse stays [B, H, Sq].
+func.func @attention_seq_major_out(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>) {
+  // expected-error @+1 {{out must be 'tensor<1x8x4x16xf32>', got 'tensor<1x4x8x16xf32>'}}
+  %o, %l = graph.attention %q, %k, %k {scale = 1.0 : f64, seq_major} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  return
+}

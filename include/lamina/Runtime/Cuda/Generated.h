@@ -89,38 +89,26 @@ inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
 }
 
 /// attention and its gradients with the optional bias as a tensor or
-/// nullptr, as the lowering passes it.
+/// nullptr and the layout after `causal`, as the lowering passes them.
+template <typename Bias>
 inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                        const Tensor &bias, double scale, bool causal,
-                        const Tensor &out, const Tensor &lse,
-                        cudaStream_t stream) {
-  return cuda::attention(q, k, v, &bias, scale, causal, out, lse, stream);
+                        const Bias &bias, double scale, bool causal,
+                        AttentionLayout layout, const Tensor &out,
+                        const Tensor &lse, cudaStream_t stream) {
+  return cuda::attention(q, k, v, rt::gen::optional(bias), scale, causal, out,
+                         lse, layout, stream);
 }
-inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                        std::nullptr_t, double scale, bool causal,
-                        const Tensor &out, const Tensor &lse,
-                        cudaStream_t stream) {
-  return cuda::attention(q, k, v, nullptr, scale, causal, out, lse, stream);
-}
+template <typename Bias>
 inline Status attentionBackward(const Tensor &q, const Tensor &k,
-                                const Tensor &v, const Tensor &bias,
+                                const Tensor &v, const Bias &bias,
                                 const Tensor &out, const Tensor &lse,
                                 const Tensor &gradOut, double scale,
-                                bool causal, const Tensor &gradQ,
-                                const Tensor &gradK, const Tensor &gradV,
-                                cudaStream_t stream) {
-  return cuda::attentionBackward(q, k, v, &bias, out, lse, gradOut, scale,
-                                 causal, gradQ, gradK, gradV, stream);
-}
-inline Status attentionBackward(const Tensor &q, const Tensor &k,
-                                const Tensor &v, std::nullptr_t,
-                                const Tensor &out, const Tensor &lse,
-                                const Tensor &gradOut, double scale,
-                                bool causal, const Tensor &gradQ,
-                                const Tensor &gradK, const Tensor &gradV,
-                                cudaStream_t stream) {
-  return cuda::attentionBackward(q, k, v, nullptr, out, lse, gradOut, scale,
-                                 causal, gradQ, gradK, gradV, stream);
+                                bool causal, AttentionLayout layout,
+                                const Tensor &gradQ, const Tensor &gradK,
+                                const Tensor &gradV, cudaStream_t stream) {
+  return cuda::attentionBackward(q, k, v, rt::gen::optional(bias), out, lse,
+                                 gradOut, scale, causal, gradQ, gradK, gradV,
+                                 layout, stream);
 }
 
 template <typename Tuple, size_t... I>

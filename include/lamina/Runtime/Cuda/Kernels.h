@@ -165,8 +165,8 @@ Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLogits,
                                    cudaStream_t stream);
 
-/// The host's attention (graph.attention: same shapes, types, causal rule
-/// and -inf rows): f32, f16 or bf16 operands, bias of any float type, lse
+/// The host's attention (graph.attention: same shapes in either layout,
+/// types, causal rule and -inf rows): f32, f16 or bf16 operands, bias of any float type, lse
 /// f32. Tiled with an online softmax (the score matrix is never stored),
 /// so out and lse match the host up to f32 summation order; for f16/bf16
 /// with D == Dv in {64, 128} tensor cores compute the products, with the
@@ -174,7 +174,15 @@ Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
 /// 256 are an error. LAMINA_CUDA_ATTENTION=generic forces the scalar path.
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *bias, double scale, bool causal,
-                 const Tensor &out, const Tensor &lse, cudaStream_t stream);
+                 const Tensor &out, const Tensor &lse, AttentionLayout layout,
+                 cudaStream_t stream);
+inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                        const Tensor *bias, double scale, bool causal,
+                        const Tensor &out, const Tensor &lse,
+                        cudaStream_t stream) {
+  return attention(q, k, v, bias, scale, causal, out, lse,
+                   AttentionLayout::HeadMajor, stream);
+}
 /// The host's attentionBackward: probabilities recomputed from lse, gradK
 /// and gradV summed over the query heads of a kv head in a fixed order
 /// (deterministic, no atomics; f32 sums in another order than the host's;
@@ -186,7 +194,18 @@ Status attentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
                          const Tensor &lse, const Tensor &gradOut,
                          double scale, bool causal, const Tensor &gradQ,
                          const Tensor &gradK, const Tensor &gradV,
-                         cudaStream_t stream);
+                         AttentionLayout layout, cudaStream_t stream);
+inline Status attentionBackward(const Tensor &q, const Tensor &k,
+                                const Tensor &v, const Tensor *bias,
+                                const Tensor &out, const Tensor &lse,
+                                const Tensor &gradOut, double scale,
+                                bool causal, const Tensor &gradQ,
+                                const Tensor &gradK, const Tensor &gradV,
+                                cudaStream_t stream) {
+  return attentionBackward(q, k, v, bias, out, lse, gradOut, scale, causal,
+                           gradQ, gradK, gradV, AttentionLayout::HeadMajor,
+                           stream);
+}
 
 //===----------------------------------------------------------------------===//
 // Reductions, data movement, gather / scatter

@@ -83,24 +83,27 @@ int64_t RMSNormGradOp::getFlops() { return 12 * elements(getInput()); }
 // Attention counts the (query, key) pairs it computes: causal rows see a
 // prefix. Forward: QK^T and PV GEMMs plus the softmax (~5 per score);
 // backward: the recomputed scores, dV, dP, dQ and dK GEMMs.
-static int64_t attentionPairs(Value q, Value k, bool causal) {
+static int64_t attentionPairs(Value q, Value k, bool causal, bool seqMajor) {
   auto qs = cast<RankedTensorType>(q.getType()).getShape();
   auto ks = cast<RankedTensorType>(k.getType()).getShape();
-  int64_t sq = qs[2], sk = ks[2], rows = 0;
+  int s = seqMajor ? 1 : 2; // the sequence dim; heads in the other of 1, 2
+  int64_t sq = qs[s], sk = ks[s], rows = 0;
   if (!causal)
     rows = sq * sk;
   else
     for (int64_t i = 0; i < sq; ++i)
       rows += std::clamp<int64_t>(i + sk - sq + 1, 0, sk);
-  return qs[0] * qs[1] * rows;
+  return qs[0] * qs[3 - s] * rows;
 }
 int64_t AttentionOp::getFlops() {
   int64_t d = getQ().getType().getShape()[3], dv = getV().getType().getShape()[3];
-  return attentionPairs(getQ(), getK(), getCausal()) * (2 * d + 2 * dv + 5);
+  return attentionPairs(getQ(), getK(), getCausal(), getSeqMajor()) *
+         (2 * d + 2 * dv + 5);
 }
 int64_t AttentionGradOp::getFlops() {
   int64_t d = getQ().getType().getShape()[3], dv = getV().getType().getShape()[3];
-  return attentionPairs(getQ(), getK(), getCausal()) * (6 * d + 4 * dv + 4);
+  return attentionPairs(getQ(), getK(), getCausal(), getSeqMajor()) *
+         (6 * d + 4 * dv + 4);
 }
 int64_t SoftmaxCrossEntropyOp::getFlops() { return 4 * elements(getLogits()); }
 int64_t SoftmaxCrossEntropyGradOp::getFlops() {

@@ -406,7 +406,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &builder,
   auto grad = AttentionGradOp::create(
       gb.b, getQ().getType(), getK().getType(), getV().getType(), getQ(),
       getK(), getV(), getOut(), getLse(), gradients[0], getBias(),
-      getScaleAttr(), getCausalAttr());
+      getScaleAttr(), getCausalAttr(), getSeqMajorAttr());
   out.append({grad.getGradQ(), grad.getGradK(), grad.getGradV()});
   if (getBias())
     out.push_back(Value());

@@ -378,20 +378,35 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
 }
 
 /// attention's operand and result types (graph.attention's description).
+/// A [B, H, S, D] shape from the op's layout (seq_major: [B, S, H, D]).
+static SmallVector<int64_t> headMajorShape(RankedTensorType t, bool seqMajor) {
+  SmallVector<int64_t> s(t.getShape());
+  if (seqMajor)
+    std::swap(s[1], s[2]);
+  return s;
+}
+
 static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
                                      RankedTensorType k, RankedTensorType v,
                                      Value bias, RankedTensorType out,
-                                     RankedTensorType lse) {
+                                     RankedTensorType lse, bool seqMajor) {
+  StringRef layout = seqMajor ? "[B, S, H, D]" : "[B, H, S, D]";
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
-    return op->emitOpError("q, k and v must have rank 4 ([B, H, S, D])");
+    return op->emitOpError() << "q, k and v must have rank 4 (" << layout
+                             << ")";
   Type element = q.getElementType();
   if (k.getElementType() != element || v.getElementType() != element)
     return op->emitOpError("q, k and v must have one element type");
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  SmallVector<int64_t> qs = headMajorShape(q, seqMajor),
+                       ks = headMajorShape(k, seqMajor),
+                       vs = headMajorShape(v, seqMajor);
   if (ks[0] != qs[0] || ks[3] != qs[3] || vs[0] != qs[0] || vs[1] != ks[1] ||
       vs[2] != ks[2])
-    return op->emitOpError() << "q " << q << " needs k [B, Hk, Sk, D] and v "
-                             << "[B, Hk, Sk, Dv], got " << k << " and " << v;
+    return op->emitOpError()
+           << "q " << q << " needs k "
+           << (seqMajor ? "[B, Sk, Hk, D] and v [B, Sk, Hk, Dv]"
+                        : "[B, Hk, Sk, D] and v [B, Hk, Sk, Dv]")
+           << ", got " << k << " and " << v;
   if (ks[1] < 1 || qs[1] % ks[1] != 0)
     return op->emitOpError() << qs[1] << " query heads cannot share " << ks[1]
                              << " kv heads";
@@ -404,7 +419,10 @@ static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
                                << RankedTensorType::get(full, bt.getElementType());
   }
   Type lseElement = element.isF64() ? element : Float32Type::get(op->getContext());
-  auto wantOut = RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, element);
+  SmallVector<int64_t> outShape = {qs[0], qs[1], qs[2], vs[3]};
+  if (seqMajor)
+    std::swap(outShape[1], outShape[2]);
+  auto wantOut = RankedTensorType::get(outShape, element);
   auto wantLse = RankedTensorType::get({qs[0], qs[1], qs[2]}, lseElement);
   if (out != wantOut)
     return op->emitOpError() << "out must be " << wantOut << ", got " << out;
@@ -416,13 +434,13 @@ static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQ().getType(), getK().getType(),
                          getV().getType(), getBias(), getOut().getType(),
-                         getLse().getType());
+                         getLse().getType(), getSeqMajor());
 }
 
 LogicalResult AttentionGradOp::verify() {
   return verifyAttention(*this, getQ().getType(), getK().getType(),
                          getV().getType(), getBias(), getOut().getType(),
-                         getLse().getType());
+                         getLse().getType(), getSeqMajor());
 }
 
 LogicalResult CumSumOp::verify() {

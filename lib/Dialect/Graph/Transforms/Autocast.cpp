@@ -180,7 +180,8 @@ struct GraphAutocast
                 TypeRange{
                     cast<RankedTensorType>(at.getOut().getType()).clone(low),
                     at.getLse().getType()},
-                q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr());
+                q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
+                at.getSeqMajorAttr());
             narrow->setDiscardableAttrs(at->getDiscardableAttrDictionary());
             auto wide = CastOp::create(b, at.getLoc(), at.getOut().getType(),
                                        narrow.getOut());

@@ -424,6 +424,43 @@ Value untransposeKeys(OpBuilder &b, Location loc, Value kT) {
   return TransposeOp::create(b, loc, source, perm);
 }
 
+/// The [B, S, heads, D] value `v` is the head-major transpose of, if any.
+Value seqMajorSource(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3} ? t.getInput()
+                                                            : Value();
+}
+
+/// q, k and v transposed from [B, S, heads, D] and out only transposed
+/// back: the op becomes seq_major, reading and writing those values, and
+/// the transposes go (the projections' layout; no head transposes forward
+/// or, after autodiff, backward).
+bool makeSeqMajor(AttentionOp at) {
+  Value q = seqMajorSource(at.getQ()), k = seqMajorSource(at.getK()),
+        v = seqMajorSource(at.getV());
+  if (at.getSeqMajor() || !q || !k || !v || at.getOut().use_empty() ||
+      !llvm::all_of(at.getOut().getUsers(), [](Operation *user) {
+        auto t = dyn_cast<TransposeOp>(user);
+        return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3};
+      }))
+    return false;
+  OpBuilder b(at);
+  SmallVector<int64_t> outShape(typeOf(at.getOut()).getShape());
+  std::swap(outShape[1], outShape[2]);
+  auto seq = AttentionOp::create(
+      b, at.getLoc(),
+      TypeRange{typeOf(at.getOut()).clone(outShape), at.getLse().getType()},
+      q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
+      b.getUnitAttr());
+  for (Operation *user : llvm::make_early_inc_range(at.getOut().getUsers())) {
+    user->getResult(0).replaceAllUsesWith(seq.getOut());
+    user->erase();
+  }
+  at.getLse().replaceAllUsesWith(seq.getLse());
+  at.erase();
+  return true;
+}
+
 struct GraphFuseAttention
     : lamina::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
   void runOnOperation() override {
@@ -472,6 +509,7 @@ struct GraphFuseAttention
         m->output.getResult().replaceAllUsesWith(attention.getOut());
         for (Operation *op : m->chain)
           op->erase();
+        numSeqMajor += makeSeqMajor(attention);
         ++numFused;
         if (m->causal)
           ++numCausal;

@@ -431,13 +431,17 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure, Graph_Differentiable]> {
     are left out. `lse` [B, H, Sq] (f32, or f64 for f64 operands) is each
     row's log-sum-exp of `s`, which graph.attention_grad reads instead of the
     probabilities. A row with no key left gives 0 and an `lse` of -inf.
-    graph-fuse-attention builds this op from matmul / scale / mask / softmax
-    / matmul chains, so no backend stores the Sq x Sk scores.
+    With `seq_major`, q, k, v and out are [B, S, heads, D] instead (the
+    projections' own layout: no head transposes around the op); bias and
+    lse keep theirs. graph-fuse-attention builds this op from matmul /
+    scale / mask / softmax / matmul chains, so no backend stores the
+    Sq x Sk scores, and makes it `seq_major` when the model transposes
+    all of q, k, v and out.
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k,
                        Graph_FloatTensor:$v,
                        Optional<Graph_FloatTensor>:$bias, F64Attr:$scale,
-                       UnitAttr:$causal);
+                       UnitAttr:$causal, UnitAttr:$seq_major);
   let results = (outs Graph_FloatTensor:$out, Graph_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`,` $bias^)? attr-dict `:`
@@ -454,13 +458,13 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad",
     `grad_q`, `grad_k` and `grad_v` from the forward op's operands, its `out`
     and `lse`, and the gradient of `out`; the probabilities are recomputed
     from `lse` (flash attention's backward). Shared kv heads sum the
-    gradients of their query heads.
+    gradients of their query heads. `seq_major` as graph.attention's.
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k,
                        Graph_FloatTensor:$v, Graph_FloatTensor:$out,
                        Graph_FloatTensor:$lse, Graph_FloatTensor:$grad_out,
                        Optional<Graph_FloatTensor>:$bias, F64Attr:$scale,
-                       UnitAttr:$causal);
+                       UnitAttr:$causal, UnitAttr:$seq_major);
   let results = (outs Graph_FloatTensor:$grad_q, Graph_FloatTensor:$grad_k,
                       Graph_FloatTensor:$grad_v);
   let assemblyFormat = [{

@@ -48,6 +48,10 @@ def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
       select's). Chains with other masks are left alone.
     * Scalar factors on the scores, on q or on `k^T` (DistilBERT divides q)
       multiply into `scale`.
+    * When q, k and v are all transposes `[0, 2, 1, 3]` of `[B, S, heads,
+      D]` values and every user of the output transposes it back (GPT-2's
+      and BERT's exports), the op is `seq_major` on those values and the
+      four transposes go (and, after autodiff, their gradients).
 
     Run it before `graph-autocast` and `graph-autodiff` (so the backward is
     `graph.attention_grad`); `lamina compile` does, unless
@@ -67,6 +71,8 @@ def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numFused", "fused", "attention chains replaced">,
     Statistic<"numCausal", "causal", "of them with a causal mask">,
+    Statistic<"numSeqMajor", "seq-major",
+              "of them on [B, S, heads, D] values, head transposes removed">,
   ];
 }
 
