@@ -230,8 +230,10 @@ Status runMatMul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
           startWith<T>(c.data(), rows, p.n, bias, addend);
         matmulT(a.data(), b.data(), c.data(), p, epilogue);
         T *y = result.as<T>();
-        for (size_t i = 0; i < c.size(); ++i)
-          y[i] = store<T>(c[i]);
+        parallelFor(int64_t(c.size()), kGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i)
+            y[i] = store<T>(c[size_t(i)]);
+        });
       }
     });
   }
