@@ -323,15 +323,23 @@ struct Runner {
                              o.getEpsilonAttr().getValueAsDouble(), out);
         })
         .Case([&](LayerNormGradOp o) {
+          rt::Tensor addend;
+          if (o.getAddend())
+            addend = in(3);
           return rt::layerNormBackward(
               in(0), in(1), in(2), int64_t(o.getAxis()),
               o.getEpsilonAttr().getValueAsDouble(), outs[0], &outs[1],
-              outs.size() > 2 ? &outs[2] : nullptr);
+              outs.size() > 2 ? &outs[2] : nullptr,
+              o.getAddend() ? &addend : nullptr);
         })
         .Case([&](RMSNormGradOp o) {
+          rt::Tensor addend;
+          if (o.getAddend())
+            addend = in(3);
           return rt::rmsNormBackward(in(0), in(1), in(2), int64_t(o.getAxis()),
                                      o.getEpsilonAttr().getValueAsDouble(),
-                                     outs[0], &outs[1]);
+                                     outs[0], &outs[1],
+                                     o.getAddend() ? &addend : nullptr);
         })
         .Case([&](AttentionOp o) {
           rt::Tensor bias;

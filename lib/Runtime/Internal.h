@@ -148,11 +148,13 @@ Status checkSoftmaxBackward(const char *name, const Tensor &result,
                             const Tensor &gradInput);
 /// A normalisation's backward: checkNorm on the input, scale and the
 /// parameter gradients (nullptr skipped) with gradInput as the result, and
-/// gradResult shaped and typed like the input.
+/// gradResult and the addend (nullptr skipped) shaped and typed like the
+/// input.
 Status checkNormBackward(const char *name, const Tensor &input, int64_t &axis,
                          const Tensor &scale, const Tensor &gradResult,
                          const Tensor &gradInput, const Tensor *gradScale,
-                         const Tensor *gradBias, int64_t &rows, int64_t &n);
+                         const Tensor *gradBias, int64_t &rows, int64_t &n,
+                         const Tensor *addend = nullptr);
 /// Softmax cross-entropy: float logits [..., V] (rank >= 1), i32/i64
 /// labels [...], and `rowValue` (the loss, or the loss's gradient) and
 /// `gradLogits` (nullptr to skip) typed and shaped as the op says.

@@ -354,15 +354,17 @@ Status lamina::rt::detail::checkSoftmaxBackward(const char *name,
 Status lamina::rt::detail::checkNormBackward(
     const char *name, const Tensor &input, int64_t &axis, const Tensor &scale,
     const Tensor &gradResult, const Tensor &gradInput, const Tensor *gradScale,
-    const Tensor *gradBias, int64_t &rows, int64_t &n) {
+    const Tensor *gradBias, int64_t &rows, int64_t &n, const Tensor *addend) {
   const Tensor *params[] = {&scale, gradScale, gradBias};
   if (Status s = checkNorm(name, input, axis, params, 3, gradInput, rows, n);
       !s.ok())
     return s;
-  if (gradResult.dtype != input.dtype || !sameShape(gradResult, input))
-    return Status::error(std::string(name) + ": gradient " +
-                         describe(gradResult) + " differs from input " +
-                         describe(input));
+  for (const Tensor *t : {&gradResult, addend})
+    if (t && (t->dtype != input.dtype || !sameShape(*t, input)))
+      return Status::error(std::string(name) + ": " +
+                           (t == addend ? "addend " : "gradient ") +
+                           describe(*t) + " differs from input " +
+                           describe(input));
   return Status::success();
 }
 
@@ -427,9 +429,11 @@ template <typename T>
 void normBackwardT(bool rms, const Tensor &input, const Tensor &scale,
                    const Tensor &gradResult, double epsilon,
                    const Tensor &gradInput, const Tensor *gradScale,
-                   const Tensor *gradBias, int64_t rows, int64_t n) {
+                   const Tensor *gradBias, const Tensor *addend, int64_t rows,
+                   int64_t n) {
   using C = Compute<T>;
   const T *x = input.as<T>(), *g = scale.as<T>(), *dy = gradResult.as<T>();
+  const T *add = addend ? addend->as<T>() : nullptr;
   T *dx = gradInput.as<T>();
   std::vector<double> stats(size_t(2 * rows));
   parallelFor(rows, std::max<int64_t>(1, kGrain / (6 * n)),
@@ -449,10 +453,12 @@ void normBackwardT(bool rms, const Tensor &input, const Tensor &scale,
                   s1 = rms ? 0.0 : s1 / double(n);
                   s2 /= double(n);
                   T *dxr = dx + r * n;
+                  const T *addr = add ? add + r * n : nullptr;
                   for (int64_t i = 0; i < n; ++i) {
                     double xh = (double(load(xr[i])) - mean) * rstd;
                     double dxh = double(C(load(dyr[i]) * load(g[i])));
-                    dxr[i] = store<T>(C(rstd * (dxh - s1 - xh * s2)));
+                    C v = C(rstd * (dxh - s1 - xh * s2));
+                    dxr[i] = store<T>(addr ? C(v + C(load(addr[i]))) : v);
                   }
                 }
               });
@@ -490,10 +496,12 @@ void normBackwardT(bool rms, const Tensor &input, const Tensor &scale,
 Status normBackward(const char *name, bool rms, const Tensor &input,
                     const Tensor &scale, const Tensor &gradResult,
                     int64_t axis, double epsilon, const Tensor &gradInput,
-                    const Tensor *gradScale, const Tensor *gradBias) {
+                    const Tensor *gradScale, const Tensor *gradBias,
+                    const Tensor *addend) {
   int64_t rows, n;
   if (Status s = checkNormBackward(name, input, axis, scale, gradResult,
-                                   gradInput, gradScale, gradBias, rows, n);
+                                   gradInput, gradScale, gradBias, rows, n,
+                                   addend);
       !s.ok())
     return s;
   if (rows == 0 || n == 0) {
@@ -507,7 +515,7 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
     using T = typename decltype(tag)::type;
     if constexpr (isFloatStorage<T>)
       normBackwardT<T>(rms, input, scale, gradResult, epsilon, gradInput,
-                       gradScale, gradBias, rows, n);
+                       gradScale, gradBias, addend, rows, n);
   });
   return Status::success();
 }
@@ -633,17 +641,19 @@ Status lamina::rt::layerNormBackward(const Tensor &input, const Tensor &scale,
                                      const Tensor &gradResult, int64_t axis,
                                      double epsilon, const Tensor &gradInput,
                                      const Tensor *gradScale,
-                                     const Tensor *gradBias) {
+                                     const Tensor *gradBias,
+                                     const Tensor *addend) {
   return normBackward("layer_norm_grad", false, input, scale, gradResult, axis,
-                      epsilon, gradInput, gradScale, gradBias);
+                      epsilon, gradInput, gradScale, gradBias, addend);
 }
 
 Status lamina::rt::rmsNormBackward(const Tensor &input, const Tensor &scale,
                                    const Tensor &gradResult, int64_t axis,
                                    double epsilon, const Tensor &gradInput,
-                                   const Tensor *gradScale) {
+                                   const Tensor *gradScale,
+                                   const Tensor *addend) {
   return normBackward("rms_norm_grad", true, input, scale, gradResult, axis,
-                      epsilon, gradInput, gradScale, nullptr);
+                      epsilon, gradInput, gradScale, nullptr, addend);
 }
 
 Status lamina::rt::softmaxCrossEntropy(const Tensor &logits,

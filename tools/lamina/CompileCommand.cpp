@@ -589,9 +589,9 @@ int runCompile() {
   // Last on the graph: after autodiff and autocast (no gradient rule).
   if (precision != "f32")
     toRt.addPass(graph::createGraphFoldMatMulCasts());
-  // Bias and residual adds into the GEMM's epilogue, before elementwise
-  // fusion would take them into its chains.
-  toRt.addPass(graph::createGraphFuseMatMulEpilogue());
+  // Bias and residual adds into the GEMM's epilogue (and gradient sums
+  // into the norms' backward), before elementwise fusion would take them.
+  toRt.addPass(graph::createGraphFuseEpilogues());
   toRt.addPass(graph::createGraphFuseElementwise());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))

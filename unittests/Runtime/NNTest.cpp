@@ -155,4 +155,45 @@ TEST(RuntimeNorm, F64HalfInPlaceAndErrors) {
   EXPECT_ERROR(rmsNorm(f.view(), ds.view(), 1, 1e-5, f.view()), "parameter");
 }
 
+TEST(RuntimeNorm, BackwardAddsTheAddend) {
+  // The addend (a residual's gradient) is added to gradInput before its one
+  // store: in f32 exactly the separate add's sum; the parameter gradients
+  // are unchanged.
+  int64_t rows = 5, n = 12;
+  Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+      dy = randomF32({rows, n}), r = randomF32({rows, n});
+  Tensor rv = r.view();
+  for (bool rms : {false, true}) {
+    Buf plain(DType::F32, {rows, n}), fused(DType::F32, {rows, n});
+    Buf gs(DType::F32, {n}), gb(DType::F32, {n}), gs2(DType::F32, {n}),
+        gb2(DType::F32, {n});
+    Tensor gsv = gs.view(), gbv = gb.view(), gs2v = gs2.view(),
+           gb2v = gb2.view();
+    if (rms) {
+      EXPECT_OK(rmsNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                plain.view(), &gsv));
+      EXPECT_OK(rmsNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                fused.view(), &gs2v, &rv));
+    } else {
+      EXPECT_OK(layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                  plain.view(), &gsv, &gbv));
+      EXPECT_OK(layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                  fused.view(), &gs2v, &gb2v, &rv));
+      EXPECT_EQ(gb.values<float>(), gb2.values<float>());
+    }
+    EXPECT_EQ(gs.values<float>(), gs2.values<float>()) << rms;
+    for (int64_t i = 0; i < rows * n; ++i)
+      ASSERT_EQ(fused.data<float>()[i],
+                plain.data<float>()[i] + r.data<float>()[i])
+          << rms << " at " << i;
+  }
+  Buf wrong(DType::F32, {rows, n + 1});
+  Tensor wv = wrong.view();
+  Buf dx(DType::F32, {rows, n}), gs(DType::F32, {n});
+  Tensor gsv = gs.view();
+  EXPECT_ERROR(layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                 dx.view(), &gsv, nullptr, &wv),
+               "layer_norm_grad: addend");
+}
+
 } // namespace

@@ -56,35 +56,34 @@ inline Status layerNorm(const Tensor &input, const Tensor &scale,
   return rt::layerNorm(input, scale, nullptr, axis, epsilon, result);
 }
 
-/// The norms' fused gradients with the parameter gradients as tensors
-/// (gradBias absent: nullptr), as the lowering passes them.
-inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
-                                const Tensor &gradResult, int64_t axis,
-                                double epsilon, const Tensor &gradInput,
-                                const Tensor &gradScale,
-                                const Tensor &gradBias) {
-  return rt::layerNormBackward(input, scale, gradResult, axis, epsilon,
-                               gradInput, &gradScale, &gradBias);
-}
-inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
-                                const Tensor &gradResult, int64_t axis,
-                                double epsilon, const Tensor &gradInput,
-                                const Tensor &gradScale, std::nullptr_t) {
-  return rt::layerNormBackward(input, scale, gradResult, axis, epsilon,
-                               gradInput, &gradScale, nullptr);
-}
-inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
-                              const Tensor &gradResult, int64_t axis,
-                              double epsilon, const Tensor &gradInput,
-                              const Tensor &gradScale) {
-  return rt::rmsNormBackward(input, scale, gradResult, axis, epsilon,
-                             gradInput, &gradScale);
-}
-
 /// An optional tensor argument as the lowering passes it: a tensor, or
 /// nullptr when absent.
 inline const Tensor *optional(const Tensor &t) { return &t; }
 inline const Tensor *optional(std::nullptr_t) { return nullptr; }
+
+/// The norms' fused gradients as the lowering passes them: the addend
+/// (after gradResult) and gradBias each a tensor or nullptr, the parameter
+/// gradients as tensors.
+template <typename Addend, typename GradBias>
+inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                                const Tensor &gradResult, const Addend &addend,
+                                int64_t axis, double epsilon,
+                                const Tensor &gradInput,
+                                const Tensor &gradScale,
+                                const GradBias &gradBias) {
+  return rt::layerNormBackward(input, scale, gradResult, axis, epsilon,
+                               gradInput, &gradScale, optional(gradBias),
+                               optional(addend));
+}
+template <typename Addend>
+inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
+                              const Tensor &gradResult, const Addend &addend,
+                              int64_t axis, double epsilon,
+                              const Tensor &gradInput,
+                              const Tensor &gradScale) {
+  return rt::rmsNormBackward(input, scale, gradResult, axis, epsilon,
+                             gradInput, &gradScale, optional(addend));
+}
 
 /// attention and its gradients with the optional bias as a tensor or
 /// nullptr and the layout after `causal`, as the lowering passes them.

@@ -142,18 +142,22 @@ Status rmsNorm(const Tensor &input, const Tensor &scale, int64_t axis,
                double epsilon, const Tensor &result);
 
 /// The gradients of layerNorm (graph.layer_norm_grad) from its input and
-/// the result's gradient, the statistics recomputed: gradInput (required),
-/// gradScale and gradBias (nullptr to skip; column sums over the rows in a
-/// fixed order). All have the input's element type.
+/// the result's gradient, the statistics recomputed: gradInput (required;
+/// plus `addend`, the input's shape, unless nullptr: the input's other
+/// gradient contributions, added before the one rounding), gradScale and
+/// gradBias (nullptr to skip; column sums over the rows in a fixed order).
+/// All have the input's element type.
 Status layerNormBackward(const Tensor &input, const Tensor &scale,
                          const Tensor &gradResult, int64_t axis,
                          double epsilon, const Tensor &gradInput,
-                         const Tensor *gradScale, const Tensor *gradBias);
-/// The gradients of rmsNorm (graph.rms_norm_grad): gradInput, and
-/// gradScale unless nullptr.
+                         const Tensor *gradScale, const Tensor *gradBias,
+                         const Tensor *addend = nullptr);
+/// The gradients of rmsNorm (graph.rms_norm_grad): gradInput (plus
+/// `addend` as layerNormBackward's), and gradScale unless nullptr.
 Status rmsNormBackward(const Tensor &input, const Tensor &scale,
                        const Tensor &gradResult, int64_t axis, double epsilon,
-                       const Tensor &gradInput, const Tensor *gradScale);
+                       const Tensor &gradInput, const Tensor *gradScale,
+                       const Tensor *addend = nullptr);
 
 /// Softmax cross-entropy over the last axis (graph.softmax_cross_entropy):
 /// loss[...] = logsumexp(logits[..., :]) - logits[..., label] for integer

@@ -231,14 +231,16 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       })
       .Case([&](LayerNormGradOp o) {
         Attribute bias = o.getGradBias() ? c.out(2) : Attribute(b.getUnitAttr());
+        Attribute addend = o.getAddend() ? c.in(3) : Attribute(b.getUnitAttr());
         return c.call("gen::layerNormBackward",
-                      {c.in(0), c.in(1), c.in(2), c.i64(o.getAxis()),
+                      {c.in(0), c.in(1), c.in(2), addend, c.i64(o.getAxis()),
                        c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out(0),
                        c.out(1), bias});
       })
       .Case([&](RMSNormGradOp o) {
+        Attribute addend = o.getAddend() ? c.in(3) : Attribute(b.getUnitAttr());
         return c.call("gen::rmsNormBackward",
-                      {c.in(0), c.in(1), c.in(2), c.i64(o.getAxis()),
+                      {c.in(0), c.in(1), c.in(2), addend, c.i64(o.getAxis()),
                        c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out(0),
                        c.out(1)});
       })

@@ -127,8 +127,8 @@ __global__ void rmsNormKernel(const T *x, const T *g, T *y, int64_t n,
 /// dy * g. Saves mean and rstd per row when `stats` is set.
 template <typename T>
 __global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
-                                        T *dx, float2 *stats, int64_t n,
-                                        float epsilon) {
+                                        const T *add, T *dx, float2 *stats,
+                                        int64_t n, float epsilon) {
   __shared__ float scratch[32];
   int64_t row = blockIdx.x;
   const T *xr = x + row * n, *dyr = dy + row * n;
@@ -143,10 +143,12 @@ __global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
   s1 = blockReduce(s1, SumOp{}, 0.0f, scratch) / float(n);
   s2 = blockReduce(s2, SumOp{}, 0.0f, scratch) / float(n);
   T *dxr = dx + row * n;
+  const T *addr = add ? add + row * n : nullptr;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float xhat = (load(xr[i]) - mean) * rstd;
     float dxhat = load(dyr[i]) * load(g[i]);
-    dxr[i] = store<T>(rstd * (dxhat - s1 - xhat * s2));
+    float v = rstd * (dxhat - s1 - xhat * s2);
+    dxr[i] = store<T>(addr ? v + load(addr[i]) : v);
   }
   if (stats && threadIdx.x == 0)
     stats[row] = make_float2(mean, rstd);
@@ -156,8 +158,8 @@ __global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
 /// (as .y; .x = 0) when `stats` is set.
 template <typename T>
 __global__ void rmsNormBackwardKernel(const T *x, const T *g, const T *dy,
-                                      T *dx, float2 *stats, int64_t n,
-                                      float epsilon) {
+                                      const T *add, T *dx, float2 *stats,
+                                      int64_t n, float epsilon) {
   __shared__ float scratch[32];
   int64_t row = blockIdx.x;
   const T *xr = x + row * n, *dyr = dy + row * n;
@@ -167,9 +169,11 @@ __global__ void rmsNormBackwardKernel(const T *x, const T *g, const T *dy,
     s += load(dyr[i]) * load(g[i]) * load(xr[i]);
   s = blockReduce(s, SumOp{}, 0.0f, scratch) / float(n);
   T *dxr = dx + row * n;
+  const T *addr = add ? add + row * n : nullptr;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float dxhat = load(dyr[i]) * load(g[i]);
-    dxr[i] = store<T>(rrms * (dxhat - load(xr[i]) * rrms * rrms * s));
+    float v = rrms * (dxhat - load(xr[i]) * rrms * rrms * s);
+    dxr[i] = store<T>(addr ? v + load(addr[i]) : v);
   }
   if (stats && threadIdx.x == 0)
     stats[row] = make_float2(0.0f, rrms);
@@ -377,10 +381,11 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
                     const Tensor &scale, const Tensor &gradResult,
                     int64_t axis, double epsilon, const Tensor &gradInput,
                     const Tensor *gradScale, const Tensor *gradBias,
-                    cudaStream_t stream) {
+                    const Tensor *addend, cudaStream_t stream) {
   int64_t rows, n;
   if (Status s = checkNormBackward(name, input, axis, scale, gradResult,
-                                   gradInput, gradScale, gradBias, rows, n);
+                                   gradInput, gradScale, gradBias, rows, n,
+                                   addend);
       !s.ok())
     return s;
   if (!isDeviceFloat(input.dtype))
@@ -408,8 +413,9 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
     using T = typename decltype(tag)::type;
     auto kernel = rms ? rmsNormBackwardKernel<T> : layerNormBackwardKernel<T>;
     kernel<<<unsigned(rows), rowThreads(n), 0, stream>>>(
-        input.as<T>(), scale.as<T>(), gradResult.as<T>(), gradInput.as<T>(),
-        st, n, float(epsilon));
+        input.as<T>(), scale.as<T>(), gradResult.as<T>(),
+        addend ? addend->as<T>() : nullptr, gradInput.as<T>(), st, n,
+        float(epsilon));
     if (wantParams)
       normParamGradKernel<T><<<unsigned((n + 31) / 32), dim3(32, 16), 0,
                                stream>>>(
@@ -424,9 +430,11 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
 Status lamina::rt::cuda::layerNormBackward(
     const Tensor &input, const Tensor &scale, const Tensor &gradResult,
     int64_t axis, double epsilon, const Tensor &gradInput,
-    const Tensor *gradScale, const Tensor *gradBias, cudaStream_t stream) {
+    const Tensor *gradScale, const Tensor *gradBias, const Tensor *addend,
+    cudaStream_t stream) {
   return normBackward("layer_norm_grad", false, input, scale, gradResult,
-                      axis, epsilon, gradInput, gradScale, gradBias, stream);
+                      axis, epsilon, gradInput, gradScale, gradBias, addend,
+                      stream);
 }
 
 Status lamina::rt::cuda::rmsNormBackward(const Tensor &input,
@@ -435,9 +443,11 @@ Status lamina::rt::cuda::rmsNormBackward(const Tensor &input,
                                          double epsilon,
                                          const Tensor &gradInput,
                                          const Tensor *gradScale,
+                                         const Tensor *addend,
                                          cudaStream_t stream) {
   return normBackward("rms_norm_grad", true, input, scale, gradResult,
-                      axis, epsilon, gradInput, gradScale, nullptr, stream);
+                      axis, epsilon, gradInput, gradScale, nullptr, addend,
+                      stream);
 }
 
 namespace {

@@ -105,14 +105,15 @@ func.func @fused(%x: tensor<2x4xf32> {graph.name = "x", graph.kind = "input"},
 // -----
 
 // A multi-result op (the norms' fused gradients) gets one arena view per
-// result, passed last in result order; an absent gradient is nullptr (a
-// unit argument). The cross-entropy ops are one call each.
+// result, passed last in result order; an absent gradient or addend is
+// nullptr (a unit argument); an addend follows the incoming gradient. The
+// cross-entropy ops are one call each.
 // CHECK-LABEL: func.func @fused_gradients
 // CHECK: %[[DX:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<2x3x4xf32>
 // CHECK: %[[DS:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<4xf32>
 // CHECK: %[[DB:.*]] = rt.view %{{.*}}[{{[0-9]+}}] : memref<4xf32>
-// CHECK: rt.call "lamina::rt::gen::layerNormBackward"(%{{.*}}, %{{.*}}, %{{.*}}, %[[DX]], %[[DS]], %[[DB]]) {args = [0 : index, 1 : index, 2 : index, 2, 1.000000e-05, 3 : index, 4 : index, 5 : index]
-// CHECK: rt.call "lamina::rt::gen::rmsNormBackward"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 2, 1.000000e-05, 3 : index, 4 : index]
+// CHECK: rt.call "lamina::rt::gen::layerNormBackward"(%{{.*}}, %{{.*}}, %{{.*}}, %[[DX]], %[[DS]], %[[DB]]) {args = [0 : index, 1 : index, 2 : index, unit, 2, 1.000000e-05, 3 : index, 4 : index, 5 : index]
+// CHECK: rt.call "lamina::rt::gen::rmsNormBackward"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 2, 1.000000e-05, 4 : index, 5 : index]
 // CHECK: rt.call "lamina::rt::softmaxCrossEntropy"({{.*}}) {args = [0 : index, 1 : index, -100, 2 : index]
 // CHECK: rt.call "lamina::rt::softmaxCrossEntropyBackward"({{.*}}) {args = [0 : index, 1 : index, 2 : index, -100, 3 : index]
 func.func @fused_gradients(%x: tensor<2x3x4xf32> {graph.name = "x", graph.kind = "input"},
@@ -122,7 +123,7 @@ func.func @fused_gradients(%x: tensor<2x3x4xf32> {graph.name = "x", graph.kind =
     -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>)
     attributes {graph.output_names = ["dx", "ds", "db", "dx2", "ds2", "dl"]} {
   %dx, %ds, %db = graph.layer_norm_grad %x, %s, %g {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
-  %dx2, %ds2 = graph.rms_norm_grad %x, %s, %g {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32>
+  %dx2, %ds2 = graph.rms_norm_grad %x, %s, %g addend %x {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32>
   %l = graph.softmax_cross_entropy %x, %t {ignore_index = -100 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
   %dl = graph.softmax_cross_entropy_grad %x, %t, %l {ignore_index = -100 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
   return %dx, %ds, %db, %dx2, %ds2, %dl : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>

@@ -145,23 +145,28 @@ TEST_F(CudaKernel, NormBackwardMatchesHostTwins) {
   // host (the references above check the math).
   int64_t rows = 40, n = 300;
   Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
-      dy = randomF32({rows, n});
-  for (bool rms : {false, true}) {
+      dy = randomF32({rows, n}), r = randomF32({rows, n});
+  // With and without an addend (the residual's gradient) on gradInput.
+  for (int variant = 0; variant < 4; ++variant) {
+    bool rms = variant & 1, add = variant & 2;
     Buf hx(DType::F32, {rows, n}), hg(DType::F32, {n}), hb(DType::F32, {n});
-    Tensor hgv = hg.view(), hbv = hb.view();
+    Tensor hgv = hg.view(), hbv = hb.view(), hr = r.view();
     EXPECT_OK(rms ? rmsNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
-                                    hx.view(), &hgv)
+                                    hx.view(), &hgv, add ? &hr : nullptr)
                   : layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
-                                      hx.view(), &hgv, &hbv));
-    Dev dx(x), dgm(g), ddy(dy), ddx(DType::F32, {rows, n}),
+                                      hx.view(), &hgv, &hbv,
+                                      add ? &hr : nullptr));
+    Dev dx(x), dgm(g), ddy(dy), dr(r), ddx(DType::F32, {rows, n}),
         ddg(DType::F32, {n}), ddb(DType::F32, {n});
-    Tensor gv = ddg.view(), bv = ddb.view();
+    Tensor gv = ddg.view(), bv = ddb.view(), rv = dr.view();
     EXPECT_OK(rms ? cu::rmsNormBackward(dx.view(), dgm.view(), ddy.view(), 1,
-                                        1e-5, ddx.view(), &gv, stream)
+                                        1e-5, ddx.view(), &gv,
+                                        add ? &rv : nullptr, stream)
                   : cu::layerNormBackward(dx.view(), dgm.view(), ddy.view(), 1,
-                                          1e-5, ddx.view(), &gv, &bv, stream));
+                                          1e-5, ddx.view(), &gv, &bv,
+                                          add ? &rv : nullptr, stream));
     sync();
-    EXPECT_TRUE(allClose(ddx.download(), hx, 1e-4, 1e-5)) << rms;
+    EXPECT_TRUE(allClose(ddx.download(), hx, 1e-4, 1e-5)) << rms << add;
     EXPECT_TRUE(allClose(ddg.download(), hg, 1e-4, 1e-4)) << rms;
     if (!rms) {
       EXPECT_TRUE(allClose(ddb.download(), hb, 1e-4, 1e-4));

@@ -64,28 +64,29 @@ inline Status layerNorm(const Tensor &input, const Tensor &scale,
   return cuda::layerNorm(input, scale, nullptr, axis, epsilon, result, stream);
 }
 
+/// The norms' gradients with the addend and gradBias each a tensor or
+/// nullptr (the host adapters' argument order).
+template <typename Addend, typename GradBias>
 inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
-                                const Tensor &gradResult, int64_t axis,
-                                double epsilon, const Tensor &gradInput,
-                                const Tensor &gradScale, const Tensor &gradBias,
-                                cudaStream_t stream) {
+                                const Tensor &gradResult, const Addend &addend,
+                                int64_t axis, double epsilon,
+                                const Tensor &gradInput,
+                                const Tensor &gradScale,
+                                const GradBias &gradBias, cudaStream_t stream) {
   return cuda::layerNormBackward(input, scale, gradResult, axis, epsilon,
-                                 gradInput, &gradScale, &gradBias, stream);
+                                 gradInput, &gradScale,
+                                 rt::gen::optional(gradBias),
+                                 rt::gen::optional(addend), stream);
 }
-inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
-                                const Tensor &gradResult, int64_t axis,
-                                double epsilon, const Tensor &gradInput,
-                                const Tensor &gradScale, std::nullptr_t,
-                                cudaStream_t stream) {
-  return cuda::layerNormBackward(input, scale, gradResult, axis, epsilon,
-                                 gradInput, &gradScale, nullptr, stream);
-}
+template <typename Addend>
 inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
-                              const Tensor &gradResult, int64_t axis,
-                              double epsilon, const Tensor &gradInput,
-                              const Tensor &gradScale, cudaStream_t stream) {
+                              const Tensor &gradResult, const Addend &addend,
+                              int64_t axis, double epsilon,
+                              const Tensor &gradInput, const Tensor &gradScale,
+                              cudaStream_t stream) {
   return cuda::rmsNormBackward(input, scale, gradResult, axis, epsilon,
-                               gradInput, &gradScale, stream);
+                               gradInput, &gradScale,
+                               rt::gen::optional(addend), stream);
 }
 
 /// attention and its gradients with the optional bias as a tensor or

@@ -137,18 +137,35 @@ Status rmsNorm(const Tensor &input, const Tensor &scale, int64_t axis,
                double epsilon, const Tensor &result, cudaStream_t stream);
 
 /// Gradients of layerNorm from its input (the statistics are recomputed):
-/// gradInput (required), gradScale and gradBias (nullptr to skip; summed
-/// over the rows, deterministically). `scale` has the host's shape.
+/// gradInput (required; plus `addend` unless nullptr, as on the host),
+/// gradScale and gradBias (nullptr to skip; summed over the rows,
+/// deterministically). `scale` has the host's shape.
 Status layerNormBackward(const Tensor &input, const Tensor &scale,
                          const Tensor &gradResult, int64_t axis,
                          double epsilon, const Tensor &gradInput,
                          const Tensor *gradScale, const Tensor *gradBias,
-                         cudaStream_t stream);
+                         const Tensor *addend, cudaStream_t stream);
 /// Gradients of rmsNorm: gradInput, and gradScale unless nullptr.
 Status rmsNormBackward(const Tensor &input, const Tensor &scale,
                        const Tensor &gradResult, int64_t axis, double epsilon,
                        const Tensor &gradInput, const Tensor *gradScale,
-                       cudaStream_t stream);
+                       const Tensor *addend, cudaStream_t stream);
+/// The same without an addend (the host's default argument).
+inline Status layerNormBackward(const Tensor &input, const Tensor &scale,
+                                const Tensor &gradResult, int64_t axis,
+                                double epsilon, const Tensor &gradInput,
+                                const Tensor *gradScale,
+                                const Tensor *gradBias, cudaStream_t stream) {
+  return layerNormBackward(input, scale, gradResult, axis, epsilon, gradInput,
+                           gradScale, gradBias, nullptr, stream);
+}
+inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
+                              const Tensor &gradResult, int64_t axis,
+                              double epsilon, const Tensor &gradInput,
+                              const Tensor *gradScale, cudaStream_t stream) {
+  return rmsNormBackward(input, scale, gradResult, axis, epsilon, gradInput,
+                         gradScale, nullptr, stream);
+}
 
 /// Softmax cross-entropy over the last axis of `logits` [..., V] with
 /// integer `labels` [...] (i32 or i64), the host's softmaxCrossEntropy:

@@ -341,8 +341,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
   if (getBias())
     types.push_back(getBias().getType());
   auto grad = LayerNormGradOp::create(gb.b, types, getInput(), getScale(),
-                                      gradients[0], getAxisAttr(),
-                                      getEpsilonAttr());
+                                      gradients[0], /*addend=*/Value(),
+                                      getAxisAttr(), getEpsilonAttr());
   out.push_back(grad.getGradInput());
   out.push_back(grad.getGradScale());
   if (getBias())
@@ -355,7 +355,7 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &builder, ValueRange gradients
   GradBuilder gb(*this, builder);
   auto grad = RMSNormGradOp::create(
       gb.b, getInput().getType(), getScale().getType(), getInput(), getScale(),
-      gradients[0], getAxisAttr(), getEpsilonAttr());
+      gradients[0], /*addend=*/Value(), getAxisAttr(), getEpsilonAttr());
   out.push_back(grad.getGradInput());
   out.push_back(grad.getGradScale());
   return success();

@@ -247,7 +247,7 @@ def Graph_FusedMatMulOp : Graph_Op<"fused_matmul",
     (shape `[n]` or `[1, ..., 1, n]`) and `addend` (the result's shape),
     both of the result's element type, added to the f32 (f64) accumulator
     and rounded once to the result type. Made by
-    graph-fuse-matmul-epilogue after autodiff (no gradient rule), for the
+    graph-fuse-epilogues after autodiff (no gradient rule), for the
     BLAS call's own epilogue: cuBLASLt's bias epilogue and `beta = 1`
     with the addend as C; the host's sgemm with `beta = 1` over a C that
     starts as addend + bias. Neither add is then a pass over memory. The
@@ -339,43 +339,53 @@ def Graph_RMSNormOp : Graph_Op<"rms_norm",
 
 def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad",
     [Pure, AllTypesMatch<["input", "grad_result", "grad_input"]>,
-     AllTypesMatch<["scale", "grad_scale"]>]> {
+     AllTypesMatch<["scale", "grad_scale"]>,
+     OptionalTypesMatchWith<"addend has the input's type", "input", "addend",
+                            "$_self">]> {
   let summary = "The gradients of graph.layer_norm";
   let description = [{
     From the forward op's input, scale and the gradient of its result:
     `grad_input`, `grad_scale` and, when `has_bias`, `grad_bias` (sums over
     the leading dims `0..axis-1`). The statistics are recomputed from the
-    input rather than saved by the forward op.
+    input rather than saved by the forward op. `addend` (optional, the
+    input's type) is added to `grad_input`: the input's other gradient
+    contributions (a residual connection's), which graph-fuse-epilogues
+    moves here from the `graph.add` autodiff accumulates them with.
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
-                       Graph_FloatTensor:$grad_result, I64Attr:$axis,
+                       Graph_FloatTensor:$grad_result,
+                       Optional<Graph_FloatTensor>:$addend, I64Attr:$axis,
                        F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$grad_input,
                       Graph_FloatTensor:$grad_scale,
                       Optional<Graph_FloatTensor>:$grad_bias);
   let assemblyFormat = [{
-    $input `,` $scale `,` $grad_result attr-dict `:` type($input) `,`
-    type($scale) `->` type(results)
+    $input `,` $scale `,` $grad_result (`addend` $addend^)? attr-dict `:`
+    type($input) `,` type($scale) `->` type(results)
   }];
   let hasVerifier = 1;
 }
 
 def Graph_RMSNormGradOp : Graph_Op<"rms_norm_grad",
     [Pure, AllTypesMatch<["input", "grad_result", "grad_input"]>,
-     AllTypesMatch<["scale", "grad_scale"]>]> {
+     AllTypesMatch<["scale", "grad_scale"]>,
+     OptionalTypesMatchWith<"addend has the input's type", "input", "addend",
+                            "$_self">]> {
   let summary = "The gradients of graph.rms_norm";
   let description = [{
     `grad_input` and `grad_scale` (summed over the leading dims) from the
-    forward op's input, scale and the gradient of its result.
+    forward op's input, scale and the gradient of its result; `addend` as
+    graph.layer_norm_grad's.
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
-                       Graph_FloatTensor:$grad_result, I64Attr:$axis,
+                       Graph_FloatTensor:$grad_result,
+                       Optional<Graph_FloatTensor>:$addend, I64Attr:$axis,
                        F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$grad_input,
                       Graph_FloatTensor:$grad_scale);
   let assemblyFormat = [{
-    $input `,` $scale `,` $grad_result attr-dict `:` type($input) `,`
-    type($scale)
+    $input `,` $scale `,` $grad_result (`addend` $addend^)? attr-dict `:`
+    type($input) `,` type($scale)
   }];
   let hasVerifier = 1;
 }

@@ -134,10 +134,10 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFuseMatMulEpilogue
-    : Pass<"graph-fuse-matmul-epilogue", "mlir::ModuleOp"> {
+def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
   let summary = "Moves the adds and the narrowing cast after a matmul into "
-                "graph.fused_matmul";
+                "graph.fused_matmul, and gradient accumulations into the "
+                "norm gradients";
   let description = [{
     `graph.add` of a `graph.matmul` (or `graph.fused_matmul`) result that
     nothing else reads and a row of the result's type (`[n]`,
@@ -148,7 +148,14 @@ def GraphFuseMatMulEpilogue
     rounded to it first; an addend only when it is a widened value of that
     type). The backends then run one BLAS call with an epilogue instead of
     a GEMM whose f32 output an elementwise kernel reads and writes again.
-    Run it after `graph-autodiff` (no gradient rule) and
+
+    `graph.add` of a `graph.layer_norm_grad` / `graph.rms_norm_grad` input
+    gradient that nothing else reads and a value of its type (autodiff
+    summing the norm's and the residual connection's contributions to the
+    norm's input) becomes that op's `addend`: the norm's gradient kernel
+    adds it before storing (the same f32 sum).
+
+    Run it after `graph-autodiff` (no gradient rules) and
     `graph-fold-matmul-casts`, before `graph-fuse-elementwise`, as
     `lamina compile` does.
 
@@ -165,6 +172,8 @@ def GraphFuseMatMulEpilogue
     Statistic<"numAdds", "adds", "adds moved into a matmul's epilogue">,
     Statistic<"numNarrowed", "narrowed",
               "narrowing casts moved into a matmul's result type">,
+    Statistic<"numNormGrads", "norm-grads",
+              "gradient sums moved into a norm's gradient kernel">,
   ];
 }
 

@@ -1,7 +1,7 @@
-// RUN: lamina-opt %s -split-input-file -graph-fuse-matmul-epilogue | FileCheck %s
-// RUN: lamina-opt %s -split-input-file -graph-fuse-matmul-epilogue -convert-graph-to-rt | FileCheck %s --check-prefix=RT
+// RUN: lamina-opt %s -split-input-file -graph-fuse-epilogues | FileCheck %s
+// RUN: lamina-opt %s -split-input-file -graph-fuse-epilogues -convert-graph-to-rt | FileCheck %s --check-prefix=RT
 
-// graph-fuse-matmul-epilogue: the adds and the narrowing cast after a
+// graph-fuse-epilogues: the adds and the narrowing cast after a
 // matmul become its epilogue.
 
 // A linear layer and the residual add after it: bias, then addend, one op
@@ -126,4 +126,58 @@ func.func @not_epilogues(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %b: tensor<3x
   %13 = graph.cast %12 : tensor<4x3xf32> to tensor<4x3xbf16>
   %s = graph.add %0, %1 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   return %s, %5, %3, %8, %11, %13 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<2x4x3xf32>, tensor<4x3xf32>, tensor<4x3xbf16>, tensor<4x3xbf16>
+}
+
+// -----
+
+// A norm's input gradient summed with the residual's (as autodiff writes
+// it): the norm's gradient kernel adds it. The residual's gradient is
+// defined before the norm gradient, so the fused op stays where it was and
+// its parameter gradients keep their readers.
+// CHECK-LABEL: func.func @norm_grad_residual
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[S:.*]]: tensor<8xf32>, %[[G:.*]]: tensor<4x8xf32>, %[[R:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: %[[E:.*]] = graph.exp %[[R]]
+// CHECK-NEXT: %[[DX:[a-z_0-9]+]], %[[DS:[a-z_0-9]+]], %[[DB:[a-z_0-9]+]] = graph.layer_norm_grad %[[X]], %[[S]], %[[G]] addend %[[E]] {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+// CHECK-NEXT: %[[N:.*]] = graph.neg %[[DS]]
+// CHECK-NEXT: %[[DY:[a-z_0-9]+]], %[[DYS:[a-z_0-9]+]] = graph.rms_norm_grad %[[X]], %[[S]], %[[G]] addend %[[E]]
+// CHECK-NEXT: return %[[DX]], %[[N]], %[[DB]], %[[DY]], %[[DYS]]
+func.func @norm_grad_residual(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %g: tensor<4x8xf32>, %r: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  %e = graph.exp %r : tensor<4x8xf32>
+  %dx:3 = graph.layer_norm_grad %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %n = graph.neg %dx#1 : tensor<8xf32>
+  %sum = graph.add %dx#0, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %dy:2 = graph.rms_norm_grad %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %sum2 = graph.add %e, %dy#0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %sum, %n, %dx#2, %sum2, %dy#1 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// The other gradient computed after the norm gradient: the fused op moves
+// to the add when its parameter gradients are read only after it, and
+// stays unfused when one is read in between. A norm gradient read twice,
+// or summed with a broadcast value, keeps its add.
+// CHECK-LABEL: func.func @norm_grad_order
+// CHECK: %[[A:[a-z_0-9]+]], %{{.*}}, %{{.*}} = graph.layer_norm_grad %arg0, %arg1, %arg2 {
+// CHECK-NEXT: %[[E:.*]] = graph.exp %arg3
+// CHECK-NEXT: graph.layer_norm_grad %arg0, %arg1, %arg2 addend %[[E]] {
+// CHECK-NEXT: %[[C:[a-z_0-9]+]], %[[CS:[a-z_0-9]+]], %{{.*}} = graph.layer_norm_grad %arg0, %arg1, %arg2 {
+// CHECK-NEXT: graph.neg %[[CS]]
+// CHECK-NEXT: %[[F:.*]] = graph.exp %arg3
+// CHECK-NEXT: graph.add %[[C]], %[[F]]
+// CHECK-NEXT: graph.add %[[A]], %[[E]]
+// CHECK-NEXT: graph.add %[[A]], %arg4
+// CHECK-NEXT: return
+func.func @norm_grad_order(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %g: tensor<4x8xf32>, %r: tensor<4x8xf32>, %row: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a:3 = graph.layer_norm_grad %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %b:3 = graph.layer_norm_grad %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %e = graph.exp %r : tensor<4x8xf32>
+  %sb = graph.add %b#0, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c:3 = graph.layer_norm_grad %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %n = graph.neg %c#1 : tensor<8xf32>
+  %f = graph.exp %r : tensor<4x8xf32>
+  %sc = graph.add %c#0, %f : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sa = graph.add %a#0, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sa2 = graph.add %a#0, %row : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %sb, %b#1, %sc, %n, %sa, %sa2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }

@@ -1,11 +1,13 @@
-//===- FuseMatMulEpilogue.cpp - graph-fuse-matmul-epilogue ----------------===//
+//===- FuseEpilogues.cpp - graph-fuse-epilogues ---------------------------===//
 //
 // Moves the adds right after a matmul (the linear layers' bias, the
 // residual connection after an output projection) into the matmul as
 // graph.fused_matmul, and a narrowing cast of its f32 result into its
-// result type, so the BLAS call's epilogue does them. One walk in program
-// order: the inner add of add(add(matmul, b), r) is fused first, so the
-// outer one finds a fused_matmul with a free addend.
+// result type, so the BLAS call's epilogue does them; and the add that
+// accumulates a norm's input gradient with the residual's into the norm's
+// gradient kernel. One walk in program order: the inner add of
+// add(add(matmul, b), r) is fused first, so the outer one finds a
+// fused_matmul with a free addend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +19,7 @@
 #include "mlir/IR/Builders.h"
 
 namespace lamina::graph {
-#define GEN_PASS_DEF_GRAPHFUSEMATMULEPILOGUE
+#define GEN_PASS_DEF_GRAPHFUSEEPILOGUES
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
 } // namespace lamina::graph
 
@@ -131,9 +133,61 @@ bool narrowResult(CastOp c) {
   return true;
 }
 
-struct GraphFuseMatMulEpilogue
-    : lamina::graph::impl::GraphFuseMatMulEpilogueBase<
-          GraphFuseMatMulEpilogue> {
+/// The same norm-gradient op with `addend` added to its input gradient,
+/// built at `b` (after every operand).
+Operation *withAddend(OpBuilder &b, Operation *norm, Value addend) {
+  if (auto ln = dyn_cast<LayerNormGradOp>(norm))
+    return LayerNormGradOp::create(b, ln.getLoc(), ln->getResultTypes(),
+                                   ln.getInput(), ln.getScale(),
+                                   ln.getGradResult(), addend,
+                                   ln.getAxisAttr(), ln.getEpsilonAttr());
+  auto rms = cast<RMSNormGradOp>(norm);
+  return RMSNormGradOp::create(b, rms.getLoc(), rms->getResultTypes(),
+                               rms.getInput(), rms.getScale(),
+                               rms.getGradResult(), addend, rms.getAxisAttr(),
+                               rms.getEpsilonAttr());
+}
+
+/// add(norm_grad.grad_input, other of its type) -> the norm's gradient
+/// kernel adds `other` itself. The new op goes where the old one was when
+/// `other` is defined before it, else at the add when the parameter
+/// gradients are read only after the add.
+bool fuseNormGradAdd(AddOp add) {
+  RankedTensorType type = add.getType();
+  for (auto [mine, other] : {std::pair(add.getLhs(), add.getRhs()),
+                             std::pair(add.getRhs(), add.getLhs())}) {
+    Operation *norm = mine.getDefiningOp();
+    if (!norm || !isa<LayerNormGradOp, RMSNormGradOp>(norm) ||
+        norm->getBlock() != add->getBlock() || mine != norm->getResult(0) ||
+        !mine.hasOneUse() || typeOf(mine) != type ||
+        typeOf(other) != type || norm->getNumOperands() != 3)
+      continue;
+    Operation *def = other.getDefiningOp();
+    bool otherFirst = !def || def->getBlock() != norm->getBlock() ||
+                      def->isBeforeInBlock(norm);
+    bool paramsAfter = llvm::all_of(norm->getResults().drop_front(), [&](Value r) {
+      return llvm::all_of(r.getUsers(), [&](Operation *user) {
+        return user->getBlock() == add->getBlock() &&
+               add->isBeforeInBlock(user);
+      });
+    });
+    if (!otherFirst && !paramsAfter)
+      continue;
+    OpBuilder b(otherFirst ? norm : add.getOperation());
+    Operation *fused = withAddend(b, norm, other);
+    add.getResult().replaceAllUsesWith(fused->getResult(0));
+    for (auto [from, to] : llvm::zip_equal(norm->getResults().drop_front(),
+                                           fused->getResults().drop_front()))
+      from.replaceAllUsesWith(to);
+    add.erase();
+    norm->erase();
+    return true;
+  }
+  return false;
+}
+
+struct GraphFuseEpilogues
+    : lamina::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp f) {
       for (Block &block : f.getBody()) {
@@ -141,10 +195,14 @@ struct GraphFuseMatMulEpilogue
         for (Operation &op : block)
           if (isa<AddOp, CastOp>(op))
             candidates.push_back(&op);
-        // Each rewrite erases only the visited op and a product before it.
+        // Each rewrite erases only the visited op and the product or norm
+        // gradient before it (neither is a candidate).
         for (Operation *op : candidates) {
           if (auto add = dyn_cast<AddOp>(op)) {
-            numAdds += fuseAdd(add);
+            if (fuseAdd(add))
+              ++numAdds;
+            else if (fuseNormGradAdd(add))
+              ++numNormGrads;
             continue;
           }
           numNarrowed += narrowResult(cast<CastOp>(op));
