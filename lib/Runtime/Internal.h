@@ -191,6 +191,8 @@ Status checkAttention(const char *name, const Tensor &q, const Tensor &k,
                       const Tensor *gradQ, const Tensor *gradK,
                       const Tensor *gradV, AttentionLayout layout,
                       AttentionDims &dims);
+/// reduce's element types: the input's, or f32 for an f16/bf16 input.
+Status checkReduceTypes(const Tensor &input, const Tensor &result);
 /// reduce's axes (distinct, in range) and result shape; sets `reduced`
 /// (one flag per input dim).
 Status checkReduce(const Tensor &input, const int64_t *axes, int numAxes,

@@ -51,12 +51,14 @@ template <typename A> A identity(ReduceOp op) {
 }
 
 /// `combine` is a closure (not a switch on op) so inner loops inline it.
-template <typename T, typename Combine>
+/// R is the result's type: T, or f32 for f16/bf16 T (the accumulator,
+/// unrounded).
+template <typename T, typename R = T, typename Combine>
 void reduceT(ReduceOp op, const Tensor &in, const Tensor &out,
              const DimList &kept, const DimList &red, Combine combine) {
   using A = Compute<T>;
   const T *x = in.as<T>();
-  T *y = out.as<T>();
+  R *y = out.as<R>();
   int64_t outCount = out.numElements(), redCount = red.count();
   auto finish = [&](A a) {
     if (op == ReduceOp::Mean) {
@@ -67,7 +69,7 @@ void reduceT(ReduceOp op, const Tensor &in, const Tensor &out,
         a = a / A(redCount);
       }
     }
-    return store<T>(a);
+    return store<R>(a);
   };
   if (in.numElements() == 0) { // nothing to reduce: the identity
     std::fill(y, y + outCount, finish(identity<A>(op)));
@@ -138,7 +140,7 @@ void reduceT(ReduceOp op, const Tensor &in, const Tensor &out,
                     for (int64_t c = 0; c < c1 - c0; ++c)
                       acc[c] = combine(acc[c], A(load(run[c])));
                   }
-                  T *dst = y + row * len + c0;
+                  R *dst = y + row * len + c0;
                   for (int64_t c = 0; c < c1 - c0; ++c)
                     dst[c] = finish(acc[c]);
                 }
@@ -146,11 +148,20 @@ void reduceT(ReduceOp op, const Tensor &in, const Tensor &out,
 }
 } // namespace
 
+Status lamina::rt::detail::checkReduceTypes(const Tensor &input,
+                                            const Tensor &result) {
+  bool narrow = input.dtype == DType::F16 || input.dtype == DType::BF16;
+  if (input.dtype != result.dtype && !(narrow && result.dtype == DType::F32))
+    return Status::error("reduce: result " + describe(result) +
+                         " has another element type than " + describe(input) +
+                         " (or f32 for f16/bf16)");
+  return Status::success();
+}
+
 Status lamina::rt::reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
                           int numAxes, bool keepdims, const Tensor &result) {
-  if (input.dtype != result.dtype)
-    return Status::error("reduce: result " + describe(result) +
-                         " has another element type than " + describe(input));
+  if (Status s = checkReduceTypes(input, result); !s.ok())
+    return s;
   if (input.dtype == DType::I1 && op != ReduceOp::Max)
     return Status::error("reduce: only max is defined on i1");
   std::vector<bool> reduced;
@@ -182,18 +193,27 @@ Status lamina::rt::reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
     kept.size.push_back(1); // a single output that is not reduced innermost
     kept.stride.push_back(1);
   }
-  dispatch(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  auto run = [&](auto inTag, auto outTag) {
+    using T = typename decltype(inTag)::type;
+    using R = typename decltype(outTag)::type;
     using A = Compute<T>;
     if (op == ReduceOp::Max)
-      reduceT<T>(op, input, result, kept, red,
-                 [](A a, A x) { return math::maximum(a, x); });
+      reduceT<T, R>(op, input, result, kept, red,
+                    [](A a, A x) { return math::maximum(a, x); });
     else if (op == ReduceOp::Prod)
-      reduceT<T>(op, input, result, kept, red,
-                 [](A a, A x) { return math::mul(a, x); });
+      reduceT<T, R>(op, input, result, kept, red,
+                    [](A a, A x) { return math::mul(a, x); });
     else
-      reduceT<T>(op, input, result, kept, red,
-                 [](A a, A x) { return math::add(a, x); });
+      reduceT<T, R>(op, input, result, kept, red,
+                    [](A a, A x) { return math::add(a, x); });
+  };
+  dispatch(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      if (result.dtype == DType::F32)
+        return run(tag, Tag<float>{});
+    }
+    run(tag, tag);
   });
   return Status::success();
 }

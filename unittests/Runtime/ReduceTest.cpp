@@ -118,6 +118,41 @@ TEST(RuntimeReduce, EmptyAndErrors) {
                "repeated");
 }
 
+TEST(RuntimeReduce, NarrowInputsIntoF32Results) {
+  // f16/bf16 into an f32 result: the f32 accumulator unrounded, bit for bit
+  // the reduction of the widened input, on both loop orders and the
+  // threads' split.
+  for (const auto &[t, toBits, fromBits] : kHalfFormats)
+    for (std::vector<int64_t> axes : {std::vector<int64_t>{0},
+                                      std::vector<int64_t>{1}, {0, 1}})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
+        Buf in = randomOf(t, {300, 70});
+        Buf wide(DType::F32, in.shape);
+        for (int64_t i = 0; i < in.count(); ++i)
+          wide.data<float>()[i] = fromBits(in.data<uint16_t>()[i]);
+        std::vector<int64_t> outShape;
+        for (int64_t d = 0; d < 2; ++d)
+          if (std::find(axes.begin(), axes.end(), d) == axes.end())
+            outShape.push_back(in.shape[d]);
+        Buf got(DType::F32, outShape), want(DType::F32, outShape);
+        EXPECT_OK(reduce(op, in.view(), axes.data(), int(axes.size()), false,
+                         got.view()));
+        EXPECT_OK(reduce(op, wide.view(), axes.data(), int(axes.size()),
+                         false, want.view()));
+        EXPECT_EQ(got.values<float>(), want.values<float>())
+            << dtypeName(t) << " op " << int(op) << " axes " << axes.size();
+      }
+  Buf h(DType::BF16, {2, 3}), f16(DType::F16, {2}), f64(DType::F64, {2}),
+      f(DType::F32, {2, 3}), b16(DType::BF16, {2});
+  int64_t axis = 1;
+  EXPECT_ERROR(reduce(ReduceOp::Sum, h.view(), &axis, 1, false, f16.view()),
+               "(or f32 for f16/bf16)");
+  EXPECT_ERROR(reduce(ReduceOp::Sum, h.view(), &axis, 1, false, f64.view()),
+               "another element type");
+  EXPECT_ERROR(reduce(ReduceOp::Sum, f.view(), &axis, 1, false, b16.view()),
+               "another element type");
+}
+
 TEST(RuntimeReduce, LargeReductionsSplitAcrossThreads) {
   setNumThreads(4);
   Buf ones = make<float>(DType::F32, {1 << 20}, std::vector<float>(1 << 20, 1));

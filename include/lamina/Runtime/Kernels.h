@@ -216,6 +216,8 @@ enum class ReduceOp : uint8_t { Sum, Mean, Max, Prod };
 /// as size-1 dims of the result. Float sums accumulate in the compute type
 /// (f32, or f64); integer mean truncates; max propagates NaN; an empty
 /// reduction gives 0, 0/0, the lowest value, 1. i1 supports only Max (any).
+/// The result has the input's type, or f32 for an f16/bf16 input (the f32
+/// accumulator stored unrounded: the reduction of the widened input).
 Status reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
               int numAxes, bool keepdims, const Tensor &result);
 

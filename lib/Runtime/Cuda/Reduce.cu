@@ -85,9 +85,9 @@ __global__ void reduceSerialKernel(ReduceOp op, const T *x, Dims kept,
   }
 }
 
-template <typename T>
+template <typename T, typename R>
 __global__ void reduceInnerKernel(ReduceOp op, float identity, const T *x,
-                                  Dims kept, Dims red, int64_t count, T *y) {
+                                  Dims kept, Dims red, int64_t count, R *y) {
   __shared__ float scratch[32];
   int64_t o = blockIdx.x;
   const T *base = x + stridedOffset(o, kept);
@@ -96,7 +96,7 @@ __global__ void reduceInnerKernel(ReduceOp op, float identity, const T *x,
     acc = combine(op, acc, load(base[stridedOffset(r, red)]));
   acc = blockReduce(acc, CombineOp{op}, identity, scratch);
   if (threadIdx.x == 0)
-    y[o] = store<T>(finish(op, acc, count));
+    y[o] = store<R>(finish(op, acc, count));
 }
 
 constexpr int kOuterCols = 32, kOuterLanes = 16;
@@ -127,11 +127,11 @@ __device__ inline int64_t rowOffset(int64_t r, const Dims &red) {
 /// (y + 1) * chunkRows) of 32 consecutive outputs. With one chunk the result
 /// is finished and stored; otherwise the f32 partial goes to
 /// partial[chunk * outputs + o].
-template <typename T>
+template <typename T, typename R>
 __global__ void reduceOuterKernel(ReduceOp op, float identity, const T *x,
                                   Dims kept, Dims red, int64_t outputs,
                                   int64_t count, int64_t chunkRows,
-                                  float *partial, T *y) {
+                                  float *partial, R *y) {
   __shared__ float part[kOuterLanes][kOuterCols + 1];
   int64_t o = blockIdx.x * int64_t(kOuterCols) + threadIdx.x;
   int64_t begin = blockIdx.y * chunkRows;
@@ -151,28 +151,28 @@ __global__ void reduceOuterKernel(ReduceOp op, float identity, const T *x,
     if (partial)
       partial[blockIdx.y * outputs + o] = acc;
     else
-      y[o] = store<T>(finish(op, acc, count));
+      y[o] = store<R>(finish(op, acc, count));
   }
 }
 
 /// y[o] = the chunks' partials of output o combined in chunk order.
-template <typename T>
+template <typename R>
 __global__ void reduceChunksKernel(ReduceOp op, const float *partial,
                                    int64_t chunks, int64_t outputs,
-                                   int64_t count, T *y) {
+                                   int64_t count, R *y) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        o < outputs; o += int64_t(gridDim.x) * blockDim.x) {
     float acc = partial[o];
     for (int64_t c = 1; c < chunks; ++c)
       acc = combine(op, acc, partial[c * outputs + o]);
-    y[o] = store<T>(finish(op, acc, count));
+    y[o] = store<R>(finish(op, acc, count));
   }
 }
 
 /// The outer path: one pass, or partials per chunk and a second pass.
-template <typename T>
+template <typename T, typename R>
 Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
-                   const Dims &red, int64_t outputs, int64_t count, T *y,
+                   const Dims &red, int64_t outputs, int64_t count, R *y,
                    cudaStream_t stream) {
   int64_t chunks = outerChunks(outputs, count);
   int64_t chunkRows = (count + chunks - 1) / chunks;
@@ -180,7 +180,7 @@ Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
             unsigned(chunks));
   dim3 block(kOuterCols, kOuterLanes);
   if (chunks == 1) {
-    reduceOuterKernel<T><<<grid, block, 0, stream>>>(
+    reduceOuterKernel<T, R><<<grid, block, 0, stream>>>(
         op, identity, x, kept, red, outputs, count, chunkRows, nullptr, y);
     return launched("reduce");
   }
@@ -194,11 +194,11 @@ Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
                                            stream));
       !s.ok())
     return s;
-  reduceOuterKernel<T><<<grid, block, 0, stream>>>(
+  reduceOuterKernel<T, R><<<grid, block, 0, stream>>>(
       op, identity, x, kept, red, outputs, count, chunkRows, partial, y);
   Status first = launched("reduce");
   if (first.ok())
-    reduceChunksKernel<T><<<gridFor(outputs, 256), 256, 0, stream>>>(
+    reduceChunksKernel<R><<<gridFor(outputs, 256), 256, 0, stream>>>(
         op, partial, chunks, outputs, count, y);
   Status second = first.ok() ? launched("reduce") : Status::success();
   Status freed = cudaCheck("reduce: partials", cudaFreeAsync(partial, stream));
@@ -210,9 +210,9 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
                                 const int64_t *axes, int numAxes,
                                 bool keepdims, const Tensor &result,
                                 cudaStream_t stream) {
-  if (input.dtype != result.dtype)
-    return Status::error("reduce: result " + describe(result) +
-                         " has another element type than " + describe(input));
+  if (Status s = lamina::rt::detail::checkReduceTypes(input, result);
+      !s.ok())
+    return s;
   if (input.dtype == DType::I1 && op != ReduceOp::Max)
     return Status::error("reduce: only max is defined on i1");
   if (input.rank > kMaxRank)
@@ -260,24 +260,27 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
   float identity = op == ReduceOp::Max    ? -__builtin_huge_valf()
                    : op == ReduceOp::Prod ? 1.0f
                                           : 0.0f;
-  if (innerReduced) {
-    dispatchFloat(input.dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      reduceInnerKernel<T><<<unsigned(outputs), rowThreads(count), 0,
-                             stream>>>(op, identity, input.as<T>(), kept, red,
-                                       count, result.as<T>());
-    });
-    return launched("reduce");
-  }
+  // The float paths, the result in the input's type or (f16/bf16 input)
+  // f32.
+  auto run = [&](auto *x, auto *y) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    using R = std::remove_pointer_t<decltype(y)>;
+    if (innerReduced) {
+      reduceInnerKernel<T, R><<<unsigned(outputs), rowThreads(count), 0,
+                                stream>>>(op, identity, x, kept, red, count, y);
+      return launched("reduce");
+    }
+    return reduceOuter(op, identity, x, kept, red, outputs, count, y, stream);
+  };
+  bool wide = result.dtype == DType::F32;
   switch (input.dtype) {
   case DType::F16:
-    return reduceOuter(op, identity, input.as<Half>(), kept, red, outputs,
-                       count, result.as<Half>(), stream);
+    return wide ? run(input.as<Half>(), result.as<float>())
+                : run(input.as<Half>(), result.as<Half>());
   case DType::BF16:
-    return reduceOuter(op, identity, input.as<BFloat16>(), kept, red, outputs,
-                       count, result.as<BFloat16>(), stream);
+    return wide ? run(input.as<BFloat16>(), result.as<float>())
+                : run(input.as<BFloat16>(), result.as<BFloat16>());
   default:
-    return reduceOuter(op, identity, input.as<float>(), kept, red, outputs,
-                       count, result.as<float>(), stream);
+    return run(input.as<float>(), result.as<float>());
   }
 }

@@ -532,3 +532,12 @@ func.func @attention_seq_major_out(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16
   %o, %l = graph.attention %q, %k, %k {scale = 1.0 : f64, seq_major} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
   return
 }
+
+// -----
+// A reduction keeps its element type, or widens f16/bf16 to f32 only.
+func.func @reduce_result_type(%x: tensor<4x6xbf16>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<6xbf16>' are incompatible with return type(s) of operation 'tensor<6xf16>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<4x6xbf16> -> tensor<6xf16>
+  return
+}

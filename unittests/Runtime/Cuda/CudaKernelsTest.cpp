@@ -359,6 +359,26 @@ TEST_F(CudaKernel, ReduceMatchesHost) {
       }
 }
 
+TEST_F(CudaKernel, ReduceNarrowIntoF32MatchesHost) {
+  // bf16/f16 input, f32 result (the accumulator unrounded), both paths.
+  std::vector<int64_t> shape = {64, 300};
+  for (DType t : {DType::BF16, DType::F16})
+    for (int64_t axis : {0, 1})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean}) {
+        Buf in = randomOf(t, shape);
+        std::vector<int64_t> out = {shape[1 - axis]};
+        Buf want(DType::F32, out);
+        EXPECT_OK(reduce(op, in.view(), &axis, 1, false, want.view()));
+        Dev din(in), dout(DType::F32, out);
+        EXPECT_OK(cu::reduce(op, din.view(), &axis, 1, false, dout.view(),
+                             stream));
+        sync();
+        EXPECT_TRUE(allClose(dout.download(), want, 1e-5, 1e-4))
+            << dtypeName(t) << " axis " << axis << " op " << int(op);
+      }
+}
+
+
 TEST_F(CudaKernel, TransposeMatchesHost) {
   struct Case {
     std::vector<int64_t> shape, perm;

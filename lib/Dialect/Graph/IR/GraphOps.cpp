@@ -135,8 +135,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                      tensorType(adaptor.getRhs()), types);
 }
 
-// The inferred type, or the same shape in f32 for f16/bf16 operands.
-bool MatMulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+bool lamina::graph::narrowOrSameResult(TypeRange inferred, TypeRange actual) {
   if (inferred.size() != 1 || actual.size() != 1)
     return false;
   if (inferred.front() == actual.front())
@@ -146,6 +145,11 @@ bool MatMulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
   return want && got && want.getShape() == got.getShape() &&
          (want.getElementType().isF16() || want.getElementType().isBF16()) &&
          got.getElementType().isF32();
+}
+
+// The inferred type, or the same shape in f32 for f16/bf16 operands.
+bool MatMulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return narrowOrSameResult(inferred, actual);
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,

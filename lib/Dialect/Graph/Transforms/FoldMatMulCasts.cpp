@@ -1,11 +1,12 @@
 //===- FoldMatMulCasts.cpp - graph-fold-matmul-casts ----------------------===//
 //
 // cast(matmul(a, b) : f16/bf16) : f32 -> matmul(a, b) : f32 when the narrow
-// product has no other use. Before that, two exact rewrites of the casts
+// product has no other use. Before that, three exact rewrites of the casts
 // autodiff leaves around gradients (the gradient of a cast is the cast
 // back): a concat of widened narrow values becomes the widened narrow
-// concat (half the bytes moved, one cast instead of one per piece), and a
-// narrow cast of a widened narrow value is that value. Plain walks rather
+// concat (half the bytes moved, one cast instead of one per piece), a
+// narrow cast of a widened narrow value is that value, and a sum or mean of
+// a widened narrow value reads the narrow value (a bias gradient). Plain walks rather
 // than a greedy rewrite: no pattern creates another instance of itself.
 //
 //===----------------------------------------------------------------------===//
@@ -91,11 +92,33 @@ void foldRoundTrips(Operation *root, llvm::Statistic &count) {
   });
 }
 
+/// reduce_sum / reduce_mean of cast(x : T) : f32 -> the reduction of x
+/// with an f32 result, for an f16/bf16 T (exact: the kernels accumulate the
+/// widened elements in f32 either way).
+template <typename ReduceOpT>
+void foldReduceCasts(Operation *root, llvm::Statistic &count) {
+  SmallVector<ReduceOpT> reductions;
+  root->walk([&](ReduceOpT r) { reductions.push_back(r); });
+  for (ReduceOpT r : reductions) {
+    auto c = r.getInput().template getDefiningOp<CastOp>();
+    if (!c || !elementOf(r.getResult()).isF32() || !widenedFrom(c.getResult()))
+      continue;
+    OpBuilder b(r);
+    auto narrow = ReduceOpT::create(b, r.getLoc(), r.getType(), c.getInput(),
+                                    r.getAxesAttr(), r.getKeepdimsAttr());
+    r.getResult().replaceAllUsesWith(narrow.getResult());
+    r.erase();
+    ++count;
+  }
+}
+
 struct GraphFoldMatMulCasts
     : lamina::graph::impl::GraphFoldMatMulCastsBase<GraphFoldMatMulCasts> {
   void runOnOperation() override {
     foldConcatCasts(getOperation(), numConcats);
     foldRoundTrips(getOperation(), numRoundTrips);
+    foldReduceCasts<ReduceSumOp>(getOperation(), numReductions);
+    foldReduceCasts<ReduceMeanOp>(getOperation(), numReductions);
     SmallVector<CastOp> casts;
     getOperation().walk([&](CastOp c) { casts.push_back(c); });
     for (CastOp c : casts) {

@@ -26,6 +26,10 @@ llvm::LogicalResult inferReduceResult(std::optional<mlir::Location> loc,
                                       llvm::ArrayRef<int64_t> axes,
                                       bool keepdims,
                                       llvm::SmallVectorImpl<mlir::Type> &types);
+/// Whether `actual` is the one `inferred` type, or its shape in f32 where
+/// the inferred element type is f16/bf16 (the ops that accumulate in f32
+/// and may store the accumulator unrounded: matmul, reductions).
+bool narrowOrSameResult(mlir::TypeRange inferred, mlir::TypeRange actual);
 /// Whether `v` is computed from a function argument marked trainable
 /// (graph.kind): a value that needs a gradient.
 bool dependsOnTrainable(mlir::Value v);

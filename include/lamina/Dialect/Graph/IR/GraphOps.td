@@ -494,7 +494,11 @@ class Graph_ReduceOp<string mnemonic, string desc,
   let summary = desc;
   let description = [{
     Reduces the listed `axes` (strictly increasing, non-negative); with
-    `keepdims` they stay as size-1 dimensions.
+    `keepdims` they stay as size-1 dimensions. The result has the input's
+    element type, or f32 for an f16/bf16 input: float reductions
+    accumulate in f32 either way, and an f32 result stores the accumulator
+    unrounded (what the reduction of the input cast to f32 gives;
+    graph-fold-matmul-casts makes it).
   }];
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
                        BoolAttr:$keepdims);
@@ -502,6 +506,12 @@ class Graph_ReduceOp<string mnemonic, string desc,
   let assemblyFormat =
       "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                        ::mlir::TypeRange actual) {
+      return narrowOrSameResult(inferred, actual);
+    }
+  }];
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
         ::mlir::MLIRContext *ctx, std::optional<::mlir::Location> loc,

@@ -112,11 +112,14 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
     `graph-autocast`, forward and backward). Run it after `graph-autodiff`;
     `lamina compile` runs it right before `graph-fuse-elementwise`.
 
-    First, two exact rewrites of the casts autodiff leaves around gradients:
-    a `graph.concat` whose inputs are all f32 casts of one narrow type (seen
-    through reshapes; q, k and v gradients joined for the fused projection)
-    becomes the narrow concat cast once to f32, and a narrow cast of such a
-    widened value is the narrow value itself. Ops left unused are removed.
+    First, three exact rewrites of the casts autodiff leaves around
+    gradients: a `graph.concat` whose inputs are all f32 casts of one narrow
+    type (seen through reshapes; q, k and v gradients joined for the fused
+    projection) becomes the narrow concat cast once to f32, a narrow cast of
+    such a widened value is the narrow value itself, and a `graph.reduce_sum`
+    / `graph.reduce_mean` of a widened value reduces the narrow value into
+    an f32 result (the fused projection's bias gradient). Ops left unused
+    are removed.
 
     ```mlir
     %0 = graph.matmul %a, %b : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
@@ -131,6 +134,8 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
               "concats of widened values made narrow (one cast after)">,
     Statistic<"numRoundTrips", "round-trips",
               "narrow casts of widened narrow values removed">,
+    Statistic<"numReductions", "reductions",
+              "sums and means reading the narrow value of a widened one">,
   ];
 }
 
