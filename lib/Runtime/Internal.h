@@ -191,6 +191,11 @@ Status checkAttention(const char *name, const Tensor &q, const Tensor &k,
                       const Tensor *gradQ, const Tensor *gradK,
                       const Tensor *gradV, AttentionLayout layout,
                       AttentionDims &dims);
+/// layerNorm / rmsNorm: checkNorm, the result also f16/bf16 for an f32
+/// input (the f32 value rounded once).
+Status checkNormForward(const char *name, const Tensor &input, int64_t &axis,
+                        const Tensor *const *params, int numParams,
+                        const Tensor &result, int64_t &rows, int64_t &n);
 /// reduce's element types: the input's, or f32 for an f16/bf16 input.
 Status checkReduceTypes(const Tensor &input, const Tensor &result);
 /// reduce's axes (distinct, in range) and result shape; sets `reduced`

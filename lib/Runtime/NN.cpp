@@ -192,13 +192,14 @@ Status softmaxBackwardImpl(const char *name, bool log, const Tensor &result,
   return Status::success();
 }
 
-template <typename T>
+/// R: the result's type (T, or f16/bf16 for f32 T: the f32 value rounded).
+template <typename T, typename R = T>
 void layerNormT(const Tensor &in, const Tensor &scale, const Tensor *bias,
                 double epsilon, const Tensor &out, int64_t rows, int64_t n) {
   using C = Compute<T>;
   const T *x = in.as<T>(), *g = scale.as<T>();
   const T *bb = bias ? bias->as<T>() : nullptr;
-  T *y = out.as<T>();
+  R *y = out.as<R>();
   parallelFor(rows, std::max<int64_t>(1, kGrain / (4 * n)),
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
@@ -212,23 +213,23 @@ void layerNormT(const Tensor &in, const Tensor &scale, const Tensor *bias,
                     var += d * d;
                   }
                   double rstd = 1.0 / std::sqrt(var / double(n) + epsilon);
-                  T *yr = y + r * n;
+                  R *yr = y + r * n;
                   for (int64_t i = 0; i < n; ++i) {
                     C v = C((double(load(xr[i])) - mean) * rstd) * load(g[i]);
                     if (bb)
                       v += load(bb[i]);
-                    yr[i] = store<T>(v);
+                    yr[i] = store<R>(v);
                   }
                 }
               });
 }
 
-template <typename T>
+template <typename T, typename R = T>
 void rmsNormT(const Tensor &in, const Tensor &scale, double epsilon,
               const Tensor &out, int64_t rows, int64_t n) {
   using C = Compute<T>;
   const T *x = in.as<T>(), *g = scale.as<T>();
-  T *y = out.as<T>();
+  R *y = out.as<R>();
   parallelFor(
       rows, std::max<int64_t>(1, kGrain / (3 * n)), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
@@ -239,9 +240,9 @@ void rmsNormT(const Tensor &in, const Tensor &scale, double epsilon,
             ms += v * v;
           }
           double rrms = 1.0 / std::sqrt(ms / double(n) + epsilon);
-          T *yr = y + r * n;
+          R *yr = y + r * n;
           for (int64_t i = 0; i < n; ++i)
-            yr[i] = store<T>(C(double(load(xr[i])) * rrms) * load(g[i]));
+            yr[i] = store<R>(C(double(load(xr[i])) * rrms) * load(g[i]));
         }
       });
 }
@@ -271,19 +272,46 @@ Status lamina::rt::logSoftmaxBackward(const Tensor &result,
                              axis, gradInput);
 }
 
+Status lamina::rt::detail::checkNormForward(
+    const char *name, const Tensor &input, int64_t &axis,
+    const Tensor *const *params, int numParams, const Tensor &result,
+    int64_t &rows, int64_t &n) {
+  // A narrow result of an f32 input is checked as the f32 result it rounds.
+  Tensor same = result;
+  if (input.dtype == DType::F32 &&
+      (result.dtype == DType::F16 || result.dtype == DType::BF16))
+    same.dtype = DType::F32;
+  return checkNorm(name, input, axis, params, numParams, same, rows, n);
+}
+
+namespace {
+/// Calls f(Tag<T>, Tag<R>) for a norm's input type T and result type R.
+template <typename F> void dispatchNorm(const Tensor &input,
+                                        const Tensor &result, F &&f) {
+  if (input.dtype == DType::F32 && result.dtype == DType::BF16)
+    return f(Tag<float>{}, Tag<BFloat16>{});
+  if (input.dtype == DType::F32 && result.dtype == DType::F16)
+    return f(Tag<float>{}, Tag<Half>{});
+  dispatch(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (isFloatStorage<T>)
+      f(tag, tag);
+  });
+}
+} // namespace
+
 Status lamina::rt::layerNorm(const Tensor &input, const Tensor &scale,
                              const Tensor *bias, int64_t axis, double epsilon,
                              const Tensor &result) {
   const Tensor *params[] = {&scale, bias};
   int64_t rows, n;
-  Status s = checkNorm("layer_norm", input, axis, params, bias ? 2 : 1, result,
-                       rows, n);
+  Status s = checkNormForward("layer_norm", input, axis, params, bias ? 2 : 1,
+                              result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatch(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (isFloatStorage<T>)
-      layerNormT<T>(input, scale, bias, epsilon, result, rows, n);
+  dispatchNorm(input, result, [&](auto in, auto out) {
+    layerNormT<typename decltype(in)::type, typename decltype(out)::type>(
+        input, scale, bias, epsilon, result, rows, n);
   });
   return Status::success();
 }
@@ -292,13 +320,13 @@ Status lamina::rt::rmsNorm(const Tensor &input, const Tensor &scale,
                            int64_t axis, double epsilon, const Tensor &result) {
   const Tensor *params[] = {&scale};
   int64_t rows, n;
-  Status s = checkNorm("rms_norm", input, axis, params, 1, result, rows, n);
+  Status s =
+      checkNormForward("rms_norm", input, axis, params, 1, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatch(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (isFloatStorage<T>)
-      rmsNormT<T>(input, scale, epsilon, result, rows, n);
+  dispatchNorm(input, result, [&](auto in, auto out) {
+    rmsNormT<typename decltype(in)::type, typename decltype(out)::type>(
+        input, scale, epsilon, result, rows, n);
   });
   return Status::success();
 }

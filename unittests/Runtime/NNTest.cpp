@@ -196,4 +196,27 @@ TEST(RuntimeNorm, BackwardAddsTheAddend) {
                "layer_norm_grad: addend");
 }
 
+TEST(RuntimeNorm, NarrowResultsRoundTheF32Value) {
+  // An f32 input's norm stored as f16/bf16: exactly the f32 result rounded
+  // once (what the cast it replaces gives).
+  Buf x = randomF32({6, 40}, -3, 3), g = randomF32({40}), b = randomF32({40});
+  Tensor bv = b.view();
+  for (const auto &[t, toBits, fromBits] : kHalfFormats)
+    for (bool rms : {false, true}) {
+      Buf wide(DType::F32, {6, 40}), narrow(t, {6, 40});
+      EXPECT_OK(rms ? rmsNorm(x.view(), g.view(), 1, 1e-6, wide.view())
+                    : layerNorm(x.view(), g.view(), &bv, 1, 1e-5, wide.view()));
+      EXPECT_OK(rms ? rmsNorm(x.view(), g.view(), 1, 1e-6, narrow.view())
+                    : layerNorm(x.view(), g.view(), &bv, 1, 1e-5,
+                                narrow.view()));
+      for (int64_t i = 0; i < wide.count(); ++i)
+        ASSERT_EQ(narrow.data<uint16_t>()[i], toBits(wide.data<float>()[i]))
+            << dtypeName(t) << " rms " << rms << " at " << i;
+    }
+  Buf h = randomOf(DType::BF16, {6, 40}), hg = randomOf(DType::BF16, {40});
+  Buf f16(DType::F16, {6, 40});
+  EXPECT_ERROR(rmsNorm(h.view(), hg.view(), 1, 1e-6, f16.view()),
+               "needs equal float types");
+}
+
 } // namespace

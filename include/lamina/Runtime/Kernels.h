@@ -137,7 +137,9 @@ Status logSoftmaxBackward(const Tensor &result, const Tensor &gradResult,
 /// accumulate in double.
 Status layerNorm(const Tensor &input, const Tensor &scale, const Tensor *bias,
                  int64_t axis, double epsilon, const Tensor &result);
-/// x / sqrt(mean(x^2) + epsilon) * scale over dims axis..rank-1.
+/// x / sqrt(mean(x^2) + epsilon) * scale over dims axis..rank-1. (Both
+/// norms: the result has the input's type, or f16/bf16 for an f32 input,
+/// the f32 value rounded once.)
 Status rmsNorm(const Tensor &input, const Tensor &scale, int64_t axis,
                double epsilon, const Tensor &result);
 

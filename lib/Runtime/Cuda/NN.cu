@@ -83,19 +83,20 @@ __device__ void rowMoments(const T *xr, int64_t n, float epsilon,
   rstd = 1.0f / math::sqrt(var + epsilon);
 }
 
-template <typename T>
-__global__ void layerNormKernel(const T *x, const T *g, const T *b, T *y,
+/// R: the result's type (T, or f16/bf16 for f32 T).
+template <typename T, typename R = T>
+__global__ void layerNormKernel(const T *x, const T *g, const T *b, R *y,
                                 int64_t n, float epsilon) {
   __shared__ float scratch[32];
   const T *xr = x + blockIdx.x * n;
-  T *yr = y + blockIdx.x * n;
+  R *yr = y + blockIdx.x * n;
   float mean, rstd;
   rowMoments(xr, n, epsilon, scratch, mean, rstd);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float v = (load(xr[i]) - mean) * rstd * load(g[i]);
     if (b)
       v += load(b[i]);
-    yr[i] = store<T>(v);
+    yr[i] = store<R>(v);
   }
 }
 
@@ -112,15 +113,15 @@ __device__ float rowRrms(const T *xr, int64_t n, float epsilon,
   return 1.0f / math::sqrt(ms + epsilon);
 }
 
-template <typename T>
-__global__ void rmsNormKernel(const T *x, const T *g, T *y, int64_t n,
+template <typename T, typename R = T>
+__global__ void rmsNormKernel(const T *x, const T *g, R *y, int64_t n,
                               float epsilon) {
   __shared__ float scratch[32];
   const T *xr = x + blockIdx.x * n;
-  T *yr = y + blockIdx.x * n;
+  R *yr = y + blockIdx.x * n;
   float rrms = rowRrms(xr, n, epsilon, scratch);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    yr[i] = store<T>(load(xr[i]) * rrms * load(g[i]));
+    yr[i] = store<R>(load(xr[i]) * rrms * load(g[i]));
 }
 
 /// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat =
@@ -262,11 +263,26 @@ Status checkDeviceAlongAxis(const char *name, const Tensor &input,
   return isDeviceFloat(input.dtype) ? Status::success()
                                     : unsupported(name, input);
 }
+/// run(result pointer) in the result's type: the input's, or f16/bf16 for
+/// an f32 input (checkNormForward has checked which).
+template <typename Run>
+void narrowOrSame(const Tensor &input, const Tensor &result, Run &&run) {
+  if (input.dtype == DType::F32 && result.dtype == DType::BF16)
+    return run(result.as<BFloat16>());
+  if (input.dtype == DType::F32 && result.dtype == DType::F16)
+    return run(result.as<Half>());
+  switch (input.dtype) {
+  case DType::F16: return run(result.as<Half>());
+  case DType::BF16: return run(result.as<BFloat16>());
+  default: return run(result.as<float>());
+  }
+}
+
 Status checkDeviceNorm(const char *name, const Tensor &input, int64_t &axis,
                        const Tensor *const *params, int numParams,
                        const Tensor &result, int64_t &rows, int64_t &n) {
-  if (Status st = checkNorm(name, input, axis, params, numParams, result, rows,
-                            n);
+  if (Status st = lamina::rt::detail::checkNormForward(
+          name, input, axis, params, numParams, result, rows, n);
       !st.ok())
     return st;
   return isDeviceFloat(input.dtype) ? Status::success()
@@ -351,12 +367,17 @@ Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("layer_norm", input, axis, params, 2, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatchFloat(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    layerNormKernel<T><<<unsigned(rows), rowThreads(n), 0, stream>>>(
-        input.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr,
-        result.as<T>(), n, float(epsilon));
-  });
+  auto run = [&](auto *y) {
+    dispatchFloat(input.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using R = std::remove_pointer_t<decltype(y)>;
+      if constexpr (std::is_same_v<T, R> || std::is_same_v<T, float>)
+        layerNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
+            input.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr, y,
+            n, float(epsilon));
+    });
+  };
+  narrowOrSame(input, result, run);
   return launched("layer_norm");
 }
 
@@ -368,11 +389,16 @@ Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("rms_norm", input, axis, params, 1, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatchFloat(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    rmsNormKernel<T><<<unsigned(rows), rowThreads(n), 0, stream>>>(
-        input.as<T>(), scale.as<T>(), result.as<T>(), n, float(epsilon));
-  });
+  auto run = [&](auto *y) {
+    dispatchFloat(input.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using R = std::remove_pointer_t<decltype(y)>;
+      if constexpr (std::is_same_v<T, R> || std::is_same_v<T, float>)
+        rmsNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
+            input.as<T>(), scale.as<T>(), y, n, float(epsilon));
+    });
+  };
+  narrowOrSame(input, result, run);
   return launched("rms_norm");
 }
 

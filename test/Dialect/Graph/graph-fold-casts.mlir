@@ -67,3 +67,23 @@ func.func @reductions(%x: tensor<4x6xbf16>, %h: tensor<4x6xf16>, %f: tensor<4x6x
   %3 = graph.reduce_sum %f {axes = array<i64: 0>, keepdims = false} : tensor<4x6xf32> -> tensor<6xf32>
   return %0, %1, %2, %3, %w : tensor<6xf32>, tensor<4x1xf32>, tensor<6xf32>, tensor<6xf32>, tensor<4x6xf32>
 }
+
+// -----
+
+// A norm's f32 result only cast to bf16: the norm stores bf16 itself (its
+// f32 value rounded once). One read elsewhere too keeps it f32.
+// CHECK-LABEL: func.func @norms
+// CHECK-NEXT: %[[L:.*]] = graph.layer_norm %arg0, %arg1, %arg1 {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[R:.*]] = graph.rms_norm %arg0, %arg1 {axis = 1 : i64, epsilon = {{.*}} : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf16>
+// CHECK-NEXT: %[[K:.*]] = graph.layer_norm %arg0, %arg1 {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>{{$}}
+// CHECK-NEXT: %[[C:.*]] = graph.cast %[[K]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK-NEXT: return %[[L]], %[[R]], %[[C]], %[[K]]
+func.func @norms(%x: tensor<4x8xf32>, %s: tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xf16>, tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %l = graph.layer_norm %x, %s, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %lc = graph.cast %l : tensor<4x8xf32> to tensor<4x8xbf16>
+  %r = graph.rms_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-6 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %rc = graph.cast %r : tensor<4x8xf32> to tensor<4x8xf16>
+  %k = graph.layer_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %kc = graph.cast %k : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %lc, %rc, %kc, %k : tensor<4x8xbf16>, tensor<4x8xf16>, tensor<4x8xbf16>, tensor<4x8xf32>
+}

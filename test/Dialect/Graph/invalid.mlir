@@ -541,3 +541,11 @@ func.func @reduce_result_type(%x: tensor<4x6xbf16>) {
   %0 = graph.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<4x6xbf16> -> tensor<6xf16>
   return
 }
+
+// -----
+// A norm's result narrows only an f32 input.
+func.func @norm_result_type(%x: tensor<4x8xbf16>, %s: tensor<8xbf16>) {
+  // expected-error @+1 {{result 'tensor<4x8xf16>' is not the input's 'tensor<4x8xbf16>' (or f16/bf16 of an f32 input)}}
+  %0 = graph.layer_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xbf16>, tensor<8xbf16> -> tensor<4x8xf16>
+  return
+}

@@ -174,6 +174,28 @@ TEST_F(CudaKernel, NormBackwardMatchesHostTwins) {
   }
 }
 
+TEST_F(CudaKernel, NormsIntoNarrowResultsMatchHost) {
+  // f32 input, bf16/f16 result (graph-fold-matmul-casts' narrowed norms).
+  std::vector<int64_t> shape = {64, 768}, pshape = {768};
+  Buf x = randomF32(shape, -3, 3), g = randomF32(pshape), b = randomF32(pshape);
+  Dev dx(x), dg(g), db(b);
+  for (DType r : {DType::BF16, DType::F16})
+    for (bool rms : {false, true}) {
+      Buf want(r, shape);
+      Dev dout(r, shape);
+      Tensor bv = b.view(), dbv = db.view();
+      EXPECT_OK(rms ? rmsNorm(x.view(), g.view(), -1, 1e-6, want.view())
+                    : layerNorm(x.view(), g.view(), &bv, -1, 1e-5, want.view()));
+      EXPECT_OK(rms ? cu::rmsNorm(dx.view(), dg.view(), -1, 1e-6, dout.view(),
+                                  stream)
+                    : cu::layerNorm(dx.view(), dg.view(), &dbv, -1, 1e-5,
+                                    dout.view(), stream));
+      sync();
+      EXPECT_TRUE(allClose(dout.download(), want, relFor(r), absFor(r)))
+          << dtypeName(r) << " rms " << rms;
+    }
+}
+
 TEST_F(CudaKernel, NormsMatchHost) {
   for (DType t : kFloatTypes)
     for (std::vector<int64_t> shape :

@@ -336,6 +336,9 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &builder,
 LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
                                           ValueRange gradients,
                                           SmallVectorImpl<Value> &out) {
+  // A narrowed result is made after autodiff only.
+  if (getResult().getType() != getInput().getType())
+    return failure();
   GradBuilder gb(*this, builder);
   SmallVector<Type> types = {getInput().getType(), getScale().getType()};
   if (getBias())
@@ -352,6 +355,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
 
 LogicalResult RMSNormOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                         SmallVectorImpl<Value> &out) {
+  if (getResult().getType() != getInput().getType())
+    return failure();
   GradBuilder gb(*this, builder);
   auto grad = RMSNormGradOp::create(
       gb.b, getInput().getType(), getScale().getType(), getInput(), getScale(),

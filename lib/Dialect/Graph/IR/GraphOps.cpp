@@ -312,14 +312,30 @@ static LogicalResult verifyNormParam(Operation *op, RankedTensorType input,
   return success();
 }
 
+/// A norm's result: the input's type, or its shape in f16/bf16 for an f32
+/// input.
+static LogicalResult verifyNormResult(Operation *op, RankedTensorType input,
+                                      RankedTensorType result) {
+  Type in = input.getElementType(), out = result.getElementType();
+  if (result.getShape() != input.getShape() ||
+      (out != in && !(in.isF32() && (out.isF16() || out.isBF16()))))
+    return op->emitOpError() << "result " << result << " is not the input's "
+                             << input << " (or f16/bf16 of an f32 input)";
+  return success();
+}
+
 LogicalResult LayerNormOp::verify() {
   auto input = getInput().getType();
-  if (failed(verifyNormParam(*this, input, getAxis(), getScale(), "scale")))
+  if (failed(verifyNormResult(*this, input, getResult().getType())) ||
+      failed(verifyNormParam(*this, input, getAxis(), getScale(), "scale")))
     return failure();
   return verifyNormParam(*this, input, getAxis(), getBias(), "bias");
 }
 
 LogicalResult RMSNormOp::verify() {
+  if (failed(verifyNormResult(*this, getInput().getType(),
+                              getResult().getType())))
+    return failure();
   return verifyNormParam(*this, getInput().getType(), getAxis(), getScale(),
                          "scale");
 }
@@ -576,6 +592,21 @@ LogicalResult FusedElementwiseOp::verify() {
                            << "' needs rhs -1";
   }
   return success();
+}
+
+// `-> type` after a norm's operand types only when its result type is not
+// the input's (a narrowed result).
+static ParseResult parseNormResult(OpAsmParser &parser, Type &result,
+                                   Type input) {
+  if (succeeded(parser.parseOptionalArrow()))
+    return parser.parseType(result);
+  result = input;
+  return success();
+}
+static void printNormResult(OpAsmPrinter &printer, Operation *, Type result,
+                            Type input) {
+  if (result != input)
+    printer << " -> " << result;
 }
 
 #define GET_OP_CLASSES

@@ -6,7 +6,8 @@
 // back): a concat of widened narrow values becomes the widened narrow
 // concat (half the bytes moved, one cast instead of one per piece), a
 // narrow cast of a widened narrow value is that value, and a sum or mean of
-// a widened narrow value reads the narrow value (a bias gradient). Plain walks rather
+// a widened narrow value reads the narrow value (a bias gradient); and a
+// norm whose f32 result is only narrowed stores the narrow result itself. Plain walks rather
 // than a greedy rewrite: no pattern creates another instance of itself.
 //
 //===----------------------------------------------------------------------===//
@@ -112,6 +113,29 @@ void foldReduceCasts(Operation *root, llvm::Statistic &count) {
   }
 }
 
+/// cast(norm(x) : f32) : T -> norm(x) : T for an f16/bf16 T when the f32
+/// result has no other use: the kernel rounds its f32 value once, as the
+/// cast does (the normalised activations a bf16 matmul reads).
+void foldNormCasts(Operation *root, llvm::Statistic &count) {
+  SmallVector<CastOp> casts;
+  root->walk([&](CastOp c) { casts.push_back(c); });
+  for (CastOp c : casts) {
+    Operation *norm = c.getInput().getDefiningOp();
+    if (!norm || !isa<LayerNormOp, RMSNormOp>(norm) ||
+        !c.getInput().hasOneUse() || !elementOf(c.getInput()).isF32() ||
+        !isNarrowFloat(elementOf(c.getResult())))
+      continue;
+    OpBuilder b(norm);
+    OperationState state(norm->getLoc(), norm->getName(), norm->getOperands(),
+                         TypeRange{c.getType()}, norm->getAttrs());
+    Operation *narrow = b.create(state);
+    c.getResult().replaceAllUsesWith(narrow->getResult(0));
+    c.erase();
+    norm->erase();
+    ++count;
+  }
+}
+
 struct GraphFoldMatMulCasts
     : lamina::graph::impl::GraphFoldMatMulCastsBase<GraphFoldMatMulCasts> {
   void runOnOperation() override {
@@ -119,6 +143,7 @@ struct GraphFoldMatMulCasts
     foldRoundTrips(getOperation(), numRoundTrips);
     foldReduceCasts<ReduceSumOp>(getOperation(), numReductions);
     foldReduceCasts<ReduceMeanOp>(getOperation(), numReductions);
+    foldNormCasts(getOperation(), numNorms);
     SmallVector<CastOp> casts;
     getOperation().walk([&](CastOp c) { casts.push_back(c); });
     for (CastOp c : casts) {

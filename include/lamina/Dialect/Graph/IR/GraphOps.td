@@ -303,11 +303,14 @@ def Graph_LogSoftmaxGradOp : Graph_SoftmaxGradBase<"log_softmax_grad",
     "The gradient of graph.log_softmax from its result: g - exp(y) sum(g)">;
 
 def Graph_LayerNormOp : Graph_Op<"layer_norm",
-    [Pure, AllTypesMatch<["input", "result"]>, Graph_Differentiable]> {
+    [Pure, Graph_Differentiable]> {
   let summary = "Layer normalisation over the trailing dimensions from `axis`";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias`, statistics over
     dimensions `axis..rank-1`; `scale` and `bias` have those dimensions' shape.
+    The result has the input's type, or (f32 input) its shape in f16/bf16:
+    the f32 value rounded once, as a cast of the f32 result would
+    (graph-fold-matmul-casts makes it; printed `-> type` when it differs).
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
@@ -315,20 +318,25 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale (`,` $bias^)? attr-dict `:` type($input) `,` type($scale)
-    (`,` type($bias)^)?
+    (`,` type($bias)^)? `` custom<NormResult>(type($result), ref(type($input)))
   }];
   let hasVerifier = 1;
 }
 
 def Graph_RMSNormOp : Graph_Op<"rms_norm",
-    [Pure, AllTypesMatch<["input", "result"]>, Graph_Differentiable]> {
+    [Pure, Graph_Differentiable]> {
   let summary = "RMS normalisation over the trailing dimensions from `axis`";
-  let description = [{ `x / sqrt(mean(x^2) + epsilon) * scale`. }];
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * scale`; the result type as
+    graph.layer_norm's.
+  }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat =
-      "$input `,` $scale attr-dict `:` type($input) `,` type($scale)";
+  let assemblyFormat = [{
+    $input `,` $scale attr-dict `:` type($input) `,` type($scale) ``
+    custom<NormResult>(type($result), ref(type($input)))
+  }];
   let hasVerifier = 1;
 }
 

@@ -118,8 +118,10 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
     projection) becomes the narrow concat cast once to f32, a narrow cast of
     such a widened value is the narrow value itself, and a `graph.reduce_sum`
     / `graph.reduce_mean` of a widened value reduces the narrow value into
-    an f32 result (the fused projection's bias gradient). Ops left unused
-    are removed.
+    an f32 result (the fused projection's bias gradient). A
+    `graph.layer_norm` / `graph.rms_norm` of an f32 input whose result is
+    only cast to f16/bf16 stores that type itself (its f32 value rounded
+    once, as the cast rounds it). Ops left unused are removed.
 
     ```mlir
     %0 = graph.matmul %a, %b : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
@@ -136,6 +138,7 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
               "narrow casts of widened narrow values removed">,
     Statistic<"numReductions", "reductions",
               "sums and means reading the narrow value of a widened one">,
+    Statistic<"numNorms", "norms", "norms storing their narrowed result">,
   ];
 }
 
