@@ -558,7 +558,7 @@ LogicalResult ModelImporter::inlineFunction(NodeContext &ctx,
     return ctx.error() << "function calls nest deeper than " << kMaxDepth;
   if (!activeFunctions.insert(&fn).second)
     return ctx.error() << "function '" << fn.name() << "' calls itself";
-  auto done = llvm::make_scope_exit([&] { activeFunctions.erase(&fn); });
+  llvm::scope_exit done([&] { activeFunctions.erase(&fn); });
 
   BodyContext inner;
   inner.opsets = modelOpsets;

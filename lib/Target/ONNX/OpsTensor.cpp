@@ -9,10 +9,6 @@ using namespace lamina;
 using namespace lamina::onnx;
 
 namespace {
-LogicalResult done(NodeContext &ctx, Value r) {
-  return ctx.result(r);
-}
-
 /// Axes given as an attribute before opset 13 and as an input from 13
 /// (Squeeze, Unsqueeze).
 std::optional<SmallVector<int64_t>> axesOperand(NodeContext &ctx) {
