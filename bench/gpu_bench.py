@@ -240,7 +240,8 @@ def report(res: dict) -> str:
         f"batch {res['batch']} ({res['batch'] * cfg['seq']} tokens/step), "
         f"{res['precision']}, AdamW; {res['warmup']} warm-up + {res['steps']} timed steps "
         f"on {res.get('device') or 'unknown device'}; lamina's attention kernels: "
-        f"{res.get('attention_kernels', 'default (fused)')}",
+        f"{res.get('attention_kernels', 'default (fused)')}, bias epilogue: "
+        f"{res.get('bias_epilogue', 'cuBLASLt')}",
         "",
         f"Model FLOPs/token {ft['total'] / 1e9:.2f} G (6N {ft['dense'] / 1e9:.2f} G + "
         f"attention 12LHS {ft['attention'] / 1e9:.2f} G); peak "
@@ -372,6 +373,10 @@ def _main(args, budget: Budget) -> int:
                # kernels failed their tests.
                attention_kernels=os.environ.get("LAMINA_CUDA_ATTENTION",
                                                 "default (fused)"),
+               # Likewise when cuBLASLt's bias epilogue failed them.
+               bias_epilogue=("off (GEMM + add kernel)"
+                              if os.environ.get("LAMINA_CUDA_EPILOGUE")
+                              in ("off", "0") else "cuBLASLt"),
                memory_note="params + grads + AdamW m, v: 16 B/param = "
                            f"{16 * cfg['params'] / 2**30:.1f} GiB on each side")
     print(f"model {model}: {cfg['params']:,} parameters; device {dev_name}; "

@@ -13,9 +13,9 @@
 // matmulEpilogue (graph.fused_matmul): the addend is C with beta = 1 (C may
 // be D), the bias cuBLASLt's bias epilogue (a vector over D's column-major
 // rows = the row-major result's columns, broadcast over the batch: stride
-// 0). Where the heuristic has no algorithm with the epilogue, the plan
-// drops it and the bias is added by the broadcast add kernel after the
-// GEMM (same values; one more pass).
+// 0). Where the heuristic has no algorithm with the epilogue (or
+// LAMINA_CUDA_EPILOGUE=off), the plan drops it and the bias is added by the
+// broadcast add kernel after the GEMM (same values; one more pass).
 //
 // One handle per process (created on first use, for the current device).
 // Descriptors, layouts and the heuristic's algorithm are cached per exact
@@ -32,6 +32,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -164,6 +166,17 @@ Status setPref(cublasLtMatmulPreference_t p,
                    cublasLtMatmulPreferenceSetAttribute(p, attr, v, size));
 }
 
+/// LAMINA_CUDA_EPILOGUE=off: the bias is always added by the broadcast add
+/// kernel after the GEMM, never by cuBLASLt's epilogue (a first GPU run's
+/// fallback if the epilogue path fails its tests; read once).
+bool biasEpilogueAllowed() {
+  static const bool allowed = [] {
+    const char *v = std::getenv("LAMINA_CUDA_EPILOGUE");
+    return !v || (std::strcmp(v, "off") != 0 && std::strcmp(v, "0") != 0);
+  }();
+  return allowed;
+}
+
 Status setEpilogue(cublasLtMatmulDesc_t op, cublasLtEpilogue_t epilogue,
                    const void *bias) {
   if (Status s = blasCheck("epilogue", cublasLtMatmulDescSetAttribute(
@@ -238,7 +251,7 @@ Status makePlan(cublasLtHandle_t h, const PlanKey &key, const void *bias,
 
   int count = 0;
   for (bool withBias : {true, false}) {
-    if (withBias && !key.bias)
+    if (withBias && (!key.bias || !biasEpilogueAllowed()))
       continue;
     if (Status s = setEpilogue(p.op,
                                withBias ? CUBLASLT_EPILOGUE_BIAS
