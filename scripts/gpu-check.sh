@@ -186,32 +186,30 @@ else
 fi
 
 # ------------------------------------------------------ b. kernel tests
+# fallback NAME VAR VALUE MARKER: when tests named *NAME* failed, reruns them
+# with VAR=VALUE; if they pass so, touches $OUT/MARKER (the later stages
+# then run with VAR=VALUE).
+fallback() {
+  grep -q "FAILED.*$1" "$OUT/logs/cuda-tests.out" || return 0
+  echo "== $1 tests failed: again with $2=$3"
+  local log="$OUT/logs/cuda-tests-$4.out"
+  if env "$2=$3" "$build/bin/lamina-cuda-tests" --gtest_brief=1 \
+       --gtest_filter="*$1*" > "$log" 2>&1; then
+    echo "gpu-check: the $1 tests pass with $2=$3: later stages use it"
+    touch "$OUT/$4"
+  fi
+  tail -n 10 "$log"
+}
 kernel_tests() {
   "$build/bin/lamina-cuda-tests" --gtest_brief=1 > "$OUT/logs/cuda-tests.out" 2>&1
   local rc=$?
   tail -n 30 "$OUT/logs/cuda-tests.out"
-  if [ "$rc" -ne 0 ] && grep -q 'FAILED.*Attention' "$OUT/logs/cuda-tests.out"; then
-    # The fused attention's tensor-core path first ran here: if only it is
-    # wrong, the later stages still measure with the generic kernels
-    # (LAMINA_CUDA_ATTENTION=generic), and this stage still fails.
-    echo "== attention tests failed: again with LAMINA_CUDA_ATTENTION=generic"
-    if LAMINA_CUDA_ATTENTION=generic "$build/bin/lamina-cuda-tests" --gtest_brief=1 \
-         --gtest_filter='*Attention*' > "$OUT/logs/cuda-tests-generic-attention.out" 2>&1; then
-      echo "gpu-check: the generic attention kernels pass: later stages use them"
-      touch "$OUT/attention-generic"
-    fi
-    tail -n 10 "$OUT/logs/cuda-tests-generic-attention.out"
-  fi
-  if [ "$rc" -ne 0 ] && grep -q 'FAILED.*Epilogue' "$OUT/logs/cuda-tests.out"; then
-    # Likewise cuBLASLt's bias epilogue (graph.fused_matmul): without it the
-    # bias is added by the broadcast add kernel (LAMINA_CUDA_EPILOGUE=off).
-    echo "== matmul epilogue tests failed: again with LAMINA_CUDA_EPILOGUE=off"
-    if LAMINA_CUDA_EPILOGUE=off "$build/bin/lamina-cuda-tests" --gtest_brief=1 \
-         --gtest_filter='*Epilogue*' > "$OUT/logs/cuda-tests-epilogue-off.out" 2>&1; then
-      echo "gpu-check: the GEMM + add path passes: later stages use it"
-      touch "$OUT/epilogue-off"
-    fi
-    tail -n 10 "$OUT/logs/cuda-tests-epilogue-off.out"
+  # The fused attention's tensor-core path and cuBLASLt's bias epilogue
+  # first ran here: if only they are wrong, the later stages still measure
+  # with the generic kernels / GEMM + add, and this stage still fails.
+  if [ "$rc" -ne 0 ]; then
+    fallback Attention LAMINA_CUDA_ATTENTION generic attention-generic
+    fallback Epilogue LAMINA_CUDA_EPILOGUE off epilogue-off
   fi
   [ "$rc" -eq 0 ] || return 1
   if grep -q SKIPPED "$OUT/logs/cuda-tests.out"; then
@@ -233,7 +231,7 @@ lit_tests() {
   fi
 }
 export lit_bin
-export -f kernel_tests lit_tests
+export -f fallback kernel_tests lit_tests
 if [ "$dry" = 1 ]; then
   record cuda-kernel-tests DRY 0 "dry run"
   record lit-cuda DRY 0 "dry run"
@@ -242,14 +240,13 @@ else
   run_stage lit-cuda 20 lit_tests
 fi
 
-if [ -f "$OUT/attention-generic" ]; then
-  export LAMINA_CUDA_ATTENTION=generic
-  echo "gpu-check: LAMINA_CUDA_ATTENTION=generic for the remaining stages" | tee -a "$OUT/logs/env.txt"
-fi
-if [ -f "$OUT/epilogue-off" ]; then
-  export LAMINA_CUDA_EPILOGUE=off
-  echo "gpu-check: LAMINA_CUDA_EPILOGUE=off for the remaining stages" | tee -a "$OUT/logs/env.txt"
-fi
+for fb in LAMINA_CUDA_ATTENTION=generic:attention-generic \
+          LAMINA_CUDA_EPILOGUE=off:epilogue-off; do
+  if [ -f "$OUT/${fb#*:}" ]; then
+    export "${fb%%:*}"
+    echo "gpu-check: ${fb%%:*} for the remaining stages" | tee -a "$OUT/logs/env.txt"
+  fi
+done
 
 # ------------------------------------------- c. tiny GPT, GPU against host
 run_stage tiny-gpt-gpu-vs-host 60 python3 "$root/bench/gpu_vs_host.py" \

@@ -295,9 +295,6 @@ Status fail(const char *name, const std::string &what) {
   return Status::error(std::string(name) + ": " + what);
 }
 
-bool hasDims(const Tensor &t, const std::vector<int64_t> &dims) {
-  return hasShape(t, dims);
-}
 } // namespace
 
 Status lamina::rt::detail::checkAttention(
@@ -345,8 +342,8 @@ Status lamina::rt::detail::checkAttention(
   std::vector<int64_t> outDims = {d.batch, d.heads, d.sq, d.dv};
   if (d.seqMajor)
     std::swap(outDims[1], outDims[2]);
-  if (out.dtype != q.dtype || !hasDims(out, outDims) ||
-      lse.dtype != lseType || !hasDims(lse, {d.batch, d.heads, d.sq}))
+  if (out.dtype != q.dtype || !hasShape(out, outDims) ||
+      lse.dtype != lseType || !hasShape(lse, {d.batch, d.heads, d.sq}))
     return fail(name, std::string("results must be out ") +
                           (d.seqMajor ? "[B, Sq, H, Dv]" : "[B, H, Sq, Dv]") +
                           " of q's type and lse [B, H, Sq] of " +

@@ -203,37 +203,38 @@ Status runMatMul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
     return Status::success();
   bool epilogue = bias || addend;
   int64_t rows = result.numElements() / p.n;
+  // c (the accumulator type E) = a b, started as addend + bias (of the
+  // result's type R) when there is either.
+  auto product = [&](const auto *a, const auto *b, auto *c, auto resultTag) {
+    using E = std::remove_pointer_t<decltype(c)>;
+    if (epilogue)
+      startWith<typename decltype(resultTag)::type, E>(c, rows, p.n, bias,
+                                                       addend);
+    matmulT(a, b, c, p, epilogue);
+  };
   switch (lhs.dtype) {
   case DType::F32:
-    if (epilogue)
-      startWith<float>(result.as<float>(), rows, p.n, bias, addend);
-    matmulT(lhs.as<float>(), rhs.as<float>(), result.as<float>(), p, epilogue);
+    product(lhs.as<float>(), rhs.as<float>(), result.as<float>(), Tag<float>{});
     break;
   case DType::F64:
-    if (epilogue)
-      startWith<double>(result.as<double>(), rows, p.n, bias, addend);
-    matmulT(lhs.as<double>(), rhs.as<double>(), result.as<double>(), p,
-            epilogue);
+    product(lhs.as<double>(), rhs.as<double>(), result.as<double>(),
+            Tag<double>{});
     break;
   default:
     dispatch(lhs.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
         std::vector<float> a = widen<T>(lhs), b = widen<T>(rhs);
-        if (result.dtype == DType::F32) { // the accumulator, unrounded
-          if (epilogue)
-            startWith<float>(result.as<float>(), rows, p.n, bias, addend);
-          return matmulT(a.data(), b.data(), result.as<float>(), p, epilogue);
-        }
+        if (result.dtype == DType::F32) // the accumulator, unrounded
+          return product(a.data(), b.data(), result.as<float>(), Tag<float>{});
         std::vector<float> c(result.numElements());
-        if (epilogue)
-          startWith<T>(c.data(), rows, p.n, bias, addend);
-        matmulT(a.data(), b.data(), c.data(), p, epilogue);
+        product(a.data(), b.data(), c.data(), tag);
         T *y = result.as<T>();
-        parallelFor(int64_t(c.size()), kGrain, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i)
-            y[i] = store<T>(c[size_t(i)]);
-        });
+        parallelFor(int64_t(c.size()), kGrain,
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t i = begin; i < end; ++i)
+                        y[i] = store<T>(c[size_t(i)]);
+                    });
       }
     });
   }

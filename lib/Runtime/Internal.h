@@ -191,6 +191,21 @@ Status checkAttention(const char *name, const Tensor &q, const Tensor &k,
                       const Tensor *gradQ, const Tensor *gradK,
                       const Tensor *gradV, AttentionLayout layout,
                       AttentionDims &dims);
+/// When a norm narrows an f32 input to an f16/bf16 result, calls
+/// f(Tag<float>, Tag<R>) and returns true; otherwise false (the caller
+/// dispatches on the input type with R = T).
+template <typename F>
+bool dispatchNarrowNorm(const Tensor &input, const Tensor &result, F &&f) {
+  if (input.dtype != DType::F32)
+    return false;
+  if (result.dtype == DType::BF16)
+    f(Tag<float>{}, Tag<BFloat16>{});
+  else if (result.dtype == DType::F16)
+    f(Tag<float>{}, Tag<Half>{});
+  else
+    return false;
+  return true;
+}
 /// layerNorm / rmsNorm: checkNorm, the result also f16/bf16 for an f32
 /// input (the f32 value rounded once).
 Status checkNormForward(const char *name, const Tensor &input, int64_t &axis,

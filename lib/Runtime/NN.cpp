@@ -288,10 +288,8 @@ namespace {
 /// Calls f(Tag<T>, Tag<R>) for a norm's input type T and result type R.
 template <typename F> void dispatchNorm(const Tensor &input,
                                         const Tensor &result, F &&f) {
-  if (input.dtype == DType::F32 && result.dtype == DType::BF16)
-    return f(Tag<float>{}, Tag<BFloat16>{});
-  if (input.dtype == DType::F32 && result.dtype == DType::F16)
-    return f(Tag<float>{}, Tag<Half>{});
+  if (dispatchNarrowNorm(input, result, f))
+    return;
   dispatch(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (isFloatStorage<T>)

@@ -263,19 +263,13 @@ Status checkDeviceAlongAxis(const char *name, const Tensor &input,
   return isDeviceFloat(input.dtype) ? Status::success()
                                     : unsupported(name, input);
 }
-/// run(result pointer) in the result's type: the input's, or f16/bf16 for
-/// an f32 input (checkNormForward has checked which).
-template <typename Run>
-void narrowOrSame(const Tensor &input, const Tensor &result, Run &&run) {
-  if (input.dtype == DType::F32 && result.dtype == DType::BF16)
-    return run(result.as<BFloat16>());
-  if (input.dtype == DType::F32 && result.dtype == DType::F16)
-    return run(result.as<Half>());
-  switch (input.dtype) {
-  case DType::F16: return run(result.as<Half>());
-  case DType::BF16: return run(result.as<BFloat16>());
-  default: return run(result.as<float>());
-  }
+/// Calls f(Tag<T>, Tag<R>) for a norm's input type T (a device float type)
+/// and result type R (T, or f16/bf16 for f32 T: checkNormForward has checked
+/// which).
+template <typename F>
+void dispatchNorm(const Tensor &input, const Tensor &result, F &&f) {
+  if (!lamina::rt::detail::dispatchNarrowNorm(input, result, f))
+    dispatchFloat(input.dtype, [&](auto tag) { f(tag, tag); });
 }
 
 Status checkDeviceNorm(const char *name, const Tensor &input, int64_t &axis,
@@ -367,17 +361,13 @@ Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("layer_norm", input, axis, params, 2, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  auto run = [&](auto *y) {
-    dispatchFloat(input.dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using R = std::remove_pointer_t<decltype(y)>;
-      if constexpr (std::is_same_v<T, R> || std::is_same_v<T, float>)
-        layerNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
-            input.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr, y,
-            n, float(epsilon));
-    });
-  };
-  narrowOrSame(input, result, run);
+  dispatchNorm(input, result, [&](auto in, auto out) {
+    using T = typename decltype(in)::type;
+    using R = typename decltype(out)::type;
+    layerNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
+        input.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr,
+        result.as<R>(), n, float(epsilon));
+  });
   return launched("layer_norm");
 }
 
@@ -389,16 +379,12 @@ Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("rms_norm", input, axis, params, 1, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  auto run = [&](auto *y) {
-    dispatchFloat(input.dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using R = std::remove_pointer_t<decltype(y)>;
-      if constexpr (std::is_same_v<T, R> || std::is_same_v<T, float>)
-        rmsNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
-            input.as<T>(), scale.as<T>(), y, n, float(epsilon));
-    });
-  };
-  narrowOrSame(input, result, run);
+  dispatchNorm(input, result, [&](auto in, auto out) {
+    using T = typename decltype(in)::type;
+    using R = typename decltype(out)::type;
+    rmsNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
+        input.as<T>(), scale.as<T>(), result.as<R>(), n, float(epsilon));
+  });
   return launched("rms_norm");
 }
 

@@ -1,6 +1,6 @@
 //===- FoldTest.cpp - graph op folding and shape helpers ------------------===//
 
-#include "Literal.h"
+#include "lamina/Dialect/Graph/IR/Literal.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Literal.h"
+#include "lamina/Dialect/Graph/IR/Literal.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include <cmath>

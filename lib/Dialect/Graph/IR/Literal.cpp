@@ -1,6 +1,6 @@
 //===- Literal.cpp - host copies of constant tensors for folding ----------===//
 
-#include "Literal.h"
+#include "lamina/Dialect/Graph/IR/Literal.h"
 
 using namespace mlir;
 using namespace lamina::graph;
@@ -35,7 +35,7 @@ static double toDouble(APFloat v) {
   return v.convertToDouble();
 }
 
-std::optional<Literal> Literal::read(Attribute attr) {
+std::optional<Literal> Literal::read(Attribute attr, int64_t maxElements) {
   auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
@@ -45,7 +45,7 @@ std::optional<Literal> Literal::read(Attribute attr) {
   Literal lit;
   lit.type = type;
   lit.splat = dense.isSplat();
-  if (!lit.splat && type.getNumElements() > kMaxFoldElements)
+  if (!lit.splat && type.getNumElements() > maxElements)
     return std::nullopt;
   Type elementType = type.getElementType();
   if (isa<FloatType>(elementType)) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/IR/Literal.h"
 #include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
@@ -17,7 +18,9 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <optional>
 
@@ -71,39 +74,19 @@ ElementFn elementFn(Value v, int depth = 0) {
     return xt.getShape().take_back(std::min<int64_t>(xt.getRank(), 2));
   };
   if (auto c = dyn_cast<ConstantOp>(def)) {
-    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!attr)
+    // Any size: a mask constant is read once per mask (MaskCache).
+    std::optional<Literal> read =
+        Literal::read(c.getValue(), std::numeric_limits<int64_t>::max());
+    if (!read)
       return {};
-    auto scalar = [&](auto values) { // the first (splat) element
-      return double(*values.begin());
-    };
-    if (attr.isSplat()) {
-      double x = 0;
-      if (isa<FloatType>(attr.getElementType()))
-        x = (*attr.getValues<APFloat>().begin()).convertToDouble();
-      else if (attr.getElementType().isInteger(1))
-        x = scalar(attr.getValues<bool>());
-      else if (attr.getElementType().isInteger())
-        x = double((*attr.getValues<APInt>().begin()).getSExtValue());
-      else
-        return {};
-      return [x](int64_t, int64_t) { return x; };
-    }
-    std::vector<double> values;
-    if (isa<FloatType>(attr.getElementType()))
-      for (APFloat f : attr.getValues<APFloat>())
-        values.push_back(f.convertToDouble());
-    else if (attr.getElementType().isInteger(1))
-      for (bool b : attr.getValues<bool>())
-        values.push_back(b);
-    else if (attr.getElementType().isInteger())
-      for (APInt n : attr.getValues<APInt>())
-        values.push_back(double(n.getSExtValue()));
-    else
-      return {};
-    return [values = std::move(values), index, cols](int64_t i, int64_t j) {
-      index(i, j);
-      return values[size_t(i * cols + j)];
+    auto lit = std::make_shared<const Literal>(std::move(*read));
+    return [lit, index, cols](int64_t i, int64_t j) {
+      size_t k = 0;
+      if (!lit->splat) {
+        index(i, j);
+        k = size_t(i * cols + j);
+      }
+      return lit->isFloat() ? lit->f[k] : double(lit->i[k]);
     };
   }
   if (isa<ReshapeOp, BroadcastOp>(def)) {

@@ -3,11 +3,12 @@
 // Folding runs on small host copies of constants: integers as int64 (sign or
 // zero extended by the element type), floats as double, rounded back to the
 // element type when the result becomes an attribute. Splats stay one value,
-// so folds over huge splat tensors stay cheap.
+// so folds over huge splat tensors stay cheap. graph-fuse-attention reads
+// mask constants the same way.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LAMINA_LIB_DIALECT_GRAPH_IR_LITERAL_H
-#define LAMINA_LIB_DIALECT_GRAPH_IR_LITERAL_H
+#ifndef LAMINA_DIALECT_GRAPH_IR_LITERAL_H
+#define LAMINA_DIALECT_GRAPH_IR_LITERAL_H
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -30,8 +31,9 @@ struct Literal {
   int64_t size() const { return isFloat() ? f.size() : i.size(); }
 
   /// Reads a dense attribute; nullopt for other attributes or when the
-  /// tensor is too large to fold.
-  static std::optional<Literal> read(mlir::Attribute attr);
+  /// tensor (not a splat) has more than `maxElements` elements.
+  static std::optional<Literal> read(mlir::Attribute attr,
+                                     int64_t maxElements = kMaxFoldElements);
   /// Writes the values as a dense attribute of `type` (this literal's type by
   /// default).
   mlir::DenseElementsAttr write(mlir::RankedTensorType type = {}) const;
