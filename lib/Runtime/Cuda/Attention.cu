@@ -127,7 +127,7 @@ __device__ void accumulate(float *acc, int X, int C, int64_t n,
 /// Forward: CTA per (b, h, query tile of a.bq rows), key tiles of 32.
 template <typename T>
 __global__ void __launch_bounds__(kGenThreads) forwardGeneric(Args a) {
-  extern __shared__ float gsm[];
+  LAMINA_DYNAMIC_SHARED(float, gsm);
   const int bq = a.bq, D = int(a.D), Dv = int(a.Dv);
   float *Qs = gsm;                      // bq x (D+1)
   float *Ks = Qs + bq * (D + 1);        // 32 x (D+1)
@@ -261,7 +261,7 @@ __device__ void loadQueryTile(const Args &a, int64_t b, int64_t h, int64_t q0,
 /// heads and the query tiles that can see the key tile.
 template <typename T>
 __global__ void __launch_bounds__(kGenThreads) dkvGeneric(Args a) {
-  extern __shared__ float gsm[];
+  LAMINA_DYNAMIC_SHARED(float, gsm);
   const int bq = a.bq, bk = a.bk, D = int(a.D), Dv = int(a.Dv);
   float *Ks = gsm;                    // bk x (D+1)
   float *Vs = Ks + bk * (D + 1);      // bk x (Dv+1)
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kGenThreads) dkvGeneric(Args a) {
 /// dQ: CTA per (b, h, query tile of a.bq), over the visible key tiles.
 template <typename T>
 __global__ void __launch_bounds__(kGenThreads) dqGeneric(Args a) {
-  extern __shared__ float gsm[];
+  LAMINA_DYNAMIC_SHARED(float, gsm);
   const int bq = a.bq, bk = a.bk, D = int(a.D), Dv = int(a.Dv);
   float *Qs = gsm;                    // bq x (D+1)
   float *dOs = Qs + bq * (D + 1);     // bq x (Dv+1)
@@ -452,7 +452,8 @@ Status backwardTyped(Args a, bool fast, float *delta, cudaStream_t st) {
   const char *name = "attention_grad";
   int64_t rows = a.B * a.H * a.Sq;
   if (rows > 0) {
-    deltaKernel<T><<<gridFor(rows * 32), 256, 0, st>>>(a, delta, rows);
+    launchKernel(deltaKernel<T>, gridFor(rows * 32), 256, 0, st, a, delta,
+                 rows);
     if (Status s = launched(name); !s.ok())
       return s;
   }

@@ -153,8 +153,8 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 Status allowLaunch(const char *name, const void *kernel, int64_t blocks,
                    size_t bytes);
 
-/// Launches kernel<<<blocks, threads, bytes>>>(a) (nothing for no blocks)
-/// after allowLaunch.
+/// Launches kernel(a) on `blocks` CTAs of `threads` with `bytes` of dynamic
+/// shared memory (nothing for no blocks) after allowLaunch.
 template <typename K>
 Status launch(const char *name, K kernel, int64_t blocks, int threads,
               size_t bytes, const Args &a, cudaStream_t stream) {
@@ -164,7 +164,7 @@ Status launch(const char *name, K kernel, int64_t blocks, int threads,
                              blocks, bytes);
       !s.ok())
     return s;
-  kernel<<<unsigned(blocks), threads, bytes, stream>>>(a);
+  launchKernel(kernel, unsigned(blocks), threads, bytes, stream, a);
   return launched(name);
 }
 

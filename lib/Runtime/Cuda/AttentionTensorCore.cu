@@ -180,7 +180,7 @@ template <int D> constexpr size_t forwardFastBytes() {
 template <typename T, int D>
 __global__ void __launch_bounds__(kFastThreads) forwardFast(Args a) {
   constexpr int LD = D + 8;
-  extern __shared__ __align__(128) unsigned char fsm[];
+  LAMINA_DYNAMIC_SHARED(unsigned char, fsm);
   uint16_t *Qs = reinterpret_cast<uint16_t *>(fsm);
   uint16_t *Ks = Qs + kTileElems<D>, *Vs = Ks + kTileElems<D>;
   float *Ss = reinterpret_cast<float *>(Vs + kTileElems<D>);
@@ -317,7 +317,7 @@ __device__ void loadQueryTile16(const Args &a, int64_t b, int64_t h,
 template <typename T, int D>
 __global__ void __launch_bounds__(kFastThreads) dkvFast(Args a) {
   constexpr int LD = D + 8;
-  extern __shared__ __align__(128) unsigned char fsm[];
+  LAMINA_DYNAMIC_SHARED(unsigned char, fsm);
   uint16_t *Ks = reinterpret_cast<uint16_t *>(fsm);
   uint16_t *Vs = Ks + kTileElems<D>, *Qs = Vs + kTileElems<D>,
            *dOs = Qs + kTileElems<D>;
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kFastThreads) dkvFast(Args a) {
 template <typename T, int D>
 __global__ void __launch_bounds__(kFastThreads) dqFast(Args a) {
   constexpr int LD = D + 8;
-  extern __shared__ __align__(128) unsigned char fsm[];
+  LAMINA_DYNAMIC_SHARED(unsigned char, fsm);
   uint16_t *Qs = reinterpret_cast<uint16_t *>(fsm);
   uint16_t *dOs = Qs + kTileElems<D>, *Ks = dOs + kTileElems<D>,
            *Vs = Ks + kTileElems<D>;

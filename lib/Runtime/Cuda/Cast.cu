@@ -79,8 +79,8 @@ Status lamina::rt::cuda::cast(const Tensor &input, const Tensor &result,
     using S = typename decltype(from)::type;
     dispatch(result.dtype, [&](auto to) {
       using D = typename decltype(to)::type;
-      castKernel<S, D><<<gridFor(n), 256, 0, stream>>>(input.as<S>(),
-                                                      result.as<D>(), n);
+      launchKernel(castKernel<S, D>, gridFor(n), 256, 0, stream, input.as<S>(),
+                   result.as<D>(), n);
     });
   });
   return launched("cast");

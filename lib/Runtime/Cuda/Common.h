@@ -116,10 +116,35 @@ inline unsigned gridFor(int64_t n, int threads = 256) {
   return unsigned(blocks < 1 ? 1 : blocks);
 }
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(LAMINA_CUDA_EMULATOR)
 //===----------------------------------------------------------------------===//
-// Device helpers
+// Device helpers (nvcc, or the host compiler for the kernel emulator)
 //===----------------------------------------------------------------------===//
+
+/// kernel<<<grid, block, sharedBytes, stream>>>(args...). One spelling for
+/// nvcc and for lamina_cuda_emulated, which runs the kernel's threads as
+/// fibers on the CPU (Emulator/Emulator.h) with the arguments converted to
+/// the kernel's parameter types, as a launch does.
+template <typename... P, typename... A>
+void launchKernel(void (*kernel)(P...), dim3 grid, dim3 block,
+                  size_t sharedBytes, cudaStream_t stream, A &&...args) {
+#ifdef LAMINA_CUDA_EMULATOR
+  (void)stream;
+  ::lamina::cuda_emulator::launch(
+      reinterpret_cast<const void *>(kernel), grid, block, sharedBytes,
+      [&, kernel] { kernel(P(args)...); });
+#else
+  kernel<<<grid, block, sharedBytes, stream>>>(std::forward<A>(args)...);
+#endif
+}
+
+/// A kernel's dynamic shared memory, `extern __shared__ T name[]`.
+#ifdef LAMINA_CUDA_EMULATOR
+#define LAMINA_DYNAMIC_SHARED(T, name)                                         \
+  T *name = static_cast<T *>(::lamina::cuda_emulator::dynamicShared())
+#else
+#define LAMINA_DYNAMIC_SHARED(T, name) extern __shared__ __align__(128) T name[]
+#endif
 
 __device__ inline float load(Half h) { return math::halfToFloat(h.bits); }
 __device__ inline float load(BFloat16 b) { return math::bf16ToFloat(b.bits); }

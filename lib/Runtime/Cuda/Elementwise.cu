@@ -172,8 +172,8 @@ Status lamina::rt::cuda::unary(UnaryOp op, const Tensor &input,
     return Status::success();
   dispatch(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    unaryKernel<T><<<gridFor(n), 256, 0, stream>>>(op, input.as<T>(),
-                                                   result.as<T>(), n);
+    launchKernel(unaryKernel<T>, gridFor(n), 256, 0, stream, op, input.as<T>(),
+                 result.as<T>(), n);
   });
   return launched("unary");
 }
@@ -208,11 +208,11 @@ Status lamina::rt::cuda::binary(BinaryOp op, const Tensor &lhs,
   dispatch(result.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dense)
-      binaryDenseKernel<T><<<gridFor(n), 256, 0, stream>>>(
-          op, lhs.as<T>(), rhs.as<T>(), result.as<T>(), n);
+      launchKernel(binaryDenseKernel<T>, gridFor(n), 256, 0, stream, op,
+                   lhs.as<T>(), rhs.as<T>(), result.as<T>(), n);
     else
-      binaryBroadcastKernel<T><<<gridFor(n), 256, 0, stream>>>(
-          op, lhs.as<T>(), da, rhs.as<T>(), db, result.as<T>(), n);
+      launchKernel(binaryBroadcastKernel<T>, gridFor(n), 256, 0, stream, op,
+                   lhs.as<T>(), da, rhs.as<T>(), db, result.as<T>(), n);
   });
   return launched("binary");
 }
@@ -242,7 +242,8 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
     return Status::success();
   dispatchFloat(result.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fusedKernel<T><<<gridFor(n), 256, 0, stream>>>(args, result.as<T>(), n);
+    launchKernel(fusedKernel<T>, gridFor(n), 256, 0, stream, args,
+                 result.as<T>(), n);
   });
   return launched("fused_elementwise");
 }

@@ -218,10 +218,10 @@ Status lamina::rt::cuda::gatherND(const Tensor &data, const Tensor &indices,
   Dims d = indexedDims(data, int(b), int(k));
   dispatchSize(data.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
-    gatherNDKernel<U><<<gridFor(n), 256, 0, stream>>>(
-        data.as<U>(), indices.data, indices.dtype == DType::I64, int(k), d,
-        std::max<int64_t>(perBatch, 1), batchStride, slice, result.as<U>(), n,
-        slot);
+    launchKernel(gatherNDKernel<U>, gridFor(n), 256, 0, stream, data.as<U>(),
+                 indices.data, indices.dtype == DType::I64, int(k), d,
+                 std::max<int64_t>(perBatch, 1), batchStride, slice,
+                 result.as<U>(), n, slot);
   });
   return launched("gather_nd");
 }
@@ -258,9 +258,9 @@ Status lamina::rt::cuda::scatterND(const Tensor &data, const Tensor &indices,
   if (reduction != ScatterReduction::None) {
     dispatch(data.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scatterReduceKernel<T><<<gridFor(n), 256, 0, stream>>>(
-          indices.data, wide, int(k), d, slice, updates.as<T>(),
-          result.as<T>(), reduction, n, slot);
+      launchKernel(scatterReduceKernel<T>, gridFor(n), 256, 0, stream,
+                   indices.data, wide, int(k), d, slice, updates.as<T>(),
+                   result.as<T>(), reduction, n, slot);
     });
     return launched("scatter_nd");
   }
@@ -280,15 +280,15 @@ Status lamina::rt::cuda::scatterND(const Tensor &data, const Tensor &indices,
                              cudaMemsetAsync(w, 0, bytes, stream));
         !s.ok())
       return s;
-    scatterWinnerKernel<W><<<gridFor(tuples), 256, 0, stream>>>(
-        indices.data, wide, int(k), d, slice, tuples, w, slot);
+    launchKernel(scatterWinnerKernel<W>, gridFor(tuples), 256, 0, stream,
+                 indices.data, wide, int(k), d, slice, tuples, w, slot);
     if (Status s = launched("scatter_nd"); !s.ok())
       return s;
     dispatchSize(data.elementSize(), [&](auto tag) {
       using U = typename decltype(tag)::type;
-      scatterWriteKernel<U, W><<<gridFor(n), 256, 0, stream>>>(
-          indices.data, wide, int(k), d, slice, updates.as<U>(),
-          result.as<U>(), w, n);
+      launchKernel(scatterWriteKernel<U, W>, gridFor(n), 256, 0, stream,
+                   indices.data, wide, int(k), d, slice, updates.as<U>(),
+                   result.as<U>(), w, n);
     });
     return launched("scatter_nd");
   };

@@ -89,6 +89,17 @@ uint32_t alignmentOf(const void *p) {
   return align;
 }
 
+/// The alignment every matrix of a strided batch has: the base's, lowered
+/// to what the stride between matrices keeps (batch 1 of a bf16 batch of
+/// 6-element matrices is 4-byte aligned whatever the base is).
+uint32_t alignmentOf(const void *p, int32_t batch, int64_t strideBytes) {
+  uint32_t align = alignmentOf(p);
+  if (batch > 1)
+    while (align > 1 && strideBytes % align != 0)
+      align /= 2;
+  return align;
+}
+
 /// Everything a plan depends on. The leading dims follow from m, n, k and
 /// the transposes but are listed so the key is literally the layouts'.
 struct PlanKey {
@@ -363,6 +374,8 @@ struct Call {
 Status gemm(Call &call, const void *lhs, const void *rhs, const void *addend,
             void *result, int64_t m, int64_t n, int64_t k, bool tl, bool tr,
             int32_t batch, int64_t strideL, int64_t strideR, int64_t strideC) {
+  int64_t ab = int64_t(dtypeSize(call.dtype)),
+          cb = int64_t(dtypeSize(call.resultType));
   PlanKey key{call.device,
               call.dtype,
               call.resultType,
@@ -381,10 +394,10 @@ Status gemm(Call &call, const void *lhs, const void *rhs, const void *addend,
               tl ? m : k,
               n,
               call.workspace ? kWorkspace : 0,
-              alignmentOf(rhs),
-              alignmentOf(lhs),
-              alignmentOf(result),
-              addend ? alignmentOf(addend) : 0,
+              alignmentOf(rhs, batch, strideR * ab),
+              alignmentOf(lhs, batch, strideL * ab),
+              alignmentOf(result, batch, strideC * cb),
+              addend ? alignmentOf(addend, batch, strideC * cb) : 0,
               call.bias ? alignmentOf(call.bias) : 0};
   auto &plans = state().plans;
   auto it = plans.find(key);

@@ -92,8 +92,9 @@ Status lamina::rt::cuda::cumsum(const Tensor &input, int64_t axis,
   dispatch(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, Bool>)
-      cumsumKernel<T><<<gridFor(columns, 128), 128, 0, stream>>>(
-          input.as<T>(), result.as<T>(), outer, n, inner, exclusive, reverse);
+      launchKernel(cumsumKernel<T>, gridFor(columns, 128), 128, 0, stream,
+                   input.as<T>(), result.as<T>(), outer, n, inner, exclusive,
+                   reverse);
   });
   return launched("cumsum");
 }
@@ -128,8 +129,8 @@ Status lamina::rt::cuda::concat(const Tensor *inputs, int numInputs,
     int64_t n = outer * rowIn;
     dispatchSize(result.elementSize(), [&](auto tag) {
       using U = typename decltype(tag)::type;
-      concatKernel<U><<<gridFor(n), 256, 0, stream>>>(
-          inputs[k].as<U>(), result.as<U>(), rowIn, rowOut, colOff, n);
+      launchKernel(concatKernel<U>, gridFor(n), 256, 0, stream,
+                   inputs[k].as<U>(), result.as<U>(), rowIn, rowOut, colOff, n);
     });
     if (Status s = launched("concat"); !s.ok())
       return s;
@@ -170,8 +171,8 @@ Status lamina::rt::cuda::trilu(const Tensor &input, int64_t k, bool upper,
     return Status::success();
   dispatchSize(input.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
-    triluKernel<U><<<gridFor(total), 256, 0, stream>>>(
-        input.as<U>(), result.as<U>(), m, n, k, upper, total);
+    launchKernel(triluKernel<U>, gridFor(total), 256, 0, stream, input.as<U>(),
+                 result.as<U>(), m, n, k, upper, total);
   });
   return launched("trilu");
 }

@@ -69,8 +69,8 @@ Status lamina::rt::cuda::compare(CompareOp op, const Tensor &lhs,
     return rankError("compare", result);
   dispatch(lhs.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    compareKernel<T><<<gridFor(n), 256, 0, stream>>>(
-        op, lhs.as<T>(), da, rhs.as<T>(), db, result.as<uint8_t>(), n);
+    launchKernel(compareKernel<T>, gridFor(n), 256, 0, stream, op, lhs.as<T>(),
+                 da, rhs.as<T>(), db, result.as<uint8_t>(), n);
   });
   return launched("compare");
 }
@@ -100,9 +100,9 @@ Status lamina::rt::cuda::select(const Tensor &condition, const Tensor &lhs,
     return rankError("select", result);
   dispatchSize(result.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
-    selectKernel<U><<<gridFor(n), 256, 0, stream>>>(
-        condition.as<uint8_t>(), dc, lhs.as<U>(), da, rhs.as<U>(), db,
-        result.as<U>(), n);
+    launchKernel(selectKernel<U>, gridFor(n), 256, 0, stream,
+                 condition.as<uint8_t>(), dc, lhs.as<U>(), da, rhs.as<U>(), db,
+                 result.as<U>(), n);
   });
   return launched("select");
 }

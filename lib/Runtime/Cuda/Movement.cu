@@ -97,8 +97,8 @@ Status lamina::rt::cuda::detail::stridedCopy(const char *op, const void *src,
     return Status::success();
   dispatchSize(elementSize, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    stridedCopyKernel<U><<<gridFor(n), 256, 0, stream>>>(
-        static_cast<const U *>(src), static_cast<U *>(dst), d, n);
+    launchKernel(stridedCopyKernel<U>, gridFor(n), 256, 0, stream,
+                 static_cast<const U *>(src), static_cast<U *>(dst), d, n);
   });
   return launched(op);
 }
@@ -131,14 +131,14 @@ Status lamina::rt::cuda::transpose(const Tensor &input, const int64_t *perm,
   dispatchSize(input.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     if (tiled)
-      transposeTileKernel<U><<<dim3(unsigned((cols + 31) / 32),
-                                    unsigned((rows + 31) / 32),
-                                    unsigned(batch)),
-                               dim3(32, 8), 0, stream>>>(
-          input.as<U>(), result.as<U>(), rows, cols);
+      launchKernel(transposeTileKernel<U>,
+                   dim3(unsigned((cols + 31) / 32), unsigned((rows + 31) / 32),
+                        unsigned(batch)),
+                   dim3(32, 8), 0, stream, input.as<U>(), result.as<U>(), rows,
+                   cols);
     else
-      stridedCopyKernel<U><<<gridFor(n), 256, 0, stream>>>(
-          input.as<U>(), result.as<U>(), d, n);
+      launchKernel(stridedCopyKernel<U>, gridFor(n), 256, 0, stream,
+                   input.as<U>(), result.as<U>(), d, n);
   });
   return launched("transpose");
 }
@@ -158,9 +158,9 @@ Status lamina::rt::cuda::gather(const Tensor &data, const Tensor &indices,
   int64_t numIdx = indices.numElements(), axisSize = data.shape[axis];
   dispatchSize(data.elementSize(), [&](auto tag) {
     using U = typename decltype(tag)::type;
-    gatherKernel<U><<<gridFor(n), 256, 0, stream>>>(
-        data.as<U>(), indices.data, indices.dtype == DType::I64,
-        result.as<U>(), numIdx, axisSize, inner, n, slot);
+    launchKernel(gatherKernel<U>, gridFor(n), 256, 0, stream, data.as<U>(),
+                 indices.data, indices.dtype == DType::I64, result.as<U>(),
+                 numIdx, axisSize, inner, n, slot);
   });
   return launched("gather");
 }

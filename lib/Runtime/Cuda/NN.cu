@@ -294,8 +294,8 @@ Status softmaxImpl(const char *name, bool log, const Tensor &input,
   dispatchFloat(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto kernel = log ? softmaxKernel<T, true> : softmaxKernel<T, false>;
-    kernel<<<unsigned(outer * inner), rowThreads(n), 0, stream>>>(
-        input.as<T>(), result.as<T>(), n, inner);
+    launchKernel(kernel, unsigned(outer * inner), rowThreads(n), 0, stream,
+                 input.as<T>(), result.as<T>(), n, inner);
   });
   return launched(name);
 }
@@ -316,8 +316,8 @@ Status softmaxBackwardImpl(const char *name, bool log, const Tensor &result,
     using T = typename decltype(tag)::type;
     auto kernel =
         log ? softmaxBackwardKernel<T, true> : softmaxBackwardKernel<T, false>;
-    kernel<<<unsigned(outer * inner), rowThreads(n), 0, stream>>>(
-        result.as<T>(), grad.as<T>(), gradInput.as<T>(), n, inner);
+    launchKernel(kernel, unsigned(outer * inner), rowThreads(n), 0, stream,
+                 result.as<T>(), grad.as<T>(), gradInput.as<T>(), n, inner);
   });
   return launched(name);
 }
@@ -364,9 +364,10 @@ Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
   dispatchNorm(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
-    layerNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
-        input.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr,
-        result.as<R>(), n, float(epsilon));
+    launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
+                 stream, input.as<T>(), scale.as<T>(),
+                 bias ? bias->as<T>() : nullptr, result.as<R>(), n,
+                 float(epsilon));
   });
   return launched("layer_norm");
 }
@@ -382,8 +383,9 @@ Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
   dispatchNorm(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
-    rmsNormKernel<T, R><<<unsigned(rows), rowThreads(n), 0, stream>>>(
-        input.as<T>(), scale.as<T>(), result.as<R>(), n, float(epsilon));
+    launchKernel(rmsNormKernel<T, R>, unsigned(rows), rowThreads(n), 0, stream,
+                 input.as<T>(), scale.as<T>(), result.as<R>(), n,
+                 float(epsilon));
   });
   return launched("rms_norm");
 }
@@ -424,16 +426,15 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
   dispatchFloat(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto kernel = rms ? rmsNormBackwardKernel<T> : layerNormBackwardKernel<T>;
-    kernel<<<unsigned(rows), rowThreads(n), 0, stream>>>(
-        input.as<T>(), scale.as<T>(), gradResult.as<T>(),
-        addend ? addend->as<T>() : nullptr, gradInput.as<T>(), st, n,
-        float(epsilon));
+    launchKernel(kernel, unsigned(rows), rowThreads(n), 0, stream,
+                 input.as<T>(), scale.as<T>(), gradResult.as<T>(),
+                 addend ? addend->as<T>() : nullptr, gradInput.as<T>(), st, n,
+                 float(epsilon));
     if (wantParams)
-      normParamGradKernel<T><<<unsigned((n + 31) / 32), dim3(32, 16), 0,
-                               stream>>>(
-          input.as<T>(), gradResult.as<T>(), st,
-          gradScale ? gradScale->as<T>() : nullptr,
-          gradBias ? gradBias->as<T>() : nullptr, rows, n);
+      launchKernel(normParamGradKernel<T>, unsigned((n + 31) / 32),
+                   dim3(32, 16), 0, stream, input.as<T>(), gradResult.as<T>(),
+                   st, gradScale ? gradScale->as<T>() : nullptr,
+                   gradBias ? gradBias->as<T>() : nullptr, rows, n);
   });
   return launched(name);
 }
@@ -481,11 +482,12 @@ Status crossEntropy(const char *name, const Tensor &logits,
     return Status::error(std::string(name) + ": no device error slot");
   dispatchFloat(logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    crossEntropyKernel<T><<<unsigned(rows), rowThreads(v), 0, stream>>>(
-        logits.as<T>(), labels.data, labels.dtype == DType::I64, ignoreIndex,
-        gradLogits ? rowValue.as<T>() : nullptr,
-        gradLogits ? nullptr : rowValue.as<T>(),
-        gradLogits ? gradLogits->as<T>() : nullptr, v, slot);
+    launchKernel(crossEntropyKernel<T>, unsigned(rows), rowThreads(v), 0,
+                 stream, logits.as<T>(), labels.data,
+                 labels.dtype == DType::I64, ignoreIndex,
+                 gradLogits ? rowValue.as<T>() : nullptr,
+                 gradLogits ? nullptr : rowValue.as<T>(),
+                 gradLogits ? gradLogits->as<T>() : nullptr, v, slot);
   });
   return launched(name);
 }

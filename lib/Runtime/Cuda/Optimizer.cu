@@ -222,14 +222,12 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
     return Status::success();
   const UpdateCoefficients c = updateCoefficients(cfg, lr, step);
   if (cfg.kind == OptimizerKind::Sgd) {
-    sgdKernel<<<gridFor(n), 256, 0, stream>>>(
-        c, param.as<float>(), grad.as<float>(),
-        slots ? state[0].as<float>() : nullptr, n);
+    launchKernel(sgdKernel, gridFor(n), 256, 0, stream, c, param.as<float>(),
+                 grad.as<float>(), slots ? state[0].as<float>() : nullptr, n);
     return launched("optimizer");
   }
-  adamwKernel<<<gridFor(n), 256, 0, stream>>>(
-      c, param.as<float>(), grad.as<float>(), state[0].as<float>(),
-      state[1].as<float>(), n);
+  launchKernel(adamwKernel, gridFor(n), 256, 0, stream, c, param.as<float>(),
+               grad.as<float>(), state[0].as<float>(), state[1].as<float>(), n);
   return launched("optimizer");
 }
 
@@ -253,12 +251,13 @@ Status lamina::rt::cuda::sumOfSquares(const Tensor *tensors, int n,
   auto run = [&]() -> Status {
     for (size_t i = 0; i < chunks.size(); ++i) {
       int64_t blocks = chunks[i].firstBlock[chunks[i].num];
-      sumSquaresKernel<<<unsigned(blocks), kThreads, 0, stream>>>(
-          chunks[i], partials + base[i]);
+      launchKernel(sumSquaresKernel, unsigned(blocks), kThreads, 0, stream,
+                   chunks[i], partials + base[i]);
       if (Status s = launched("sum_of_squares"); !s.ok())
         return s;
     }
-    finalSumKernel<<<1, 1024, 0, stream>>>(partials, total, deviceResult);
+    launchKernel(finalSumKernel, 1, 1024, 0, stream, partials, total,
+                 deviceResult);
     return launched("sum_of_squares");
   };
   Status s = run();
@@ -270,7 +269,7 @@ Status lamina::rt::cuda::sqrtInPlace(double *deviceValue,
                                      cudaStream_t stream) {
   if (!deviceValue)
     return Status::error("sqrt_in_place: no value pointer");
-  sqrtKernel<<<1, 1, 0, stream>>>(deviceValue);
+  launchKernel(sqrtKernel, 1, 1, 0, stream, deviceValue);
   return launched("sqrt_in_place");
 }
 
@@ -287,8 +286,8 @@ Status lamina::rt::cuda::scaleInPlace(const Tensor *tensors, int n,
   std::vector<int64_t> base;
   int64_t total = 0;
   for (const Chunk &c : makeChunks(tensors, n, base, total)) {
-    scaleKernel<<<unsigned(c.firstBlock[c.num]), kThreads, 0, stream>>>(
-        c, deviceNorm, maxNorm);
+    launchKernel(scaleKernel, unsigned(c.firstBlock[c.num]), kThreads, 0,
+                 stream, c, deviceNorm, maxNorm);
     if (Status s = launched("scale_in_place"); !s.ok())
       return s;
   }

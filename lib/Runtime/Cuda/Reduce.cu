@@ -180,8 +180,8 @@ Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
             unsigned(chunks));
   dim3 block(kOuterCols, kOuterLanes);
   if (chunks == 1) {
-    reduceOuterKernel<T, R><<<grid, block, 0, stream>>>(
-        op, identity, x, kept, red, outputs, count, chunkRows, nullptr, y);
+    launchKernel(reduceOuterKernel<T, R>, grid, block, 0, stream, op, identity,
+                 x, kept, red, outputs, count, chunkRows, nullptr, y);
     return launched("reduce");
   }
   float *partial = nullptr;
@@ -194,12 +194,12 @@ Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
                                            stream));
       !s.ok())
     return s;
-  reduceOuterKernel<T, R><<<grid, block, 0, stream>>>(
-      op, identity, x, kept, red, outputs, count, chunkRows, partial, y);
+  launchKernel(reduceOuterKernel<T, R>, grid, block, 0, stream, op, identity, x,
+               kept, red, outputs, count, chunkRows, partial, y);
   Status first = launched("reduce");
   if (first.ok())
-    reduceChunksKernel<R><<<gridFor(outputs, 256), 256, 0, stream>>>(
-        op, partial, chunks, outputs, count, y);
+    launchKernel(reduceChunksKernel<R>, gridFor(outputs, 256), 256, 0, stream,
+                 op, partial, chunks, outputs, count, y);
   Status second = first.ok() ? launched("reduce") : Status::success();
   Status freed = cudaCheck("reduce: partials", cudaFreeAsync(partial, stream));
   return !first.ok() ? first : !second.ok() ? second : freed;
@@ -252,8 +252,9 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
   if (!isDeviceFloat(input.dtype)) {
     dispatch(input.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      reduceSerialKernel<T><<<gridFor(outputs, 128), 128, 0, stream>>>(
-          op, input.as<T>(), kept, red, outputs, count, result.as<T>());
+      launchKernel(reduceSerialKernel<T>, gridFor(outputs, 128), 128, 0, stream,
+                   op, input.as<T>(), kept, red, outputs, count,
+                   result.as<T>());
     });
     return launched("reduce");
   }
@@ -266,8 +267,9 @@ Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
     using R = std::remove_pointer_t<decltype(y)>;
     if (innerReduced) {
-      reduceInnerKernel<T, R><<<unsigned(outputs), rowThreads(count), 0,
-                                stream>>>(op, identity, x, kept, red, count, y);
+      launchKernel(reduceInnerKernel<T, R>, unsigned(outputs),
+                   rowThreads(count), 0, stream, op, identity, x, kept, red,
+                   count, y);
       return launched("reduce");
     }
     return reduceOuter(op, identity, x, kept, red, outputs, count, y, stream);

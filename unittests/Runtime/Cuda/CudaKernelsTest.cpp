@@ -32,7 +32,12 @@ TEST_F(CudaKernel, UnaryMatchesHost) {
       Dev din(in), dout(t, in.shape);
       EXPECT_OK(cu::unary(op, din.view(), dout.view(), stream));
       sync();
-      EXPECT_TRUE(allClose(dout.download(), want, relFor(t), absFor(t)))
+      // The GELU slopes add terms of size ~1 that cancel near their zeros:
+      // each side's f32 value is only within ~2.5e-6 of the exact one.
+      bool cancels = op == UnaryOp::GeluDerivative ||
+                     op == UnaryOp::GeluTanhDerivative;
+      double abs = t == DType::F32 && cancels ? 5e-6 : absFor(t);
+      EXPECT_TRUE(allClose(dout.download(), want, relFor(t), abs))
           << "op " << int(op) << " " << dtypeName(t);
     }
 }
@@ -135,7 +140,11 @@ TEST_F(CudaKernel, SoftmaxBackwardMatchesHost) {
                       : cu::softmaxBackward(dy.view(), dg.view(), c.axis,
                                             dg.view(), stream));
         sync();
-        EXPECT_TRUE(allClose(dg.download(), want, relFor(t), absFor(t)))
+        // y here is any [0, 1) row, not a softmax, so the row sum of y g
+        // the two sides add in different orders reaches ~20 over 1000
+        // elements: a few f32 ulps of it, times y.
+        double abs = t == DType::F32 ? 1e-5 : absFor(t);
+        EXPECT_TRUE(allClose(dg.download(), want, relFor(t), abs))
             << dtypeName(t) << (log ? " log" : "");
       }
 }

@@ -1,0 +1,202 @@
+//===- RuntimeApi.cpp - the CUDA runtime calls, on the host ----------------===//
+//
+// The part of the CUDA runtime API that lib/Runtime/Cuda and its tests call,
+// for lamina_cuda_emulated: device memory is host memory, every stream is
+// the launching thread (work runs when it is issued, so events and waits
+// are already satisfied), and the one device reports sm_90 limits, so
+// kernels that opt into more than 48 KiB of shared memory do as on an H100
+// or H200. Linked instead of libcudart; nothing here talks to a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace lamina::cuda_emulator {
+namespace {
+std::mutex errorMutex;
+cudaError_t pending = cudaSuccess;
+int currentDevice = 0;
+constexpr int kOptinShared = 227 * 1024;
+std::map<const void *, size_t> sharedLimits;
+
+cudaError_t checkDevice(int d) {
+  return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+} // namespace
+
+size_t sharedLimit(const void *kernel) {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  auto it = sharedLimits.find(kernel);
+  return it == sharedLimits.end() ? 48 * 1024 : it->second;
+}
+
+void setLaunchError(cudaError_t err, const std::string &) {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  if (pending == cudaSuccess)
+    pending = err;
+}
+} // namespace lamina::cuda_emulator
+
+using namespace lamina::cuda_emulator;
+
+extern "C" {
+cudaError_t cudaMalloc(void **p, size_t size) {
+  // Device allocations are 256-byte aligned; so are these.
+  *p = std::aligned_alloc(256, (size + 255) / 256 * 256 + 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t) {
+  return cudaMalloc(p, size);
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+cudaError_t cudaMallocHost(void **p, size_t size) { return cudaMalloc(p, size); }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
+  *free = *total = size_t(16) << 30;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind) {
+  if (n)
+    std::memmove(dst, src, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
+                            cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, n, kind);
+}
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+  if (n)
+    std::memset(p, value, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t) {
+  return cudaMemset(p, value, n);
+}
+
+cudaError_t cudaGetLastError(void) {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  cudaError_t e = pending;
+  pending = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError(void) {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  return pending;
+}
+const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "cudaSuccess";
+  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+  case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  default: return "cudaErrorUnknown";
+  }
+}
+const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "no error";
+  case cudaErrorLaunchFailure:
+    return "unspecified launch failure (the emulator printed why)";
+  default: return cudaGetErrorName(e);
+  }
+}
+
+// Streams and events are tokens: everything has already run.
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+  *s = reinterpret_cast<cudaStream_t>(new char);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+  return cudaStreamCreate(s);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete reinterpret_cast<char *>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = reinterpret_cast<cudaEvent_t>(new char);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+  return cudaEventCreate(e);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<char *>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *d) {
+  *d = currentDevice;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  if (cudaError_t e = checkDevice(d); e != cudaSuccess)
+    return e;
+  currentDevice = d;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int d) {
+  if (cudaError_t e = checkDevice(d); e != cudaSuccess)
+    return e;
+  std::memset(prop, 0, sizeof(*prop));
+  std::strncpy(prop->name, "Lamina CUDA emulator (sm_90 limits)",
+               sizeof(prop->name) - 1);
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 1;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->sharedMemPerBlock = 48 * 1024;
+  prop->sharedMemPerBlockOptin = kOptinShared;
+  prop->totalGlobalMem = size_t(16) << 30;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int d) {
+  if (cudaError_t e = checkDevice(d); e != cudaSuccess)
+    return e;
+  switch (attr) {
+  case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kOptinShared; break;
+  case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; break;
+  case cudaDevAttrMultiProcessorCount: *value = 1; break;
+  case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+  case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+  case cudaDevAttrWarpSize: *value = 32; break;
+  case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attr,
+                                 int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > kOptinShared)
+      return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> lock(errorMutex);
+    sharedLimits[kernel] = size_t(value);
+  }
+  return cudaSuccess;
+}
+} // extern "C"
