@@ -4,6 +4,8 @@ model, data, seed and flags compiled twice, losses compared step by step.
 
     python3 bench/gpu_vs_host.py --workdir /tmp/gvh --json R.json
     python3 bench/gpu_vs_host.py --target host        # host vs host (testing)
+    python3 bench/gpu_vs_host.py --cuda-emulator      # no GPU: the CUDA
+        # program linked against the CPU kernel emulator (docs/cuda.md)
 
 The model and data are test/e2e/train-tiny-gpt.test's: `lamina.models gpt2
 --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 --vocab 32` (seed 0) and
@@ -74,11 +76,12 @@ def prepare(workdir: str, python: str) -> tuple[str, str]:
     return model, data
 
 
-def train(lamina, model, data, target, precision, steps, out, timeout) -> dict:
+def train(lamina, model, data, target, precision, steps, out, timeout,
+          extra=()) -> dict:
     t0 = time.monotonic()
     c = sh([lamina, "compile", model, "--target", target, "--mode", "train",
             "--loss", "causal-lm", "--logits", "logits", "--precision", precision,
-            "-o", out], capture_output=True, text=True, timeout=timeout)
+            "-o", out, *extra], capture_output=True, text=True, timeout=timeout)
     sys.stdout.write(c.stdout)
     sys.stdout.write(c.stderr)
     res = dict(target=target, precision=precision,
@@ -134,7 +137,12 @@ def main(argv=None) -> int:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--json", default=None)
     p.add_argument("--markdown", default=None)
+    p.add_argument("--cuda-emulator", action="store_true",
+                   help="build the --target cuda side with --cuda-emulator")
     args = p.parse_args(argv)
+    extra = ["--cuda-emulator"] if args.cuda_emulator else []
+    if extra and args.target != "cuda":
+        p.error("--cuda-emulator needs --target cuda")
     precisions = [x for x in args.precision.split(",") if x]
     if any(x not in TOL for x in precisions):
         p.error("--precision: a comma list of f32, bf16")
@@ -152,7 +160,7 @@ def main(argv=None) -> int:
                         os.path.join(args.workdir, f"host-{prec}"), args.timeout)
             dut = train(lamina, model, data, args.target, prec, args.steps,
                         os.path.join(args.workdir, f"{args.target}-{prec}"),
-                        args.timeout)
+                        args.timeout, extra)
             row = dict(precision=prec, host=ref, target=dut)
             if ref.get("ok") and dut.get("ok"):
                 row["compare"] = compare(dut["losses"], ref["losses"], rtol,
@@ -167,7 +175,8 @@ def main(argv=None) -> int:
             results.append(row)
         lines = [f"tiny GPT (2 layers, hidden 32, vocab 32, batch 4, seq 16), "
                  f"{args.steps} AdamW steps, lr 1e-2, seed 1: "
-                 f"--target {args.target} against --target host", "",
+                 f"--target {args.target}{' --cuda-emulator' if extra else ''}"
+                 " against --target host", "",
                  "| precision | host loss 1 -> N | " + args.target +
                  " loss 1 -> N | max rel diff, judged steps (at) | all steps | tolerance | result |",
                  "|---|---|---|---|---|---|---|"]

@@ -123,6 +123,13 @@ static cl::opt<std::string> precision(
              "f32 accumulation; weights, optimizer state and every other op "
              "stay f32 (graph-autocast)"),
     cl::init("f32"), cl::sub(compileCommand));
+static cl::opt<bool> cudaEmulator(
+    "cuda-emulator",
+    cl::desc("with --target cuda: link the program against the CPU kernel "
+             "emulator (lamina_cuda_emulated) instead of CUDA, so it runs the "
+             "CUDA kernels, slowly, on a machine without a GPU; one process "
+             "only (docs/cuda.md, \"The kernel emulator\")"),
+    cl::sub(compileCommand));
 static cl::opt<bool> noBuild("no-build",
                              cl::desc("write model.cpp and build.sh only"),
                              cl::sub(compileCommand));
@@ -219,6 +226,15 @@ static std::string shellQuote(StringRef s) {
 static std::string buildScript(bool dist, bool cuda) {
   std::string link, includes, script;
   SmallVector<StringRef> libs, dirs;
+#ifdef LAMINA_CUDA_EMULATED_LINK_LIBRARIES
+  // The emulator stands in for the device runtime, libcudart and cuBLASLt;
+  // the host compiler builds the program as for the host target.
+  if (cuda && cudaEmulator) {
+    StringRef(LAMINA_CUDA_EMULATED_LINK_LIBRARIES).split(libs, ';', -1, false);
+    StringRef(LAMINA_CUDA_INCLUDE_DIRS).split(dirs, ';', -1, false);
+    cuda = false;
+  }
+#endif
 #ifdef LAMINA_DIST_CUDA_LINK_LIBRARIES
   if (dist && cuda)
     StringRef(LAMINA_DIST_CUDA_LINK_LIBRARIES).split(libs, ';', -1, false);
@@ -460,6 +476,10 @@ int runCompile() {
     llvm::errs() << "lamina compile: " << err << "\n";
     return 2;
   }
+  if (cudaEmulator && !cuda) {
+    llvm::errs() << "lamina compile: --cuda-emulator needs --target cuda\n";
+    return 2;
+  }
   if (cuda) {
 #ifndef LAMINA_CUDA_LINK_LIBRARIES
     llvm::errs() << "lamina compile: this lamina was built without the CUDA "
@@ -467,6 +487,12 @@ int runCompile() {
                     "it was configured; see docs/cuda.md)\n";
     return 1;
 #endif
+    if (cudaEmulator && dist) {
+      llvm::errs() << "lamina compile: --cuda-emulator builds one-process "
+                      "programs only (the NCCL data plane needs GPUs); drop "
+                      "--pp/--dp/--tp\n";
+      return 2;
+    }
 #ifndef LAMINA_DIST_CUDA_LINK_LIBRARIES
     if (dist) {
       llvm::errs() << "lamina compile: this lamina was built without NCCL; "

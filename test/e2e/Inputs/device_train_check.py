@@ -33,6 +33,9 @@ def main():
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--precision", default="f32")
     p.add_argument("--targets", default="host,cuda")
+    p.add_argument("--target-arg", action="append", default=[],
+                   help="a lamina compile argument for the non-host targets "
+                        "(--target-arg=--cuda-emulator)")
     args = p.parse_args()
 
     os.makedirs(args.work, exist_ok=True)
@@ -42,7 +45,9 @@ def main():
         subprocess.run([args.lamina, "compile", args.model, "--target", target,
                         "--mode", "train", "--loss", "causal-lm", "--logits",
                         "logits", "--precision", args.precision, "--quiet",
-                        "-o", out], check=True)
+                        "-o", out] +
+                       (args.target_arg if target != "host" else []),
+                       check=True)
         export = os.path.join(args.work, "%s-%d.onnx" % (target, i))
         proc = subprocess.run(
             [os.path.join(out, "run"), "--data", args.data, "--steps",

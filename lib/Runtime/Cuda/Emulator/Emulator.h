@@ -2,13 +2,14 @@
 //
 // The kernel emulator's interface (docs/cuda.md, "The kernel emulator"),
 // used by DeviceCode.h, which lamina_cuda_emulated force-includes into
-// lib/Runtime/Cuda's .cu files when the host C++ compiler builds them. Every
-// CUDA thread of a block runs as a fiber on
-// one OS thread; __syncthreads, __syncwarp, the warp shuffles and the WMMA
-// operations are the points where a fiber yields, so the kernels' indexing,
-// tiling and synchronisation run unchanged and a missing barrier shows up as
-// a wrong result. What it does not model: timing, the device's approximate
-// math (__expf is expf), the memory model beyond barriers, and cuBLASLt.
+// lib/Runtime/Cuda's .cu files when the host C++ compiler builds them.
+// Every CUDA thread of a block runs as a fiber on one OS thread;
+// __syncthreads, __syncwarp, the warp shuffles and the WMMA operations are
+// the points where a fiber yields, so the kernels' indexing, tiling and
+// synchronisation run unchanged and a missing barrier shows up as a wrong
+// result. What it does not model: timing, the device's approximate math
+// (__expf is expf), the memory model beyond barriers, and cuBLASLt's own
+// kernels (CublasLt.cpp is a reference loop).
 //
 //===----------------------------------------------------------------------===//
 
