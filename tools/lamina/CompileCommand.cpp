@@ -712,6 +712,9 @@ int runCompile() {
                                   .str()
                             : " (" + target + ", train)\n");
     llvm::outs() << distSummary;
+    if (cuda && cudaEmulator)
+      llvm::outs() << "  built against the CPU kernel emulator "
+                      "(--cuda-emulator): the CUDA kernels, slowly, no GPU\n";
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
     if (precision != "f32")
       llvm::outs() << "  precision: " << precision

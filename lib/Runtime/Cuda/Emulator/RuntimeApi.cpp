@@ -46,7 +46,8 @@ using namespace lamina::cuda_emulator;
 
 extern "C" {
 cudaError_t cudaMalloc(void **p, size_t size) {
-  // Device allocations are 256-byte aligned; so are these.
+  // Device allocations are 256-byte aligned; so are these (and a request
+  // for 0 bytes still gets a pointer of its own, as on the device).
   *p = std::aligned_alloc(256, (size + 255) / 256 * 256 + 256);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
