@@ -81,7 +81,6 @@ struct Stacks {
 std::mutex launchMutex;
 Stacks stacks;
 Block *running = nullptr;
-std::string lastFailure;
 
 Fiber &me() { return *running->current; }
 Warp &myWarp() { return running->warps[size_t(me().linear / 32)]; }
