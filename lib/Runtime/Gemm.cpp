@@ -245,11 +245,8 @@ Status runMatMul(const Tensor &lhs, const Tensor &rhs, const Tensor &result,
 Status lamina::rt::matmul(const Tensor &lhs, const Tensor &rhs,
                           const Tensor &result, bool transposeLhs,
                           bool transposeRhs) {
-  BatchPlan p;
-  if (Status s = planMatMul(lhs, rhs, result, transposeLhs, transposeRhs, p);
-      !s.ok())
-    return s;
-  return runMatMul(lhs, rhs, result, p, nullptr, nullptr);
+  return matmulEpilogue(lhs, rhs, nullptr, nullptr, result, transposeLhs,
+                        transposeRhs);
 }
 
 Status lamina::rt::detail::checkMatMulEpilogue(const Tensor *bias,

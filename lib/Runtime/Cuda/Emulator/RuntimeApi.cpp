@@ -24,6 +24,13 @@ int currentDevice = 0;
 constexpr int kOptinShared = 227 * 1024;
 std::map<const void *, size_t> sharedLimits;
 
+/// A distinct non-null handle of type H (a stream or an event).
+template <typename H> H newToken() { return reinterpret_cast<H>(new char); }
+template <typename H> cudaError_t deleteToken(H h) {
+  delete reinterpret_cast<char *>(h);
+  return cudaSuccess;
+}
+
 cudaError_t checkDevice(int d) {
   return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
 }
@@ -116,31 +123,25 @@ const char *cudaGetErrorString(cudaError_t e) {
 
 // Streams and events are tokens: everything has already run.
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
-  *s = reinterpret_cast<cudaStream_t>(new char);
+  *s = newToken<cudaStream_t>();
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
   return cudaStreamCreate(s);
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete reinterpret_cast<char *>(s);
-  return cudaSuccess;
-}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { return deleteToken(s); }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-  *e = reinterpret_cast<cudaEvent_t>(new char);
+  *e = newToken<cudaEvent_t>();
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
   return cudaEventCreate(e);
 }
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<char *>(e);
-  return cudaSuccess;
-}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return deleteToken(e); }
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
