@@ -129,7 +129,8 @@ template <typename... P, typename... A>
 void launchKernel(void (*kernel)(P...), dim3 grid, dim3 block,
                   size_t sharedBytes, cudaStream_t stream, A &&...args) {
 #ifdef LAMINA_CUDA_EMULATOR
-  (void)stream;
+  if (!::lamina::cuda_emulator::hostWorkMayRun(stream))
+    return; // queued behind work that never ends (Emulator/Streams.h)
   ::lamina::cuda_emulator::launch(
       reinterpret_cast<const void *>(kernel), grid, block, sharedBytes,
       [&, kernel] { kernel(P(args)...); });

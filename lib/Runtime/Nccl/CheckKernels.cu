@@ -9,6 +9,8 @@
 
 #include "CheckKernels.h"
 
+#include "../Cuda/Common.h"
+
 namespace {
 
 __global__ void spinKernel(float *data, size_t n, int iterations) {
@@ -32,6 +34,8 @@ cudaError_t lamina::rt::nccl::check::launchSpin(float *data, size_t n,
   size_t blocks = (n + threads - 1) / threads;
   if (blocks > 0x7fffffffu)
     return cudaErrorInvalidValue;
-  spinKernel<<<unsigned(blocks), threads, 0, stream>>>(data, n, iterations);
+  lamina::rt::cuda::detail::launchKernel(spinKernel, dim3(unsigned(blocks)),
+                                         dim3(threads), 0, stream, data, n,
+                                         iterations);
   return cudaGetLastError();
 }

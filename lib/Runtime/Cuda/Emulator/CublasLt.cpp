@@ -13,6 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Streams.h"
+
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -396,15 +398,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
-                              cublasLtMatmulDesc_t desc, const void *alphaPtr,
-                              const void *A, cublasLtMatrixLayout_t Adesc,
-                              const void *B, cublasLtMatrixLayout_t Bdesc,
-                              const void *betaPtr, const void *C,
-                              cublasLtMatrixLayout_t Cdesc, void *D,
-                              cublasLtMatrixLayout_t Ddesc,
-                              const cublasLtMatmulAlgo_t *, void *, size_t,
-                              cudaStream_t) {
+cublasStatus_t cublasLtMatmul(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void *alphaPtr,
+    const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+    cublasLtMatrixLayout_t Bdesc, const void *betaPtr, const void *C,
+    cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
+    const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t stream) {
   if (!handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
   Problem p;
@@ -413,6 +412,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
     return s;
   if (!alphaPtr || !betaPtr)
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (!lamina::cuda_emulator::hostWorkMayRun(stream))
+    return CUBLAS_STATUS_SUCCESS; // a hung stream never runs it
   // Scale type f32: alpha and beta are floats (host, or device = host here).
   float alpha = *static_cast<const float *>(alphaPtr);
   float beta = *static_cast<const float *>(betaPtr);

@@ -16,6 +16,8 @@
 #ifndef LAMINA_LIB_RUNTIME_CUDA_EMULATOR_EMULATOR_H
 #define LAMINA_LIB_RUNTIME_CUDA_EMULATOR_EMULATOR_H
 
+#include "Streams.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -1,15 +1,17 @@
-//===- RuntimeApi.cpp - the CUDA runtime calls, on the host ----------------===//
+//===- RuntimeApi.cpp - the CUDA runtime calls, on the host
+//----------------===//
 //
 // The part of the CUDA runtime API that lib/Runtime/Cuda and its tests call,
 // for lamina_cuda_emulated: device memory is host memory, every stream is
-// the launching thread (work runs when it is issued, so events and waits
-// are already satisfied), and the one device reports sm_90 limits, so
-// kernels that opt into more than 48 KiB of shared memory do as on an H100
-// or H200. Linked instead of libcudart; nothing here talks to a GPU.
+// ordered as Streams.h says (Streams.cpp), and every device reports sm_90
+// limits, so kernels that opt into more than 48 KiB of shared memory do as
+// on an H100 or H200. Linked instead of libcudart; nothing here talks to a
+// GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "Streams.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -24,15 +26,20 @@ int currentDevice = 0;
 constexpr int kOptinShared = 227 * 1024;
 std::map<const void *, size_t> sharedLimits;
 
-/// A distinct non-null handle of type H (a stream or an event).
-template <typename H> H newToken() { return reinterpret_cast<H>(new char); }
-template <typename H> cudaError_t deleteToken(H h) {
-  delete reinterpret_cast<char *>(h);
-  return cudaSuccess;
+/// The devices each process sees: LAMINA_CUDA_EMULATOR_DEVICES, 8 by
+/// default, so that ranks started on one machine each select the device of
+/// their local rank as on an 8-GPU node. They are all this process's memory.
+int deviceCount() {
+  static int n = [] {
+    const char *v = std::getenv("LAMINA_CUDA_EMULATOR_DEVICES");
+    int k = v && *v ? std::atoi(v) : 8;
+    return k > 0 ? k : 8;
+  }();
+  return n;
 }
 
 cudaError_t checkDevice(int d) {
-  return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+  return d >= 0 && d < deviceCount() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 } // namespace
 
@@ -65,7 +72,12 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t) {
   return cudaMalloc(p, size);
 }
-cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+  // Stream-ordered: queued work on `s` may still read it (hung: leaked).
+  if (hostWorkMayRun(s))
+    std::free(p);
+  return cudaSuccess;
+}
 cudaError_t cudaMallocHost(void **p, size_t size) { return cudaMalloc(p, size); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
@@ -79,16 +91,16 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind) {
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
-                            cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, n, kind);
+                            cudaMemcpyKind kind, cudaStream_t s) {
+  return hostWorkMayRun(s) ? cudaMemcpy(dst, src, n, kind) : cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int value, size_t n) {
   if (n)
     std::memset(p, value, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t) {
-  return cudaMemset(p, value, n);
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+  return hostWorkMayRun(s) ? cudaMemset(p, value, n) : cudaSuccess;
 }
 
 cudaError_t cudaGetLastError(void) {
@@ -121,33 +133,8 @@ const char *cudaGetErrorString(cudaError_t e) {
   }
 }
 
-// Streams and events are tokens: everything has already run.
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
-  *s = newToken<cudaStream_t>();
-  return cudaSuccess;
-}
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
-  return cudaStreamCreate(s);
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return deleteToken(s); }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t *e) {
-  *e = newToken<cudaEvent_t>();
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
-  return cudaEventCreate(e);
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return deleteToken(e); }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-
 cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
+  *n = deviceCount();
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *d) {
