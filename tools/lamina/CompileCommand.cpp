@@ -127,8 +127,9 @@ static cl::opt<bool> cudaEmulator(
     "cuda-emulator",
     cl::desc("with --target cuda: link the program against the CPU kernel "
              "emulator (lamina_cuda_emulated) instead of CUDA, so it runs the "
-             "CUDA kernels, slowly, on a machine without a GPU; one process "
-             "only (docs/cuda.md, \"The kernel emulator\")"),
+             "CUDA kernels, slowly, on a machine without a GPU; with "
+             "--pp/--dp its ranks talk through the NCCL emulator, one process "
+             "per rank (docs/cuda.md, \"The kernel emulator\")"),
     cl::sub(compileCommand));
 static cl::opt<bool> noBuild("no-build",
                              cl::desc("write model.cpp and build.sh only"),
@@ -229,8 +230,17 @@ static std::string buildScript(bool dist, bool cuda) {
 #ifdef LAMINA_CUDA_EMULATED_LINK_LIBRARIES
   // The emulator stands in for the device runtime, libcudart and cuBLASLt;
   // the host compiler builds the program as for the host target.
+  // Distributed: the NCCL emulator and its driver come first, the kernel
+  // emulator they call after the distributed libraries.
+  SmallVector<StringRef> emulated;
   if (cuda && cudaEmulator) {
-    StringRef(LAMINA_CUDA_EMULATED_LINK_LIBRARIES).split(libs, ';', -1, false);
+#ifdef LAMINA_DIST_CUDA_EMULATED_LINK_LIBRARIES
+    if (dist)
+      StringRef(LAMINA_DIST_CUDA_EMULATED_LINK_LIBRARIES)
+          .split(libs, ';', -1, false);
+#endif
+    StringRef(LAMINA_CUDA_EMULATED_LINK_LIBRARIES)
+        .split(dist ? emulated : libs, ';', -1, false);
     StringRef(LAMINA_CUDA_INCLUDE_DIRS).split(dirs, ';', -1, false);
     cuda = false;
   }
@@ -244,6 +254,9 @@ static std::string buildScript(bool dist, bool cuda) {
     StringRef(LAMINA_DIST_LINK_LIBRARIES).split(libs, ';', -1, false);
     StringRef(LAMINA_DIST_INCLUDE_DIRS).split(dirs, ';', -1, false);
   }
+#endif
+#ifdef LAMINA_CUDA_EMULATED_LINK_LIBRARIES
+  libs.append(emulated.begin(), emulated.end());
 #endif
 #ifdef LAMINA_CUDA_LINK_LIBRARIES
   if (cuda)
@@ -487,12 +500,6 @@ int runCompile() {
                     "it was configured; see docs/cuda.md)\n";
     return 1;
 #endif
-    if (cudaEmulator && dist) {
-      llvm::errs() << "lamina compile: --cuda-emulator builds one-process "
-                      "programs only (the NCCL data plane needs GPUs); drop "
-                      "--pp/--dp/--tp\n";
-      return 2;
-    }
 #ifndef LAMINA_DIST_CUDA_LINK_LIBRARIES
     if (dist) {
       llvm::errs() << "lamina compile: this lamina was built without NCCL; "
