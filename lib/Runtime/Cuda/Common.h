@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <tuple>
 
 namespace lamina::rt::cuda::detail {
 // The host runtime's shape checks and messages (not its loads and stores:
@@ -129,11 +130,16 @@ template <typename... P, typename... A>
 void launchKernel(void (*kernel)(P...), dim3 grid, dim3 block,
                   size_t sharedBytes, cudaStream_t stream, A &&...args) {
 #ifdef LAMINA_CUDA_EMULATOR
-  if (!::lamina::cuda_emulator::hostWorkMayRun(stream))
-    return; // queued behind work that never ends (Emulator/Streams.h)
-  ::lamina::cuda_emulator::launch(
-      reinterpret_cast<const void *>(kernel), grid, block, sharedBytes,
-      [&, kernel] { kernel(P(args)...); });
+  // Queued on the stream with copies of the arguments, as a launch is.
+  namespace emu = ::lamina::cuda_emulator;
+  const void *id = reinterpret_cast<const void *>(kernel);
+  if (!emu::checkLaunch(id, grid, block, sharedBytes))
+    return;
+  emu::submit(stream, [id, kernel, grid, block, sharedBytes,
+                       params = std::make_tuple(P(args)...)] {
+    emu::launch(id, grid, block, sharedBytes,
+                [&] { std::apply(kernel, params); });
+  });
 #else
   kernel<<<grid, block, sharedBytes, stream>>>(std::forward<A>(args)...);
 #endif

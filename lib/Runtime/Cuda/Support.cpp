@@ -37,8 +37,13 @@ ErrorSlot *lamina::rt::cuda::detail::errorSlot() {
   static std::once_flag once;
   std::call_once(once, [] {
     void *p = nullptr;
+    // Cleared by a synchronous copy: done before any kernel may write it
+    // (cudaMemset would be queued on the legacy stream, which the
+    // non-blocking compute stream does not wait for).
+    ErrorSlot zero{};
     if (cudaMalloc(&p, sizeof(ErrorSlot)) == cudaSuccess &&
-        cudaMemset(p, 0, sizeof(ErrorSlot)) == cudaSuccess)
+        cudaMemcpy(p, &zero, sizeof zero, cudaMemcpyHostToDevice) ==
+            cudaSuccess)
       slot = static_cast<ErrorSlot *>(p);
     else
       (void)cudaGetLastError();
@@ -60,7 +65,9 @@ Status lamina::rt::cuda::deviceStatus(cudaStream_t stream) {
     return s;
   if (host.code == int(DataError::None))
     return Status::success();
-  (void)cudaMemset(slot, 0, sizeof(ErrorSlot));
+  // Reset in the stream's order, so an error of work issued after this
+  // call is not wiped by a reset that runs late.
+  (void)cudaMemsetAsync(slot, 0, sizeof(ErrorSlot), stream);
   std::string at = " at position " + std::to_string(host.position);
   std::string range = " is out of range for a dim of size " +
                       std::to_string(host.bound);

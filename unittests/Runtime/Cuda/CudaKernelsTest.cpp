@@ -354,6 +354,14 @@ TEST_F(CudaKernel, SoftmaxCrossEntropyMatchesReference) {
                                     stream));
   EXPECT_ERROR(cu::deviceStatus(stream), "label 1000 at position 5");
   EXPECT_OK(cu::deviceStatus(stream)); // cleared
+  // Cleared in stream order: an error right after a reported one is not
+  // wiped by the first one's reset.
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dbad.view(), -100, dloss.view(),
+                                    stream));
+  EXPECT_ERROR(cu::deviceStatus(stream), "label 1000 at position 5");
+  EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dbad.view(), -100, dloss.view(),
+                                    stream));
+  EXPECT_ERROR(cu::deviceStatus(stream), "label 1000 at position 5");
 }
 
 TEST_F(CudaKernel, ReduceMatchesHost) {

@@ -68,7 +68,10 @@ protected:
   void SetUp() override {
     if (cu::deviceCount() == 0)
       GTEST_SKIP() << "no CUDA device";
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    // Non-blocking, as the runtime's compute stream (Device.cpp): work on
+    // the legacy default stream is not ordered with it.
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+              cudaSuccess);
   }
   void TearDown() override {
     if (stream)

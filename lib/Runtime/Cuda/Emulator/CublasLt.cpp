@@ -201,6 +201,38 @@ void panel(const void *base, const Layout &l, int32_t b, bool trans,
           load(base, l.type, offset + int64_t(sr) + int64_t(sc) * l.ld);
     }
 }
+/// D = alpha * op(A) op(B) + beta * C (+ bias), in f32, rounded once.
+void multiply(const Problem &p, const MatmulDesc &d, float alpha, float beta,
+              bool useAB, bool useC, const void *A, const void *B,
+              const void *C, void *D) {
+  std::vector<float> rowsA, colsB; // op(A)'s rows, op(B)'s columns
+  for (int32_t b = 0; b < p.d->batch; ++b) {
+    if (useAB) {
+      panel(A, *p.a, b, p.transA, false, p.m, p.k, rowsA);
+      panel(B, *p.b, b, p.transB, true, p.n, p.k, colsB);
+    }
+    int64_t cBase = int64_t(b) * p.c->stride, dBase = int64_t(b) * p.d->stride;
+    for (uint64_t j = 0; j < p.n; ++j)
+      for (uint64_t i = 0; i < p.m; ++i) {
+        float acc = 0.0f;
+        if (useAB) {
+          const float *x = &rowsA[i * p.k], *y = &colsB[j * p.k];
+          for (uint64_t q = 0; q < p.k; ++q)
+            acc += x[q] * y[q];
+        }
+        float v = alpha * acc;
+        if (useC)
+          v += beta *
+               load(C, p.c->type, cBase + int64_t(i) + int64_t(j) * p.c->ld);
+        // The bias epilogue: one value per row of D, every column.
+        if (p.bias)
+          v += load(d.bias, p.biasType, int64_t(b) * d.biasStride + int64_t(i));
+        storeElement(D, p.d->type, dBase + int64_t(i) + int64_t(j) * p.d->ld,
+                     v);
+      }
+  }
+}
+
 } // namespace
 
 extern "C" {
@@ -412,8 +444,6 @@ cublasStatus_t cublasLtMatmul(
     return s;
   if (!alphaPtr || !betaPtr)
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (!lamina::cuda_emulator::hostWorkMayRun(stream))
-    return CUBLAS_STATUS_SUCCESS; // a hung stream never runs it
   // Scale type f32: alpha and beta are floats (host, or device = host here).
   float alpha = *static_cast<const float *>(alphaPtr);
   float beta = *static_cast<const float *>(betaPtr);
@@ -428,33 +458,18 @@ cublasStatus_t cublasLtMatmul(
   if (useC && C == D &&
       (p.c->ld != p.d->ld || (p.d->batch > 1 && p.c->stride != p.d->stride)))
     return CUBLAS_STATUS_INVALID_VALUE;
-
-  std::vector<float> rowsA, colsB; // op(A)'s rows, op(B)'s columns
-  for (int32_t b = 0; b < p.d->batch; ++b) {
-    if (useAB) {
-      panel(A, *p.a, b, p.transA, false, p.m, p.k, rowsA);
-      panel(B, *p.b, b, p.transB, true, p.n, p.k, colsB);
-    }
-    int64_t cBase = int64_t(b) * p.c->stride, dBase = int64_t(b) * p.d->stride;
-    for (uint64_t j = 0; j < p.n; ++j)
-      for (uint64_t i = 0; i < p.m; ++i) {
-        float acc = 0.0f;
-        if (useAB) {
-          const float *x = &rowsA[i * p.k], *y = &colsB[j * p.k];
-          for (uint64_t q = 0; q < p.k; ++q)
-            acc += x[q] * y[q];
-        }
-        float v = alpha * acc;
-        if (useC)
-          v += beta * load(C, p.c->type,
-                           cBase + int64_t(i) + int64_t(j) * p.c->ld);
-        // The bias epilogue: one value per row of D, every column.
-        if (p.bias)
-          v += load(d.bias, p.biasType, int64_t(b) * d.biasStride + int64_t(i));
-        storeElement(D, p.d->type, dBase + int64_t(i) + int64_t(j) * p.d->ld,
-                     v);
-      }
-  }
+  // Runs in stream order, on copies of the descriptors (the caller may
+  // destroy them once the call returns).
+  lamina::cuda_emulator::submit(stream, [p, a = *p.a, bl = *p.b, c = *p.c,
+                                         dl = *p.d, d, alpha, beta, useAB, useC,
+                                         A, B, C, D]() mutable {
+    p.a = &a;
+    p.b = &bl;
+    p.c = &c;
+    p.d = &dl;
+    multiply(p, d, alpha, beta, useAB, useC, A, B, C, D);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
+
 } // extern "C"

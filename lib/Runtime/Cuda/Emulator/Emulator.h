@@ -46,6 +46,9 @@ const ThreadCoords &self();
 /// (48 KiB, or what cudaFuncSetAttribute allowed it).
 void launch(const void *kernel, dim3 grid, dim3 block, size_t sharedBytes,
             const std::function<void()> &body);
+/// launch's checks of the launch's shape, when it is issued (as CUDA
+/// reports them): false, with the error for cudaGetLastError, if it fails.
+bool checkLaunch(const void *kernel, dim3 grid, dim3 block, size_t sharedBytes);
 
 /// The block's dynamic shared memory (extern __shared__).
 void *dynamicShared();

@@ -2,8 +2,8 @@
 //----------------===//
 //
 // The part of the CUDA runtime API that lib/Runtime/Cuda and its tests call,
-// for lamina_cuda_emulated: device memory is host memory, every stream is
-// ordered as Streams.h says (Streams.cpp), and every device reports sm_90
+// for lamina_cuda_emulated: device memory is host memory, work is queued on
+// streams as Streams.h says (Streams.cpp), and every device reports sm_90
 // limits, so kernels that opt into more than 48 KiB of shared memory do as
 // on an H100 or H200. Linked instead of libcudart; nothing here talks to a
 // GPU.
@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 namespace lamina::cuda_emulator {
 namespace {
@@ -63,19 +65,29 @@ cudaError_t cudaMalloc(void **p, size_t size) {
   // Device allocations are 256-byte aligned; so are these (and a request
   // for 0 bytes still gets a pointer of its own, as on the device).
   *p = std::aligned_alloc(256, (size + 255) / 256 * 256 + 256);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (!*p)
+    return cudaErrorMemoryAllocation;
+  noteAllocation(*p, size);
+  return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
-  std::free(p);
-  return cudaSuccess;
+  // cudaFree synchronises the device: queued work may still use `p`.
+  bool ok = drainAll();
+  if (p) {
+    forgetAllocation(p);
+    std::free(p);
+  }
+  return ok ? cudaSuccess : cudaErrorLaunchFailure;
 }
 cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t) {
   return cudaMalloc(p, size);
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
-  // Stream-ordered: queued work on `s` may still read it (hung: leaked).
-  if (hostWorkMayRun(s))
+  // Stream-ordered: freed when the stream gets there (hung: leaked).
+  submit(s, [p] {
+    forgetAllocation(p);
     std::free(p);
+  });
   return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t size) { return cudaMalloc(p, size); }
@@ -85,22 +97,41 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind) {
-  if (n)
-    std::memmove(dst, src, n);
-  return cudaSuccess;
-}
+// Copies and sets run in stream order (Streams.h). The synchronous calls
+// use the legacy stream: cudaMemcpy returns once the copy is done,
+// cudaMemset on device memory returns at once (CUDA's rules).
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
-                            cudaMemcpyKind kind, cudaStream_t s) {
-  return hostWorkMayRun(s) ? cudaMemcpy(dst, src, n, kind) : cudaSuccess;
+                            cudaMemcpyKind, cudaStream_t s) {
+  if (!n)
+    return cudaSuccess;
+  if (!isAllocated(src)) {
+    // Pageable host memory is read when the copy is issued.
+    auto copy = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char *>(src),
+        static_cast<const unsigned char *>(src) + n);
+    submit(s, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
+  } else {
+    submit(s, [dst, src, n] { std::memmove(dst, src, n); });
+  }
+  // A copy to pageable host memory returns once it is done.
+  return isAllocated(dst) ? cudaSuccess : cudaStreamSynchronize(s);
 }
-cudaError_t cudaMemset(void *p, int value, size_t n) {
-  if (n)
-    std::memset(p, value, n);
-  return cudaSuccess;
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n,
+                       cudaMemcpyKind kind) {
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
+      e != cudaSuccess)
+    return e;
+  return cudaStreamSynchronize(nullptr);
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
-  return hostWorkMayRun(s) ? cudaMemset(p, value, n) : cudaSuccess;
+  if (n)
+    submit(s, [p, value, n] { std::memset(p, value, n); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+  cudaError_t e = cudaMemsetAsync(p, value, n, nullptr);
+  return e == cudaSuccess && !isAllocated(p) ? cudaStreamSynchronize(nullptr)
+                                             : e;
 }
 
 cudaError_t cudaGetLastError(void) {

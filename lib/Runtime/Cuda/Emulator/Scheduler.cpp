@@ -255,24 +255,32 @@ uint64_t exchange(unsigned mask, uint64_t value, int source) {
   return got;
 }
 
-void launch(const void *kernel, dim3 grid, dim3 block, size_t sharedBytes,
-            const std::function<void()> &body) {
-  std::lock_guard<std::mutex> lock(launchMutex);
+bool checkLaunch(const void *kernel, dim3 grid, dim3 block,
+                 size_t sharedBytes) {
   int threads = int(block.x * block.y * block.z);
   if (threads < 1 || threads > kMaxThreads || grid.x * grid.y * grid.z == 0 ||
       grid.y > 65535 || grid.z > 65535) {
     std::fprintf(stderr, "lamina cuda emulator: launch of %u x %u x %u "
                  "blocks of %d threads\n", grid.x, grid.y, grid.z, threads);
     setLaunchError(cudaErrorInvalidConfiguration, "bad launch dimensions");
-    return;
+    return false;
   }
   if (sharedBytes > sharedLimit(kernel)) {
     std::fprintf(stderr, "lamina cuda emulator: %zu bytes of dynamic shared "
                  "memory, %zu allowed (cudaFuncSetAttribute)\n", sharedBytes,
                  sharedLimit(kernel));
     setLaunchError(cudaErrorInvalidValue, "too much shared memory");
-    return;
+    return false;
   }
+  return true;
+}
+
+void launch(const void *kernel, dim3 grid, dim3 block, size_t sharedBytes,
+            const std::function<void()> &body) {
+  if (!checkLaunch(kernel, grid, block, sharedBytes))
+    return;
+  std::lock_guard<std::mutex> lock(launchMutex);
+  int threads = int(block.x * block.y * block.z);
   Block blk;
   blk.body = &body;
   blk.fibers.resize(size_t(threads));

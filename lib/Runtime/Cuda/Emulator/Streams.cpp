@@ -1,16 +1,18 @@
 //===- Streams.cpp - the emulator's streams and events --------------------===//
 //
-// See Streams.h. One lock orders every stream and event: the emulator runs
-// few streams, and a single condition variable wakes every waiter when any
-// of them moves. The state is never destroyed, so a worker still blocked at
-// exit (a peer that never came) touches nothing that static destructors
-// have torn down.
+// See Streams.h. A stream is a queue of tasks: device work, or a wait for
+// another stream to have run a number of tasks (what an event wait and the
+// legacy stream's implicit synchronisation become). Whoever needs a stream
+// to have reached a task runs its queue up to there on its own thread (a
+// wait runs the other stream first), one thread per stream at a time;
+// communication streams run on their worker. One lock and one condition
+// variable guard every stream and event: the emulator runs few streams.
+// The state is never destroyed, so a worker still blocked at exit (a peer
+// that never came) touches nothing that static destructors tore down.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Streams.h"
-
-#include "Internal.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -28,18 +30,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Stream;
+struct Task {
+  std::function<bool()> work; ///< null: a wait
+  std::shared_ptr<Stream> after;
+  uint64_t afterCount = 0; ///< the wait ends once `after` ran this many
+};
+
 struct Stream {
-  std::deque<std::function<bool()>> queue;
-  bool worker = false, running = false, hung = false, destroyed = false;
-  bool idle() const { return queue.empty() && !running; }
+  std::deque<Task> queue;
+  uint64_t issued = 0, executed = 0;
+  bool worker = false; ///< a worker thread runs the queue
+  bool busy = false;   ///< a thread is running its front task
+  bool hung = false, destroyed = false;
+  bool legacy = false, blocking = true;
 };
 
 struct Event {
-  uint64_t recorded = 0, completed = 0;
-  /// The stream of the latest record: when it hangs, so does the event.
-  std::shared_ptr<Stream> producer;
+  std::shared_ptr<Stream> producer; ///< of the latest record; null: none
+  uint64_t count = 0; ///< complete once the producer ran this many tasks
   Clock::time_point when = Clock::now();
-  bool done() const { return completed >= recorded; }
+  bool complete() const { return !producer || producer->executed >= count; }
 };
 
 struct State {
@@ -47,16 +58,17 @@ struct State {
   std::condition_variable cv;
   std::map<cudaStream_t, std::shared_ptr<Stream>> streams;
   std::map<cudaEvent_t, std::shared_ptr<Event>> events;
+  std::mutex allocMutex;
+  std::map<uintptr_t, size_t> allocations;
 };
 State &state() {
   static State *s = new State; // never destroyed (see above)
   return *s;
 }
 
-/// How long the host waits for queued work before calling the stream hung:
-/// LAMINA_CUDA_EMULATOR_WAIT_S, 300 s by default. On a GPU the host would
-/// not wait at all (the device would); this bound only turns a schedule
-/// that can never complete into an error instead of a hang.
+/// How long a thread waits for another to run a stream before calling the
+/// wait hung: LAMINA_CUDA_EMULATOR_WAIT_S, 300 s by default. It only turns
+/// a schedule that can never complete into an error instead of a hang.
 Clock::duration waitLimit() {
   static double seconds = [] {
     const char *v = std::getenv("LAMINA_CUDA_EMULATOR_WAIT_S");
@@ -67,95 +79,197 @@ Clock::duration waitLimit() {
       std::chrono::duration<double>(seconds));
 }
 
-std::shared_ptr<Stream> &streamOf(cudaStream_t s) {
-  auto &slot = state().streams[s];
-  if (!slot)
+bool isLegacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
+
+std::shared_ptr<Stream> &streamOf(cudaStream_t h) {
+  auto &slot = state().streams[isLegacy(h) ? nullptr : h];
+  if (!slot) {
     slot = std::make_shared<Stream>();
+    slot->legacy = isLegacy(h);
+  }
   return slot;
 }
 
-/// Waits (lock held) until `done()` or `stream` hangs, at most waitLimit;
-/// then marks `stream` hung and says so. False when it hung.
-template <typename Pred>
-bool hostWait(std::unique_lock<std::mutex> &lock, const Pred &done,
-              const std::shared_ptr<Stream> &producer, const char *what) {
-  State &st = state();
-  bool ok = st.cv.wait_until(lock, Clock::now() + waitLimit(), [&] {
-    return done() || (producer && producer->hung);
-  });
-  if (ok && done())
-    return true;
-  if (!ok) {
-    std::fprintf(stderr,
-                 "lamina cuda emulator: %s waited past "
-                 "LAMINA_CUDA_EMULATOR_WAIT_S for queued work (a peer that "
-                 "never issued its side?); the stream is now hung\n",
-                 what);
-    if (producer)
-      producer->hung = true;
+void hang(const std::shared_ptr<Stream> &s) {
+  s->hung = true;
+  s->queue.clear();
+  state().cv.notify_all();
+}
+
+enum class Progress { Done, NotYet, Hung };
+
+Progress advance(std::unique_lock<std::mutex> &lock,
+                 const std::shared_ptr<Stream> &s, uint64_t count, bool block);
+
+/// Runs `s`'s front task on this thread (lock held; s is not busy).
+Progress runFront(std::unique_lock<std::mutex> &lock,
+                  const std::shared_ptr<Stream> &s, bool block) {
+  s->busy = true;
+  Task &front = s->queue.front();
+  if (!front.work) {
+    std::shared_ptr<Stream> after = front.after;
+    Progress p = advance(lock, after, front.afterCount, block);
+    s->busy = false;
+    if (p == Progress::Hung)
+      hang(s);
+    if (p != Progress::Done)
+      return p;
+    s->queue.pop_front();
+    ++s->executed;
+    state().cv.notify_all();
+    return Progress::Done;
   }
-  return false;
+  std::function<bool()> work = std::move(front.work);
+  s->queue.pop_front();
+  lock.unlock();
+  bool ok = work();
+  lock.lock();
+  s->busy = false;
+  if (!ok) {
+    hang(s);
+    return Progress::Hung;
+  }
+  ++s->executed;
+  state().cv.notify_all();
+  return Progress::Done;
+}
+
+/// Until `s` has run `count` tasks: runs them here, or, when another
+/// thread runs `s` (its worker, or a thread that got there first), waits
+/// for it (block) or says NotYet.
+Progress advance(std::unique_lock<std::mutex> &lock,
+                 const std::shared_ptr<Stream> &s, uint64_t count, bool block) {
+  Clock::time_point deadline = Clock::now() + waitLimit();
+  while (s->executed < count) {
+    if (s->hung)
+      return Progress::Hung;
+    if (s->busy || s->worker) {
+      if (!block)
+        return Progress::NotYet;
+      if (state().cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+        std::fprintf(stderr,
+                     "lamina cuda emulator: a stream waited past "
+                     "LAMINA_CUDA_EMULATOR_WAIT_S for another (a peer that "
+                     "never issued its side?)\n");
+        return Progress::Hung;
+      }
+      continue;
+    }
+    if (Progress p = runFront(lock, s, block); p != Progress::Done)
+      return p;
+  }
+  return Progress::Done;
 }
 
 void work(std::shared_ptr<Stream> s) {
   State &st = state();
   std::unique_lock<std::mutex> lock(st.m);
   for (;;) {
-    st.cv.wait(lock, [&] { return !s->queue.empty() || s->destroyed; });
+    st.cv.wait(lock, [&] {
+      return (!s->queue.empty() && !s->busy) ||
+             (s->queue.empty() && s->destroyed);
+    });
     if (s->queue.empty())
       return;
-    std::function<bool()> task = std::move(s->queue.front());
-    s->queue.pop_front();
-    s->running = true;
-    lock.unlock();
-    bool ok = task();
-    lock.lock();
-    s->running = false;
-    if (!ok) {
-      s->hung = true;
-      s->queue.clear();
+    (void)runFront(lock, s, /*block=*/true);
+  }
+}
+
+/// Appends `t` to `s` (lock held), after the legacy stream's implicit
+/// synchronisation with the blocking streams.
+void push(const std::shared_ptr<Stream> &s, Task t) {
+  if (s->hung)
+    return; // never runs
+  auto waitFor = [&](const std::shared_ptr<Stream> &other) {
+    if (other != s && other->issued > other->executed && !other->hung) {
+      s->queue.push_back(Task{nullptr, other, other->issued});
+      ++s->issued;
     }
-    st.cv.notify_all();
+  };
+  if (s->legacy) {
+    for (auto &[h, other] : state().streams)
+      if (other->blocking)
+        waitFor(other);
+  } else if (s->blocking) {
+    waitFor(streamOf(nullptr));
   }
-}
-
-void push(const std::shared_ptr<Stream> &s, std::function<bool()> task) {
-  if (s->hung)
-    return;
-  s->queue.push_back(std::move(task));
-  if (!s->worker) {
-    s->worker = true;
-    std::thread(work, s).detach();
-  }
+  s->queue.push_back(std::move(t));
+  ++s->issued;
   state().cv.notify_all();
-}
-
-/// Waits for `s` to drain (lock held); false when it hung.
-bool drain(std::unique_lock<std::mutex> &lock, const std::shared_ptr<Stream> &s,
-           const char *what) {
-  if (s->hung)
-    return false;
-  return hostWait(
-      lock, [&] { return s->idle() && !s->hung; }, s, what);
 }
 
 template <typename H> H newToken() { return reinterpret_cast<H>(new char); }
 
+cudaError_t synchronize(std::unique_lock<std::mutex> &lock,
+                        const std::shared_ptr<Stream> &s, const char *what) {
+  if (advance(lock, s, s->issued, true) == Progress::Done)
+    return cudaSuccess;
+  // A GPU would wait forever here; the emulator says why it does not.
+  std::fprintf(stderr,
+               "lamina cuda emulator: %s on a hung stream (its "
+               "communication failed)\n",
+               what);
+  return cudaErrorLaunchFailure;
+}
+
+cudaError_t createStream(cudaStream_t *s, unsigned flags) {
+  *s = newToken<cudaStream_t>();
+  std::lock_guard<std::mutex> lock(state().m);
+  streamOf(*s)->blocking = !(flags & cudaStreamNonBlocking);
+  return cudaSuccess;
+}
+
 } // namespace
+
+void submit(cudaStream_t stream, std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(state().m);
+  push(streamOf(stream), Task{[fn = std::move(fn)] {
+         fn();
+         return true;
+       }});
+}
 
 void enqueue(cudaStream_t stream, std::function<bool()> task) {
   std::lock_guard<std::mutex> lock(state().m);
-  push(streamOf(stream), std::move(task));
+  std::shared_ptr<Stream> s = streamOf(stream);
+  if (!s->worker) {
+    s->worker = true;
+    std::thread(work, s).detach();
+  }
+  push(s, Task{std::move(task)});
 }
 
-bool hostWorkMayRun(cudaStream_t stream) {
+void noteAllocation(const void *p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state().allocMutex);
+  state().allocations[reinterpret_cast<uintptr_t>(p)] = bytes ? bytes : 1;
+}
+
+void forgetAllocation(const void *p) {
+  std::lock_guard<std::mutex> lock(state().allocMutex);
+  state().allocations.erase(reinterpret_cast<uintptr_t>(p));
+}
+
+bool isAllocated(const void *p) {
+  std::lock_guard<std::mutex> lock(state().allocMutex);
+  auto &a = state().allocations;
+  uintptr_t x = reinterpret_cast<uintptr_t>(p);
+  auto it = a.upper_bound(x);
+  if (it == a.begin())
+    return false;
+  --it;
+  return x < it->first + it->second;
+}
+
+bool drainAll() {
   State &st = state();
   std::unique_lock<std::mutex> lock(st.m);
-  auto it = st.streams.find(stream);
-  if (it == st.streams.end())
-    return true;
-  std::shared_ptr<Stream> s = it->second;
-  return drain(lock, s, "work issued to a stream");
+  std::vector<std::shared_ptr<Stream>> all;
+  for (auto &[h, s] : st.streams)
+    all.push_back(s);
+  bool ok = true;
+  for (auto &s : all)
+    ok &= advance(lock, s, s->issued, true) == Progress::Done;
+  return ok;
 }
 
 } // namespace lamina::cuda_emulator
@@ -163,17 +277,12 @@ bool hostWorkMayRun(cudaStream_t stream) {
 using namespace lamina::cuda_emulator;
 
 extern "C" {
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
-  *s = newToken<cudaStream_t>();
-  std::lock_guard<std::mutex> lock(state().m);
-  streamOf(*s);
-  return cudaSuccess;
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return createStream(s, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+  return createStream(s, flags);
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
-  return cudaStreamCreate(s);
-}
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned, int) {
-  return cudaStreamCreate(s);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int) {
+  return createStream(s, flags);
 }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
   // As sm_90 reports them; the emulator runs every stream alike.
@@ -183,51 +292,36 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
     *greatest = -5;
   return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
+cudaError_t cudaStreamDestroy(cudaStream_t h) {
   State &st = state();
-  std::lock_guard<std::mutex> lock(st.m);
-  auto it = st.streams.find(s);
-  if (it == st.streams.end())
+  std::unique_lock<std::mutex> lock(st.m);
+  auto it = st.streams.find(h);
+  if (isLegacy(h) || it == st.streams.end())
     return cudaErrorInvalidResourceHandle;
-  // The worker finishes the queue, then ends (a hung one is left behind).
-  it->second->destroyed = true;
+  std::shared_ptr<Stream> s = it->second;
   st.streams.erase(it);
+  // Its work still completes: the worker's on the worker, the rest here.
+  s->destroyed = true;
+  if (!s->worker)
+    (void)advance(lock, s, s->issued, true);
   st.cv.notify_all();
   return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t s) {
-  State &st = state();
-  std::lock_guard<std::mutex> lock(st.m);
-  auto it = st.streams.find(s);
-  if (it == st.streams.end())
-    return cudaSuccess;
-  return it->second->idle() && !it->second->hung ? cudaSuccess
-                                                 : cudaErrorNotReady;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+cudaError_t cudaStreamQuery(cudaStream_t h) {
   State &st = state();
   std::unique_lock<std::mutex> lock(st.m);
-  auto it = st.streams.find(s);
-  if (it == st.streams.end())
-    return cudaSuccess;
-  std::shared_ptr<Stream> stream = it->second;
-  if (drain(lock, stream, "cudaStreamSynchronize"))
-    return cudaSuccess;
-  // A GPU would wait forever here; the emulator says why it does not.
-  std::fprintf(stderr, "lamina cuda emulator: cudaStreamSynchronize on a "
-                       "hung stream (its communication failed)\n");
-  return cudaErrorLaunchFailure;
+  std::shared_ptr<Stream> s = streamOf(h);
+  return advance(lock, s, s->issued, false) == Progress::Done
+             ? cudaSuccess
+             : cudaErrorNotReady;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t h) {
+  State &st = state();
+  std::unique_lock<std::mutex> lock(st.m);
+  return synchronize(lock, streamOf(h), "cudaStreamSynchronize");
 }
 cudaError_t cudaDeviceSynchronize(void) {
-  State &st = state();
-  std::unique_lock<std::mutex> lock(st.m);
-  std::vector<std::shared_ptr<Stream>> all;
-  for (auto &[h, s] : st.streams)
-    all.push_back(s);
-  for (auto &s : all)
-    if (!drain(lock, s, "cudaDeviceSynchronize"))
-      return cudaErrorLaunchFailure;
-  return cudaSuccess;
+  return drainAll() ? cudaSuccess : cudaErrorLaunchFailure;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
@@ -240,43 +334,44 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
   return cudaEventCreate(e);
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  // A record still queued keeps its event alive until the worker reaches it.
+  // A record still queued keeps its event alive until the stream runs it.
   std::lock_guard<std::mutex> lock(state().m);
   return state().events.erase(e) ? cudaSuccess : cudaErrorInvalidResourceHandle;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
   State &st = state();
   std::lock_guard<std::mutex> lock(st.m);
   auto it = st.events.find(e);
   if (it == st.events.end())
     return cudaErrorInvalidResourceHandle;
   std::shared_ptr<Event> ev = it->second;
-  std::shared_ptr<Stream> &stream = streamOf(s);
-  uint64_t generation = ++ev->recorded;
-  ev->producer = stream;
-  if (stream->hung)
-    return cudaSuccess; // never completes
-  if (stream->idle()) {
-    ev->completed = generation;
-    ev->when = Clock::now();
+  std::shared_ptr<Stream> s = streamOf(h);
+  ev->producer = s;
+  if (s->hung) {
+    ev->count = UINT64_MAX; // never completes
     return cudaSuccess;
   }
-  push(stream, [ev, generation] {
-    std::lock_guard<std::mutex> lock(state().m);
-    if (ev->completed < generation) {
-      ev->completed = generation;
-      ev->when = Clock::now();
-    }
-    return true;
-  });
+  push(s, Task{[ev, count = s->issued + 1] {
+         std::lock_guard<std::mutex> lock(state().m);
+         if (ev->count == count)
+           ev->when = Clock::now();
+         return true;
+       }});
+  ev->count = s->issued;
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-  std::lock_guard<std::mutex> lock(state().m);
-  auto it = state().events.find(e);
-  if (it == state().events.end())
+  State &st = state();
+  std::unique_lock<std::mutex> lock(st.m);
+  auto it = st.events.find(e);
+  if (it == st.events.end())
     return cudaErrorInvalidResourceHandle;
-  return it->second->done() ? cudaSuccess : cudaErrorNotReady;
+  std::shared_ptr<Event> ev = it->second;
+  if (ev->complete())
+    return cudaSuccess;
+  return advance(lock, ev->producer, ev->count, false) == Progress::Done
+             ? cudaSuccess
+             : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   State &st = state();
@@ -285,10 +380,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (it == st.events.end())
     return cudaErrorInvalidResourceHandle;
   std::shared_ptr<Event> ev = it->second;
-  uint64_t target = ev->recorded;
-  if (hostWait(
-          lock, [&] { return ev->completed >= target; }, ev->producer,
-          "cudaEventSynchronize"))
+  if (ev->complete() ||
+      advance(lock, ev->producer, ev->count, true) == Progress::Done)
     return cudaSuccess;
   return cudaErrorLaunchFailure;
 }
@@ -298,40 +391,24 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
   auto a = state().events.find(start), b = state().events.find(end);
   if (a == state().events.end() || b == state().events.end())
     return cudaErrorInvalidResourceHandle;
-  if (!a->second->done() || !b->second->done())
+  if (!a->second->complete() || !b->second->complete())
     return cudaErrorNotReady;
   *ms = std::chrono::duration<float, std::milli>(b->second->when -
                                                  a->second->when)
             .count();
   return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned) {
   State &st = state();
-  std::unique_lock<std::mutex> lock(st.m);
+  std::lock_guard<std::mutex> lock(st.m);
   auto it = st.events.find(e);
   if (it == st.events.end())
     return cudaErrorInvalidResourceHandle;
   std::shared_ptr<Event> ev = it->second;
-  uint64_t target = ev->recorded;
-  if (ev->completed >= target)
+  if (ev->complete())
     return cudaSuccess;
-  std::shared_ptr<Stream> stream = streamOf(s);
-  std::shared_ptr<Stream> producer = ev->producer;
-  if (stream->worker) {
-    push(stream, [ev, target, producer] {
-      std::unique_lock<std::mutex> lock(state().m);
-      state().cv.wait(lock, [&] {
-        return ev->completed >= target || (producer && producer->hung);
-      });
-      return ev->completed >= target;
-    });
-    return cudaSuccess;
-  }
-  // The stream's next work is issued by this thread: wait here.
-  if (!hostWait(
-          lock, [&] { return ev->completed >= target; }, producer,
-          "cudaStreamWaitEvent"))
-    stream->hung = true;
+  // The wait captures the event's latest record.
+  push(streamOf(h), Task{nullptr, ev->producer, ev->count});
   return cudaSuccess;
 }
 } // extern "C"

@@ -1,22 +1,24 @@
 //===- Streams.h - the emulator's streams and events ------------*- C++ -*-===//
 //
-// How lamina_cuda_emulated orders work (docs/cuda.md, "The kernel
-// emulator"). A stream runs its work on the issuing thread, at once, until
-// something queues work on it that must wait for another process (the NCCL
-// emulator's operations, lib/Runtime/Nccl/Emulator): from then on the
-// stream has a worker thread that runs its queue in order, and events
-// recorded on it complete when the worker reaches them. Work the host
-// issues to a stream with a queue (a kernel, a copy) waits until the queue
-// has drained and then runs on the host, in stream order.
+// How lamina_cuda_emulated orders device work (docs/cuda.md, "The kernel
+// emulator"). As on a GPU, issuing work to a stream only queues it: a
+// kernel, a copy, a GEMM or a communication runs later, in its stream's
+// order, after the events its stream waits for. The emulator runs queued
+// work as late as it can -- when the host must see it (a synchronisation,
+// a copy to pageable memory, a completed event), or when communication on
+// another stream needs it -- so a host read, a stream or an event the
+// program forgot to wait for sees stale data here just as it would on a
+// GPU that had not got there yet. Streams that carry communication (the
+// NCCL emulator's, lib/Runtime/Nccl/Emulator) have a worker thread that
+// runs their queue at once, so operations progress while the host runs
+// ahead, as NCCL's kernels do.
 //
-// cudaStreamWaitEvent on a stream without a worker waits on the host: the
-// host issues the stream's next work only after the event, which is the
-// order the device would run it in (the host runtime's executor waits the
-// same way). A task that fails (a dead peer, an aborted communicator)
-// leaves its stream hung, as a GPU stream behind a kernel that never ends:
-// later work on it never runs, its events never complete, and a stream
-// that waits for one of them hangs too -- so the caller's bounded polling
-// (cudaEventQuery, cudaStreamQuery) reports the failure as on a GPU.
+// The legacy default stream synchronises with every blocking stream
+// (created without cudaStreamNonBlocking) both ways, as CUDA's does. A
+// task that fails (a dead peer) hangs its stream, as a GPU stream behind a
+// kernel that never ends: its later work never runs, its events never
+// complete, and a stream waiting for one of them hangs too, so the
+// caller's bounded polling (cudaEventQuery, cudaStreamQuery) reports it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,14 +31,25 @@
 
 namespace lamina::cuda_emulator {
 
-/// Queues `task` on `stream`'s worker (started on first use) behind the
-/// stream's earlier work. A task returning false hangs the stream.
+/// Queues device work (a kernel's threads, a copy, a GEMM) on `stream`.
+void submit(cudaStream_t stream, std::function<void()> work);
+
+/// Queues a communication task on `stream` and starts the stream's worker
+/// (once), which runs its queue as soon as it can. A task returning false
+/// hangs the stream.
 void enqueue(cudaStream_t stream, std::function<bool()> task);
 
-/// Waits until work the host issues to `stream` may run now: the stream's
-/// queue has drained. False when the stream hangs (the work is dropped, as
-/// the device would never reach it).
-bool hostWorkMayRun(cudaStream_t stream);
+/// Device memory and page-locked host memory (cudaMalloc, cudaMallocHost):
+/// what an asynchronous copy reads or writes when it runs. Other host
+/// memory is pageable: a copy from it is taken when issued, one to it
+/// waits for the stream (CUDA's rules).
+void noteAllocation(const void *p, size_t bytes);
+void forgetAllocation(const void *p);
+bool isAllocated(const void *p);
+
+/// Runs everything queued on every stream (cudaFree's implicit
+/// synchronisation); false if a stream hung.
+bool drainAll();
 
 } // namespace lamina::cuda_emulator
 
