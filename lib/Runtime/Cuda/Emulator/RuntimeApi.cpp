@@ -1,5 +1,4 @@
-//===- RuntimeApi.cpp - the CUDA runtime calls, on the host
-//----------------===//
+//===- RuntimeApi.cpp - the CUDA runtime calls, on the host ---------------===//
 //
 // The part of the CUDA runtime API that lib/Runtime/Cuda and its tests call,
 // for lamina_cuda_emulated: device memory is host memory, work is queued on
