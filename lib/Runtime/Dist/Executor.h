@@ -238,6 +238,12 @@ private:
   void endRun();
   Status send(const ActionSpec &a);
   Status recv(const ActionSpec &a);
+  /// Receives are posted ahead of their action: the first from each peer
+  /// at the step's start, the next when the previous one is used.
+  Status postRecv(const ActionSpec &a);
+  Status postFirstRecvs();
+  /// The next Recv from a's peer after `a` in this rank's list, or null.
+  const ActionSpec *nextRecvFrom(const ActionSpec *a) const;
   Status collective(const ActionSpec &a);
   Status optimizerStep(int64_t stepIndex);
   Status progressSends(bool wait);
@@ -277,6 +283,11 @@ private:
     int peer = -1;
   };
   std::vector<SendRecord> sends;
+  struct PostedRecv {
+    DeviceBuffer buffer;
+    Request req;
+  };
+  std::map<const ActionSpec *, PostedRecv> postedRecvs;
   std::vector<float> lossOf; ///< per micro-batch of this replica
   std::vector<float> weightOf;
   /// Device copies: the losses the last module's forwards wrote, the loss

@@ -3,9 +3,11 @@
 // Executor.h: one training step. Functions run on the device (launch: no
 // wait), their outputs are copied out of the arena into pooled device
 // buffers, transfers and collectives go through the Communicator, whose
-// waits make the device's later work see the data (waitForCompute). The host
-// waits only at the optimizer (for the gradient reductions), for finished
-// sends, and at the end of the step (the losses).
+// waits make the device's later work see the data (waitForCompute); each
+// receive is posted when the previous one from its peer is used, so its
+// transfer overlaps the work in between. The host waits only at the
+// optimizer (for the gradient reductions), for finished sends, and at the
+// end of the step (the losses).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 using namespace lamina::rt;
 using namespace lamina::rt::dist;
@@ -283,17 +286,59 @@ Status Executor::send(const ActionSpec &a) {
   return Status::success();
 }
 
-Status Executor::recv(const ActionSpec &a) {
+Status Executor::postRecv(const ActionSpec &a) {
   bool act = Payload(a.payload) == Payload::Activation;
   const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
-  DeviceBuffer b;
-  if (Status s = pool.get(lay.bytes, b); !s.ok())
+  PostedRecv p;
+  if (Status s = pool.get(lay.bytes, p.buffer); !s.ok())
     return s;
-  double t0 = now();
-  Request r;
-  if (Status s = net.irecv(b.data(), lay.wireBytes(), a.peer, tagOf(a), r);
+  if (Status s =
+          net.irecv(p.buffer.data(), lay.wireBytes(), a.peer, tagOf(a), p.req);
       !s.ok())
     return s;
+  hold(p.buffer);
+  postedRecvs[&a] = std::move(p);
+  return Status::success();
+}
+
+const ActionSpec *Executor::nextRecvFrom(const ActionSpec *a) const {
+  const ActionSpec *end = spec.actions + spec.actionBegin[rank + 1];
+  for (const ActionSpec *b = a + 1; b != end; ++b)
+    if (ActionKind(b->kind) == ActionKind::Recv && b->peer == a->peer)
+      return b;
+  return nullptr;
+}
+
+Status Executor::postFirstRecvs() {
+  const ActionSpec *begin = spec.actions + spec.actionBegin[rank],
+                   *end = spec.actions + spec.actionBegin[rank + 1];
+  std::set<int> peers;
+  for (const ActionSpec *a = begin; a != end; ++a)
+    if (ActionKind(a->kind) == ActionKind::Recv && peers.insert(a->peer).second)
+      if (Status s = postRecv(*a); !s.ok())
+        return s;
+  return Status::success();
+}
+
+Status Executor::recv(const ActionSpec &a) {
+  bool act = Payload(a.payload) == Payload::Activation;
+  double t0 = now();
+  auto it = postedRecvs.find(&a);
+  if (it == postedRecvs.end()) {
+    if (Status s = postRecv(a); !s.ok())
+      return s;
+    it = postedRecvs.find(&a);
+  }
+  PostedRecv p = std::move(it->second);
+  postedRecvs.erase(it);
+  // The next receive from this peer is posted now, one action list entry
+  // ahead of its use: its transfer runs while the work before it does. In
+  // the list's order, as NCCL matches one pair's transfers in order.
+  if (const ActionSpec *next = nextRecvFrom(&a))
+    if (Status s = postRecv(*next); !s.ok())
+      return s;
+  DeviceBuffer b = std::move(p.buffer);
+  Request r = p.req;
   if (Status s = net.waitForCompute(
           r,
           "no " + payloadWord(a) + " of boundary " + str(a.module) +
@@ -303,7 +348,6 @@ Status Executor::recv(const ActionSpec &a) {
       !s.ok())
     return s;
   record("recv-wait", actionName(a), t0, now());
-  hold(b);
   (act ? acts : grads)[{a.module, a.microBatch}] = std::move(b);
   return Status::success();
 }
@@ -540,6 +584,8 @@ Status Executor::step(int64_t stepIndex, double &loss) {
     return s;
   if (Status s = zeroGrads(); !s.ok())
     return s;
+  if (Status s = postFirstRecvs(); !s.ok())
+    return s;
 
   const ActionSpec *begin = spec.actions + spec.actionBegin[rank],
                    *end = spec.actions + spec.actionBegin[rank + 1];
@@ -590,7 +636,8 @@ Status Executor::step(int64_t stepIndex, double &loss) {
         return s;
   }
   record("collective-wait", "step-end", t0, now());
-  if (!acts.empty() || !grads.empty() || !residuals.empty())
+  if (!acts.empty() || !grads.empty() || !residuals.empty() ||
+      !postedRecvs.empty())
     return Status::error("the action list leaves activations behind at the "
                          "end of the step");
   // The one read-back of the step (it waits for the device).

@@ -14,6 +14,7 @@
 
 #include "Streams.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -53,17 +55,67 @@ struct Event {
   bool complete() const { return !producer || producer->executed >= count; }
 };
 
+/// One communication operation, for the overlap report.
+struct CommRecord {
+  const char *kind;
+  std::shared_ptr<Stream> stream;
+  uint64_t count;      ///< complete once `stream` ran this many tasks
+  uint64_t issued;     ///< device work issued before it (State::work)
+  int64_t hidden = -1; ///< work issued before a compute stream waited
+};
+
 struct State {
   std::mutex m;
+  /// Device work issued to streams without a worker, and the operations
+  /// (only with LAMINA_CUDA_EMULATOR_OVERLAP).
+  uint64_t work = 0;
+  bool overlap = false;
+  std::vector<CommRecord> comms;
   std::condition_variable cv;
   std::map<cudaStream_t, std::shared_ptr<Stream>> streams;
   std::map<cudaEvent_t, std::shared_ptr<Event>> events;
   std::mutex allocMutex;
   std::map<uintptr_t, size_t> allocations;
 };
+void reportOverlap();
+
 State &state() {
-  static State *s = new State; // never destroyed (see above)
+  static State *s = [] {
+    auto *st = new State; // never destroyed (see above)
+    const char *v = std::getenv("LAMINA_CUDA_EMULATOR_OVERLAP");
+    if (v && *v && std::string(v) != "0") {
+      st->overlap = true;
+      std::atexit(reportOverlap);
+    }
+    return st;
+  }();
   return *s;
+}
+
+/// Per kind: operations, those a compute stream waited for, those with no
+/// device work issued between them and that wait, and the median of it.
+void reportOverlap() {
+  State &st = state();
+  std::lock_guard<std::mutex> lock(st.m);
+  std::map<std::string, std::vector<int64_t>> byKind;
+  std::map<std::string, int> hostOnly;
+  for (const CommRecord &r : st.comms) {
+    if (r.hidden < 0)
+      ++hostOnly[r.kind];
+    else
+      byKind[r.kind].push_back(r.hidden);
+    byKind[r.kind];
+  }
+  for (auto &[kind, v] : byKind) {
+    std::sort(v.begin(), v.end());
+    size_t zero = size_t(std::count(v.begin(), v.end(), int64_t(0)));
+    std::fprintf(stderr,
+                 "lamina cuda emulator: overlap: %s: %zu issued, %zu waited "
+                 "for by compute, %zu with no device work between issue and "
+                 "wait, median %lld\n",
+                 kind.c_str(), v.size() + size_t(hostOnly[kind]), v.size(),
+                 zero, v.empty() ? 0LL : (long long)v[v.size() / 2]);
+  }
 }
 
 /// How long a thread waits for another to run a stream before calling the
@@ -223,20 +275,27 @@ cudaError_t createStream(cudaStream_t *s, unsigned flags) {
 
 void submit(cudaStream_t stream, std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(state().m);
-  push(streamOf(stream), Task{[fn = std::move(fn)] {
+  std::shared_ptr<Stream> s = streamOf(stream);
+  if (!s->worker)
+    ++state().work;
+  push(s, Task{[fn = std::move(fn)] {
          fn();
          return true;
        }});
 }
 
-void enqueue(cudaStream_t stream, std::function<bool()> task) {
-  std::lock_guard<std::mutex> lock(state().m);
+void enqueue(cudaStream_t stream, std::function<bool()> task,
+             const char *kind) {
+  State &st = state();
+  std::lock_guard<std::mutex> lock(st.m);
   std::shared_ptr<Stream> s = streamOf(stream);
   if (!s->worker) {
     s->worker = true;
     std::thread(work, s).detach();
   }
   push(s, Task{std::move(task)});
+  if (st.overlap)
+    st.comms.push_back(CommRecord{kind, s, s->issued, st.work});
 }
 
 void noteAllocation(const void *p, size_t bytes) {
@@ -408,7 +467,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned) {
   if (ev->complete())
     return cudaSuccess;
   // The wait captures the event's latest record.
-  push(streamOf(h), Task{nullptr, ev->producer, ev->count});
+  std::shared_ptr<Stream> s = streamOf(h);
+  push(s, Task{nullptr, ev->producer, ev->count});
+  if (st.overlap && !s->worker && ev->producer->worker)
+    for (CommRecord &r : st.comms)
+      if (r.hidden < 0 && r.stream == ev->producer && r.count <= ev->count)
+        r.hidden = int64_t(st.work - r.issued);
   return cudaSuccess;
 }
 } // extern "C"

@@ -36,8 +36,16 @@ void submit(cudaStream_t stream, std::function<void()> work);
 
 /// Queues a communication task on `stream` and starts the stream's worker
 /// (once), which runs its queue as soon as it can. A task returning false
-/// hangs the stream.
-void enqueue(cudaStream_t stream, std::function<bool()> task);
+/// hangs the stream. `kind` ("all-gather", ...) names it in the overlap
+/// report.
+void enqueue(cudaStream_t stream, std::function<bool()> task,
+             const char *kind);
+
+/// With LAMINA_CUDA_EMULATOR_OVERLAP set, the process prints at exit, per
+/// kind of communication, how much device work was issued between each
+/// operation and the first wait of a compute stream for it: the work a GPU
+/// can run while the operation is in flight (the schedule's intended
+/// overlap, counted; not timed).
 
 /// Device memory and page-locked host memory (cudaMalloc, cudaMallocHost):
 /// what an asynchronous copy reads or writes when it runs. Other host

@@ -405,7 +405,14 @@ thread_local std::vector<Pending> pending;
 
 void submitP2p(const std::shared_ptr<State> &s, cudaStream_t stream,
                std::vector<P2p> ops) {
-  emu::enqueue(stream, [s, ops]() mutable { return runP2p(*s, ops); });
+  bool sends = false, recvs = false;
+  for (const P2p &op : ops)
+    (op.send ? sends : recvs) = true;
+  emu::enqueue(
+      stream, [s, ops]() mutable { return runP2p(*s, ops); },
+      sends && recvs ? "send/recv"
+      : sends        ? "send"
+                     : "recv");
 }
 
 ncclResult_t p2p(bool send, void *buf, size_t count, ncclDataType_t type,
@@ -437,9 +444,12 @@ ncclResult_t collective(Coll kind, const void *send, void *recv, size_t count,
     return invalid(ncclInvalidArgument,
                    std::string(call) + ": bad datatype or reduction");
   std::shared_ptr<State> s = comm->s;
-  emu::enqueue(stream, [=] {
-    return runCollective(*s, kind, send, recv, count, type, op);
-  });
+  emu::enqueue(
+      stream,
+      [=] { return runCollective(*s, kind, send, recv, count, type, op); },
+      kind == Coll::AllReduce       ? "all-reduce"
+      : kind == Coll::ReduceScatter ? "reduce-scatter"
+                                    : "all-gather");
   return ncclSuccess;
 }
 

@@ -313,7 +313,7 @@ bool exchange(std::vector<Message> &messages, const AbortFlag &abort,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
           if (k < 0 && errno != EAGAIN && errno != EINTR) {
             err = sysText("send") + " to rank " + std::to_string(m.peer) +
-                  " (it may have died)";
+                  " of the communicator (it may have died)";
             return false;
           }
           if (k > 0 && (lane.done += size_t(k)) == m.bytes + H) {
@@ -336,7 +336,8 @@ bool exchange(std::vector<Message> &messages, const AbortFlag &abort,
             ::recv(p.fd, dst, std::min<size_t>(left, 1 << 20), MSG_DONTWAIT);
         if (k == 0) {
           err = "rank " + std::to_string(m.peer) +
-                " closed its connection (it may have died)";
+                " of the communicator closed its connection (it may have "
+                "died)";
           return false;
         }
         if (k < 0 && errno != EAGAIN && errno != EINTR) {
