@@ -70,6 +70,8 @@ struct State {
   std::vector<int> fds;
   std::atomic<int> result{ncclInProgress};
   AbortFlag aborted{false};
+  /// Set-up threads (init, a split) of this communicator still running.
+  std::atomic<int> setups{0};
   std::mutex m; ///< guards lastError
   std::string lastError;
   std::mutex ops; ///< one operation at a time on the connections
@@ -123,7 +125,11 @@ struct ncclComm {
   std::shared_ptr<State> s;
   /// The set-up threads (init, splits) that use this communicator.
   std::vector<std::thread> threads;
+  /// Ends them; one still waiting for a peer (a rank that never came) is
+  /// aborted first, so destroying or aborting never hangs.
   void join() {
+    if (s->setups.load() > 0)
+      s->aborted = true;
     for (std::thread &t : threads)
       if (t.joinable())
         t.join();
@@ -133,8 +139,17 @@ struct ncclComm {
 
 namespace {
 
+/// Ends a set-up of `s` (counted in `setups` before it started, so that a
+/// join right after the start already sees it).
+struct SetupScope {
+  State &s;
+  explicit SetupScope(State &s) : s(s) {}
+  ~SetupScope() { --s.setups; }
+};
+
 /// Sets up `s` as rank `rank` of `size` from the unique id.
 void initialise(std::shared_ptr<State> s, Id id) {
+  SetupScope scope(*s);
   std::string err;
   Address mine;
   if (!listenerAddress(mine, err)) {
@@ -177,11 +192,15 @@ void initialise(std::shared_ptr<State> s, Id id) {
 /// child `c`'s connections (c is null for NCCL_SPLIT_NOCOLOR).
 void splitInto(std::shared_ptr<State> p, uint64_t tag, int color, int key,
                std::shared_ptr<State> c) {
+  // The thread belongs to the new communicator (the parent for NOCOLOR):
+  // aborting that one ends the wait.
+  State &owner = c ? *c : *p;
+  SetupScope scope(owner);
   std::string err;
   int32_t mine[2] = {color, key};
   std::vector<unsigned char> all;
   if (!star(mix(tag ^ 1), p->rank, p->size, p->addresses[0], mine, sizeof mine,
-            all, p->aborted, err)) {
+            all, owner.aborted, err)) {
     std::string text = "ncclCommSplit: " + err;
     p->fail(ncclRemoteError, text);
     if (c)
@@ -534,6 +553,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
   c->s->size = nranks;
   c->s->tag = id.tag;
   *comm = c;
+  ++c->s->setups;
   if (nonBlocking(config)) {
     c->threads.emplace_back(initialise, c->s, id);
     return ncclInProgress;
@@ -563,6 +583,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
     c->s = child = std::make_shared<State>();
     *newcomm = owner = c;
   }
+  ++owner->s->setups;
   if (nonBlocking(config)) {
     owner->threads.emplace_back(splitInto, p, tag, color, key, child);
     return ncclInProgress;
@@ -609,8 +630,6 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm)
     return ncclInvalidArgument;
-  if (comm->s->result.load() == ncclInProgress)
-    comm->s->aborted = true; // a set-up still waiting for a peer
   comm->join();
   delete comm;
   return ncclSuccess;
