@@ -14,6 +14,8 @@ void setLaunchError(cudaError_t err, const std::string &why);
 /// The dynamic shared memory a launch of `kernel` may use: 48 KiB unless
 /// cudaFuncSetAttribute raised it.
 size_t sharedLimit(const void *kernel);
+/// This host thread's current device (cudaSetDevice).
+int currentDeviceId();
 } // namespace lamina::cuda_emulator
 
 #endif // LAMINA_LIB_RUNTIME_CUDA_EMULATOR_INTERNAL_H

@@ -23,7 +23,8 @@ namespace lamina::cuda_emulator {
 namespace {
 std::mutex errorMutex;
 cudaError_t pending = cudaSuccess;
-int currentDevice = 0;
+/// Per host thread, as CUDA's current device is.
+thread_local int currentDevice = 0;
 constexpr int kOptinShared = 227 * 1024;
 std::map<const void *, size_t> sharedLimits;
 
@@ -43,6 +44,8 @@ cudaError_t checkDevice(int d) {
   return d >= 0 && d < deviceCount() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 } // namespace
+
+int currentDeviceId() { return currentDevice; }
 
 size_t sharedLimit(const void *kernel) {
   std::lock_guard<std::mutex> lock(errorMutex);

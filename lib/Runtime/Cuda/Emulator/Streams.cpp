@@ -14,6 +14,8 @@
 
 #include "Streams.h"
 
+#include "Internal.h"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -46,6 +48,7 @@ struct Stream {
   bool busy = false;   ///< a thread is running its front task
   bool hung = false, destroyed = false;
   bool legacy = false, blocking = true;
+  int device = 0; ///< the current device when it was created
 };
 
 struct Event {
@@ -73,6 +76,8 @@ struct State {
   std::vector<CommRecord> comms;
   std::condition_variable cv;
   std::map<cudaStream_t, std::shared_ptr<Stream>> streams;
+  /// Each device's legacy default stream.
+  std::map<int, std::shared_ptr<Stream>> legacy;
   std::map<cudaEvent_t, std::shared_ptr<Event>> events;
   std::mutex allocMutex;
   std::map<uintptr_t, size_t> allocations;
@@ -133,11 +138,14 @@ Clock::duration waitLimit() {
 
 bool isLegacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
 
+/// A handle's stream; the legacy stream is the current device's.
 std::shared_ptr<Stream> &streamOf(cudaStream_t h) {
-  auto &slot = state().streams[isLegacy(h) ? nullptr : h];
+  int device = currentDeviceId();
+  auto &slot = isLegacy(h) ? state().legacy[device] : state().streams[h];
   if (!slot) {
     slot = std::make_shared<Stream>();
     slot->legacy = isLegacy(h);
+    slot->device = device;
   }
   return slot;
 }
@@ -238,12 +246,15 @@ void push(const std::shared_ptr<Stream> &s, Task t) {
       ++s->issued;
     }
   };
+  // (Per device: each device has its legacy stream.)
   if (s->legacy) {
     for (auto &[h, other] : state().streams)
-      if (other->blocking)
+      if (other->blocking && other->device == s->device)
         waitFor(other);
   } else if (s->blocking) {
-    waitFor(streamOf(nullptr));
+    auto it = state().legacy.find(s->device);
+    if (it != state().legacy.end())
+      waitFor(it->second);
   }
   s->queue.push_back(std::move(t));
   ++s->issued;
@@ -322,9 +333,14 @@ bool isAllocated(const void *p) {
 bool drainAll() {
   State &st = state();
   std::unique_lock<std::mutex> lock(st.m);
+  // The current device's streams (cudaDeviceSynchronize, cudaFree).
+  int device = currentDeviceId();
   std::vector<std::shared_ptr<Stream>> all;
   for (auto &[h, s] : st.streams)
-    all.push_back(s);
+    if (s->device == device)
+      all.push_back(s);
+  if (auto it = st.legacy.find(device); it != st.legacy.end())
+    all.push_back(it->second);
   bool ok = true;
   for (auto &s : all)
     ok &= advance(lock, s, s->issued, true) == Progress::Done;

@@ -13,8 +13,9 @@
 // runs their queue at once, so operations progress while the host runs
 // ahead, as NCCL's kernels do.
 //
-// The legacy default stream synchronises with every blocking stream
-// (created without cudaStreamNonBlocking) both ways, as CUDA's does. A
+// Each device's legacy default stream synchronises with its blocking
+// streams (created without cudaStreamNonBlocking) both ways, as CUDA's
+// does; the current device is per host thread (cudaSetDevice). A
 // task that fails (a dead peer) hangs its stream, as a GPU stream behind a
 // kernel that never ends: its later work never runs, its events never
 // complete, and a stream waiting for one of them hangs too, so the
@@ -38,8 +39,7 @@ void submit(cudaStream_t stream, std::function<void()> work);
 /// (once), which runs its queue as soon as it can. A task returning false
 /// hangs the stream. `kind` ("all-gather", ...) names it in the overlap
 /// report.
-void enqueue(cudaStream_t stream, std::function<bool()> task,
-             const char *kind);
+void enqueue(cudaStream_t stream, std::function<bool()> task, const char *kind);
 
 /// With LAMINA_CUDA_EMULATOR_OVERLAP set, the process prints at exit, per
 /// kind of communication, how much device work was issued between each
@@ -55,8 +55,8 @@ void noteAllocation(const void *p, size_t bytes);
 void forgetAllocation(const void *p);
 bool isAllocated(const void *p);
 
-/// Runs everything queued on every stream (cudaFree's implicit
-/// synchronisation); false if a stream hung.
+/// Runs everything queued on the current device's streams (cudaFree's
+/// implicit synchronisation); false if a stream hung.
 bool drainAll();
 
 } // namespace lamina::cuda_emulator

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 namespace lamina::nccl_emulator {
@@ -29,7 +30,7 @@ constexpr int kPollMs = 50;
 
 struct Hello {
   uint64_t magic, tag;
-  int32_t rank, pad;
+  int32_t from, peer;
 };
 
 std::string sysText(const char *call) {
@@ -64,7 +65,7 @@ struct Listener {
   std::string error;
   std::mutex m;
   std::condition_variable cv;
-  std::map<std::pair<uint64_t, int>, int> parked;
+  std::map<std::tuple<uint64_t, int, int>, int> parked; ///< tag, from, peer
 };
 
 /// Reads the hello of a new connection (5 s at most) and parks it.
@@ -87,7 +88,7 @@ void admit(Listener &l, int c) {
     return;
   }
   std::lock_guard<std::mutex> lock(l.m);
-  auto key = std::make_pair(h.tag, int(h.rank));
+  auto key = std::make_tuple(h.tag, int(h.from), int(h.peer));
   if (auto it = l.parked.find(key); it != l.parked.end())
     ::close(it->second);
   l.parked[key] = c;
@@ -153,7 +154,7 @@ bool listenerAddress(Address &out, std::string &err) {
   return true;
 }
 
-bool connectTo(const Address &to, uint64_t tag, int rank,
+bool connectTo(const Address &to, uint64_t tag, int from, int peer,
                const AbortFlag &abort, int &fd, std::string &err) {
   fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -174,7 +175,7 @@ bool connectTo(const Address &to, uint64_t tag, int rank,
     return false;
   }
   noDelay(fd);
-  Hello h{kMagic, tag, rank, 0};
+  Hello h{kMagic, tag, from, peer};
   if (!sendAll(fd, &h, sizeof h, abort, err)) {
     ::close(fd);
     fd = -1;
@@ -183,11 +184,11 @@ bool connectTo(const Address &to, uint64_t tag, int rank,
   return true;
 }
 
-bool claim(uint64_t tag, int rank, const AbortFlag &abort, int &fd,
+bool claim(uint64_t tag, int from, int peer, const AbortFlag &abort, int &fd,
            std::string &err) {
   Listener &l = listener();
   std::unique_lock<std::mutex> lock(l.m);
-  auto key = std::make_pair(tag, rank);
+  auto key = std::make_tuple(tag, from, peer);
   for (;;) {
     if (auto it = l.parked.find(key); it != l.parked.end()) {
       fd = it->second;
@@ -195,7 +196,7 @@ bool claim(uint64_t tag, int rank, const AbortFlag &abort, int &fd,
       return true;
     }
     if (abort.load()) {
-      err = "aborted while waiting for rank " + std::to_string(rank) +
+      err = "aborted while waiting for rank " + std::to_string(from) +
             " to connect";
       return false;
     }
@@ -373,7 +374,7 @@ bool star(uint64_t tag, int rank, int size, const Address &root,
     return true;
   if (rank != 0) {
     int fd = -1;
-    bool ok = connectTo(root, tag, rank, abort, fd, err) &&
+    bool ok = connectTo(root, tag, rank, 0, abort, fd, err) &&
               sendAll(fd, mine, n, abort, err) &&
               recvAll(fd, all.data(), all.size(), abort, err);
     if (fd >= 0)
@@ -383,7 +384,7 @@ bool star(uint64_t tag, int rank, int size, const Address &root,
   std::vector<int> fds(size_t(size), -1);
   bool ok = true;
   for (int r = 1; r < size && ok; ++r)
-    ok = claim(tag, r, abort, fds[size_t(r)], err) &&
+    ok = claim(tag, r, 0, abort, fds[size_t(r)], err) &&
          recvAll(fds[size_t(r)], all.data() + n * size_t(r), n, abort, err);
   for (int r = 1; r < size && ok; ++r)
     ok = sendAll(fds[size_t(r)], all.data(), all.size(), abort, err);
@@ -395,14 +396,14 @@ bool mesh(uint64_t tag, int rank, const std::vector<Address> &addresses,
           std::vector<int> &fds, const AbortFlag &abort, std::string &err) {
   fds.assign(addresses.size(), -1);
   for (int j = 0; j < rank; ++j)
-    if (!connectTo(addresses[size_t(j)], tag, rank, abort, fds[size_t(j)],
+    if (!connectTo(addresses[size_t(j)], tag, rank, j, abort, fds[size_t(j)],
                    err)) {
       err = "connecting to rank " + std::to_string(j) + ": " + err;
       closeAll(fds);
       return false;
     }
   for (size_t j = size_t(rank) + 1; j < addresses.size(); ++j)
-    if (!claim(tag, int(j), abort, fds[j], err)) {
+    if (!claim(tag, int(j), rank, abort, fds[j], err)) {
       closeAll(fds);
       return false;
     }

@@ -2,7 +2,8 @@
 //
 // TCP between the ranks of emulated communicators (NcclApi.cpp). Each process
 // has one listener with an accept thread; a connection opens with a hello
-// naming the communicator (a 64-bit tag) and the connecting rank, and waits,
+// naming the communicator (a 64-bit tag), the connecting rank and the one
+// it connects to, and waits,
 // parked, until the communicator being built claims it. So ranks may
 // connect in any order, and a communicator's connections never mix with
 // another's. Every wait polls an abort flag (ncclCommAbort) every 50 ms.
@@ -33,12 +34,13 @@ bool listenerAddress(Address &out, std::string &err);
 
 using AbortFlag = std::atomic<bool>;
 
-/// Connects to `to` and says hello as `rank` of communicator `tag`.
-bool connectTo(const Address &to, uint64_t tag, int rank,
+/// Connects to `to` and says hello as rank `from` of communicator `tag`,
+/// for its rank `peer` (several ranks may share a process: its threads).
+bool connectTo(const Address &to, uint64_t tag, int from, int peer,
                const AbortFlag &abort, int &fd, std::string &err);
-/// The connection rank `rank` of communicator `tag` made to this process,
-/// once it has arrived.
-bool claim(uint64_t tag, int rank, const AbortFlag &abort, int &fd,
+/// The connection rank `from` of communicator `tag` made to this
+/// process's rank `peer`, once it has arrived.
+bool claim(uint64_t tag, int from, int peer, const AbortFlag &abort, int &fd,
            std::string &err);
 
 /// Exactly `n` bytes each way.
