@@ -175,6 +175,19 @@ Status Executor::connectTransfers() {
       else if (ActionKind(a.kind) == ActionKind::Recv)
         recvs[size_t(g)].push_back({peer, g, tagOf(a)});
     }
+  // This rank's receives chained per peer, in list order (postRecv).
+  std::map<int, const ActionSpec *> later;
+  for (int i = spec.actionBegin[rank + 1] - 1; i >= spec.actionBegin[rank];
+       --i) {
+    const ActionSpec *a = &spec.actions[i];
+    if (ActionKind(a->kind) != ActionKind::Recv)
+      continue;
+    auto it = later.find(a->peer);
+    nextRecv[a] = it == later.end() ? nullptr : it->second;
+    later[a->peer] = a;
+  }
+  for (auto &[peer, a] : later)
+    firstRecvs.push_back(a);
   return net.connect(sends, recvs);
 }
 

@@ -242,8 +242,10 @@ private:
   /// at the step's start, the next when the previous one is used.
   Status postRecv(const ActionSpec &a);
   Status postFirstRecvs();
-  /// The next Recv from a's peer after `a` in this rank's list, or null.
-  const ActionSpec *nextRecvFrom(const ActionSpec *a) const;
+  /// This rank's first Recv from each peer, and each Recv's next one from
+  /// its peer (null: none), in list order (connectTransfers).
+  std::vector<const ActionSpec *> firstRecvs;
+  std::map<const ActionSpec *, const ActionSpec *> nextRecv;
   Status collective(const ActionSpec &a);
   Status optimizerStep(int64_t stepIndex);
   Status progressSends(bool wait);

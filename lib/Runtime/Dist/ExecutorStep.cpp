@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <set>
 
 using namespace lamina::rt;
 using namespace lamina::rt::dist;
@@ -301,22 +300,10 @@ Status Executor::postRecv(const ActionSpec &a) {
   return Status::success();
 }
 
-const ActionSpec *Executor::nextRecvFrom(const ActionSpec *a) const {
-  const ActionSpec *end = spec.actions + spec.actionBegin[rank + 1];
-  for (const ActionSpec *b = a + 1; b != end; ++b)
-    if (ActionKind(b->kind) == ActionKind::Recv && b->peer == a->peer)
-      return b;
-  return nullptr;
-}
-
 Status Executor::postFirstRecvs() {
-  const ActionSpec *begin = spec.actions + spec.actionBegin[rank],
-                   *end = spec.actions + spec.actionBegin[rank + 1];
-  std::set<int> peers;
-  for (const ActionSpec *a = begin; a != end; ++a)
-    if (ActionKind(a->kind) == ActionKind::Recv && peers.insert(a->peer).second)
-      if (Status s = postRecv(*a); !s.ok())
-        return s;
+  for (const ActionSpec *a : firstRecvs)
+    if (Status s = postRecv(*a); !s.ok())
+      return s;
   return Status::success();
 }
 
@@ -334,7 +321,7 @@ Status Executor::recv(const ActionSpec &a) {
   // The next receive from this peer is posted now, one action list entry
   // ahead of its use: its transfer runs while the work before it does. In
   // the list's order, as NCCL matches one pair's transfers in order.
-  if (const ActionSpec *next = nextRecvFrom(&a))
+  if (const ActionSpec *next = nextRecv.at(&a))
     if (Status s = postRecv(*next); !s.ok())
       return s;
   DeviceBuffer b = std::move(p.buffer);

@@ -49,6 +49,9 @@ struct Stream {
   bool hung = false, destroyed = false;
   bool legacy = false, blocking = true;
   int device = 0; ///< the current device when it was created
+  /// Its communication operations no compute stream has waited for yet
+  /// (State::comms indices, in issue order; the overlap report only).
+  std::deque<size_t> unwaited;
 };
 
 struct Event {
@@ -61,8 +64,7 @@ struct Event {
 /// One communication operation, for the overlap report.
 struct CommRecord {
   const char *kind;
-  std::shared_ptr<Stream> stream;
-  uint64_t count;      ///< complete once `stream` ran this many tasks
+  uint64_t count;      ///< complete once its stream ran this many tasks
   uint64_t issued;     ///< device work issued before it (State::work)
   int64_t hidden = -1; ///< work issued before a compute stream waited
 };
@@ -263,6 +265,18 @@ void push(const std::shared_ptr<Stream> &s, Task t) {
 
 template <typename H> H newToken() { return reinterpret_cast<H>(new char); }
 
+/// The event of a handle (lock held); null for an unknown one.
+std::shared_ptr<Event> eventOf(cudaEvent_t e) {
+  auto it = state().events.find(e);
+  return it == state().events.end() ? nullptr : it->second;
+}
+
+/// Until `ev` completes: runs its stream that far (block: waits for it).
+bool reach(std::unique_lock<std::mutex> &lock, const Event &ev, bool block) {
+  return ev.complete() ||
+         advance(lock, ev.producer, ev.count, block) == Progress::Done;
+}
+
 cudaError_t synchronize(std::unique_lock<std::mutex> &lock,
                         const std::shared_ptr<Stream> &s, const char *what) {
   if (advance(lock, s, s->issued, true) == Progress::Done)
@@ -305,8 +319,10 @@ void enqueue(cudaStream_t stream, std::function<bool()> task,
     std::thread(work, s).detach();
   }
   push(s, Task{std::move(task)});
-  if (st.overlap)
-    st.comms.push_back(CommRecord{kind, s, s->issued, st.work});
+  if (st.overlap) {
+    s->unwaited.push_back(st.comms.size());
+    st.comms.push_back(CommRecord{kind, s->issued, st.work});
+  }
 }
 
 void noteAllocation(const void *p, size_t bytes) {
@@ -416,10 +432,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
   State &st = state();
   std::lock_guard<std::mutex> lock(st.m);
-  auto it = st.events.find(e);
-  if (it == st.events.end())
+  std::shared_ptr<Event> ev = eventOf(e);
+  if (!ev)
     return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<Event> ev = it->second;
   std::shared_ptr<Stream> s = streamOf(h);
   ev->producer = s;
   if (s->hung) {
@@ -436,59 +451,48 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-  State &st = state();
-  std::unique_lock<std::mutex> lock(st.m);
-  auto it = st.events.find(e);
-  if (it == st.events.end())
+  std::unique_lock<std::mutex> lock(state().m);
+  std::shared_ptr<Event> ev = eventOf(e);
+  if (!ev)
     return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<Event> ev = it->second;
-  if (ev->complete())
-    return cudaSuccess;
-  return advance(lock, ev->producer, ev->count, false) == Progress::Done
-             ? cudaSuccess
-             : cudaErrorNotReady;
+  return reach(lock, *ev, false) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  State &st = state();
-  std::unique_lock<std::mutex> lock(st.m);
-  auto it = st.events.find(e);
-  if (it == st.events.end())
+  std::unique_lock<std::mutex> lock(state().m);
+  std::shared_ptr<Event> ev = eventOf(e);
+  if (!ev)
     return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<Event> ev = it->second;
-  if (ev->complete() ||
-      advance(lock, ev->producer, ev->count, true) == Progress::Done)
-    return cudaSuccess;
-  return cudaErrorLaunchFailure;
+  return reach(lock, *ev, true) ? cudaSuccess : cudaErrorLaunchFailure;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
                                  cudaEvent_t end) {
   std::lock_guard<std::mutex> lock(state().m);
-  auto a = state().events.find(start), b = state().events.find(end);
-  if (a == state().events.end() || b == state().events.end())
+  std::shared_ptr<Event> a = eventOf(start), b = eventOf(end);
+  if (!a || !b)
     return cudaErrorInvalidResourceHandle;
-  if (!a->second->complete() || !b->second->complete())
+  if (!a->complete() || !b->complete())
     return cudaErrorNotReady;
-  *ms = std::chrono::duration<float, std::milli>(b->second->when -
-                                                 a->second->when)
-            .count();
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned) {
   State &st = state();
   std::lock_guard<std::mutex> lock(st.m);
-  auto it = st.events.find(e);
-  if (it == st.events.end())
+  std::shared_ptr<Event> ev = eventOf(e);
+  if (!ev)
     return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<Event> ev = it->second;
   if (ev->complete())
     return cudaSuccess;
   // The wait captures the event's latest record.
   std::shared_ptr<Stream> s = streamOf(h);
   push(s, Task{nullptr, ev->producer, ev->count});
-  if (st.overlap && !s->worker && ev->producer->worker)
-    for (CommRecord &r : st.comms)
-      if (r.hidden < 0 && r.stream == ev->producer && r.count <= ev->count)
-        r.hidden = int64_t(st.work - r.issued);
+  if (st.overlap && !s->worker)
+    for (auto &open = ev->producer->unwaited;
+         !open.empty() && st.comms[open.front()].count <= ev->count;
+         open.pop_front()) {
+      CommRecord &r = st.comms[open.front()];
+      r.hidden = int64_t(st.work - r.issued);
+    }
   return cudaSuccess;
 }
 } // extern "C"

@@ -204,21 +204,25 @@ bool claim(uint64_t tag, int from, int peer, const AbortFlag &abort, int &fd,
   }
 }
 
-bool sendAll(int fd, const void *p, size_t n, const AbortFlag &abort,
+namespace {
+/// Exactly `n` bytes to (send) or from `fd`, polling `abort`.
+bool moveAll(int fd, char *c, size_t n, bool send, const AbortFlag &abort,
              std::string &err) {
-  const char *c = static_cast<const char *>(p);
   while (n) {
-    int w = waitFor(fd, POLLOUT, abort, err);
+    int w = waitFor(fd, send ? POLLOUT : POLLIN, abort, err);
     if (w <= 0) {
       if (w == 0)
         err = "aborted";
       return false;
     }
-    ssize_t k = ::send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t k = send ? ::send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT)
+                     : ::recv(fd, c, n, MSG_DONTWAIT);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
       continue;
     if (k <= 0) {
-      err = sysText("send") + " (the peer may have died)";
+      err = k == 0 && !send
+                ? "the peer closed its connection (it may have died)"
+                : sysText(send ? "send" : "recv") + " (the peer may have died)";
       return false;
     }
     c += k;
@@ -226,32 +230,17 @@ bool sendAll(int fd, const void *p, size_t n, const AbortFlag &abort,
   }
   return true;
 }
+} // namespace
+
+bool sendAll(int fd, const void *p, size_t n, const AbortFlag &abort,
+             std::string &err) {
+  return moveAll(fd, static_cast<char *>(const_cast<void *>(p)), n, true, abort,
+                 err);
+}
 
 bool recvAll(int fd, void *p, size_t n, const AbortFlag &abort,
              std::string &err) {
-  char *c = static_cast<char *>(p);
-  while (n) {
-    int w = waitFor(fd, POLLIN, abort, err);
-    if (w <= 0) {
-      if (w == 0)
-        err = "aborted";
-      return false;
-    }
-    ssize_t k = ::recv(fd, c, n, MSG_DONTWAIT);
-    if (k < 0 && (errno == EAGAIN || errno == EINTR))
-      continue;
-    if (k == 0) {
-      err = "the peer closed its connection (it may have died)";
-      return false;
-    }
-    if (k < 0) {
-      err = sysText("recv");
-      return false;
-    }
-    c += k;
-    n -= size_t(k);
-  }
-  return true;
+  return moveAll(fd, static_cast<char *>(p), n, false, abort, err);
 }
 
 namespace {
@@ -261,6 +250,25 @@ struct Lane {
   std::vector<Message *> queue;
   size_t next = 0, done = 0; ///< message index; bytes of header + payload
   uint64_t header = 0;
+  static constexpr size_t H = sizeof(uint64_t);
+  bool busy() const { return next < queue.size(); }
+  Message &message() { return *queue[next]; }
+  /// Where the current message's next bytes go or come from (at most 1
+  /// MiB at a time), header first.
+  char *cursor(size_t &left) {
+    Message &m = message();
+    left = std::min<size_t>(done < H ? H - done : m.bytes + H - done, 1 << 20);
+    return done < H ? reinterpret_cast<char *>(&header) + done
+                    : static_cast<char *>(m.data) + (done - H);
+  }
+  /// Counts `k` bytes moved; true when the message is complete.
+  bool advance(size_t k) {
+    if ((done += k) != message().bytes + H)
+      return false;
+    done = 0;
+    ++next;
+    return true;
+  }
 };
 } // namespace
 
@@ -271,11 +279,10 @@ bool exchange(std::vector<Message> &messages, const AbortFlag &abort,
     (m.send ? sends : recvs)[m.fd].queue.push_back(&m);
   auto busy = [](std::map<int, Lane> &lanes) {
     for (auto &[fd, lane] : lanes)
-      if (lane.next < lane.queue.size())
+      if (lane.busy())
         return true;
     return false;
   };
-  constexpr size_t H = sizeof(uint64_t);
   while (busy(sends) || busy(recvs)) {
     if (abort.load()) {
       err = "aborted";
@@ -284,10 +291,10 @@ bool exchange(std::vector<Message> &messages, const AbortFlag &abort,
     std::vector<pollfd> polls;
     std::map<int, short> want;
     for (auto &[fd, lane] : sends)
-      if (lane.next < lane.queue.size())
+      if (lane.busy())
         want[fd] |= POLLOUT;
     for (auto &[fd, lane] : recvs)
-      if (lane.next < lane.queue.size())
+      if (lane.busy())
         want[fd] |= POLLIN;
     for (auto &[fd, ev] : want)
       polls.push_back({fd, ev, 0});
@@ -301,40 +308,31 @@ bool exchange(std::vector<Message> &messages, const AbortFlag &abort,
     for (pollfd &p : polls) {
       if (p.revents & (POLLOUT | POLLERR | POLLHUP)) {
         auto it = sends.find(p.fd);
-        if (it != sends.end() && it->second.next < it->second.queue.size()) {
+        if (it != sends.end() && it->second.busy()) {
           Lane &lane = it->second;
-          Message &m = *lane.queue[lane.next];
-          lane.header = m.bytes;
-          const char *src =
-              lane.done < H
-                  ? reinterpret_cast<const char *>(&lane.header) + lane.done
-                  : static_cast<const char *>(m.data) + (lane.done - H);
-          size_t left = lane.done < H ? H - lane.done : m.bytes + H - lane.done;
-          ssize_t k = ::send(p.fd, src, std::min<size_t>(left, 1 << 20),
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
+          lane.header = lane.message().bytes;
+          size_t left;
+          char *src = lane.cursor(left);
+          ssize_t k = ::send(p.fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
           if (k < 0 && errno != EAGAIN && errno != EINTR) {
-            err = sysText("send") + " to rank " + std::to_string(m.peer) +
+            err = sysText("send") + " to rank " +
+                  std::to_string(lane.message().peer) +
                   " of the communicator (it may have died)";
             return false;
           }
-          if (k > 0 && (lane.done += size_t(k)) == m.bytes + H) {
-            lane.done = 0;
-            ++lane.next;
-          }
+          if (k > 0)
+            lane.advance(size_t(k));
         }
       }
       if (p.revents & (POLLIN | POLLERR | POLLHUP)) {
         auto it = recvs.find(p.fd);
-        if (it == recvs.end() || it->second.next >= it->second.queue.size())
+        if (it == recvs.end() || !it->second.busy())
           continue;
         Lane &lane = it->second;
-        Message &m = *lane.queue[lane.next];
-        char *dst = lane.done < H
-                        ? reinterpret_cast<char *>(&lane.header) + lane.done
-                        : static_cast<char *>(m.data) + (lane.done - H);
-        size_t left = lane.done < H ? H - lane.done : m.bytes + H - lane.done;
-        ssize_t k =
-            ::recv(p.fd, dst, std::min<size_t>(left, 1 << 20), MSG_DONTWAIT);
+        Message &m = lane.message();
+        size_t left;
+        char *dst = lane.cursor(left);
+        ssize_t k = ::recv(p.fd, dst, left, MSG_DONTWAIT);
         if (k == 0) {
           err = "rank " + std::to_string(m.peer) +
                 " of the communicator closed its connection (it may have "
@@ -347,17 +345,15 @@ bool exchange(std::vector<Message> &messages, const AbortFlag &abort,
         }
         if (k <= 0)
           continue;
-        lane.done += size_t(k);
-        if (lane.done == H && lane.header != m.bytes) {
+        bool headerDone =
+            lane.done < Lane::H && lane.done + size_t(k) >= Lane::H;
+        lane.advance(size_t(k));
+        if (headerDone && lane.header != m.bytes) {
           err = "rank " + std::to_string(m.peer) + " sent " +
                 std::to_string(lane.header) + " bytes where this rank " +
                 "receives " + std::to_string(m.bytes) +
                 " (mismatched operations)";
           return false;
-        }
-        if (lane.done == m.bytes + H) {
-          lane.done = 0;
-          ++lane.next;
         }
       }
     }

@@ -25,10 +25,12 @@
 
 namespace {
 
-using Body = std::function<void(int rank, ncclComm_t, cudaStream_t)>;
+using Body = std::function<void(int rank, ncclComm_t &, cudaStream_t)>;
 
-/// `n` ranks as threads, each with a communicator (blocking set-up) and a
-/// non-blocking stream, running `body`, then destroying both.
+/// `n` ranks as threads, each with a device, a communicator (blocking
+/// set-up) and a non-blocking stream, running `body`; then the stream is
+/// destroyed, and the communicator too unless `body` aborted or destroyed
+/// it (and set it to null).
 void ranks(int n, const Body &body) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -45,7 +47,8 @@ void ranks(int n, const Body &body) {
                 cudaSuccess);
       body(r, comm, s);
       EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
-      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+      if (comm)
+        EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
     });
   for (std::thread &t : threads)
     t.join();
@@ -72,7 +75,7 @@ float valueOf(int rank, int i) { return 0.1f * float(rank + 1) + float(i); }
 TEST(NcclEmulator, ReductionsInRankOrderBitwiseOnEveryRank) {
   constexpr int n = 3, count = 5;
   const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
-  ranks(n, [&](int rank, ncclComm_t comm, cudaStream_t s) {
+  ranks(n, [&](int rank, ncclComm_t &comm, cudaStream_t s) {
     for (ncclRedOp_t op : ops) {
       std::vector<float> x(count);
       for (int i = 0; i < count; ++i)
@@ -124,7 +127,7 @@ TEST(NcclEmulator, ReductionsInRankOrderBitwiseOnEveryRank) {
 
 TEST(NcclEmulator, ReduceScatterAndAllGatherInPlace) {
   constexpr int n = 3, chunk = 4;
-  ranks(n, [&](int rank, ncclComm_t comm, cudaStream_t s) {
+  ranks(n, [&](int rank, ncclComm_t &comm, cudaStream_t s) {
     std::vector<float> x(n * chunk);
     for (int i = 0; i < n * chunk; ++i)
       x[size_t(i)] = float(rank * 100 + i);
@@ -143,7 +146,7 @@ TEST(NcclEmulator, ReduceScatterAndAllGatherInPlace) {
 }
 
 TEST(NcclEmulator, SplitOrdersByKeyAndSkipsNoColor) {
-  ranks(4, [&](int rank, ncclComm_t comm, cudaStream_t s) {
+  ranks(4, [&](int rank, ncclComm_t &comm, cudaStream_t s) {
     // Ranks 0 and 2 form one group, keyed in reverse; 1 is alone; 3 none.
     int color = rank == 3 ? NCCL_SPLIT_NOCOLOR : rank % 2;
     ncclComm_t part = nullptr;
@@ -171,7 +174,7 @@ TEST(NcclEmulator, SplitOrdersByKeyAndSkipsNoColor) {
 
 TEST(NcclEmulator, GroupedRingWithASendToItself) {
   constexpr int n = 3;
-  ranks(n, [&](int rank, ncclComm_t comm, cudaStream_t s) {
+  ranks(n, [&](int rank, ncclComm_t &comm, cudaStream_t s) {
     std::vector<int32_t> out = {rank * 10, rank * 10 + 1};
     int32_t *send = deviceCopy(out), *fromPrev = deviceCopy(out),
             *fromSelf = deviceCopy(out);
@@ -196,78 +199,54 @@ TEST(NcclEmulator, GroupedRingWithASendToItself) {
 }
 
 TEST(NcclEmulator, MismatchedSizesAreTheCommunicatorsError) {
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   std::string error;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
-      ncclComm_t comm = nullptr;
-      ASSERT_EQ(ncclCommInitRank(&comm, 2, id, r), ncclSuccess);
-      cudaStream_t s = nullptr;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-                cudaSuccess);
-      std::vector<float> x(2, 1.0f);
-      float *d = deviceCopy(x);
-      if (r == 0) {
-        ASSERT_EQ(ncclSend(d, 2, ncclFloat32, 1, comm, s), ncclSuccess);
-        EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      } else {
-        ASSERT_EQ(ncclRecv(d, 1, ncclFloat32, 0, comm, s), ncclSuccess);
-        ncclResult_t state = ncclSuccess;
-        auto until =
-            std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        do {
-          ASSERT_EQ(ncclCommGetAsyncError(comm, &state), ncclSuccess);
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        } while (state == ncclSuccess &&
-                 std::chrono::steady_clock::now() < until);
-        EXPECT_EQ(state, ncclRemoteError);
-        error = ncclGetLastError(comm);
-        // The receive never completes: the stream hangs, as on a GPU.
-        EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
-      }
+  ranks(2, [&](int rank, ncclComm_t &comm, cudaStream_t s) {
+    std::vector<float> x(2, 1.0f);
+    float *d = deviceCopy(x);
+    if (rank == 0) {
+      ASSERT_EQ(ncclSend(d, 2, ncclFloat32, 1, comm, s), ncclSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    } else {
+      ASSERT_EQ(ncclRecv(d, 1, ncclFloat32, 0, comm, s), ncclSuccess);
+      ncclResult_t state = ncclSuccess;
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      do {
+        ASSERT_EQ(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      } while (state == ncclSuccess &&
+               std::chrono::steady_clock::now() < until);
+      EXPECT_EQ(state, ncclRemoteError);
+      error = ncclGetLastError(comm);
+      // The receive never completes: the stream hangs, as on a GPU.
+      EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
       EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-    });
-  for (std::thread &t : threads)
-    t.join();
+      comm = nullptr;
+    }
+  });
   EXPECT_NE(error.find("sent 8 bytes where this rank receives 4"),
             std::string::npos)
       << error;
 }
 
 TEST(NcclEmulator, AbortEndsAnUnmatchedReceive) {
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::thread> threads;
   double abortSeconds = -1;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
-      ncclComm_t comm = nullptr;
-      ASSERT_EQ(ncclCommInitRank(&comm, 2, id, r), ncclSuccess);
-      cudaStream_t s = nullptr;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-                cudaSuccess);
-      if (r == 1) {
-        std::vector<float> x(1);
-        float *d = deviceCopy(x);
-        ASSERT_EQ(ncclRecv(d, 1, ncclFloat32, 0, comm, s), ncclSuccess);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
-        auto t0 = std::chrono::steady_clock::now();
-        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-        abortSeconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                .count();
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(400));
-        EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
-      }
-    });
-  for (std::thread &t : threads)
-    t.join();
+  ranks(2, [&](int rank, ncclComm_t &comm, cudaStream_t s) {
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      return;
+    }
+    std::vector<float> x(1);
+    float *d = deviceCopy(x);
+    ASSERT_EQ(ncclRecv(d, 1, ncclFloat32, 0, comm, s), ncclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    comm = nullptr;
+    abortSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+  });
   EXPECT_GE(abortSeconds, 0.0);
   EXPECT_LT(abortSeconds, 5.0); // bounded (50 ms polls), never a hang
 }
