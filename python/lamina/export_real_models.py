@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
-"""Export a tiny Hugging Face GPT-2 with PyTorch's real ONNX exporters.
+"""Export tiny Hugging Face models with PyTorch's real ONNX exporters, and
+train them in PyTorch for reference.
 
     python3 python/lamina/export_real_models.py [OUTDIR]   (default /tmp/lamina-real-exports)
 
 Needs ``torch`` and ``transformers`` (PyPI), and ``onnxscript`` for the
-dynamo exporter. Writes, from one randomly initialised model (seed 0):
+dynamo exporter. For each model, randomly initialised (seed 0), it writes
 
-  gpt2_torchscript_opset14.onnx  torch.onnx.export(dynamo=False), opset 14
-  gpt2_dynamo_opset18.onnx       torch.onnx.export(dynamo=True), opset 18
+  <model>_torchscript_opset14.onnx  torch.onnx.export(dynamo=False), opset 14
+  <model>_dynamo_opset18.onnx       torch.onnx.export(dynamo=True), opset 18
 
-both with symbolic ``batch``/``seq`` dims and output ``logits``, plus
-``reference.npz`` (input_ids and PyTorch's logits) to compare against.
-The two .onnx files are committed in test/Inputs/models/ (what lamina.models
-imitates is checked against them).
+both with symbolic ``batch``/``seq`` dims and output ``logits``,
+``<model>_reference.npz`` (input_ids and PyTorch's logits) and
+``hf-<model>-training.json``: PyTorch training the same model on a fixed
+token corpus with the batches a compiled ``run --data`` draws (the
+SplitMix64 sampler of include/lamina/Runtime/TokenData.h), SGD and AdamW,
+the loss of every step. The models are
+
+  gpt2   GPT2LMHeadModel: 2 layers, hidden 32, 4 heads, vocab 64
+  llama  LlamaForCausalLM: 2 layers, hidden 32, 4 query and 2 kv heads
+         (grouped-query attention), SwiGLU 64, RMSNorm, rotary, vocab 64
+
+Both use transformers' eager attention (plain MatMul/Softmax). The .onnx
+and .json files are committed in test/Inputs/models/ and
+test/Inputs/reference/ (test/e2e/hf-training-reference.test).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import sys
 import warnings
@@ -25,18 +37,29 @@ import warnings
 import numpy as np
 import onnx
 
-TINY = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=64, n_positions=64,
-            bos_token_id=0, eos_token_id=0)
+VOCAB = 64
+POSITIONS = 64
+GPT2 = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB,
+            n_positions=POSITIONS, bos_token_id=0, eos_token_id=0)
+LLAMA = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+             num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB,
+             max_position_embeddings=POSITIONS, tie_word_embeddings=False,
+             bos_token_id=0, eos_token_id=0)
+
+# The training reference: corpus, batches and optimizers.
+BATCH, SEQ, SEED = 4, 16, 1
+RUNS = {"sgd": dict(lr=0.1, steps=20), "adamw": dict(lr=1e-2, steps=10)}
 
 
-def _tiny_gpt2():
+def _tiny(kind: str):
     import torch
     import transformers as tf
 
     torch.manual_seed(0)
-    config = tf.GPT2Config(**TINY)
-    config._attn_implementation = "eager"  # plain MatMul/Softmax, no SDPA op
-    net = tf.GPT2LMHeadModel(config).eval()
+    if kind == "gpt2":
+        net = tf.GPT2LMHeadModel(_eager(tf.GPT2Config(**GPT2)))
+    else:
+        net = tf.LlamaForCausalLM(_eager(tf.LlamaConfig(**LLAMA)))
 
     class LogitsOnly(torch.nn.Module):
         """input_ids -> logits, no KV cache, so both exporters see one tensor out.
@@ -54,7 +77,13 @@ def _tiny_gpt2():
             return self.inner(input_ids=input_ids, attention_mask=mask,
                               use_cache=False).logits
 
+    # eval(): no dropout, as the exported graph has none.
     return LogitsOnly(net).eval()
+
+
+def _eager(config):
+    config._attn_implementation = "eager"  # plain MatMul/Softmax, no SDPA op
+    return config
 
 
 def export_torchscript(model, ids, path):
@@ -69,11 +98,71 @@ def export_torchscript(model, ids, path):
 def export_dynamo(model, ids, path):
     import torch
 
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=TINY["n_positions"])
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=POSITIONS)
     prog = torch.onnx.export(model, (ids,), dynamo=True, opset_version=18,
                              input_names=["input_ids"], output_names=["logits"],
                              dynamic_shapes={"input_ids": {0: batch, 1: seq}})
     prog.save(path)  # small enough to stay in one file
+
+
+class SplitMix64:
+    """TokenData.h's sampler, bit for bit."""
+
+    MASK = (1 << 64) - 1
+
+    def __init__(self, seed: int):
+        self.state = seed & self.MASK
+
+    def next(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & self.MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & self.MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & self.MASK
+        return z ^ (z >> 31)
+
+    def below(self, n: int) -> int:
+        limit = self.MASK - self.MASK % n
+        while True:
+            x = self.next()
+            if x < limit:
+                return x % n
+
+
+def corpus(n: int = 4096) -> list[int]:
+    """A learnable token stream: a repeating motif with a slow drift."""
+    return [(i * 7 + (i // 13) * 5) % VOCAB for i in range(n)]
+
+
+def batches(tokens, steps):
+    rng = SplitMix64(SEED)
+    for _ in range(steps):
+        starts = [rng.below(len(tokens) - SEQ) for _ in range(BATCH)]
+        yield np.array([tokens[s:s + SEQ] for s in starts], dtype=np.int64)
+
+
+def train_reference(kind: str, tokens) -> dict:
+    """PyTorch's losses per step; lamina's causal-lm loss is the same mean
+    cross-entropy of position t against token t + 1."""
+    import torch
+
+    out = {}
+    for name, run in RUNS.items():
+        model = _tiny(kind)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = (torch.optim.SGD(params, lr=run["lr"]) if name == "sgd"
+               else torch.optim.AdamW(params, lr=run["lr"]))
+        losses = []
+        for ids in batches(tokens, run["steps"]):
+            ids = torch.from_numpy(ids)
+            logits = model(ids)
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        out[name] = dict(run, losses=losses)
+    return out
 
 
 def describe(path) -> str:
@@ -91,23 +180,18 @@ def describe(path) -> str:
             f"  first initializers {[t.name for t in m.graph.initializer[:4]]}")
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    out = argv[0] if argv else "/tmp/lamina-real-exports"
-    try:
-        import torch
-    except ImportError as e:
-        print(f"needs torch and transformers: {e}", file=sys.stderr)
-        return 2
-    os.makedirs(out, exist_ok=True)
-    model = _tiny_gpt2()
-    ids = torch.randint(0, TINY["vocab_size"], (2, 16), generator=torch.Generator().manual_seed(0))
+def export(kind: str, out: str) -> int:
+    import torch
+
+    model = _tiny(kind)
+    ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         want = model(ids).numpy()
-    np.savez(os.path.join(out, "reference.npz"), input_ids=ids.numpy(), logits=want)
+    np.savez(os.path.join(out, f"{kind}_reference.npz"), input_ids=ids.numpy(),
+             logits=want)
     status = 0
-    for name, fn in (("gpt2_torchscript_opset14.onnx", export_torchscript),
-                     ("gpt2_dynamo_opset18.onnx", export_dynamo)):
+    for name, fn in ((f"{kind}_torchscript_opset14.onnx", export_torchscript),
+                     (f"{kind}_dynamo_opset18.onnx", export_dynamo)):
         path = os.path.join(out, name)
         try:
             with warnings.catch_warnings():
@@ -126,7 +210,29 @@ def main(argv=None) -> int:
             print(f"  onnxruntime vs torch: max abs diff {np.abs(got - want).max():.2e}")
         except ImportError:
             pass
+    tokens = corpus()
+    ref = dict(models=[f"{kind}_torchscript_opset14.onnx", f"{kind}_dynamo_opset18.onnx"],
+               torch=torch.__version__, batch=BATCH, seq=SEQ, seed=SEED,
+               vocab=VOCAB, runs=train_reference(kind, tokens), tokens=tokens)
+    path = os.path.join(out, f"hf-{kind}-training.json")
+    with open(path, "w") as f:
+        json.dump(ref, f, separators=(",", ":"))
+        f.write("\n")
+    for name, run in ref["runs"].items():
+        print(f"{path}: {name} {run['losses'][0]:.6f} -> {run['losses'][-1]:.6f}")
     return status
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out = argv[0] if argv else "/tmp/lamina-real-exports"
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"needs torch and transformers: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    return max(export(kind, out) for kind in ("gpt2", "llama"))
 
 
 if __name__ == "__main__":

@@ -42,30 +42,42 @@ using namespace mlir;
 using namespace lamina;
 namespace cl = llvm::cl;
 
+// Only these in --help: LLVM's libraries register hundreds more.
+static cl::OptionCategory evalCategory("lamina-eval options");
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(evalCategory));
 static cl::list<std::string> dims("dim", cl::desc("bind a symbolic dim"),
-                                  cl::value_desc("NAME=VALUE"));
-static cl::list<std::string> inputs("input", cl::desc("an input value (.npy or .pb)"),
-                                    cl::value_desc("[NAME=]FILE"));
-static cl::opt<std::string> outputDir("output-dir", cl::desc("write NAME.npy here"),
-                                      cl::value_desc("DIR"), cl::Required);
-static cl::opt<int> threads("eval-threads", cl::desc("kernel threads (0: all cores)"),
-                            cl::init(0));
-static cl::opt<bool> timing("timing", cl::desc("print phase times to stderr"));
+                                  cl::value_desc("NAME=VALUE"),
+                                  cl::cat(evalCategory));
+static cl::list<std::string> inputs("input",
+                                    cl::desc("an input value (.npy or .pb)"),
+                                    cl::value_desc("[NAME=]FILE"),
+                                    cl::cat(evalCategory));
+static cl::opt<std::string> outputDir("output-dir",
+                                      cl::desc("write NAME.npy here"),
+                                      cl::value_desc("DIR"), cl::Required,
+                                      cl::cat(evalCategory));
+static cl::opt<int> threads("eval-threads",
+                            cl::desc("kernel threads (0: all cores)"),
+                            cl::init(0), cl::cat(evalCategory));
+static cl::opt<bool> timing("timing", cl::desc("print phase times to stderr"),
+                            cl::cat(evalCategory));
 static cl::opt<std::string>
-    lossKind("loss", cl::desc("evaluate @train_step with this loss added: "
-                              "causal-lm or cross-entropy"),
-             cl::value_desc("KIND"));
-static cl::opt<std::string> logitsName("logits", cl::desc("--loss: the logits output"),
-                                       cl::value_desc("NAME"));
+    lossKind("loss",
+             cl::desc("evaluate @train_step with this loss added: "
+                      "causal-lm or cross-entropy"),
+             cl::value_desc("KIND"), cl::cat(evalCategory));
+static cl::opt<std::string> logitsName("logits",
+                                       cl::desc("--loss: the logits output"),
+                                       cl::value_desc("NAME"),
+                                       cl::cat(evalCategory));
 static cl::opt<std::string>
     labelsName("labels", cl::desc("--loss cross-entropy: the labels input"),
-               cl::value_desc("NAME"));
-static cl::opt<std::string>
-    lossOutput("loss-output",
-               cl::desc("evaluate @train_step for the model's own scalar output"),
-               cl::value_desc("NAME"));
+               cl::value_desc("NAME"), cl::cat(evalCategory));
+static cl::opt<std::string> lossOutput(
+    "loss-output",
+    cl::desc("evaluate @train_step for the model's own scalar output"),
+    cl::value_desc("NAME"), cl::cat(evalCategory));
 
 static int fail(const std::string &message) {
   llvm::errs() << "lamina-eval: error: " << message << "\n";
@@ -74,6 +86,7 @@ static int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(evalCategory);
   cl::ParseCommandLineOptions(argc, argv, "Lamina reference evaluator\n");
   rt::setNumThreads(threads);
 

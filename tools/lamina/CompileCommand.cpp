@@ -18,6 +18,7 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Schedule/Schedule.h"
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
@@ -143,6 +144,22 @@ static cl::opt<bool> noFuseAttention(
     cl::desc("keep attention as the model writes it (matmul, softmax, matmul) "
              "instead of one graph.attention (graph-fuse-attention)"),
     cl::sub(compileCommand));
+
+static cl::opt<bool> asExported(
+    "as-exported",
+    cl::desc("--mode train: train the initializers exactly as the file has "
+             "them: no parameters split off the ones the exporter merged, no "
+             "LM head tied back to its embedding, rotary inv_freq buffers "
+             "trained (docs/training.md, \"Parameters the exporters merge\")"),
+    cl::sub(compileCommand));
+
+/// Initializers that are buffers, not parameters, in the PyTorch modules
+/// exporters write them from (rotary frequencies): frozen unless
+/// --as-exported.
+static bool isKnownBuffer(StringRef name) {
+  return name == "inv_freq" || name.ends_with(".inv_freq") ||
+         name.ends_with("/inv_freq");
+}
 
 static std::string humanBytes(int64_t bytes) {
   const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -364,7 +381,8 @@ static std::string checkTrainFlags(bool train) {
 /// Before autodiff: --freeze turns matching trainable arguments of @forward
 /// into constants, and the vocabulary (the logits' last dim) is read for
 /// the training driver's token-id check (0 when there are no logits).
-static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab) {
+static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab,
+                                  std::vector<std::string> &buffers) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError("lamina compile: no @forward function");
@@ -392,6 +410,17 @@ static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab) {
       return forward.emitError("lamina compile: --freeze '")
              << freezeRegex << "' freezes every initializer: nothing to train";
   }
+  if (!asExported)
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      auto kind = forward.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+      auto name = forward.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      if (kind && kind.getValue() == graph::kKindTrainable && name &&
+          isKnownBuffer(name.getValue())) {
+        forward.setArgAttr(i, graph::kKindAttr,
+                           b.getStringAttr(graph::kKindConstant));
+        buffers.push_back(name.getValue().str());
+      }
+    }
   if (!logitsName.empty())
     if (auto names = forward->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr))
       for (unsigned i = 0; i < names.size(); ++i)
@@ -536,8 +565,45 @@ int runCompile() {
   DefaultTimingManager tm;
   tm.setEnabled(timing);
   TimingScope root = tm.getRootScope();
+  // Training: the parameters the exporter merged or untied are put back in
+  // a copy of the model, which the program then reads and exports.
+  rt::RestoredParameters restored;
+  std::vector<std::string> buffers;
+  std::string importPath = modelPath;
+  if (train && !asExported) {
+    TimingScope restoreTimer = root.nest("restore parameters");
+    SmallString<256> restoredPath(outDir);
+    llvm::sys::path::append(restoredPath, "model.onnx");
+    if (!llvm::sys::fs::equivalent(restoredPath, absModel)) {
+      // A copy from an earlier compile must not be read instead.
+      llvm::sys::fs::remove(restoredPath);
+      llvm::sys::fs::remove(restoredPath + ".data");
+    }
+    if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
+      llvm::errs() << "lamina compile: cannot create '" << outDir
+                   << "': " << ec.message() << "\n";
+      return 1;
+    }
+    if (llvm::sys::fs::make_absolute(restoredPath)) {
+      llvm::errs() << "lamina compile: cannot resolve '" << restoredPath
+                   << "'\n";
+      return 1;
+    }
+    if (rt::Status s = rt::restoreParameters(
+            std::string(absModel), std::string(restoredPath), restored);
+        !s.ok()) {
+      llvm::errs() << "lamina compile: " << modelPath << ": " << s.message()
+                   << "\n";
+      return 1;
+    }
+    if (restored.changed()) {
+      importPath = std::string(restoredPath);
+      absModel = restoredPath;
+    }
+  }
   TimingScope importTimer = root.nest("import");
-  OwningOpRef<ModuleOp> module = onnx::importModelFile(context, modelPath, options);
+  OwningOpRef<ModuleOp> module =
+      onnx::importModelFile(context, importPath, options);
   importTimer.stop();
   if (!module)
     return 1;
@@ -551,7 +617,7 @@ int runCompile() {
     verify.addPass(graph::createGraphVerifyImported());
     if (failed(verify.run(*module)))
       return 1;
-    if (failed(prepareTrain(*module, vocab)))
+    if (failed(prepareTrain(*module, vocab, buffers)))
       return 1;
     PassManager autodiff(&context);
     // Attention fused before autocast and autodiff: one low-precision
@@ -719,6 +785,27 @@ int runCompile() {
                                   .str()
                             : " (" + target + ", train)\n");
     llvm::outs() << distSummary;
+    if (restored.changed()) {
+      llvm::outs() << "  parameters restored in " << absModel
+                   << " (the program reads and exports it): "
+                   << restored.untied.size()
+                   << " split off initializers the exporter merged, "
+                   << restored.tied.size() << " tied back, "
+                   << restored.restored.size()
+                   << " zero biases the exporter removed\n";
+      for (const auto *list :
+           {&restored.untied, &restored.tied, &restored.restored})
+        for (size_t i = 0; i < list->size(); ++i) {
+          if (i == 3) {
+            llvm::outs() << "    ... " << list->size() - 3 << " more\n";
+            break;
+          }
+          llvm::outs() << "    " << (*list)[i] << "\n";
+        }
+    }
+    for (const std::string &name : buffers)
+      llvm::outs() << "  not trained: " << name
+                   << " (a buffer, not a parameter, in PyTorch)\n";
     if (cuda && cudaEmulator)
       llvm::outs() << "  built against the CPU kernel emulator "
                       "(--cuda-emulator): the CUDA kernels, slowly, no GPU\n";

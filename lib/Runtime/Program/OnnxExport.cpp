@@ -14,8 +14,7 @@ using ::onnx::TensorProto;
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "ONNX raw_data is little-endian and is copied from memory");
 
-/// Makes `t` hold `bytes` as raw_data and nothing else.
-static void setRaw(TensorProto &t, std::string bytes) {
+void lamina::rt::setRawData(TensorProto &t, std::string bytes) {
   t.clear_float_data();
   t.clear_int32_data();
   t.clear_int64_data();
@@ -29,6 +28,68 @@ static void setRaw(TensorProto &t, std::string bytes) {
 static std::string baseName(const std::string &path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Status lamina::rt::writeModelFile(::onnx::ModelProto &model,
+                                  const std::string &destPath, uint64_t total,
+                                  uint64_t inlineLimit) {
+  auto fail = [&](const std::string &why) {
+    return Status::error("cannot export '" + destPath + "': " + why);
+  };
+  Status status;
+  if (total > inlineLimit) {
+    // Too big for one protobuf message: large tensors go to a data file.
+    std::string dataName = baseName(destPath) + ".data";
+    AtomicWriter data;
+    if (Status s = data.open(destPath + ".data"); !s.ok())
+      return fail(s.message());
+    uint64_t offset = 0;
+    static const char zeros[64] = {};
+    forEachInitializer(*model.mutable_graph(), [&](TensorProto &t) {
+      if (!status.ok() || !t.has_raw_data() || t.raw_data().size() < 1024)
+        return;
+      uint64_t pad = (64 - offset % 64) % 64;
+      uint64_t size = t.raw_data().size();
+      Status s = data.write(zeros, pad);
+      if (s.ok())
+        s = data.write(t.raw_data().data(), size);
+      if (!s.ok()) {
+        status = fail(s.message());
+        return;
+      }
+      offset += pad;
+      t.clear_raw_data();
+      t.set_data_location(TensorProto::EXTERNAL);
+      auto add = [&t](const char *key, const std::string &value) {
+        auto *entry = t.add_external_data();
+        entry->set_key(key);
+        entry->set_value(value);
+      };
+      add("location", dataName);
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(size));
+      offset += size;
+    });
+    if (!status.ok())
+      return status;
+    if (Status s = data.commit(); !s.ok())
+      return fail(s.message());
+  }
+
+  size_t size = model.ByteSizeLong();
+  if (size > size_t(INT_MAX))
+    return fail("the model is " + std::to_string(size) +
+                " bytes, over protobuf's 2 GiB limit");
+  std::string bytes;
+  if (!model.SerializeToString(&bytes))
+    return fail("the model cannot be serialized");
+  AtomicWriter out;
+  Status s = out.open(destPath);
+  if (s.ok())
+    s = out.write(bytes.data(), bytes.size());
+  if (s.ok())
+    s = out.commit();
+  return s.ok() ? Status::success() : fail(s.message());
 }
 
 Status lamina::rt::exportOnnx(const std::string &sourcePath,
@@ -95,7 +156,7 @@ Status lamina::rt::exportOnnx(const std::string &sourcePath,
       return;
     }
     total += bytes.size();
-    setRaw(t, std::move(bytes));
+    setRawData(t, std::move(bytes));
   });
   if (!status.ok())
     return status;
@@ -104,59 +165,7 @@ Status lamina::rt::exportOnnx(const std::string &sourcePath,
       return fail("'" + sourcePath + "' has no initializer named '" + name +
                   "'");
 
-  if (total > inlineLimit) {
-    // Too big for one protobuf message: large tensors go to a data file.
-    std::string dataName = baseName(destPath) + ".data";
-    AtomicWriter data;
-    if (Status s = data.open(destPath + ".data"); !s.ok())
-      return fail(s.message());
-    uint64_t offset = 0;
-    static const char zeros[64] = {};
-    forEachInitializer(*model.mutable_graph(), [&](TensorProto &t) {
-      if (!status.ok() || !t.has_raw_data() || t.raw_data().size() < 1024)
-        return;
-      uint64_t pad = (64 - offset % 64) % 64;
-      uint64_t size = t.raw_data().size();
-      Status s = data.write(zeros, pad);
-      if (s.ok())
-        s = data.write(t.raw_data().data(), size);
-      if (!s.ok()) {
-        status = fail(s.message());
-        return;
-      }
-      offset += pad;
-      t.clear_raw_data();
-      t.set_data_location(TensorProto::EXTERNAL);
-      auto add = [&t](const char *key, const std::string &value) {
-        auto *entry = t.add_external_data();
-        entry->set_key(key);
-        entry->set_value(value);
-      };
-      add("location", dataName);
-      add("offset", std::to_string(offset));
-      add("length", std::to_string(size));
-      offset += size;
-    });
-    if (!status.ok())
-      return status;
-    if (Status s = data.commit(); !s.ok())
-      return fail(s.message());
-  }
-
-  size_t size = model.ByteSizeLong();
-  if (size > size_t(INT_MAX))
-    return fail("the model is " + std::to_string(size) +
-                " bytes, over protobuf's 2 GiB limit");
-  std::string bytes;
-  if (!model.SerializeToString(&bytes))
-    return fail("the model cannot be serialized");
-  AtomicWriter out;
-  Status s = out.open(destPath);
-  if (s.ok())
-    s = out.write(bytes.data(), bytes.size());
-  if (s.ok())
-    s = out.commit();
-  return s.ok() ? Status::success() : fail(s.message());
+  return writeModelFile(model, destPath, total, inlineLimit);
 }
 
 Status lamina::rt::readInitializers(const std::string &path,

@@ -60,6 +60,15 @@ private:
 /// of the bytes), with protobuf's 2 GiB limit and a nesting limit.
 Status loadModel(const std::string &path, ::onnx::ModelProto &model);
 
+/// Makes `t` hold `bytes` as raw_data and nothing else.
+void setRawData(::onnx::TensorProto &t, std::string bytes);
+
+/// Writes `model`, whose initializers all hold their data inline (`total`
+/// bytes together), to `destPath` atomically; over `inlineLimit`, every
+/// initializer of 1 KiB or more goes to `<destPath>.data` (exportOnnx).
+Status writeModelFile(::onnx::ModelProto &model, const std::string &destPath,
+                      uint64_t total, uint64_t inlineLimit);
+
 /// Calls `fn` on every initializer of `graph` and, recursively, of its
 /// subgraphs (If, Loop, Scan bodies), main graph first.
 void forEachInitializer(::onnx::GraphProto &graph,

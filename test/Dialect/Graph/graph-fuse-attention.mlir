@@ -551,3 +551,105 @@ func.func @distilbert(%q: tensor<2x2x4x8xf32>, %k: tensor<2x4x2x8xf32>, %v: tens
   %o = graph.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
   return %o : tensor<2x2x4x8xf32>
 }
+
+// -----
+
+// TorchScript's folded mask: one additive causal matrix repeated per batch
+// row ([B, 1, S, S], -FLT_MAX above the diagonal): causal, the constant gone.
+// CHECK-LABEL: func.func @batched_causal_constant
+// CHECK-NOT: graph.constant
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} :
+// CHECK-NOT: graph.add
+func.func @batched_causal_constant(%q: tensor<2x2x3x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32> {
+  %mask = graph.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]],
+                                [[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x2x3x8xf32> -> tensor<2x2x8x3xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %c = graph.constant dense<2.500000e-01> : tensor<f32>
+  %t = graph.mul %s, %c : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %a = graph.add %t, %mask : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = graph.softmax %a {axis = 3 : i64} : tensor<2x2x3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// -----
+
+// The same shape, but batch row 1 also masks key 0 of row 2: not the same
+// matrix for every batch row, so not causal; it stays the op's bias.
+// CHECK-LABEL: func.func @batched_masks_differ
+// CHECK: %[[M:.*]] = graph.constant
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] {scale = 2.500000e-01 : f64} :
+func.func @batched_masks_differ(%q: tensor<2x2x3x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32> {
+  %mask = graph.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]],
+                                [[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [-3.40282347E+38, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x2x3x8xf32> -> tensor<2x2x8x3xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %c = graph.constant dense<2.500000e-01> : tensor<f32>
+  %t = graph.mul %s, %c : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %a = graph.add %t, %mask : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = graph.softmax %a {axis = 3 : i64} : tensor<2x2x3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// -----
+
+// transformers' mask as torch.export writes it at sizes too large to fold:
+// kv_idx <= q_idx from two position ranges, and-ed with true and with a
+// padding mask gathered from an all-true [B, S] constant, then
+// select(keep, 0, -FLT_MAX) added to the scores: causal; no mask op is left.
+// CHECK-LABEL: func.func @hf_computed_mask
+// CHECK-NOT: graph.less_equal
+// CHECK-NOT: graph.gather_nd
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} :
+// CHECK-NOT: graph.select
+// CHECK-NOT: graph.and
+func.func @hf_computed_mask(%q: tensor<2x2x3x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32> {
+  %kv = graph.constant dense<[[[[0, 1, 2]]]]> : tensor<1x1x1x3xi64>
+  %qi = graph.constant dense<[[[[0], [1], [2]]]]> : tensor<1x1x3x1xi64>
+  %le = graph.less_equal %kv, %qi : (tensor<1x1x1x3xi64>, tensor<1x1x3x1xi64>) -> tensor<1x1x3x3xi1>
+  %true = graph.constant dense<true> : tensor<i1>
+  %a0 = graph.and %true, %le : (tensor<i1>, tensor<1x1x3x3xi1>) -> tensor<1x1x3x3xi1>
+  %ones = graph.constant dense<true> : tensor<2x3xi1>
+  %idx = graph.constant dense<[[[[[0, 0], [0, 1], [0, 2]]]], [[[[1, 0], [1, 1], [1, 2]]]]]> : tensor<2x1x1x3x2xi64>
+  %pad = graph.gather_nd %ones, %idx {batch_dims = 0 : i64} : (tensor<2x3xi1>, tensor<2x1x1x3x2xi64>) -> tensor<2x1x1x3xi1>
+  %keep = graph.and %a0, %pad : (tensor<1x1x3x3xi1>, tensor<2x1x1x3xi1>) -> tensor<2x1x3x3xi1>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %fill = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %bias = graph.select %keep, %zero, %fill : (tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x3x3xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x2x3x8xf32> -> tensor<2x2x8x3xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %c = graph.constant dense<2.500000e-01> : tensor<f32>
+  %t = graph.mul %s, %c : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %a = graph.add %t, %bias : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = graph.softmax %a {axis = 3 : i64} : tensor<2x2x3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// -----
+
+// The same computation with a padding mask that is an input: it depends on
+// the data, so the mask is the op's bias and not causal.
+// CHECK-LABEL: func.func @hf_padding_input
+// CHECK: %[[B:.*]] = graph.select
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[B]] {scale = 2.500000e-01 : f64} :
+func.func @hf_padding_input(%q: tensor<2x2x3x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>,
+                            %pad: tensor<2x1x1x3xi1> {graph.kind = "input", graph.name = "attention_mask"}) -> tensor<2x2x3x8xf32> {
+  %kv = graph.constant dense<[[[[0, 1, 2]]]]> : tensor<1x1x1x3xi64>
+  %qi = graph.constant dense<[[[[0], [1], [2]]]]> : tensor<1x1x3x1xi64>
+  %le = graph.less_equal %kv, %qi : (tensor<1x1x1x3xi64>, tensor<1x1x3x1xi64>) -> tensor<1x1x3x3xi1>
+  %keep = graph.and %le, %pad : (tensor<1x1x3x3xi1>, tensor<2x1x1x3xi1>) -> tensor<2x1x3x3xi1>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %fill = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %bias = graph.select %keep, %zero, %fill : (tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x3x3xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x2x3x8xf32> -> tensor<2x2x8x3xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %c = graph.constant dense<2.500000e-01> : tensor<f32>
+  %t = graph.mul %s, %c : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %a = graph.add %t, %bias : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = graph.softmax %a {axis = 3 : i64} : tensor<2x2x3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}

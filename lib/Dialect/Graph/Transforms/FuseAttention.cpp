@@ -49,20 +49,47 @@ std::optional<double> scalarValue(Value v) {
 }
 
 /// Element (i, j) of a mask as a function of the indices, for values
-/// shaped [..., R, C] with leading dims 1 (a dim of size 1 broadcasts):
-/// masks are often computed in the graph (trilu of a splat, cast to i1,
-/// sliced from a larger buffer) because their constant is too large to
-/// fold. Null when `v` is made by ops this does not model.
+/// shaped [..., R, C] that are the same matrix at every leading index (a
+/// dim of size 1 broadcasts): masks are often computed in the graph (trilu
+/// of a splat, cast to i1, sliced from a larger buffer, a `less_equal` of
+/// two position ranges and-ed with an all-true padding mask) because their
+/// constant is too large to fold. Every op modelled keeps a value the same
+/// along the leading dims when its operands are, so only constants are
+/// checked. Null when `v` is made by ops this does not model.
 using ElementFn = std::function<double(int64_t, int64_t)>;
+
+/// Whether a constant's elements repeat its last [R, C] matrix at every
+/// leading index (a batch of identical masks, as TorchScript folds them).
+bool sameAtEveryLeadingIndex(const Literal &lit, int64_t matrix) {
+  if (lit.splat)
+    return true;
+  for (int64_t k = matrix; k < lit.size(); ++k)
+    if (lit.isFloat() ? lit.f[k] != lit.f[k % matrix]
+                      : lit.i[k] != lit.i[k % matrix])
+      return false;
+  return true;
+}
+
+/// The one value a gather of a splat constant reads, if `def` is one.
+std::optional<double> gatheredSplat(Operation *def) {
+  if (!isa<GatherOp, GatherNDOp>(def))
+    return std::nullopt;
+  DenseElementsAttr data;
+  if (!matchPattern(def->getOperand(0), m_Constant(&data)) || !data.isSplat())
+    return std::nullopt;
+  if (isa<FloatType>(data.getElementType()))
+    return data.getSplatValue<APFloat>().convertToDouble();
+  APInt x = data.getSplatValue<APInt>();
+  return data.getElementType().isInteger(1) ? double(!x.isZero())
+                                            : double(x.getSExtValue());
+}
 
 ElementFn elementFn(Value v, int depth = 0) {
   auto t = typeOf(v);
   int64_t r = t.getRank();
   ArrayRef<int64_t> shape = t.getShape();
   Operation *def = v.getDefiningOp();
-  if (!def || depth > 12 ||
-      llvm::any_of(shape.drop_back(std::min<int64_t>(r, 2)),
-                   [](int64_t d) { return d != 1; }))
+  if (!def || depth > 12)
     return {};
   int64_t rows = r >= 2 ? shape[r - 2] : 1, cols = r >= 1 ? shape[r - 1] : 1;
   auto index = [rows, cols](int64_t &i, int64_t &j) {
@@ -77,7 +104,7 @@ ElementFn elementFn(Value v, int depth = 0) {
     // Any size: a mask constant is read once per mask (MaskCache).
     std::optional<Literal> read =
         Literal::read(c.getValue(), std::numeric_limits<int64_t>::max());
-    if (!read)
+    if (!read || !sameAtEveryLeadingIndex(*read, rows * cols))
       return {};
     auto lit = std::make_shared<const Literal>(std::move(*read));
     return [lit, index, cols](int64_t i, int64_t j) {
@@ -145,6 +172,47 @@ ElementFn elementFn(Value v, int depth = 0) {
       return {};
     return [c, a, b](int64_t i, int64_t j) {
       return c(i, j) != 0 ? a(i, j) : b(i, j);
+    };
+  }
+  if (std::optional<double> x = gatheredSplat(def))
+    return [x = *x](int64_t, int64_t) { return x; };
+  if (auto n = dyn_cast<NotOp>(def)) {
+    ElementFn f = elementFn(n.getInput(), depth + 1);
+    if (!f)
+      return {};
+    return [f](int64_t i, int64_t j) { return double(f(i, j) == 0); };
+  }
+  if (isa<AndOp, OrOp, EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp>(
+          def)) {
+    ElementFn a = elementFn(def->getOperand(0), depth + 1),
+              b = elementFn(def->getOperand(1), depth + 1);
+    if (!a || !b)
+      return {};
+    int kind = isa<AndOp>(def)         ? 0
+               : isa<OrOp>(def)        ? 1
+               : isa<EqualOp>(def)     ? 2
+               : isa<LessOp>(def)      ? 3
+               : isa<LessEqualOp>(def) ? 4
+               : isa<GreaterOp>(def)   ? 5
+                                       : 6;
+    return [a, b, kind](int64_t i, int64_t j) {
+      double x = a(i, j), y = b(i, j);
+      switch (kind) {
+      case 0:
+        return double(x != 0 && y != 0);
+      case 1:
+        return double(x != 0 || y != 0);
+      case 2:
+        return double(x == y);
+      case 3:
+        return double(x < y);
+      case 4:
+        return double(x <= y);
+      case 5:
+        return double(x > y);
+      default:
+        return double(x >= y);
+      }
     };
   }
   if (isa<AddOp, SubOp, MulOp>(def)) {

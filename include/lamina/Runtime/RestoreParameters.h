@@ -1,0 +1,69 @@
+//===- RestoreParameters.h - the parameters exporters merge -----*- C++ -*-===//
+//
+// An ONNX file written for inference need not say which initializers were
+// distinct parameters of the model it came from, and the exporters lose it:
+//
+// * torch.onnx.export (TorchScript) merges initializers of equal value and
+//   keeps the others' names as Identity nodes of the one left (every
+//   LayerNorm weight of a fresh model is ones);
+// * the dynamo exporter's optimizer merges them too, with no trace but the
+//   readers' module scopes (node metadata `pkg.torch.onnx.name_scopes`);
+// * both fold the transpose of a tied embedding into a second initializer
+//   for the LM head, so the tie is gone.
+//
+// Training such a file as it stands trains another model: merged norms
+// share one weight, the LM head and the embedding drift apart. This puts
+// the parameters back, in a copy of the model:
+//
+// * an Identity of a float initializer becomes an initializer of its own,
+//   named by the Identity's output, with the same value;
+// * an initializer of equal elements (a value no trained weight has, so
+//   only a merge shares it) read by several modules, or with no scopes by
+//   several nodes, becomes one per module (named `<module>.<leaf>`, the
+//   PyTorch name) or per node (`<name>.<k>`);
+// * a linear layer whose zero bias the dynamo exporter's optimizer removed
+//   (the node's FX metadata still calls addmm or linear with a bias) gets
+//   it back, zero, named `<module>.bias`;
+// * a 2-D initializer read only as a matmul operand that is exactly the
+//   transpose (or a copy) of an embedding's table (a Gather's data) becomes
+//   a Transpose (Identity) node of that table.
+//
+// Nodes in subgraphs and functions keep reading what they read: an
+// initializer they name is left alone.
+//
+// Implemented in lib/Runtime/Program (library lamina_program).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RUNTIME_RESTOREPARAMETERS_H
+#define LAMINA_RUNTIME_RESTOREPARAMETERS_H
+
+#include "lamina/Runtime/Status.h"
+
+#include <string>
+#include <vector>
+
+namespace lamina::rt {
+
+struct RestoredParameters {
+  /// "NEW (a copy of OLD)" per parameter split off a merged one.
+  std::vector<std::string> untied;
+  /// "COPY = transpose(TABLE)" (or "= TABLE") per tie put back.
+  std::vector<std::string> tied;
+  /// Zero biases put back.
+  std::vector<std::string> restored;
+  bool changed() const {
+    return !untied.empty() || !tied.empty() || !restored.empty();
+  }
+};
+
+/// Reads the model at `sourcePath` (external data under the program
+/// driver's rules) and, when it finds merged or untied parameters, writes
+/// the repaired model to `destPath` (its weights inline, or in
+/// `<destPath>.data` when large). Writes nothing when nothing changes.
+Status restoreParameters(const std::string &sourcePath,
+                         const std::string &destPath, RestoredParameters &what);
+
+} // namespace lamina::rt
+
+#endif // LAMINA_RUNTIME_RESTOREPARAMETERS_H

@@ -1,0 +1,56 @@
+"""Small models for the rules of lamina::rt::restoreParameters
+(hf-training-reference.test). Writes OUT/tied.onnx and OUT/untied.onnx:
+
+  ids -> Gather(emb) -> x
+  x * g -> MatMul(w) -> * g -> MatMul(w2) -> h; x -> MatMul(w2) -> + h
+  -> MatMul(head) -> logits
+
+g is ones read by two nodes without module scopes (a merge: split), w2 is
+random and read twice (a real tie: kept), head is emb's transpose bit for
+bit in tied.onnx (tied back) and one element off in untied.onnx (kept).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def build(head_exact: bool) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    v, d = 16, 8
+    emb = rng.standard_normal((v, d)).astype(np.float32)
+    head = emb.T.copy()
+    if not head_exact:
+        head[0, 0] += 1e-3
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("emb", emb), ("g", np.ones(d, np.float32)),
+        ("w", rng.standard_normal((d, d)).astype(np.float32)),
+        ("w2", rng.standard_normal((d, d)).astype(np.float32)),
+        ("head", head))]
+    nodes = [
+        helper.make_node("Gather", ["emb", "ids"], ["x"], name="embed"),
+        helper.make_node("Mul", ["x", "g"], ["a"], name="norm1"),
+        helper.make_node("MatMul", ["a", "w"], ["b"], name="proj"),
+        helper.make_node("Mul", ["b", "g"], ["c"], name="norm2"),
+        helper.make_node("MatMul", ["c", "w2"], ["e"], name="shared1"),
+        helper.make_node("MatMul", ["x", "w2"], ["f"], name="shared2"),
+        helper.make_node("Add", ["e", "f"], ["h"], name="sum"),
+        helper.make_node("MatMul", ["h", "head"], ["logits"], name="lm_head"),
+    ]
+    graph = helper.make_graph(
+        nodes, "restore", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 6, v])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    onnx.save(build(True), os.path.join(out, "tied.onnx"))
+    onnx.save(build(False), os.path.join(out, "untied.onnx"))
+
+
+if __name__ == "__main__":
+    main()
