@@ -569,13 +569,28 @@ int runCompile() {
   // a copy of the model, which the program then reads and exports.
   rt::RestoredParameters restored;
   std::vector<std::string> buffers;
+  // The copy goes again if the compile fails: no half-written output.
+  struct RemoveUnlessKept {
+    std::string path;
+    bool keep = false;
+    ~RemoveUnlessKept() {
+      if (!keep && !path.empty()) {
+        llvm::sys::fs::remove(path);
+        llvm::sys::fs::remove(path + ".data");
+      }
+    }
+  } restoredCopy;
   std::string importPath = modelPath;
   if (train && !asExported) {
     TimingScope restoreTimer = root.nest("restore parameters");
     SmallString<256> restoredPath(outDir);
     llvm::sys::path::append(restoredPath, "model.onnx");
     if (!llvm::sys::fs::equivalent(restoredPath, absModel)) {
-      // A copy from an earlier compile must not be read instead.
+      // A copy from an earlier compile must not be read instead, nor its
+      // program outlive it if this compile fails.
+      SmallString<256> stale(outDir);
+      llvm::sys::path::append(stale, "run");
+      llvm::sys::fs::remove(stale);
       llvm::sys::fs::remove(restoredPath);
       llvm::sys::fs::remove(restoredPath + ".data");
     }
@@ -599,6 +614,7 @@ int runCompile() {
     if (restored.changed()) {
       importPath = std::string(restoredPath);
       absModel = restoredPath;
+      restoredCopy.path = importPath;
     }
   }
   TimingScope importTimer = root.nest("import");
@@ -829,6 +845,7 @@ int runCompile() {
     if (!noBuild)
       llvm::outs() << llvm::format("  build: %.1f s\n", buildSeconds);
   }
+  restoredCopy.keep = true;
   return 0;
 }
 } // namespace lamina::tool
