@@ -12,6 +12,10 @@ gives the step time.
 
 usage: bench/fuse_bench.py --lamina A [--lamina B ...] [--layers L]
            [--hidden H] [--seq S] [--batch B] [--steps N] [--threads T]
+           [--model FILE.onnx --vocab V]
+
+`--model` benchmarks that file (e.g. a real exporter's, with symbolic
+`batch` and `seq` bound to --batch and --seq) instead of a generated GPT-2.
 
 `--lamina 'PATH --flag ...'` adds compile flags to that binary's compile,
 so one binary can be compared with itself: e.g. `--lamina build/bin/lamina
@@ -44,18 +48,23 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--precision", default="f32")
     p.add_argument("--workdir", help="work here (default: a temp folder)")
+    p.add_argument("--model", help="an ONNX file with token input and "
+                   "logits output instead of the generated GPT-2")
     args = p.parse_args()
 
     work = args.workdir or tempfile.mkdtemp(prefix="lamina-fuse-")
     os.makedirs(work, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
-    model = os.path.join(work, "gpt2.onnx")
-    subprocess.run(
-        ["python3", "-m", "lamina.models", "gpt2", "--layers", str(args.layers),
-         "--hidden", str(args.hidden), "--heads", str(args.heads), "--seq",
-         str(args.seq), "--batch", str(args.batch), "--vocab",
-         str(args.vocab), "-o", model], check=True, env=env,
-        stdout=subprocess.DEVNULL)
+    model = args.model or os.path.join(work, "gpt2.onnx")
+    dims = (["--dim", f"batch={args.batch}", "--dim", f"seq={args.seq}"]
+            if args.model else [])
+    if not args.model:
+        subprocess.run(
+            ["python3", "-m", "lamina.models", "gpt2", "--layers",
+             str(args.layers), "--hidden", str(args.hidden), "--heads",
+             str(args.heads), "--seq", str(args.seq), "--batch",
+             str(args.batch), "--vocab", str(args.vocab), "-o", model],
+            check=True, env=env, stdout=subprocess.DEVNULL)
     data = os.path.join(work, "data.bin")
     import numpy as np
     np.random.default_rng(0).integers(0, args.vocab, 200000,
@@ -68,7 +77,7 @@ def main() -> int:
         log = subprocess.run(
             [binary, "compile", model, "--mode", "train", "--loss", "causal-lm",
              "--logits", "logits", "--precision", args.precision, "-o", out,
-             *flags], check=True, capture_output=True, text=True).stdout
+             *dims, *flags], check=True, capture_output=True, text=True).stdout
         calls = int(re.search(r"kernel calls: (\d+)", log).group(1))
         arena = int(re.search(r"\((?:peak, )?(\d+) bytes\)", log).group(1))
         cpp = open(os.path.join(out, "model.cpp")).read()
@@ -89,7 +98,9 @@ def main() -> int:
             tps = float(re.findall(r"tokens/s (\d+)", log)[-1])
             r["times"].append(1000.0 * tokens / tps)
 
-    print(f"GPT-2 {args.layers} layers, hidden {args.hidden}, seq {args.seq}, "
+    what = (os.path.basename(args.model) if args.model else
+            f"GPT-2 {args.layers} layers, hidden {args.hidden}")
+    print(f"{what}, seq {args.seq}, "
           f"batch {args.batch}, vocab {args.vocab}, {args.precision}; "
           f"{args.threads} thread(s), median of {args.rounds} x {args.steps} "
           "steps")

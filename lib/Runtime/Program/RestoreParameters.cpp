@@ -149,6 +149,11 @@ private:
   /// Gemm has no C, or the MatMul no Add). The bias comes back, zero, named
   /// `<module>.bias`.
   Status restoreZeroBiases() {
+    // The nodes one FX node became: an Add among them is the bias, kept.
+    std::set<std::string> withAdd;
+    for (const NodeProto &node : graph.node())
+      if (node.op_type() == "Add")
+        withAdd.insert(metadata(node, "pkg.torch.onnx.fx_node"));
     std::vector<NodeProto> nodes;
     for (NodeProto &node : *graph.mutable_node()) {
       std::string fx = metadata(node, "pkg.torch.onnx.fx_node");
@@ -169,7 +174,7 @@ private:
       }
       DType dtype;
       std::vector<int64_t> ws;
-      if ((!addmm && !linear) || module.empty() ||
+      if ((!addmm && !linear) || module.empty() || withAdd.count(fx) ||
           !isWeight(node.input(1), &dtype, &ws) || ws.size() != 2) {
         nodes.push_back(std::move(node));
         continue;

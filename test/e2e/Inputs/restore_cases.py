@@ -8,6 +8,9 @@
 g is ones read by two nodes without module scopes (a merge: split), w2 is
 random and read twice (a real tie: kept), head is emb's transpose bit for
 bit in tied.onnx (tied back) and one element off in untied.onnx (kept).
+OUT/bias.onnx has a Gemm without C whose FX metadata (as the dynamo
+exporter writes it) calls addmm with a bias (put back, zero), and a
+MatMul whose linear's bias is its Add (kept).
 """
 import os
 import sys
@@ -45,11 +48,51 @@ def build(head_exact: bool) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def fx(node, call, args, scopes):
+    for key, value in (("pkg.torch.onnx.fx_node",
+                        f"%{call} : [num_users=1] = call_function[target="
+                        f"torch.ops.aten.{call}.default](args = ({args}), kwargs = {{}})"),
+                       ("pkg.torch.onnx.name_scopes", repr(scopes))):
+        entry = node.metadata_props.add()
+        entry.key, entry.value = key, value
+    return node
+
+
+def build_bias() -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    v, d = 16, 8
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("emb", rng.standard_normal((v, d)).astype(np.float32)),
+        ("p.weight", rng.standard_normal((d, d)).astype(np.float32)),
+        ("q.weight", rng.standard_normal((d, d)).astype(np.float32)),
+        ("q.bias", rng.standard_normal(d).astype(np.float32)),
+        ("head", rng.standard_normal((d, v)).astype(np.float32)),
+        ("flat", np.array([12, d], np.int64)),
+        ("back", np.array([2, 6, d], np.int64)))]
+    nodes = [
+        helper.make_node("Gather", ["emb", "ids"], ["x"], name="embed"),
+        helper.make_node("Reshape", ["x", "flat"], ["x2"], name="flatten"),
+        fx(helper.make_node("Gemm", ["x2", "p.weight"], ["y2"], name="node_Gemm"),
+           "addmm", "%p_p_bias, %view, %p_p_weight", ["", "p", "addmm"]),
+        fx(helper.make_node("MatMul", ["y2", "q.weight"], ["z0"], name="node_linear"),
+           "linear", "%y2, %p_q_weight, %p_q_bias", ["", "q", "linear"]),
+        fx(helper.make_node("Add", ["z0", "q.bias"], ["z2"], name="node_add"),
+           "linear", "%y2, %p_q_weight, %p_q_bias", ["", "q", "linear"]),
+        helper.make_node("Reshape", ["z2", "back"], ["z"], name="unflatten"),
+        helper.make_node("MatMul", ["z", "head"], ["logits"], name="lm_head"),
+    ]
+    graph = helper.make_graph(
+        nodes, "bias", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 6, v])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     onnx.save(build(True), os.path.join(out, "tied.onnx"))
     onnx.save(build(False), os.path.join(out, "untied.onnx"))
+    onnx.save(build_bias(), os.path.join(out, "bias.onnx"))
 
 
 if __name__ == "__main__":
