@@ -819,6 +819,8 @@ int runCompile() {
           llvm::outs() << "    " << (*list)[i] << "\n";
         }
     }
+    for (const std::string &note : restored.notes)
+      llvm::outs() << "  note: " << note << "\n";
     for (const std::string &name : buffers)
       llvm::outs() << "  not trained: " << name
                    << " (a buffer, not a parameter, in PyTorch)\n";

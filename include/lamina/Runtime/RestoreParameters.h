@@ -29,7 +29,8 @@
 //   a Transpose (Identity) node of that table.
 //
 // Nodes in subgraphs and functions keep reading what they read: an
-// initializer they name is left alone.
+// initializer they name is left alone. What cannot be put back is noted
+// (an embedding's padding_idx, which PyTorch's lookups never train).
 //
 // Implemented in lib/Runtime/Program (library lamina_program).
 //
@@ -52,6 +53,8 @@ struct RestoredParameters {
   std::vector<std::string> tied;
   /// Zero biases put back.
   std::vector<std::string> restored;
+  /// What differs from PyTorch and cannot be put back (padding_idx).
+  std::vector<std::string> notes;
   bool changed() const {
     return !untied.empty() || !tied.empty() || !restored.empty();
   }

@@ -79,6 +79,7 @@ public:
   }
 
   Status run() {
+    notePaddingIndices();
     if (Status s = restoreZeroBiases(); !s.ok())
       return s;
     if (Status s = splitIdentities(); !s.ok())
@@ -144,9 +145,40 @@ private:
     return "";
   }
 
+  /// Dynamo: an embedding with a padding_idx (the FX node's third
+  /// argument), which PyTorch's lookups never train and ONNX cannot say.
+  void notePaddingIndices() {
+    const std::string call =
+        "target=torch.ops.aten.embedding.default](args = (";
+    for (const NodeProto &node : graph.node()) {
+      std::string fx = metadata(node, "pkg.torch.onnx.fx_node");
+      size_t at = fx.find(call);
+      if (node.op_type() != "Gather" || node.input_size() != 2 ||
+          at == std::string::npos)
+        continue;
+      std::string args = fx.substr(at + call.size());
+      args = args.substr(0, args.find(')'));
+      size_t last = args.find_last_of(',');
+      if (std::count(args.begin(), args.end(), ',') != 2 ||
+          last == std::string::npos)
+        continue;
+      std::string index = args.substr(last + 1);
+      index.erase(0, index.find_first_not_of(' '));
+      if (index.empty() ||
+          index.find_first_not_of("-0123456789") != std::string::npos)
+        continue;
+      what.notes.push_back(
+          "embedding '" + node.input(0) + "' has padding_idx " + index +
+          " in PyTorch, whose lookups do not train that row; here they do "
+          "(ONNX cannot say it): data that never holds token " +
+          index + " trains the same");
+    }
+  }
+
   /// Dynamo: a linear layer whose bias its optimizer removed because it was
-  /// zero (the FX node, in the metadata, still has a bias argument; the
-  /// Gemm has no C, or the MatMul no Add). The bias comes back, zero, named
+  /// zero (the FX node, in the metadata, still calls addmm or linear with a
+  /// bias; the Gemm has no C, or the MatMul no Add). The bias comes back, zero,
+  /// named
   /// `<module>.bias`.
   Status restoreZeroBiases() {
     // The nodes one FX node became: an Add among them is the bias, kept.
@@ -158,23 +190,24 @@ private:
     for (NodeProto &node : *graph.mutable_node()) {
       std::string fx = metadata(node, "pkg.torch.onnx.fx_node");
       std::string module = moduleScope(node);
-      bool addmm = node.op_type() == "Gemm" && node.input_size() == 2 &&
-                   fx.find("target=torch.ops.aten.addmm.default](args = (%") !=
-                       std::string::npos;
-      bool linear = node.op_type() == "MatMul" && node.input_size() == 2 &&
-                    fx.find("target=torch.ops.aten.linear.default](args = (") !=
-                        std::string::npos &&
-                    fx.find("kwargs") != std::string::npos;
-      if (linear) {
-        // linear(x, w, b): three arguments before the kwargs.
-        std::string args = fx.substr(fx.find("](args = ("));
-        args = args.substr(0, args.find("), kwargs"));
-        linear = std::count(args.begin(), args.end(), ',') == 2 &&
-                 args.find("None") == std::string::npos;
+      // linear(x, w, b): three arguments before the kwargs.
+      bool linearWithBias = false;
+      if (size_t at = fx.find("target=torch.ops.aten.linear.default](args = (");
+          at != std::string::npos &&
+          fx.find("), kwargs", at) != std::string::npos) {
+        std::string args = fx.substr(at, fx.find("), kwargs", at) - at);
+        linearWithBias = std::count(args.begin(), args.end(), ',') == 2 &&
+                         args.find("None") == std::string::npos;
       }
+      bool gemm = node.op_type() == "Gemm" && node.input_size() == 2 &&
+                  (linearWithBias ||
+                   fx.find("target=torch.ops.aten.addmm.default](args = (%") !=
+                       std::string::npos);
+      bool matmul = node.op_type() == "MatMul" && node.input_size() == 2 &&
+                    linearWithBias;
       DType dtype;
       std::vector<int64_t> ws;
-      if ((!addmm && !linear) || module.empty() || withAdd.count(fx) ||
+      if ((!gemm && !matmul) || module.empty() || withAdd.count(fx) ||
           !isWeight(node.input(1), &dtype, &ws) || ws.size() != 2) {
         nodes.push_back(std::move(node));
         continue;
@@ -194,7 +227,7 @@ private:
       inits[name] = graph.initializer_size();
       *graph.add_initializer() = std::move(bias);
       what.restored.push_back(name);
-      if (addmm) {
+      if (gemm) {
         node.add_input(name);
         nodes.push_back(std::move(node));
         continue;

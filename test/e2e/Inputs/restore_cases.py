@@ -9,8 +9,9 @@ g is ones read by two nodes without module scopes (a merge: split), w2 is
 random and read twice (a real tie: kept), head is emb's transpose bit for
 bit in tied.onnx (tied back) and one element off in untied.onnx (kept).
 OUT/bias.onnx has a Gemm without C whose FX metadata (as the dynamo
-exporter writes it) calls addmm with a bias (put back, zero), and a
-MatMul whose linear's bias is its Add (kept).
+exporter writes it) calls addmm with a bias (put back, zero), a MatMul
+whose linear's bias is its Add (kept), and an embedding with padding_idx 0
+(noted).
 """
 import os
 import sys
@@ -70,7 +71,8 @@ def build_bias() -> onnx.ModelProto:
         ("flat", np.array([12, d], np.int64)),
         ("back", np.array([2, 6, d], np.int64)))]
     nodes = [
-        helper.make_node("Gather", ["emb", "ids"], ["x"], name="embed"),
+        fx(helper.make_node("Gather", ["emb", "ids"], ["x"], name="embed"),
+           "embedding", "%p_emb, %ids, 0", ["", "emb", "embedding"]),
         helper.make_node("Reshape", ["x", "flat"], ["x2"], name="flatten"),
         fx(helper.make_node("Gemm", ["x2", "p.weight"], ["y2"], name="node_Gemm"),
            "addmm", "%p_p_bias, %view, %p_p_weight", ["", "p", "addmm"]),
