@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Hugging Face architectures trained by lamina against PyTorch.
 
-    python3 scripts/hf-survey.py [--lamina build/bin/lamina] [--work DIR] [ARCH ...]
+    python3 scripts/hf-survey.py [--lamina build/bin/lamina] [--work DIR]
+        [--pp P --micro-batches M] [ARCH ...]
 
 Needs torch, transformers and onnxscript (PyPI; not needed by CI). For each
 architecture, a tiny randomly initialised causal LM (2 layers, hidden 32,
@@ -11,6 +12,8 @@ SGD steps (lr 0.1) on the batches a compiled `run --data --seed 1` draws,
 then compiled with `lamina compile --mode train` and trained the same way.
 Prints one line per export: whether attention fused (and as causal), what
 the compile restored, and the worst relative difference of the losses.
+With --pp P --micro-batches M the program is a P-rank pipeline (1F1B) of
+M micro-batches of batch/M rows, run under mpirun: the same losses.
 The committed reference of this kind is test/e2e/hf-training-reference.test
 (GPT-2 and LLaMA); this survey covers more architectures, by hand.
 """
@@ -111,7 +114,7 @@ def reference(arch, tokens, steps=10, lr=0.1):
                 runs=dict(sgd=dict(lr=lr, steps=steps, losses=losses)))
 
 
-def survey(arch, lamina, work):
+def survey(arch, lamina, work, pp=1, micro=1):
     import torch
 
     out = os.path.join(work, arch)
@@ -136,22 +139,27 @@ def survey(arch, lamina, work):
             print(f"{arch:12} {exporter:11} export failed: {type(e).__name__}")
             continue
         prog = os.path.join(out, f"train-{exporter}")
+        dist = (["--pp", str(pp), "--micro-batches", str(micro), "--schedule",
+                 "1f1b"] if pp > 1 else [])
         c = subprocess.run([lamina, "compile", path, "--mode", "train", "--loss",
                             "causal-lm", "--logits", "logits", "--dim",
-                            f"batch={E.BATCH}", "--dim", f"seq={E.SEQ}", "-o", prog],
+                            f"batch={E.BATCH // micro}", "--dim", f"seq={E.SEQ}",
+                            "-o", prog, *dist],
                            capture_output=True, text=True)
         if c.returncode:
             print(f"{arch:12} {exporter:11} compile failed: "
                   f"{(c.stderr.strip().splitlines() or ['?'])[0][:150]}")
             continue
         cpp = open(os.path.join(prog, "model.cpp")).read()
+        launch = (["mpirun", "--oversubscribe", "--allow-run-as-root", "-np",
+                   str(pp)] if pp > 1 else [])
         fused = len(re.findall(r"gen::attention\(", cpp))
         causal = len(re.findall(r"gen::attention\(.*, true, lamina", cpp))
         m = re.search(r"(\d+) split off .*?(\d+) tied back, (\d+) zero biases", c.stdout)
         restored = f"split {m.group(1)} tied {m.group(2)} biases {m.group(3)}" if m else "nothing"
         log = os.path.join(out, f"{exporter}.log")
         with open(log, "w") as f:
-            r = subprocess.run([os.path.join(prog, "run"), "--data", data, *args],
+            r = subprocess.run([*launch, os.path.join(prog, "run"), "--data", data, *args],
                                stdout=f, stderr=subprocess.STDOUT)
         if r.returncode:
             print(f"{arch:12} {exporter:11} run failed (see {log})")
@@ -169,6 +177,8 @@ def main() -> int:
     p.add_argument("arch", nargs="*")
     p.add_argument("--lamina", default=os.path.join(SRC, "build", "bin", "lamina"))
     p.add_argument("--work", default="/tmp/lamina-hf-survey")
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--micro-batches", type=int, default=1)
     a = p.parse_args()
     try:
         import transformers as tf
@@ -176,7 +186,7 @@ def main() -> int:
         print(f"needs torch, transformers and onnxscript: {e}", file=sys.stderr)
         return 2
     for arch in a.arch or list(configs(tf)):
-        survey(arch, a.lamina, a.work)
+        survey(arch, a.lamina, a.work, a.pp, a.micro_batches)
     return 0
 
 
