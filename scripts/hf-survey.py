@@ -48,10 +48,10 @@ def configs(tf):
                   dict(c, num_key_value_heads=2, tie_word_embeddings=True)),
         "mistral": (tf.MistralConfig, tf.MistralForCausalLM,
                     dict(c, num_key_value_heads=2, sliding_window=None)),
-        # pad_token_id None: with 0, PyTorch's padding_idx keeps token 0's
-        # embedding row untrained, which ONNX cannot say (the compile notes it).
+        # pad_token_id 0 (the default), which the corpus holds: PyTorch's
+        # padding_idx keeps token 0's embedding row untrained.
         "gemma": (tf.GemmaConfig, tf.GemmaForCausalLM,
-                  dict(c, num_key_value_heads=1, head_dim=8, pad_token_id=None)),
+                  dict(c, num_key_value_heads=1, head_dim=8)),
         "phi": (tf.PhiConfig, tf.PhiForCausalLM, dict(c)),
         "gpt_neox": (tf.GPTNeoXConfig, tf.GPTNeoXForCausalLM, dict(c)),
         "opt": (tf.OPTConfig, tf.OPTForCausalLM,
@@ -141,6 +141,12 @@ def survey(arch, lamina, work, pp=1, micro=1):
         prog = os.path.join(out, f"train-{exporter}")
         dist = (["--pp", str(pp), "--micro-batches", str(micro), "--schedule",
                  "1f1b"] if pp > 1 else [])
+        # TorchScript exports carry no padding_idx (dynamo's metadata does).
+        pad = getattr(model.inner.get_input_embeddings(), "padding_idx", None)
+        if exporter == "torchscript" and pad is not None:
+            table = next(n for n, p in model.named_parameters()
+                         if p is model.inner.get_input_embeddings().weight)
+            dist += ["--padding-idx", f"{table}={pad}"]
         c = subprocess.run([lamina, "compile", path, "--mode", "train", "--loss",
                             "causal-lm", "--logits", "logits", "--dim",
                             f"batch={E.BATCH // micro}", "--dim", f"seq={E.SEQ}",

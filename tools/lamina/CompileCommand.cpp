@@ -16,6 +16,7 @@
 #include "lamina/Dialect/Dist/IR/DistOps.h"
 #include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 #include "lamina/Runtime/RestoreParameters.h"
@@ -144,6 +145,13 @@ static cl::opt<bool> noFuseAttention(
     cl::desc("keep attention as the model writes it (matmul, softmax, matmul) "
              "instead of one graph.attention (graph-fuse-attention)"),
     cl::sub(compileCommand));
+
+static cl::list<std::string> paddingIdx(
+    "padding-idx",
+    cl::desc("--mode train: embedding table NAME had padding_idx INDEX in "
+             "PyTorch: lookups of INDEX do not train its row (found by itself "
+             "in dynamo exports' metadata; TorchScript exports do not say it)"),
+    cl::value_desc("NAME=INDEX"), cl::sub(compileCommand));
 
 static cl::opt<bool> asExported(
     "as-exported",
@@ -381,8 +389,9 @@ static std::string checkTrainFlags(bool train) {
 /// Before autodiff: --freeze turns matching trainable arguments of @forward
 /// into constants, and the vocabulary (the logits' last dim) is read for
 /// the training driver's token-id check (0 when there are no logits).
-static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab,
-                                  std::vector<std::string> &buffers) {
+static LogicalResult
+prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
+             std::vector<std::pair<std::string, int64_t>> &pads) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError("lamina compile: no @forward function");
@@ -421,6 +430,36 @@ static LogicalResult prepareTrain(ModuleOp module, int64_t &vocab,
         buffers.push_back(name.getValue().str());
       }
     }
+  // PyTorch's embedding padding indices (restoreParameters, --padding-idx):
+  // the lookups' gradient skips that row.
+  size_t given = pads.size();
+  for (const std::string &flag : paddingIdx) {
+    auto [name, index] = StringRef(flag).rsplit('=');
+    int64_t value;
+    if (name.empty() || index.getAsInteger(10, value) || value < 0)
+      return forward.emitError("lamina compile: --padding-idx '")
+             << flag << "' is not NAME=INDEX with INDEX >= 0";
+    pads.push_back({name.str(), value});
+  }
+  std::vector<bool> used(pads.size(), false);
+  forward.walk([&](graph::GatherOp gather) {
+    auto table = dyn_cast<BlockArgument>(gather.getData());
+    if (!table || gather.getAxis() != 0)
+      return;
+    auto name = forward.getArgAttrOfType<StringAttr>(table.getArgNumber(),
+                                                     graph::kNameAttr);
+    for (size_t k = 0; k < pads.size(); ++k)
+      if (name && name.getValue() == pads[k].first) {
+        gather.setPaddingIdxAttr(b.getI64IntegerAttr(pads[k].second));
+        used[k] = true;
+      }
+  });
+  for (size_t k = given; k < pads.size(); ++k)
+    if (!used[k])
+      return forward.emitError("lamina compile: --padding-idx: no embedding "
+                               "lookup (a Gather on axis 0) reads an "
+                               "initializer named '")
+             << pads[k].first << "'";
   if (!logitsName.empty())
     if (auto names = forward->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr))
       for (unsigned i = 0; i < names.size(); ++i)
@@ -633,7 +672,7 @@ int runCompile() {
     verify.addPass(graph::createGraphVerifyImported());
     if (failed(verify.run(*module)))
       return 1;
-    if (failed(prepareTrain(*module, vocab, buffers)))
+    if (failed(prepareTrain(*module, vocab, buffers, restored.paddingIndices)))
       return 1;
     PassManager autodiff(&context);
     // Attention fused before autocast and autodiff: one low-precision
@@ -819,8 +858,10 @@ int runCompile() {
           llvm::outs() << "    " << (*list)[i] << "\n";
         }
     }
-    for (const std::string &note : restored.notes)
-      llvm::outs() << "  note: " << note << "\n";
+    for (const auto &[table, index] : restored.paddingIndices)
+      llvm::outs() << "  padding_idx " << index << " of embedding '" << table
+                   << "': lookups of token " << index
+                   << " do not train its row, as in PyTorch\n";
     for (const std::string &name : buffers)
       llvm::outs() << "  not trained: " << name
                    << " (a buffer, not a parameter, in PyTorch)\n";

@@ -29,8 +29,9 @@
 //   a Transpose (Identity) node of that table.
 //
 // Nodes in subgraphs and functions keep reading what they read: an
-// initializer they name is left alone. What cannot be put back is noted
-// (an embedding's padding_idx, which PyTorch's lookups never train).
+// initializer they name is left alone. An embedding's padding_idx (its row
+// is not trained by lookups of it) is returned, not written: ONNX has no
+// way to say it.
 //
 // Implemented in lib/Runtime/Program (library lamina_program).
 //
@@ -41,7 +42,9 @@
 
 #include "lamina/Runtime/Status.h"
 
+#include <stdint.h>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lamina::rt {
@@ -53,8 +56,10 @@ struct RestoredParameters {
   std::vector<std::string> tied;
   /// Zero biases put back.
   std::vector<std::string> restored;
-  /// What differs from PyTorch and cannot be put back (padding_idx).
-  std::vector<std::string> notes;
+  /// (table, index) per embedding whose PyTorch padding_idx the dynamo
+  /// metadata shows: lookups of that index must not train the row. Not in
+  /// the ONNX file (it cannot say it); the compile marks the Gather.
+  std::vector<std::pair<std::string, int64_t>> paddingIndices;
   bool changed() const {
     return !untied.empty() || !tied.empty() || !restored.empty();
   }

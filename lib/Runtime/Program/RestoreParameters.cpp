@@ -146,7 +146,8 @@ private:
   }
 
   /// Dynamo: an embedding with a padding_idx (the FX node's third
-  /// argument), which PyTorch's lookups never train and ONNX cannot say.
+  /// argument), whose row PyTorch's lookups never train; ONNX cannot say
+  /// it, so the compile marks the Gather instead.
   void notePaddingIndices() {
     const std::string call =
         "target=torch.ops.aten.embedding.default](args = (";
@@ -164,14 +165,10 @@ private:
         continue;
       std::string index = args.substr(last + 1);
       index.erase(0, index.find_first_not_of(' '));
-      if (index.empty() ||
-          index.find_first_not_of("-0123456789") != std::string::npos)
+      if (index.empty() || index.size() > 18 ||
+          index.find_first_not_of("0123456789") != std::string::npos)
         continue;
-      what.notes.push_back(
-          "embedding '" + node.input(0) + "' has padding_idx " + index +
-          " in PyTorch, whose lookups do not train that row; here they do "
-          "(ONNX cannot say it): data that never holds token " +
-          index + " trains the same");
+      what.paddingIndices.push_back({node.input(0), std::stoll(index)});
     }
   }
 

@@ -337,7 +337,8 @@ LogicalResult importGather(NodeContext &ctx) {
   auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  return ctx.result(ctx.build<graph::GatherOp>(Type(), data, indices, *axis));
+  return ctx.result(ctx.build<graph::GatherOp>(Type(), data, indices, *axis,
+                                               /*padding_idx=*/nullptr));
 }
 
 LogicalResult importGatherND(NodeContext &ctx) {

@@ -11,7 +11,7 @@ bit in tied.onnx (tied back) and one element off in untied.onnx (kept).
 OUT/bias.onnx has a Gemm without C whose FX metadata (as the dynamo
 exporter writes it) calls addmm with a bias (put back, zero), a MatMul
 whose linear's bias is its Add (kept), and an embedding with padding_idx 0
-(noted).
+(its row not trained by lookups).
 """
 import os
 import sys

@@ -49,7 +49,8 @@ TEST(BroadcastShapes, NumpyRules) {
 TEST_F(FoldTest, ShapeArithmeticFolds) {
   // Gather(shape, 1) * 2 + Concat: what exporters emit around Reshape.
   Value shape = ints({4, 16, 64}, {3});
-  Value dim = b.createOrFold<GatherOp>(b.getUnknownLoc(), shape, ints({1}, {}), 0);
+  Value dim = b.createOrFold<GatherOp>(b.getUnknownLoc(), shape, ints({1}, {}),
+                                       0, /*padding_idx=*/nullptr);
   EXPECT_EQ(valuesOf(dim), (SmallVector<int64_t>{16}));
   Value twice = b.createOrFold<MulOp>(b.getUnknownLoc(), dim, ints({2}, {}));
   EXPECT_EQ(valuesOf(twice), (SmallVector<int64_t>{32}));

@@ -416,6 +416,46 @@ TEST(GradientTest, DataMovement) {
                   {3, 4}});
 }
 
+// PyTorch's embedding padding_idx: the rule's gradient is the numeric one
+// of the same gather, except that the padding row gets nothing from the
+// lookups of it (a stop-gradient, so no numeric check can see it).
+TEST(GradientTest, GatherPaddingIdx) {
+  DialectRegistry registry;
+  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  Case c{
+      "gather_padding_idx",
+      {{"e", {4, 3}}, {"i", {2, 3}, "input", 0, 0, {1, 2, 1, 0, 3, 1}, "i64"}},
+      "  %y = graph.gather %e, %i {axis = 0 : i64, padding_idx = 1 : i64} : "
+      "(tensor<4x3xf64>, tensor<2x3xi64>) -> tensor<2x3x3xf64>",
+      {2, 3, 3}};
+  std::string text = moduleText(c);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << text;
+  PassManager pm(&context);
+  pm.addPass(lamina::graph::createGraphAutodiff());
+  ASSERT_TRUE(succeeded(pm.run(*module))) << text;
+  std::mt19937 rng(7);
+  std::map<std::string, HostTensor> args;
+  args["e"] = randomTensor({4, 3}, -1, 1, rng);
+  args["i"] = HostTensor(lamina::rt::DType::I64, {2, 3});
+  std::copy(c.args[1].ints.begin(), c.args[1].ints.end(),
+            static_cast<int64_t *>(args["i"].data()));
+  args["r"] = randomTensor({2, 3, 3}, -1, 1, rng);
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  ASSERT_EQ(lamina::eval::evaluate(*module, args, outputs, "train_step"), "");
+  ASSERT_EQ(outputs.size(), 2u);
+  const auto *grad = static_cast<const double *>(outputs[1].second.data());
+  for (int64_t k = 0; k < 12; ++k) {
+    double want =
+        k / 3 == 1 ? 0.0 : numericGradient(*module, args, "e", k, 1e-6);
+    EXPECT_NEAR(grad[k], want, 1e-8) << "e[" << k << "]";
+  }
+  // The padding row does change the output: its lookups are not skipped.
+  EXPECT_NE(numericGradient(*module, args, "e", 3, 1e-6), 0.0);
+}
+
 TEST(GradientTest, Gather) {
   // Repeated and negative indices accumulate into the same rows.
   checkGradients({"gather_embedding",

@@ -599,6 +599,17 @@ LogicalResult GatherOp::buildGradients(OpBuilder &builder, ValueRange gradients,
     perm.push_back(i);
   if (axis > 0)
     g = gb.transpose(g, perm);
+  if (std::optional<int64_t> pad = getPaddingIdx(); pad && axis == 0) {
+    // PyTorch's padding_idx: those lookups add nothing to the row.
+    SmallVector<int64_t> maskShape(indices.getShape());
+    maskShape.append(size_t(typeOf(g).getRank() - q), 1);
+    Value ids = gb.reshape(getIndices(), maskShape);
+    Value isPad = EqualOp::create(
+        gb.b, ids,
+        gb.splat(RankedTensorType::get({}, indices.getElementType()),
+                 double(*pad)));
+    g = gb.select(isPad, gb.scalar(g, 0), g);
+  }
   SmallVector<int64_t> moved{data.getDimSize(axis)};
   llvm::append_range(moved, data.getShape().take_front(axis));
   llvm::append_range(moved, data.getShape().drop_front(axis + 1));

@@ -627,10 +627,11 @@ def Graph_GatherOp : Graph_Op<"gather",
   let summary = "Takes slices of `data` along `axis` at `indices`";
   let description = [{
     Result shape `data[:axis] + indices + data[axis+1:]`; negative indices
-    count from the end.
+    count from the end. `padding_idx` (axis 0 only) is PyTorch's embedding
+    padding index: lookups of it give no gradient to that row.
   }];
   let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices,
-                       I64Attr:$axis);
+                       I64Attr:$axis, OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat =
       "$data `,` $indices attr-dict `:` functional-type(operands, results)";
