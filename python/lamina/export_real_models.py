@@ -9,8 +9,10 @@ dynamo exporter. For each model, randomly initialised (seed 0), it writes
 
   <model>_torchscript_opset14.onnx  torch.onnx.export(dynamo=False), opset 14
   <model>_dynamo_opset18.onnx       torch.onnx.export(dynamo=True), opset 18
+  gpt2_dynamo_mask_opset18.onnx,    the same with attention_mask and
+  llama_torchscript_mask_opset14.onnx  position_ids inputs too
 
-both with symbolic ``batch``/``seq`` dims and output ``logits``,
+all with symbolic ``batch``/``seq`` dims and output ``logits``,
 ``<model>_reference.npz`` (input_ids and PyTorch's logits) and
 ``hf-<model>-training.json``: PyTorch training the same model on a fixed
 token corpus with the batches a compiled ``run --data`` draws (the
@@ -84,6 +86,50 @@ def _tiny(kind: str):
 def _eager(config):
     config._attn_implementation = "eager"  # plain MatMul/Softmax, no SDPA op
     return config
+
+
+class _WithMask:
+    """The model with the inputs Optimum-style exports have: input_ids,
+    attention_mask and position_ids (lamina fills the last two for
+    training on packed windows)."""
+
+    @staticmethod
+    def wrap(model):
+        import torch
+
+        class WithMask(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids, attention_mask, position_ids):
+                return self.inner(input_ids=input_ids,
+                                  attention_mask=attention_mask,
+                                  position_ids=position_ids,
+                                  use_cache=False).logits
+
+        return WithMask(model.inner).eval()
+
+
+MASK_INPUTS = ["input_ids", "attention_mask", "position_ids"]
+
+
+def export_masked(model, ids, path, dynamo):
+    import torch
+
+    wrapped = _WithMask.wrap(model)
+    args = (ids, torch.ones_like(ids), torch.arange(ids.shape[1]).expand_as(ids))
+    if dynamo:
+        batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=POSITIONS)
+        prog = torch.onnx.export(wrapped, args, dynamo=True, opset_version=18,
+                                 input_names=MASK_INPUTS, output_names=["logits"],
+                                 dynamic_shapes={n: {0: batch, 1: seq} for n in MASK_INPUTS})
+        prog.save(path)
+    else:
+        torch.onnx.export(wrapped, args, path, dynamo=False, opset_version=14,
+                          input_names=MASK_INPUTS, output_names=["logits"],
+                          dynamic_axes={n: {0: "batch", 1: "seq"}
+                                        for n in MASK_INPUTS + ["logits"]})
 
 
 def export_torchscript(model, ids, path):
@@ -190,8 +236,14 @@ def export(kind: str, out: str) -> int:
     np.savez(os.path.join(out, f"{kind}_reference.npz"), input_ids=ids.numpy(),
              logits=want)
     status = 0
+    # One exporter each with the attention-mask and position inputs too.
+    masked = ((f"gpt2_dynamo_mask_opset18.onnx",
+               lambda m, i, p: export_masked(m, i, p, dynamo=True))
+              if kind == "gpt2" else
+              (f"llama_torchscript_mask_opset14.onnx",
+               lambda m, i, p: export_masked(m, i, p, dynamo=False)))
     for name, fn in ((f"{kind}_torchscript_opset14.onnx", export_torchscript),
-                     (f"{kind}_dynamo_opset18.onnx", export_dynamo)):
+                     (f"{kind}_dynamo_opset18.onnx", export_dynamo), masked):
         path = os.path.join(out, name)
         try:
             with warnings.catch_warnings():
@@ -206,7 +258,12 @@ def export(kind: str, out: str) -> int:
         try:
             import onnxruntime as ort
             sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            got = sess.run(None, {"input_ids": ids.numpy()})[0]
+            feeds = {"input_ids": ids.numpy()}
+            if len(sess.get_inputs()) == 3:
+                feeds["attention_mask"] = np.ones_like(feeds["input_ids"])
+                feeds["position_ids"] = np.broadcast_to(
+                    np.arange(ids.shape[1]), ids.shape).copy()
+            got = sess.run(None, feeds)[0]
             print(f"  onnxruntime vs torch: max abs diff {np.abs(got - want).max():.2e}")
         except ImportError:
             pass

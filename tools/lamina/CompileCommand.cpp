@@ -29,12 +29,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/Regex.h"
@@ -389,13 +390,68 @@ static std::string checkTrainFlags(bool train) {
 /// Before autodiff: --freeze turns matching trainable arguments of @forward
 /// into constants, and the vocabulary (the logits' last dim) is read for
 /// the training driver's token-id check (0 when there are no logits).
+/// Inputs besides the tokens that Hugging Face exports take, and the values
+/// a window of packed tokens gives them: every position attended
+/// (`attention_mask` ones), positions 0.. along the sequence
+/// (`position_ids`), one segment (`token_type_ids` zeros). Made constants
+/// before anything else, so the masks fold (causal attention) and the
+/// program has one token input. Returns what was filled, for the log.
+static LogicalResult fillWindowInputs(func::FuncOp forward,
+                                      std::vector<std::string> &filled) {
+  OpBuilder b(forward.getContext());
+  b.setInsertionPointToStart(&forward.getBody().front());
+  llvm::BitVector erase(forward.getNumArguments());
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto kind = forward.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+    auto name = forward.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+    auto type = dyn_cast<RankedTensorType>(forward.getArgument(i).getType());
+    if (!kind || kind.getValue() != graph::kKindInput || !name || !type ||
+        !type.getElementType().isSignlessInteger() || type.getRank() != 2 ||
+        (!labelsName.empty() && name.getValue() == labelsName))
+      continue;
+    StringRef n = name.getValue();
+    std::string what;
+    Attribute value;
+    Type element = type.getElementType();
+    if (n == "attention_mask") {
+      value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 1));
+      what = "all ones (no padding in a window of packed tokens)";
+    } else if (n == "token_type_ids") {
+      value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 0));
+      what = "all zeros (one segment)";
+    } else if (n == "position_ids") {
+      SmallVector<APInt> positions;
+      unsigned width = element.getIntOrFloatBitWidth();
+      for (int64_t r = 0; r < type.getDimSize(0); ++r)
+        for (int64_t c = 0; c < type.getDimSize(1); ++c)
+          positions.push_back(APInt(width, uint64_t(c)));
+      value = DenseElementsAttr::get(type, positions);
+      what = "0 to " + std::to_string(type.getDimSize(1) - 1) +
+             " in every row (each window starts a sequence)";
+    } else {
+      continue;
+    }
+    Value c = graph::ConstantOp::create(b, forward.getArgument(i).getLoc(),
+                                        cast<ElementsAttr>(value));
+    forward.getArgument(i).replaceAllUsesWith(c);
+    erase.set(i);
+    filled.push_back(n.str() + ": " + what);
+  }
+  if (erase.any() && failed(forward.eraseArguments(erase)))
+    return forward.emitError("lamina compile: cannot remove the filled inputs");
+  return success();
+}
+
 static LogicalResult
 prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
-             std::vector<std::pair<std::string, int64_t>> &pads) {
+             std::vector<std::pair<std::string, int64_t>> &pads,
+             std::vector<std::string> &filled) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError("lamina compile: no @forward function");
   Builder b(module.getContext());
+  if (failed(fillWindowInputs(forward, filled)))
+    return failure();
   if (!freezeRegex.empty()) {
     llvm::Regex re(freezeRegex);
     unsigned frozen = 0, trainable = 0;
@@ -607,7 +663,7 @@ int runCompile() {
   // Training: the parameters the exporter merged or untied are put back in
   // a copy of the model, which the program then reads and exports.
   rt::RestoredParameters restored;
-  std::vector<std::string> buffers;
+  std::vector<std::string> buffers, filled;
   // The copy goes again if the compile fails: no half-written output.
   struct RemoveUnlessKept {
     std::string path;
@@ -672,9 +728,14 @@ int runCompile() {
     verify.addPass(graph::createGraphVerifyImported());
     if (failed(verify.run(*module)))
       return 1;
-    if (failed(prepareTrain(*module, vocab, buffers, restored.paddingIndices)))
+    if (failed(prepareTrain(*module, vocab, buffers, restored.paddingIndices,
+                            filled)))
       return 1;
     PassManager autodiff(&context);
+    // The filled inputs' constants folded through the mask arithmetic, so
+    // the fusion below sees what it is (causal).
+    if (!filled.empty())
+      autodiff.addPass(createCanonicalizerPass());
     // Attention fused before autocast and autodiff: one low-precision
     // graph.attention, one graph.attention_grad.
     if (!noFuseAttention)
@@ -862,6 +923,8 @@ int runCompile() {
       llvm::outs() << "  padding_idx " << index << " of embedding '" << table
                    << "': lookups of token " << index
                    << " do not train its row, as in PyTorch\n";
+    for (const std::string &input : filled)
+      llvm::outs() << "  input " << input << "\n";
     for (const std::string &name : buffers)
       llvm::outs() << "  not trained: " << name
                    << " (a buffer, not a parameter, in PyTorch)\n";
