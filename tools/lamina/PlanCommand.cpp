@@ -16,6 +16,7 @@
 #include "lamina/Plan/Report.h"
 #include "lamina/Plan/Search.h"
 #include "lamina/Plan/Synthetic.h"
+#include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -23,6 +24,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -156,8 +158,38 @@ std::optional<plan::ModelDesc> describe() {
     llvm::errs() << "lamina plan: " << err << "\n";
     return std::nullopt;
   }
+  // Plan the parameters lamina compile trains: those the exporter merged,
+  // untied or dropped put back (a structure-only copy, in a fresh folder
+  // so its external data references resolve to nothing).
+  std::string importPath = inputPath;
+  SmallString<256> tempDir;
+  rt::RestoredParameters restored;
+  if (!llvm::sys::fs::createUniqueDirectory("lamina-plan", tempDir)) {
+    SmallString<256> copy(tempDir), source(inputPath);
+    llvm::sys::path::append(copy, "model.onnx");
+    llvm::sys::fs::make_absolute(source);
+    if (rt::Status s = rt::restoreParameters(std::string(source),
+                                             std::string(copy), restored,
+                                             /*inlineData=*/false);
+        !s.ok()) {
+      llvm::sys::fs::remove_directories(tempDir);
+      llvm::errs() << "lamina plan: " << inputPath << ": " << s.message()
+                   << "\n";
+      return std::nullopt;
+    }
+    if (restored.changed()) {
+      importPath = std::string(copy);
+      llvm::errs() << "lamina plan: parameters restored as lamina compile "
+                      "--mode train does: "
+                   << restored.untied.size() << " split off, "
+                   << restored.tied.size() << " tied back, "
+                   << restored.restored.size() << " zero biases\n";
+    }
+  }
   OwningOpRef<ModuleOp> module =
-      onnx::importModelFile(context, inputPath, options);
+      onnx::importModelFile(context, importPath, options);
+  if (!tempDir.empty())
+    llvm::sys::fs::remove_directories(tempDir);
   if (!module)
     return std::nullopt;
   // Cost what lamina compile runs: one graph.attention per attention (no
@@ -173,7 +205,7 @@ std::optional<plan::ModelDesc> describe() {
   FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
   if (failed(desc))
     return std::nullopt;
-  if (desc->name.empty())
+  if (desc->name.empty() || (importPath != inputPath && desc->name == "model"))
     desc->name = llvm::sys::path::stem(inputPath).str();
   return std::move(*desc);
 }

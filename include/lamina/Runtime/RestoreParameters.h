@@ -69,8 +69,12 @@ struct RestoredParameters {
 /// driver's rules) and, when it finds merged or untied parameters, writes
 /// the repaired model to `destPath` (its weights inline, or in
 /// `<destPath>.data` when large). Writes nothing when nothing changes.
+/// With `inlineData` false the copy keeps external data references as
+/// they are, relative to `destPath`'s folder: a structure-only model for
+/// importers that accept missing external data (`lamina plan`).
 Status restoreParameters(const std::string &sourcePath,
-                         const std::string &destPath, RestoredParameters &what);
+                         const std::string &destPath, RestoredParameters &what,
+                         bool inlineData = true);
 
 } // namespace lamina::rt
 

@@ -428,7 +428,8 @@ private:
 
 Status lamina::rt::restoreParameters(const std::string &sourcePath,
                                      const std::string &destPath,
-                                     RestoredParameters &what) {
+                                     RestoredParameters &what,
+                                     bool inlineData) {
   what = RestoredParameters();
   ::onnx::ModelProto model;
   if (Status s = loadModel(sourcePath, model); !s.ok())
@@ -450,6 +451,8 @@ Status lamina::rt::restoreParameters(const std::string &sourcePath,
   forEachInitializer(*model.mutable_graph(), [&](TensorProto &t) {
     if (!status.ok())
       return;
+    if (t.data_location() == TensorProto::EXTERNAL && !inlineData)
+      return; // structure only: the reference stays
     if (t.data_location() != TensorProto::EXTERNAL) {
       total += t.has_raw_data() ? t.raw_data().size() : t.ByteSizeLong();
       return;
