@@ -740,8 +740,9 @@ int runCompile() {
     // graph.attention, one graph.attention_grad.
     if (!noFuseAttention)
       autodiff.addPass(graph::createGraphFuseAttention());
-    // GELU fused before autodiff too: one graph.gelu and its gradient rule,
-    // not the differentiated chain of seven elementwise ops.
+    // GELU and the written-out norms fused before autodiff too: one op and
+    // its gradient rule, not the differentiated chain and its intermediates.
+    autodiff.addPass(graph::createGraphFuseNorms());
     autodiff.addPass(graph::createGraphFuseGelu());
     // Mixed precision on @forward: autodiff then makes the backward's
     // matmuls low-precision too; parameters stay f32.
@@ -797,6 +798,7 @@ int runCompile() {
     toRt.addPass(graph::createGraphVerifyImported());
     if (!noFuseAttention)
       toRt.addPass(graph::createGraphFuseAttention());
+    toRt.addPass(graph::createGraphFuseNorms());
     if (precision != "f32")
       toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }

@@ -197,6 +197,7 @@ std::optional<plan::ModelDesc> describe() {
   PassManager pm(&context);
   if (!noFuseAttention)
     pm.addPass(graph::createGraphFuseAttention());
+  pm.addPass(graph::createGraphFuseNorms());
   pm.addPass(graph::createGraphFuseGelu());
   if (failed(pm.run(*module)))
     return std::nullopt;

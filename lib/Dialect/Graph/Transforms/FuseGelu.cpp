@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ChainMatch.h"
+
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
@@ -22,47 +24,7 @@ using namespace mlir;
 using namespace lamina::graph;
 
 namespace {
-/// True when `v` is a one-element float constant equal to `want` (to float
-/// precision).
-bool isScalar(Value v, double want) {
-  DenseElementsAttr attr;
-  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1 ||
-      !isa<FloatType>(attr.getElementType()))
-    return false;
-  double got = (*attr.getValues<APFloat>().begin()).convertToDouble();
-  return std::fabs(got - want) <= 1e-6 * std::fabs(want);
-}
-
-/// The op using `v`, when it is the only use.
-Operation *soleUser(Value v) {
-  return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
-}
-
-/// For a binary op of type OpT, the operand that is not the scalar `c`.
-template <typename OpT> Value otherThanScalar(Operation *op, double c) {
-  auto bin = dyn_cast_or_null<OpT>(op);
-  if (!bin)
-    return {};
-  if (isScalar(bin.getRhs(), c))
-    return bin.getLhs();
-  if (isScalar(bin.getLhs(), c))
-    return bin.getRhs();
-  return {};
-}
-
-/// For a binary op of type OpT, the operand that is not `v`.
-template <typename OpT> Value otherThan(Operation *op, Value v) {
-  auto bin = dyn_cast_or_null<OpT>(op);
-  if (!bin)
-    return {};
-  if (bin.getLhs() == v)
-    return bin.getRhs();
-  if (bin.getRhs() == v)
-    return bin.getLhs();
-  return {};
-}
-
-Operation *def(Value v) { return v ? v.getDefiningOp() : nullptr; }
+using namespace lamina::graph::chain;
 
 struct Chain {
   Value x;
@@ -170,18 +132,7 @@ struct GraphFuseGelu : lamina::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
                                  chain->x, isa<TanhOp>(fn));
       chain->root->getResult(0).replaceAllUsesWith(gelu.getResult());
       chain->root->erase();
-      // Erase what became dead, users before producers, in as many rounds
-      // as the chain's order needs.
-      SmallVector<Operation *> live = chain->ops;
-      for (bool changed = true; changed;) {
-        changed = false;
-        for (Operation *&op : live)
-          if (op && op->use_empty()) {
-            op->erase();
-            op = nullptr;
-            changed = true;
-          }
-      }
+      eraseDead(chain->ops);
       ++numFused;
     }
   }

@@ -76,6 +76,34 @@ def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphFuseNorms : Pass<"graph-fuse-norms", "mlir::ModuleOp"> {
+  let summary = "Recognise LayerNorm and RMSNorm written out as ops";
+  let description = [{
+    Exporters write LayerNorm out where the opset has no
+    LayerNormalization (TorchScript at opset 14: `d = x - mean(x)`,
+    `d / sqrt(mean(d^2) + eps) * w + b`) and RMSNorm always (LLaMA-style
+    models: `x * (1 / sqrt(mean(x^2) + eps)) * w`, the reciprocal as
+    `Reciprocal` or `1 / s`, the square as `pow(x, 2)` or `x * x`). Each
+    chain over the last dim whose intermediate values have no other use
+    becomes one `graph.layer_norm` / `graph.rms_norm`: one kernel forward,
+    and one fused gradient (`graph.layer_norm_grad`, `graph.rms_norm_grad`)
+    instead of the differentiated chain and the intermediates it keeps.
+
+    ```mlir
+    %p = graph.pow %x, %two ...
+    %m = graph.reduce_mean %p {axes = array<i64: 2>, keepdims = true} ...
+    ...
+    %y = graph.mul %w, %n ...
+    // becomes
+    %y = graph.rms_norm %x, %w {axis = 2 : i64, epsilon = 1.0e-06 : f64} ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numLayer", "layer-norms", "chains replaced by graph.layer_norm">,
+    Statistic<"numRMS", "rms-norms", "chains replaced by graph.rms_norm">,
+  ];
+}
+
 def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   let summary = "Recognise GELU written out as elementwise ops";
   let description = [{
