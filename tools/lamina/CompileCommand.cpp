@@ -354,10 +354,12 @@ static bool writeFile(StringRef path, StringRef contents) {
 static std::string checkTrainFlags(bool train) {
   bool any = !lossKind.empty() || !logitsName.empty() || !labelsName.empty() ||
              !lossOutput.empty() || !freezeRegex.empty() ||
-             ignoreIndex.getNumOccurrences();
+             ignoreIndex.getNumOccurrences() || !paddingIdx.empty() ||
+             asExported;
   if (!train)
-    return any ? "--loss, --logits, --labels, --loss-output, --freeze and "
-                 "--ignore-index need --mode train"
+    return any ? "--loss, --logits, --labels, --loss-output, --freeze, "
+                 "--ignore-index, --padding-idx and --as-exported need "
+                 "--mode train"
                : "";
   if (!lossOutput.empty()) {
     if (!lossKind.empty() || !logitsName.empty() || !labelsName.empty())
@@ -387,9 +389,6 @@ static std::string checkTrainFlags(bool train) {
   return "";
 }
 
-/// Before autodiff: --freeze turns matching trainable arguments of @forward
-/// into constants, and the vocabulary (the logits' last dim) is read for
-/// the training driver's token-id check (0 when there are no logits).
 /// Inputs besides the tokens that Hugging Face exports take, and the values
 /// a window of packed tokens gives them: every position attended
 /// (`attention_mask` ones), positions 0.. along the sequence
@@ -442,6 +441,12 @@ static LogicalResult fillWindowInputs(func::FuncOp forward,
   return success();
 }
 
+/// Before autodiff: the window inputs filled; --freeze turns matching
+/// trainable arguments of @forward into constants, and so are known
+/// buffers (`buffers`, unless --as-exported); gathers of the tables in
+/// `pads` (restoreParameters' and --padding-idx's) get their padding
+/// index; the vocabulary (the logits' last dim) is read for the training
+/// driver's token-id check (0 when there are no logits).
 static LogicalResult
 prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
              std::vector<std::pair<std::string, int64_t>> &pads,
