@@ -21,9 +21,11 @@
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Graph/Transforms/PrepareTrain.h"
 #include "lamina/Eval/Evaluator.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/Program.h" // outputFileName
+#include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -79,6 +81,13 @@ static cl::opt<std::string> lossOutput(
     cl::desc("evaluate @train_step for the model's own scalar output"),
     cl::value_desc("NAME"), cl::cat(evalCategory));
 
+static cl::opt<bool> asExported(
+    "as-exported",
+    cl::desc("--loss: the initializers exactly as the file has them (no "
+             "parameters restored, inv_freq trained), as lamina compile's "
+             "--as-exported"),
+    cl::cat(evalCategory));
+
 static int fail(const std::string &message) {
   llvm::errs() << "lamina-eval: error: " << message << "\n";
   return 1;
@@ -113,8 +122,43 @@ int main(int argc, char **argv) {
   DefaultTimingManager tm;
   tm.setEnabled(timing);
   TimingScope root = tm.getRootScope();
+  // Training: the parameters the exporter merged, untied or dropped put
+  // back, as lamina compile --mode train does, in a copy that lives until
+  // the initializers are read.
+  bool training = !lossKind.empty() || !lossOutput.empty();
+  std::string importPath = modelPath;
+  rt::RestoredParameters restored;
+  struct TempDir {
+    SmallString<256> path;
+    ~TempDir() {
+      if (!path.empty())
+        llvm::sys::fs::remove_directories(path);
+    }
+  } temp;
+  if (training && !asExported) {
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("lamina-eval", temp.path))
+      return fail("cannot create a temporary folder: " + ec.message());
+    SmallString<256> copy(temp.path), source(modelPath);
+    llvm::sys::path::append(copy, "model.onnx");
+    llvm::sys::fs::make_absolute(source);
+    if (rt::Status s = rt::restoreParameters(std::string(source),
+                                             std::string(copy), restored);
+        !s.ok())
+      return fail(modelPath + ": " + s.message());
+    if (restored.changed()) {
+      importPath = std::string(copy);
+      llvm::errs() << "lamina-eval: parameters restored as lamina compile "
+                      "--mode train does: "
+                   << restored.untied.size() << " split off, "
+                   << restored.tied.size() << " tied back, "
+                   << restored.restored.size() << " zero biases\n";
+    }
+  }
+
   TimingScope importTimer = root.nest("import");
-  OwningOpRef<ModuleOp> module = onnx::importModelFile(context, modelPath, options);
+  OwningOpRef<ModuleOp> module =
+      onnx::importModelFile(context, importPath, options);
   importTimer.stop();
   if (!module)
     return 1;
@@ -132,6 +176,16 @@ int main(int argc, char **argv) {
       return fail("give either --loss KIND or --loss-output NAME");
     if (!lossKind.empty() && logitsName.empty())
       return fail("--loss needs --logits NAME");
+    if (!asExported) {
+      std::vector<std::string> frozen;
+      graph::freezeKnownBuffers(func, frozen);
+      for (const std::string &name : frozen)
+        llvm::errs() << "lamina-eval: not trained: " << name
+                     << " (a buffer, not a parameter, in PyTorch)\n";
+      if (failed(graph::markPaddingIndices(func, restored.paddingIndices,
+                                           restored.paddingIndices.size())))
+        return 1;
+    }
     PassManager pm(&context);
     if (!lossKind.empty()) {
       graph::GraphAddLossOptions lossOptions;
@@ -148,11 +202,13 @@ int main(int argc, char **argv) {
     evalFunction = "train_step";
   } else if (!logitsName.empty() || !labelsName.empty()) {
     return fail("--logits and --labels go with --loss");
+  } else if (asExported) {
+    return fail("--as-exported goes with --loss or --loss-output");
   }
 
   TimingScope loadTimer = root.nest("read initializers and inputs");
   std::map<std::string, eval::HostTensor> args;
-  if (std::string err = eval::loadInitializers(*module, modelPath, args);
+  if (std::string err = eval::loadInitializers(*module, importPath, args);
       !err.empty())
     return fail(err);
 

@@ -18,6 +18,7 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Graph/Transforms/PrepareTrain.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 #include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Schedule/Schedule.h"
@@ -161,14 +162,6 @@ static cl::opt<bool> asExported(
              "LM head tied back to its embedding, rotary inv_freq buffers "
              "trained (docs/training.md, \"Parameters the exporters merge\")"),
     cl::sub(compileCommand));
-
-/// Initializers that are buffers, not parameters, in the PyTorch modules
-/// exporters write them from (rotary frequencies): frozen unless
-/// --as-exported.
-static bool isKnownBuffer(StringRef name) {
-  return name == "inv_freq" || name.ends_with(".inv_freq") ||
-         name.ends_with("/inv_freq");
-}
 
 static std::string humanBytes(int64_t bytes) {
   const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -389,58 +382,6 @@ static std::string checkTrainFlags(bool train) {
   return "";
 }
 
-/// Inputs besides the tokens that Hugging Face exports take, and the values
-/// a window of packed tokens gives them: every position attended
-/// (`attention_mask` ones), positions 0.. along the sequence
-/// (`position_ids`), one segment (`token_type_ids` zeros). Made constants
-/// before anything else, so the masks fold (causal attention) and the
-/// program has one token input. Returns what was filled, for the log.
-static LogicalResult fillWindowInputs(func::FuncOp forward,
-                                      std::vector<std::string> &filled) {
-  OpBuilder b(forward.getContext());
-  b.setInsertionPointToStart(&forward.getBody().front());
-  llvm::BitVector erase(forward.getNumArguments());
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto kind = forward.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-    auto name = forward.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-    auto type = dyn_cast<RankedTensorType>(forward.getArgument(i).getType());
-    if (!kind || kind.getValue() != graph::kKindInput || !name || !type ||
-        !type.getElementType().isSignlessInteger() || type.getRank() != 2 ||
-        (!labelsName.empty() && name.getValue() == labelsName))
-      continue;
-    StringRef n = name.getValue();
-    std::string what;
-    Attribute value;
-    Type element = type.getElementType();
-    if (n == "attention_mask") {
-      value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 1));
-      what = "all ones (no padding in a window of packed tokens)";
-    } else if (n == "token_type_ids") {
-      value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 0));
-      what = "all zeros (one segment)";
-    } else if (n == "position_ids") {
-      SmallVector<APInt> positions;
-      unsigned width = element.getIntOrFloatBitWidth();
-      for (int64_t r = 0; r < type.getDimSize(0); ++r)
-        for (int64_t c = 0; c < type.getDimSize(1); ++c)
-          positions.push_back(APInt(width, uint64_t(c)));
-      value = DenseElementsAttr::get(type, positions);
-      what = "0 to " + std::to_string(type.getDimSize(1) - 1) +
-             " in every row (each window starts a sequence)";
-    } else {
-      continue;
-    }
-    Value c = graph::ConstantOp::create(b, forward.getArgument(i).getLoc(),
-                                        cast<ElementsAttr>(value));
-    forward.getArgument(i).replaceAllUsesWith(c);
-    erase.set(i);
-    filled.push_back(n.str() + ": " + what);
-  }
-  if (erase.any() && failed(forward.eraseArguments(erase)))
-    return forward.emitError("lamina compile: cannot remove the filled inputs");
-  return success();
-}
-
 /// Before autodiff: the window inputs filled; --freeze turns matching
 /// trainable arguments of @forward into constants, and so are known
 /// buffers (`buffers`, unless --as-exported); gathers of the tables in
@@ -455,7 +396,7 @@ prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
   if (!forward)
     return module.emitError("lamina compile: no @forward function");
   Builder b(module.getContext());
-  if (failed(fillWindowInputs(forward, filled)))
+  if (failed(graph::fillWindowInputs(forward, labelsName, filled)))
     return failure();
   if (!freezeRegex.empty()) {
     llvm::Regex re(freezeRegex);
@@ -481,16 +422,7 @@ prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
              << freezeRegex << "' freezes every initializer: nothing to train";
   }
   if (!asExported)
-    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-      auto kind = forward.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-      auto name = forward.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-      if (kind && kind.getValue() == graph::kKindTrainable && name &&
-          isKnownBuffer(name.getValue())) {
-        forward.setArgAttr(i, graph::kKindAttr,
-                           b.getStringAttr(graph::kKindConstant));
-        buffers.push_back(name.getValue().str());
-      }
-    }
+    graph::freezeKnownBuffers(forward, buffers);
   // PyTorch's embedding padding indices (restoreParameters, --padding-idx):
   // the lookups' gradient skips that row.
   size_t given = pads.size();
@@ -502,25 +434,8 @@ prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
              << flag << "' is not NAME=INDEX with INDEX >= 0";
     pads.push_back({name.str(), value});
   }
-  std::vector<bool> used(pads.size(), false);
-  forward.walk([&](graph::GatherOp gather) {
-    auto table = dyn_cast<BlockArgument>(gather.getData());
-    if (!table || gather.getAxis() != 0)
-      return;
-    auto name = forward.getArgAttrOfType<StringAttr>(table.getArgNumber(),
-                                                     graph::kNameAttr);
-    for (size_t k = 0; k < pads.size(); ++k)
-      if (name && name.getValue() == pads[k].first) {
-        gather.setPaddingIdxAttr(b.getI64IntegerAttr(pads[k].second));
-        used[k] = true;
-      }
-  });
-  for (size_t k = given; k < pads.size(); ++k)
-    if (!used[k])
-      return forward.emitError("lamina compile: --padding-idx: no embedding "
-                               "lookup (a Gather on axis 0) reads an "
-                               "initializer named '")
-             << pads[k].first << "'";
+  if (failed(graph::markPaddingIndices(forward, pads, given)))
+    return failure();
   if (!logitsName.empty())
     if (auto names = forward->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr))
       for (unsigned i = 0; i < names.size(); ++i)
