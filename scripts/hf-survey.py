@@ -79,37 +79,11 @@ def make(arch):
 
     config_cls, model_cls, kw = configs(tf)[arch]
     torch.manual_seed(0)
-    config = config_cls(**kw)
-    config._attn_implementation = "eager"
-
-    class LogitsOnly(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids):
-            return self.inner(input_ids=input_ids,
-                              attention_mask=torch.ones_like(input_ids),
-                              use_cache=False).logits
-
-    return LogitsOnly(model_cls(config)).eval()
+    return E.logits_only(model_cls(E.eager(config_cls(**kw))))
 
 
 def reference(arch, tokens, steps=10, lr=0.1):
-    import torch
-
-    model = make(arch)
-    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr)
-    losses = []
-    for ids in E.batches(tokens, steps):
-        ids = torch.from_numpy(ids)
-        logits = model(ids)
-        loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = E.train_losses(make(arch), tokens, "sgd", lr, steps, vocab=V)
     return dict(batch=E.BATCH, seq=E.SEQ, seed=E.SEED, vocab=V, tokens=tokens,
                 runs=dict(sgd=dict(lr=lr, steps=steps, losses=losses)))
 

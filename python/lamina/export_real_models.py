@@ -59,17 +59,22 @@ def _tiny(kind: str):
 
     torch.manual_seed(0)
     if kind == "gpt2":
-        net = tf.GPT2LMHeadModel(_eager(tf.GPT2Config(**GPT2)))
+        net = tf.GPT2LMHeadModel(eager(tf.GPT2Config(**GPT2)))
     else:
-        net = tf.LlamaForCausalLM(_eager(tf.LlamaConfig(**LLAMA)))
+        net = tf.LlamaForCausalLM(eager(tf.LlamaConfig(**LLAMA)))
+    return logits_only(net)
+
+
+def logits_only(net):
+    """`net` as input_ids -> logits, no KV cache, so both exporters see one
+    tensor out; in eval mode (no dropout, as the exported graph has none).
+
+    An all-ones attention_mask is passed because, without one, transformers
+    >= 5 probes position_ids for packed sequences with torch.diff, which the
+    TorchScript exporter cannot export."""
+    import torch
 
     class LogitsOnly(torch.nn.Module):
-        """input_ids -> logits, no KV cache, so both exporters see one tensor out.
-
-        An all-ones attention_mask is passed because, without one,
-        transformers >= 5 probes position_ids for packed sequences with
-        torch.diff, which the TorchScript exporter cannot export."""
-
         def __init__(self, inner):
             super().__init__()
             self.inner = inner
@@ -79,11 +84,10 @@ def _tiny(kind: str):
             return self.inner(input_ids=input_ids, attention_mask=mask,
                               use_cache=False).logits
 
-    # eval(): no dropout, as the exported graph has none.
     return LogitsOnly(net).eval()
 
 
-def _eager(config):
+def eager(config):
     config._attn_implementation = "eager"  # plain MatMul/Softmax, no SDPA op
     return config
 
@@ -186,29 +190,33 @@ def batches(tokens, steps):
         yield np.array([tokens[s:s + SEQ] for s in starts], dtype=np.int64)
 
 
-def train_reference(kind: str, tokens) -> dict:
-    """PyTorch's losses per step; lamina's causal-lm loss is the same mean
+def train_losses(model, tokens, optimizer: str, lr: float, steps: int,
+                 vocab: int = VOCAB) -> list[float]:
+    """PyTorch training `model` on the sampler's batches of `tokens`: the
+    loss of every step. lamina's causal-lm loss is the same mean
     cross-entropy of position t against token t + 1."""
     import torch
 
-    out = {}
-    for name, run in RUNS.items():
-        model = _tiny(kind)
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = (torch.optim.SGD(params, lr=run["lr"]) if name == "sgd"
-               else torch.optim.AdamW(params, lr=run["lr"]))
-        losses = []
-        for ids in batches(tokens, run["steps"]):
-            ids = torch.from_numpy(ids)
-            logits = model(ids)
-            loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        out[name] = dict(run, losses=losses)
-    return out
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = (torch.optim.SGD(params, lr=lr) if optimizer == "sgd"
+           else torch.optim.AdamW(params, lr=lr))
+    losses = []
+    for ids in batches(tokens, steps):
+        ids = torch.from_numpy(ids)
+        logits = model(ids)
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def train_reference(kind: str, tokens) -> dict:
+    return {name: dict(run, losses=train_losses(_tiny(kind), tokens, name,
+                                                 run["lr"], run["steps"]))
+            for name, run in RUNS.items()}
 
 
 def describe(path) -> str:

@@ -126,35 +126,18 @@ int main(int argc, char **argv) {
   // back, as lamina compile --mode train does, in a copy that lives until
   // the initializers are read.
   bool training = !lossKind.empty() || !lossOutput.empty();
+  rt::TemporaryRestore restore;
   std::string importPath = modelPath;
-  rt::RestoredParameters restored;
-  struct TempDir {
-    SmallString<256> path;
-    ~TempDir() {
-      if (!path.empty())
-        llvm::sys::fs::remove_directories(path);
-    }
-  } temp;
   if (training && !asExported) {
-    if (std::error_code ec =
-            llvm::sys::fs::createUniqueDirectory("lamina-eval", temp.path))
-      return fail("cannot create a temporary folder: " + ec.message());
-    SmallString<256> copy(temp.path), source(modelPath);
-    llvm::sys::path::append(copy, "model.onnx");
-    llvm::sys::fs::make_absolute(source);
-    if (rt::Status s = rt::restoreParameters(std::string(source),
-                                             std::string(copy), restored);
-        !s.ok())
+    if (rt::Status s = restore.create(modelPath, /*inlineData=*/true); !s.ok())
       return fail(modelPath + ": " + s.message());
-    if (restored.changed()) {
-      importPath = std::string(copy);
+    importPath = restore.path();
+    if (restore.what().changed())
       llvm::errs() << "lamina-eval: parameters restored as lamina compile "
                       "--mode train does: "
-                   << restored.untied.size() << " split off, "
-                   << restored.tied.size() << " tied back, "
-                   << restored.restored.size() << " zero biases\n";
-    }
+                   << restore.what().summary() << "\n";
   }
+  const rt::RestoredParameters &restored = restore.what();
 
   TimingScope importTimer = root.nest("import");
   OwningOpRef<ModuleOp> module =

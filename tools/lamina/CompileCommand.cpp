@@ -826,11 +826,7 @@ int runCompile() {
     if (restored.changed()) {
       llvm::outs() << "  parameters restored in " << absModel
                    << " (the program reads and exports it): "
-                   << restored.untied.size()
-                   << " split off initializers the exporter merged, "
-                   << restored.tied.size() << " tied back, "
-                   << restored.restored.size()
-                   << " zero biases the exporter removed\n";
+                   << restored.summary() << "\n";
       for (const auto *list :
            {&restored.untied, &restored.tied, &restored.restored})
         for (size_t i = 0; i < list->size(); ++i) {

@@ -24,7 +24,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -159,37 +158,20 @@ std::optional<plan::ModelDesc> describe() {
     return std::nullopt;
   }
   // Plan the parameters lamina compile trains: those the exporter merged,
-  // untied or dropped put back (a structure-only copy, in a fresh folder
-  // so its external data references resolve to nothing).
-  std::string importPath = inputPath;
-  SmallString<256> tempDir;
-  rt::RestoredParameters restored;
-  if (!llvm::sys::fs::createUniqueDirectory("lamina-plan", tempDir)) {
-    SmallString<256> copy(tempDir), source(inputPath);
-    llvm::sys::path::append(copy, "model.onnx");
-    llvm::sys::fs::make_absolute(source);
-    if (rt::Status s = rt::restoreParameters(std::string(source),
-                                             std::string(copy), restored,
-                                             /*inlineData=*/false);
-        !s.ok()) {
-      llvm::sys::fs::remove_directories(tempDir);
-      llvm::errs() << "lamina plan: " << inputPath << ": " << s.message()
-                   << "\n";
-      return std::nullopt;
-    }
-    if (restored.changed()) {
-      importPath = std::string(copy);
-      llvm::errs() << "lamina plan: parameters restored as lamina compile "
-                      "--mode train does: "
-                   << restored.untied.size() << " split off, "
-                   << restored.tied.size() << " tied back, "
-                   << restored.restored.size() << " zero biases\n";
-    }
+  // untied or dropped put back (a structure-only copy: external data is
+  // neither read nor written, and resolves to nothing in the copy's folder).
+  rt::TemporaryRestore restored;
+  if (rt::Status s = restored.create(inputPath, /*inlineData=*/false);
+      !s.ok()) {
+    llvm::errs() << "lamina plan: " << inputPath << ": " << s.message() << "\n";
+    return std::nullopt;
   }
+  if (restored.what().changed())
+    llvm::errs() << "lamina plan: parameters restored as lamina compile "
+                    "--mode train does: "
+                 << restored.what().summary() << "\n";
   OwningOpRef<ModuleOp> module =
-      onnx::importModelFile(context, importPath, options);
-  if (!tempDir.empty())
-    llvm::sys::fs::remove_directories(tempDir);
+      onnx::importModelFile(context, restored.path(), options);
   if (!module)
     return std::nullopt;
   // Cost what lamina compile runs: one graph.attention per attention (no
@@ -206,7 +188,8 @@ std::optional<plan::ModelDesc> describe() {
   FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
   if (failed(desc))
     return std::nullopt;
-  if (desc->name.empty() || (importPath != inputPath && desc->name == "model"))
+  // The model's name is its file's, not the copy's.
+  if (desc->name.empty() || restored.path() != inputPath)
     desc->name = llvm::sys::path::stem(inputPath).str();
   return std::move(*desc);
 }

@@ -63,6 +63,9 @@ struct RestoredParameters {
   bool changed() const {
     return !untied.empty() || !tied.empty() || !restored.empty();
   }
+  /// "N split off initializers the exporter merged, M tied back, K zero
+  /// biases the exporter removed", for the tools' logs.
+  std::string summary() const;
 };
 
 /// Reads the model at `sourcePath` (external data under the program
@@ -75,6 +78,26 @@ struct RestoredParameters {
 Status restoreParameters(const std::string &sourcePath,
                          const std::string &destPath, RestoredParameters &what,
                          bool inlineData = true);
+
+/// restoreParameters into `model.onnx` of a fresh temporary folder, which
+/// goes with this object (lamina plan and lamina-eval read the copy and
+/// need it no longer).
+class TemporaryRestore {
+public:
+  TemporaryRestore() = default;
+  TemporaryRestore(const TemporaryRestore &) = delete;
+  TemporaryRestore &operator=(const TemporaryRestore &) = delete;
+  ~TemporaryRestore();
+
+  Status create(const std::string &sourcePath, bool inlineData);
+  /// The copy when something changed, else `sourcePath`.
+  const std::string &path() const { return modelPath; }
+  const RestoredParameters &what() const { return restored; }
+
+private:
+  std::string dir, modelPath;
+  RestoredParameters restored;
+};
 
 } // namespace lamina::rt
 

@@ -11,9 +11,12 @@
 #include "OnnxTensor.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <unistd.h>
 
 using namespace lamina::rt;
 using ::onnx::GraphProto;
@@ -476,4 +479,38 @@ Status lamina::rt::restoreParameters(const std::string &sourcePath,
     return status;
   return writeModelFile(model, destPath, total,
                         (uint64_t(1) << 31) - (64u << 20));
+}
+
+std::string RestoredParameters::summary() const {
+  return std::to_string(untied.size()) +
+         " split off initializers the exporter merged, " +
+         std::to_string(tied.size()) + " tied back, " +
+         std::to_string(restored.size()) + " zero biases the exporter removed";
+}
+
+TemporaryRestore::~TemporaryRestore() {
+  if (dir.empty())
+    return;
+  ::unlink((dir + "/model.onnx").c_str());
+  ::unlink((dir + "/model.onnx.data").c_str());
+  ::rmdir(dir.c_str());
+}
+
+Status TemporaryRestore::create(const std::string &sourcePath,
+                                bool inlineData) {
+  const char *tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/lamina-restore-XXXXXX";
+  if (!::mkdtemp(&pattern[0]))
+    return Status::error("cannot create a temporary folder '" + pattern +
+                         "': " + std::strerror(errno));
+  dir = pattern;
+  modelPath = sourcePath;
+  std::string copy = dir + "/model.onnx";
+  if (Status s = restoreParameters(sourcePath, copy, restored, inlineData);
+      !s.ok())
+    return s;
+  if (restored.changed())
+    modelPath = copy;
+  return Status::success();
 }

@@ -21,6 +21,14 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def lm(nodes, inits, vocab: int) -> onnx.ModelProto:
+    """ids [2, 6] -> logits [2, 6, vocab]."""
+    graph = helper.make_graph(
+        nodes, "restore", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 6, vocab])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def build(head_exact: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     v, d = 16, 8
@@ -43,10 +51,7 @@ def build(head_exact: bool) -> onnx.ModelProto:
         helper.make_node("Add", ["e", "f"], ["h"], name="sum"),
         helper.make_node("MatMul", ["h", "head"], ["logits"], name="lm_head"),
     ]
-    graph = helper.make_graph(
-        nodes, "restore", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 6, v])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return lm(nodes, inits, v)
 
 
 def fx(node, call, args, scopes):
@@ -83,10 +88,7 @@ def build_bias() -> onnx.ModelProto:
         helper.make_node("Reshape", ["z2", "back"], ["z"], name="unflatten"),
         helper.make_node("MatMul", ["z", "head"], ["logits"], name="lm_head"),
     ]
-    graph = helper.make_graph(
-        nodes, "bias", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 6, v])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return lm(nodes, inits, v)
 
 
 def main():

@@ -132,18 +132,38 @@ double numericGradient(ModuleOp module, std::map<std::string, HostTensor> &args,
   return (up - down) / (2 * eps);
 }
 
-void checkGradients(const Case &c) {
-  SCOPED_TRACE(c.name);
+/// A context with the dialects the cases use.
+std::unique_ptr<MLIRContext> makeContext() {
   DialectRegistry registry;
   registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+/// The case's @forward with @train_step built by graph-autodiff; null (a
+/// test failure recorded) when it does not parse or differentiate.
+OwningOpRef<ModuleOp> trainStep(MLIRContext &context, const Case &c) {
   std::string text = moduleText(c);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << text;
+  if (!module) {
+    ADD_FAILURE() << text;
+    return nullptr;
+  }
   PassManager pm(&context);
   pm.addPass(lamina::graph::createGraphAutodiff());
-  ASSERT_TRUE(succeeded(pm.run(*module))) << text;
+  if (failed(pm.run(*module))) {
+    ADD_FAILURE() << text;
+    return nullptr;
+  }
+  return module;
+}
+
+void checkGradients(const Case &c) {
+  SCOPED_TRACE(c.name);
+  std::unique_ptr<MLIRContext> context = makeContext();
+  OwningOpRef<ModuleOp> module = trainStep(*context, c);
+  ASSERT_TRUE(module);
 
   std::mt19937 rng(1234);
   std::map<std::string, HostTensor> args;
@@ -420,22 +440,15 @@ TEST(GradientTest, DataMovement) {
 // of the same gather, except that the padding row gets nothing from the
 // lookups of it (a stop-gradient, so no numeric check can see it).
 TEST(GradientTest, GatherPaddingIdx) {
-  DialectRegistry registry;
-  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+  std::unique_ptr<MLIRContext> context = makeContext();
   Case c{
       "gather_padding_idx",
       {{"e", {4, 3}}, {"i", {2, 3}, "input", 0, 0, {1, 2, 1, 0, 3, 1}, "i64"}},
       "  %y = graph.gather %e, %i {axis = 0 : i64, padding_idx = 1 : i64} : "
       "(tensor<4x3xf64>, tensor<2x3xi64>) -> tensor<2x3x3xf64>",
       {2, 3, 3}};
-  std::string text = moduleText(c);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << text;
-  PassManager pm(&context);
-  pm.addPass(lamina::graph::createGraphAutodiff());
-  ASSERT_TRUE(succeeded(pm.run(*module))) << text;
+  OwningOpRef<ModuleOp> module = trainStep(*context, c);
+  ASSERT_TRUE(module);
   std::mt19937 rng(7);
   std::map<std::string, HostTensor> args;
   args["e"] = randomTensor({4, 3}, -1, 1, rng);

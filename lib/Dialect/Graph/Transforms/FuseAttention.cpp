@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ChainMatch.h"
+
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/IR/Literal.h"
 #include "lamina/Dialect/Graph/Transforms/Autodiff.h"
@@ -38,15 +40,6 @@ namespace {
 constexpr double kMaskedBelow = -1e30;
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-
-/// A one-element float constant's value.
-std::optional<double> scalarValue(Value v) {
-  DenseElementsAttr attr;
-  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1 ||
-      !isa<FloatType>(attr.getElementType()))
-    return std::nullopt;
-  return (*attr.getValues<APFloat>().begin()).convertToDouble();
-}
 
 /// Element (i, j) of a mask as a function of the indices, for values
 /// shaped [..., R, C] that are the same matrix at every leading index (a
@@ -295,7 +288,7 @@ struct Match {
 /// `operand`.
 std::optional<double> scalarFactor(Value v, Value &operand) {
   if (auto div = v.getDefiningOp<DivOp>()) {
-    std::optional<double> c = scalarValue(div.getRhs());
+    std::optional<double> c = chain::scalar(div.getRhs());
     if (!c || *c == 0 || div.getLhs().getType() != v.getType())
       return std::nullopt;
     operand = div.getLhs();
@@ -304,7 +297,7 @@ std::optional<double> scalarFactor(Value v, Value &operand) {
   if (auto mul = v.getDefiningOp<MulOp>()) {
     for (auto [x, factor] : {std::pair(mul.getLhs(), mul.getRhs()),
                              std::pair(mul.getRhs(), mul.getLhs())})
-      if (std::optional<double> c = scalarValue(factor);
+      if (std::optional<double> c = chain::scalar(factor);
           c && x.getType() == v.getType()) {
         operand = x;
         return c;
@@ -347,9 +340,9 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
       std::optional<double> fill;
       Value scores;
       bool keepIsTrue = false;
-      if ((fill = scalarValue(sel.getLhs())))
+      if ((fill = chain::scalar(sel.getLhs())))
         scores = sel.getRhs();
-      else if ((fill = scalarValue(sel.getRhs())))
+      else if ((fill = chain::scalar(sel.getRhs())))
         scores = sel.getLhs(), keepIsTrue = true;
       if (!fill || !(*fill <= kMaskedBelow) ||
           scores.getType() != cur.getType())
