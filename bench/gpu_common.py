@@ -20,26 +20,9 @@ import numpy as np
 # ------------------------------------------------------------------ data
 # The training program's sampler (include/lamina/Runtime/TokenData.h), so
 # the PyTorch reference sees exactly the batches the Lamina program sees.
-_M64 = (1 << 64) - 1
-
-
-class SplitMix64:
-    def __init__(self, seed: int = 0):
-        self.state = seed & _M64
-
-    def next(self) -> int:
-        self.state = (self.state + 0x9E3779B97F4A7C15) & _M64
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        return z ^ (z >> 31)
-
-    def below(self, n: int) -> int:
-        limit = _M64 - _M64 % n
-        while True:
-            x = self.next()
-            if x < limit:
-                return x % n
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+from lamina.testing.sampler import SplitMix64, windows  # noqa: E402
 
 
 class TokenSampler:
@@ -57,13 +40,9 @@ class TokenSampler:
         self.rng = SplitMix64(seed)
 
     def next(self) -> np.ndarray:
-        starts = self.data.size - self.seq
-        out = np.empty((self.batch, self.seq), dtype=np.int64)
-        for b in range(self.batch):
-            s = self.rng.below(starts)
-            out[b] = self.data[s:s + self.seq]
-            if self.vocab is not None and int(self.data[s:s + self.seq + 1].max()) >= self.vocab:
-                raise ValueError("token id beyond the vocabulary")
+        out = windows(self.data, self.batch, self.seq, self.rng)
+        if self.vocab is not None and int(out.max()) >= self.vocab:
+            raise ValueError("token id beyond the vocabulary")
         return out
 
 

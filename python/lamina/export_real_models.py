@@ -39,6 +39,8 @@ import warnings
 import numpy as np
 import onnx
 
+from lamina.testing.sampler import SplitMix64, windows
+
 VOCAB = 64
 POSITIONS = 64
 GPT2 = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB,
@@ -155,29 +157,6 @@ def export_dynamo(model, ids, path):
     prog.save(path)  # small enough to stay in one file
 
 
-class SplitMix64:
-    """TokenData.h's sampler, bit for bit."""
-
-    MASK = (1 << 64) - 1
-
-    def __init__(self, seed: int):
-        self.state = seed & self.MASK
-
-    def next(self) -> int:
-        self.state = (self.state + 0x9E3779B97F4A7C15) & self.MASK
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & self.MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & self.MASK
-        return z ^ (z >> 31)
-
-    def below(self, n: int) -> int:
-        limit = self.MASK - self.MASK % n
-        while True:
-            x = self.next()
-            if x < limit:
-                return x % n
-
-
 def corpus(n: int = 4096) -> list[int]:
     """A learnable token stream: a repeating motif with a slow drift."""
     return [(i * 7 + (i // 13) * 5) % VOCAB for i in range(n)]
@@ -186,8 +165,7 @@ def corpus(n: int = 4096) -> list[int]:
 def batches(tokens, steps):
     rng = SplitMix64(SEED)
     for _ in range(steps):
-        starts = [rng.below(len(tokens) - SEQ) for _ in range(BATCH)]
-        yield np.array([tokens[s:s + SEQ] for s in starts], dtype=np.int64)
+        yield windows(tokens, BATCH, SEQ, rng)
 
 
 def train_losses(model, tokens, optimizer: str, lr: float, steps: int,

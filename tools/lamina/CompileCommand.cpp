@@ -179,11 +179,20 @@ static std::string humanBytes(int64_t bytes) {
 /// What the memory plan and the lowering produced, for the summary.
 struct PlanFigures {
   int64_t arenaBytes = 0, tensorBytes = 0, weightBytes = 0, calls = 0;
+  /// A training program's @eval_step (it shares the train step's arena
+  /// and weights).
+  int64_t evalCalls = 0, evalArenaBytes = 0;
 };
 
 static PlanFigures readFigures(ModuleOp module) {
   PlanFigures f;
   module.walk([&](func::FuncOp func) {
+    if (func.getName() == "eval_step") {
+      if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr))
+        f.evalArenaBytes = a.getInt();
+      func.walk([&](rt_ir::CallOp) { ++f.evalCalls; });
+      return;
+    }
     if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr))
       f.arenaBytes += a.getInt();
     if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kTensorBytesAttr))
@@ -710,9 +719,11 @@ int runCompile() {
       autodiff.addPass(graph::createGraphVerifyTrainStep());
       if (failed(autodiff.run(*module)))
         return 1;
-      // Only the train step is compiled.
+      // The forward, reduced to its loss, is the evaluation entry
+      // (`run --eval-data`): validation losses without the gradients.
       if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
-        forward.erase();
+        if (failed(graph::keepOnlyLoss(forward, adOptions.loss, "eval_step")))
+          return 1;
     }
   } else {
     toRt.addPass(graph::createGraphVerifyImported());
@@ -753,6 +764,7 @@ int runCompile() {
     emitOptions.vocab = vocab;
   } else if (train) {
     emitOptions.entryName = "train_step";
+    emitOptions.evalEntryName = "eval_step";
     emitOptions.mode = "train";
     if (lossOutput.empty() && lossKind == "cross-entropy")
       emitOptions.labelsInput = labelsName;
@@ -865,6 +877,12 @@ int runCompile() {
                                          double(figures.arenaBytes));
       llvm::outs() << "\n  weights: " << humanBytes(figures.weightBytes)
                    << ", read from the model at start-up\n";
+      if (figures.evalCalls)
+        llvm::outs() << "  evaluation (run --eval-data): the forward and "
+                        "loss, "
+                     << figures.evalCalls << " kernel calls, arena "
+                     << humanBytes(figures.evalArenaBytes)
+                     << " (one arena, the larger of the two)\n";
     }
     if (!noBuild)
       llvm::outs() << llvm::format("  build: %.1f s\n", buildSeconds);

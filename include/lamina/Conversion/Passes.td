@@ -94,6 +94,10 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
            "the program; its --model flag overrides it)">,
     Option<"entryName", "entry", "std::string", /*default=*/"\"forward\"",
            "The function that becomes the program's entry">,
+    Option<"evalEntryName", "eval-entry", "std::string", /*default=*/"\"\"",
+           "mode=train: a function computing only the loss, with the "
+           "entry's arguments, that becomes the program's evaluation "
+           "entry (`run --eval-data`); none when the module has none">,
     Option<"mode", "mode", "std::string", /*default=*/"\"inference\"",
            "inference: `main` calls lamina::rt::programMain; train: the "
            "entry is a train step and `main` calls lamina::rt::trainMain">,

@@ -85,11 +85,14 @@ int programMain(int argc, char **argv, const ProgramSpec &spec,
 
 /// What a training program knows beyond its ProgramSpec (convert-rt-to-emitc
 /// with mode=train emits it): the entry input that takes the labels
-/// (nullptr: causal LM, labels come from the inputs), and the vocabulary
-/// size token ids are checked against (0: unknown, not checked).
+/// (nullptr: causal LM, labels come from the inputs), the vocabulary
+/// size token ids are checked against (0: unknown, not checked), and the
+/// evaluation entry (nullptr: none): the forward and loss alone, with the
+/// train step's arguments and its one result the loss, for --eval-data.
 struct TrainSpec {
   const char *labelsInput;
   int64_t vocab;
+  const ProgramSpec *eval = nullptr;
 };
 
 /// `OUTDIR/run --data FILE --steps N ...` (lib/Runtime/Program/Train.cpp,

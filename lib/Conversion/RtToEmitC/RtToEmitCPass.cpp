@@ -101,7 +101,9 @@ public:
   /// Most kernel calls per emitted C++ function (calls-per-function).
   int64_t callsPerFunction = 128;
 
-  LogicalResult run();
+  /// `evalEntry` (mode=train, may be null): the loss-only function with
+  /// the entry's arguments, emitted as the TrainSpec's `eval` program.
+  LogicalResult run(func::FuncOp evalEntry = {});
   /// mode=dist: every outlined module function, the DistSpec and a `main`
   /// calling lamina::rt::distTrainMain (cuda: lamina::rt::cuda::'s).
   struct DistOptions {
@@ -145,7 +147,11 @@ private:
   /// `entry` as `static void lamina_<name>(const Tensor *, void *)`.
   FailureOr<emitc::FuncOp> emitFunction();
   void emitCall(rt_ir::CallOp call);
-  void emitSpecAndMain(emitc::FuncOp func);
+  void emitSpecAndMain(emitc::FuncOp func, StringRef evalSpec);
+  /// The ProgramSpec (or FunctionSpec) initialiser of `entry`, emitted as
+  /// `func`, whose tables are named prefix_args and prefix_outputs.
+  std::string specInitializer(emitc::FuncOp func, StringRef first,
+                              StringRef prefix);
   /// Static ArgSpec / OutputSpec arrays of `entry`; their names, or
   /// "nullptr" when empty.
   std::string argsTable(StringRef name);
@@ -466,17 +472,22 @@ std::string ProgramEmitter::outputsTable(StringRef name) {
                    outputs);
 }
 
-void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
-  Location loc = entry.getLoc();
-  unsigned numArgs = entry.getNumArguments() - 1;
-  auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
-  std::string argsName = argsTable("lamina_args");
-  std::string outputsName = outputsTable("lamina_outputs");
+std::string ProgramEmitter::specInitializer(emitc::FuncOp func,
+                                            StringRef first,
+                                            StringRef prefix) {
+  std::string argsName = argsTable((prefix + "_args").str());
+  std::string outputsName = outputsTable((prefix + "_outputs").str());
   auto arenaBytes = entry->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
-  std::string spec = llvm::formatv(
-      "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", cString(modelPath), argsName,
-      numArgs, outputsName, ret.getNumOperands(),
+  return llvm::formatv(
+      "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", first, argsName,
+      entry.getNumArguments() - 1, outputsName,
+      entry.getBody().front().getTerminator()->getNumOperands(),
       arenaBytes ? arenaBytes.getInt() : 0, func.getName());
+}
+
+void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func, StringRef evalSpec) {
+  Location loc = entry.getLoc();
+  std::string spec = specInitializer(func, cString(modelPath), "lamina");
   // The spec follows the entry function it points to.
   OpBuilder after(ctx());
   after.setInsertionPointAfter(func);
@@ -494,8 +505,9 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func) {
   if (train) {
     // The train spec goes before main, after the program spec.
     std::string trainSpec = llvm::formatv(
-        "{{{0}, {1}}", labelsInput.empty() ? "nullptr" : cString(labelsInput),
-        vocab);
+        "{{{0}, {1}, {2}}",
+        labelsInput.empty() ? "nullptr" : cString(labelsInput), vocab,
+        evalSpec);
     OpBuilder before(ctx());
     before.setInsertionPoint(main);
     emitc::GlobalOp::create(before, loc, "lamina_train",
@@ -546,15 +558,53 @@ FailureOr<emitc::FuncOp> ProgramEmitter::emitFunction() {
   return func;
 }
 
-LogicalResult ProgramEmitter::run() {
+/// `eval` takes what `entry` takes, argument for argument.
+static LogicalResult checkSameArguments(func::FuncOp eval,
+                                        func::FuncOp entry) {
+  if (eval.getArgumentTypes() != entry.getArgumentTypes())
+    return eval.emitError("convert-rt-to-emitc: the evaluation entry @")
+           << eval.getName() << " does not take @" << entry.getName()
+           << "'s arguments";
+  for (unsigned i = 1; i < entry.getNumArguments(); ++i)
+    for (StringRef attr : {graph::kNameAttr, graph::kKindAttr})
+      if (eval.getArgAttr(i, attr) != entry.getArgAttr(i, attr))
+        return eval.emitError("convert-rt-to-emitc: argument #")
+               << i - 1 << " of the evaluation entry @" << eval.getName()
+               << " differs from @" << entry.getName() << "'s in '" << attr
+               << "'";
+  return success();
+}
+
+LogicalResult ProgramEmitter::run(func::FuncOp evalEntry) {
   b.setInsertionPointToStart(module.getBody());
   emitc::IncludeOp::create(b, entry.getLoc(),
                            cuda ? "lamina/Runtime/Cuda/Generated.h"
                                 : "lamina/Runtime/Generated.h");
+  std::string evalSpec = "nullptr";
+  if (evalEntry) {
+    if (failed(checkSameArguments(evalEntry, entry)))
+      return failure();
+    func::FuncOp trainEntry = entry;
+    entry = evalEntry;
+    FailureOr<emitc::FuncOp> func = emitFunction();
+    if (failed(func))
+      return failure();
+    std::string spec =
+        specInitializer(*func, cString(modelPath), "lamina_eval");
+    OpBuilder after(ctx());
+    after.setInsertionPointAfter(*func);
+    emitc::GlobalOp::create(
+        after, evalEntry.getLoc(), "lamina_eval_program",
+        emitc::OpaqueType::get(ctx(), "lamina::rt::ProgramSpec"), opaque(spec),
+        false, true, true);
+    evalEntry.erase();
+    entry = trainEntry;
+    evalSpec = "&lamina_eval_program";
+  }
   FailureOr<emitc::FuncOp> func = emitFunction();
   if (failed(func))
     return failure();
-  emitSpecAndMain(*func);
+  emitSpecAndMain(*func, evalSpec);
   entry.erase();
   return success();
 }
@@ -601,14 +651,7 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
     if (failed(func))
       return failure();
     std::string name = f.getName().str();
-    std::string argsName = argsTable("lamina_" + name + "_args");
-    std::string outputsName = outputsTable("lamina_" + name + "_outputs");
-    auto arenaBytes = f->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
-    specs[name] = llvm::formatv(
-        "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", cString(name), argsName,
-        f.getNumArguments() - 1, outputsName,
-        f.getBody().front().getTerminator()->getNumOperands(),
-        arenaBytes ? arenaBytes.getInt() : 0, func->getName());
+    specs[name] = specInitializer(*func, cString(name), "lamina_" + name);
     f.erase();
   }
   const int64_t numModules = int64_t(modules.size());
@@ -709,10 +752,13 @@ struct ConvertRtToEmitCPass
     }
     if (mode == "dist")
       return runDist(module);
-    func::FuncOp entry;
+    func::FuncOp entry, evalEntry;
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.getName() == entryName)
         entry = f;
+      else if (mode == "train" && !evalEntryName.empty() &&
+               f.getName() == evalEntryName)
+        evalEntry = f;
       else {
         f.emitError("convert-rt-to-emitc: only the entry @")
             << entryName << " can be lowered";
@@ -723,7 +769,8 @@ struct ConvertRtToEmitCPass
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: no function @") << entryName;
       return signalPassFailure();
     }
-    if (failed(checkRtFunction(entry)))
+    if (failed(checkRtFunction(entry)) ||
+        (evalEntry && failed(checkRtFunction(evalEntry))))
       return signalPassFailure();
     if (mode != "inference" && mode != "train") {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be inference, train "
@@ -734,7 +781,7 @@ struct ConvertRtToEmitCPass
     ProgramEmitter emitter(module, entry, modelPath, mode == "train",
                            labelsInput, vocab, target == "cuda");
     emitter.callsPerFunction = callsPerFunction;
-    if (failed(emitter.run()))
+    if (failed(emitter.run(evalEntry)))
       signalPassFailure();
   }
 

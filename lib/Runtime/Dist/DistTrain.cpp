@@ -165,6 +165,13 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
       std::fputs(trainUsage(true).c_str(), stdout);
     return 0;
   }
+  if (!o.evalData.empty()) {
+    if (root)
+      std::fprintf(stderr, "error: --eval-data: distributed programs do not "
+                           "evaluate yet (compile without --pp/--dp for a "
+                           "program that does)\n");
+    return 2;
+  }
   // Before the rendezvous: every rank knows the world size already.
   if (control.size() != spec.numRanks) {
     if (root) {

@@ -94,7 +94,7 @@ Status Executor::setup() {
   seq = tok->shape[1];
   globalBatch = microBatch * spec.microBatches * spec.dp;
   vocab = tokenVocab(spec.vocab, tokenType);
-  if (Status s = openTokenData(o, data, seq, vocab); !s.ok())
+  if (Status s = openTokenData(o, o.data, data, seq, vocab); !s.ok())
     return s;
   tokens.allocate(tokenType, {globalBatch, seq});
   labels.allocate(tokenType, {globalBatch, seq});

@@ -20,6 +20,7 @@
 #include "lamina/Runtime/TensorIO.h"
 #include "lamina/Runtime/TokenData.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -69,6 +70,27 @@ private:
   Device &device;
   std::vector<DeviceBuffer> buffers;
 };
+
+/// The evaluation entry takes the train step's arguments and returns one
+/// f32 scalar, the loss, inside its arena.
+Status checkEvalEntry(const ProgramSpec &spec, const ProgramSpec &eval) {
+  bool same = eval.numArgs == spec.numArgs;
+  for (int i = 0; same && i < spec.numArgs; ++i) {
+    const ArgSpec &a = spec.args[i], &e = eval.args[i];
+    same = std::strcmp(a.name, e.name) == 0 && a.kind == e.kind &&
+           a.dtype == e.dtype && a.rank == e.rank &&
+           std::equal(a.shape, a.shape + a.rank, e.shape);
+  }
+  if (!same)
+    return Status::error("the program is inconsistent: its evaluation entry "
+                         "does not take the train step's arguments");
+  if (eval.numOutputs != 1 || eval.outputs[0].dtype != DType::F32 ||
+      numElements(eval.outputs[0].shape, eval.outputs[0].rank) != 1 ||
+      eval.outputs[0].offset + sizeof(float) > eval.arenaBytes)
+    return Status::error("the program is inconsistent: its evaluation entry "
+                         "does not return an f32 loss in its arena");
+  return Status::success();
+}
 
 Status train(const ProgramSpec &spec, const TrainSpec &ts,
              const TrainOptions &o, Device &device) {
@@ -149,9 +171,19 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   int64_t vocab = tokenVocab(ts.vocab, tok.dtype);
 
   // Data.
-  TokenData data;
-  if (Status s = openTokenData(o, data, seq, vocab); !s.ok())
+  TokenData data, evalData;
+  if (Status s = openTokenData(o, o.data, data, seq, vocab); !s.ok())
     return s;
+  const ProgramSpec *eval = ts.eval;
+  if (!o.evalData.empty()) {
+    if (!eval)
+      return Status::error("--eval-data: the program has no evaluation entry "
+                           "(recompile it with this lamina)");
+    if (Status s = checkEvalEntry(spec, *eval); !s.ok())
+      return s;
+    if (Status s = openTokenData(o, o.evalData, evalData, seq, vocab); !s.ok())
+      return Status::error("--eval-data: " + s.message());
+  }
 
   // Weights.
   std::string modelPath = modelPathOf(o, spec.modelPath);
@@ -277,11 +309,13 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                           state.data(), int(state.size()));
   };
 
-  // Arena.
+  // Arena: the train step's and the evaluation's, which run in turn.
+  size_t arenaBytes = spec.arenaBytes;
+  if (!o.evalData.empty())
+    arenaBytes = std::max(arenaBytes, eval->arenaBytes);
   DeviceBuffer arena;
-  if (Status s = arena.allocate(device, spec.arenaBytes); !s.ok())
-    return Status::error("cannot allocate the " +
-                         std::to_string(spec.arenaBytes) +
+  if (Status s = arena.allocate(device, arenaBytes); !s.ok())
+    return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
                          "-byte arena: " + s.message());
   char *base = static_cast<char *>(arena.data());
   for (size_t k = 0; k < trainArgs.size(); ++k) {
@@ -293,20 +327,65 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       return s;
   // A batch: sampled on the host, copied to the device.
   const Tensor &deviceTokens = deviceValues[size_t(tokensArg)];
-  auto nextBatch = [&]() -> Status {
-    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
-        !s.ok())
-      return s;
+  auto toDeviceBatch = [&]() -> Status {
     if (Status s = mirror.toDevice(tokens.view(), deviceTokens); !s.ok())
       return s;
     return labelsArg < 0 ? Status::success()
                          : mirror.toDevice(labels.view(),
                                            deviceValues[size_t(labelsArg)]);
   };
+  auto nextBatch = [&]() -> Status {
+    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
+        !s.ok())
+      return s;
+    return toDeviceBatch();
+  };
+
+  // Validation: the mean loss of --eval-batches batches of --eval-data,
+  // the same windows each time, no gradients, no update.
+  double evalSeconds = 0;
+  int64_t lastEval = -1;
+  auto evaluate = [&](int64_t at) -> Status {
+    auto begin = std::chrono::steady_clock::now();
+    SplitMix64 evalRng = evalSampler();
+    double sum = 0;
+    for (int64_t k = 0; k < o.evalBatches; ++k) {
+      if (Status s = evalData.sample(evalRng, vocab, tokens.view(),
+                                     labels.view());
+          !s.ok())
+        return Status::error("--eval-data: " + s.message());
+      if (Status s = toDeviceBatch(); !s.ok())
+        return s;
+      if (Status s = device.run(eval->entry, deviceValues.data(),
+                                spec.numArgs, arena.data());
+          !s.ok())
+        return Status::error("evaluation at step " + std::to_string(at) +
+                             ": " + s.message());
+      float loss;
+      if (Status s = device.download(&loss, base + eval->outputs[0].offset,
+                                     sizeof(float));
+          !s.ok())
+        return s;
+      sum += double(loss);
+    }
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - begin)
+                         .count();
+    evalSeconds += seconds;
+    lastEval = at;
+    std::printf("step %lld val loss %.6f (%lld batches, %.1fs)\n",
+                (long long)at, sum / double(o.evalBatches),
+                (long long)o.evalBatches, seconds);
+    std::fflush(stdout);
+    return Status::success();
+  };
 
   auto start = std::chrono::steady_clock::now();
   int64_t firstStep = step, lastCkpt = step;
   bool tty = ::isatty(STDOUT_FILENO);
+  if (!o.evalData.empty() && step == 0)
+    if (Status s = evaluate(0); !s.ok())
+      return s;
   for (; step < o.steps; ++step) {
     if (Status s = nextBatch(); !s.ok())
       return s;
@@ -345,9 +424,12 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       double elapsed = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
-      double perStep = elapsed / double(done - firstStep);
+      // Throughput and the estimate count training time only.
+      double training = elapsed - evalSeconds;
+      double perStep = training / double(done - firstStep);
       double tokensPerSec =
-          elapsed > 0 ? double(batch * seq * (done - firstStep)) / elapsed : 0;
+          training > 0 ? double(batch * seq * (done - firstStep)) / training
+                       : 0;
       std::printf("step %lld loss %.6f lr %.6g tokens/s %.0f elapsed %.1fs "
                   "eta %.1fs\n",
                   (long long)done, double(loss), lr, tokensPerSec, elapsed,
@@ -357,12 +439,18 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       std::fprintf(stderr, "\rstep %lld/%lld loss %.4f ", (long long)done,
                    (long long)o.steps, double(loss));
     }
+    if (!o.evalData.empty() && o.evalEvery > 0 && done % o.evalEvery == 0)
+      if (Status s = evaluate(done); !s.ok())
+        return s;
     if (o.checkpointEvery > 0 && done % o.checkpointEvery == 0) {
       if (Status s = save(done); !s.ok())
         return s;
       lastCkpt = done;
     }
   }
+  if (!o.evalData.empty() && lastEval != step)
+    if (Status s = evaluate(step); !s.ok())
+      return s;
   if (!o.checkpointDir.empty() && lastCkpt != step)
     if (Status s = save(step); !s.ok())
       return s;

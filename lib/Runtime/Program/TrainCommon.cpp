@@ -43,6 +43,13 @@ const char *const kUsage =
     "  --checkpoint-dir DIR   where checkpoints are written\n"
     "  --checkpoint-every N   checkpoint every N steps (and at the end)\n"
     "  --resume               continue from the newest checkpoint in DIR\n"
+    "  --eval-data FILE       validation tokens (same format): their mean\n"
+    "                         loss before the first step, every\n"
+    "                         --eval-every steps and after the last\n"
+    "  --eval-every N         steps between evaluations (default: only\n"
+    "                         before the first and after the last)\n"
+    "  --eval-batches N       batches per evaluation, the same windows each\n"
+    "                         time (default 20)\n"
     "  --export FILE.onnx     write the model with the trained weights\n"
     "  --model FILE           ONNX file to read the initial weights from\n"
     "                         (default: the model compiled from)\n"
@@ -75,6 +82,7 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
                                           TrainOptions &o, bool dist) {
   ArgReader args(argc, argv);
   std::string value;
+  bool evalBatchesGiven = false;
   while (args.next()) {
     const std::string &arg = args.name();
     auto take = [&] { return args.take(value); };
@@ -112,6 +120,14 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       err = str(o.checkpointDir);
     else if (arg == "--export")
       err = str(o.exportPath);
+    else if (arg == "--eval-data")
+      err = str(o.evalData);
+    else if (arg == "--eval-every")
+      err = integer(o.evalEvery, 1);
+    else if (arg == "--eval-batches") {
+      err = integer(o.evalBatches, 1);
+      evalBatchesGiven = true;
+    }
     else if (arg == "--model")
       err = str(o.model);
     else if (arg == "--steps")
@@ -168,6 +184,8 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
     return "--resume needs --checkpoint-dir";
   if (o.checkpointEvery > 0 && o.checkpointDir.empty())
     return "--checkpoint-every needs --checkpoint-dir";
+  if (o.evalData.empty() && (o.evalEvery > 0 || evalBatchesGiven))
+    return "--eval-every and --eval-batches need --eval-data";
   return "";
 }
 
@@ -240,10 +258,11 @@ Status lamina::rt::checkInitializer(const ArgSpec &a, const OwnedTensor *init,
   return Status::success();
 }
 
-Status lamina::rt::openTokenData(const TrainOptions &o, TokenData &data,
+Status lamina::rt::openTokenData(const TrainOptions &o,
+                                 const std::string &path, TokenData &data,
                                  int64_t seq, int64_t vocab) {
-  if (Status s = data.open(o.data, o.dataDtype == "uint16" ? DType::U16
-                                                            : DType::U32);
+  if (Status s = data.open(path, o.dataDtype == "uint16" ? DType::U16
+                                                          : DType::U32);
       !s.ok())
     return s;
   return data.checkFits(seq, vocab);

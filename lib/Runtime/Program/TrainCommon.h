@@ -31,6 +31,10 @@ struct TrainOptions {
           checkpointEvery = 0, threads = 0;
   double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
   bool resume = false, help = false;
+  // Validation: --eval-batches batches of --eval-data, before the first
+  // step, every --eval-every steps and after the last.
+  std::string evalData;
+  int64_t evalEvery = 0, evalBatches = 20;
   // Single-process programs only: after training, run one more batch
   // without updating and write its inputs and the model's outputs here.
   std::string dumpOutputs;
@@ -57,10 +61,14 @@ Status lrSchedule(const TrainOptions &o, LrSchedule &out);
 /// largest the token dtype can hold.
 int64_t tokenVocab(int64_t compiled, DType tokenType);
 
-/// Opens --data (its --data-dtype) and checks it fits windows of `seq`
-/// tokens with ids below `vocab`.
-Status openTokenData(const TrainOptions &o, TokenData &data, int64_t seq,
-                     int64_t vocab);
+/// Opens `path` (--data or --eval-data, of --data-dtype) and checks it
+/// fits windows of `seq` tokens with ids below `vocab`.
+Status openTokenData(const TrainOptions &o, const std::string &path,
+                     TokenData &data, int64_t seq, int64_t vocab);
+
+/// The evaluation's batch sampler: seeded alike at every evaluation and
+/// in every run (not by --seed), so validation losses compare.
+inline SplitMix64 evalSampler() { return SplitMix64(0x5EED); }
 
 /// The initializer `a` names, from `inits`, with a's dtype and shape; an
 /// error naming the model otherwise.

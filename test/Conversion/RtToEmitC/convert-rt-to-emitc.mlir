@@ -5,7 +5,7 @@
 
 // mode=train: main hands a TrainSpec to trainMain instead.
 // TRAIN: static const lamina::rt::ProgramSpec lamina_program =
-// TRAIN: static const lamina::rt::TrainSpec lamina_train = {"x", 50};
+// TRAIN: static const lamina::rt::TrainSpec lamina_train = {"x", 50, nullptr};
 // TRAIN: main(
 // TRAIN: lamina::rt::trainMain({{.*}}, lamina_program, lamina_train);
 // TRAIN-NOT: programMain

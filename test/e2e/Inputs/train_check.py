@@ -14,6 +14,12 @@
                                      is below 10% of the first logged loss for
                                      the exported model, and not for the
                                      original one
+  val MODEL DATA LOG STEP BATCHES [RTOL]
+                                     onnxruntime's mean causal-LM loss on the
+                                     windows `run --eval-data DATA
+                                     --eval-batches BATCHES` draws is the
+                                     validation loss LOG has at STEP (within
+                                     RTOL, default 1e-5)
 """
 import os
 import re
@@ -33,14 +39,17 @@ def losses(path):
     return out
 
 
-def ort_loss(model, data):
+def ort_loss(model, data, ids=None):
+    """The causal-LM loss of `ids` (default: windows of `data` 3 tokens
+    apart) under onnxruntime."""
     import onnxruntime as ort
 
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0]
     batch, seq = inp.shape
-    ids = np.stack([data[b * 3:b * 3 + seq] for b in range(batch)]).astype(
-        np.int64 if "int64" in inp.type else np.int32)
+    if ids is None:
+        ids = np.stack([data[b * 3:b * 3 + seq] for b in range(batch)])
+    ids = ids.astype(np.int64 if "int64" in inp.type else np.int32)
     (logits,) = sess.run(["logits"], {inp.name: ids})
     logits = logits[:, :-1].astype(np.float64)
     labels = ids[:, 1:]
@@ -75,6 +84,29 @@ def main():
         print(f"onnxruntime loss: original {lo:.6f}, exported {lt:.6f}",
               file=sys.stderr)
         print("ok" if lt < 0.1 * first <= lo else f"original {lo}, exported {lt}, first logged {first}")
+    elif what == "val":
+        import onnx
+
+        from lamina.testing.sampler import EVAL_SEED, SplitMix64, windows
+        model, data, log, step, count = sys.argv[2:7]
+        rtol = float(sys.argv[7]) if len(sys.argv) > 7 else 1e-5
+        logged = None
+        for line in open(log):
+            m = re.match(rf"step {step} val loss (\S+) ", line)
+            if m:
+                logged = float(m.group(1))
+        if logged is None:
+            sys.exit(f"no validation loss at step {step} in {log}")
+        dims = onnx.load(model, load_external_data=False).graph.input[0]
+        batch, seq = (d.dim_value for d in dims.type.tensor_type.shape.dim)
+        tokens = np.fromfile(data, dtype=np.uint16)
+        rng = SplitMix64(EVAL_SEED)
+        want = np.mean([ort_loss(model, None, windows(tokens, batch, seq, rng))
+                        for _ in range(int(count))])
+        err = abs(logged - want) / abs(want)
+        print(f"val loss at step {step}: logged {logged:.6f}, onnxruntime "
+              f"{want:.6f} (rel {err:.1e})", file=sys.stderr)
+        print("ok" if err < rtol else f"logged {logged}, onnxruntime {want}")
     elif what == "frozen":
         import onnx
         from onnx import numpy_helper

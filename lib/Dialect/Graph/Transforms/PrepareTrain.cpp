@@ -6,6 +6,7 @@
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/BitVector.h"
 
 using namespace mlir;
@@ -101,5 +102,30 @@ LogicalResult lamina::graph::markPaddingIndices(
                                "lookup (a Gather on axis 0) reads an "
                                "initializer named '")
              << pads[k].first << "'";
+  return success();
+}
+
+LogicalResult lamina::graph::keepOnlyLoss(func::FuncOp forward,
+                                          StringRef loss, StringRef name) {
+  auto names = forward->getAttrOfType<ArrayAttr>(kOutputNamesAttr);
+  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  std::optional<unsigned> found;
+  for (unsigned i = 0; names && i < names.size(); ++i)
+    if (auto s = dyn_cast<StringAttr>(names[i]); s && s.getValue() == loss)
+      found = i;
+  if (!found)
+    return forward.emitError("lamina compile: @")
+           << forward.getName() << " has no output named '" << loss << "'";
+  Value value = ret.getOperand(*found);
+  ret->setOperands(value);
+  forward.setFunctionType(FunctionType::get(
+      forward.getContext(), forward.getArgumentTypes(), {value.getType()}));
+  forward.removeResAttrsAttr();
+  Builder b(forward.getContext());
+  forward->setAttr(kOutputNamesAttr, b.getStrArrayAttr({loss}));
+  forward.setSymName(name);
+  // What only the dropped outputs read.
+  IRRewriter rewriter(forward.getContext());
+  (void)runRegionDCE(rewriter, forward.getBody());
   return success();
 }

@@ -43,6 +43,13 @@ markPaddingIndices(mlir::func::FuncOp forward,
                    llvm::ArrayRef<std::pair<std::string, int64_t>> pads,
                    size_t firstRequired);
 
+/// Makes `forward` (after graph-add-loss) a function that computes only
+/// its output named `loss`, renamed `name`: the evaluation entry of a
+/// training program (`run --eval-data`), the forward without the other
+/// outputs and what only they read.
+mlir::LogicalResult keepOnlyLoss(mlir::func::FuncOp forward,
+                                 llvm::StringRef loss, llvm::StringRef name);
+
 } // namespace lamina::graph
 
 #endif // LAMINA_DIALECT_GRAPH_TRANSFORMS_PREPARETRAIN_H
