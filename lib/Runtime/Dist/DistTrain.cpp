@@ -84,8 +84,10 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
                 "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
                 "\"peak_activation_bytes\": %zu}",
-                ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent) / n,
-                net.collectiveBytes / n, ex.busySeconds, wall, idle,
+                ex.rank, ex.pp, ex.dp,
+                double(net.p2pBytesSent - ex.evalP2pBytes) / n,
+                (net.collectiveBytes - ex.evalCollectiveBytes) / n,
+                ex.busySeconds, wall, idle,
                 ex.arenaBytes, ex.peakHeldBytes);
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
@@ -165,13 +167,6 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
       std::fputs(trainUsage(true).c_str(), stdout);
     return 0;
   }
-  if (!o.evalData.empty()) {
-    if (root)
-      std::fprintf(stderr, "error: --eval-data: distributed programs do not "
-                           "evaluate yet (compile without --pp/--dp for a "
-                           "program that does)\n");
-    return 2;
-  }
   // Before the rendezvous: every rank knows the world size already.
   if (control.size() != spec.numRanks) {
     if (root) {
@@ -239,6 +234,27 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
   double start = ex.traceStart;
   int64_t firstStep = step, lastCkpt = step;
   int64_t tokensPerStep = ex.globalBatch * ex.seq;
+  // Validation as in the single-process driver (Train.cpp): before the
+  // first step, every --eval-every steps, after the last; its time is not
+  // the training's.
+  double evalSeconds = 0;
+  int64_t lastEval = -1;
+  auto evaluate = [&](int64_t at) {
+    double t0 = now(), loss = 0;
+    if (Status s = ex.evaluate(loss); !s.ok())
+      control.abort(s.message());
+    double seconds = now() - t0;
+    evalSeconds += seconds;
+    lastEval = at;
+    if (root) {
+      std::printf("step %lld val loss %.6f (%lld batches, %.1fs)\n",
+                  (long long)at, loss, (long long)o.evalBatches, seconds);
+      std::fflush(stdout);
+    }
+  };
+  bool evaluating = !o.evalData.empty();
+  if (evaluating && step == 0)
+    evaluate(0);
   for (; step < o.steps; ++step) {
     maybeInjectFault(control.rank(), step + 1);
     double loss = 0;
@@ -252,10 +268,10 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
     }
     int64_t done = step + 1;
     if (root && (done % o.logEvery == 0 || done == o.steps || done == 1)) {
-      double elapsed = now() - start;
-      double perStep = elapsed / double(done - firstStep);
-      double tps = elapsed > 0
-                       ? double(tokensPerStep * (done - firstStep)) / elapsed
+      double elapsed = now() - start, training = elapsed - evalSeconds;
+      double perStep = training / double(done - firstStep);
+      double tps = training > 0
+                       ? double(tokensPerStep * (done - firstStep)) / training
                        : 0;
       std::printf("step %lld loss %.6f lr %.6g tokens/s %.0f elapsed %.1fs "
                   "eta %.1fs\n",
@@ -263,13 +279,17 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
                   perStep * double(o.steps - done));
       std::fflush(stdout);
     }
+    if (evaluating && o.evalEvery > 0 && done % o.evalEvery == 0)
+      evaluate(done);
     if (o.checkpointEvery > 0 && done % o.checkpointEvery == 0) {
       if (!saveDistCheckpoint(ex, done).ok())
         return 1;
       lastCkpt = done;
     }
   }
-  double wall = now() - start;
+  if (evaluating && lastEval != step)
+    evaluate(step);
+  double wall = now() - start - evalSeconds;
   if (!o.checkpointDir.empty() && lastCkpt != step)
     if (!saveDistCheckpoint(ex, step).ok())
       return 1;

@@ -96,6 +96,9 @@ Status Executor::setup() {
   vocab = tokenVocab(spec.vocab, tokenType);
   if (Status s = openTokenData(o, o.data, data, seq, vocab); !s.ok())
     return s;
+  if (!o.evalData.empty())
+    if (Status s = openTokenData(o, o.evalData, evalData, seq, vocab); !s.ok())
+      return Status::error("--eval-data: " + s.message());
   tokens.allocate(tokenType, {globalBatch, seq});
   labels.allocate(tokenType, {globalBatch, seq});
   if (Status s = deviceTokens.allocate(device, tokens.byteSize()); !s.ok())
@@ -175,11 +178,18 @@ Status Executor::connectTransfers() {
       else if (ActionKind(a.kind) == ActionKind::Recv)
         recvs[size_t(g)].push_back({peer, g, tagOf(a)});
     }
+  trainList.begin = spec.actions + spec.actionBegin[rank];
+  trainList.end = spec.actions + spec.actionBegin[rank + 1];
+  trainList.chainRecvs();
+  if (!o.evalData.empty())
+    buildEvalList();
+  return net.connect(sends, recvs);
+}
+
+void Executor::ActionList::chainRecvs() {
   // This rank's receives chained per peer, in list order (postRecv).
   std::map<int, const ActionSpec *> later;
-  for (int i = spec.actionBegin[rank + 1] - 1; i >= spec.actionBegin[rank];
-       --i) {
-    const ActionSpec *a = &spec.actions[i];
+  for (const ActionSpec *a = end; a-- != begin;) {
     if (ActionKind(a->kind) != ActionKind::Recv)
       continue;
     auto it = later.find(a->peer);
@@ -188,7 +198,34 @@ Status Executor::connectTransfers() {
   }
   for (auto &[peer, a] : later)
     firstRecvs.push_back(a);
-  return net.connect(sends, recvs);
+}
+
+void Executor::buildEvalList() {
+  using schedule::Payload;
+  const int L = spec.numModules, m = spec.microBatches;
+  auto add = [&](ActionKind kind, Payload payload, int module, int mb,
+                 int peer) {
+    evalActions.push_back(ActionSpec{uint8_t(kind), uint8_t(payload), module,
+                                     mb, peer});
+  };
+  for (int k = 0; k < L; ++k) {
+    if (spec.moduleRank[k] != pp)
+      continue;
+    if (zero == 3)
+      add(ActionKind::AllGather, Payload::Weights, k, 0, -1);
+    for (int j = 0; j < m; ++j) {
+      if (k > 0 && spec.moduleRank[k - 1] != pp)
+        add(ActionKind::Recv, Payload::Activation, k - 1, j,
+            dp * spec.pp + spec.moduleRank[k - 1]);
+      add(ActionKind::Forward, Payload::None, k, j, -1);
+      if (k + 1 < L && spec.moduleRank[k + 1] != pp)
+        add(ActionKind::Send, Payload::Activation, k, j,
+            dp * spec.pp + spec.moduleRank[k + 1]);
+    }
+  }
+  evalList.begin = evalActions.data();
+  evalList.end = evalActions.data() + evalActions.size();
+  evalList.chainRecvs();
 }
 
 Status Executor::setupModules() {

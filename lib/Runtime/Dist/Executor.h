@@ -162,6 +162,10 @@ public:
   /// One training step: samples the global batch, runs the action list,
   /// applies the optimizer. `loss` is the global loss (every rank).
   Status step(int64_t stepIndex, double &loss);
+  /// The validation loss (--eval-data): the mean over --eval-batches
+  /// global batches, drawn by evalSampler(), of the forward-only list's
+  /// loss (every rank; collective).
+  Status evaluate(double &loss);
 
   // Configuration.
   const DistSpec &spec;
@@ -183,7 +187,7 @@ public:
   std::vector<Segment> segments;
   Optimizer opt;
   LrSchedule sched;
-  TokenData data;
+  TokenData data, evalData;
   SplitMix64 rng;
   OwnedTensor tokens, labels;         ///< the global batch, sampled here
   DeviceBuffer deviceTokens, deviceLabels; ///< and on the device
@@ -202,6 +206,9 @@ public:
 
   // Statistics and trace.
   double busySeconds = 0, traceStart = 0;
+  /// What the evaluations sent (not the training's: --stats).
+  uint64_t evalP2pBytes = 0;
+  double evalCollectiveBytes = 0;
   size_t heldBytes = 0, peakHeldBytes = 0;
   bool tracing = false;
   std::vector<TraceEvent> events;
@@ -241,11 +248,33 @@ private:
   /// Receives are posted ahead of their action: the first from each peer
   /// at the step's start, the next when the previous one is used.
   Status postRecv(const ActionSpec &a);
-  Status postFirstRecvs();
-  /// This rank's first Recv from each peer, and each Recv's next one from
-  /// its peer (null: none), in list order (connectTransfers).
-  std::vector<const ActionSpec *> firstRecvs;
-  std::map<const ActionSpec *, const ActionSpec *> nextRecv;
+  /// An action list of this rank and its receives: the first from each
+  /// peer, and each one's next from its peer (null: none), in list order.
+  struct ActionList {
+    const ActionSpec *begin = nullptr, *end = nullptr;
+    std::vector<const ActionSpec *> firstRecvs;
+    std::map<const ActionSpec *, const ActionSpec *> nextRecv;
+    void chainRecvs();
+  };
+  /// The schedule's list, and the evaluation's (buildEvalList).
+  ActionList trainList, evalList;
+  const ActionList *running = nullptr;
+  std::vector<ActionSpec> evalActions;
+  /// The forward-only list: per local module in chain order, its weights
+  /// gathered (ZeRO-3), then each micro-batch's forward between the
+  /// receive of its input and the send of its output. Every rank takes
+  /// (module, micro-batch) pairs in the same order, so a wait is only
+  /// ever for a pair before its own: no deadlock; the transfers are the
+  /// training's forward ones (the same pairs of ranks, tags and order).
+  void buildEvalList();
+  /// The global batch drawn from `from` by `r`, on the device, with the
+  /// micro-batches' loss weights.
+  Status loadBatch(TokenData &from, SplitMix64 &r);
+  /// Runs `list` (the step's actions), then waits for what it leaves in
+  /// flight; `loss` the global loss of the batch (collective).
+  Status runList(const ActionList &list, int64_t stepIndex, double &loss);
+  /// Evaluating: forwards keep no residuals and drop their inputs.
+  bool evaluating = false;
   Status collective(const ActionSpec &a);
   Status optimizerStep(int64_t stepIndex);
   Status progressSends(bool wait);

@@ -138,7 +138,14 @@ Status Executor::forward(int k, int j) {
       return s;
     acts[{k, j}] = std::move(b);
   }
-  if (m.numResiduals > 0) {
+  if (evaluating) {
+    // No backward follows: the input is done with (the work reading it
+    // is enqueued), the residuals are not kept.
+    if (auto it = acts.find({k - 1, j}); it != acts.end()) {
+      release(std::move(it->second));
+      acts.erase(it);
+    }
+  } else if (m.numResiduals > 0) {
     DeviceBuffer b;
     if (Status s = packOutputs(m.forward, m.numOut, resLayout.at(k), b); !s.ok())
       return s;
@@ -300,13 +307,6 @@ Status Executor::postRecv(const ActionSpec &a) {
   return Status::success();
 }
 
-Status Executor::postFirstRecvs() {
-  for (const ActionSpec *a : firstRecvs)
-    if (Status s = postRecv(*a); !s.ok())
-      return s;
-  return Status::success();
-}
-
 Status Executor::recv(const ActionSpec &a) {
   bool act = Payload(a.payload) == Payload::Activation;
   double t0 = now();
@@ -321,7 +321,7 @@ Status Executor::recv(const ActionSpec &a) {
   // The next receive from this peer is posted now, one action list entry
   // ahead of its use: its transfer runs while the work before it does. In
   // the list's order, as NCCL matches one pair's transfers in order.
-  if (const ActionSpec *next = nextRecv.at(&a))
+  if (const ActionSpec *next = running->nextRecv.at(&a))
     if (Status s = postRecv(*next); !s.ok())
       return s;
   DeviceBuffer b = std::move(p.buffer);
@@ -525,9 +525,9 @@ Status Executor::zeroGrads() {
   return Status::success();
 }
 
-Status Executor::step(int64_t stepIndex, double &loss) {
+Status Executor::loadBatch(TokenData &from, SplitMix64 &r) {
   int m = spec.microBatches;
-  if (Status s = data.sample(rng, vocab, tokens.view(), labels.view()); !s.ok())
+  if (Status s = from.sample(r, vocab, tokens.view(), labels.view()); !s.ok())
     return s;
   if (Status s = device.upload(deviceTokens.data(), tokens.data(),
                                tokens.byteSize());
@@ -565,18 +565,55 @@ Status Executor::step(int64_t stepIndex, double &loss) {
           total > 0 ? float(double(counts[size_t(dp * m + j)]) / double(total))
                     : 0.0f;
   }
-  if (Status s = device.upload(deviceWeight.data(), weightOf.data(),
-                               size_t(m) * sizeof(float));
-      !s.ok())
+  return device.upload(deviceWeight.data(), weightOf.data(),
+                       size_t(m) * sizeof(float));
+}
+
+Status Executor::step(int64_t stepIndex, double &loss) {
+  if (Status s = loadBatch(data, rng); !s.ok())
     return s;
   if (Status s = zeroGrads(); !s.ok())
     return s;
-  if (Status s = postFirstRecvs(); !s.ok())
-    return s;
+  return runList(trainList, stepIndex, loss);
+}
 
-  const ActionSpec *begin = spec.actions + spec.actionBegin[rank],
-                   *end = spec.actions + spec.actionBegin[rank + 1];
-  for (const ActionSpec *a = begin; a != end; ++a) {
+Status Executor::evaluate(double &loss) {
+  SplitMix64 r = evalSampler();
+  // Not the training's compute time, bytes or memory (--stats).
+  double busy = busySeconds;
+  auto p2p = net.p2pBytesSent;
+  auto collective = net.collectiveBytes;
+  size_t peak = peakHeldBytes;
+  evaluating = true;
+  double sum = 0;
+  for (int64_t b = 0; b < o.evalBatches; ++b) {
+    double one = 0;
+    Status s = loadBatch(evalData, r);
+    if (s.ok())
+      s = runList(evalList, -1, one);
+    if (!s.ok()) {
+      evaluating = false;
+      return Status::error("evaluation: " + s.message());
+    }
+    sum += one;
+  }
+  evaluating = false;
+  busySeconds = busy;
+  evalP2pBytes += net.p2pBytesSent - p2p;
+  evalCollectiveBytes += net.collectiveBytes - collective;
+  peakHeldBytes = peak;
+  loss = sum / double(o.evalBatches);
+  return Status::success();
+}
+
+Status Executor::runList(const ActionList &list, int64_t stepIndex,
+                         double &loss) {
+  int m = spec.microBatches;
+  running = &list;
+  for (const ActionSpec *a : list.firstRecvs)
+    if (Status s = postRecv(*a); !s.ok())
+      return s;
+  for (const ActionSpec *a = list.begin; a != list.end; ++a) {
     Status s = Status::success();
     switch (ActionKind(a->kind)) {
     case ActionKind::Forward:
@@ -628,18 +665,19 @@ Status Executor::step(int64_t stepIndex, double &loss) {
     return Status::error("the action list leaves activations behind at the "
                          "end of the step");
   // The one read-back of the step (it waits for the device).
-  if (Status s = net.quiesce("step " + std::to_string(stepIndex + 1)); !s.ok())
+  std::string what = evaluating ? std::string("the evaluation")
+                                : "step " + std::to_string(stepIndex + 1);
+  if (Status s = net.quiesce(what); !s.ok())
     return s;
   if (Status s = device.synchronize(); !s.ok())
-    return Status::error("step " + std::to_string(stepIndex + 1) + ": " +
-                         s.message());
+    return Status::error(what + ": " + s.message());
   bool lastStage = spec.moduleRank[spec.numModules - 1] == pp;
   if (lastStage)
     if (Status s = device.download(lossOf.data(), deviceLoss.data(),
                                    size_t(m) * sizeof(float));
         !s.ok())
       return s;
-  if (o.clip > 0) {
+  if (o.clip > 0 && !evaluating) {
     double norm = 0;
     if (Status s = device.download(&norm, deviceNorm.data(), sizeof norm);
         !s.ok())

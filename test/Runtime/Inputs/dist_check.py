@@ -2,6 +2,9 @@
 
   losses A.log B.log [rtol]   the losses B logs agree with A's (B may be
                               a resumed run: a part of A's steps)
+  val-losses A.log B.log [rtol]
+                              the same for the validation losses
+                              (run --eval-data)
   weights A.onnx B.onnx [rtol] every initializer agrees
   toy MODEL DATA              writes the hand-written test model's weights
                               and a token file (lamina-dist-exec-test)
@@ -15,10 +18,10 @@ import sys
 import numpy as np
 
 
-def losses(path):
+def losses(path, kind="loss"):
     out = {}
     for line in open(path):
-        m = re.match(r"step (\d+) loss (\S+)", line)
+        m = re.match(rf"step (\d+) {kind} (\S+)", line)
         if m:
             out[int(m.group(1))] = float(m.group(2))
     return out
@@ -26,8 +29,9 @@ def losses(path):
 
 def main():
     cmd = sys.argv[1]
-    if cmd == "losses":
-        a, b = losses(sys.argv[2]), losses(sys.argv[3])
+    if cmd in ("losses", "val-losses"):
+        kind = "loss" if cmd == "losses" else "val loss"
+        a, b = losses(sys.argv[2], kind), losses(sys.argv[3], kind)
         rtol = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-5
         # B may be a resumed run: its steps must be a part of A's.
         if not b or not set(b) <= set(a):

@@ -21,6 +21,9 @@ With --staged, every distributed run is repeated with LAMINA_STAGED_DEVICE=1
 (the executor's device paths on the host: separate, NaN-poisoned buffers,
 transfers through host copies) and must log the same losses and export the
 same bytes.
+With --eval, both also evaluate (`run --eval-data`, every 2 steps, 3
+batches of a second corpus) and every validation loss must agree within
+--rtol too.
 With --tcp-control, every distributed run is repeated with its host control
 plane over TCP (LAMINA_CONTROL=tcp, MASTER_ADDR=127.0.0.1 and a free port;
 docs/distributed.md "The host control plane: MPI or TCP") and must log the
@@ -52,9 +55,9 @@ def run(cmd, log=None, env=None):
     return out.stdout
 
 
-def losses(text):
+def losses(text, kind="loss"):
     return {int(m.group(1)): float(m.group(2))
-            for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)}
+            for m in re.finditer(rf"^step (\d+) {kind} (\S+)", text, re.M)}
 
 
 def weights(path):
@@ -78,6 +81,7 @@ def main():
                     default="--optimizer sgd --momentum 0.9 --lr 0.05 --clip 1.0")
     ap.add_argument("--staged", action="store_true")
     ap.add_argument("--tcp-control", action="store_true")
+    ap.add_argument("--eval", action="store_true")
     ap.add_argument("configs", nargs="+")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -88,6 +92,10 @@ def main():
     np.tile(rng.integers(0, 32, 97).astype(np.uint16), 60).tofile(data)
     train = (f"--data {data} --steps {args.steps} {args.optimizer} "
              f"--seed 3 --log-every 1")
+    if args.eval:
+        val = w("val.bin")
+        np.tile(rng.integers(0, 32, 89).astype(np.uint16), 10).tofile(val)
+        train += f" --eval-data {val} --eval-every 2 --eval-batches 3"
     weight_rtol = args.weight_rtol if args.weight_rtol is not None else args.rtol
     loss_flags = "--mode train --loss causal-lm --logits logits"
 
@@ -106,7 +114,8 @@ def main():
             out = w(f"ref-b{batch}-" + str(abs(hash(args.optimizer)) % 10**6))
             run(f"{args.lamina} compile {model(batch)} {loss_flags} --quiet -o {out}")
             log = run(f"{out}/run {train} --export {out}/trained.onnx")
-            refs[batch] = (losses(log), weights(f"{out}/trained.onnx"))
+            refs[batch] = (losses(log), weights(f"{out}/trained.onnx"),
+                           losses(log, "val loss"))
         return refs[batch]
 
     failed = False
@@ -114,7 +123,7 @@ def main():
         fields = config.split(":")
         sched, p, d, m, zero = fields[0], *map(int, fields[1:5])
         recompute = fields[5] if len(fields) > 5 else None
-        ref_losses, ref_weights = reference(args.b * m * d)
+        ref_losses, ref_weights, ref_val = reference(args.b * m * d)
         out = w("dist-" + config.replace(":", "-"))
         extra = f" --recompute {recompute}" if recompute else ""
         run(f"{args.lamina} compile {model(args.b)} {loss_flags} --pp {p} "
@@ -134,6 +143,16 @@ def main():
                                max(1.0, np.abs(ref_weights[k]).max()))
                          for k in ref_weights)
         ok = loss_err <= args.rtol and weight_err <= weight_rtol
+        evaluated = ""
+        if args.eval:
+            got_val = losses(log, "val loss")
+            val_err = max((abs(got_val[k] - ref_val[k]) / max(1.0, abs(ref_val[k]))
+                           for k in ref_val if k in got_val), default=0.0)
+            same_steps = sorted(got_val) == sorted(ref_val) and ref_val
+            ok &= bool(same_steps) and val_err <= args.rtol
+            evaluated = (f", {len(got_val)} val losses rel err {val_err:.1e}"
+                         if same_steps else
+                         f", val losses at steps {sorted(got_val)} vs {sorted(ref_val)}")
         staged = ""
         if args.staged:
             env = dict(os.environ, LAMINA_STAGED_DEVICE="1")
@@ -141,6 +160,7 @@ def main():
                        f"--export {out}/staged.onnx", w(out + ".staged.log"),
                        env=env)
             same = (losses(slog) == got and
+                    losses(slog, "val loss") == losses(log, "val loss") and
                     open(f"{out}/staged.onnx", "rb").read() ==
                     open(f"{out}/trained.onnx", "rb").read())
             ok &= same
@@ -157,6 +177,7 @@ def main():
                        f"--export {out}/tcp.onnx", w(out + ".tcp.log"),
                        env=env)
             same = (losses(tlog) == got and
+                    losses(tlog, "val loss") == losses(log, "val loss") and
                     open(f"{out}/tcp.onnx", "rb").read() ==
                     open(f"{out}/trained.onnx", "rb").read())
             ok &= same
@@ -164,7 +185,7 @@ def main():
         failed |= not ok
         print(f"{config}: {'ok' if ok else 'DIFFERS'} ranks {p * d}, "
               f"loss rel err {loss_err:.1e}, weight rel err {weight_err:.1e}"
-              f"{staged}{tcp}")
+              f"{evaluated}{staged}{tcp}")
     print("FAILED" if failed else "ok")
     sys.exit(1 if failed else 0)
 
