@@ -73,9 +73,14 @@ public:
       std::memset(dst, 0, bytes);
     return Status::success();
   }
-  Status accumulate(float *dst, const float *src, int64_t n) override {
-    for (int64_t e = 0; e < n; ++e)
-      dst[e] += src[e];
+  Status accumulate(float *dst, const float *src, int64_t n,
+                    float scale) override {
+    if (scale == 1.0f)
+      for (int64_t e = 0; e < n; ++e)
+        dst[e] += src[e];
+    else
+      for (int64_t e = 0; e < n; ++e)
+        dst[e] += scale * src[e];
     return Status::success();
   }
   Status sumOfSquares(const Tensor *tensors, int n,

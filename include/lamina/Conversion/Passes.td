@@ -111,10 +111,10 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
            "mode=dist: the backward functions recompute (recorded in the "
            "program)">,
     Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
-           "mode=dist: causal-lm, cross-entropy or output (how the runtime "
-           "weighs micro-batches)">,
+           "mode=train/dist: causal-lm, cross-entropy or output (how the "
+           "runtime weighs micro-batches)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
-           "mode=dist: the label value that does not count">,
+           "mode=train/dist: the label value that does not count">,
     Option<"target", "target", "std::string", /*default=*/"\"host\"",
            "host (CPU kernels) or cuda (device kernels on a stream; "
            "inference and train modes)">,

@@ -72,8 +72,10 @@ public:
   /// before them; neither waits on the host.
   virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
   virtual Status fillZero(void *dst, size_t bytes) = 0;
-  /// dst[i] += src[i] for n f32 elements (gradient accumulation).
-  virtual Status accumulate(float *dst, const float *src, int64_t n) = 0;
+  /// dst[i] += scale * src[i] for n f32 elements (gradient accumulation;
+  /// scale 1 is a plain sum).
+  virtual Status accumulate(float *dst, const float *src, int64_t n,
+                            float scale = 1.0f) = 0;
   /// The sum of the squares of every element of the n f32 tensors, in
   /// double, into *deviceResult (device memory; the host's order:
   /// tensors in turn, elements in order).

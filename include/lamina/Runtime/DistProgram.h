@@ -80,12 +80,6 @@ struct ActionSpec {
   int32_t peer;
 };
 
-enum class LossKind : uint8_t {
-  CausalLM,     ///< labels are the token window shifted by one
-  CrossEntropy, ///< labels come from input `labelsInput`
-  Output,       ///< the model's own scalar output; every micro-batch weighs 1/(m*d)
-};
-
 struct DistSpec {
   const char *modelPath; ///< as ProgramSpec::modelPath
   const ModuleSpec *modules;

@@ -83,16 +83,29 @@ int programMain(int argc, char **argv, const ProgramSpec &spec);
 int programMain(int argc, char **argv, const ProgramSpec &spec,
                 Device &device);
 
+/// What a training program's loss is, which says how micro-batches weigh
+/// (distributed programs, run --grad-accum): by their labels' count, or
+/// alike.
+enum class LossKind : uint8_t {
+  CausalLM,     ///< labels are the token window shifted by one
+  CrossEntropy, ///< labels come from input `labelsInput`
+  Output,       ///< the model's own scalar output; every micro-batch weighs 1/(m*d)
+};
+
 /// What a training program knows beyond its ProgramSpec (convert-rt-to-emitc
 /// with mode=train emits it): the entry input that takes the labels
 /// (nullptr: causal LM, labels come from the inputs), the vocabulary
-/// size token ids are checked against (0: unknown, not checked), and the
+/// size token ids are checked against (0: unknown, not checked), the
 /// evaluation entry (nullptr: none): the forward and loss alone, with the
-/// train step's arguments and its one result the loss, for --eval-data.
+/// train step's arguments and its one result the loss, for --eval-data;
+/// the loss and the label value it ignores (--grad-accum weighs
+/// micro-batches by their counted labels, as a larger batch would).
 struct TrainSpec {
   const char *labelsInput;
   int64_t vocab;
   const ProgramSpec *eval = nullptr;
+  LossKind loss = LossKind::CausalLM;
+  int64_t ignoreIndex = -100;
 };
 
 /// `OUTDIR/run --data FILE --steps N ...` (lib/Runtime/Program/Train.cpp,

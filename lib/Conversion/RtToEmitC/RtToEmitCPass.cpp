@@ -98,6 +98,10 @@ public:
         labelsInput(labelsInput), vocab(vocab), cuda(cuda),
         b(module.getContext()) {}
 
+  /// mode=train: the TrainSpec's LossKind enumerator and ignored label.
+  std::string lossKind = "CausalLM";
+  int64_t ignoreIndex = -100;
+
   /// Most kernel calls per emitted C++ function (calls-per-function).
   int64_t callsPerFunction = 128;
 
@@ -505,9 +509,9 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func, StringRef evalSpec) {
   if (train) {
     // The train spec goes before main, after the program spec.
     std::string trainSpec = llvm::formatv(
-        "{{{0}, {1}, {2}}",
+        "{{{0}, {1}, {2}, lamina::rt::LossKind::{3}, int64_t({4}LL)}",
         labelsInput.empty() ? "nullptr" : cString(labelsInput), vocab,
-        evalSpec);
+        evalSpec, lossKind, ignoreIndex);
     OpBuilder before(ctx());
     before.setInsertionPoint(main);
     emitc::GlobalOp::create(before, loc, "lamina_train",
@@ -781,8 +785,27 @@ struct ConvertRtToEmitCPass
     ProgramEmitter emitter(module, entry, modelPath, mode == "train",
                            labelsInput, vocab, target == "cuda");
     emitter.callsPerFunction = callsPerFunction;
+    FailureOr<std::string> kind = lossKindEnumerator(module);
+    if (failed(kind))
+      return signalPassFailure();
+    emitter.lossKind = *kind;
+    emitter.ignoreIndex = ignoreIndex;
     if (failed(emitter.run(evalEntry)))
       signalPassFailure();
+  }
+
+  /// The runtime's LossKind enumerator for the `loss` option.
+  FailureOr<std::string> lossKindEnumerator(ModuleOp module) {
+    if (loss == "causal-lm")
+      return std::string("CausalLM");
+    if (loss == "cross-entropy")
+      return std::string("CrossEntropy");
+    if (loss == "output")
+      return std::string("Output");
+    mlir::emitError(module.getLoc(), "convert-rt-to-emitc: loss must be "
+                                     "causal-lm, cross-entropy or output, got '")
+        << loss << "'";
+    return failure();
   }
 
   LogicalResult checkRtFunction(func::FuncOp f) {
@@ -824,18 +847,10 @@ struct ConvertRtToEmitCPass
     schedules[0].erase();
     opts.schedule = &*sched;
     opts.recompute = recompute;
-    if (loss == "causal-lm")
-      opts.lossKind = "CausalLM";
-    else if (loss == "cross-entropy")
-      opts.lossKind = "CrossEntropy";
-    else if (loss == "output")
-      opts.lossKind = "Output";
-    else {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: loss must be causal-lm, "
-                       "cross-entropy or output, got '")
-          << loss << "'";
+    FailureOr<std::string> kind = lossKindEnumerator(module);
+    if (failed(kind))
       return signalPassFailure();
-    }
+    opts.lossKind = *kind;
     opts.labelsInput = labelsInput;
     opts.vocab = vocab;
     opts.ignoreIndex = ignoreIndex;

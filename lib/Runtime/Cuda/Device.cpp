@@ -99,11 +99,14 @@ public:
     return cudaCheck("cudaMemsetAsync",
                      cudaMemsetAsync(dst, 0, bytes, stream));
   }
-  Status accumulate(float *dst, const float *src, int64_t n) override {
+  Status accumulate(float *dst, const float *src, int64_t n,
+                    float scale) override {
     if (Status s = init(); !s.ok())
       return s;
     if (n == 0)
       return Status::success();
+    if (scale != 1.0f)
+      return accumulateScaled(dst, src, n, scale, stream);
     int64_t shape[1] = {n};
     Tensor d{dst, DType::F32, 1, shape}, g{const_cast<float *>(src), DType::F32, 1, shape};
     return binary(BinaryOp::Add, d, g, d, stream);

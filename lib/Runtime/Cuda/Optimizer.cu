@@ -29,6 +29,12 @@ __global__ void sgdKernel(UpdateCoefficients c, float *p, const float *g,
     sgdElement(p[k], g[k], buf ? buf + k : nullptr, c);
 }
 
+__global__ void axpyKernel(float *dst, const float *src, float a, int64_t n) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    dst[k] = __fadd_rn(dst[k], __fmul_rn(a, src[k]));
+}
+
 __global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
                             float *m, float *v, int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
@@ -165,6 +171,15 @@ Status checkF32(const char *op, const Tensor *tensors, int n) {
   return Status::success();
 }
 } // namespace
+
+Status lamina::rt::cuda::accumulateScaled(float *dst, const float *src,
+                                          int64_t n, float scale,
+                                          cudaStream_t stream) {
+  if (n <= 0)
+    return Status::success();
+  launchKernel(axpyKernel, gridFor(n), 256, 0, stream, dst, src, scale, n);
+  return launched("accumulate");
+}
 
 Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
                                        int64_t step, const Tensor &param,

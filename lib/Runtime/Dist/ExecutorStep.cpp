@@ -538,33 +538,13 @@ Status Executor::loadBatch(TokenData &from, SplitMix64 &r) {
                                  labels.byteSize());
         !s.ok())
       return s;
-  // Loss weights: count_j / count_total over the whole global batch.
+  // Loss weights: count_j / count_total over the whole global batch; this
+  // replica's micro-batches.
+  std::vector<float> all = lossWeights(spec.loss, tokens.view(), labels.view(),
+                                       microBatch, spec.ignoreIndex);
   lossOf.assign(size_t(m), 0.0f);
-  weightOf.assign(size_t(m), 0.0f);
-  if (spec.loss == LossKind::Output) {
-    for (int j = 0; j < m; ++j)
-      weightOf[size_t(j)] = float(1.0 / double(m * spec.dp));
-  } else {
-    bool causal = spec.loss == LossKind::CausalLM;
-    const OwnedTensor &lab = causal ? tokens : labels;
-    std::vector<int64_t> counts(size_t(m) * size_t(spec.dp), 0);
-    int64_t total = 0;
-    for (int64_t row = 0; row < globalBatch; ++row) {
-      int64_t c = 0;
-      for (int64_t col = causal ? 1 : 0; col < seq; ++col) {
-        int64_t v = tokenType == DType::I64
-                        ? static_cast<const int64_t *>(lab.data())[row * seq + col]
-                        : static_cast<const int32_t *>(lab.data())[row * seq + col];
-        c += v != spec.ignoreIndex;
-      }
-      counts[size_t(row / microBatch)] += c;
-      total += c;
-    }
-    for (int j = 0; j < m; ++j)
-      weightOf[size_t(j)] =
-          total > 0 ? float(double(counts[size_t(dp * m + j)]) / double(total))
-                    : 0.0f;
-  }
+  weightOf.assign(all.begin() + size_t(dp) * size_t(m),
+                  all.begin() + size_t(dp + 1) * size_t(m));
   return device.upload(deviceWeight.data(), weightOf.data(),
                        size_t(m) * sizeof(float));
 }

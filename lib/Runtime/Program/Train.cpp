@@ -325,6 +325,23 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   if (o.threads > 0)
     if (Status s = device.setThreads(int(o.threads)); !s.ok())
       return s;
+  // --grad-accum N: the N batches' gradients, weighted by their labels'
+  // share, sum into these (on the device) and the update reads them.
+  const int64_t accum = o.gradAccum;
+  std::vector<DeviceBuffer> accumBuffers;
+  std::vector<Tensor> updateGrads = grads;
+  OwnedTensor allTokens, allLabels;
+  if (accum > 1) {
+    allTokens.allocate(tok.dtype, {accum * batch, seq});
+    allLabels.allocate(tok.dtype, {accum * batch, seq});
+    accumBuffers.resize(grads.size());
+    for (size_t k = 0; k < grads.size(); ++k) {
+      if (Status s = accumBuffers[k].allocate(device, grads[k].byteSize());
+          !s.ok())
+        return Status::error("--grad-accum: " + s.message());
+      updateGrads[k].data = accumBuffers[k].data();
+    }
+  }
   // A batch: sampled on the host, copied to the device.
   const Tensor &deviceTokens = deviceValues[size_t(tokensArg)];
   auto toDeviceBatch = [&]() -> Status {
@@ -386,24 +403,73 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   if (!o.evalData.empty() && step == 0)
     if (Status s = evaluate(0); !s.ok())
       return s;
-  for (; step < o.steps; ++step) {
-    if (Status s = nextBatch(); !s.ok())
-      return s;
+  // One batch through the train step: its loss.
+  auto runStep = [&](float &loss) -> Status {
     if (Status s = device.run(spec.entry, deviceValues.data(), spec.numArgs,
-                                  arena.data());
+                              arena.data());
         !s.ok())
       return Status::error("step " + std::to_string(step + 1) + ": " +
                            s.message());
-    float loss;
-    if (Status s = device.download(&loss, base + lossOut.offset, sizeof(float));
+    return device.download(&loss, base + lossOut.offset, sizeof(float));
+  };
+  // --grad-accum: the N batches drawn as one of N times the rows (the
+  // same windows, in order), each run in turn.
+  auto accumulateStep = [&](float &loss) -> Status {
+    if (Status s = data.sample(rng, vocab, allTokens.view(), allLabels.view());
         !s.ok())
       return s;
+    std::vector<float> weights =
+        lossWeights(ts.loss, allTokens.view(), allLabels.view(), batch,
+                    ts.ignoreIndex);
+    for (size_t k = 0; k < accumBuffers.size(); ++k)
+      if (Status s = device.fillZero(accumBuffers[k].data(),
+                                     accumBuffers[k].bytes());
+          !s.ok())
+        return s;
+    double sum = 0;
+    size_t part = tokens.byteSize();
+    for (int64_t j = 0; j < accum; ++j) {
+      std::memcpy(tokens.data(),
+                  static_cast<const char *>(allTokens.data()) + size_t(j) * part,
+                  part);
+      std::memcpy(labels.data(),
+                  static_cast<const char *>(allLabels.data()) + size_t(j) * part,
+                  part);
+      if (Status s = toDeviceBatch(); !s.ok())
+        return s;
+      float one;
+      if (Status s = runStep(one); !s.ok())
+        return s;
+      sum += double(weights[size_t(j)]) * double(one);
+      for (size_t k = 0; k < grads.size(); ++k)
+        if (Status s = device.accumulate(
+                static_cast<float *>(updateGrads[k].data),
+                static_cast<const float *>(grads[k].data),
+                grads[k].numElements(), weights[size_t(j)]);
+            !s.ok())
+          return s;
+    }
+    loss = float(sum);
+    return Status::success();
+  };
+  for (; step < o.steps; ++step) {
+    float loss;
+    if (accum > 1) {
+      if (Status s = accumulateStep(loss); !s.ok())
+        return s;
+    } else {
+      if (Status s = nextBatch(); !s.ok())
+        return s;
+      if (Status s = runStep(loss); !s.ok())
+        return s;
+    }
     if (!std::isfinite(loss))
       return Status::error("the loss is " + std::to_string(loss) +
                            " at step " + std::to_string(step + 1));
     if (o.clip > 0) {
       double norm = 0;
-      if (Status s = device.clipGradNorm(grads.data(), int(grads.size()),
+      if (Status s = device.clipGradNorm(updateGrads.data(),
+                                         int(updateGrads.size()),
                                          float(o.clip), norm);
           !s.ok())
         return s;
@@ -415,7 +481,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     opt.setStepCount(opt.stepCount() + 1);
     for (size_t k = 0; k < params.size(); ++k)
       if (Status s = device.optimizerUpdate(
-              cfg, float(lr), opt.stepCount(), params[k], grads[k],
+              cfg, float(lr), opt.stepCount(), params[k], updateGrads[k],
               slots ? &deviceState[k * size_t(slots)] : nullptr);
           !s.ok())
         return s;
@@ -428,8 +494,9 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       double training = elapsed - evalSeconds;
       double perStep = training / double(done - firstStep);
       double tokensPerSec =
-          training > 0 ? double(batch * seq * (done - firstStep)) / training
-                       : 0;
+          training > 0
+              ? double(accum * batch * seq * (done - firstStep)) / training
+              : 0;
       std::printf("step %lld loss %.6f lr %.6g tokens/s %.0f elapsed %.1fs "
                   "eta %.1fs\n",
                   (long long)done, double(loss), lr, tokensPerSec, elapsed,

@@ -56,6 +56,8 @@ const char *const kUsage =
     "  --threads N            kernel threads (default: all cores)\n";
 
 const char *const kSingleUsage =
+    "  --grad-accum N         sum the gradients of N batches into each\n"
+    "                         update (a batch N times the compiled one)\n"
     "  --dump-outputs DIR     after training, run the next batch with the\n"
     "                         trained weights (no update) and write its token\n"
     "                         ids and the model's outputs (e.g. logits) as .npy\n";
@@ -154,6 +156,12 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       err = real(o.clip);
     else if (!dist && arg == "--dump-outputs")
       err = str(o.dumpOutputs);
+    else if (arg == "--grad-accum") {
+      err = integer(o.gradAccum, 1);
+      if (err.empty() && dist)
+        err = "--grad-accum: a distributed program accumulates over the "
+              "micro-batches it was compiled with (--micro-batches)";
+    }
     else if (dist && arg == "--trace")
       err = str(o.trace);
     else if (dist && arg == "--stats")
@@ -266,4 +274,32 @@ Status lamina::rt::openTokenData(const TrainOptions &o,
       !s.ok())
     return s;
   return data.checkFits(seq, vocab);
+}
+
+std::vector<float> lamina::rt::lossWeights(LossKind loss, const Tensor &tokens,
+                                           const Tensor &labels,
+                                           int64_t rowsPerPart,
+                                           int64_t ignoreIndex) {
+  int64_t rows = tokens.shape[0], seq = tokens.shape[1];
+  size_t parts = size_t(rows / rowsPerPart);
+  if (loss == LossKind::Output)
+    return std::vector<float>(parts, float(1.0 / double(parts)));
+  bool causal = loss == LossKind::CausalLM;
+  const Tensor &lab = causal ? tokens : labels;
+  std::vector<int64_t> counts(parts, 0);
+  int64_t total = 0;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t col = causal ? 1 : 0; col < seq; ++col) {
+      int64_t v = lab.dtype == DType::I64
+                      ? static_cast<const int64_t *>(lab.data)[row * seq + col]
+                      : static_cast<const int32_t *>(lab.data)[row * seq + col];
+      if (v != ignoreIndex) {
+        ++counts[size_t(row / rowsPerPart)];
+        ++total;
+      }
+    }
+  std::vector<float> w(parts, 0.0f);
+  for (size_t j = 0; j < parts && total > 0; ++j)
+    w[j] = float(double(counts[j]) / double(total));
+  return w;
 }

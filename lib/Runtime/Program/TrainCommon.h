@@ -36,8 +36,10 @@ struct TrainOptions {
   std::string evalData;
   int64_t evalEvery = 0, evalBatches = 20;
   // Single-process programs only: after training, run one more batch
-  // without updating and write its inputs and the model's outputs here.
+  // without updating and write its inputs and the model's outputs here;
+  // batches whose gradients sum into one update.
   std::string dumpOutputs;
+  int64_t gradAccum = 1;
   // Distributed programs only (parseTrainOptions with dist = true).
   std::string trace, stats;
   double commTimeout = 60;
@@ -65,6 +67,16 @@ int64_t tokenVocab(int64_t compiled, DType tokenType);
 /// fits windows of `seq` tokens with ids below `vocab`.
 Status openTokenData(const TrainOptions &o, const std::string &path,
                      TokenData &data, int64_t seq, int64_t vocab);
+
+/// Each of `rows / rowsPerPart` parts' share of the loss over `rows` token
+/// rows (`tokens`, or `labels` for CrossEntropy; [rows, seq], i64 or i32):
+/// its labels not equal to `ignoreIndex` over all of them (the causal LM's
+/// from column 1 on), so that the weighted sum of the parts' mean losses,
+/// and of their gradients, is the mean over all rows; alike for the
+/// model's own loss (Output). Zero everywhere when no label counts.
+std::vector<float> lossWeights(LossKind loss, const Tensor &tokens,
+                               const Tensor &labels, int64_t rowsPerPart,
+                               int64_t ignoreIndex);
 
 /// The evaluation's batch sampler: seeded alike at every evaluation and
 /// in every run (not by --seed), so validation losses compare.

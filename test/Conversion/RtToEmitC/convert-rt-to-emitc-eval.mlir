@@ -7,7 +7,7 @@
 // CHECK: static const lamina::rt::ProgramSpec lamina_eval_program = {"/m.onnx", lamina_eval_args, 2, lamina_eval_outputs, 1, {{[0-9]+}}, lamina_eval_step};
 // CHECK: static void lamina_train_step(
 // CHECK: static const lamina::rt::ProgramSpec lamina_program = {"/m.onnx", lamina_args, 2, lamina_outputs, 2, {{[0-9]+}}, lamina_train_step};
-// CHECK: static const lamina::rt::TrainSpec lamina_train = {nullptr, 0, &lamina_eval_program};
+// CHECK: static const lamina::rt::TrainSpec lamina_train = {nullptr, 0, &lamina_eval_program, lamina::rt::LossKind::CausalLM, int64_t(-100LL)};
 // CHECK: lamina::rt::trainMain({{.*}}, lamina_program, lamina_train);
 func.func @eval_step(%x: tensor<4xf32> {graph.name = "x", graph.kind = "input"},
                      %w: tensor<4xf32> {graph.name = "w", graph.kind = "trainable"})

@@ -2,7 +2,8 @@
 //
 // cuda::optimizerStep against the host Optimizer over three steps (SGD with
 // momentum, dampening, Nesterov and weight decay; AdamW), and sumOfSquares /
-// scaleInPlace / clipGradNorm against the host clipGradNorm.
+// scaleInPlace / clipGradNorm against the host clipGradNorm, and the
+// weighted accumulation of --grad-accum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -166,6 +167,24 @@ TEST_F(CudaKernel, ScaleInPlaceSkipsNonFiniteNorms) {
     EXPECT_EQ(dg.download().bytes, g.bytes) << "norm " << norm;
   }
   cudaFree(dnorm);
+}
+
+TEST_F(CudaKernel, AccumulateScaledRoundsAsWritten) {
+  // dst + scale * src, each operation rounded once: a micro-batch's
+  // weighted gradient (run --grad-accum).
+  Buf dst = randomF32({5001}), src = randomF32({5001});
+  Dev ddst(dst), dsrc(src);
+  const float scale = 0.37f;
+  EXPECT_OK(cu::accumulateScaled(static_cast<float *>(ddst.ptr),
+                                 static_cast<const float *>(dsrc.ptr), 5001,
+                                 scale, stream));
+  sync();
+  Buf got = ddst.download();
+  for (int64_t i = 0; i < dst.count(); ++i) {
+    volatile float product = scale * src.data<float>()[i];
+    float want = dst.data<float>()[i] + product;
+    ASSERT_EQ(got.data<float>()[i], want) << "element " << i;
+  }
 }
 
 //===----------------------------------------------------------------------===//

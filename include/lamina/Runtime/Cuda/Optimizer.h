@@ -44,6 +44,12 @@ Status optimizerStep(const OptimizerConfig &cfg, float lr, int64_t step,
 Status sumOfSquares(const Tensor *tensors, int n, double *deviceResult,
                     cudaStream_t stream);
 
+/// dst[i] += scale * src[i] for n f32 elements (each product and sum
+/// rounded as written): a micro-batch's gradient weighted into the
+/// accumulated one (run --grad-accum).
+Status accumulateScaled(float *dst, const float *src, int64_t n, float scale,
+                        cudaStream_t stream);
+
 /// *deviceValue = sqrt(*deviceValue): a sum of squares (after an all-reduce
 /// across ranks, say) to the norm that scaleInPlace takes.
 Status sqrtInPlace(double *deviceValue, cudaStream_t stream);
