@@ -32,6 +32,12 @@ accumulation, so only summation order and libm differ), both run
 The losses print with 6 decimals, so the comparison resolves ~1e-6
 relative. Both programs must also train (the last loss below the first).
 
+Both runs also evaluate (`--eval-data` on the same corpus, every 10 steps,
+2 batches: the evaluation entry): the validation loss before the first
+step is judged with the precision's tolerance, the later ones reported.
+Then each f32 program runs 5 steps more with `--grad-accum 2` (the
+weighted gradient sum on the device), judged with f32's tolerance.
+
 Exit status 0 when every comparison passes, 1 otherwise.
 """
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,6 +83,22 @@ def prepare(workdir: str, python: str) -> tuple[str, str]:
     return model, data
 
 
+def val_losses(log_path: str) -> list:
+    with open(log_path) as f:
+        return [float(m.group(1)) for m in
+                re.finditer(r"^step \d+ val loss (\S+) ", f.read(), re.M)]
+
+
+def rerun(out: str, data: str, args: list, timeout) -> list:
+    """The compiled program again with `args`: its losses (None: failed)."""
+    log = os.path.join(out, "accum.log")
+    cmd = [os.path.join(out, "run"), "--data", data, "--lr", "1e-2",
+           "--log-every", "1", "--seed", "1", *args]
+    print("$ " + " ".join(cmd), flush=True)
+    r = C.run_logged(cmd, log, timeout=timeout, echo=False)
+    return [s["loss"] for s in r["steps"]] if r["rc"] == 0 else None
+
+
 def train(lamina, model, data, target, precision, steps, out, timeout,
           extra=()) -> dict:
     t0 = time.monotonic()
@@ -84,19 +107,20 @@ def train(lamina, model, data, target, precision, steps, out, timeout,
             "-o", out, *extra], capture_output=True, text=True, timeout=timeout)
     sys.stdout.write(c.stdout)
     sys.stdout.write(c.stderr)
-    res = dict(target=target, precision=precision,
+    res = dict(target=target, precision=precision, out=out,
                compile_s=time.monotonic() - t0)
     if c.returncode != 0:
         res.update(ok=False, error=f"compile exited {c.returncode}: "
                    + (c.stderr.strip().splitlines() or [""])[-1])
         return res
     cmd = [os.path.join(out, "run"), "--data", data, "--steps", str(steps),
-           "--lr", "1e-2", "--log-every", "1", "--seed", "1"]
+           "--lr", "1e-2", "--log-every", "1", "--seed", "1",
+           "--eval-data", data, "--eval-every", "10", "--eval-batches", "2"]
     print("$ " + " ".join(cmd), flush=True)
     r = C.run_logged(cmd, os.path.join(out, "train.log"), timeout=timeout,
                      echo=False)
     res.update(run_s=r["wall_s"], losses=[s["loss"] for s in r["steps"]],
-               rc=r["rc"])
+               val=val_losses(os.path.join(out, "train.log")), rc=r["rc"])
     if r["rc"] != 0 or len(r["steps"]) != steps:
         with open(os.path.join(out, "train.log")) as f:
             tail = f.read().strip().splitlines()[-3:]
@@ -168,7 +192,15 @@ def main(argv=None) -> int:
                 trains = (ref["losses"][-1] < ref["losses"][0]
                           and dut["losses"][-1] < dut["losses"][0])
                 row["host_trains"] = trains
-                row["ok"] = row["compare"]["ok"] and trains
+                row["val"] = compare(dut["val"], ref["val"], rtol, atol, 1)
+                row["ok"] = row["compare"]["ok"] and trains and row["val"]["ok"]
+                if prec == "f32":
+                    acc = [rerun(o, data, ["--steps", "5", "--grad-accum", "2"],
+                                 args.timeout)
+                           for o in (ref["out"], dut["out"])]
+                    row["accum"] = (compare(acc[1], acc[0], rtol, atol)
+                                    if acc[0] and acc[1] else dict(ok=False))
+                    row["ok"] &= row["accum"]["ok"]
             else:
                 row["ok"] = False
             all_ok &= row["ok"]
@@ -178,8 +210,9 @@ def main(argv=None) -> int:
                  f"--target {args.target}{' --cuda-emulator' if extra else ''}"
                  " against --target host", "",
                  "| precision | host loss 1 -> N | " + args.target +
-                 " loss 1 -> N | max rel diff, judged steps (at) | all steps | tolerance | result |",
-                 "|---|---|---|---|---|---|---|"]
+                 " loss 1 -> N | max rel diff, judged steps (at) | all steps "
+                 "| val losses: step 0, all | --grad-accum 2 | tolerance | result |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         for row in results:
             h, t = row["host"], row["target"]
             hl = (f"{h['losses'][0]:.6f} -> {h['losses'][-1]:.6f}" if h.get("ok")
@@ -190,10 +223,16 @@ def main(argv=None) -> int:
             cd = (f"{c['max_rel']:.2e}, steps 1-{c['judged_steps']} (step {c['at_step']})"
                   if c else "-")
             ca = f"{c['max_rel_all']:.2e}" if c else "-"
+            v = row.get("val")
+            vd = (f"{v['max_rel']:.2e}, {v['max_rel_all']:.2e} ({len(t['val'])})"
+                  if v else "-")
+            a = row.get("accum")
+            ad = ("-" if a is None else
+                  f"{a['max_rel']:.2e}" if "max_rel" in a else "failed")
             rt, at, _ = TOL[row["precision"]]
             tol = f"rtol {rt:g}, atol {at:g}"
-            lines.append(f"| {row['precision']} | {hl} | {tl} | {cd} | {ca} | {tol} | "
-                         f"{'ok' if row['ok'] else 'FAIL'} |")
+            lines.append(f"| {row['precision']} | {hl} | {tl} | {cd} | {ca} | {vd} "
+                         f"| {ad} | {tol} | {'ok' if row['ok'] else 'FAIL'} |")
         md = "\n".join(lines) + "\n"
         print("\n" + md, flush=True)
         if args.json:

@@ -9,7 +9,7 @@
 #      skip) and `lit $BUILD/test/Runtime/Cuda` (the cuda-gpu feature on);
 #   c. the tiny GPT of test/e2e/train-tiny-gpt.test trained on the GPU
 #      (--target cuda) and on the host, f32 and bf16, losses compared step
-#      by step (bench/gpu_vs_host.py);
+#      by step, with validation losses and --grad-accum (bench/gpu_vs_host.py);
 #   d. the ~1B GPT training step against PyTorch eager (bench/gpu_bench.py:
 #      tokens/s, MFU, memory), within what is left of the time budget;
 #   (then bench/cuda_kernels_bench.py -- GEMM TFLOP/s and reduction GB/s
