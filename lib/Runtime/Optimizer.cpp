@@ -209,30 +209,50 @@ Status LrSchedule::validate() const {
   if (!(lr >= 0) || !std::isfinite(lr))
     return Status::error("learning rate must be a finite number >= 0, got " +
                          std::to_string(lr));
+  if (warmupSteps < 0)
+    return Status::error("warm-up steps must be >= 0, got " +
+                         std::to_string(warmupSteps));
   if (kind == LrScheduleKind::Constant)
     return Status::success();
   if (!(minLr >= 0) || minLr > lr)
     return Status::error("minimum learning rate " + std::to_string(minLr) +
                          " must be in [0, lr = " + std::to_string(lr) + "]");
-  if (warmupSteps < 0)
-    return Status::error("warm-up steps must be >= 0, got " +
-                         std::to_string(warmupSteps));
   if (decaySteps <= warmupSteps)
     return Status::error("decay steps (" + std::to_string(decaySteps) +
                          ") must exceed the warm-up steps (" +
                          std::to_string(warmupSteps) + ")");
+  if (kind == LrScheduleKind::Wsd &&
+      (cooldownSteps < 1 || cooldownSteps > decaySteps - warmupSteps))
+    return Status::error("cooldown steps (" + std::to_string(cooldownSteps) +
+                         ") must be in [1, " +
+                         std::to_string(decaySteps - warmupSteps) +
+                         "] (the steps after the warm-up)");
   return Status::success();
 }
 
 double LrSchedule::at(int64_t step) const {
-  if (kind == LrScheduleKind::Constant)
-    return lr;
   if (step < warmupSteps)
     return lr * double(step + 1) / double(warmupSteps + 1);
+  if (kind == LrScheduleKind::Constant)
+    return lr;
   if (step > decaySteps)
     return minLr;
   double ratio =
       double(step - warmupSteps) / double(decaySteps - warmupSteps);
-  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
-  return minLr + coeff * (lr - minLr);
+  switch (kind) {
+  case LrScheduleKind::WarmupCosine:
+    return minLr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - minLr);
+  case LrScheduleKind::Linear:
+    return minLr + (1.0 - ratio) * (lr - minLr);
+  case LrScheduleKind::Wsd: {
+    int64_t start = decaySteps - cooldownSteps;
+    if (step < start)
+      return lr;
+    return minLr + (1.0 - double(step - start) / double(cooldownSteps)) *
+                       (lr - minLr);
+  }
+  case LrScheduleKind::Constant:
+    break;
+  }
+  return lr;
 }

@@ -182,6 +182,40 @@ TEST(OptimizerTest, Schedules) {
   bad = cos;
   bad.minLr = 2.0;
   EXPECT_FALSE(bad.validate().ok());
+
+  // Every kind warms up; constant then stays at the peak.
+  LrSchedule warm{LrScheduleKind::Constant, 1.0, 4, 14, 0.1};
+  EXPECT_DOUBLE_EQ(warm.at(0), 0.2);
+  EXPECT_DOUBLE_EQ(warm.at(4), 1.0);
+  EXPECT_DOUBLE_EQ(warm.at(1 << 30), 1.0);
+
+  LrSchedule lin{LrScheduleKind::Linear, 1.0, 4, 14, 0.1};
+  ASSERT_TRUE(lin.validate().ok());
+  EXPECT_DOUBLE_EQ(lin.at(3), 0.8);
+  EXPECT_DOUBLE_EQ(lin.at(4), 1.0);
+  EXPECT_DOUBLE_EQ(lin.at(9), 0.55); // half way
+  EXPECT_DOUBLE_EQ(lin.at(11), 0.1 + 0.3 * 0.9);
+  EXPECT_NEAR(lin.at(14), 0.1, 1e-15);
+  EXPECT_DOUBLE_EQ(lin.at(20), 0.1);
+
+  // Warm-up 4, stable to step 9, a 5-step linear cooldown to step 14.
+  LrSchedule wsd{LrScheduleKind::Wsd, 1.0, 4, 14, 0.1, 5};
+  ASSERT_TRUE(wsd.validate().ok());
+  EXPECT_DOUBLE_EQ(wsd.at(2), 0.6);
+  EXPECT_DOUBLE_EQ(wsd.at(4), 1.0);
+  EXPECT_DOUBLE_EQ(wsd.at(8), 1.0);
+  EXPECT_DOUBLE_EQ(wsd.at(9), 1.0); // the cooldown's first step
+  EXPECT_DOUBLE_EQ(wsd.at(10), 0.1 + 0.8 * 0.9);
+  EXPECT_DOUBLE_EQ(wsd.at(13), 0.1 + 0.2 * 0.9);
+  EXPECT_NEAR(wsd.at(14), 0.1, 1e-15);
+  EXPECT_DOUBLE_EQ(wsd.at(15), 0.1);
+  bad = wsd;
+  bad.cooldownSteps = 11;
+  EXPECT_NE(bad.validate().message().find("cooldown steps (11) must be in "
+                                          "[1, 10]"),
+            std::string::npos);
+  bad.cooldownSteps = 0;
+  EXPECT_FALSE(bad.validate().ok());
 }
 
 } // namespace

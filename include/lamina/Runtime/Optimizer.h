@@ -168,21 +168,29 @@ private:
 Status clipGradNorm(const Tensor *grads, int n, float maxNorm,
                     double &totalNorm);
 
-/// Learning rate for 0-based step `step`. Constant: `lr`. WarmupCosine
+/// Learning rate for 0-based step `step`. Every kind warms up first
 /// (nanoGPT's get_lr):
 ///   step <  warmup:      lr * (step + 1) / (warmup + 1)
-///   step >  decaySteps:  minLr
-///   otherwise:           r = (step - warmup) / (decaySteps - warmup),
+/// then
+///   Constant:            lr
+///   WarmupCosine:        r = (step - warmup) / (decaySteps - warmup),
 ///                        minLr + 0.5 * (1 + cos(pi * r)) * (lr - minLr)
-enum class LrScheduleKind : uint8_t { Constant, WarmupCosine };
+///   Linear:              minLr + (1 - r) * (lr - minLr), r as above
+///   Wsd (warm-up, stable, decay): lr until the cooldown's first step
+///                        c = decaySteps - cooldown, then
+///                        minLr + (1 - (step - c) / cooldown) * (lr - minLr)
+/// and minLr after decaySteps (all but Constant).
+enum class LrScheduleKind : uint8_t { Constant, WarmupCosine, Linear, Wsd };
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::Constant;
   double lr = 1e-3;
   int64_t warmupSteps = 0;
-  int64_t decaySteps = 0; ///< the step the cosine reaches minLr
+  int64_t decaySteps = 0; ///< the step the decay reaches minLr
   double minLr = 0.0;
+  int64_t cooldownSteps = 0; ///< Wsd: the decay's length
 
-  /// Checks lr >= minLr >= 0, warmup >= 0, decaySteps > warmup (cosine).
+  /// Checks lr >= minLr >= 0, warmup >= 0, decaySteps > warmup (the
+  /// decaying kinds), 1 <= cooldown <= decaySteps - warmup (Wsd).
   Status validate() const;
   double at(int64_t step) const;
 };

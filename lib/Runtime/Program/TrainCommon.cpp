@@ -9,6 +9,7 @@
 
 #include "Args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -30,10 +31,12 @@ const char *const kUsage =
     "  --data-dtype T         uint16 (default) or uint32\n"
     "  --steps N              train until step N (required)\n"
     "  --lr X                 peak learning rate (default 1e-3)\n"
-    "  --lr-schedule S        constant (default) or cosine (linear warm-up,\n"
-    "                         cosine decay to --min-lr at the last step)\n"
-    "  --warmup N             warm-up steps (cosine; default 0)\n"
-    "  --min-lr X             final learning rate (cosine; default 0)\n"
+    "  --lr-schedule S        after the warm-up: constant (default), cosine\n"
+    "                         or linear (decay to --min-lr at the last step),\n"
+    "                         or wsd (constant, then a linear --cooldown)\n"
+    "  --warmup N             linear warm-up steps (default 0)\n"
+    "  --min-lr X             final learning rate (default 0)\n"
+    "  --cooldown N           wsd: the decay's last N steps (default 20%)\n"
     "  --optimizer O          adamw (default) or sgd\n"
     "  --weight-decay X       default 0.01 (adamw) or 0 (sgd)\n"
     "  --momentum X           sgd momentum (default 0)\n"
@@ -136,6 +139,8 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       err = integer(o.steps, 0);
     else if (arg == "--warmup")
       err = integer(o.warmup, 0);
+    else if (arg == "--cooldown")
+      err = integer(o.cooldown, 1);
     else if (arg == "--seed")
       err = integer(o.seed, 0);
     else if (arg == "--log-every")
@@ -183,9 +188,12 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
     return "--steps is required";
   if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
     return "--data-dtype must be uint16 or uint32, got '" + o.dataDtype + "'";
-  if (o.schedule != "constant" && o.schedule != "cosine")
-    return "--lr-schedule must be constant or cosine, got '" + o.schedule +
-           "'";
+  if (o.schedule != "constant" && o.schedule != "cosine" &&
+      o.schedule != "linear" && o.schedule != "wsd")
+    return "--lr-schedule must be constant, cosine, linear or wsd, got '" +
+           o.schedule + "'";
+  if (o.cooldown > 0 && o.schedule != "wsd")
+    return "--cooldown goes with --lr-schedule wsd";
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return "--optimizer must be adamw or sgd, got '" + o.optimizer + "'";
   if (o.resume && o.checkpointDir.empty())
@@ -237,13 +245,21 @@ OptimizerConfig lamina::rt::optimizerConfig(const TrainOptions &o) {
 }
 
 Status lamina::rt::lrSchedule(const TrainOptions &o, LrSchedule &sched) {
-  sched.kind = o.schedule == "cosine" ? LrScheduleKind::WarmupCosine
-                                      : LrScheduleKind::Constant;
+  sched.kind = o.schedule == "cosine"   ? LrScheduleKind::WarmupCosine
+               : o.schedule == "linear" ? LrScheduleKind::Linear
+               : o.schedule == "wsd"    ? LrScheduleKind::Wsd
+                                        : LrScheduleKind::Constant;
   sched.lr = o.lr;
   sched.minLr = o.minLr;
   sched.warmupSteps = o.warmup;
   sched.decaySteps = o.steps;
-  return sched.validate();
+  // WSD's usual cooldown: the last fifth of training (at least a step).
+  sched.cooldownSteps =
+      o.cooldown > 0 ? o.cooldown
+                     : std::max<int64_t>(1, (o.steps - o.warmup) / 5);
+  if (Status s = sched.validate(); !s.ok())
+    return Status::error("--lr-schedule " + o.schedule + ": " + s.message());
+  return Status::success();
 }
 
 int64_t lamina::rt::tokenVocab(int64_t compiled, DType tokenType) {

@@ -27,7 +27,7 @@ namespace lamina::rt {
 struct TrainOptions {
   std::string data, dataDtype = "uint16", schedule = "constant",
                     optimizer = "adamw", checkpointDir, exportPath, model;
-  int64_t steps = -1, warmup = 0, seed = 0, logEvery = 10,
+  int64_t steps = -1, warmup = 0, cooldown = -1, seed = 0, logEvery = 10,
           checkpointEvery = 0, threads = 0;
   double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
   bool resume = false, help = false;
