@@ -478,6 +478,7 @@ void Executor::setupSegments() {
         seg.grad = static_cast<float *>(M.shardGrad.data()) + (a - lo);
       }
       seg.countsForNorm = zero > 0 || dp == 0;
+      seg.rank = p.arg->rank;
       segments.push_back(std::move(seg));
     }
   }
@@ -489,6 +490,7 @@ void Executor::setupSegments() {
       seg.param = static_cast<float *>(p.own.data());
       seg.grad = static_cast<float *>(p.ownGrad.data());
       seg.countsForNorm = p.countsForNorm;
+      seg.rank = p.arg->rank;
       segments.push_back(std::move(seg));
     }
 }

@@ -135,6 +135,7 @@ struct Segment {
   std::vector<int64_t> shape;
   float *param = nullptr, *grad = nullptr; ///< device memory
   bool countsForNorm = true;
+  int rank = 0; ///< the whole parameter's (--no-decay-vectors)
   Tensor paramView() const {
     return Tensor{param, DType::F32, int(shape.size()), shape.data()};
   }

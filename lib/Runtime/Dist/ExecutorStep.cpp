@@ -492,13 +492,13 @@ Status Executor::optimizerStep(int64_t stepIndex) {
         !s.ok())
       return s;
   }
-  OptimizerConfig cfg = optimizerConfig(o);
   float lr = float(sched.at(stepIndex));
   opt.setStepCount(opt.stepCount() + 1);
   int slots = opt.numSlots();
   for (size_t i = 0; i < segments.size(); ++i)
     if (Status s = device.optimizerUpdate(
-            cfg, lr, opt.stepCount(), ps[i], gs[i],
+            optimizerConfigFor(o, segments[i].rank), lr, opt.stepCount(),
+            ps[i], gs[i],
             slots ? &deviceState[i * size_t(slots)] : nullptr);
         !s.ok())
       return s;

@@ -224,6 +224,9 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   Optimizer opt;
   if (Status s = opt.init(cfg, names, shapes); !s.ok())
     return s;
+  std::vector<OptimizerConfig> cfgs; // per parameter (--no-decay-vectors)
+  for (const auto &shape : shapes)
+    cfgs.push_back(optimizerConfigFor(o, int(shape.size())));
   LrSchedule sched;
   if (Status s = lrSchedule(o, sched); !s.ok())
     return s;
@@ -481,7 +484,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     opt.setStepCount(opt.stepCount() + 1);
     for (size_t k = 0; k < params.size(); ++k)
       if (Status s = device.optimizerUpdate(
-              cfg, float(lr), opt.stepCount(), params[k], updateGrads[k],
+              cfgs[k], float(lr), opt.stepCount(), params[k], updateGrads[k],
               slots ? &deviceState[k * size_t(slots)] : nullptr);
           !s.ok())
         return s;

@@ -39,6 +39,8 @@ const char *const kUsage =
     "  --cooldown N           wsd: the decay's last N steps (default 20%)\n"
     "  --optimizer O          adamw (default) or sgd\n"
     "  --weight-decay X       default 0.01 (adamw) or 0 (sgd)\n"
+    "  --no-decay-vectors     no weight decay on biases and norm scales\n"
+    "                         (parameters of rank < 2)\n"
     "  --momentum X           sgd momentum (default 0)\n"
     "  --clip X               clip the global gradient norm to X (default: off)\n"
     "  --seed N               batch sampling seed (default 0)\n"
@@ -113,6 +115,8 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       o.help = true;
     else if (args.isFlag("--resume"))
       o.resume = true;
+    else if (args.isFlag("--no-decay-vectors"))
+      o.noDecayVectors = true;
     else if (arg == "--data")
       err = str(o.data);
     else if (arg == "--data-dtype")

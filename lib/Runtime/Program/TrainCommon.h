@@ -30,7 +30,7 @@ struct TrainOptions {
   int64_t steps = -1, warmup = 0, cooldown = -1, seed = 0, logEvery = 10,
           checkpointEvery = 0, threads = 0;
   double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
-  bool resume = false, help = false;
+  bool resume = false, help = false, noDecayVectors = false;
   // Validation: --eval-batches batches of --eval-data, before the first
   // step, every --eval-every steps and after the last.
   std::string evalData;
@@ -57,6 +57,15 @@ std::string parseTrainOptions(int argc, char **argv, TrainOptions &o,
 
 /// The optimizer and schedule the flags select (validated).
 OptimizerConfig optimizerConfig(const TrainOptions &o);
+/// The optimizer for a parameter of rank `rank`: --no-decay-vectors
+/// exempts biases and norm scales (rank < 2) from weight decay, as
+/// nanoGPT and Hugging Face's Trainer do.
+inline OptimizerConfig optimizerConfigFor(const TrainOptions &o, int rank) {
+  OptimizerConfig cfg = optimizerConfig(o);
+  if (o.noDecayVectors && rank < 2)
+    cfg.weightDecay = 0;
+  return cfg;
+}
 Status lrSchedule(const TrainOptions &o, LrSchedule &out);
 
 /// The vocabulary ids are checked against: the compiled one, else the

@@ -8,6 +8,9 @@
                                      some others changed
   square-model OUT.onnx              writes a model whose output is its loss
   bigram-model OUT.onnx              writes a model with a labels input
+  bias-model OUT.onnx                writes a model with a 1-D parameter whose
+                                     gradient is zero (only weight decay
+                                     moves it)
   ort-outputs MODEL DUMPDIR           onnxruntime on DUMPDIR's inputs gives
                                      DUMPDIR's outputs (run --dump-outputs)
   export ORIG TRAINED DATA LOG       onnxruntime's causal-LM loss on the corpus
@@ -149,6 +152,25 @@ def main():
             "bigram", ids,
             [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4, 32])],
             [emb])
+        onnx.save(helper.make_model(graph, ir_version=8,
+                                    opset_imports=[helper.make_opsetid("", 17)]),
+                  sys.argv[2])
+    elif what == "bias-model":
+        # logits = emb[input_ids] + 0 * bias: the bias's gradient is zero.
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.RandomState(0)
+        inits = [numpy_helper.from_array(rng.randn(32, 32).astype(np.float32), "emb"),
+                 numpy_helper.from_array(rng.randn(32).astype(np.float32), "bias"),
+                 numpy_helper.from_array(np.zeros(1, np.float32), "zero")]
+        nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["h"]),
+                 helper.make_node("Mul", ["bias", "zero"], ["b0"]),
+                 helper.make_node("Add", ["h", "b0"], ["logits"])]
+        graph = helper.make_graph(
+            nodes, "bias",
+            [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [2, 4])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4, 32])],
+            inits)
         onnx.save(helper.make_model(graph, ir_version=8,
                                     opset_imports=[helper.make_opsetid("", 17)]),
                   sys.argv[2])
