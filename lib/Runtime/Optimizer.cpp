@@ -248,8 +248,8 @@ double LrSchedule::at(int64_t step) const {
     int64_t start = decaySteps - cooldownSteps;
     if (step < start)
       return lr;
-    return minLr + (1.0 - double(step - start) / double(cooldownSteps)) *
-                       (lr - minLr);
+    return minLr +
+           (1.0 - double(step - start) / double(cooldownSteps)) * (lr - minLr);
   }
   case LrScheduleKind::Constant:
     break;

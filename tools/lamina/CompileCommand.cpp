@@ -766,8 +766,8 @@ int runCompile() {
     emitOptions.entryName = "train_step";
     emitOptions.evalEntryName = "eval_step";
     emitOptions.mode = "train";
-    emitOptions.loss = !lossOutput.empty() ? std::string("output")
-                                           : std::string(lossKind);
+    emitOptions.loss =
+        !lossOutput.empty() ? std::string("output") : std::string(lossKind);
     if (lossOutput.empty() && lossKind == "cross-entropy")
       emitOptions.labelsInput = labelsName;
     emitOptions.ignoreIndex = ignoreIndex;

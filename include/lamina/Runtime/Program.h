@@ -89,7 +89,7 @@ int programMain(int argc, char **argv, const ProgramSpec &spec,
 enum class LossKind : uint8_t {
   CausalLM,     ///< labels are the token window shifted by one
   CrossEntropy, ///< labels come from input `labelsInput`
-  Output,       ///< the model's own scalar output; every micro-batch weighs 1/(m*d)
+  Output,       ///< the model's own scalar loss: every part weighs alike
 };
 
 /// What a training program knows beyond its ProgramSpec (convert-rt-to-emitc

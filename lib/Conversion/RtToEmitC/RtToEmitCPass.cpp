@@ -476,8 +476,7 @@ std::string ProgramEmitter::outputsTable(StringRef name) {
                    outputs);
 }
 
-std::string ProgramEmitter::specInitializer(emitc::FuncOp func,
-                                            StringRef first,
+std::string ProgramEmitter::specInitializer(emitc::FuncOp func, StringRef first,
                                             StringRef prefix) {
   std::string argsName = argsTable((prefix + "_args").str());
   std::string outputsName = outputsTable((prefix + "_outputs").str());
@@ -510,8 +509,8 @@ void ProgramEmitter::emitSpecAndMain(emitc::FuncOp func, StringRef evalSpec) {
     // The train spec goes before main, after the program spec.
     std::string trainSpec = llvm::formatv(
         "{{{0}, {1}, {2}, lamina::rt::LossKind::{3}, int64_t({4}LL)}",
-        labelsInput.empty() ? "nullptr" : cString(labelsInput), vocab,
-        evalSpec, lossKind, ignoreIndex);
+        labelsInput.empty() ? "nullptr" : cString(labelsInput), vocab, evalSpec,
+        lossKind, ignoreIndex);
     OpBuilder before(ctx());
     before.setInsertionPoint(main);
     emitc::GlobalOp::create(before, loc, "lamina_train",
@@ -563,8 +562,7 @@ FailureOr<emitc::FuncOp> ProgramEmitter::emitFunction() {
 }
 
 /// `eval` takes what `entry` takes, argument for argument.
-static LogicalResult checkSameArguments(func::FuncOp eval,
-                                        func::FuncOp entry) {
+static LogicalResult checkSameArguments(func::FuncOp eval, func::FuncOp entry) {
   if (eval.getArgumentTypes() != entry.getArgumentTypes())
     return eval.emitError("convert-rt-to-emitc: the evaluation entry @")
            << eval.getName() << " does not take @" << entry.getName()
@@ -802,8 +800,9 @@ struct ConvertRtToEmitCPass
       return std::string("CrossEntropy");
     if (loss == "output")
       return std::string("Output");
-    mlir::emitError(module.getLoc(), "convert-rt-to-emitc: loss must be "
-                                     "causal-lm, cross-entropy or output, got '")
+    mlir::emitError(module.getLoc(),
+                    "convert-rt-to-emitc: loss must be "
+                    "causal-lm, cross-entropy or output, got '")
         << loss << "'";
     return failure();
   }

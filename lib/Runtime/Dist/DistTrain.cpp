@@ -87,8 +87,7 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 ex.rank, ex.pp, ex.dp,
                 double(net.p2pBytesSent - ex.evalP2pBytes) / n,
                 (net.collectiveBytes - ex.evalCollectiveBytes) / n,
-                ex.busySeconds, wall, idle,
-                ex.arenaBytes, ex.peakHeldBytes);
+                ex.busySeconds, wall, idle, ex.arenaBytes, ex.peakHeldBytes);
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();

@@ -205,8 +205,8 @@ void Executor::buildEvalList() {
   const int L = spec.numModules, m = spec.microBatches;
   auto add = [&](ActionKind kind, Payload payload, int module, int mb,
                  int peer) {
-    evalActions.push_back(ActionSpec{uint8_t(kind), uint8_t(payload), module,
-                                     mb, peer});
+    evalActions.push_back(
+        ActionSpec{uint8_t(kind), uint8_t(payload), module, mb, peer});
   };
   for (int k = 0; k < L; ++k) {
     if (spec.moduleRank[k] != pp)

@@ -21,6 +21,7 @@
 #include "lamina/Runtime/TokenData.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <cerrno>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -370,17 +370,17 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     SplitMix64 evalRng = evalSampler();
     double sum = 0;
     for (int64_t k = 0; k < o.evalBatches; ++k) {
-      if (Status s = evalData.sample(evalRng, vocab, tokens.view(),
-                                     labels.view());
+      if (Status s =
+              evalData.sample(evalRng, vocab, tokens.view(), labels.view());
           !s.ok())
         return Status::error("--eval-data: " + s.message());
       if (Status s = toDeviceBatch(); !s.ok())
         return s;
-      if (Status s = device.run(eval->entry, deviceValues.data(),
-                                spec.numArgs, arena.data());
+      if (Status s = device.run(eval->entry, deviceValues.data(), spec.numArgs,
+                                arena.data());
           !s.ok())
-        return Status::error("evaluation at step " + std::to_string(at) +
-                             ": " + s.message());
+        return Status::error("evaluation at step " + std::to_string(at) + ": " +
+                             s.message());
       float loss;
       if (Status s = device.download(&loss, base + eval->outputs[0].offset,
                                      sizeof(float));
@@ -388,9 +388,9 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return s;
       sum += double(loss);
     }
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - begin)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
     evalSeconds += seconds;
     lastEval = at;
     std::printf("step %lld val loss %.6f (%lld batches, %.1fs)\n",
@@ -421,23 +421,22 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     if (Status s = data.sample(rng, vocab, allTokens.view(), allLabels.view());
         !s.ok())
       return s;
-    std::vector<float> weights =
-        lossWeights(ts.loss, allTokens.view(), allLabels.view(), batch,
-                    ts.ignoreIndex);
+    std::vector<float> weights = lossWeights(
+        ts.loss, allTokens.view(), allLabels.view(), batch, ts.ignoreIndex);
     for (size_t k = 0; k < accumBuffers.size(); ++k)
-      if (Status s = device.fillZero(accumBuffers[k].data(),
-                                     accumBuffers[k].bytes());
+      if (Status s =
+              device.fillZero(accumBuffers[k].data(), accumBuffers[k].bytes());
           !s.ok())
         return s;
     double sum = 0;
     size_t part = tokens.byteSize();
     for (int64_t j = 0; j < accum; ++j) {
-      std::memcpy(tokens.data(),
-                  static_cast<const char *>(allTokens.data()) + size_t(j) * part,
-                  part);
-      std::memcpy(labels.data(),
-                  static_cast<const char *>(allLabels.data()) + size_t(j) * part,
-                  part);
+      std::memcpy(
+          tokens.data(),
+          static_cast<const char *>(allTokens.data()) + size_t(j) * part, part);
+      std::memcpy(
+          labels.data(),
+          static_cast<const char *>(allLabels.data()) + size_t(j) * part, part);
       if (Status s = toDeviceBatch(); !s.ok())
         return s;
       float one;
@@ -445,10 +444,10 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return s;
       sum += double(weights[size_t(j)]) * double(one);
       for (size_t k = 0; k < grads.size(); ++k)
-        if (Status s = device.accumulate(
-                static_cast<float *>(updateGrads[k].data),
-                static_cast<const float *>(grads[k].data),
-                grads[k].numElements(), weights[size_t(j)]);
+        if (Status s =
+                device.accumulate(static_cast<float *>(updateGrads[k].data),
+                                  static_cast<const float *>(grads[k].data),
+                                  grads[k].numElements(), weights[size_t(j)]);
             !s.ok())
           return s;
     }
@@ -471,9 +470,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                            " at step " + std::to_string(step + 1));
     if (o.clip > 0) {
       double norm = 0;
-      if (Status s = device.clipGradNorm(updateGrads.data(),
-                                         int(updateGrads.size()),
-                                         float(o.clip), norm);
+      if (Status s = device.clipGradNorm(
+              updateGrads.data(), int(updateGrads.size()), float(o.clip), norm);
           !s.ok())
         return s;
       if (!std::isfinite(norm))

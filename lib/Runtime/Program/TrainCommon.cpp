@@ -42,7 +42,8 @@ const char *const kUsage =
     "  --no-decay-vectors     no weight decay on biases and norm scales\n"
     "                         (parameters of rank < 2)\n"
     "  --momentum X           sgd momentum (default 0)\n"
-    "  --clip X               clip the global gradient norm to X (default: off)\n"
+    "  --clip X               clip the global gradient norm to X (default: "
+    "off)\n"
     "  --seed N               batch sampling seed (default 0)\n"
     "  --log-every N          log every N steps (default 10)\n"
     "  --checkpoint-dir DIR   where checkpoints are written\n"
@@ -65,7 +66,8 @@ const char *const kSingleUsage =
     "                         update (a batch N times the compiled one)\n"
     "  --dump-outputs DIR     after training, run the next batch with the\n"
     "                         trained weights (no update) and write its token\n"
-    "                         ids and the model's outputs (e.g. logits) as .npy\n";
+    "                         ids and the model's outputs (e.g. logits) as "
+    ".npy\n";
 
 const char *const kDistUsage =
     "\n"
@@ -136,8 +138,7 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
     else if (arg == "--eval-batches") {
       err = integer(o.evalBatches, 1);
       evalBatchesGiven = true;
-    }
-    else if (arg == "--model")
+    } else if (arg == "--model")
       err = str(o.model);
     else if (arg == "--steps")
       err = integer(o.steps, 0);
@@ -170,8 +171,7 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       if (err.empty() && dist)
         err = "--grad-accum: a distributed program accumulates over the "
               "micro-batches it was compiled with (--micro-batches)";
-    }
-    else if (dist && arg == "--trace")
+    } else if (dist && arg == "--trace")
       err = str(o.trace);
     else if (dist && arg == "--stats")
       err = str(o.stats);
@@ -258,9 +258,9 @@ Status lamina::rt::lrSchedule(const TrainOptions &o, LrSchedule &sched) {
   sched.warmupSteps = o.warmup;
   sched.decaySteps = o.steps;
   // WSD's usual cooldown: the last fifth of training (at least a step).
-  sched.cooldownSteps =
-      o.cooldown > 0 ? o.cooldown
-                     : std::max<int64_t>(1, (o.steps - o.warmup) / 5);
+  sched.cooldownSteps = o.cooldown > 0
+                            ? o.cooldown
+                            : std::max<int64_t>(1, (o.steps - o.warmup) / 5);
   if (Status s = sched.validate(); !s.ok())
     return Status::error("--lr-schedule " + o.schedule + ": " + s.message());
   return Status::success();
@@ -286,11 +286,10 @@ Status lamina::rt::checkInitializer(const ArgSpec &a, const OwnedTensor *init,
   return Status::success();
 }
 
-Status lamina::rt::openTokenData(const TrainOptions &o,
-                                 const std::string &path, TokenData &data,
-                                 int64_t seq, int64_t vocab) {
-  if (Status s = data.open(path, o.dataDtype == "uint16" ? DType::U16
-                                                          : DType::U32);
+Status lamina::rt::openTokenData(const TrainOptions &o, const std::string &path,
+                                 TokenData &data, int64_t seq, int64_t vocab) {
+  if (Status s =
+          data.open(path, o.dataDtype == "uint16" ? DType::U16 : DType::U32);
       !s.ok())
     return s;
   return data.checkFits(seq, vocab);

@@ -105,8 +105,8 @@ LogicalResult lamina::graph::markPaddingIndices(
   return success();
 }
 
-LogicalResult lamina::graph::keepOnlyLoss(func::FuncOp forward,
-                                          StringRef loss, StringRef name) {
+LogicalResult lamina::graph::keepOnlyLoss(func::FuncOp forward, StringRef loss,
+                                          StringRef name) {
   auto names = forward->getAttrOfType<ArrayAttr>(kOutputNamesAttr);
   auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
   std::optional<unsigned> found;
