@@ -233,26 +233,15 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
   double start = ex.traceStart;
   int64_t firstStep = step, lastCkpt = step;
   int64_t tokensPerStep = ex.globalBatch * ex.seq;
-  // Validation as in the single-process driver (Train.cpp): before the
-  // first step, every --eval-every steps, after the last; its time is not
-  // the training's.
-  double evalSeconds = 0;
-  int64_t lastEval = -1;
+  // Validation as in the single-process driver (Train.cpp).
+  EvalSchedule evals(o);
   auto evaluate = [&](int64_t at) {
     double t0 = now(), loss = 0;
     if (Status s = ex.evaluate(loss); !s.ok())
       control.abort(s.message());
-    double seconds = now() - t0;
-    evalSeconds += seconds;
-    lastEval = at;
-    if (root) {
-      std::printf("step %lld val loss %.6f (%lld batches, %.1fs)\n",
-                  (long long)at, loss, (long long)o.evalBatches, seconds);
-      std::fflush(stdout);
-    }
+    evals.record(at, loss, now() - t0, root);
   };
-  bool evaluating = !o.evalData.empty();
-  if (evaluating && step == 0)
+  if (evals.atStart(step))
     evaluate(0);
   for (; step < o.steps; ++step) {
     maybeInjectFault(control.rank(), step + 1);
@@ -267,7 +256,7 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
     }
     int64_t done = step + 1;
     if (root && (done % o.logEvery == 0 || done == o.steps || done == 1)) {
-      double elapsed = now() - start, training = elapsed - evalSeconds;
+      double elapsed = now() - start, training = elapsed - evals.seconds;
       double perStep = training / double(done - firstStep);
       double tps = training > 0
                        ? double(tokensPerStep * (done - firstStep)) / training
@@ -278,7 +267,7 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
                   perStep * double(o.steps - done));
       std::fflush(stdout);
     }
-    if (evaluating && o.evalEvery > 0 && done % o.evalEvery == 0)
+    if (evals.after(done))
       evaluate(done);
     if (o.checkpointEvery > 0 && done % o.checkpointEvery == 0) {
       if (!saveDistCheckpoint(ex, done).ok())
@@ -286,9 +275,9 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
       lastCkpt = done;
     }
   }
-  if (evaluating && lastEval != step)
+  if (evals.atEnd(step))
     evaluate(step);
-  double wall = now() - start - evalSeconds;
+  double wall = now() - start - evals.seconds;
   if (!o.checkpointDir.empty() && lastCkpt != step)
     if (!saveDistCheckpoint(ex, step).ok())
       return 1;

@@ -135,6 +135,8 @@ Status Executor::setup() {
     return s;
   if (Status s = connectTransfers(); !s.ok())
     return s;
+  if (!o.evalData.empty())
+    buildEvalList();
   return lrSchedule(o, sched);
 }
 
@@ -181,8 +183,6 @@ Status Executor::connectTransfers() {
   trainList.begin = spec.actions + spec.actionBegin[rank];
   trainList.end = spec.actions + spec.actionBegin[rank + 1];
   trainList.chainRecvs();
-  if (!o.evalData.empty())
-    buildEvalList();
   return net.connect(sends, recvs);
 }
 

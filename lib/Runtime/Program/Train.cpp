@@ -363,8 +363,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
 
   // Validation: the mean loss of --eval-batches batches of --eval-data,
   // the same windows each time, no gradients, no update.
-  double evalSeconds = 0;
-  int64_t lastEval = -1;
+  EvalSchedule evals(o);
   auto evaluate = [&](int64_t at) -> Status {
     auto begin = std::chrono::steady_clock::now();
     SplitMix64 evalRng = evalSampler();
@@ -391,19 +390,14 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
             .count();
-    evalSeconds += seconds;
-    lastEval = at;
-    std::printf("step %lld val loss %.6f (%lld batches, %.1fs)\n",
-                (long long)at, sum / double(o.evalBatches),
-                (long long)o.evalBatches, seconds);
-    std::fflush(stdout);
+    evals.record(at, sum / double(o.evalBatches), seconds, true);
     return Status::success();
   };
 
   auto start = std::chrono::steady_clock::now();
   int64_t firstStep = step, lastCkpt = step;
   bool tty = ::isatty(STDOUT_FILENO);
-  if (!o.evalData.empty() && step == 0)
+  if (evals.atStart(step))
     if (Status s = evaluate(0); !s.ok())
       return s;
   // One batch through the train step: its loss.
@@ -492,7 +486,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                            std::chrono::steady_clock::now() - start)
                            .count();
       // Throughput and the estimate count training time only.
-      double training = elapsed - evalSeconds;
+      double training = elapsed - evals.seconds;
       double perStep = training / double(done - firstStep);
       double tokensPerSec =
           training > 0
@@ -507,7 +501,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       std::fprintf(stderr, "\rstep %lld/%lld loss %.4f ", (long long)done,
                    (long long)o.steps, double(loss));
     }
-    if (!o.evalData.empty() && o.evalEvery > 0 && done % o.evalEvery == 0)
+    if (evals.after(done))
       if (Status s = evaluate(done); !s.ok())
         return s;
     if (o.checkpointEvery > 0 && done % o.checkpointEvery == 0) {
@@ -516,7 +510,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       lastCkpt = done;
     }
   }
-  if (!o.evalData.empty() && lastEval != step)
+  if (evals.atEnd(step))
     if (Status s = evaluate(step); !s.ok())
       return s;
   if (!o.checkpointDir.empty() && lastCkpt != step)

@@ -322,3 +322,14 @@ std::vector<float> lamina::rt::lossWeights(LossKind loss, const Tensor &tokens,
     w[j] = float(double(counts[j]) / double(total));
   return w;
 }
+
+void lamina::rt::EvalSchedule::record(int64_t step, double loss, double took,
+                                      bool print) {
+  seconds += took;
+  last = step;
+  if (!print)
+    return;
+  std::printf("step %lld val loss %.6f (%lld batches, %.1fs)\n",
+              (long long)step, loss, (long long)o.evalBatches, took);
+  std::fflush(stdout);
+}

@@ -87,6 +87,28 @@ std::vector<float> lossWeights(LossKind loss, const Tensor &tokens,
                                const Tensor &labels, int64_t rowsPerPart,
                                int64_t ignoreIndex);
 
+/// When a training driver validates (--eval-data): before a fresh run's
+/// first step, after every --eval-every-th step and after the last, once
+/// per step. It adds up the evaluations' seconds (which the logged
+/// throughput leaves out) and writes their log line.
+class EvalSchedule {
+public:
+  explicit EvalSchedule(const TrainOptions &o) : o(o) {}
+  bool atStart(int64_t step) const { return on() && step == 0; }
+  bool after(int64_t done) const {
+    return on() && o.evalEvery > 0 && done % o.evalEvery == 0;
+  }
+  bool atEnd(int64_t step) const { return on() && last != step; }
+  /// An evaluation at `step` took `took` seconds; `print`: log its loss.
+  void record(int64_t step, double loss, double took, bool print);
+  double seconds = 0;
+
+private:
+  bool on() const { return !o.evalData.empty(); }
+  const TrainOptions &o;
+  int64_t last = -1;
+};
+
 /// The evaluation's batch sampler: seeded alike at every evaluation and
 /// in every run (not by --seed), so validation losses compare.
 inline SplitMix64 evalSampler() { return SplitMix64(0x5EED); }

@@ -1,6 +1,6 @@
 //===- ChainMatch.h - helpers for matching exporters' op chains -*- C++ -*-===//
 //
-// What graph-fuse-gelu and graph-fuse-norms share: scalar constants,
+// What graph-fuse-gelu, -norms and -attention share: scalar constants,
 // commuted binary operands, sole users, and erasing a replaced chain.
 // Private to lib/Dialect/Graph/Transforms.
 //
@@ -18,6 +18,18 @@
 
 namespace lamina::graph::chain {
 
+/// The value every element of a splat constant has (float, integer or
+/// i1), as a double.
+inline std::optional<double> splatValue(mlir::DenseElementsAttr attr) {
+  if (!attr || !attr.isSplat())
+    return std::nullopt;
+  if (mlir::isa<mlir::FloatType>(attr.getElementType()))
+    return attr.getSplatValue<llvm::APFloat>().convertToDouble();
+  llvm::APInt x = attr.getSplatValue<llvm::APInt>();
+  return attr.getElementType().isInteger(1) ? double(!x.isZero())
+                                            : double(x.getSExtValue());
+}
+
 /// A one-element float constant's value.
 inline std::optional<double> scalar(mlir::Value v) {
   mlir::DenseElementsAttr attr;
@@ -25,7 +37,7 @@ inline std::optional<double> scalar(mlir::Value v) {
       attr.getNumElements() != 1 ||
       !mlir::isa<mlir::FloatType>(attr.getElementType()))
     return std::nullopt;
-  return (*attr.getValues<llvm::APFloat>().begin()).convertToDouble();
+  return splatValue(attr);
 }
 
 /// True when `v` is a one-element float constant equal to `want` (to float

@@ -68,13 +68,9 @@ std::optional<double> gatheredSplat(Operation *def) {
   if (!isa<GatherOp, GatherNDOp>(def))
     return std::nullopt;
   DenseElementsAttr data;
-  if (!matchPattern(def->getOperand(0), m_Constant(&data)) || !data.isSplat())
+  if (!matchPattern(def->getOperand(0), m_Constant(&data)))
     return std::nullopt;
-  if (isa<FloatType>(data.getElementType()))
-    return data.getSplatValue<APFloat>().convertToDouble();
-  APInt x = data.getSplatValue<APInt>();
-  return data.getElementType().isInteger(1) ? double(!x.isZero())
-                                            : double(x.getSExtValue());
+  return chain::splatValue(data);
 }
 
 ElementFn elementFn(Value v, int depth = 0) {
