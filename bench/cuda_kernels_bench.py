@@ -11,6 +11,9 @@ TFLOP/s) and the bias-gradient reductions (sum over 8192 rows; GB/s).
     python3 bench/cuda_kernels_bench.py [--build-dir build] [--reps 20] \
         [--output results.json]
 
+`--build-only EXE` only builds (scripts/gpu-bundle.sh, on a machine
+without a GPU); `--exe EXE` runs such a build without building.
+
 Exits 1 when there is no GPU (after building, so the build is checked).
 """
 import argparse
@@ -49,21 +52,35 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--output", help="write the results as a JSON list here")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--build-only", metavar="EXE", help="build EXE, run nothing")
+    g.add_argument("--exe", help="run this build instead of building")
     args = p.parse_args()
-    build = os.path.abspath(args.build_dir)
+    exe = args.exe or build_exe(os.path.abspath(args.build_dir), args.build_only)
+    if args.build_only:
+        return 0
+    run = subprocess.run([exe, str(args.reps)], stdout=subprocess.PIPE,
+                         text=True)
+    report(run.stdout, args.output)
+    return run.returncode
+
+
+def build_exe(build, exe=None):
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     cuda_include = os.path.join(os.path.dirname(os.path.dirname(
         os.path.realpath(nvcc))), "include")
-    exe = os.path.join(tempfile.mkdtemp(prefix="lamina-kbench-"), "bench")
+    exe = exe or os.path.join(tempfile.mkdtemp(prefix="lamina-kbench-"), "bench")
     cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-O2",
            "-I", os.path.join(ROOT, "include"),
            "-I", os.path.join(build, "include"), "-I", cuda_include,
            os.path.join(ROOT, "bench", "cuda_kernels_bench.cpp"), "-o", exe]
     cmd += link_libraries(build)
     subprocess.run(cmd, check=True)
-    run = subprocess.run([exe, str(args.reps)], stdout=subprocess.PIPE,
-                         text=True)
-    results = [json.loads(line) for line in run.stdout.splitlines() if line]
+    return exe
+
+
+def report(stdout, output):
+    results = [json.loads(line) for line in stdout.splitlines() if line]
     for r in results:
         if r["kind"] == "matmul":
             print(f"matmul {r['name']:10} {r['dtype']:5} b={r['batch']:<3} "
@@ -74,10 +91,9 @@ def main():
         else:
             print(f"reduce {str(r['shape']):14} {r['dtype']:5} "
                   f"{r['ms'] * 1000:8.1f} us {r['gbps']:7.1f} GB/s")
-    if args.output:
-        with open(args.output, "w") as f:
+    if output:
+        with open(output, "w") as f:
             json.dump(results, f, indent=1)
-    return run.returncode
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ layer the f32 softmax output and its bf16 copy (1.5 GiB) and the other
 activations: ~50 GiB (estimate). Batch 8 would need ~115 GiB on Lamina's
 side. docs/performance.md, "GPU (CUDA) benchmark".
 
+`--program DIR` skips the compile and runs a program compiled elsewhere
+(scripts/gpu-bundle.sh compiles it on a machine with lamina, for a GPU
+node without it) with `--model MODEL`: the weights come from the model
+generated here, by name, dtype and shape. `--build-only DIR` is that
+compile: it writes the program, its compile log and `compile.json`.
+
 Exit status: 0 when everything ran and the step-1 losses agree, 1 when a
 step failed (compile, run, torch), 3 when they ran but the losses differ.
 """
@@ -147,11 +153,14 @@ class Compile:
         return res
 
 
-def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget) -> dict:
+def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
+               model: str | None = None) -> dict:
     total = args.warmup + args.steps
     cmd = [os.path.join(out, "run"), "--data", data, "--steps", str(total),
            "--log-every", "1", "--optimizer", "adamw", "--lr", str(args.lr),
            "--seed", str(args.seed)]
+    if model:  # a program compiled elsewhere (--program)
+        cmd += ["--model", model]
     print("$ " + " ".join(cmd), flush=True)
     left = budget.left()
     r = C.run_logged(cmd, os.path.join(args.workdir, "lamina-run.log"),
@@ -291,10 +300,12 @@ def report(res: dict) -> str:
         lines.append("")
         arena = (f", arena {comp['arena_bytes'] / 2**30:.1f} GiB"
                  if comp.get("arena_bytes") else "")
-        lines.append(f"lamina compile: {comp['seconds']:.1f} s, peak RSS "
+        where = ("; compiled on another machine (--program)"
+                 if comp.get("elsewhere") else "")
+        lines.append(f"lamina compile: {fmt(comp.get('seconds'), '.1f')} s, peak RSS "
                      f"{fmt(comp.get('peak_rss_mib') and comp['peak_rss_mib'] / 1024, '.2f')} GiB{arena}"
                      + ("; it ran on the CPU during the PyTorch run (--serial to avoid)"
-                        if res.get("compile_overlapped_torch") else ""))
+                        if res.get("compile_overlapped_torch") else "") + where)
     return "\n".join(lines) + "\n"
 
 
@@ -323,6 +334,13 @@ def main(argv=None) -> int:
     p.add_argument("--serial", action="store_true",
                    help="compile before the PyTorch run, not during it")
     p.add_argument("--no-lamina", action="store_true")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--program", metavar="DIR", default=None,
+                   help="a program compiled elsewhere (--build-only): "
+                        "no compile here, run with --model")
+    g.add_argument("--build-only", metavar="DIR", default=None,
+                   help="compile the program into DIR (needs --model); "
+                        "run nothing")
     p.add_argument("--attention", default="eager,sdpa")
     p.add_argument("--torch-device", default="cuda")
     p.add_argument("--python", default=sys.executable, help="for torch_gpt.py")
@@ -341,11 +359,30 @@ def main(argv=None) -> int:
     os.makedirs(args.workdir, exist_ok=True)
     args.workdir = os.path.abspath(args.workdir)
     args.lamina = os.path.abspath(args.lamina)
+    if args.build_only:
+        if not args.model:
+            p.error("--build-only needs --model")
+        return build_only(args)
     try:
         return _main(args, budget)
     finally:
         if tmp and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def build_only(args) -> int:
+    """--build-only DIR: the compile of a --program DIR run elsewhere; its
+    facts (time, peak RSS, arena) go to DIR/compile.json."""
+    cfg = C.model_config(args.model)
+    out = os.path.abspath(args.build_only)
+    args.workdir = os.path.dirname(out)
+    os.makedirs(args.workdir, exist_ok=True)
+    comp = Compile(args, args.model, cfg, out).finish(Budget(None))
+    if comp["ok"]:  # the logs beside the program
+        for name in ("compile.out", "compile.err"):
+            shutil.move(os.path.join(args.workdir, name), os.path.join(out, name))
+    C.write_json(os.path.join(out, "compile.json"), comp)
+    return 0 if comp["ok"] else 1
 
 
 def _main(args, budget: Budget) -> int:
@@ -384,8 +421,16 @@ def _main(args, budget: Budget) -> int:
 
     failed = False
     comp = None
+    out = args.program
     if args.no_lamina:
         res["lamina"] = dict(skipped="--no-lamina")
+    elif args.program:
+        path = os.path.join(args.program, "compile.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                res["compile"] = dict(json.load(f), elsewhere=True)
+        else:
+            res["compile"] = dict(ok=True, elsewhere=True, seconds=None)
     else:
         out = os.path.join(args.workdir, f"lamina-{args.target}")
         comp = Compile(args, model, cfg, out)
@@ -404,7 +449,7 @@ def _main(args, budget: Budget) -> int:
         res["torch"] = run_torch(args, model, data, budget)
         failed |= not res["torch"]["ok"]
 
-    if comp is not None:
+    if "compile" in res or comp is not None:
         if "compile" not in res:
             res["compile"] = comp.finish(budget)
         c = res["compile"]
@@ -415,7 +460,8 @@ def _main(args, budget: Budget) -> int:
             res["lamina"] = dict(ok=False, error="compile: " + (c.get("error") or "failed"))
             failed = True
         else:
-            lam = run_lamina(args, out, data, cfg, budget)
+            weights = model if args.program else None
+            lam = run_lamina(args, out, data, cfg, budget, weights)
             lam["mfu"] = C.mfu(lam["tokens_per_s"], cfg, peak) if lam.get("ok") else None
             # The tensor-core attention kernels first run on this GPU here:
             # when the run fails or its losses miss PyTorch's, run the same
@@ -430,7 +476,7 @@ def _main(args, budget: Budget) -> int:
                 res["attention_kernels"] = ("generic (the run on the tensor-core "
                                             "kernels failed or missed the losses)")
                 res["lamina_tensor_core_attempt"] = lam
-                lam = run_lamina(args, out, data, cfg, budget)
+                lam = run_lamina(args, out, data, cfg, budget, weights)
                 lam["mfu"] = (C.mfu(lam["tokens_per_s"], cfg, peak)
                               if lam.get("ok") else None)
             res["lamina"] = lam

@@ -6,6 +6,9 @@ model, data, seed and flags compiled twice, losses compared step by step.
     python3 bench/gpu_vs_host.py --target host        # host vs host (testing)
     python3 bench/gpu_vs_host.py --cuda-emulator      # no GPU: the CUDA
         # program linked against the CPU kernel emulator (docs/cuda.md)
+    python3 bench/gpu_vs_host.py --build-only B       # compile here ...
+    python3 bench/gpu_vs_host.py --prebuilt B         # ... run on a GPU node
+        # without lamina (scripts/gpu-bundle.sh, docs/cuda.md)
 
 The model and data are test/e2e/train-tiny-gpt.test's: `lamina.models gpt2
 --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 --vocab 32` (seed 0) and
@@ -38,12 +41,19 @@ step is judged with the precision's tolerance, the later ones reported.
 Then each f32 program runs 5 steps more with `--grad-accum 2` (the
 weighted gradient sum on the device), judged with f32's tolerance.
 
+`--build-only DIR` writes the model, the data and the compiled programs
+into DIR (`manifest.json` says which) and runs nothing; `--prebuilt DIR`
+then runs and compares them on a machine that has no lamina, each program
+with `--model` pointing at the model it was compiled from. The programs run
+in a copy of DIR under --workdir (they write their logs beside themselves).
+
 Exit status 0 when every comparison passes, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -99,8 +109,9 @@ def rerun(out: str, data: str, args: list, timeout) -> list:
     return [s["loss"] for s in r["steps"]] if r["rc"] == 0 else None
 
 
-def train(lamina, model, data, target, precision, steps, out, timeout,
-          extra=()) -> dict:
+def compile_program(lamina, model, target, precision, out, timeout,
+                    extra=()) -> dict:
+    """`lamina compile` of the tiny GPT's train step into `out`."""
     t0 = time.monotonic()
     c = sh([lamina, "compile", model, "--target", target, "--mode", "train",
             "--loss", "causal-lm", "--logits", "logits", "--precision", precision,
@@ -112,10 +123,19 @@ def train(lamina, model, data, target, precision, steps, out, timeout,
     if c.returncode != 0:
         res.update(ok=False, error=f"compile exited {c.returncode}: "
                    + (c.stderr.strip().splitlines() or [""])[-1])
-        return res
+    return res
+
+
+def train(res: dict, data, steps, timeout, model=None) -> dict:
+    """Runs the program compiled into res["out"] for `steps` steps (with
+    --model when given: a program built on another machine)."""
+    out = res["out"]
+    res["model"] = model
     cmd = [os.path.join(out, "run"), "--data", data, "--steps", str(steps),
            "--lr", "1e-2", "--log-every", "1", "--seed", "1",
            "--eval-data", data, "--eval-every", "10", "--eval-batches", "2"]
+    if model:
+        cmd += ["--model", model]
     print("$ " + " ".join(cmd), flush=True)
     r = C.run_logged(cmd, os.path.join(out, "train.log"), timeout=timeout,
                      echo=False)
@@ -150,6 +170,34 @@ def compare(a: list, b: list, rtol: float, atol: float, window=None) -> dict:
                 atol=atol, judged_steps=window or len(a), max_rel_all=worst_all)
 
 
+def program_model(out: str, model: str) -> str:
+    """The model a program compiled into `out` from `model` reads its
+    weights from: the copy compile wrote when it restored parameters, else
+    the model itself."""
+    copy = os.path.join(out, "model.onnx")
+    return copy if os.path.exists(copy) else model
+
+
+def build_only(args, lamina: str, precisions: list, extra: list) -> int:
+    """--build-only: the model, data and programs into args.build_only."""
+    dest = os.path.abspath(args.build_only)
+    os.makedirs(dest, exist_ok=True)
+    model, data = prepare(dest, args.python)
+    ok = True
+    for prec in precisions:
+        for target, flags in (("host", ()), (args.target, extra)):
+            res = compile_program(lamina, model, target, prec,
+                                  os.path.join(dest, f"{target}-{prec}"),
+                                  args.timeout, flags)
+            if "error" in res:
+                print(f"gpu_vs_host: {target} {prec}: {res['error']}", flush=True)
+                ok = False
+    C.write_json(os.path.join(dest, "manifest.json"),
+                 dict(target=args.target, precision=",".join(precisions),
+                      cuda_emulator=bool(extra)))
+    return 0 if ok else 1
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lamina", default=os.path.join(ROOT, "build", "bin", "lamina"))
@@ -163,7 +211,17 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", default=None)
     p.add_argument("--cuda-emulator", action="store_true",
                    help="build the --target cuda side with --cuda-emulator")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--build-only", metavar="DIR",
+                   help="compile the programs into DIR; run nothing")
+    g.add_argument("--prebuilt", metavar="DIR",
+                   help="run the programs a --build-only wrote into DIR")
     args = p.parse_args(argv)
+    if args.prebuilt:
+        with open(os.path.join(args.prebuilt, "manifest.json")) as f:
+            manifest = json.load(f)
+        args.target, args.precision = manifest["target"], manifest["precision"]
+        args.cuda_emulator = manifest["cuda_emulator"]
     extra = ["--cuda-emulator"] if args.cuda_emulator else []
     if extra and args.target != "cuda":
         p.error("--cuda-emulator needs --target cuda")
@@ -176,15 +234,36 @@ def main(argv=None) -> int:
     os.makedirs(args.workdir, exist_ok=True)
     lamina = os.path.abspath(args.lamina)
     try:
-        model, data = prepare(args.workdir, args.python)
+        if args.build_only:
+            return build_only(args, lamina, precisions, extra)
+        if args.prebuilt:
+            src = os.path.abspath(args.prebuilt)
+            for name in os.listdir(src):
+                (shutil.copytree if os.path.isdir(os.path.join(src, name))
+                 else shutil.copy2)(os.path.join(src, name),
+                                    os.path.join(args.workdir, name))
+            model = os.path.join(args.workdir, "gpt2.onnx")
+            data = os.path.join(args.workdir, "data.bin")
+        else:
+            model, data = prepare(args.workdir, args.python)
         results, all_ok = [], True
+
+        def side(target, prec, flags=()):
+            out = os.path.join(args.workdir, f"{target}-{prec}")
+            if not args.prebuilt:
+                res = compile_program(lamina, model, target, prec, out,
+                                      args.timeout, flags)
+                if "error" in res:
+                    return res
+                return train(res, data, args.steps, args.timeout)
+            res = dict(target=target, precision=prec, out=out, compile_s=None)
+            return train(res, data, args.steps, args.timeout,
+                         program_model(out, model))
+
         for prec in precisions:
             rtol, atol, window = TOL[prec]
-            ref = train(lamina, model, data, "host", prec, args.steps,
-                        os.path.join(args.workdir, f"host-{prec}"), args.timeout)
-            dut = train(lamina, model, data, args.target, prec, args.steps,
-                        os.path.join(args.workdir, f"{args.target}-{prec}"),
-                        args.timeout, extra)
+            ref = side("host", prec)
+            dut = side(args.target, prec, extra)
             row = dict(precision=prec, host=ref, target=dut)
             if ref.get("ok") and dut.get("ok"):
                 row["compare"] = compare(dut["losses"], ref["losses"], rtol,
@@ -195,9 +274,11 @@ def main(argv=None) -> int:
                 row["val"] = compare(dut["val"], ref["val"], rtol, atol, 1)
                 row["ok"] = row["compare"]["ok"] and trains and row["val"]["ok"]
                 if prec == "f32":
-                    acc = [rerun(o, data, ["--steps", "5", "--grad-accum", "2"],
+                    acc = [rerun(o["out"], data,
+                                 ["--steps", "5", "--grad-accum", "2"]
+                                 + (["--model", o["model"]] if o["model"] else []),
                                  args.timeout)
-                           for o in (ref["out"], dut["out"])]
+                           for o in (ref, dut)]
                     row["accum"] = (compare(acc[1], acc[0], rtol, atol)
                                     if acc[0] and acc[1] else dict(ok=False))
                     row["ok"] &= row["accum"]["ok"]

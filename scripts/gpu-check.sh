@@ -24,6 +24,16 @@
 # stage passed, 1 otherwise (2 for bad usage).
 #
 #   scripts/gpu-check.sh [BUILD_DIR]        (default build-gpu/)
+#   scripts/gpu-check.sh --bundle BUNDLE    (a folder or .tar.xz)
+#
+# --bundle runs what scripts/gpu-bundle.sh built on another machine, for a
+# GPU node without MLIR (nothing is compiled here): stage a checks that
+# the bundle's binaries find every shared library (its lib/, then the CUDA
+# toolkit's and PyTorch's CUDA wheels' folders, put on LD_LIBRARY_PATH),
+# stage b runs lamina-nccl-check (one rank, with and without torchrun's
+# variables) instead of lit, c and d run the bundle's programs
+# (gpu_vs_host.py --prebuilt, gpu_bench.py --program: the 1B model is
+# generated here and read by name) and the lit e2e tests are skipped.
 #
 # Environment: OUT (results), GPU_CHECK_BUDGET (seconds for everything,
 # default 560), JOBS (build jobs, default 16), BENCH_BATCH (default 4),
@@ -37,6 +47,11 @@
 # --target host (d on the tiny model, PyTorch on the CPU if it is there).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bundle=""
+if [ "${1:-}" = --bundle ]; then
+  [ $# -eq 2 ] || { echo "usage: scripts/gpu-check.sh --bundle BUNDLE" >&2; exit 2; }
+  bundle=$(realpath -m "$2"); shift 2
+fi
 build=$(realpath -m "${1:-$root/build-gpu}")
 OUT=$(realpath -m "${OUT:-/tmp/gpu-check}")
 WORK=$(realpath -m "${WORK:-$OUT/work}")
@@ -48,6 +63,30 @@ steps=${BENCH_STEPS:-10}
 dry=${GPU_CHECK_DRY_RUN:-0}
 tgt=cuda; [ "$dry" = 1 ] && tgt=host
 mkdir -p "$OUT" "$WORK" "$OUT/logs"
+if [ -n "$bundle" ]; then
+  if [ -f "$bundle" ]; then  # an archive: unpacked into $WORK
+    rm -rf "$WORK/bundle-unpacked" && mkdir -p "$WORK/bundle-unpacked" &&
+      tar -C "$WORK/bundle-unpacked" -xf "$bundle" || { echo "gpu-check: cannot unpack $bundle" >&2; exit 2; }
+    bundle=$(dirname "$(ls -d "$WORK"/bundle-unpacked/*/bundle.json | head -n1)")
+  fi
+  [ -f "$bundle/bundle.json" ] || { echo "gpu-check: $bundle is no gpu-bundle.sh output (no bundle.json)" >&2; exit 2; }
+  build=$bundle
+  batch=${BENCH_BATCH:-$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["batch"])' "$bundle/bundle.json")}
+  # The bundle's libraries, then the CUDA libraries the node has: its
+  # toolkit, the driver's folder, PyTorch's nvidia-* wheels.
+  libpath=$bundle/lib
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+    [ -d "$d" ] && libpath+=":$d"
+  done
+  for d in $(python3 -c 'import nvidia, os; print(" ".join(os.path.abspath(p) for p in nvidia.__path__))' 2>/dev/null); do
+    for l in $(find "$d" -name 'libcublasLt.so*' -o -name 'libnccl.so*' -o -name 'libcudart.so*' 2>/dev/null); do
+      case ":$libpath:" in *":$(dirname "$l"):"*) ;; *) libpath+=":$(dirname "$l")" ;; esac
+    done
+  done
+  # For the bundle's binaries alone (their wrappers read it).
+  export LAMINA_BUNDLE_LIBS=$libpath
+fi
 rm -f "$OUT/attention-generic" "$OUT/epilogue-off"  # markers of this run only (stage b)
 t0=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - t0) )); }
@@ -85,7 +124,7 @@ summary() {
   echo "==== gpu-check summary ($total s of a $budget s budget; results in $OUT)"
   {
     echo "{"
-    echo "  \"seconds\": $total, \"budget_s\": $budget, \"build_dir\": \"$build\","
+    echo "  \"seconds\": $total, \"budget_s\": $budget, \"build_dir\": \"$build\", \"bundle\": $([ -n "$bundle" ] && cat "$bundle/bundle.json" | tr -d '\n' || echo null),"
     echo "  \"gpu\": \"$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n1 | tr -d '"')\","
     echo "  \"commit\": \"$(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo '+changes')\","
     echo "  \"stages\": ["
@@ -118,7 +157,7 @@ summary() {
   echo "gpu-check: FAILED (see above)"; exit 1
 }
 
-export root build OUT WORK budget jobs batch warmup steps t0 dry tgt
+export root build OUT WORK budget jobs batch warmup steps t0 dry tgt bundle
 export -f left
 
 # ---------------------------------------------------------------- the GPU
@@ -137,9 +176,11 @@ fi
 # cannot reach: it is only run when something is missing, under a timeout.
 lit_bin=$(command -v lit || command -v llvm-lit || ls /usr/lib/llvm-22/bin/lit 2>/dev/null || true)
 missing=""
-for t in cmake ninja g++; do command -v "$t" >/dev/null || missing+=" $t"; done
-[ -n "$lit_bin" ] || missing+=" lit"
-[ -d /usr/lib/llvm-22/lib/cmake/mlir ] || missing+=" libmlir-22-dev"
+if [ -z "$bundle" ]; then  # a bundle needs none of the build's tools
+  for t in cmake ninja g++; do command -v "$t" >/dev/null || missing+=" $t"; done
+  [ -n "$lit_bin" ] || missing+=" lit"
+  [ -d /usr/lib/llvm-22/lib/cmake/mlir ] || missing+=" libmlir-22-dev"
+fi
 python3 -c "import onnx, numpy" 2>/dev/null || missing+=" onnx/numpy"
 if [ -n "$missing" ]; then
   echo "gpu-check: missing:$missing; trying scripts/install-deps.sh (needs apt/pip: this machine has no internet)"
@@ -154,7 +195,10 @@ fi
 { echo "python3: $(python3 --version 2>&1) $(python3 -c 'import onnx, numpy; print("onnx", onnx.__version__, "numpy", numpy.__version__)' 2>&1 | tail -n1)"
   echo "cmake: $(cmake --version 2>/dev/null | head -n1)"
   echo "nvcc: $( (command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -n1)"
-  echo "lit: ${lit_bin:-none}"; } > "$OUT/logs/env.txt" 2>&1
+  echo "lit: ${lit_bin:-none}"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cores)"
+  [ -z "$bundle" ] || { echo "bundle: $bundle"; cat "$bundle/bundle.json"; echo; echo "LAMINA_BUNDLE_LIBS=$LAMINA_BUNDLE_LIBS"; }
+} > "$OUT/logs/env.txt" 2>&1
 cat "$OUT/logs/env.txt"
 
 # The 1B model is written in the background while the build runs (one
@@ -178,7 +222,22 @@ build_targets() {
   if [ ${#extra[@]} -gt 0 ]; then ninja -C "$build" -j"$jobs" "${extra[@]}" || return 1; fi
 }
 export -f build_targets
-if [ "$dry" = 1 ]; then
+# --bundle: nothing to build; every binary must find its libraries.
+bundle_libs() {
+  local f bad=0
+  export LD_LIBRARY_PATH=$LAMINA_BUNDLE_LIBS  # as the wrappers set it
+  for f in "$build"/bin/*.bin "$build"/tiny/*/run.bin "$build/gpt1b/run.bin"; do
+    if ldd "$f" | grep -q 'not found'; then
+      echo "$f:"; ldd "$f" | grep 'not found'; bad=1
+    fi
+  done
+  ldd "$build/gpt1b/run.bin" | grep -E 'cublas|cudart|nccl|protobuf|openblas|mpi|stdc'
+  return $bad
+}
+export -f bundle_libs
+if [ -n "$bundle" ]; then
+  run_stage bundle-libraries 5 bundle_libs || summary
+elif [ "$dry" = 1 ]; then
   [ -x "$build/bin/lamina" ] || { echo "gpu-check: dry run needs $build/bin/lamina"; exit 2; }
   record build DRY 0 "dry run: using $build as it is"
 else
@@ -230,14 +289,28 @@ lit_tests() {
     echo "gpu-check: kernels-gpu.test is UNSUPPORTED: lit did not see the GPU (cuda-gpu feature)"; return 1
   fi
 }
+# --bundle (no lit there): lamina-nccl-check on one rank, as
+# test/Runtime/Cuda/nccl-gpu.test runs it, with and without torchrun's
+# variables.
+nccl_check() {
+  local rc=0
+  "$build/bin/lamina-nccl-check" 2>&1 | tee "$OUT/logs/nccl-check.out"
+  grep -q 'nccl-check: all ok on 1 rank' "$OUT/logs/nccl-check.out" || rc=1
+  env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 \
+    "$build/bin/lamina-nccl-check" --no-overlap 2>&1 | tee "$OUT/logs/nccl-check-torchrun.out"
+  grep -q 'launcher torchrun' "$OUT/logs/nccl-check-torchrun.out" &&
+    grep -q 'nccl-check: all ok on 1 rank' "$OUT/logs/nccl-check-torchrun.out" || rc=1
+  return $rc
+}
 export lit_bin
-export -f fallback kernel_tests lit_tests
+export -f fallback kernel_tests lit_tests nccl_check
 if [ "$dry" = 1 ]; then
   record cuda-kernel-tests DRY 0 "dry run"
   record lit-cuda DRY 0 "dry run"
 else
   run_stage cuda-kernel-tests 20 kernel_tests
-  run_stage lit-cuda 20 lit_tests
+  if [ -n "$bundle" ]; then run_stage nccl-check 20 nccl_check
+  else run_stage lit-cuda 20 lit_tests; fi
 fi
 
 for fb in LAMINA_CUDA_ATTENTION=generic:attention-generic \
@@ -249,8 +322,10 @@ for fb in LAMINA_CUDA_ATTENTION=generic:attention-generic \
 done
 
 # ------------------------------------------- c. tiny GPT, GPU against host
+if [ -n "$bundle" ]; then tiny_args=(--prebuilt "$build/tiny")
+else tiny_args=(--lamina "$build/bin/lamina" --target "$tgt" --precision f32,bf16); fi
 run_stage tiny-gpt-gpu-vs-host 60 python3 "$root/bench/gpu_vs_host.py" \
-  --lamina "$build/bin/lamina" --target "$tgt" --precision f32,bf16 --steps 20 \
+  "${tiny_args[@]}" --steps 20 \
   --workdir "$WORK/gpu-vs-host" --json "$OUT/gpu_vs_host.json" \
   --markdown "$OUT/gpu_vs_host.md" --timeout 240
 
@@ -282,8 +357,10 @@ bench_stage() {
     torch_args=(--python "$torch_py")
     [ "$dry" = 1 ] && torch_args+=(--torch-device cpu)
   fi
+  local program=()
+  [ -z "$bundle" ] || program=(--program "$build/gpt1b")
   # Leave 15 s for the summary.
-  python3 "$root/bench/gpu_bench.py" --lamina "$build/bin/lamina" \
+  python3 "$root/bench/gpu_bench.py" --lamina "$build/bin/lamina" "${program[@]}" \
     --model "$WORK/gpt1b.onnx" --workdir "$WORK/bench" --target "$tgt" \
     --precision bf16 --batch "$batch" --warmup "$warmup" --steps "$steps" \
     --budget $(( $(left) - 15 )) "${torch_args[@]}" \
@@ -296,7 +373,9 @@ run_stage gpt1b-bench 120 bench_stage
 # Per-kernel figures for the GEMMs and reductions of one 1B layer
 # (bench/cuda_kernels_bench.py: TFLOP/s, GB/s), when time is left.
 kernels_bench() {
-  python3 "$root/bench/cuda_kernels_bench.py" --build-dir "$build" \
+  local exe=()
+  [ -z "$bundle" ] || exe=(--exe "$build/bin/cuda-kernels-bench")
+  python3 "$root/bench/cuda_kernels_bench.py" --build-dir "$build" "${exe[@]}" \
     --output "$OUT/cuda_kernels.json"
 }
 export -f kernels_bench
@@ -312,7 +391,9 @@ lit_e2e() {
   "$lit_bin" -sv --show-unsupported "${tests[@]}"
 }
 export -f lit_e2e
-if [ "$dry" != 1 ] && ls "$root"/test/e2e/cuda-*.test >/dev/null 2>&1; then
+if [ -n "$bundle" ]; then
+  record lit-e2e-cuda OPTIONAL-SKIPPED 0 "--bundle: the e2e tests need lamina"
+elif [ "$dry" != 1 ] && ls "$root"/test/e2e/cuda-*.test >/dev/null 2>&1; then
   skip_state=OPTIONAL-SKIPPED run_stage lit-e2e-cuda 150 lit_e2e
 fi
 rm -rf "$WORK/gpt1b.onnx" "$WORK/gpt1b.onnx.data" "$WORK/bench/tokens.bin" "$WORK/bench/lamina-$tgt"
