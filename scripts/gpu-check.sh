@@ -150,6 +150,7 @@ summary() {
     echo
     if [ -f "$OUT/gpu_vs_host.md" ]; then cat "$OUT/gpu_vs_host.md"; echo; fi
     if [ -f "$OUT/gpu_bench.md" ]; then cat "$OUT/gpu_bench.md"; echo; fi
+    if [ -f "$OUT/kernel_profile.md" ]; then cat "$OUT/kernel_profile.md"; echo; fi
     echo "Stages: $(for i in "${!names[@]}"; do printf '%s %s (%s s); ' "${names[$i]}" "${states[$i]}" "${secs[$i]}"; done)"
   } > "$OUT/performance-snippet.md"
   echo "  markdown for docs/performance.md: $OUT/performance-snippet.md"
@@ -370,6 +371,27 @@ bench_stage() {
 export torch_py gen_rc
 export -f bench_stage
 run_stage gpt1b-bench 120 bench_stage
+# Where one step of the 1B program spends its GPU time, kernel by kernel
+# (bench/kernel_profile.py under ncu), when ncu exists and time is left.
+profile_stage() {
+  local prog=$WORK/bench/lamina-$tgt
+  [ -z "$bundle" ] || prog=$build/gpt1b
+  [ -x "$prog/run" ] && [ -f "$WORK/gpt1b.onnx" ] && [ -f "$WORK/bench/tokens.bin" ] || {
+    echo "no 1B program, model or data to profile"; return 1; }
+  python3 "$root/bench/kernel_profile.py" --json "$OUT/kernel_profile.json" \
+    --markdown "$OUT/kernel_profile.md" --log "$OUT/logs/ncu.csv" \
+    --timeout $(( $(left) - 20 )) -- "$prog/run" --data "$WORK/bench/tokens.bin" \
+    --steps 1 --log-every 1 --optimizer adamw --lr 1e-4 --seed 0 \
+    --model "$WORK/gpt1b.onnx"
+}
+export -f profile_stage
+if [ "$dry" != 1 ]; then
+  if command -v ncu >/dev/null || ls /opt/nvidia/nsight-compute/*/ncu >/dev/null 2>&1; then
+    skip_state=OPTIONAL-SKIPPED run_stage kernel-profile 90 profile_stage
+  else
+    record kernel-profile OPTIONAL-SKIPPED 0 "no ncu (Nsight Compute)"
+  fi
+fi
 # Per-kernel figures for the GEMMs and reductions of one 1B layer
 # (bench/cuda_kernels_bench.py: TFLOP/s, GB/s), when time is left.
 kernels_bench() {
