@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 
 namespace lamina::rt::nccl {
 
@@ -531,19 +532,35 @@ Status commShape(Channel &ch) {
 }
 
 /// ncclCommSplit of `parent`, waited for; `out` stays null for NOCOLOR.
+/// A non-blocking split fills the new communicator only when the parent
+/// leaves ncclInProgress (NVIDIA/nccl#1472, as of NCCL 2.23 to 2.28): the
+/// parent is waited for first, then the child.
 Status split(Channel &parent, int color, int key, double timeout,
              const std::string &name, Channel &out) {
   ncclConfig_t config = nonBlockingConfig();
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommSplit(parent.comm, color, key, &comm, &config);
+  // NCCL's set-up thread stores the child here when it is done, so the
+  // slot must outlive a wait that gave up: it is leaked then.
+  auto slot = std::make_unique<ncclComm_t>(nullptr);
+  ncclResult_t r = ncclCommSplit(parent.comm, color, key, slot.get(), &config);
   std::string what = "ncclCommSplit (" + name + ")";
+  auto child = [&slot] { return __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE); };
   if (r != ncclSuccess && r != ncclInProgress) {
     std::string text = ncclText("ncclCommSplit", r, parent.comm);
-    if (comm)
-      (void)ncclCommAbort(comm);
+    if (child())
+      (void)ncclCommAbort(child());
+    (void)slot.release();
     return Status::error(name + ": " + text);
   }
   double deadline = now() + timeout;
+  if (Status s = waitReady(parent.comm, deadline, timeout,
+                           what + " on the parent " + parent.name);
+      !s.ok()) {
+    if (child())
+      (void)ncclCommAbort(child());
+    (void)slot.release();
+    return s;
+  }
+  ncclComm_t comm = child();
   if (comm) {
     if (Status s = waitReady(comm, deadline, timeout, what); !s.ok()) {
       (void)ncclCommAbort(comm);
@@ -551,13 +568,6 @@ Status split(Channel &parent, int color, int key, double timeout,
     }
   } else if (color != NCCL_SPLIT_NOCOLOR) {
     return Status::error(what + ": NCCL returned no communicator");
-  }
-  if (Status s = waitReady(parent.comm, deadline, timeout,
-                           what + " on the parent " + parent.name);
-      !s.ok()) {
-    if (comm)
-      (void)ncclCommAbort(comm);
-    return s;
   }
   out.name = name;
   out.comm = comm;

@@ -12,7 +12,10 @@
 //   every pair. ncclCommSplit gathers the colours and keys the same way
 //   and connects each new group. Non-blocking communicators
 //   (config.blocking = 0) do both on a thread: ncclCommGetAsyncError says
-//   ncclInProgress until they are done.
+//   ncclInProgress until they are done. As in NCCL (2.23 to 2.28 at
+//   least, NVIDIA/nccl#1472), a non-blocking split leaves the parent
+//   ncclInProgress and fills *newcomm only when it is done, so a caller
+//   must wait for the parent before it can see the child.
 // * Collectives exchange whole buffers between every pair and reduce in
 //   rank order, so every rank gets bitwise the same result (as NCCL
 //   guarantees); 16-bit floats are summed in f32 and rounded once.
@@ -189,13 +192,27 @@ void initialise(std::shared_ptr<State> s, Id id) {
 }
 
 /// Parent `p`'s split: the colours and keys of every parent rank, then
-/// child `c`'s connections (c is null for NCCL_SPLIT_NOCOLOR).
+/// child `c`'s connections (c is null for NCCL_SPLIT_NOCOLOR). A
+/// non-blocking split (`publish` set) then stores the child's handle in
+/// *publish and only then ends the parent's ncclInProgress.
 void splitInto(std::shared_ptr<State> p, uint64_t tag, int color, int key,
-               std::shared_ptr<State> c) {
+               std::shared_ptr<State> c, ncclComm_t handle,
+               ncclComm_t *publish) {
   // The thread belongs to the new communicator (the parent for NOCOLOR):
   // aborting that one ends the wait.
   State &owner = c ? *c : *p;
   SetupScope scope(owner);
+  struct Publish {
+    State &p;
+    ncclComm_t handle, *to;
+    ~Publish() {
+      if (!to)
+        return;
+      __atomic_store_n(to, handle, __ATOMIC_RELEASE);
+      int busy = ncclInProgress;  // a failure stays the parent's state
+      p.result.compare_exchange_strong(busy, ncclSuccess);
+    }
+  } done{*p, handle, publish};
   std::string err;
   int32_t mine[2] = {color, key};
   std::vector<unsigned char> all;
@@ -581,14 +598,18 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
       return invalid(ncclInvalidArgument, "ncclCommSplit: a negative colour");
     auto *c = new ncclComm;
     c->s = child = std::make_shared<State>();
-    *newcomm = owner = c;
+    owner = c;
   }
   ++owner->s->setups;
   if (nonBlocking(config)) {
-    owner->threads.emplace_back(splitInto, p, tag, color, key, child);
+    // NCCL's order: the parent busy until the child's handle is out.
+    p->result = ncclInProgress;
+    owner->threads.emplace_back(splitInto, p, tag, color, key, child,
+                                child ? owner : nullptr, newcomm);
     return ncclInProgress;
   }
-  splitInto(p, tag, color, key, child);
+  splitInto(p, tag, color, key, child, nullptr, nullptr);
+  *newcomm = child ? owner : nullptr;
   return child ? ncclResult_t(child->result.load())
                : ncclResult_t(p->result.load());
 }
