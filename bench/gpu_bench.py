@@ -276,6 +276,12 @@ def report(res: dict) -> str:
                if lam.get("gpu_mem_used_mib") is not None else "-")
         lines.append(row(f"lamina --target {res['target']}", lt, lam.get("step_s"),
                          lam.get("mfu"), mem, None if lam.get("ok") else lam.get("error", "failed")))
+    for mode, var in res.get("lamina_attention_variants", {}).items():
+        mem = (f"{var['gpu_mem_used_mib'] / 1024:.1f} GiB used (nvidia-smi)"
+               if var.get("gpu_mem_used_mib") is not None else "-")
+        lines.append(row(f"lamina, LAMINA_CUDA_ATTENTION={mode}",
+                         var.get("tokens_per_s"), var.get("step_s"), var.get("mfu"),
+                         mem, None if var.get("ok") else var.get("error", "failed")))
     if "skipped" in tor:
         lines.append(f"| torch eager | skipped: {tor['skipped']} | | | | |")
     for r in tor.get("rows", []):
@@ -342,6 +348,10 @@ def main(argv=None) -> int:
                    help="compile the program into DIR (needs --model); "
                         "run nothing")
     p.add_argument("--attention", default="eager,sdpa")
+    p.add_argument("--also-attention", default="",
+                   help="comma list of LAMINA_CUDA_ATTENTION values (e.g. "
+                        "tensor-core): the lamina run again with each, as "
+                        "more rows")
     p.add_argument("--torch-device", default="cuda")
     p.add_argument("--python", default=sys.executable, help="for torch_gpt.py")
     p.add_argument("--peak-tflops", type=float, default=None)
@@ -406,10 +416,11 @@ def _main(args, budget: Budget) -> int:
                device=dev_name, peak_flops=peak, peak_source=peak_src,
                flops_per_token=C.flops_per_token(cfg), generate=gen,
                tokens_per_step=args.batch * cfg["seq"],
-               # Set by scripts/gpu-check.sh when the tensor-core attention
-               # kernels failed their tests.
-               attention_kernels=os.environ.get("LAMINA_CUDA_ATTENTION",
-                                                "default (fused)"),
+               # Set by scripts/gpu-check.sh when cuDNN's or the tensor-core
+               # attention failed its tests.
+               attention_kernels=os.environ.get(
+                   "LAMINA_CUDA_ATTENTION",
+                   "default (cuDNN where it takes the call, else the fused kernels)"),
                # Likewise when cuBLASLt's bias epilogue failed them.
                bias_epilogue=("off (GEMM + add kernel)"
                               if os.environ.get("LAMINA_CUDA_EPILOGUE")
@@ -463,24 +474,43 @@ def _main(args, budget: Budget) -> int:
             weights = model if args.program else None
             lam = run_lamina(args, out, data, cfg, budget, weights)
             lam["mfu"] = C.mfu(lam["tokens_per_s"], cfg, peak) if lam.get("ok") else None
-            # The tensor-core attention kernels first run on this GPU here:
-            # when the run fails or its losses miss PyTorch's, run the same
-            # program once more on the generic kernels (read at run time).
+            # When the run fails or its losses miss PyTorch's, run the same
+            # program once more without cuDNN's attention, then on the
+            # generic kernels (LAMINA_CUDA_ATTENTION is read at run time).
             first = loss_check(lam, res["torch"], args.precision)
-            if (args.target == "cuda"
-                    and os.environ.get("LAMINA_CUDA_ATTENTION") != "generic"
+            now = os.environ.get("LAMINA_CUDA_ATTENTION")
+            nxt = {None: "tensor-core", "cudnn": "tensor-core",
+                   "tensor-core": "generic"}.get(now)
+            if (args.target == "cuda" and nxt
                     and (not lam.get("ok") or (first is not None and not first["ok"]))
                     and (budget.left() is None or budget.left() > 60)):
-                print("lamina: again with LAMINA_CUDA_ATTENTION=generic", flush=True)
-                os.environ["LAMINA_CUDA_ATTENTION"] = "generic"
-                res["attention_kernels"] = ("generic (the run on the tensor-core "
-                                            "kernels failed or missed the losses)")
-                res["lamina_tensor_core_attempt"] = lam
+                print(f"lamina: again with LAMINA_CUDA_ATTENTION={nxt}", flush=True)
+                os.environ["LAMINA_CUDA_ATTENTION"] = nxt
+                res["attention_kernels"] = (f"{nxt} (the run with "
+                                            f"{now or 'the default'} failed or "
+                                            "missed the losses)")
+                res["lamina_first_attempt"] = lam
                 lam = run_lamina(args, out, data, cfg, budget, weights)
                 lam["mfu"] = (C.mfu(lam["tokens_per_s"], cfg, peak)
                               if lam.get("ok") else None)
             res["lamina"] = lam
             failed |= not lam["ok"]
+            # The same program with other attention paths, side by side.
+            for mode in [m for m in args.also_attention.split(",") if m]:
+                if budget.left() is not None and budget.left() < 60:
+                    break
+                saved = os.environ.get("LAMINA_CUDA_ATTENTION")
+                os.environ["LAMINA_CUDA_ATTENTION"] = mode
+                print(f"lamina: again with LAMINA_CUDA_ATTENTION={mode} "
+                      "(--also-attention)", flush=True)
+                var = run_lamina(args, out, data, cfg, budget, weights)
+                var["mfu"] = (C.mfu(var["tokens_per_s"], cfg, peak)
+                              if var.get("ok") else None)
+                res.setdefault("lamina_attention_variants", {})[mode] = var
+                if saved is None:
+                    del os.environ["LAMINA_CUDA_ATTENTION"]
+                else:
+                    os.environ["LAMINA_CUDA_ATTENTION"] = saved
             if lam.get("ok"):
                 print(f"lamina: {lam['step_s'] * 1e3:.1f} ms/step, "
                       f"{lam['tokens_per_s']:,.0f} tokens/s over steps "

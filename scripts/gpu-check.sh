@@ -37,6 +37,8 @@
 #
 # Environment: OUT (results), GPU_CHECK_BUDGET (seconds for everything,
 # default 560), JOBS (build jobs, default 16), BENCH_BATCH (default 4),
+# ALSO_ATTENTION (LAMINA_CUDA_ATTENTION values the 1B program also runs
+# with, e.g. tensor-core: more rows of the benchmark's table),
 # BENCH_WARMUP (3), BENCH_STEPS (10), TORCH_PYTHON (a python with torch;
 # default the first of python3 / python that imports it), WORK (scratch,
 # default $OUT/work: the 3.7 GB model goes there).
@@ -80,14 +82,14 @@ if [ -n "$bundle" ]; then
     [ -d "$d" ] && libpath+=":$d"
   done
   for d in $(python3 -c 'import nvidia, os; print(" ".join(os.path.abspath(p) for p in nvidia.__path__))' 2>/dev/null); do
-    for l in $(find "$d" -name 'libcublasLt.so*' -o -name 'libnccl.so*' -o -name 'libcudart.so*' 2>/dev/null); do
+    for l in $(find "$d" -name 'libcublasLt.so*' -o -name 'libnccl.so*' -o -name 'libcudart.so*' -o -name 'libcudnn.so*' 2>/dev/null); do
       case ":$libpath:" in *":$(dirname "$l"):"*) ;; *) libpath+=":$(dirname "$l")" ;; esac
     done
   done
   # For the bundle's binaries alone (their wrappers read it).
   export LAMINA_BUNDLE_LIBS=$libpath
 fi
-rm -f "$OUT/attention-generic" "$OUT/epilogue-off"  # markers of this run only (stage b)
+rm -f "$OUT"/attention-* "$OUT/epilogue-off"  # markers of this run only (stage b)
 t0=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - t0) )); }
 
@@ -158,6 +160,8 @@ summary() {
   echo "gpu-check: FAILED (see above)"; exit 1
 }
 
+# Say why cuDNN's attention is not used, if it is not (CudnnAttention.cpp).
+export LAMINA_CUDNN_VERBOSE=1
 export root build OUT WORK budget jobs batch warmup steps t0 dry tgt bundle
 export -f left
 
@@ -268,9 +272,22 @@ kernel_tests() {
   # first ran here: if only they are wrong, the later stages still measure
   # with the generic kernels / GEMM + add, and this stage still fails.
   if [ "$rc" -ne 0 ]; then
-    fallback Attention LAMINA_CUDA_ATTENTION generic attention-generic
+    # cuDNN's path first, then the WMMA kernels' (docs/cuda.md, "Attention").
+    fallback Attention LAMINA_CUDA_ATTENTION tensor-core attention-tensor-core
+    [ -f "$OUT/attention-tensor-core" ] ||
+      fallback Attention LAMINA_CUDA_ATTENTION generic attention-generic
     fallback Epilogue LAMINA_CUDA_EPILOGUE off epilogue-off
   fi
+  # Attention goes through cuDNN where cuDNN takes the call: once more with
+  # cuDNN required for every call it is eligible for, and on the WMMA
+  # kernels alone (test/Runtime/Cuda/kernels-gpu.test does the same).
+  local mode
+  for mode in cudnn tensor-core; do
+    echo "== attention tests, LAMINA_CUDA_ATTENTION=$mode"
+    LAMINA_CUDA_ATTENTION=$mode "$build/bin/lamina-cuda-tests" --gtest_brief=1 \
+      --gtest_filter='*Attention*' > "$OUT/logs/cuda-tests-$mode.out" 2>&1 || rc=1
+    tail -n 5 "$OUT/logs/cuda-tests-$mode.out"
+  done
   [ "$rc" -eq 0 ] || return 1
   if grep -q SKIPPED "$OUT/logs/cuda-tests.out"; then
     echo "gpu-check: kernel tests were skipped on a machine with a GPU"; return 1
@@ -314,7 +331,8 @@ else
   else run_stage lit-cuda 20 lit_tests; fi
 fi
 
-for fb in LAMINA_CUDA_ATTENTION=generic:attention-generic \
+for fb in LAMINA_CUDA_ATTENTION=tensor-core:attention-tensor-core \
+          LAMINA_CUDA_ATTENTION=generic:attention-generic \
           LAMINA_CUDA_EPILOGUE=off:epilogue-off; do
   if [ -f "$OUT/${fb#*:}" ]; then
     export "${fb%%:*}"
@@ -364,7 +382,7 @@ bench_stage() {
   python3 "$root/bench/gpu_bench.py" --lamina "$build/bin/lamina" "${program[@]}" \
     --model "$WORK/gpt1b.onnx" --workdir "$WORK/bench" --target "$tgt" \
     --precision bf16 --batch "$batch" --warmup "$warmup" --steps "$steps" \
-    --budget $(( $(left) - 15 )) "${torch_args[@]}" \
+    --budget $(( $(left) - 15 )) "${torch_args[@]}" ${ALSO_ATTENTION:+--also-attention "$ALSO_ATTENTION"} \
     --json "$OUT/gpu_bench.json" --markdown "$OUT/gpu_bench.md" || return 1
   [ -n "$torch_py" ] || return 1
 }

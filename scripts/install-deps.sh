@@ -14,7 +14,8 @@ apt_packages=(
   libopenmpi-dev openmpi-bin                               # distributed training runtime (MPI)
   libonnx-testdata                                         # ONNX backend node tests
 )
-pip_packages=(onnx onnxruntime numpy)
+pip_packages=(onnx onnxruntime numpy
+  nvidia-cudnn-frontend)  # cuDNN's header-only C++ frontend (fused attention)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -30,7 +31,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python=${PYTHON:-python3}
-if ! "$python" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
+if ! "$python" -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
+   ! "$python" -m pip show -q nvidia-cudnn-frontend >/dev/null 2>&1; then
   echo "install-deps: pip install ${pip_packages[*]}"
   # Debian's own python3 refuses pip installs (PEP 668) unless told to.
   "$python" -m pip install -q "${pip_packages[@]}" 2>/dev/null ||

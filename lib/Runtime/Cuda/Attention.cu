@@ -25,6 +25,10 @@
 
 #include "Attention.h"
 
+#ifdef LAMINA_HAVE_CUDNN
+#include "CudnnAttention.h"
+#endif
+
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -410,6 +414,44 @@ Status prepare(const char *name, const Tensor &q, const Tensor &k,
   return Status::success();
 }
 
+#ifdef LAMINA_HAVE_CUDNN
+/// The call as cuDNN's path sees it (CudnnAttention.h).
+cudnn_attention::Call cudnnCall(DType t, const Args &a) {
+  cudnn_attention::Call c{};
+  c.dtype = t;
+  c.q = a.q;
+  c.k = a.k;
+  c.v = a.v;
+  c.out = a.out;
+  c.lse = a.lse;
+  c.dO = a.dO;
+  c.dq = a.dq;
+  c.dk = a.dk;
+  c.dv = a.dv;
+  c.B = a.B;
+  c.H = a.H;
+  c.Hk = a.Hk;
+  c.Sq = a.Sq;
+  c.Sk = a.Sk;
+  c.D = a.D;
+  c.scale = a.scale;
+  c.causal = a.causal;
+  c.seqMajor = a.seqMajor;
+  return c;
+}
+
+/// cuDNN's fused attention, when it takes the call: true with its Status.
+bool viaCudnn(DType t, const Args &a, bool backward, cudaStream_t stream,
+              Status &result) {
+  cudnn_attention::Call c = cudnnCall(t, a);
+  if (a.B * a.H * a.Sq == 0 || a.Sk == 0 ||
+      !cudnn_attention::eligible(c, a.bias.p != nullptr, a.Dv))
+    return false;
+  return backward ? cudnn_attention::backward(c, stream, result)
+                  : cudnn_attention::forward(c, stream, result);
+}
+#endif
+
 /// The tensor-core path's types and head dims (alignment is checked apart).
 bool fastShape(const Tensor &q, const Args &a) {
   return !forceGeneric() &&
@@ -514,6 +556,10 @@ Status lamina::rt::cuda::attention(const Tensor &q, const Tensor &k,
     return s;
   if (a.B * a.H * a.Sq == 0)
     return Status::success();
+#ifdef LAMINA_HAVE_CUDNN
+  if (Status s; viaCudnn(q.dtype, a, false, stream, s))
+    return s;
+#endif
   bool fast = fastShape(q, a);
   for (const void *p : {q.data, k.data, v.data, out.data})
     fast = fast && aligned16(p);
@@ -538,6 +584,10 @@ Status lamina::rt::cuda::attentionBackward(
   int64_t rows = a.B * a.H * a.Sq;
   if (rows == 0 && a.B * a.Hk * a.Sk == 0)
     return Status::success();
+#ifdef LAMINA_HAVE_CUDNN
+  if (Status s; viaCudnn(q.dtype, a, true, stream, s))
+    return s;
+#endif
   Scratch delta(stream);
   if (rows > 0)
     if (Status s = cudaCheck(name, cudaMallocAsync(&delta.ptr,
