@@ -299,6 +299,10 @@ bool cudnn_attention::eligible(const Call &c, bool hasBias, int64_t dv) {
     return false;
   if (c.causal && c.Sq != c.Sk)
     return false;
+  // cuDNN 9's backward refuses one query and one key ("s_q = s_kv = 1 is
+  // not supported", seen on an H200): both directions stay on the kernels.
+  if (c.Sq == 1 && c.Sk == 1)
+    return false;
   for (const void *p : {c.q, c.k, c.v, static_cast<const void *>(c.out),
                         static_cast<const void *>(c.lse), c.dO,
                         static_cast<const void *>(c.dq),

@@ -37,9 +37,9 @@ struct Call {
 
 /// Whether cuDNN may take the call at all: f16/bf16, no bias, D == Dv a
 /// multiple of 8 up to 128, the causal diagonal of a square (Sq == Sk, where
-/// cuDNN's top-left alignment is the graph's rule), 16-byte aligned
-/// operands, and not turned off (LAMINA_CUDA_ATTENTION=generic or
-/// tensor-core).
+/// cuDNN's top-left alignment is the graph's rule), not Sq == Sk == 1,
+/// 16-byte aligned operands, and not turned off (LAMINA_CUDA_ATTENTION=
+/// generic or tensor-core).
 bool eligible(const Call &c, bool hasBias, int64_t dv);
 
 /// Runs the forward (out, lse) or the backward (dq, dk, dv from out, dO and

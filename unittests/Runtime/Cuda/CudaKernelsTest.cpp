@@ -566,6 +566,8 @@ TEST_F(CudaKernel, ReduceLeadingAxesInChunksMatchesHost) {
       {{3, 50, 200, 33}, {0, 2}},  // two reduced dims between kept ones
       {{4, 1024, 768}, {0, 1}},    // a bias gradient: 16 chunks
       {{513, 1}, {0}},             // one output, 2 chunks
+      {{600, 1032}, {0}},          // 16-byte loads, a partial column block
+      {{2, 300, 264}, {0, 1}},     // 16-byte loads (bf16: 8 | 264), one chunk
   };
   for (DType t : kFloatTypes)
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
@@ -597,8 +599,11 @@ TEST_F(CudaKernel, ReduceLeadingAxesIsDeterministic) {
   // on a second stream.
   cudaStream_t other = nullptr;
   ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
-  for (DType t : {DType::F32, DType::BF16}) {
-    Buf in = randomOf(t, {8192, 2048 + 3});
+  // 2048 columns take the 16-byte loads (Reduce.cu, reduceOuterVecKernel),
+  // 2048 + 3 the scalar kernel.
+  for (DType t : {DType::F32, DType::BF16})
+  for (int64_t cols : {int64_t(2048), int64_t(2048 + 3)}) {
+    Buf in = randomOf(t, {8192, cols});
     ReducePair first = reduceBoth(ReduceOp::Sum, in, {0}, stream);
     for (int run = 0; run < 3; ++run) {
       ReducePair again =
@@ -610,6 +615,34 @@ TEST_F(CudaKernel, ReduceLeadingAxesIsDeterministic) {
                          t == DType::F32 ? 2e-3 : 5e-2));
   }
   cudaStreamDestroy(other);
+}
+
+TEST_F(CudaKernel, ReduceWideLoadsKeepTheScalarOrder) {
+  // The same rows reduced from a 16-byte aligned copy (reduceOuterVecKernel)
+  // and from one shifted by one element (the scalar kernel): the same bits,
+  // since both combine each output's rows in the same order.
+  for (DType t : kFloatTypes)
+    for (auto shape : {std::vector<int64_t>{8192, 256},
+                       std::vector<int64_t>{300, 1032}}) {
+      Buf in = randomOf(t, shape);
+      size_t es = dtypeSize(t), n = in.bytes.size();
+      Buf shifted(t, {int64_t(n / es) + 1});
+      std::memcpy(shifted.bytes.data() + es, in.bytes.data(), n);
+      Dev din(in), dshift(shifted);
+      Tensor aligned = din.view();
+      Tensor unaligned{static_cast<char *>(dshift.ptr) + es, t,
+                       int(shape.size()), shape.data()};
+      std::vector<int64_t> out{shape[1]};
+      Dev a(t, out), b(t, out);
+      int64_t axis = 0;
+      ASSERT_OK(cu::reduce(ReduceOp::Sum, aligned, &axis, 1, false, a.view(),
+                           stream));
+      ASSERT_OK(cu::reduce(ReduceOp::Sum, unaligned, &axis, 1, false,
+                           b.view(), stream));
+      ASSERT_OK(cu::deviceStatus(stream));
+      EXPECT_EQ(a.download().bytes, b.download().bytes)
+          << dtypeName(t) << " " << shape[0] << "x" << shape[1];
+    }
 }
 
 /// cu::matmul of a x b (as stored) into a new device buffer, compared with
