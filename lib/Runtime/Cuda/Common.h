@@ -109,6 +109,12 @@ Status stridedCopy(const char *op, const void *src, void *dst,
                    size_t elementSize, std::vector<int64_t> shape,
                    std::vector<int64_t> strides, cudaStream_t stream);
 
+/// N elements moved as one aligned unit: a vector load or store.
+template <typename T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
+inline bool alignedTo(const void *p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 /// Blocks for a grid-stride loop over n items.
 inline unsigned gridFor(int64_t n, int threads = 256) {
   int64_t blocks = (n + threads - 1) / threads;
