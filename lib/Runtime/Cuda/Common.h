@@ -111,8 +111,31 @@ Status stridedCopy(const char *op, const void *src, void *dst,
 
 /// N elements moved as one aligned unit: a vector load or store.
 template <typename T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
+/// 16 bytes, the widest a thread loads or stores in one instruction.
+struct alignas(16) Bytes16 {
+  uint64_t lo, hi;
+};
+
 inline bool alignedTo(const void *p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+/// The widest copy unit, in bytes (elementSize up to 16), for which
+/// fits(elementsPerUnit, unitBytes) holds; copies move whole units, so
+/// one load and store carry up to 16 bytes.
+template <typename Fits> size_t widestUnit(size_t elementSize, Fits &&fits) {
+  for (size_t w = 16; w > elementSize; w /= 2)
+    if (fits(int64_t(w / elementSize), w))
+      return w;
+  return elementSize;
+}
+
+/// Calls f(Tag<U>{}) for the unsigned type (or Bytes16) of `bytes`.
+template <typename F> void dispatchUnit(size_t bytes, F &&f) {
+  if (bytes == 16)
+    f(Tag<Bytes16>{});
+  else
+    dispatchSize(bytes, f);
 }
 
 /// Blocks for a grid-stride loop over n items.
