@@ -138,6 +138,23 @@ template <typename F> void dispatchUnit(size_t bytes, F &&f) {
     dispatchSize(bytes, f);
 }
 
+/// Column sums over many rows (an outer `reduce`, the norms' parameter
+/// gradients) split the rows into this many chunks, each block summing 32
+/// columns of one chunk, then add the chunks' partials in chunk order: a
+/// function of the shape only, so the order -- and the result -- does not
+/// depend on the device. Chunks of at least 256 rows (16 per lane), enough
+/// for about 1024 blocks (a few per SM on a 132-SM H200).
+inline int64_t columnSumChunks(int64_t columns, int64_t rows) {
+  constexpr int64_t kMinChunkRows = 256, kTargetBlocks = 1024;
+  int64_t colBlocks = (columns + 31) / 32;
+  if (colBlocks >= kTargetBlocks || rows < 2 * kMinChunkRows)
+    return 1;
+  int64_t want = (kTargetBlocks + colBlocks - 1) / colBlocks;
+  int64_t chunks = want < rows / kMinChunkRows ? want : rows / kMinChunkRows;
+  int64_t per = (rows + chunks - 1) / chunks;
+  return (rows + per - 1) / per; // no empty chunk
+}
+
 /// Blocks for a grid-stride loop over n items.
 inline unsigned gridFor(int64_t n, int threads = 256) {
   int64_t blocks = (n + threads - 1) / threads;
