@@ -109,6 +109,52 @@ Status stridedCopy(const char *op, const void *src, void *dst,
                    size_t elementSize, std::vector<int64_t> shape,
                    std::vector<int64_t> strides, cudaStream_t stream);
 
+/// N elements moved as one aligned unit: a vector load or store.
+template <typename T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
+/// 16 bytes, the widest a thread loads or stores in one instruction.
+struct alignas(16) Bytes16 {
+  uint64_t lo, hi;
+};
+
+inline bool alignedTo(const void *p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+/// The widest copy unit, in bytes (elementSize up to 16), for which
+/// fits(elementsPerUnit, unitBytes) holds; copies move whole units, so
+/// one load and store carry up to 16 bytes.
+template <typename Fits> size_t widestUnit(size_t elementSize, Fits &&fits) {
+  for (size_t w = 16; w > elementSize; w /= 2)
+    if (fits(int64_t(w / elementSize), w))
+      return w;
+  return elementSize;
+}
+
+/// Calls f(Tag<U>{}) for the unsigned type (or Bytes16) of `bytes`.
+template <typename F> void dispatchUnit(size_t bytes, F &&f) {
+  if (bytes == 16)
+    f(Tag<Bytes16>{});
+  else
+    dispatchSize(bytes, f);
+}
+
+/// Column sums over many rows (an outer `reduce`, the norms' parameter
+/// gradients) split the rows into this many chunks, each block summing 32
+/// columns of one chunk, then add the chunks' partials in chunk order: a
+/// function of the shape only, so the order -- and the result -- does not
+/// depend on the device. Chunks of at least 256 rows (16 per lane), enough
+/// for about 1024 blocks (a few per SM on a 132-SM H200).
+inline int64_t columnSumChunks(int64_t columns, int64_t rows) {
+  constexpr int64_t kMinChunkRows = 256, kTargetBlocks = 1024;
+  int64_t colBlocks = (columns + 31) / 32;
+  if (colBlocks >= kTargetBlocks || rows < 2 * kMinChunkRows)
+    return 1;
+  int64_t want = (kTargetBlocks + colBlocks - 1) / colBlocks;
+  int64_t chunks = want < rows / kMinChunkRows ? want : rows / kMinChunkRows;
+  int64_t per = (rows + chunks - 1) / chunks;
+  return (rows + per - 1) / per; // no empty chunk
+}
+
 /// Blocks for a grid-stride loop over n items.
 inline unsigned gridFor(int64_t n, int threads = 256) {
   int64_t blocks = (n + threads - 1) / threads;

@@ -97,41 +97,143 @@ __global__ void binaryBroadcastKernel(BinaryOp op, const T *a, Dims da,
                                      loadValue(b[stridedOffset(i, db)])));
 }
 
+/// Elements per thread of the fused kernel: four independent loads in
+/// flight per input, and one 16-byte (f32) or 8-byte (f16/bf16) vector load
+/// per aligned dense input.
+constexpr int kFusedWidth = 4;
+/// Threads per block of the fused kernel; with its register file in shared
+/// memory (below) the largest chain needs 40 KiB, under the default limit.
+constexpr int kFusedThreads = 128;
+
 struct FusedArgs {
   const void *in[kMaxFusedInputs];
   DType type[kMaxFusedInputs]; ///< each input's own: f32, f16 or bf16
-  Dims dims[kMaxFusedInputs];
+  /// Dense: element i is at i (no index arithmetic). Vec: dense and aligned
+  /// for a kFusedWidth-element vector load.
+  bool dense[kMaxFusedInputs], vec[kMaxFusedInputs];
+  Dims dims[kMaxFusedInputs]; ///< collapsed; used when not dense
   FusedStep steps[kMaxFusedSteps];
   int numInputs, numSteps;
+  bool vecOut; ///< the result aligned for a vector store
 };
 
-template <typename T>
-__global__ void fusedKernel(FusedArgs args, T *y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float r[kMaxFusedInputs + kMaxFusedSteps];
-    for (int k = 0; k < args.numInputs; ++k) {
-      // Widened to f32 on load; the type is uniform over the grid, so the
-      // switch does not diverge.
-      int64_t j = stridedOffset(i, args.dims[k]);
+/// stridedOffset in index type I (int32 when the result fits): the
+/// outermost dim needs no modulo since index < n.
+template <typename I> __device__ I fusedOffset(I index, const Dims &d) {
+  I off = 0;
+  for (int i = d.rank - 1; i > 0; --i) {
+    I size = I(d.size[i]);
+    off += (index % size) * I(d.stride[i]);
+    index /= size;
+  }
+  return d.rank > 0 ? off + index * I(d.stride[0]) : off;
+}
+
+/// Input elements i0.. i0+m-1 widened to f32 (0 past m).
+template <typename S, typename I>
+__device__ void fusedLoad(const void *p, bool dense, bool vec, const Dims &d,
+                          I i0, int m, float (&v)[kFusedWidth]) {
+  const S *x = static_cast<const S *>(p);
+  if (vec && m == kFusedWidth) {
+    Pack<S, kFusedWidth> pk =
+        *reinterpret_cast<const Pack<S, kFusedWidth> *>(x + i0);
+#pragma unroll
+    for (int e = 0; e < kFusedWidth; ++e)
+      v[e] = load(pk.v[e]);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kFusedWidth; ++e)
+    v[e] = e < m ? load(x[dense ? i0 + e : fusedOffset<I>(i0 + e, d)]) : 0.f;
+}
+
+/// Each thread computes kFusedWidth consecutive elements, loading every
+/// input's into registers first (all loads in flight at once). The
+/// register file the steps use lives in dynamic shared memory, slot
+/// (register, element) at [(register * kFusedWidth + element) * blockDim.x +
+/// threadIdx.x]: steps name registers at run time, which in a local array
+/// would go to local memory (and, at full occupancy, past L1 into L2).
+template <typename T, typename I>
+__global__ void fusedKernel(FusedArgs args, T *y, I n) {
+  LAMINA_DYNAMIC_SHARED(float, file);
+  const int ld = int(blockDim.x);
+  float *regs = file + threadIdx.x;
+  for (I i0 = (I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x)) * kFusedWidth;
+       i0 < n; i0 += I(gridDim.x) * I(blockDim.x) * kFusedWidth) {
+    int m = n - i0 < I(kFusedWidth) ? int(n - i0) : kFusedWidth;
+    float v[kMaxFusedInputs][kFusedWidth];
+#pragma unroll
+    for (int k = 0; k < kMaxFusedInputs; ++k) {
+      if (k >= args.numInputs)
+        break;
+      // The type is uniform over the grid, so the switch does not diverge.
       switch (args.type[k]) {
       case DType::F16:
-        r[k] = load(static_cast<const Half *>(args.in[k])[j]);
+        fusedLoad<Half, I>(args.in[k], args.dense[k], args.vec[k], args.dims[k],
+                           i0, m, v[k]);
         break;
       case DType::BF16:
-        r[k] = load(static_cast<const BFloat16 *>(args.in[k])[j]);
+        fusedLoad<BFloat16, I>(args.in[k], args.dense[k], args.vec[k],
+                               args.dims[k], i0, m, v[k]);
         break;
-      default: r[k] = static_cast<const float *>(args.in[k])[j];
+      default:
+        fusedLoad<float, I>(args.in[k], args.dense[k], args.vec[k],
+                            args.dims[k], i0, m, v[k]);
       }
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxFusedInputs; ++k) {
+      if (k >= args.numInputs)
+        break;
+#pragma unroll
+      for (int e = 0; e < kFusedWidth; ++e)
+        regs[(k * kFusedWidth + e) * ld] = v[k][e];
     }
     for (int s = 0; s < args.numSteps; ++s) {
       const FusedStep &st = args.steps[s];
-      r[args.numInputs + s] =
-          st.isBinary ? applyBinary(BinaryOp(st.op), r[st.lhs], r[st.rhs])
-                      : applyUnary(UnaryOp(st.op), r[st.lhs]);
+      const float *a = regs + st.lhs * kFusedWidth * ld;
+      const float *b = regs + st.rhs * kFusedWidth * ld;
+      float *r = regs + (args.numInputs + s) * kFusedWidth * ld;
+#pragma unroll
+      for (int e = 0; e < kFusedWidth; ++e)
+        if (e < m)
+          r[e * ld] = st.isBinary
+                          ? applyBinary(BinaryOp(st.op), a[e * ld], b[e * ld])
+                          : applyUnary(UnaryOp(st.op), a[e * ld]);
     }
-    y[i] = store<T>(r[args.numInputs + args.numSteps - 1]);
+    const float *out =
+        regs + (args.numInputs + args.numSteps - 1) * kFusedWidth * ld;
+    if (args.vecOut && m == kFusedWidth) {
+      Pack<T, kFusedWidth> pk;
+#pragma unroll
+      for (int e = 0; e < kFusedWidth; ++e)
+        pk.v[e] = store<T>(out[e * ld]);
+      *reinterpret_cast<Pack<T, kFusedWidth> *>(y + i0) = pk;
+    } else {
+      for (int e = 0; e < m; ++e)
+        y[i0 + e] = store<T>(out[e * ld]);
+    }
   }
+}
+
+/// Drops dims of 1 and merges neighbours whose strides chain (a bias over
+/// [N, C] becomes rank 2, a same-shape input rank 1 with stride 1), so the
+/// per-element index arithmetic is as short as it can be.
+void collapseDims(Dims &d) {
+  Dims c;
+  for (int i = 0; i < d.rank; ++i) {
+    if (d.size[i] == 1)
+      continue;
+    if (c.rank > 0 && c.stride[c.rank - 1] == d.stride[i] * d.size[i]) {
+      c.size[c.rank - 1] *= d.size[i];
+      c.stride[c.rank - 1] = d.stride[i];
+      continue;
+    }
+    c.size[c.rank] = d.size[i];
+    c.stride[c.rank] = d.stride[i];
+    ++c.rank;
+  }
+  d = c;
 }
 
 /// The result's shape with `in`'s broadcast strides; false if it does not
@@ -225,6 +327,7 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
   if (Status s = checkFused(inputs, numInputs, steps, numSteps, result);
       !s.ok())
     return s;
+  int64_t n = result.numElements();
   FusedArgs args{};
   args.numInputs = numInputs;
   args.numSteps = numSteps;
@@ -232,18 +335,34 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
     if (!broadcastDims(inputs[k], result, args.dims[k]))
       return Status::error("fused_elementwise: input " + describe(inputs[k]) +
                            " does not broadcast to " + describe(result));
+    collapseDims(args.dims[k]);
+    const Dims &d = args.dims[k];
     args.in[k] = inputs[k].data;
     args.type[k] = inputs[k].dtype;
+    args.dense[k] = d.rank == 1 && d.stride[0] == 1;
+    args.vec[k] = args.dense[k] &&
+                  alignedTo(inputs[k].data,
+                            kFusedWidth * size_t(inputs[k].elementSize()));
   }
   for (int s = 0; s < numSteps; ++s)
     args.steps[s] = steps[s];
-  int64_t n = result.numElements();
   if (n == 0)
     return Status::success();
+  args.vecOut =
+      alignedTo(result.data, kFusedWidth * size_t(result.elementSize()));
+  // 32-bit index arithmetic when i0 plus a grid stride cannot overflow.
+  bool narrow = n <= (int64_t(1) << 30);
+  unsigned grid = gridFor((n + kFusedWidth - 1) / kFusedWidth, kFusedThreads);
+  size_t shared = size_t(numInputs + numSteps) * kFusedWidth * kFusedThreads *
+                  sizeof(float);
   dispatchFloat(result.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launchKernel(fusedKernel<T>, gridFor(n), 256, 0, stream, args,
-                 result.as<T>(), n);
+    if (narrow)
+      launchKernel(fusedKernel<T, int32_t>, grid, kFusedThreads, shared, stream,
+                   args, result.as<T>(), int32_t(n));
+    else
+      launchKernel(fusedKernel<T, int64_t>, grid, kFusedThreads, shared, stream,
+                   args, result.as<T>(), n);
   });
   return launched("fused_elementwise");
 }

@@ -126,11 +126,20 @@ Status lamina::rt::cuda::concat(const Tensor *inputs, int numInputs,
     int64_t rowIn = inputs[k].shape[axis] * after;
     if (rowIn == 0) // an empty input may have no data
       continue;
-    int64_t n = outer * rowIn;
-    dispatchSize(result.elementSize(), [&](auto tag) {
+    // Up to 16 bytes per load and store when the row pieces, the offset
+    // and both pointers are whole units.
+    size_t size = result.elementSize();
+    size_t unit = widestUnit(size, [&](int64_t e, size_t w) {
+      return rowIn % e == 0 && rowOut % e == 0 && colOff % e == 0 &&
+             alignedTo(inputs[k].data, w) && alignedTo(result.data, w);
+    });
+    int64_t e = int64_t(unit / size), n = outer * rowIn / e;
+    dispatchUnit(unit, [&](auto tag) {
       using U = typename decltype(tag)::type;
       launchKernel(concatKernel<U>, gridFor(n), 256, 0, stream,
-                   inputs[k].as<U>(), result.as<U>(), rowIn, rowOut, colOff, n);
+                   static_cast<const U *>(inputs[k].data),
+                   static_cast<U *>(result.data), rowIn / e, rowOut / e,
+                   colOff / e, n);
     });
     if (Status s = launched("concat"); !s.ok())
       return s;

@@ -95,7 +95,25 @@ Status lamina::rt::cuda::detail::stridedCopy(const char *op, const void *src,
   }
   if (n == 0)
     return Status::success();
-  dispatchSize(elementSize, [&](auto tag) {
+  // Rows contiguous in the source (a slice along the last dim, say) move
+  // in units of up to 16 bytes when sizes, strides and pointers allow.
+  int last = d.rank - 1;
+  size_t unit = widestUnit(elementSize, [&](int64_t k, size_t w) {
+    if (last < 0 || d.stride[last] != 1 || d.size[last] % k != 0 ||
+        !alignedTo(src, w) || !alignedTo(dst, w))
+      return false;
+    for (int i = 0; i < last; ++i)
+      if (d.stride[i] % k != 0)
+        return false;
+    return true;
+  });
+  if (int64_t k = int64_t(unit / elementSize); k > 1) {
+    d.size[last] /= k;
+    for (int i = 0; i < last; ++i)
+      d.stride[i] /= k;
+    n /= k;
+  }
+  dispatchUnit(unit, [&](auto tag) {
     using U = typename decltype(tag)::type;
     launchKernel(stridedCopyKernel<U>, gridFor(n), 256, 0, stream,
                  static_cast<const U *>(src), static_cast<U *>(dst), d, n);

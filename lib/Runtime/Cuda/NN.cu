@@ -5,7 +5,8 @@
 // L1/L2. Sums accumulate in f32 in a fixed tree order (deterministic, but
 // not the host's double sums: agreement is to ~1e-6 relative). Parameter
 // gradients (sum over rows) use a second kernel with one column per thread
-// and a fixed split of the rows, so they are deterministic too.
+// and a fixed split of the rows (Common.h's columnSumChunks, then 16 lanes;
+// the chunk sums added in order by a third), so they are deterministic too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,16 +182,20 @@ __global__ void rmsNormBackwardKernel(const T *x, const T *g, const T *dy,
 }
 
 /// dg[j] = sum_r dy[r,j] * (x[r,j] - mean_r) * rstd_r, db[j] = sum_r dy[r,j].
-/// Block (32, 16): 32 columns, 16 row lanes combined in shared memory.
+/// Block (32, 16): 32 columns, 16 row lanes combined in shared memory, over
+/// the rows of chunk blockIdx.y ([c * chunk, (c + 1) * chunk)). With one
+/// chunk dg/db are written; otherwise the chunk's f32 sums go to part
+/// (rows 2c and 2c + 1 of [2 * chunks, n]) for normParamSumKernel.
 template <typename T>
-__global__ void normParamGradKernel(const T *x, const T *dy,
-                                    const float2 *stats, T *dg, T *db,
-                                    int64_t rows, int64_t n) {
+__global__ void
+normParamGradKernel(const T *x, const T *dy, const float2 *stats, T *dg, T *db,
+                    float *part, int64_t rows, int64_t n, int64_t chunk) {
   __shared__ float sg[16][33], sb[16][33];
   int64_t j = blockIdx.x * 32 + threadIdx.x;
+  int64_t c = blockIdx.y, end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
   float accG = 0, accB = 0;
   if (j < n)
-    for (int64_t r = threadIdx.y; r < rows; r += 16) {
+    for (int64_t r = c * chunk + threadIdx.y; r < end; r += 16) {
       float d = load(dy[r * n + j]);
       float2 st = stats[r];
       accG += d * (load(x[r * n + j]) - st.x) * st.y;
@@ -204,6 +209,29 @@ __global__ void normParamGradKernel(const T *x, const T *dy,
     for (int k = 0; k < 16; ++k) {
       g += sg[k][threadIdx.x];
       b += sb[k][threadIdx.x];
+    }
+    if (part) {
+      part[2 * c * n + j] = g;
+      part[(2 * c + 1) * n + j] = b;
+      return;
+    }
+    if (dg)
+      dg[j] = store<T>(g);
+    if (db)
+      db[j] = store<T>(b);
+  }
+}
+
+/// Second pass: each column's chunk sums added in chunk order.
+template <typename T>
+__global__ void normParamSumKernel(const float *part, T *dg, T *db,
+                                   int64_t chunks, int64_t n) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    float g = part[j], b = part[n + j];
+    for (int64_t c = 1; c < chunks; ++c) {
+      g += part[2 * c * n + j];
+      b += part[(2 * c + 1) * n + j];
     }
     if (dg)
       dg[j] = store<T>(g);
@@ -423,6 +451,18 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
         !s.ok())
       return s;
   float2 *st = static_cast<float2 *>(stats.ptr);
+  // Common.h's shape-determined split, as an outer `reduce`'s: [8192, 2048]
+  // gets 16 chunks of 512 rows, 1024 blocks instead of 64.
+  int64_t chunks = columnSumChunks(n, rows);
+  int64_t chunk = (rows + chunks - 1) / chunks;
+  Scratch partials(stream);
+  if (wantParams && chunks > 1)
+    if (Status s = cudaCheck(
+            name, cudaMallocAsync(&partials.ptr, 2 * chunks * n * sizeof(float),
+                                  stream));
+        !s.ok())
+      return s;
+  float *part = static_cast<float *>(partials.ptr);
   dispatchFloat(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto kernel = rms ? rmsNormBackwardKernel<T> : layerNormBackwardKernel<T>;
@@ -430,11 +470,17 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
                  input.as<T>(), scale.as<T>(), gradResult.as<T>(),
                  addend ? addend->as<T>() : nullptr, gradInput.as<T>(), st, n,
                  float(epsilon));
-    if (wantParams)
-      launchKernel(normParamGradKernel<T>, unsigned((n + 31) / 32),
-                   dim3(32, 16), 0, stream, input.as<T>(), gradResult.as<T>(),
-                   st, gradScale ? gradScale->as<T>() : nullptr,
-                   gradBias ? gradBias->as<T>() : nullptr, rows, n);
+    if (!wantParams)
+      return;
+    T *dg = gradScale ? gradScale->as<T>() : nullptr;
+    T *db = gradBias ? gradBias->as<T>() : nullptr;
+    launchKernel(normParamGradKernel<T>,
+                 dim3(unsigned((n + 31) / 32), unsigned(chunks)), dim3(32, 16),
+                 0, stream, input.as<T>(), gradResult.as<T>(), st, dg, db, part,
+                 rows, n, chunk);
+    if (part)
+      launchKernel(normParamSumKernel<T>, gridFor(n), 256, 0, stream, part, dg,
+                   db, chunks, n);
   });
   return launched(name);
 }

@@ -6,7 +6,7 @@
 // elements). Otherwise (the bias gradient: a sum over the leading rows) a
 // block of 32 outputs x 16 row lanes reads 32 consecutive elements per step,
 // over one chunk of the reduced rows: the rows are split into a number of
-// chunks that depends on the shape alone (outerChunks), each block writes
+// chunks that depends on the shape alone (columnSumChunks), each block writes
 // its chunk's f32 partial, and a second kernel combines the partials in
 // chunk order. Every order is fixed by the shape, never by the device or the
 // scheduling: deterministic, and the same on every GPU. Mean, max and prod
@@ -100,23 +100,6 @@ __global__ void reduceInnerKernel(ReduceOp op, float identity, const T *x,
 }
 
 constexpr int kOuterCols = 32, kOuterLanes = 16;
-/// Rows of a chunk at least (16 per lane), and the blocks a split aims for
-/// (a few per SM on a 132-SM H200; more chunks would only add partials).
-constexpr int64_t kMinChunkRows = 256, kTargetBlocks = 1024;
-
-/// The number of row chunks of an outer reduction of `count` rows into
-/// `outputs` columns: a function of the shape only, so that the order of the
-/// combination -- and so the result -- does not depend on the device.
-int64_t outerChunks(int64_t outputs, int64_t count) {
-  int64_t colBlocks = (outputs + kOuterCols - 1) / kOuterCols;
-  if (colBlocks >= kTargetBlocks || count < 2 * kMinChunkRows)
-    return 1;
-  int64_t want = (kTargetBlocks + colBlocks - 1) / colBlocks;
-  int64_t chunks = std::min(want, count / kMinChunkRows);
-  int64_t rows = (count + chunks - 1) / chunks;
-  return (count + rows - 1) / rows; // no empty chunk
-}
-
 /// Offset of reduced row r: one merged reduced dim (the common case) needs
 /// no division.
 __device__ inline int64_t rowOffset(int64_t r, const Dims &red) {
@@ -228,7 +211,7 @@ template <typename T, typename R>
 Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
                    const Dims &red, int64_t outputs, int64_t count, R *y,
                    cudaStream_t stream) {
-  int64_t chunks = outerChunks(outputs, count);
+  int64_t chunks = columnSumChunks(outputs, count);
   int64_t chunkRows = (count + chunks - 1) / chunks;
   dim3 grid(unsigned((outputs + kOuterCols - 1) / kOuterCols),
             unsigned(chunks));

@@ -289,6 +289,69 @@ TEST_F(CudaKernel, FusedMixedInputTypesMatchHost) {
       }
 }
 
+TEST_F(CudaKernel, CastPacksMatchHost) {
+  // Float pairs cast W elements per thread through vector loads; a length
+  // that is no multiple of W has a tail, misaligned pointers fall back.
+  const DType floats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
+  for (DType from : floats)
+    for (DType to : floats)
+      for (int64_t n : {64, 1037}) {
+        Buf in = randomAny(from, {n}), want(to, {n});
+        EXPECT_OK(cast(in.view(), want.view()));
+        Dev din(in), dout(to, {n});
+        MisalignedDev min(in), mout(to, {n});
+        EXPECT_OK(cu::cast(din.view(), dout.view(), stream));
+        EXPECT_OK(cu::cast(min.view(), mout.view(), stream));
+        sync();
+        EXPECT_TRUE(sameBytes(dout.download(), want))
+            << dtypeName(from) << " -> " << dtypeName(to) << " n " << n;
+        EXPECT_TRUE(sameBytes(mout.download(), want))
+            << "misaligned " << dtypeName(from) << " -> " << dtypeName(to);
+      }
+}
+
+TEST_F(CudaKernel, FusedLayoutsMatchHostBitForBit) {
+  // The fused kernel's index paths: dense inputs (vector loads when
+  // aligned), a broadcast bias (collapsed to rank 2), a column, a scalar,
+  // and dims that do not collapse; 4 elements per thread with a tail when
+  // n % 4 != 0. Mul/Add/Sub/Max/Neg round exactly once, so the device must
+  // match the host bit for bit.
+  cu::FusedStep steps[] = {{true, uint8_t(BinaryOp::Mul), 0, 1},
+                           {true, uint8_t(BinaryOp::Add), 4, 2},
+                           {true, uint8_t(BinaryOp::Max), 5, 3},
+                           {false, uint8_t(UnaryOp::Neg), 6, 0},
+                           {true, uint8_t(BinaryOp::Sub), 7, 0}};
+  struct Case {
+    std::vector<int64_t> x, b, h, c;
+  } cases[] = {{{32, 96}, {96}, {32, 1}, {1}},
+               {{7, 13}, {7, 13}, {1, 13}, {7, 1}}, // n % 4 == 3
+               {{3, 5, 7}, {5, 1}, {3, 1, 7}, {3, 5, 7}},
+               {{2, 1, 9}, {1, 9}, {2, 1, 1}, {}},
+               {{1}, {1}, {1}, {1}}};
+  for (DType tx : {DType::F32, DType::BF16})
+    for (DType tr : {DType::F32, DType::BF16, DType::F16})
+      for (const Case &c : cases) {
+        Buf x = randomOf(tx, c.x), b = randomF32(c.b),
+            h = randomOf(DType::F16, c.h), k = randomOf(tx, c.c);
+        Tensor hostIns[] = {x.view(), b.view(), h.view(), k.view()};
+        Buf want(tr, c.x);
+        EXPECT_OK(fusedElementwise(hostIns, 4, steps, 5, want.view()));
+        Dev dx(x), db(b), dh(h), dk(k), dout(tr, c.x);
+        MisalignedDev mx(x), mout(tr, c.x);
+        Tensor ins[] = {dx.view(), db.view(), dh.view(), dk.view()};
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 5, dout.view(), stream));
+        ins[0] = mx.view();
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 5, mout.view(), stream));
+        sync();
+        EXPECT_TRUE(sameBytes(dout.download(), want))
+            << dtypeName(tx) << " -> " << dtypeName(tr) << " case "
+            << (&c - cases);
+        EXPECT_TRUE(sameBytes(mout.download(), want))
+            << "misaligned " << dtypeName(tx) << " -> " << dtypeName(tr)
+            << " case " << (&c - cases);
+      }
+}
+
 TEST_F(CudaKernel, IntegerAndF64ReduceMatchHost) {
   std::vector<int64_t> shape = {4, 5, 6};
   struct Case {

@@ -300,6 +300,53 @@ TEST_F(CudaKernel, NormBackwardMatchesReference) {
   }
 }
 
+TEST_F(CudaKernel, NormParamGradsOverRowChunksMatchReference) {
+  // Many rows: the parameter gradients sum chunks of rows in one pass and
+  // the chunk sums in a second (in order: the same bits every run). 1000
+  // rows are 3 chunks of 334 (the last short), 513 rows 2 of 257; n = 40
+  // leaves the second column block part empty.
+  for (int64_t rows : {1000, 513})
+    for (bool rms : {false, true}) {
+      int64_t n = 40;
+      Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+          dy = randomF32({rows, n});
+      std::vector<double> dx, dg, db;
+      refNormBackward(rms, x.values<float>(), g.values<float>(),
+                      dy.values<float>(), n, 1e-5, dx, dg, db);
+      Dev dxin(x), dgm(g), ddy(dy), ddx(DType::F32, {rows, n});
+      Buf first[2];
+      for (int run = 0; run < 2; ++run) {
+        Dev ddg(DType::F32, {n}), ddb(DType::F32, {n});
+        Tensor gv = ddg.view(), bv = ddb.view();
+        if (rms)
+          EXPECT_OK(cu::rmsNormBackward(dxin.view(), dgm.view(), ddy.view(), 1,
+                                        1e-5, ddx.view(), &gv, nullptr,
+                                        stream));
+        else
+          EXPECT_OK(cu::layerNormBackward(dxin.view(), dgm.view(), ddy.view(),
+                                          1, 1e-5, ddx.view(), &gv, &bv,
+                                          nullptr, stream));
+        sync();
+        Buf gg = ddg.download(), gb = ddb.download();
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(close(gg.data<float>()[i], dg[i], 1e-4, 1e-3))
+              << rows << " rows, rms " << rms << ", column " << i;
+          if (!rms) {
+            ASSERT_TRUE(close(gb.data<float>()[i], db[i], 1e-4, 1e-3))
+                << rows << " rows, column " << i;
+          }
+        }
+        if (run == 0) {
+          first[0] = gg;
+          first[1] = gb;
+        } else {
+          EXPECT_EQ(gg.bytes, first[0].bytes) << "not deterministic";
+          EXPECT_EQ(gb.bytes, first[1].bytes) << "not deterministic";
+        }
+      }
+    }
+}
+
 TEST_F(CudaKernel, SoftmaxCrossEntropyMatchesReference) {
   int64_t rows = 16, v = 1000;
   Buf logits = randomF32({rows, v}, -5, 5);

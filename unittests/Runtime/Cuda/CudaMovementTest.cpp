@@ -140,6 +140,58 @@ TEST_F(CudaKernel, SliceMatchesHost) {
     }
 }
 
+TEST_F(CudaKernel, WideCopiesMatchHost) {
+  // Slices and concats along the last dim move 16-, 8- or 4-byte units
+  // when row pieces, offsets and pointers allow (q/k/v out of a fused
+  // projection and back), else elements; every width against the host.
+  struct Case {
+    std::vector<int64_t> in, starts, sizes;
+  } slices[] = {{{6, 48}, {0, 16}, {6, 16}}, // bf16: 16-byte units
+                {{6, 20}, {0, 4}, {6, 12}},  // bf16: 8-byte units
+                {{6, 48}, {0, 1}, {6, 16}},  // misaligned start: elements
+                {{5, 18}, {0, 0}, {5, 9}},   // odd row piece
+                {{2, 6, 40}, {1, 0, 8}, {1, 5, 24}}};
+  for (DType t : {DType::BF16, DType::F32, DType::I64, DType::I1})
+    for (const Case &c : slices) {
+      std::vector<int64_t> steps(c.in.size(), 1);
+      Buf in = randomBytes(t, c.in), want(t, c.sizes);
+      EXPECT_OK(slice(in.view(), c.starts.data(), c.sizes.data(), steps.data(),
+                      want.view()));
+      Dev din(in), dout(t, c.sizes);
+      EXPECT_OK(cu::slice(din.view(), c.starts.data(), c.sizes.data(),
+                          steps.data(), dout.view(), stream));
+      MisalignedDev mout(t, c.sizes);
+      EXPECT_OK(cu::slice(din.view(), c.starts.data(), c.sizes.data(),
+                          steps.data(), mout.view(), stream));
+      sync();
+      EXPECT_EQ(dout.download().bytes, want.bytes)
+          << dtypeName(t) << " slice " << (&c - slices);
+      EXPECT_EQ(mout.download().bytes, want.bytes)
+          << dtypeName(t) << " misaligned slice " << (&c - slices);
+    }
+  for (DType t : {DType::BF16, DType::F32, DType::U8})
+    for (int64_t w : {16, 12, 3}) {
+      // Three pieces [5, w], [5, 2w], [5, w] -> [5, 4w]; the middle one
+      // also misaligned by an element.
+      std::vector<int64_t> out = {5, 4 * w};
+      Buf a = randomBytes(t, {5, w}), b = randomBytes(t, {5, 2 * w}),
+          c = randomBytes(t, {5, w}), want(t, out);
+      Tensor hv[] = {a.view(), b.view(), c.view()};
+      EXPECT_OK(concat(hv, 3, 1, want.view()));
+      Dev da(a), db(b), dc(c), dout(t, out), dout2(t, out);
+      MisalignedDev mb(b);
+      Tensor dv[] = {da.view(), db.view(), dc.view()};
+      Tensor mv[] = {da.view(), mb.view(), dc.view()};
+      EXPECT_OK(cu::concat(dv, 3, 1, dout.view(), stream));
+      EXPECT_OK(cu::concat(mv, 3, 1, dout2.view(), stream));
+      sync();
+      EXPECT_EQ(dout.download().bytes, want.bytes)
+          << dtypeName(t) << " w " << w;
+      EXPECT_EQ(dout2.download().bytes, want.bytes)
+          << dtypeName(t) << " misaligned, w " << w;
+    }
+}
+
 TEST_F(CudaKernel, BroadcastAndTileMatchHost) {
   struct Case {
     std::vector<int64_t> in, out;

@@ -48,6 +48,40 @@ struct Dev {
   }
 };
 
+/// A device copy of a Buf one element past an allocation's (aligned)
+/// start, so that no vector load or store fits it: tests of the kernels'
+/// elementwise fallbacks.
+struct MisalignedDev {
+  Dev raw;
+  std::vector<int64_t> shape;
+
+  explicit MisalignedDev(const Buf &b)
+      : raw(b.dtype, {b.count() + 1}), shape(b.shape) {
+    if (!b.bytes.empty()) {
+      EXPECT_EQ(cudaMemcpy(at(), b.bytes.data(), b.bytes.size(),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  MisalignedDev(DType t, std::vector<int64_t> s)
+      : MisalignedDev(Buf(t, std::move(s))) {}
+  char *at() const {
+    return static_cast<char *>(raw.ptr) + dtypeSize(raw.dtype);
+  }
+  Tensor view() {
+    return Tensor{at(), raw.dtype, int(shape.size()), shape.data()};
+  }
+  Buf download() const {
+    Buf b(raw.dtype, shape);
+    if (!b.bytes.empty()) {
+      EXPECT_EQ(cudaMemcpy(b.bytes.data(), at(), b.bytes.size(),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    return b;
+  }
+};
+
 inline ::testing::AssertionResult allClose(Buf got, Buf want, double rel,
                                     double abs) {
   if (got.dtype != want.dtype || got.shape != want.shape)
