@@ -195,6 +195,20 @@ private:
     }
     if (Status s = cudaCheck("cudaSetDevice", cudaSetDevice(ordinal)); !s.ok())
       return s;
+    // The kernels' scratch (reduction partials, attention workspaces) comes
+    // from the stream-ordered pool, which by default hands its memory back
+    // to the driver at every synchronisation -- once a step -- and maps it
+    // again on the next: keep it.
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      if (Status s = cudaCheck("cudaMemPoolSetAttribute",
+                               cudaMemPoolSetAttribute(
+                                   pool, cudaMemPoolAttrReleaseThreshold,
+                                   &keep));
+          !s.ok())
+        return s;
+    }
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
       name = prop.name;

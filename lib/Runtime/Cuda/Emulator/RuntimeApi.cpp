@@ -92,6 +92,19 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
   });
   return cudaSuccess;
 }
+// The stream-ordered pool is the host heap here: its attributes are
+// accepted and change nothing.
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int d) {
+  if (cudaError_t e = checkDevice(d); e != cudaSuccess)
+    return e;
+  static int token;
+  *pool = reinterpret_cast<cudaMemPool_t>(&token);
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr,
+                                    void *value) {
+  return pool && value ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaMallocHost(void **p, size_t size) { return cudaMalloc(p, size); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
