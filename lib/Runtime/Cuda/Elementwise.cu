@@ -118,18 +118,6 @@ struct FusedArgs {
   uint32_t keep; ///< bit s: step s's result is read after step s + 1
 };
 
-/// stridedOffset in index type I (int32 when the result fits): the
-/// outermost dim needs no modulo since index < n.
-template <typename I> __device__ I fusedOffset(I index, const Dims &d) {
-  I off = 0;
-  for (int i = d.rank - 1; i > 0; --i) {
-    I size = I(d.size[i]);
-    off += (index % size) * I(d.stride[i]);
-    index /= size;
-  }
-  return d.rank > 0 ? off + index * I(d.stride[0]) : off;
-}
-
 /// Input elements i0.. i0+m-1 widened to f32 (0 past m).
 template <typename S, typename I>
 __device__ void fusedLoad(const void *p, bool dense, bool vec, const Dims &d,
@@ -145,7 +133,8 @@ __device__ void fusedLoad(const void *p, bool dense, bool vec, const Dims &d,
   }
 #pragma unroll
   for (int e = 0; e < kFusedWidth; ++e)
-    v[e] = e < m ? load(x[dense ? i0 + e : fusedOffset<I>(i0 + e, d)]) : 0.f;
+    v[e] =
+        e < m ? load(x[dense ? i0 + e : stridedOffsetIn<I>(i0 + e, d)]) : 0.f;
 }
 
 /// Register `reg`'s element e at step s: the previous step's result, an
@@ -384,8 +373,9 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
     return Status::success();
   args.vecOut =
       alignedTo(result.data, kFusedWidth * size_t(result.elementSize()));
-  // 32-bit index arithmetic when i0 plus a grid stride cannot overflow.
-  bool narrow = n <= (int64_t(1) << 30);
+  // 32-bit index arithmetic when i0 plus a grid stride cannot overflow
+  // (broadcast offsets are below n).
+  bool narrow = fitsInt32(n, n);
   unsigned grid = gridFor((n + kFusedWidth - 1) / kFusedWidth, kFusedThreads);
   // Slots up to the last kept step.
   size_t shared = size_t(kept) * kFusedWidth * kFusedThreads * sizeof(float);
