@@ -174,7 +174,7 @@ __global__ void fusedKernel(FusedArgs args, T *y, I n) {
   for (I i0 = (I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x)) * kFusedWidth;
        i0 < n; i0 += I(gridDim.x) * I(blockDim.x) * kFusedWidth) {
     int m = n - i0 < I(kFusedWidth) ? int(n - i0) : kFusedWidth;
-    float v[kMaxFusedInputs][kFusedWidth];
+    float v[kMaxFusedInputs][kFusedWidth] = {}; // unused inputs: 0
 #pragma unroll
     for (int k = 0; k < kMaxFusedInputs; ++k) {
       if (k >= args.numInputs)
