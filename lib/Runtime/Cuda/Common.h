@@ -255,6 +255,27 @@ __device__ inline int64_t stridedOffset(int64_t index, const Dims &d) {
   return off;
 }
 
+/// stridedOffset in index type I: int32_t where the caller checked that
+/// every index and offset fits (32-bit division is several times cheaper
+/// than 64-bit), and no modulo for the outermost dim (index < n there).
+template <typename I>
+__device__ inline I stridedOffsetIn(I index, const Dims &d) {
+  I off = 0;
+  for (int i = d.rank - 1; i > 0; --i) {
+    I size = I(d.size[i]);
+    off += (index % size) * I(d.stride[i]);
+    index /= size;
+  }
+  return d.rank > 0 ? off + index * I(d.stride[0]) : off;
+}
+
+/// Whether a grid-stride loop over n items at offsets up to `extent`
+/// (absolute) can index in int32_t: both at most 2^30, so that an index
+/// plus a grid's stride (< 2^25) cannot overflow.
+inline bool fitsInt32(int64_t n, int64_t extent) {
+  return n <= (int64_t(1) << 30) && extent <= (int64_t(1) << 30);
+}
+
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };

@@ -101,8 +101,8 @@ __global__ void binaryBroadcastKernel(BinaryOp op, const T *a, Dims da,
 /// flight per input, and one 16-byte (f32) or 8-byte (f16/bf16) vector load
 /// per aligned dense input.
 constexpr int kFusedWidth = 4;
-/// Threads per block of the fused kernel; with its register file in shared
-/// memory (below) the largest chain needs 40 KiB, under the default limit.
+/// Threads per block of the fused kernel; the step results it keeps in
+/// shared memory (below) take at most 32 KiB, under the default limit.
 constexpr int kFusedThreads = 128;
 
 struct FusedArgs {
@@ -114,20 +114,9 @@ struct FusedArgs {
   Dims dims[kMaxFusedInputs]; ///< collapsed; used when not dense
   FusedStep steps[kMaxFusedSteps];
   int numInputs, numSteps;
-  bool vecOut; ///< the result aligned for a vector store
+  bool vecOut;   ///< the result aligned for a vector store
+  uint32_t keep; ///< bit s: step s's result is read after step s + 1
 };
-
-/// stridedOffset in index type I (int32 when the result fits): the
-/// outermost dim needs no modulo since index < n.
-template <typename I> __device__ I fusedOffset(I index, const Dims &d) {
-  I off = 0;
-  for (int i = d.rank - 1; i > 0; --i) {
-    I size = I(d.size[i]);
-    off += (index % size) * I(d.stride[i]);
-    index /= size;
-  }
-  return d.rank > 0 ? off + index * I(d.stride[0]) : off;
-}
 
 /// Input elements i0.. i0+m-1 widened to f32 (0 past m).
 template <typename S, typename I>
@@ -144,24 +133,48 @@ __device__ void fusedLoad(const void *p, bool dense, bool vec, const Dims &d,
   }
 #pragma unroll
   for (int e = 0; e < kFusedWidth; ++e)
-    v[e] = e < m ? load(x[dense ? i0 + e : fusedOffset<I>(i0 + e, d)]) : 0.f;
+    v[e] =
+        e < m ? load(x[dense ? i0 + e : stridedOffsetIn<I>(i0 + e, d)]) : 0.f;
+}
+
+/// Register `reg`'s element e at step s: the previous step's result, an
+/// input (selected with constant indices, so v and last stay in
+/// registers), or a kept step result. Force-inlined: called with the
+/// unrolled e, which must stay a constant.
+__device__ __forceinline__ float
+fusedOperand(int reg, int e, int s, const FusedArgs &args,
+             const float (&v)[kMaxFusedInputs][kFusedWidth],
+             const float (&last)[kFusedWidth], const float *kept) {
+  if (s > 0 && reg == args.numInputs + s - 1)
+    return last[e];
+  if (reg < args.numInputs) {
+    float x = v[0][e];
+#pragma unroll
+    for (int k = 1; k < kMaxFusedInputs; ++k)
+      x = reg == k ? v[k][e] : x;
+    return x;
+  }
+  return kept[((reg - args.numInputs) * kFusedWidth + e) * int(blockDim.x)];
 }
 
 /// Each thread computes kFusedWidth consecutive elements, loading every
-/// input's into registers first (all loads in flight at once). The
-/// register file the steps use lives in dynamic shared memory, slot
-/// (register, element) at [(register * kFusedWidth + element) * blockDim.x +
-/// threadIdx.x]: steps name registers at run time, which in a local array
-/// would go to local memory (and, at full occupancy, past L1 into L2).
+/// input's into registers first (all loads in flight at once). Steps name
+/// registers at run time, which an indexed local array would put in local
+/// memory; instead operands come from registers where they can -- the
+/// inputs (selected by index), the previous step's result -- and only step
+/// results read again later (args.keep) go through dynamic shared memory,
+/// slot (step, element) at [(step * kFusedWidth + element) * blockDim.x +
+/// threadIdx.x]. Past the tail (m < kFusedWidth) lanes compute on zeros and
+/// are not stored.
 template <typename T, typename I>
 __global__ void fusedKernel(FusedArgs args, T *y, I n) {
   LAMINA_DYNAMIC_SHARED(float, file);
   const int ld = int(blockDim.x);
-  float *regs = file + threadIdx.x;
+  float *kept = file + threadIdx.x;
   for (I i0 = (I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x)) * kFusedWidth;
        i0 < n; i0 += I(gridDim.x) * I(blockDim.x) * kFusedWidth) {
     int m = n - i0 < I(kFusedWidth) ? int(n - i0) : kFusedWidth;
-    float v[kMaxFusedInputs][kFusedWidth];
+    float v[kMaxFusedInputs][kFusedWidth] = {}; // unused inputs: 0
 #pragma unroll
     for (int k = 0; k < kMaxFusedInputs; ++k) {
       if (k >= args.numInputs)
@@ -181,37 +194,37 @@ __global__ void fusedKernel(FusedArgs args, T *y, I n) {
                             args.dims[k], i0, m, v[k]);
       }
     }
-#pragma unroll
-    for (int k = 0; k < kMaxFusedInputs; ++k) {
-      if (k >= args.numInputs)
-        break;
-#pragma unroll
-      for (int e = 0; e < kFusedWidth; ++e)
-        regs[(k * kFusedWidth + e) * ld] = v[k][e];
-    }
+    float last[kFusedWidth] = {};
     for (int s = 0; s < args.numSteps; ++s) {
       const FusedStep &st = args.steps[s];
-      const float *a = regs + st.lhs * kFusedWidth * ld;
-      const float *b = regs + st.rhs * kFusedWidth * ld;
-      float *r = regs + (args.numInputs + s) * kFusedWidth * ld;
+      float out[kFusedWidth];
 #pragma unroll
       for (int e = 0; e < kFusedWidth; ++e)
-        if (e < m)
-          r[e * ld] = st.isBinary
-                          ? applyBinary(BinaryOp(st.op), a[e * ld], b[e * ld])
-                          : applyUnary(UnaryOp(st.op), a[e * ld]);
+        out[e] =
+            st.isBinary
+                ? applyBinary(BinaryOp(st.op),
+                              fusedOperand(st.lhs, e, s, args, v, last, kept),
+                              fusedOperand(st.rhs, e, s, args, v, last, kept))
+                : applyUnary(UnaryOp(st.op),
+                             fusedOperand(st.lhs, e, s, args, v, last, kept));
+#pragma unroll
+      for (int e = 0; e < kFusedWidth; ++e) {
+        last[e] = out[e];
+        if (args.keep >> s & 1u)
+          kept[(s * kFusedWidth + e) * ld] = out[e];
+      }
     }
-    const float *out =
-        regs + (args.numInputs + args.numSteps - 1) * kFusedWidth * ld;
     if (args.vecOut && m == kFusedWidth) {
       Pack<T, kFusedWidth> pk;
 #pragma unroll
       for (int e = 0; e < kFusedWidth; ++e)
-        pk.v[e] = store<T>(out[e * ld]);
+        pk.v[e] = store<T>(last[e]);
       *reinterpret_cast<Pack<T, kFusedWidth> *>(y + i0) = pk;
     } else {
-      for (int e = 0; e < m; ++e)
-        y[i0 + e] = store<T>(out[e * ld]);
+#pragma unroll
+      for (int e = 0; e < kFusedWidth; ++e)
+        if (e < m)
+          y[i0 + e] = store<T>(last[e]);
     }
   }
 }
@@ -344,17 +357,28 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
                   alignedTo(inputs[k].data,
                             kFusedWidth * size_t(inputs[k].elementSize()));
   }
-  for (int s = 0; s < numSteps; ++s)
+  int kept = 0;
+  for (int s = 0; s < numSteps; ++s) {
     args.steps[s] = steps[s];
+    // A step reading register r = numInputs + t with t < s - 1 needs t's
+    // result kept (t = s - 1 is the previous result, in registers).
+    int regs[] = {steps[s].lhs, steps[s].isBinary ? steps[s].rhs : -1};
+    for (int r : regs)
+      if (r - numInputs >= 0 && r - numInputs < s - 1)
+        args.keep |= 1u << (r - numInputs);
+  }
+  for (int s = 0; s < numSteps; ++s)
+    kept = args.keep >> s & 1u ? s + 1 : kept;
   if (n == 0)
     return Status::success();
   args.vecOut =
       alignedTo(result.data, kFusedWidth * size_t(result.elementSize()));
-  // 32-bit index arithmetic when i0 plus a grid stride cannot overflow.
-  bool narrow = n <= (int64_t(1) << 30);
+  // 32-bit index arithmetic when i0 plus a grid stride cannot overflow
+  // (broadcast offsets are below n).
+  bool narrow = fitsInt32(n, n);
   unsigned grid = gridFor((n + kFusedWidth - 1) / kFusedWidth, kFusedThreads);
-  size_t shared = size_t(numInputs + numSteps) * kFusedWidth * kFusedThreads *
-                  sizeof(float);
+  // Slots up to the last kept step.
+  size_t shared = size_t(kept) * kFusedWidth * kFusedThreads * sizeof(float);
   dispatchFloat(result.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (narrow)

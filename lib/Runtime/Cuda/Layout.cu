@@ -42,12 +42,13 @@ __global__ void cumsumKernel(const T *x, T *y, int64_t outer, int64_t n,
   }
 }
 
-/// Input rows of rowIn elements land in result rows of rowOut at colOff.
-template <typename U>
-__global__ void concatKernel(const U *x, U *y, int64_t rowIn, int64_t rowOut,
-                             int64_t colOff, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+/// Input rows of rowIn elements land in result rows of rowOut at colOff;
+/// I: the index type.
+template <typename U, typename I>
+__global__ void concatKernel(const U *x, U *y, I rowIn, I rowOut, I colOff,
+                             I n) {
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < n;
+       i += I(gridDim.x) * I(blockDim.x))
     y[(i / rowIn) * rowOut + colOff + i % rowIn] = x[i];
 }
 
@@ -134,12 +135,18 @@ Status lamina::rt::cuda::concat(const Tensor *inputs, int numInputs,
              alignedTo(inputs[k].data, w) && alignedTo(result.data, w);
     });
     int64_t e = int64_t(unit / size), n = outer * rowIn / e;
+    bool narrow = fitsInt32(n, outer * rowOut / e);
     dispatchUnit(unit, [&](auto tag) {
       using U = typename decltype(tag)::type;
-      launchKernel(concatKernel<U>, gridFor(n), 256, 0, stream,
-                   static_cast<const U *>(inputs[k].data),
-                   static_cast<U *>(result.data), rowIn / e, rowOut / e,
-                   colOff / e, n);
+      const U *x = static_cast<const U *>(inputs[k].data);
+      U *y = static_cast<U *>(result.data);
+      if (narrow)
+        launchKernel(concatKernel<U, int32_t>, gridFor(n), 256, 0, stream, x, y,
+                     int32_t(rowIn / e), int32_t(rowOut / e),
+                     int32_t(colOff / e), int32_t(n));
+      else
+        launchKernel(concatKernel<U, int64_t>, gridFor(n), 256, 0, stream, x, y,
+                     rowIn / e, rowOut / e, colOff / e, n);
     });
     if (Status s = launched("concat"); !s.ok())
       return s;

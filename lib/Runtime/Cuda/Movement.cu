@@ -12,12 +12,12 @@ using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
 
 namespace {
-/// y (dense over d.size) = x at strides d.stride.
-template <typename U>
-__global__ void stridedCopyKernel(const U *x, U *y, Dims d, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = x[stridedOffset(i, d)];
+/// y (dense over d.size) = x at strides d.stride; I: the index type.
+template <typename U, typename I>
+__global__ void stridedCopyKernel(const U *x, U *y, Dims d, I n) {
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < n;
+       i += I(gridDim.x) * I(blockDim.x))
+    y[i] = x[stridedOffsetIn<I>(i, d)];
 }
 
 /// [batch, rows, cols] -> [batch, cols, rows] through a 32x32 tile; block
@@ -113,10 +113,19 @@ Status lamina::rt::cuda::detail::stridedCopy(const char *op, const void *src,
       d.stride[i] /= k;
     n /= k;
   }
+  int64_t extent = 0;
+  for (int i = 0; i < d.rank; ++i)
+    extent += (d.size[i] - 1) * (d.stride[i] < 0 ? -d.stride[i] : d.stride[i]);
+  bool narrow = fitsInt32(n, extent);
   dispatchUnit(unit, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    launchKernel(stridedCopyKernel<U>, gridFor(n), 256, 0, stream,
-                 static_cast<const U *>(src), static_cast<U *>(dst), d, n);
+    if (narrow)
+      launchKernel(stridedCopyKernel<U, int32_t>, gridFor(n), 256, 0, stream,
+                   static_cast<const U *>(src), static_cast<U *>(dst), d,
+                   int32_t(n));
+    else
+      launchKernel(stridedCopyKernel<U, int64_t>, gridFor(n), 256, 0, stream,
+                   static_cast<const U *>(src), static_cast<U *>(dst), d, n);
   });
   return launched(op);
 }
@@ -155,7 +164,7 @@ Status lamina::rt::cuda::transpose(const Tensor &input, const int64_t *perm,
                    dim3(32, 8), 0, stream, input.as<U>(), result.as<U>(), rows,
                    cols);
     else
-      launchKernel(stridedCopyKernel<U>, gridFor(n), 256, 0, stream,
+      launchKernel(stridedCopyKernel<U, int64_t>, gridFor(n), 256, 0, stream,
                    input.as<U>(), result.as<U>(), d, n);
   });
   return launched("transpose");

@@ -314,13 +314,18 @@ TEST_F(CudaKernel, FusedLayoutsMatchHostBitForBit) {
   // The fused kernel's index paths: dense inputs (vector loads when
   // aligned), a broadcast bias (collapsed to rank 2), a column, a scalar,
   // and dims that do not collapse; 4 elements per thread with a tail when
-  // n % 4 != 0. Mul/Add/Sub/Max/Neg round exactly once, so the device must
-  // match the host bit for bit.
+  // n % 4 != 0; operands from inputs, the previous step and older steps.
+  // Mul/Add/Sub/Max/Neg round exactly once, so the device must match the
+  // host bit for bit.
   cu::FusedStep steps[] = {{true, uint8_t(BinaryOp::Mul), 0, 1},
                            {true, uint8_t(BinaryOp::Add), 4, 2},
                            {true, uint8_t(BinaryOp::Max), 5, 3},
                            {false, uint8_t(UnaryOp::Neg), 6, 0},
-                           {true, uint8_t(BinaryOp::Sub), 7, 0}};
+                           {true, uint8_t(BinaryOp::Sub), 7, 0},
+                           // Reads steps 1 and 0 again: kept in shared
+                           // memory (not the previous step, not an input).
+                           {true, uint8_t(BinaryOp::Mul), 8, 5},
+                           {true, uint8_t(BinaryOp::Add), 4, 9}};
   struct Case {
     std::vector<int64_t> x, b, h, c;
   } cases[] = {{{32, 96}, {96}, {32, 1}, {1}},
@@ -335,13 +340,13 @@ TEST_F(CudaKernel, FusedLayoutsMatchHostBitForBit) {
             h = randomOf(DType::F16, c.h), k = randomOf(tx, c.c);
         Tensor hostIns[] = {x.view(), b.view(), h.view(), k.view()};
         Buf want(tr, c.x);
-        EXPECT_OK(fusedElementwise(hostIns, 4, steps, 5, want.view()));
+        EXPECT_OK(fusedElementwise(hostIns, 4, steps, 7, want.view()));
         Dev dx(x), db(b), dh(h), dk(k), dout(tr, c.x);
         MisalignedDev mx(x), mout(tr, c.x);
         Tensor ins[] = {dx.view(), db.view(), dh.view(), dk.view()};
-        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 5, dout.view(), stream));
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 7, dout.view(), stream));
         ins[0] = mx.view();
-        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 5, mout.view(), stream));
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 7, mout.view(), stream));
         sync();
         EXPECT_TRUE(sameBytes(dout.download(), want))
             << dtypeName(tx) << " -> " << dtypeName(tr) << " case "
