@@ -84,66 +84,6 @@ __device__ void rowMoments(const T *xr, int64_t n, float epsilon,
   rstd = 1.0f / math::sqrt(var + epsilon);
 }
 
-/// Rows of at most kRowCache x blockDim.x elements keep this thread's
-/// elements (i = threadIdx.x + k blockDim.x) in registers, so the layer
-/// norm reads its row from memory once instead of three (forward) or four
-/// (backward) times. The loops visit them in the order of the uncached
-/// loops, so the sums -- and the results -- are the same.
-constexpr int kRowCache = 8;
-
-template <typename T>
-__device__ void loadRowCache(const T *r, int64_t n, float (&v)[kRowCache]) {
-#pragma unroll
-  for (int k = 0; k < kRowCache; ++k) {
-    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-    v[k] = i < n ? load(r[i]) : 0.0f;
-  }
-}
-
-/// rowMoments of a cached row.
-__device__ void cachedMoments(const float (&v)[kRowCache], int64_t n,
-                              float epsilon, float *scratch, float &mean,
-                              float &rstd) {
-  float sum = 0;
-#pragma unroll
-  for (int k = 0; k < kRowCache; ++k)
-    if (threadIdx.x + int64_t(k) * blockDim.x < n)
-      sum += v[k];
-  mean = blockReduce(sum, SumOp{}, 0.0f, scratch) / float(n);
-  float var = 0;
-#pragma unroll
-  for (int k = 0; k < kRowCache; ++k)
-    if (threadIdx.x + int64_t(k) * blockDim.x < n) {
-      float d = v[k] - mean;
-      var += d * d;
-    }
-  var = blockReduce(var, SumOp{}, 0.0f, scratch) / float(n);
-  rstd = 1.0f / math::sqrt(var + epsilon);
-}
-
-/// layerNormKernel for rows that fit the cache.
-template <typename T, typename R>
-__global__ void layerNormCachedKernel(const T *x, const T *g, const T *b,
-                                      R *y, int64_t n, float epsilon) {
-  __shared__ float scratch[32];
-  const T *xr = x + blockIdx.x * n;
-  R *yr = y + blockIdx.x * n;
-  float xv[kRowCache];
-  loadRowCache(xr, n, xv);
-  float mean, rstd;
-  cachedMoments(xv, n, epsilon, scratch, mean, rstd);
-#pragma unroll
-  for (int k = 0; k < kRowCache; ++k) {
-    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-    if (i < n) {
-      float v = (xv[k] - mean) * rstd * load(g[i]);
-      if (b)
-        v += load(b[i]);
-      yr[i] = store<R>(v);
-    }
-  }
-}
-
 /// R: the result's type (T, or f16/bf16 for f32 T).
 template <typename T, typename R = T>
 __global__ void layerNormKernel(const T *x, const T *g, const T *b, R *y,
@@ -211,49 +151,6 @@ __global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
     float dxhat = load(dyr[i]) * load(g[i]);
     float v = rstd * (dxhat - s1 - xhat * s2);
     dxr[i] = store<T>(addr ? v + load(addr[i]) : v);
-  }
-  if (stats && threadIdx.x == 0)
-    stats[row] = make_float2(mean, rstd);
-}
-
-/// layerNormBackwardKernel for rows that fit the cache: x and dxhat stay
-/// in registers between the passes.
-template <typename T>
-__global__ void layerNormBackwardCachedKernel(const T *x, const T *g,
-                                              const T *dy, const T *add,
-                                              T *dx, float2 *stats, int64_t n,
-                                              float epsilon) {
-  __shared__ float scratch[32];
-  int64_t row = blockIdx.x;
-  const T *xr = x + row * n, *dyr = dy + row * n;
-  float xv[kRowCache], dxh[kRowCache];
-  loadRowCache(xr, n, xv);
-  float mean, rstd;
-  cachedMoments(xv, n, epsilon, scratch, mean, rstd);
-  float s1 = 0, s2 = 0;
-#pragma unroll
-  for (int k = 0; k < kRowCache; ++k) {
-    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-    dxh[k] = 0;
-    if (i < n) {
-      float dxhat = load(dyr[i]) * load(g[i]);
-      dxh[k] = dxhat;
-      s1 += dxhat;
-      s2 += dxhat * (xv[k] - mean) * rstd;
-    }
-  }
-  s1 = blockReduce(s1, SumOp{}, 0.0f, scratch) / float(n);
-  s2 = blockReduce(s2, SumOp{}, 0.0f, scratch) / float(n);
-  T *dxr = dx + row * n;
-  const T *addr = add ? add + row * n : nullptr;
-#pragma unroll
-  for (int k = 0; k < kRowCache; ++k) {
-    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-    if (i < n) {
-      float xhat = (xv[k] - mean) * rstd;
-      float v = rstd * (dxh[k] - s1 - xhat * s2);
-      dxr[i] = store<T>(addr ? v + load(addr[i]) : v);
-    }
   }
   if (stats && threadIdx.x == 0)
     stats[row] = make_float2(mean, rstd);
@@ -495,13 +392,10 @@ Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
   dispatchNorm(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
-    int threads = rowThreads(n);
-    launchKernel(n <= int64_t(kRowCache) * threads
-                     ? layerNormCachedKernel<T, R>
-                     : layerNormKernel<T, R>,
-                 unsigned(rows), threads, 0, stream, input.as<T>(),
-                 scale.as<T>(), bias ? bias->as<T>() : nullptr,
-                 result.as<R>(), n, float(epsilon));
+    launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
+                 stream, input.as<T>(), scale.as<T>(),
+                 bias ? bias->as<T>() : nullptr, result.as<R>(), n,
+                 float(epsilon));
   });
   return launched("layer_norm");
 }
@@ -571,10 +465,7 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
   float *part = static_cast<float *>(partials.ptr);
   dispatchFloat(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto kernel = rms ? rmsNormBackwardKernel<T>
-                  : n <= int64_t(kRowCache) * rowThreads(n)
-                      ? layerNormBackwardCachedKernel<T>
-                      : layerNormBackwardKernel<T>;
+    auto kernel = rms ? rmsNormBackwardKernel<T> : layerNormBackwardKernel<T>;
     launchKernel(kernel, unsigned(rows), rowThreads(n), 0, stream,
                  input.as<T>(), scale.as<T>(), gradResult.as<T>(),
                  addend ? addend->as<T>() : nullptr, gradInput.as<T>(), st, n,
