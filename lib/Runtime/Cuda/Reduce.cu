@@ -138,11 +138,6 @@ __global__ void reduceOuterKernel(ReduceOp op, float identity, const T *x,
   }
 }
 
-/// V 16-bit or 32-bit elements moved as one 8- or 16-byte word.
-template <typename T, int V> struct alignas(sizeof(T) * V) Packed {
-  T e[V];
-};
-
 /// reduceOuterKernel for contiguous outputs, V consecutive ones a thread
 /// with one 16-byte load a row (f32: V = 4; f16/bf16: V = 8): the launcher
 /// checks that the rows are `rowStride` elements apart, that outputs,
@@ -167,11 +162,11 @@ __global__ void reduceOuterVecKernel(ReduceOp op, float identity, const T *x,
     const T *base = x + o0;
 #pragma unroll 4
     for (int64_t r = begin + threadIdx.y; r < end; r += kOuterLanes) {
-      Packed<T, V> w =
-          *reinterpret_cast<const Packed<T, V> *>(base + r * rowStride);
+      Pack<T, V> w =
+          *reinterpret_cast<const Pack<T, V> *>(base + r * rowStride);
 #pragma unroll
       for (int v = 0; v < V; ++v)
-        acc[v] = combine(op, acc[v], load(w.e[v]));
+        acc[v] = combine(op, acc[v], load(w.v[v]));
     }
   }
 #pragma unroll
