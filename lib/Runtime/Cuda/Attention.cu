@@ -4,8 +4,10 @@
 // score matrix is never stored: each CTA walks key (or query) tiles, keeps
 // its rows' statistics and accumulators on chip and writes its rows once.
 //
-// Two paths, chosen per call here (LAMINA_CUDA_ATTENTION=generic, read
-// once, forces the generic one everywhere):
+// Three paths, chosen per call here (LAMINA_CUDA_ATTENTION, Common.h's
+// attentionPath, can rule out the first or the first two):
+// * cuDNN's fused attention (CudnnAttention.cpp) where cuDNN is built in,
+//   present at run time and takes the call;
 // * tensor cores (AttentionTensorCore.cu): f16/bf16 with D == Dv in
 //   {64, 128} and 16-byte aligned operands, the shapes where the products
 //   are the whole cost and WMMA runs them several times faster.
@@ -352,18 +354,6 @@ __global__ void __launch_bounds__(kGenThreads) dqGeneric(Args a) {
 // Host side
 //===----------------------------------------------------------------------===//
 
-bool forceGeneric() {
-  static const bool force = [] {
-    const char *e = std::getenv("LAMINA_CUDA_ATTENTION");
-    return e && std::strcmp(e, "generic") == 0;
-  }();
-  return force;
-}
-
-bool aligned16(const void *p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 /// The shared checks, then what the device kernels add: a device float type
 /// and head dims the generic tiles fit.
 Status prepare(const char *name, const Tensor &q, const Tensor &k,
@@ -454,7 +444,7 @@ bool viaCudnn(DType t, const Args &a, bool backward, cudaStream_t stream,
 
 /// The tensor-core path's types and head dims (alignment is checked apart).
 bool fastShape(const Tensor &q, const Args &a) {
-  return !forceGeneric() &&
+  return attentionPath() != AttentionPath::Generic &&
          (q.dtype == DType::F16 || q.dtype == DType::BF16) && a.D == a.Dv &&
          (a.D == 64 || a.D == 128);
 }
@@ -562,7 +552,7 @@ Status lamina::rt::cuda::attention(const Tensor &q, const Tensor &k,
 #endif
   bool fast = fastShape(q, a);
   for (const void *p : {q.data, k.data, v.data, out.data})
-    fast = fast && aligned16(p);
+    fast = fast && alignedTo(p, 16);
   switch (q.dtype) {
   case DType::F16: return forwardTyped<Half>(a, fast, stream);
   case DType::BF16: return forwardTyped<BFloat16>(a, fast, stream);
@@ -598,7 +588,7 @@ Status lamina::rt::cuda::attentionBackward(
   bool fast = fastShape(q, a);
   for (const void *p : {q.data, k.data, v.data, out.data, gradOut.data,
                         gradQ.data, gradK.data, gradV.data})
-    fast = fast && aligned16(p);
+    fast = fast && alignedTo(p, 16);
   float *d = static_cast<float *>(delta.ptr);
   switch (q.dtype) {
   case DType::F16: return backwardTyped<Half>(a, fast, d, stream);

@@ -80,6 +80,14 @@ inline Status launched(const char *op) {
   return cudaCheck(op, cudaGetLastError());
 }
 
+/// LAMINA_CUDA_ATTENTION, read once: the attention paths a call may take
+/// (docs/cuda.md, "Attention"). Default: cuDNN where it takes the call,
+/// else the tensor-core kernels where they apply, else the generic ones;
+/// Cudnn: the same, but an eligible call cuDNN refuses is an error;
+/// TensorCore: no cuDNN; Generic: the generic kernels only.
+enum class AttentionPath { Default, Cudnn, TensorCore, Generic };
+AttentionPath attentionPath();
+
 /// Float element types the device kernels compute on.
 inline bool isDeviceFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;

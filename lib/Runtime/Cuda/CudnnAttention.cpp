@@ -75,25 +75,6 @@ std::mutex cacheMutex;
 std::map<Key, Plan> cache;
 std::map<int, cudnnHandle_t> handles;
 
-bool disabled() {
-  static const bool off = [] {
-    const char *e = std::getenv("LAMINA_CUDA_ATTENTION");
-    return e && (std::strcmp(e, "generic") == 0 ||
-                 std::strcmp(e, "tensor-core") == 0);
-  }();
-  return off;
-}
-
-/// LAMINA_CUDA_ATTENTION=cudnn: an eligible call cuDNN cannot take is an
-/// error rather than a fallback (the GPU check runs the tests so).
-bool required() {
-  static const bool on = [] {
-    const char *e = std::getenv("LAMINA_CUDA_ATTENTION");
-    return e && std::strcmp(e, "cudnn") == 0;
-  }();
-  return on;
-}
-
 bool verbose() {
   static const bool on = std::getenv("LAMINA_CUDNN_VERBOSE") != nullptr;
   return on;
@@ -111,10 +92,6 @@ bool loadCudnn() {
     return false;
   }();
   return loaded;
-}
-
-bool aligned16(const void *p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 /// Strides of a [B, heads, S, D] view of a head- or seq-major tensor.
@@ -250,7 +227,7 @@ bool run(const Call &c, bool backward, cudaStream_t stream, Status &result) {
   Plan plan;
   result = Status::success();
   if (!planFor(c, backward, handle, plan, result)) {
-    if (result.ok() && required())
+    if (result.ok() && attentionPath() == AttentionPath::Cudnn)
       result = Status::error(std::string(name) +
                              ": LAMINA_CUDA_ATTENTION=cudnn, but cuDNN "
                              "cannot take this call: " + plan.why);
@@ -293,7 +270,9 @@ bool run(const Call &c, bool backward, cudaStream_t stream, Status &result) {
 } // namespace
 
 bool cudnn_attention::eligible(const Call &c, bool hasBias, int64_t dv) {
-  if (disabled() || hasBias || dv != c.D || c.D % 8 != 0 || c.D > 128)
+  AttentionPath path = attentionPath();
+  if (path == AttentionPath::TensorCore || path == AttentionPath::Generic ||
+      hasBias || dv != c.D || c.D % 8 != 0 || c.D > 128)
     return false;
   if (c.dtype != DType::F16 && c.dtype != DType::BF16)
     return false;
@@ -308,7 +287,7 @@ bool cudnn_attention::eligible(const Call &c, bool hasBias, int64_t dv) {
                         static_cast<const void *>(c.dq),
                         static_cast<const void *>(c.dk),
                         static_cast<const void *>(c.dv)})
-    if (!aligned16(p))
+    if (!alignedTo(p, 16))
       return false;
   return true;
 }

@@ -262,7 +262,7 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
   }
   bool vec = n % 4 == 0;
   for (const void *q : {param.data, grad.data, state[0].data, state[1].data})
-    vec = vec && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+    vec = vec && alignedTo(q, 16);
   if (vec)
     launchKernel(adamwVec4Kernel, gridFor(n / 4), 256, 0, stream, c,
                  static_cast<float4 *>(param.data),

@@ -216,7 +216,7 @@ Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
   constexpr int V = sizeof(T) == 4 ? 4 : 8;
   bool vec = kept.rank == 1 && kept.stride[0] == 1 && red.rank == 1 &&
              outputs % V == 0 && red.stride[0] % V == 0 &&
-             reinterpret_cast<uintptr_t>(x) % 16 == 0;
+             alignedTo(x, 16);
   dim3 vgrid(unsigned((outputs / V + kOuterCols - 1) / kOuterCols),
              unsigned(chunks));
   auto pass = [&](float *partial) {

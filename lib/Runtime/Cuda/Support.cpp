@@ -2,11 +2,25 @@
 
 #include "Common.h"
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
+
+AttentionPath lamina::rt::cuda::detail::attentionPath() {
+  static const AttentionPath path = [] {
+    const char *e = std::getenv("LAMINA_CUDA_ATTENTION");
+    std::string v = e ? e : "";
+    return v == "cudnn"         ? AttentionPath::Cudnn
+           : v == "tensor-core" ? AttentionPath::TensorCore
+           : v == "generic"     ? AttentionPath::Generic
+                                : AttentionPath::Default;
+  }();
+  return path;
+}
 
 int lamina::rt::cuda::deviceCount() {
   int n = 0;
