@@ -154,7 +154,9 @@ class Compile:
 
 
 def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
-               model: str | None = None) -> dict:
+               model: str | None = None, attention: str | None = None) -> dict:
+    """The program's timed run; `model` for one compiled elsewhere
+    (--program), `attention` a LAMINA_CUDA_ATTENTION value for this run."""
     total = args.warmup + args.steps
     cmd = [os.path.join(out, "run"), "--data", data, "--steps", str(total),
            "--log-every", "1", "--optimizer", "adamw", "--lr", str(args.lr),
@@ -163,8 +165,11 @@ def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
         cmd += ["--model", model]
     print("$ " + " ".join(cmd), flush=True)
     left = budget.left()
+    env = (None if attention is None
+           else dict(os.environ, LAMINA_CUDA_ATTENTION=attention))
     r = C.run_logged(cmd, os.path.join(args.workdir, "lamina-run.log"),
-                     timeout=max(left, 1) if left is not None else None)
+                     timeout=max(left, 1) if left is not None else None,
+                     env=env)
     res = dict(cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                gpu_mem_used_mib=r["gpu_mem_used_mib"],
                gpu_mem_baseline_mib=r["gpu_mem_baseline_mib"],
@@ -485,12 +490,11 @@ def _main(args, budget: Budget) -> int:
                     and (not lam.get("ok") or (first is not None and not first["ok"]))
                     and (budget.left() is None or budget.left() > 60)):
                 print(f"lamina: again with LAMINA_CUDA_ATTENTION={nxt}", flush=True)
-                os.environ["LAMINA_CUDA_ATTENTION"] = nxt
                 res["attention_kernels"] = (f"{nxt} (the run with "
                                             f"{now or 'the default'} failed or "
                                             "missed the losses)")
                 res["lamina_first_attempt"] = lam
-                lam = run_lamina(args, out, data, cfg, budget, weights)
+                lam = run_lamina(args, out, data, cfg, budget, weights, nxt)
                 lam["mfu"] = (C.mfu(lam["tokens_per_s"], cfg, peak)
                               if lam.get("ok") else None)
             res["lamina"] = lam
@@ -499,18 +503,12 @@ def _main(args, budget: Budget) -> int:
             for mode in [m for m in args.also_attention.split(",") if m]:
                 if budget.left() is not None and budget.left() < 60:
                     break
-                saved = os.environ.get("LAMINA_CUDA_ATTENTION")
-                os.environ["LAMINA_CUDA_ATTENTION"] = mode
                 print(f"lamina: again with LAMINA_CUDA_ATTENTION={mode} "
                       "(--also-attention)", flush=True)
-                var = run_lamina(args, out, data, cfg, budget, weights)
+                var = run_lamina(args, out, data, cfg, budget, weights, mode)
                 var["mfu"] = (C.mfu(var["tokens_per_s"], cfg, peak)
                               if var.get("ok") else None)
                 res.setdefault("lamina_attention_variants", {})[mode] = var
-                if saved is None:
-                    del os.environ["LAMINA_CUDA_ATTENTION"]
-                else:
-                    os.environ["LAMINA_CUDA_ATTENTION"] = saved
             if lam.get("ok"):
                 print(f"lamina: {lam['step_s'] * 1e3:.1f} ms/step, "
                       f"{lam['tokens_per_s']:,.0f} tokens/s over steps "

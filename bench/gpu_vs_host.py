@@ -22,14 +22,14 @@ accumulation, so only summation order and libm differ), both run
 `--steps N` (default 20), and the losses must agree:
 |a - b| <= rtol * max(|a|, |b|) + atol,
 
-* f32: the first 10 steps, rtol 1e-4, atol 0 (only the summation order
-  and nvcc's FMA contraction differ; distributed AdamW runs, which also sum
-  in another order, keep their losses within 1e-5 of one process's,
-  docs/distributed.md). Measured on an H200 (docs/performance.md): steps
-  1-10 agree to 7.5e-6, then the run passes a stretch (steps 11-13) where
-  rounding differences grow: 6e-5 there on two builds, 1.3e-4 on a third
-  whose kernels contract differently, with the same shape each time, so
-  later steps are reported, not judged;
+* f32: the first 10 steps with rtol 2e-5, the later ones with rtol 3e-4,
+  atol 0 (only the summation order and nvcc's FMA contraction differ;
+  distributed AdamW runs, which also sum in another order, keep their
+  losses within 1e-5 of one process's, docs/distributed.md). Measured on
+  an H200 (docs/performance.md): steps 1-10 agree to 7.5e-6 (1.7e-6 on the
+  kernel emulator), then the run passes a stretch (steps 11-13) where
+  rounding differences grow with the same shape on every build: 6e-5 on
+  most, 1.3e-4 on one whose kernels contracted differently;
 * bf16: the first 5 steps, rtol 2e-2, atol 1e-3. At this learning rate
   (1e-2, the test's) a training run is chaotic once a bf16 rounding flips:
   measured on the host, bf16 against f32 differ by 2e-5 at step 1, 3e-3 at
@@ -75,8 +75,9 @@ import numpy as np  # noqa: E402
 
 import gpu_common as C  # noqa: E402
 
-# precision -> (rtol, atol, steps judged: None = all)
-TOL = {"f32": (1e-4, 0.0, 10), "bf16": (2e-2, 1e-3, 5)}
+# precision -> (rtol, atol, steps judged with rtol: None = all, rtol of the
+# later steps: None = reported only)
+TOL = {"f32": (2e-5, 0.0, 10, 3e-4), "bf16": (2e-2, 1e-3, 5, None)}
 
 
 def sh(cmd, **kw):
@@ -156,9 +157,11 @@ def train(res: dict, data, steps, timeout, model=None) -> dict:
     return res
 
 
-def compare(a: list, b: list, rtol: float, atol: float, window=None) -> dict:
-    """Judges steps 1..window (all when None); reports the largest relative
-    difference over the judged steps and over all of them."""
+def compare(a: list, b: list, rtol: float, atol: float, window=None,
+            later_rtol=None) -> dict:
+    """Judges steps 1..window (all when None) with rtol and the later ones
+    with later_rtol (not at all when None); reports the largest relative
+    difference over steps 1..window and over all of them."""
     worst, worst_step, worst_all = 0.0, None, 0.0
     ok = len(a) == len(b) and len(a) > 0
     for k, (x, y) in enumerate(zip(a, b), 1):
@@ -166,13 +169,16 @@ def compare(a: list, b: list, rtol: float, atol: float, window=None) -> dict:
         rel = d / max(abs(x), abs(y), 1e-30)
         worst_all = max(worst_all, rel)
         if window is not None and k > window:
+            if later_rtol is not None and d > later_rtol * max(abs(x), abs(y)) + atol:
+                ok = False
             continue
         if rel > worst:
             worst, worst_step = rel, k
         if d > rtol * max(abs(x), abs(y)) + atol:
             ok = False
     return dict(ok=ok, max_rel=worst, at_step=worst_step, rtol=rtol,
-                atol=atol, judged_steps=window or len(a), max_rel_all=worst_all)
+                atol=atol, judged_steps=window or len(a), max_rel_all=worst_all,
+                later_rtol=later_rtol)
 
 
 def program_model(out: str, model: str) -> str:
@@ -266,13 +272,13 @@ def main(argv=None) -> int:
                          program_model(out, model))
 
         for prec in precisions:
-            rtol, atol, window = TOL[prec]
+            rtol, atol, window, later = TOL[prec]
             ref = side("host", prec)
             dut = side(args.target, prec, extra)
             row = dict(precision=prec, host=ref, target=dut)
             if ref.get("ok") and dut.get("ok"):
                 row["compare"] = compare(dut["losses"], ref["losses"], rtol,
-                                         atol, window)
+                                         atol, window, later)
                 trains = (ref["losses"][-1] < ref["losses"][0]
                           and dut["losses"][-1] < dut["losses"][0])
                 row["host_trains"] = trains
@@ -315,8 +321,10 @@ def main(argv=None) -> int:
             a = row.get("accum")
             ad = ("-" if a is None else
                   f"{a['max_rel']:.2e}" if "max_rel" in a else "failed")
-            rt, at, _ = TOL[row["precision"]]
-            tol = f"rtol {rt:g}, atol {at:g}"
+            rt, at, win, later = TOL[row["precision"]]
+            tol = (f"rtol {rt:g} (steps 1-{win}), "
+                   + (f"{later:g} after" if later is not None else "then reported")
+                   + f", atol {at:g}")
             lines.append(f"| {row['precision']} | {hl} | {tl} | {cd} | {ca} | {vd} "
                          f"| {ad} | {tol} | {'ok' if row['ok'] else 'FAIL'} |")
         md = "\n".join(lines) + "\n"
