@@ -7,7 +7,8 @@
 // cuBLASLt heuristic and plan creation: host time) and the steady state.
 // The fused causal attention forward and backward at the same shape print
 // in the GEMMs' format (batch = B*H, m = Sq, n = Sk, k = D; TFLOP/s from the
-// causal FLOPs: 2*B*H*S*S*D forward, 2.5 times that backward).
+// causal FLOPs: 2*B*H*S*S*D forward, 2.5 times that backward). The GELU
+// backward with its bias gradient, unfused and fused, closes.
 // Prints one JSON object per line.
 //
 //===----------------------------------------------------------------------===//
@@ -196,6 +197,37 @@ void benchReduce(int64_t rows, int64_t cols, DType t, cudaStream_t s,
               (long long)rows, (long long)cols, dtypeName(t), ms,
               bytes / ms / 1e6);
 }
+/// The GELU backward of a [rows, cols] activation with its bias gradient
+/// and the bf16 operand of its matmuls (what graph-fuse-elementwise makes
+/// of them): unfused -- the f32 chain written, reduce(Sum) and cast reading
+/// it back -- against one fusedElementwise with a sum. Same bits.
+void benchFusedSum(int64_t rows, int64_t cols, cudaStream_t s, int reps) {
+  Buffer pre(rows * cols, DType::F32), dy(rows * cols, DType::F32),
+      wide(rows * cols, DType::F32), narrow(rows * cols, DType::BF16),
+      sum(cols, DType::F32);
+  int64_t full[] = {rows, cols}, bias[] = {cols};
+  Tensor tp{pre.ptr, DType::F32, 2, full}, td{dy.ptr, DType::F32, 2, full},
+      tw{wide.ptr, DType::F32, 2, full}, tn{narrow.ptr, DType::BF16, 2, full},
+      ts{sum.ptr, DType::F32, 1, bias};
+  cu::FusedStep steps[] = {{false, uint8_t(UnaryOp::GeluDerivative), 0, 0},
+                           {true, uint8_t(BinaryOp::Mul), 2, 1}};
+  Tensor ins[] = {tp, td};
+  int64_t axis = 0;
+  double unfused = timeIt(s, 3, reps, [&] {
+    check("fused", cu::fusedElementwise(ins, 2, steps, 2, tw, nullptr, s));
+    check("reduce", cu::reduce(ReduceOp::Sum, tw, &axis, 1, false, ts, s));
+    check("cast", cu::cast(tw, tn, s));
+  });
+  double fused = timeIt(s, 3, reps, [&] {
+    check("fused_sum", cu::fusedElementwise(ins, 2, steps, 2, tn, &ts, s));
+  });
+  // Bytes the fused kernel must move: two f32 inputs, the bf16 result.
+  double bytes = double(rows * cols) * 10;
+  std::printf("{\"kind\": \"fused_sum\", \"shape\": [%lld, %lld], "
+              "\"unfused_ms\": %.4f, \"fused_ms\": %.4f, \"gbps\": %.1f}\n",
+              (long long)rows, (long long)cols, unfused, fused,
+              bytes / fused / 1e6);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -228,6 +260,8 @@ int main(int argc, char **argv) {
     benchReduce(T, F, t, s, reps);
     benchReduce(T, 3 * H, t, s, reps);
   }
+  benchFusedSum(T, F, s, reps);
+  benchFusedSum(T, H, s, reps);
   check("deviceStatus", cu::deviceStatus(s));
   cudaStreamDestroy(s);
   return 0;

@@ -88,6 +88,11 @@ def report(stdout, output):
                   f"{r['ms']:8.3f} ms {r['tflops']:7.1f} TFLOP/s  first call "
                   f"{r['first_call_host_ms']:.2f} ms host, then "
                   f"{r['host_us_per_call']:.1f} us/call host")
+        elif r["kind"] == "fused_sum":
+            print(f"gelu backward + bias grad {str(r['shape']):14} unfused "
+                  f"{r['unfused_ms'] * 1000:8.1f} us, fused "
+                  f"{r['fused_ms'] * 1000:8.1f} us ({r['gbps']:.0f} GB/s), "
+                  f"{r['unfused_ms'] / r['fused_ms']:.2f}x")
         else:
             print(f"reduce {str(r['shape']):14} {r['dtype']:5} "
                   f"{r['ms'] * 1000:8.1f} us {r['gbps']:7.1f} GB/s")

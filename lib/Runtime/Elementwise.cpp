@@ -440,16 +440,24 @@ void gatherInput(const BroadcastPlan &p, int k, const Tensor &in, bool dense,
 }
 
 /// T is the result's element type; each input has its own (checkFused).
+/// With `sum` (f32, the result's trailing dims: the result viewed as rows x
+/// the sum's columns), each block of columns walks the rows in order and
+/// adds the f32 values as reduce's column sums do (Reduce.cpp: from row 0
+/// on, one add per row), so the sum has the bits of the reduce_sum of the
+/// unrounded chain.
 template <typename T>
 void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
               const FusedStep *steps, int numSteps, const int *powConstant,
-              const Tensor &result) {
+              const Tensor &result, const Tensor *sum) {
   T *z = result.as<T>();
   int64_t total = 1;
   for (int64_t size : p.shape)
     total *= size;
-  if (total == 0)
+  if (total == 0) {
+    if (sum)
+      std::fill(sum->as<float>(), sum->as<float>() + sum->numElements(), 0.f);
     return;
+  }
   bool dense[kMaxFusedInputs];
   for (int k = 0; k < numInputs; ++k) {
     int64_t expect = 1;
@@ -459,23 +467,49 @@ void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
       expect *= p.shape[size_t(d)];
     }
   }
-  int64_t blocks = (total + kFusedBlock - 1) / kFusedBlock;
+  // Elements o..o+n-1 computed and stored; their f32 values returned.
+  auto compute = [&](FusedRegs &r, int64_t o, int64_t n) {
+    for (int k = 0; k < numInputs; ++k)
+      gatherInput(p, k, inputs[k], dense[k], o, n, r[k]);
+    for (int s = 0; s < numSteps; ++s)
+      runStep(steps[s], r, numInputs + s, n, powConstant[s]);
+    const float *y = r[numInputs + numSteps - 1];
+    for (int64_t i = 0; i < n; ++i)
+      z[o + i] = store<T>(y[i]);
+    return y;
+  };
   // Rough per-element cost: transcendental steps dominate.
-  int64_t minBlocks =
-      std::max<int64_t>(1, kGrain / (2 * numSteps) / kFusedBlock);
-  parallelFor(blocks, minBlocks, [&](int64_t begin, int64_t end) {
-    FusedRegs r;
-    for (int64_t b = begin; b < end; ++b) {
-      int64_t o = b * kFusedBlock, n = std::min(kFusedBlock, total - o);
-      for (int k = 0; k < numInputs; ++k)
-        gatherInput(p, k, inputs[k], dense[k], o, n, r[k]);
-      for (int s = 0; s < numSteps; ++s)
-        runStep(steps[s], r, numInputs + s, n, powConstant[s]);
-      const float *y = r[numInputs + numSteps - 1];
-      for (int64_t i = 0; i < n; ++i)
-        z[o + i] = store<T>(y[i]);
-    }
-  });
+  int64_t perBlock = std::max<int64_t>(1, kGrain / (2 * numSteps) / kFusedBlock);
+  if (sum) {
+    int64_t cols = sum->numElements(), rows = total / cols;
+    float *out = sum->as<float>();
+    parallelFor((cols + kFusedBlock - 1) / kFusedBlock,
+                std::max<int64_t>(1, perBlock / rows),
+                [&](int64_t begin, int64_t end) {
+                  FusedRegs r;
+                  float acc[kFusedBlock];
+                  for (int64_t b = begin; b < end; ++b) {
+                    int64_t c0 = b * kFusedBlock;
+                    int64_t n = std::min(kFusedBlock, cols - c0);
+                    std::fill(acc, acc + n, 0.f);
+                    for (int64_t row = 0; row < rows; ++row) {
+                      const float *y = compute(r, row * cols + c0, n);
+                      for (int64_t i = 0; i < n; ++i)
+                        acc[i] = math::add(acc[i], y[i]);
+                    }
+                    std::copy(acc, acc + n, out + c0);
+                  }
+                });
+    return;
+  }
+  parallelFor((total + kFusedBlock - 1) / kFusedBlock, perBlock,
+              [&](int64_t begin, int64_t end) {
+                FusedRegs r;
+                for (int64_t b = begin; b < end; ++b) {
+                  int64_t o = b * kFusedBlock;
+                  compute(r, o, std::min(kFusedBlock, total - o));
+                }
+              });
 }
 
 float loadFloat(const Tensor &t, int64_t i) {
@@ -489,7 +523,18 @@ float loadFloat(const Tensor &t, int64_t i) {
 
 Status lamina::rt::detail::checkFused(const Tensor *inputs, int numInputs,
                                       const FusedStep *steps, int numSteps,
-                                      const Tensor &result) {
+                                      const Tensor &result, const Tensor *sum) {
+  if (sum) {
+    // f32, the result's trailing dims (at least one, not all).
+    bool ok = sum->dtype == DType::F32 && sum->rank >= 1 &&
+              sum->rank < result.rank;
+    for (int d = 0; ok && d < sum->rank; ++d)
+      ok = sum->shape[d] == result.shape[result.rank - sum->rank + d];
+    if (!ok)
+      return Status::error("fused_elementwise: sum " + describe(*sum) +
+                           " is not f32 of the trailing dims of " +
+                           describe(result));
+  }
   if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
       numSteps > kMaxFusedSteps)
     return Status::error("fused_elementwise: needs 1.." +
@@ -522,8 +567,8 @@ Status lamina::rt::detail::checkFused(const Tensor *inputs, int numInputs,
 
 Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
                                     const FusedStep *steps, int numSteps,
-                                    const Tensor &result) {
-  if (Status s = checkFused(inputs, numInputs, steps, numSteps, result);
+                                    const Tensor &result, const Tensor *sum) {
+  if (Status s = checkFused(inputs, numInputs, steps, numSteps, result, sum);
       !s.ok())
     return s;
   const Tensor *ins[kMaxFusedInputs];
@@ -548,15 +593,15 @@ Status lamina::rt::fusedElementwise(const Tensor *inputs, int numInputs,
   switch (result.dtype) {
   case DType::F16:
     fusedRun<Half>(plan, inputs, numInputs, steps, numSteps, powConstant,
-                   result);
+                   result, sum);
     break;
   case DType::BF16:
     fusedRun<BFloat16>(plan, inputs, numInputs, steps, numSteps, powConstant,
-                       result);
+                       result, sum);
     break;
   default:
     fusedRun<float>(plan, inputs, numInputs, steps, numSteps, powConstant,
-                    result);
+                    result, sum);
   }
   return Status::success();
 }

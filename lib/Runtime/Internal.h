@@ -343,10 +343,12 @@ Status checkConcat(const Tensor *inputs, int numInputs, int64_t &axis,
 Status checkTrilu(const Tensor &input, const Tensor &result);
 
 /// fusedElementwise's checks (counts, every input and the result f32, f16
-/// or bf16, each its own, registers defined before use, known ops), shared
+/// or bf16, each its own, registers defined before use, known ops, the sum
+/// f32 of the result's trailing dims), shared
 /// with the device kernel; broadcasting is checked where each plans it.
 Status checkFused(const Tensor *inputs, int numInputs, const FusedStep *steps,
-                  int numSteps, const Tensor &result);
+                  int numSteps, const Tensor &result,
+                  const Tensor *sum = nullptr);
 
 /// gather_nd's and scatter_nd's argument checks (Gather.cpp), shared by the
 /// host and device kernels; `k` is the length of an index tuple.

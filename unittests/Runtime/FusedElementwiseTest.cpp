@@ -281,3 +281,54 @@ TEST(RuntimeFused, RejectsWhatTheDeviceRejects) {
 }
 
 } // namespace
+
+TEST(RuntimeFused, SumIsTheReduceOfTheF32ChainAndTheResultItsCast) {
+  // graph-fuse-elementwise's bias gradient: the chain with a sum over the
+  // leading dims must give the bits of the f32 chain's reduce(Sum) and of
+  // its cast -- for every result type, columns in whole kernel blocks or
+  // not, broadcast inputs, one row, and a step result read twice.
+  std::vector<FusedStep> steps = {un(UnaryOp::GeluDerivative, 0),
+                                  bin(BinaryOp::Mul, 3, 1),
+                                  bin(BinaryOp::Add, 4, 2),
+                                  bin(BinaryOp::Mul, 5, 3)};
+  struct Case {
+    std::vector<int64_t> shape;
+    int sumRank;
+  };
+  for (const Case &c : {Case{{3, 37, 300}, 1}, Case{{2, 4, 8}, 2},
+                        Case{{1, 5}, 1}, Case{{600, 6}, 1}})
+    for (DType tr : {DType::F32, DType::F16, DType::BF16}) {
+      std::vector<int64_t> cols(c.shape.end() - c.sumRank, c.shape.end());
+      Buf p = randomF32(c.shape), d = randomFloat(DType::BF16, c.shape),
+          b = randomF32(cols);
+      Tensor ins[] = {p.view(), d.view(), b.view()};
+      Buf got(tr, c.shape), sum(DType::F32, cols);
+      Tensor sumView = sum.view();
+      EXPECT_OK(fusedElementwise(ins, 3, steps.data(), int(steps.size()),
+                                 got.view(), &sumView));
+      Buf chain(DType::F32, c.shape), want(tr, c.shape),
+          wantSum(DType::F32, cols);
+      EXPECT_OK(fusedElementwise(ins, 3, steps.data(), int(steps.size()),
+                                 chain.view()));
+      std::vector<int64_t> axes;
+      for (size_t a = 0; a + size_t(c.sumRank) < c.shape.size(); ++a)
+        axes.push_back(int64_t(a));
+      EXPECT_OK(reduce(ReduceOp::Sum, chain.view(), axes.data(),
+                       int(axes.size()), false, wantSum.view()));
+      EXPECT_OK(cast(chain.view(), want.view()));
+      EXPECT_EQ(got.bytes, want.bytes) << dtypeName(tr);
+      EXPECT_EQ(sum.bytes, wantSum.bytes) << dtypeName(tr) << " sum of "
+                                          << c.shape.size() << " dims";
+    }
+}
+
+TEST(RuntimeFused, RejectsASumThatIsNotOverTheLeadingDims) {
+  Buf a = randomF32({4, 8}), r(DType::BF16, {4, 8});
+  Tensor ins[] = {a.view()};
+  FusedStep ok[] = {un(UnaryOp::Exp, 0)};
+  Buf rows(DType::F32, {4}), all(DType::F32, {4, 8}), half(DType::BF16, {8});
+  Tensor bad[] = {rows.view(), all.view(), half.view()};
+  for (Tensor &s : bad)
+    EXPECT_ERROR(fusedElementwise(ins, 1, ok, 1, r.view(), &s),
+                 "is not f32 of the trailing dims");
+}

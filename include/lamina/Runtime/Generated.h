@@ -148,6 +148,19 @@ inline Status fusedElementwise(const Tensor &result, const int64_t *packed,
                               int(numSteps), result);
 }
 
+/// fusedElementwiseSum(result, sum, packed steps, numSteps, inputs...):
+/// fusedElementwise that also sums over the leading dims into `sum`.
+template <typename... Inputs>
+inline Status fusedElementwiseSum(const Tensor &result, const Tensor &sum,
+                                  const int64_t *packed, int64_t numSteps,
+                                  const Inputs &...inputs) {
+  FusedStep steps[kMaxFusedSteps];
+  decodeFusedSteps(packed, numSteps, steps);
+  const Tensor list[] = {inputs...};
+  return rt::fusedElementwise(list, int(sizeof...(inputs)), steps,
+                              int(numSteps), result, &sum);
+}
+
 } // namespace lamina::rt::gen
 
 #endif // LAMINA_RUNTIME_GENERATED_H

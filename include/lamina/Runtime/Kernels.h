@@ -89,9 +89,12 @@ struct FusedStep {
 };
 constexpr int kMaxFusedInputs = 4;
 constexpr int kMaxFusedSteps = 16;
+/// With `sum` (f32, the result's trailing dims), it also writes the sum of
+/// the last register's f32 values (before the rounding) over the result's
+/// leading dims, with the bits reduce(Sum) of those values gives.
 Status fusedElementwise(const Tensor *inputs, int numInputs,
                         const FusedStep *steps, int numSteps,
-                        const Tensor &result);
+                        const Tensor &result, const Tensor *sum = nullptr);
 
 /// Element type conversion between any two types, same shape. Float to
 /// integer truncates toward zero, saturating at the type's range, NaN -> 0;

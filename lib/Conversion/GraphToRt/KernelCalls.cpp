@@ -59,7 +59,8 @@ public:
                            in(0), in(1), out()});
   }
   /// gen::fusedElementwise(result, steps, numSteps, inputs...): the steps as
-  /// a static array of (isBinary, op, lhs, rhs) per step (Generated.h).
+  /// a static array of (isBinary, op, lhs, rhs) per step (Generated.h); with
+  /// a sum, gen::fusedElementwiseSum(result, sum, steps, numSteps, inputs...).
   KernelCall fused(FusedElementwiseOp o) const;
   KernelCall compare(StringRef kind) const {
     return call("compare",
@@ -122,11 +123,14 @@ KernelCall CallBuilder::fused(FusedElementwiseOp o) const {
     packed.append({binary ? 1 : 0, stepEnumerator(name), lhs,
                    binary ? rhs : 0});
   }
-  SmallVector<Attribute> args = {out(), array(packed),
-                                 i64(int64_t(o.getOps().size()))};
+  SmallVector<Attribute> args = {out()};
+  if (o.getSum())
+    args.push_back(out(1));
+  args.append({array(packed), i64(int64_t(o.getOps().size()))});
   for (unsigned i = 0; i < o.getInputs().size(); ++i)
     args.push_back(in(i));
-  return call("gen::fusedElementwise", args);
+  return call(o.getSum() ? "gen::fusedElementwiseSum" : "gen::fusedElementwise",
+              args);
 }
 
 KernelCall lamina::getMatMulCall(Operation *op, Builder &b, bool transposeLhs,

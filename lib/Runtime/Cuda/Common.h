@@ -163,6 +163,15 @@ inline int64_t columnSumChunks(int64_t columns, int64_t rows) {
   return (rows + per - 1) / per; // no empty chunk
 }
 
+/// Column sums' row lanes and column groups per block (Reduce.cu's outer
+/// path, and fusedElementwise's sums, which keep its order and so its bits).
+constexpr int kOuterCols = 32, kOuterLanes = 16;
+
+/// y[o] = the f32 partials [chunks, outputs] of output o added in chunk
+/// order (Reduce.cu): the second pass of a chunked column sum.
+Status sumChunks(const float *partial, int64_t chunks, int64_t outputs,
+                 float *y, cudaStream_t stream);
+
 /// Blocks for a grid-stride loop over n items.
 inline unsigned gridFor(int64_t n, int threads = 256) {
   int64_t blocks = (n + threads - 1) / threads;

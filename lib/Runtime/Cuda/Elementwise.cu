@@ -144,7 +144,7 @@ __device__ void fusedLoad(const void *p, bool dense, bool vec, const Dims &d,
 __device__ __forceinline__ float
 fusedOperand(int reg, int e, int s, const FusedArgs &args,
              const float (&v)[kMaxFusedInputs][kFusedWidth],
-             const float (&last)[kFusedWidth], const float *kept) {
+             const float (&last)[kFusedWidth], const float *kept, int ld) {
   if (s > 0 && reg == args.numInputs + s - 1)
     return last[e];
   if (reg < args.numInputs) {
@@ -154,77 +154,142 @@ fusedOperand(int reg, int e, int s, const FusedArgs &args,
       x = reg == k ? v[k][e] : x;
     return x;
   }
-  return kept[((reg - args.numInputs) * kFusedWidth + e) * int(blockDim.x)];
+  return kept[((reg - args.numInputs) * kFusedWidth + e) * ld];
 }
 
-/// Each thread computes kFusedWidth consecutive elements, loading every
-/// input's into registers first (all loads in flight at once). Steps name
-/// registers at run time, which an indexed local array would put in local
-/// memory; instead operands come from registers where they can -- the
-/// inputs (selected by index), the previous step's result -- and only step
-/// results read again later (args.keep) go through dynamic shared memory,
-/// slot (step, element) at [(step * kFusedWidth + element) * blockDim.x +
-/// threadIdx.x]. Past the tail (m < kFusedWidth) lanes compute on zeros and
-/// are not stored.
+/// Elements i0..i0+m-1 of the chain into `last` (lanes past m compute on
+/// zeros): every input's loaded into registers first (all loads in flight
+/// at once), then the steps. Steps name registers at run time, which an
+/// indexed local array would put in local memory; instead operands come
+/// from registers where they can -- the inputs (selected by index), the
+/// previous step's result -- and only step results read again later
+/// (args.keep) go through dynamic shared memory: the thread's slot (step,
+/// element) is kept[(step * kFusedWidth + element) * ld], ld the block's
+/// threads.
+template <typename I>
+__device__ __forceinline__ void fusedCompute(const FusedArgs &args, I i0,
+                                             int m, float *kept, int ld,
+                                             float (&last)[kFusedWidth]) {
+  float v[kMaxFusedInputs][kFusedWidth] = {}; // unused inputs: 0
+#pragma unroll
+  for (int k = 0; k < kMaxFusedInputs; ++k) {
+    if (k >= args.numInputs)
+      break;
+    // The type is uniform over the grid, so the switch does not diverge.
+    switch (args.type[k]) {
+    case DType::F16:
+      fusedLoad<Half, I>(args.in[k], args.dense[k], args.vec[k], args.dims[k],
+                         i0, m, v[k]);
+      break;
+    case DType::BF16:
+      fusedLoad<BFloat16, I>(args.in[k], args.dense[k], args.vec[k],
+                             args.dims[k], i0, m, v[k]);
+      break;
+    default:
+      fusedLoad<float, I>(args.in[k], args.dense[k], args.vec[k], args.dims[k],
+                          i0, m, v[k]);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kFusedWidth; ++e)
+    last[e] = 0.f;
+  for (int s = 0; s < args.numSteps; ++s) {
+    const FusedStep &st = args.steps[s];
+    float out[kFusedWidth];
+#pragma unroll
+    for (int e = 0; e < kFusedWidth; ++e)
+      out[e] = st.isBinary
+                   ? applyBinary(
+                         BinaryOp(st.op),
+                         fusedOperand(st.lhs, e, s, args, v, last, kept, ld),
+                         fusedOperand(st.rhs, e, s, args, v, last, kept, ld))
+                   : applyUnary(
+                         UnaryOp(st.op),
+                         fusedOperand(st.lhs, e, s, args, v, last, kept, ld));
+#pragma unroll
+    for (int e = 0; e < kFusedWidth; ++e) {
+      last[e] = out[e];
+      if (args.keep >> s & 1u)
+        kept[(s * kFusedWidth + e) * ld] = out[e];
+    }
+  }
+}
+
+/// Stores elements i0..i0+m-1 of the chain, one vector store when it can.
+template <typename T, typename I>
+__device__ __forceinline__ void fusedStore(const FusedArgs &args, T *y, I i0,
+                                           int m,
+                                           const float (&last)[kFusedWidth]) {
+  if (args.vecOut && m == kFusedWidth) {
+    Pack<T, kFusedWidth> pk;
+#pragma unroll
+    for (int e = 0; e < kFusedWidth; ++e)
+      pk.v[e] = store<T>(last[e]);
+    *reinterpret_cast<Pack<T, kFusedWidth> *>(y + i0) = pk;
+  } else {
+#pragma unroll
+    for (int e = 0; e < kFusedWidth; ++e)
+      if (e < m)
+        y[i0 + e] = store<T>(last[e]);
+  }
+}
+
+/// Each thread computes kFusedWidth consecutive elements at a time.
 template <typename T, typename I>
 __global__ void fusedKernel(FusedArgs args, T *y, I n) {
   LAMINA_DYNAMIC_SHARED(float, file);
-  const int ld = int(blockDim.x);
-  float *kept = file + threadIdx.x;
   for (I i0 = (I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x)) * kFusedWidth;
        i0 < n; i0 += I(gridDim.x) * I(blockDim.x) * kFusedWidth) {
     int m = n - i0 < I(kFusedWidth) ? int(n - i0) : kFusedWidth;
-    float v[kMaxFusedInputs][kFusedWidth] = {}; // unused inputs: 0
+    float last[kFusedWidth];
+    fusedCompute<I>(args, i0, m, file + threadIdx.x, int(blockDim.x), last);
+    fusedStore<T, I>(args, y, i0, m, last);
+  }
+}
+
+/// The chain over the result viewed as [rows, cols] (cols: the sum's
+/// elements), each column also summed over the rows in reduce's order
+/// (Reduce.cu, reduceOuterVecKernel): a block is kOuterCols groups of W
+/// columns x kOuterLanes row lanes over one chunk of the rows (Common.h's
+/// columnSumChunks), lane y taking rows y, y + kOuterLanes, ...; the lanes
+/// are added in order, then (sumChunks) the chunks. So the sum has the bits
+/// of reduce(Sum) of the f32 chain. W is kFusedWidth when cols is a
+/// multiple of it (whole vectors in one row), else 1.
+template <typename T, typename I, int W>
+__global__ void fusedSumKernel(FusedArgs args, T *y, I cols, I rows,
+                               I chunkRows, float *partial, float *sum) {
+  LAMINA_DYNAMIC_SHARED(float, file);
+  __shared__ float part[kOuterLanes][kOuterCols * W + 1];
+  const int ld = int(blockDim.x * blockDim.y);
+  float *kept = file + threadIdx.y * blockDim.x + threadIdx.x;
+  I c0 = (I(blockIdx.x) * I(kOuterCols) + I(threadIdx.x)) * W;
+  I begin = I(blockIdx.y) * chunkRows;
+  I end = begin + chunkRows < rows ? begin + chunkRows : rows;
+  float acc[W];
 #pragma unroll
-    for (int k = 0; k < kMaxFusedInputs; ++k) {
-      if (k >= args.numInputs)
-        break;
-      // The type is uniform over the grid, so the switch does not diverge.
-      switch (args.type[k]) {
-      case DType::F16:
-        fusedLoad<Half, I>(args.in[k], args.dense[k], args.vec[k], args.dims[k],
-                           i0, m, v[k]);
-        break;
-      case DType::BF16:
-        fusedLoad<BFloat16, I>(args.in[k], args.dense[k], args.vec[k],
-                               args.dims[k], i0, m, v[k]);
-        break;
-      default:
-        fusedLoad<float, I>(args.in[k], args.dense[k], args.vec[k],
-                            args.dims[k], i0, m, v[k]);
-      }
+  for (int v = 0; v < W; ++v)
+    acc[v] = 0.f;
+  if (c0 < cols) { // cols % W == 0: the whole group is in range
+    for (I r = begin + I(threadIdx.y); r < end; r += kOuterLanes) {
+      float last[kFusedWidth];
+      fusedCompute<I>(args, r * cols + c0, W, kept, ld, last);
+      fusedStore<T, I>(args, y, r * cols + c0, W, last);
+#pragma unroll
+      for (int v = 0; v < W; ++v)
+        acc[v] = acc[v] + last[v];
     }
-    float last[kFusedWidth] = {};
-    for (int s = 0; s < args.numSteps; ++s) {
-      const FusedStep &st = args.steps[s];
-      float out[kFusedWidth];
+  }
 #pragma unroll
-      for (int e = 0; e < kFusedWidth; ++e)
-        out[e] =
-            st.isBinary
-                ? applyBinary(BinaryOp(st.op),
-                              fusedOperand(st.lhs, e, s, args, v, last, kept),
-                              fusedOperand(st.rhs, e, s, args, v, last, kept))
-                : applyUnary(UnaryOp(st.op),
-                             fusedOperand(st.lhs, e, s, args, v, last, kept));
+  for (int v = 0; v < W; ++v)
+    part[threadIdx.y][threadIdx.x * W + v] = acc[v];
+  __syncthreads();
+  if (threadIdx.y == 0 && c0 < cols) {
 #pragma unroll
-      for (int e = 0; e < kFusedWidth; ++e) {
-        last[e] = out[e];
-        if (args.keep >> s & 1u)
-          kept[(s * kFusedWidth + e) * ld] = out[e];
-      }
-    }
-    if (args.vecOut && m == kFusedWidth) {
-      Pack<T, kFusedWidth> pk;
-#pragma unroll
-      for (int e = 0; e < kFusedWidth; ++e)
-        pk.v[e] = store<T>(last[e]);
-      *reinterpret_cast<Pack<T, kFusedWidth> *>(y + i0) = pk;
-    } else {
-#pragma unroll
-      for (int e = 0; e < kFusedWidth; ++e)
-        if (e < m)
-          y[i0 + e] = store<T>(last[e]);
+    for (int v = 0; v < W; ++v) {
+      float a = acc[v];
+      for (int k = 1; k < kOuterLanes; ++k)
+        a = a + part[k][threadIdx.x * W + v];
+      (partial ? partial + I(blockIdx.y) * cols : sum)[c0 + v] = a;
     }
   }
 }
@@ -263,6 +328,74 @@ bool broadcastDims(const Tensor &in, const Tensor &result, Dims &d) {
 
 bool isDense(const Tensor &in, const Tensor &result) {
   return in.rank == result.rank && sameShape(in, result);
+}
+} // namespace
+
+namespace {
+/// fusedElementwise with a sum (fusedSumKernel, then sumChunks when the
+/// rows are split). Chains that keep many step results in shared memory
+/// (kMaxSumKept: 512 threads a block) run unfused instead -- the chain into
+/// f32 scratch, reduce, cast -- which gives the same bits.
+constexpr int kMaxSumKept = 4;
+
+Status fusedSum(const FusedArgs &args, int kept, const Tensor *inputs,
+                int numInputs, const FusedStep *steps, int numSteps,
+                const Tensor &result, const Tensor &sum, cudaStream_t stream) {
+  int64_t n = result.numElements(), cols = sum.numElements(), rows = n / cols;
+  if (kept > kMaxSumKept) {
+    Scratch wide(stream);
+    if (Status s = cudaCheck("fused_elementwise",
+                             cudaMallocAsync(&wide.ptr, size_t(n) * 4, stream));
+        !s.ok())
+      return s;
+    Tensor f32{wide.ptr, DType::F32, result.rank, result.shape};
+    int64_t axes[kMaxRank];
+    int leading = result.rank - sum.rank;
+    for (int d = 0; d < leading; ++d)
+      axes[d] = d;
+    Status s = cuda::fusedElementwise(inputs, numInputs, steps, numSteps, f32,
+                                      nullptr, stream);
+    if (s.ok())
+      s = cuda::reduce(ReduceOp::Sum, f32, axes, leading, false, sum, stream);
+    return s.ok() ? cuda::cast(f32, result, stream) : s;
+  }
+  int64_t chunks = columnSumChunks(cols, rows);
+  int64_t chunkRows = (rows + chunks - 1) / chunks;
+  Scratch partial(stream);
+  if (chunks > 1)
+    if (Status s = cudaCheck("fused_elementwise",
+                             cudaMallocAsync(&partial.ptr,
+                                             size_t(chunks * cols) * 4,
+                                             stream));
+        !s.ok())
+      return s;
+  bool whole = cols % kFusedWidth == 0;
+  int64_t groups = whole ? cols / kFusedWidth : cols;
+  dim3 grid(unsigned((groups + kOuterCols - 1) / kOuterCols), unsigned(chunks));
+  dim3 block(kOuterCols, kOuterLanes);
+  size_t shared = size_t(kept) * kFusedWidth * kOuterCols * kOuterLanes * 4;
+  auto *part = static_cast<float *>(partial.ptr);
+  dispatchFloat(result.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto go = [&](auto index) {
+      using I = decltype(index);
+      if (whole)
+        launchKernel(fusedSumKernel<T, I, kFusedWidth>, grid, block, shared,
+                     stream, args, result.as<T>(), I(cols), I(rows),
+                     I(chunkRows), part, sum.as<float>());
+      else
+        launchKernel(fusedSumKernel<T, I, 1>, grid, block, shared, stream,
+                     args, result.as<T>(), I(cols), I(rows), I(chunkRows),
+                     part, sum.as<float>());
+    };
+    if (fitsInt32(n, n))
+      go(int32_t(0));
+    else
+      go(int64_t(0));
+  });
+  if (Status s = launched("fused_elementwise"); !s.ok() || chunks == 1)
+    return s;
+  return sumChunks(part, chunks, cols, sum.as<float>(), stream);
 }
 } // namespace
 
@@ -335,9 +468,10 @@ Status lamina::rt::cuda::binary(BinaryOp op, const Tensor &lhs,
 Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
                                           const FusedStep *steps, int numSteps,
                                           const Tensor &result,
+                                          const Tensor *sum,
                                           cudaStream_t stream) {
   // The host's checks and messages.
-  if (Status s = checkFused(inputs, numInputs, steps, numSteps, result);
+  if (Status s = checkFused(inputs, numInputs, steps, numSteps, result, sum);
       !s.ok())
     return s;
   int64_t n = result.numElements();
@@ -369,10 +503,16 @@ Status lamina::rt::cuda::fusedElementwise(const Tensor *inputs, int numInputs,
   }
   for (int s = 0; s < numSteps; ++s)
     kept = args.keep >> s & 1u ? s + 1 : kept;
+  if (sum && n == 0)
+    return cudaCheck("fused_elementwise",
+                     cudaMemsetAsync(sum->data, 0, sum->byteSize(), stream));
   if (n == 0)
     return Status::success();
   args.vecOut =
       alignedTo(result.data, kFusedWidth * size_t(result.elementSize()));
+  if (sum)
+    return fusedSum(args, kept, inputs, numInputs, steps, numSteps, result,
+                    *sum, stream);
   // 32-bit index arithmetic when i0 plus a grid stride cannot overflow
   // (broadcast offsets are below n).
   bool narrow = fitsInt32(n, n);

@@ -99,7 +99,6 @@ __global__ void reduceInnerKernel(ReduceOp op, float identity, const T *x,
     y[o] = store<R>(finish(op, acc, count));
 }
 
-constexpr int kOuterCols = 32, kOuterLanes = 16;
 /// Offset of reduced row r: one merged reduced dim (the common case) needs
 /// no division.
 __device__ inline int64_t rowOffset(int64_t r, const Dims &red) {
@@ -253,6 +252,14 @@ Status reduceOuter(ReduceOp op, float identity, const T *x, const Dims &kept,
   return !first.ok() ? first : !second.ok() ? second : freed;
 }
 } // namespace
+
+Status lamina::rt::cuda::detail::sumChunks(const float *partial,
+                                           int64_t chunks, int64_t outputs,
+                                           float *y, cudaStream_t stream) {
+  launchKernel(reduceChunksKernel<float>, gridFor(outputs, 256), 256, 0,
+               stream, ReduceOp::Sum, partial, chunks, outputs, outputs, y);
+  return launched("reduce");
+}
 
 Status lamina::rt::cuda::reduce(ReduceOp op, const Tensor &input,
                                 const int64_t *axes, int numAxes,

@@ -254,3 +254,60 @@ func.func @bf16_chain_untouched(%x: tensor<8xf32>, %y: tensor<8xbf16>) -> (tenso
   %5 = graph.cast %4 : tensor<8xf32> to tensor<8xf16>
   return %3, %5 : tensor<8xf32>, tensor<8xf16>
 }
+
+// -----
+
+// A bias gradient: the GELU backward chain's f32 result feeds only its
+// sum over the leading dims and the bf16 cast for the matmuls. One op
+// gives both; the f32 tensor is gone.
+// CHECK-LABEL: func.func @bias_grad_chain
+// CHECK-SAME: (%[[P:.*]]: tensor<2x4x8xf32>, %[[D:.*]]: tensor<2x4x8xf32>)
+// CHECK-NOT: graph.cast
+// CHECK-NOT: graph.reduce_sum
+// CHECK: %[[R:.*]], %[[S:.*]] = graph.fused_elementwise %[[P]], %[[D]] {lhs = array<i64: 0, 2>, ops = ["gelu_derivative", "mul"], rhs = array<i64: -1, 1>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xbf16>, tensor<8xf32>)
+// CHECK-NEXT: return %[[R]], %[[S]]
+func.func @bias_grad_chain(%p: tensor<2x4x8xf32>, %d: tensor<2x4x8xf32>) -> (tensor<2x4x8xbf16>, tensor<8xf32>) {
+  %0 = graph.gelu_derivative %p : tensor<2x4x8xf32>
+  %1 = graph.mul %0, %d : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4x8xf32> -> tensor<8xf32>
+  %3 = graph.cast %1 : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+  return %3, %2 : tensor<2x4x8xbf16>, tensor<8xf32>
+}
+
+// -----
+
+// One step op is enough (each distinct operand one input), and the sum may
+// keep several trailing dims.
+// CHECK-LABEL: func.func @bias_grad_single
+// CHECK-SAME: (%[[X:.*]]: tensor<4x2x8xf32>)
+// CHECK: %[[R:.*]], %[[S:.*]] = graph.fused_elementwise %[[X]] {lhs = array<i64: 0>, ops = ["mul"], rhs = array<i64: 0>} : (tensor<4x2x8xf32>) -> (tensor<4x2x8xf16>, tensor<2x8xf32>)
+// CHECK-NEXT: return %[[R]], %[[S]]
+func.func @bias_grad_single(%x: tensor<4x2x8xf32>) -> (tensor<4x2x8xf16>, tensor<2x8xf32>) {
+  %0 = graph.mul %x, %x : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
+  %1 = graph.cast %0 : tensor<4x2x8xf32> to tensor<4x2x8xf16>
+  %2 = graph.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : tensor<4x2x8xf32> -> tensor<2x8xf32>
+  return %1, %2 : tensor<4x2x8xf16>, tensor<2x8xf32>
+}
+
+// -----
+
+// Not a bias gradient: a sum over a trailing dim, a sum that keeps its
+// dims, a third user, a single total. Each stays as it is.
+// CHECK-LABEL: func.func @not_bias_grads
+// CHECK-COUNT-4: graph.reduce_sum
+// CHECK-NOT: -> (tensor
+func.func @not_bias_grads(%x: tensor<4x8xf32>, %y: tensor<4x1xf32>) -> (tensor<4xf32>, tensor<4x8xbf16>, tensor<1x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<1xf32>, tensor<4x1xbf16>) {
+  %0 = graph.exp %x : tensor<4x8xf32>
+  %1 = graph.reduce_sum %0 {axes = array<i64: 1>, keepdims = false} : tensor<4x8xf32> -> tensor<4xf32>
+  %2 = graph.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+  %3 = graph.neg %x : tensor<4x8xf32>
+  %4 = graph.reduce_sum %3 {axes = array<i64: 0>, keepdims = true} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %5 = graph.cast %3 : tensor<4x8xf32> to tensor<4x8xbf16>
+  %6 = graph.tanh %x : tensor<4x8xf32>
+  %7 = graph.reduce_sum %6 {axes = array<i64: 0>, keepdims = false} : tensor<4x8xf32> -> tensor<8xf32>
+  %8 = graph.cast %6 : tensor<4x8xf32> to tensor<4x8xbf16>
+  %9 = graph.sqrt %y : tensor<4x1xf32>
+  %10 = graph.reduce_sum %9 {axes = array<i64: 0>, keepdims = false} : tensor<4x1xf32> -> tensor<1xf32>
+  %11 = graph.cast %9 : tensor<4x1xf32> to tensor<4x1xbf16>
+  return %1, %2, %4, %5, %7, %8, %6, %10, %11 : tensor<4xf32>, tensor<4x8xbf16>, tensor<1x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<1xf32>, tensor<4x1xbf16>
+}

@@ -325,6 +325,28 @@ func.func @fused_shape(%a: tensor<4xf32>) {
 }
 
 // -----
+// A sum is f32 over the result's trailing dims.
+func.func @fused_sum_dims(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{sum 'tensor<4xf32>' is not f32 of the trailing dims of 'tensor<4x8xbf16>'}}
+  %0, %1 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4xf32>)
+  return
+}
+
+// -----
+func.func @fused_sum_type(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{sum 'tensor<8xbf16>' is not f32 of the trailing dims}}
+  %0, %1 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xbf16>)
+  return
+}
+
+// -----
+func.func @fused_sum_all(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{sum 'tensor<4x8xf32>' is not f32 of the trailing dims}}
+  %0, %1 = graph.fused_elementwise %a {ops = ["exp"], lhs = array<i64: 0>, rhs = array<i64: -1>} : (tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xf32>)
+  return
+}
+
+// -----
 // A norm gradient's parameter gradient is shaped like the scale.
 func.func @layer_norm_grad_scale(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
   // expected-error @+1 {{'graph.layer_norm_grad' op failed to verify that all of {scale, grad_scale} have same type}}

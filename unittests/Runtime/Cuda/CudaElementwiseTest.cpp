@@ -281,12 +281,76 @@ TEST_F(CudaKernel, FusedMixedInputTypesMatchHost) {
         EXPECT_OK(fusedElementwise(hostIns, 4, steps, 4, want.view()));
         Dev dx(x), db(b), dh(h), dc(c), dout(tr, {32, 96});
         Tensor ins[] = {dx.view(), db.view(), dh.view(), dc.view()};
-        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 4, dout.view(), stream));
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 4, dout.view(), nullptr, stream));
         sync();
         EXPECT_TRUE(allClose(dout.download(), want, relFor(tr), absFor(tr)))
             << dtypeName(tx) << " x, " << dtypeName(th) << " h -> "
             << dtypeName(tr);
       }
+}
+
+TEST_F(CudaKernel, FusedSumIsTheDeviceReduceOfTheChain) {
+  // graph-fuse-elementwise's bias gradient: the chain with a sum over the
+  // leading dims must give the bits the device's own unfused path gives
+  // (the f32 chain, reduce(Sum), cast): whole column vectors or not, rows
+  // split in chunks (600 and 2048 rows) or not, a broadcast input, and a
+  // chain keeping more step results than the kernel does (run unfused).
+  // Against the host: within the order's rounding.
+  using Steps = std::vector<cu::FusedStep>;
+  Steps gelu = {{false, uint8_t(UnaryOp::GeluDerivative), 0, 0},
+                {true, uint8_t(BinaryOp::Mul), 3, 1},
+                {true, uint8_t(BinaryOp::Add), 4, 2}};
+  Steps keeps = {{false, uint8_t(UnaryOp::Exp), 0, 0},
+                 {false, uint8_t(UnaryOp::Neg), 0, 0},
+                 {false, uint8_t(UnaryOp::Tanh), 0, 0},
+                 {false, uint8_t(UnaryOp::Abs), 0, 0},
+                 {false, uint8_t(UnaryOp::Sigmoid), 0, 0},
+                 {true, uint8_t(BinaryOp::Add), 3, 4},
+                 {true, uint8_t(BinaryOp::Add), 5, 6},
+                 {true, uint8_t(BinaryOp::Add), 7, 8},
+                 {true, uint8_t(BinaryOp::Mul), 9, 10}};
+  struct Case {
+    std::vector<int64_t> shape;
+    int sumRank;
+    const Steps *steps;
+  };
+  for (const Case &c : {Case{{4, 33, 96}, 1, &gelu}, Case{{600, 6}, 1, &gelu},
+                        Case{{2048, 12}, 1, &gelu}, Case{{3, 5, 7}, 2, &gelu},
+                        Case{{64, 20}, 1, &keeps}})
+    for (DType tr : {DType::BF16, DType::F32}) {
+      std::vector<int64_t> cols(c.shape.end() - c.sumRank, c.shape.end());
+      Buf p = randomF32(c.shape), d = randomOf(DType::BF16, c.shape),
+          b = randomF32(cols);
+      Dev dp(p), dd(d), db(b), out(tr, c.shape), sum(DType::F32, cols),
+          chain(DType::F32, c.shape), want(tr, c.shape),
+          wantSum(DType::F32, cols);
+      Tensor ins[] = {dp.view(), dd.view(), db.view()};
+      int n = int(c.steps->size());
+      Tensor sumView = sum.view();
+      EXPECT_OK(cu::fusedElementwise(ins, 3, c.steps->data(), n, out.view(),
+                                     &sumView, stream));
+      std::vector<int64_t> axes;
+      for (size_t a = 0; a + size_t(c.sumRank) < c.shape.size(); ++a)
+        axes.push_back(int64_t(a));
+      EXPECT_OK(cu::fusedElementwise(ins, 3, c.steps->data(), n, chain.view(),
+                                     nullptr, stream));
+      EXPECT_OK(cu::reduce(ReduceOp::Sum, chain.view(), axes.data(),
+                           int(axes.size()), false, wantSum.view(), stream));
+      EXPECT_OK(cu::cast(chain.view(), want.view(), stream));
+      sync();
+      std::string what = dtypeName(tr) + std::string(" [") +
+                         std::to_string(c.shape[0]) + ", ...]";
+      EXPECT_TRUE(sameBytes(out.download(), want.download())) << what;
+      Buf got = sum.download();
+      EXPECT_TRUE(sameBytes(got, wantSum.download())) << what << " sum";
+      Tensor hostIns[] = {p.view(), d.view(), b.view()};
+      Buf hostChain(DType::F32, c.shape), hostSum(DType::F32, cols);
+      EXPECT_OK(fusedElementwise(hostIns, 3, c.steps->data(), n,
+                                 hostChain.view()));
+      EXPECT_OK(reduce(ReduceOp::Sum, hostChain.view(), axes.data(),
+                       int(axes.size()), false, hostSum.view()));
+      EXPECT_TRUE(allClose(got, hostSum, 1e-4, 1e-4)) << what << " vs host";
+    }
 }
 
 TEST_F(CudaKernel, CastPacksMatchHost) {
@@ -344,9 +408,9 @@ TEST_F(CudaKernel, FusedLayoutsMatchHostBitForBit) {
         Dev dx(x), db(b), dh(h), dk(k), dout(tr, c.x);
         MisalignedDev mx(x), mout(tr, c.x);
         Tensor ins[] = {dx.view(), db.view(), dh.view(), dk.view()};
-        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 7, dout.view(), stream));
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 7, dout.view(), nullptr, stream));
         ins[0] = mx.view();
-        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 7, mout.view(), stream));
+        EXPECT_OK(cu::fusedElementwise(ins, 4, steps, 7, mout.view(), nullptr, stream));
         sync();
         EXPECT_TRUE(sameBytes(dout.download(), want))
             << dtypeName(tx) << " -> " << dtypeName(tr) << " case "
@@ -431,7 +495,7 @@ TEST(CudaChecks, ElementwiseChecksMatchHost) {
   EXPECT_ERROR(cu::cast(f, ft, s), "has another shape");
   // fusedElementwise: inputs of any kernel float type, nothing else.
   cu::FusedStep exp[] = {{false, uint8_t(UnaryOp::Exp), 0, 0}};
-  EXPECT_ERROR(cu::fusedElementwise(&i, 1, exp, 1, f, s),
+  EXPECT_ERROR(cu::fusedElementwise(&i, 1, exp, 1, f, nullptr, s),
                "is not supported (f32, f16, bf16 only)");
   int64_t axis = 0;
   EXPECT_ERROR(cu::reduce(ReduceOp::Sum, b, &axis, 1, true, b, s),

@@ -94,7 +94,7 @@ TEST_F(CudaKernel, FusedChainMatchesUnfusedHost) {
   cu::FusedStep steps[] = {{true, uint8_t(BinaryOp::Mul), 0, 1},
                            {true, uint8_t(BinaryOp::Add), 3, 2},
                            {false, uint8_t(UnaryOp::Gelu), 4, 0}};
-  EXPECT_OK(cu::fusedElementwise(ins, 3, steps, 3, dout.view(), stream));
+  EXPECT_OK(cu::fusedElementwise(ins, 3, steps, 3, dout.view(), nullptr, stream));
   sync();
   EXPECT_TRUE(allClose(dout.download(), want, 1e-5, 1e-6));
 }
@@ -813,7 +813,7 @@ TEST(CudaChecks, RejectMismatchedViewsBeforeLaunching) {
   EXPECT_ERROR(cu::reduce(ReduceOp::Sum, a, axes, 1, false, v3, s),
                "out of range or repeated");
   cu::FusedStep bad[] = {{true, uint8_t(BinaryOp::Add), 0, 7}};
-  EXPECT_ERROR(cu::fusedElementwise(&a, 1, bad, 1, a, s),
+  EXPECT_ERROR(cu::fusedElementwise(&a, 1, bad, 1, a, nullptr, s),
                "undefined register");
 }
 

@@ -129,14 +129,14 @@ inline Status concat(const Tensor &result, int64_t axis, const Args &...args) {
 }
 
 template <typename Tuple, size_t... I>
-inline Status fusedList(const Tensor &result, const int64_t *packed,
-                        int64_t numSteps, const Tuple &t,
-                        std::index_sequence<I...>) {
+inline Status fusedList(const Tensor &result, const Tensor *sum,
+                        const int64_t *packed, int64_t numSteps,
+                        const Tuple &t, std::index_sequence<I...>) {
   FusedStep steps[kMaxFusedSteps];
   rt::gen::decodeFusedSteps(packed, numSteps, steps);
   const Tensor list[] = {std::get<I>(t)...};
   return cuda::fusedElementwise(list, int(sizeof...(I)), steps, int(numSteps),
-                                result, std::get<sizeof...(I)>(t));
+                                result, sum, std::get<sizeof...(I)>(t));
 }
 /// fusedElementwise(result, packed steps, numSteps, inputs..., stream): the
 /// host adapter's order with the stream last.
@@ -144,7 +144,20 @@ template <typename... Args>
 inline Status fusedElementwise(const Tensor &result, const int64_t *packed,
                                int64_t numSteps, const Args &...args) {
   static_assert(sizeof...(Args) >= 2, "fusedElementwise: inputs and a stream");
-  return fusedList(result, packed, numSteps, std::forward_as_tuple(args...),
+  return fusedList(result, nullptr, packed, numSteps,
+                   std::forward_as_tuple(args...),
+                   std::make_index_sequence<sizeof...(Args) - 1>());
+}
+/// fusedElementwiseSum(result, sum, packed steps, numSteps, inputs...,
+/// stream): the same with the sum over the leading dims.
+template <typename... Args>
+inline Status fusedElementwiseSum(const Tensor &result, const Tensor &sum,
+                                  const int64_t *packed, int64_t numSteps,
+                                  const Args &...args) {
+  static_assert(sizeof...(Args) >= 2,
+                "fusedElementwiseSum: inputs and a stream");
+  return fusedList(result, &sum, packed, numSteps,
+                   std::forward_as_tuple(args...),
                    std::make_index_sequence<sizeof...(Args) - 1>());
 }
 

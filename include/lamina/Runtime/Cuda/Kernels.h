@@ -92,9 +92,13 @@ Status cast(const Tensor &input, const Tensor &result, cudaStream_t stream);
 using ::lamina::rt::FusedStep;
 using ::lamina::rt::kMaxFusedInputs;
 using ::lamina::rt::kMaxFusedSteps;
+/// With `sum` (f32, the result's trailing dims), also the sum over the
+/// leading dims of the unrounded values, with the bits of cuda::reduce(Sum)
+/// of the f32 chain; null for none.
 Status fusedElementwise(const Tensor *inputs, int numInputs,
                         const FusedStep *steps, int numSteps,
-                        const Tensor &result, cudaStream_t stream);
+                        const Tensor &result, const Tensor *sum,
+                        cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Contraction (cuBLASLt)

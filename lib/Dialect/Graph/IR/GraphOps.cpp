@@ -578,6 +578,17 @@ LogicalResult FusedElementwiseOp::verify() {
       return emitOpError() << "input " << type << " does not broadcast to "
                            << result;
   }
+  if (Value sum = getSum()) {
+    // The sum over the leading dims: f32, the result's trailing dims.
+    auto type = cast<RankedTensorType>(sum.getType());
+    ArrayRef<int64_t> shape = result.getShape();
+    if (!type.getElementType().isF32() || type.getRank() < 1 ||
+        type.getRank() >= result.getRank() ||
+        type.getShape() != shape.take_back(type.getRank()))
+      return emitOpError() << "sum " << type
+                           << " is not f32 of the trailing dims of "
+                           << result;
+  }
   for (int64_t i = 0; i < steps; ++i) {
     StringRef name = cast<StringAttr>(getOps()[i]).getValue();
     bool binary = false;

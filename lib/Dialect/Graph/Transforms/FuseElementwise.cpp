@@ -113,8 +113,91 @@ struct GraphFuseElementwise
     : lamina::graph::impl::GraphFuseElementwiseBase<GraphFuseElementwise> {
   void runOnOperation() override {
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
-      for (Block &block : func.getBody())
+      for (Block &block : func.getBody()) {
         fuseBlock(block);
+        fuseSums(block);
+      }
+  }
+
+  /// A chain (a fused group or one step op) whose f32 result is used by
+  /// exactly a sum over its leading dims (a bias gradient) and a narrowing
+  /// cast (the operand of that bias's matmuls) becomes one
+  /// fused_elementwise with both results: the f32 tensor is never stored.
+  void fuseSums(Block &block) {
+    SmallVector<Operation *> chains;
+    for (Operation &op : block)
+      if (isa<FusedElementwiseOp>(op) || isFusable(&op))
+        chains.push_back(&op);
+    for (Operation *chain : chains) {
+      ReduceSumOp sum;
+      CastOp cast;
+      if (!matchSumAndCast(chain, sum, cast))
+        continue;
+      SmallVector<Value> inputs;
+      SmallVector<Attribute> names;
+      SmallVector<int64_t> lhs, rhs;
+      OpBuilder b(chain);
+      if (auto f = dyn_cast<FusedElementwiseOp>(chain)) {
+        inputs.assign(f.getInputs().begin(), f.getInputs().end());
+        names.assign(f.getOps().begin(), f.getOps().end());
+        llvm::append_range(lhs, f.getLhs());
+        llvm::append_range(rhs, f.getRhs());
+      } else { // one step on the op's distinct operands
+        llvm::SetVector<Value> distinct(chain->operand_begin(),
+                                        chain->operand_end());
+        inputs.assign(distinct.begin(), distinct.end());
+        auto reg = [&](Value v) {
+          return int64_t(llvm::find(distinct, v) - distinct.begin());
+        };
+        names.push_back(b.getStringAttr(stepName(chain)));
+        lhs.push_back(reg(chain->getOperand(0)));
+        rhs.push_back(chain->getNumOperands() == 2 ? reg(chain->getOperand(1))
+                                                   : -1);
+      }
+      auto merged = FusedElementwiseOp::create(
+          b,
+          FusedLoc::get(chain->getContext(),
+                        {chain->getLoc(), sum.getLoc(), cast.getLoc()}),
+          cast.getResult().getType(), sum.getResult().getType(), inputs,
+          b.getArrayAttr(names), b.getDenseI64ArrayAttr(lhs),
+          b.getDenseI64ArrayAttr(rhs));
+      cast.getResult().replaceAllUsesWith(merged.getResult());
+      sum.getResult().replaceAllUsesWith(merged.getSum());
+      cast.erase();
+      sum.erase();
+      chain->erase();
+      ++numSums;
+    }
+  }
+
+  static bool matchSumAndCast(Operation *chain, ReduceSumOp &sum,
+                              CastOp &narrow) {
+    if (auto f = dyn_cast<FusedElementwiseOp>(chain); f && f.getSum())
+      return false;
+    Value x = chain->getResult(0);
+    auto type = cast<RankedTensorType>(x.getType());
+    if (!type.getElementType().isF32() ||
+        std::distance(x.use_begin(), x.use_end()) != 2)
+      return false;
+    for (Operation *user : x.getUsers()) {
+      if (auto r = dyn_cast<ReduceSumOp>(user))
+        sum = r;
+      else if (isNarrowingCast(user))
+        narrow = cast<CastOp>(user);
+    }
+    if (!sum || !narrow || sum.getKeepdims() ||
+        !elementOf(sum.getResult()).isF32())
+      return false;
+    // The leading dims, at least one, not all; more than one column (a
+    // single total is the reductions' other kernel, with its own order).
+    ArrayRef<int64_t> axes = sum.getAxes();
+    if (axes.empty() || int64_t(axes.size()) >= type.getRank() ||
+        cast<RankedTensorType>(sum.getType()).getNumElements() < 2)
+      return false;
+    for (auto [i, a] : llvm::enumerate(axes))
+      if (a != int64_t(i))
+        return false;
+    return true;
   }
 
   void fuseBlock(Block &block) {
@@ -211,7 +294,8 @@ struct GraphFuseElementwise
     OpBuilder b(root);
     auto fused = FusedElementwiseOp::create(
         b, FusedLoc::get(root->getContext(), locs),
-        root->getResult(0).getType(), inputs, b.getStrArrayAttr(names),
+        root->getResult(0).getType(), /*sum=*/Type(), inputs,
+        b.getStrArrayAttr(names),
         b.getDenseI64ArrayAttr(lhs), b.getDenseI64ArrayAttr(rhs));
     root->getResult(0).replaceAllUsesWith(fused.getResult());
     for (Operation *op : llvm::reverse(members))

@@ -196,11 +196,26 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
            lhs = array<i64: 0, 2>, rhs = array<i64: 1, -1>}
            : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16>
     ```
+
+    With a second result `sum` (f32, the result's trailing dims), the
+    kernel also sums the last register's f32 values (before the result's
+    rounding) over the result's leading dims: what `graph.reduce_sum` of
+    the f32 chain over those axes gives, in the same pass. A bias gradient
+    and the narrowed operand of its matmuls then cost one read of the
+    chain's inputs, not an f32 tensor written and read twice
+    (`graph-fuse-elementwise` makes it).
+
+    ```mlir
+    %r, %db = graph.fused_elementwise %d, %y {ops = ["mul"],
+           lhs = array<i64: 0>, rhs = array<i64: 1>}
+           : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>)
+    ```
   }];
   let arguments = (ins Variadic<Graph_FloatTensor>:$inputs,
                        StrArrayAttr:$ops, DenseI64ArrayAttr:$lhs,
                        DenseI64ArrayAttr:$rhs);
-  let results = (outs Graph_FloatTensor:$result);
+  let results = (outs Graph_FloatTensor:$result,
+                      Optional<Graph_FloatTensor>:$sum);
   let assemblyFormat =
       "$inputs attr-dict `:` functional-type($inputs, results)";
   let hasVerifier = 1;

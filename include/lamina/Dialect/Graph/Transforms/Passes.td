@@ -240,6 +240,14 @@ def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
     `graph-autocast`), right before `convert-graph-to-rt`: the fused op has
     no gradient rule. `lamina compile` does, for every target and mode.
 
+    Then a chain (a group, or a single step op) whose f32 result is used
+    by exactly a `graph.reduce_sum` over its leading dims (keepdims false)
+    and a narrowing cast -- the bias gradient and the bf16 operand of that
+    bias's matmuls in a mixed-precision backward pass -- becomes one
+    `graph.fused_elementwise` with both results (the cast's type, and the
+    sum). The sum is that of the unrounded f32 values, so nothing changes
+    but the f32 tensor that is no longer written and read twice.
+
     ```mlir
     %0 = graph.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
     %1 = graph.gelu %0 : tensor<4x8xf32>
@@ -253,6 +261,9 @@ def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numGroups", "groups", "graph.fused_elementwise ops made">,
     Statistic<"numFusedOps", "fused-ops", "Elementwise ops they replace">,
+    Statistic<"numSums", "sums",
+              "sums over leading dims (with a narrowing cast) joined to "
+              "their chain">,
   ];
 }
 
