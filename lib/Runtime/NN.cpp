@@ -415,11 +415,16 @@ Status lamina::rt::detail::checkCrossEntropy(const char *name,
                          shapeString(rowShape.data(), int(rowShape.size())) +
                          ", got " + describe(labels) + ", " +
                          describe(rowValue));
-  if (gradLogits &&
-      (gradLogits->dtype != logits.dtype || !sameShape(*gradLogits, logits)))
+  // The gradient in the logits' type, or f16/bf16 for f32 logits (rounded
+  // once on store, as a cast of the f32 gradient).
+  bool narrowed = gradLogits && logits.dtype == DType::F32 &&
+                  (gradLogits->dtype == DType::F16 ||
+                   gradLogits->dtype == DType::BF16);
+  if (gradLogits && ((gradLogits->dtype != logits.dtype && !narrowed) ||
+                     !sameShape(*gradLogits, logits)))
     return Status::error(std::string(name) + ": gradient " +
                          describe(*gradLogits) + " differs from logits " +
-                         describe(logits));
+                         describe(logits) + " (f16/bf16 for f32 logits)");
   rows = labels.numElements();
   v = logits.shape[logits.rank - 1];
   return Status::success();
@@ -592,7 +597,7 @@ void rowMaxSum(const T *xr, int64_t v, Compute<T> &mx, double &sum) {
 
 /// Forward (gradLoss null: loss per row) or backward (gradLogits per
 /// element) of softmax cross-entropy over rows of length v.
-template <typename T>
+template <typename T, typename G = T>
 void crossEntropyT(const Tensor &logits, const Tensor &labels,
                    int64_t ignoreIndex, const Tensor *loss,
                    const Tensor *gradLoss, const Tensor *gradLogits,
@@ -610,7 +615,7 @@ void crossEntropyT(const Tensor &logits, const Tensor &labels,
                     continue;
                   }
                   if (gradLogits && ignored) {
-                    std::fill_n(gradLogits->as<T>() + r * v, v, store<T>(C(0)));
+                    std::fill_n(gradLogits->as<G>() + r * v, v, store<G>(C(0)));
                     continue;
                   }
                   C mx;
@@ -624,10 +629,10 @@ void crossEntropyT(const Tensor &logits, const Tensor &labels,
                   }
                   C scaleRow = load(gradLoss->as<T>()[r]);
                   C inv = C(1.0 / sum);
-                  T *gr = gradLogits->as<T>() + r * v;
+                  G *gr = gradLogits->as<G>() + r * v;
                   for (int64_t i = 0; i < v; ++i) {
                     C p = expShifted(C(load(xr[i]) - mx)) * inv;
-                    gr[i] = store<T>((p - C(i == label ? 1 : 0)) * scaleRow);
+                    gr[i] = store<G>((p - C(i == label ? 1 : 0)) * scaleRow);
                   }
                 }
               });
@@ -648,6 +653,15 @@ Status crossEntropy(const char *name, const Tensor &logits,
                          std::to_string(v) + " classes");
   if (rows == 0)
     return Status::success();
+  if (gradLogits && gradLogits->dtype != logits.dtype) { // f32 -> f16/bf16
+    if (gradLogits->dtype == DType::BF16)
+      crossEntropyT<float, BFloat16>(logits, labels, ignoreIndex, nullptr,
+                                     &rowValue, gradLogits, rows, v);
+    else
+      crossEntropyT<float, Half>(logits, labels, ignoreIndex, nullptr,
+                                 &rowValue, gradLogits, rows, v);
+    return Status::success();
+  }
   dispatch(logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (isFloatStorage<T>) {

@@ -219,4 +219,36 @@ TEST(RuntimeNorm, NarrowResultsRoundTheF32Value) {
                "needs equal float types");
 }
 
+TEST(RuntimeCrossEntropy, NarrowGradientRoundsTheF32Gradient) {
+  // graph-fuse-epilogues' narrowed LM-head gradient: f32 logits, the
+  // gradient stored as f16/bf16 -- exactly the f32 gradient rounded once
+  // (what the cast it replaces gives), ignored rows 0.
+  int64_t rows = 5, v = 37;
+  Buf logits = randomF32({rows, v}, -4, 4), labels(DType::I64, {rows}),
+      rowGrad = randomF32({rows}, 0.1f, 1);
+  for (int64_t r = 0; r < rows; ++r)
+    labels.data<int64_t>()[r] = (r * 7) % v;
+  labels.data<int64_t>()[2] = -100;
+  Buf wide(DType::F32, {rows, v});
+  EXPECT_OK(softmaxCrossEntropyBackward(logits.view(), labels.view(),
+                                        rowGrad.view(), -100, wide.view()));
+  for (const auto &[t, toBits, fromBits] : kHalfFormats) {
+    Buf narrow(t, {rows, v});
+    EXPECT_OK(softmaxCrossEntropyBackward(logits.view(), labels.view(),
+                                          rowGrad.view(), -100, narrow.view()));
+    for (int64_t i = 0; i < wide.count(); ++i)
+      ASSERT_EQ(narrow.data<uint16_t>()[i], toBits(wide.data<float>()[i]))
+          << dtypeName(t) << " at " << i;
+  }
+  // Only f32 logits narrow; a wider or mismatched gradient is refused.
+  Buf h = randomOf(DType::BF16, {rows, v}), hrow = randomOf(DType::BF16, {rows}),
+      f16(DType::F16, {rows, v}), f64(DType::F64, {rows, v});
+  EXPECT_ERROR(softmaxCrossEntropyBackward(h.view(), labels.view(),
+                                           hrow.view(), -100, f16.view()),
+               "differs from logits");
+  EXPECT_ERROR(softmaxCrossEntropyBackward(logits.view(), labels.view(),
+                                           rowGrad.view(), -100, f64.view()),
+               "differs from logits");
+}
+
 } // namespace

@@ -173,7 +173,9 @@ Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
                            int64_t ignoreIndex, const Tensor &loss);
 /// Its gradient (graph.softmax_cross_entropy_grad): gradLogits[..., i] =
 /// (softmax(row)[i] - (i == label)) * gradLoss[...], 0 on ignored rows.
-/// `gradLoss` is shaped like the labels, in the logits' element type.
+/// `gradLoss` is shaped like the labels, in the logits' element type;
+/// `gradLogits` in it too, or f16/bf16 for f32 logits (the f32 gradient
+/// rounded once on store).
 Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLoss, int64_t ignoreIndex,
                                    const Tensor &gradLogits);

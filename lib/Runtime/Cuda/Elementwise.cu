@@ -353,11 +353,15 @@ Status fusedSum(const FusedArgs &args, int kept, const Tensor *inputs,
     int leading = result.rank - sum.rank;
     for (int d = 0; d < leading; ++d)
       axes[d] = d;
-    Status s = cuda::fusedElementwise(inputs, numInputs, steps, numSteps, f32,
-                                      nullptr, stream);
-    if (s.ok())
-      s = cuda::reduce(ReduceOp::Sum, f32, axes, leading, false, sum, stream);
-    return s.ok() ? cuda::cast(f32, result, stream) : s;
+    if (Status s = cuda::fusedElementwise(inputs, numInputs, steps, numSteps,
+                                          f32, nullptr, stream);
+        !s.ok())
+      return s;
+    if (Status s = cuda::reduce(ReduceOp::Sum, f32, axes, leading, false, sum,
+                                stream);
+        !s.ok())
+      return s;
+    return cuda::cast(f32, result, stream);
   }
   int64_t chunks = columnSumChunks(cols, rows);
   int64_t chunkRows = (rows + chunks - 1) / chunks;

@@ -240,14 +240,84 @@ __global__ void normParamSumKernel(const float *part, T *dg, T *db,
   }
 }
 
+/// A row's running maximum and sum of exp(x - max), one element at a time:
+/// the sum is rescaled when the maximum grows, so the row is read once.
+/// As the two-pass sums: -inf elements add nothing, and a NaN or +inf
+/// element (exp(inf - inf)) makes the sum NaN.
+struct MaxSum {
+  float m = -kInf, s = 0.0f;
+};
+
+__device__ inline MaxSum nanMaxSum() {
+  return MaxSum{__builtin_nanf(""), __builtin_nanf("")};
+}
+
+__device__ inline void addTo(MaxSum &a, float x) {
+  if (!(x < kInf)) // NaN or +inf
+    a = nanMaxSum();
+  else if (x > a.m) {
+    a.s = a.s * math::exp(a.m - x) + 1.0f; // 0 * exp(-inf) = 0 at the start
+    a.m = x;
+  } else if (x > -kInf) {
+    a.s += math::exp(x - a.m); // NaN once a is
+  }
+}
+
+__device__ inline MaxSum combine(MaxSum a, MaxSum b) {
+  if (a.m != a.m || b.m != b.m)
+    return nanMaxSum();
+  float m = a.m > b.m ? a.m : b.m;
+  float sa = a.m > -kInf ? a.s * math::exp(a.m - m) : 0.0f;
+  float sb = b.m > -kInf ? b.s * math::exp(b.m - m) : 0.0f;
+  return MaxSum{m, sa + sb};
+}
+
+/// The block's MaxSum, in every thread (blockReduce's pattern).
+__device__ MaxSum blockMaxSum(MaxSum v, float2 *scratch) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = combine(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, o),
+                          __shfl_xor_sync(0xffffffffu, v.s, o)});
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = make_float2(v.m, v.s);
+  __syncthreads();
+  int warps = blockDim.x >> 5;
+  v = lane < warps ? MaxSum{scratch[lane].x, scratch[lane].y} : MaxSum{};
+  for (int o = 16; o > 0; o >>= 1)
+    v = combine(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, o),
+                          __shfl_xor_sync(0xffffffffu, v.s, o)});
+  return v;
+}
+
+/// Calls f(i, x[i]) for the block's elements of a row of n: 4 a load when
+/// `vec` (n a multiple of 4, the row 4-element aligned), then one by one.
+template <typename T, typename F>
+__device__ void forRow(const T *xr, int64_t n, bool vec, F &&f) {
+  int64_t start = 0;
+  if (vec) {
+    for (int64_t q = threadIdx.x; q < n / 4; q += blockDim.x) {
+      Pack<T, 4> p = reinterpret_cast<const Pack<T, 4> *>(xr)[q];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        f(4 * q + e, load(p.v[e]));
+    }
+    start = n / 4 * 4;
+  }
+  for (int64_t i = start + threadIdx.x; i < n; i += blockDim.x)
+    f(i, load(xr[i]));
+}
+
 /// Forward (loss set: the row's loss) or backward (grad set: the row's
-/// gradient scaled by gradRows[row]) of softmax cross-entropy.
-template <typename T>
+/// gradient scaled by gradRows[row], stored as G: T, or f16/bf16 for f32
+/// T) of softmax cross-entropy: one read of the row for its maximum and
+/// sum, one more (backward) for the gradient.
+template <typename T, typename G>
 __global__ void crossEntropyKernel(const T *logits, const void *labels,
                                    bool wideLabels, int64_t ignoreIndex,
-                                   const T *gradRows, T *loss, T *grad,
-                                   int64_t v, ErrorSlot *slot) {
-  __shared__ float scratch[32];
+                                   const T *gradRows, T *loss, G *grad,
+                                   int64_t v, bool vec, ErrorSlot *slot) {
+  __shared__ float2 scratch[32];
   int64_t row = blockIdx.x;
   const T *xr = logits + row * v;
   int64_t label = readIndex(labels, wideLabels, row);
@@ -260,27 +330,38 @@ __global__ void crossEntropyKernel(const T *logits, const void *labels,
       loss[row] = store<T>(0.0f);
     if (grad)
       for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
-        grad[row * v + i] = store<T>(0.0f);
+        grad[row * v + i] = store<G>(0.0f);
     return;
   }
-  float mx = -kInf;
-  for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
-    mx = math::maximum(mx, load(xr[i]));
-  mx = blockReduce(mx, MaxOp{}, -kInf, scratch);
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
-    sum += math::exp(load(xr[i]) - mx);
-  sum = blockReduce(sum, SumOp{}, 0.0f, scratch);
+  MaxSum acc;
+  forRow(xr, v, vec, [&](int64_t, float x) { addTo(acc, x); });
+  acc = blockMaxSum(acc, scratch);
+  float mx = acc.m, sum = acc.s;
   if (loss) {
     if (threadIdx.x == 0)
       loss[row] = store<T>(math::log(sum) - (load(xr[label]) - mx));
     return;
   }
   float inv = 1.0f / sum, scale = load(gradRows[row]);
-  for (int64_t i = threadIdx.x; i < v; i += blockDim.x) {
-    float p = math::exp(load(xr[i]) - mx) * inv;
-    grad[row * v + i] = store<T>((p - (i == label ? 1.0f : 0.0f)) * scale);
+  G *gr = grad + row * v;
+  auto value = [&](int64_t i, float x) {
+    float p = math::exp(x - mx) * inv;
+    return store<G>((p - (i == label ? 1.0f : 0.0f)) * scale);
+  };
+  if (!vec) {
+    forRow(xr, v, false, [&](int64_t i, float x) { gr[i] = value(i, x); });
+    return;
   }
+  for (int64_t q = threadIdx.x; q < v / 4; q += blockDim.x) {
+    Pack<T, 4> in = reinterpret_cast<const Pack<T, 4> *>(xr)[q];
+    Pack<G, 4> out;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      out.v[e] = value(4 * q + e, load(in.v[e]));
+    reinterpret_cast<Pack<G, 4> *>(gr)[q] = out;
+  }
+  for (int64_t i = v / 4 * 4 + threadIdx.x; i < v; i += blockDim.x)
+    gr[i] = value(i, load(xr[i]));
 }
 
 /// The host's checks, and a type the device kernels compute on.
@@ -526,15 +607,32 @@ Status crossEntropy(const char *name, const Tensor &logits,
   ErrorSlot *slot = errorSlot();
   if (!slot)
     return Status::error(std::string(name) + ": no device error slot");
-  dispatchFloat(logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    launchKernel(crossEntropyKernel<T>, unsigned(rows), rowThreads(v), 0,
-                 stream, logits.as<T>(), labels.data,
-                 labels.dtype == DType::I64, ignoreIndex,
-                 gradLogits ? rowValue.as<T>() : nullptr,
-                 gradLogits ? nullptr : rowValue.as<T>(),
-                 gradLogits ? gradLogits->as<T>() : nullptr, v, slot);
-  });
+  // 4-element loads where every row starts 4-element aligned (the
+  // gradient's too: it has the logits' shape).
+  size_t width = 4 * size_t(logits.elementSize());
+  bool vec = v % 4 == 0 && alignedTo(logits.data, width) &&
+             (!gradLogits ||
+              alignedTo(gradLogits->data, 4 * size_t(gradLogits->elementSize())));
+  auto go = [&](auto *x, auto *g) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    using G = std::remove_pointer_t<decltype(g)>;
+    launchKernel(crossEntropyKernel<T, G>, unsigned(rows), rowThreads(v), 0,
+                 stream, x, labels.data, labels.dtype == DType::I64,
+                 ignoreIndex, gradLogits ? rowValue.as<T>() : nullptr,
+                 gradLogits ? nullptr : rowValue.as<T>(), g, v, vec, slot);
+  };
+  // f32 logits may have an f16/bf16 gradient (checkCrossEntropy).
+  if (gradLogits && gradLogits->dtype == DType::BF16 &&
+      logits.dtype == DType::F32)
+    go(logits.as<float>(), gradLogits->as<BFloat16>());
+  else if (gradLogits && gradLogits->dtype == DType::F16 &&
+           logits.dtype == DType::F32)
+    go(logits.as<float>(), gradLogits->as<Half>());
+  else
+    dispatchFloat(logits.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      go(logits.as<T>(), gradLogits ? gradLogits->as<T>() : nullptr);
+    });
   return launched(name);
 }
 } // namespace

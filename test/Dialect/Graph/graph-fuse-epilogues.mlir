@@ -181,3 +181,31 @@ func.func @norm_grad_order(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %g: tensor<4x
   %sa2 = graph.add %a#0, %row : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %sb, %b#1, %sc, %n, %sa, %sa2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// The LM head's gradient: a bf16 cast that is the f32 cross-entropy
+// gradient's only use becomes the gradient's own type (the kernel rounds
+// on store); with another use of the f32 gradient, nothing changes.
+// CHECK-LABEL: func.func @narrow_cross_entropy_grad
+// CHECK-NOT: graph.cast
+// CHECK: %[[G:.*]] = graph.softmax_cross_entropy_grad %arg0, %arg1, %arg2 {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x10xbf16>
+// CHECK-NEXT: return %[[G]]
+// RT-LABEL: func.func @narrow_cross_entropy_grad
+// RT: rt.call "lamina::rt::softmaxCrossEntropyBackward"{{.*}} memref<4x10xbf16>
+func.func @narrow_cross_entropy_grad(%l: tensor<4x10xf32>, %t: tensor<4xi64>, %g: tensor<4xf32>) -> tensor<4x10xbf16> {
+  %0 = graph.softmax_cross_entropy_grad %l, %t, %g {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x10xf32>
+  %1 = graph.cast %0 : tensor<4x10xf32> to tensor<4x10xbf16>
+  return %1 : tensor<4x10xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cross_entropy_grad_kept
+// CHECK: graph.softmax_cross_entropy_grad {{.*}} -> tensor<4x10xf32>
+// CHECK: graph.cast
+func.func @cross_entropy_grad_kept(%l: tensor<4x10xf32>, %t: tensor<4xi64>, %g: tensor<4xf32>) -> (tensor<4x10xbf16>, tensor<4x10xf32>) {
+  %0 = graph.softmax_cross_entropy_grad %l, %t, %g {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x10xf32>
+  %1 = graph.cast %0 : tensor<4x10xf32> to tensor<4x10xbf16>
+  return %1, %0 : tensor<4x10xbf16>, tensor<4x10xf32>
+}

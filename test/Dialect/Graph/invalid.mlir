@@ -571,3 +571,11 @@ func.func @norm_result_type(%x: tensor<4x8xbf16>, %s: tensor<8xbf16>) {
   %0 = graph.layer_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xbf16>, tensor<8xbf16> -> tensor<4x8xf16>
   return
 }
+
+// -----
+// A cross-entropy gradient narrows only from f32.
+func.func @cross_entropy_grad_narrow(%a: tensor<2x5xbf16>, %t: tensor<2xi32>, %g: tensor<2xbf16>) {
+  // expected-error @+1 {{grad_logits 'tensor<2x5xf16>' must have the logits' shape and type 'tensor<2x5xbf16>' (or f16/bf16 for f32 logits)}}
+  %0 = graph.softmax_cross_entropy_grad %a, %t, %g {ignore_index = -100 : i64} : (tensor<2x5xbf16>, tensor<2xi32>, tensor<2xbf16>) -> tensor<2x5xf16>
+  return
+}

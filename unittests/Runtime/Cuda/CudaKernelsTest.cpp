@@ -411,6 +411,50 @@ TEST_F(CudaKernel, SoftmaxCrossEntropyMatchesReference) {
   EXPECT_ERROR(cu::deviceStatus(stream), "label 1000 at position 5");
 }
 
+TEST_F(CudaKernel, CrossEntropyOnePassMatchesHost) {
+  // The one-read maximum and sum (rescaled as the maximum grows) against
+  // the host's two passes: rows of 4-element loads and not (v = 1001),
+  // -inf logits (masked classes add nothing), a row whose maximum comes
+  // last, a NaN row and a +inf row (both NaN, as two passes give), and the
+  // gradient stored as f32, bf16 and f16 (f32 logits).
+  for (int64_t v : {1000, 1001}) {
+    int64_t rows = 8;
+    Buf logits = randomF32({rows, v}, -6, 6), labels(DType::I64, {rows});
+    float *x = logits.data<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      labels.data<int64_t>()[r] = (r * 131 + 7) % v;
+    for (int64_t i = 0; i < v; i += 3)
+      x[1 * v + i] = -INFINITY;
+    labels.data<int64_t>()[1] = 1; // not a masked class
+    for (int64_t i = 0; i < v; ++i)
+      x[2 * v + i] = float(i) * 0.05f; // increasing: rescaled at every step
+    x[4 * v + 17] = NAN;
+    x[5 * v + 3] = INFINITY;
+    Buf rowGrad = randomF32({rows}, 0.5f, 1);
+    Buf hl(DType::F32, {rows}), hg(DType::F32, {rows, v});
+    EXPECT_OK(softmaxCrossEntropy(logits.view(), labels.view(), -100,
+                                  hl.view()));
+    EXPECT_OK(softmaxCrossEntropyBackward(logits.view(), labels.view(),
+                                          rowGrad.view(), -100, hg.view()));
+    Dev dl(logits), dlab(labels), drow(rowGrad), dloss(DType::F32, {rows});
+    EXPECT_OK(cu::softmaxCrossEntropy(dl.view(), dlab.view(), -100,
+                                      dloss.view(), stream));
+    sync();
+    EXPECT_TRUE(allClose(dloss.download(), hl, 1e-5, 1e-6)) << "v " << v;
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      Buf want(t, {rows, v});
+      EXPECT_OK(cast(hg.view(), want.view()));
+      Dev dg(t, {rows, v});
+      EXPECT_OK(cu::softmaxCrossEntropyBackward(dl.view(), dlab.view(),
+                                                drow.view(), -100, dg.view(),
+                                                stream));
+      sync();
+      EXPECT_TRUE(allClose(dg.download(), want, relFor(t), 1e-7))
+          << "v " << v << " " << dtypeName(t);
+    }
+  }
+}
+
 TEST_F(CudaKernel, ReduceMatchesHost) {
   std::vector<int64_t> shape = {4, 5, 66};
   struct Case {

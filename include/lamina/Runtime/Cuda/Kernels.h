@@ -180,7 +180,10 @@ Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
                            int64_t ignoreIndex, const Tensor &loss,
                            cudaStream_t stream);
 /// Its gradient, the host's softmaxCrossEntropyBackward: gradLogits =
-/// (softmax(row) - onehot(label)) * gradLoss[row], 0 on ignored rows.
+/// (softmax(row) - onehot(label)) * gradLoss[row], 0 on ignored rows; in
+/// the logits' type, or f16/bf16 for f32 logits (rounded once on store).
+/// Both read a row once for its maximum and sum (rescaling the sum as the
+/// maximum grows), the gradient once more.
 Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLoss, int64_t ignoreIndex,
                                    const Tensor &gradLogits,

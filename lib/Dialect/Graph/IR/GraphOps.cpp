@@ -392,9 +392,16 @@ LogicalResult SoftmaxCrossEntropyOp::verify() {
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
-  return verifyCrossEntropy(*this, getLogits().getType(),
-                            getLabels().getType(), getGradLoss().getType(),
-                            "grad_loss");
+  RankedTensorType logits = getLogits().getType(),
+                   grad = getGradLogits().getType();
+  Type from = logits.getElementType(), to = grad.getElementType();
+  if (grad.getShape() != logits.getShape() ||
+      (to != from && !(from.isF32() && (to.isF16() || to.isBF16()))))
+    return emitOpError() << "grad_logits " << grad
+                         << " must have the logits' shape and type "
+                         << logits << " (or f16/bf16 for f32 logits)";
+  return verifyCrossEntropy(*this, logits, getLabels().getType(),
+                            getGradLoss().getType(), "grad_loss");
 }
 
 /// attention's operand and result types (graph.attention's description).

@@ -111,6 +111,20 @@ Value narrowOrigin(Value v, Type narrow) {
 bool narrowResult(CastOp c) {
   RankedTensorType to = c.getType();
   Type narrow = to.getElementType();
+  // The LM head's gradient: the cross-entropy gradient kernel stores it
+  // narrow (rounded once, as the cast rounds).
+  if (auto grad = c.getInput().getDefiningOp<SoftmaxCrossEntropyGradOp>();
+      grad && grad->hasOneUse() && (narrow.isF16() || narrow.isBF16()) &&
+      typeOf(c.getInput()).getElementType().isF32()) {
+    OpBuilder b(c);
+    auto narrowed = SoftmaxCrossEntropyGradOp::create(
+        b, grad.getLoc(), to, grad.getLogits(), grad.getLabels(),
+        grad.getGradLoss(), grad.getIgnoreIndexAttr());
+    c.getResult().replaceAllUsesWith(narrowed.getResult());
+    c.erase();
+    grad.erase();
+    return true;
+  }
   std::optional<Product> p = soleProduct(c.getInput(), c->getBlock());
   if (!p || !(narrow.isF16() || narrow.isBF16()) ||
       !typeOf(c.getInput()).getElementType().isF32() ||

@@ -433,11 +433,15 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy",
 }
 
 def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad",
-    [Pure, AllTypesMatch<["logits", "grad_logits"]>]> {
+    [Pure]> {
   let summary = "The gradient of graph.softmax_cross_entropy";
   let description = [{
     `grad_logits[..., i] = (softmax(logits[..., :])[i] - (i == label)) *
-    grad_loss[...]`, 0 on rows whose label is `ignore_index`.
+    grad_loss[...]`, 0 on rows whose label is `ignore_index`. It has the
+    logits' type, or for f32 logits may be f16/bf16: the f32 gradient
+    rounded once on store, what a cast of it gives (graph-fuse-epilogues
+    moves such a cast here, so that a mixed-precision LM head's gradient
+    is written once, narrow, instead of in f32 and again by the cast).
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
                        Graph_FloatTensor:$grad_loss, I64Attr:$ignore_index);

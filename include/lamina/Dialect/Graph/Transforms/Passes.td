@@ -191,6 +191,12 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
     norm's input) becomes that op's `addend`: the norm's gradient kernel
     adds it before storing (the same f32 sum).
 
+    A `graph.cast` to f16/bf16 that is the only use of an f32
+    `graph.softmax_cross_entropy_grad` becomes that gradient's own result
+    type: the kernel rounds once on store, as the cast would, and the f32
+    gradient of the logits (the largest tensor of a language model's step)
+    is neither written nor read back.
+
     Run it after `graph-autodiff` (no gradient rules) and
     `graph-fold-matmul-casts`, before `graph-fuse-elementwise`, as
     `lamina compile` does.
@@ -207,7 +213,8 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numAdds", "adds", "adds moved into a matmul's epilogue">,
     Statistic<"numNarrowed", "narrowed",
-              "narrowing casts moved into a matmul's result type">,
+              "narrowing casts moved into a matmul's or a cross-entropy "
+              "gradient's result type">,
     Statistic<"numNormGrads", "norm-grads",
               "gradient sums moved into a norm's gradient kernel">,
   ];
