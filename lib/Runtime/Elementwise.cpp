@@ -479,7 +479,8 @@ void fusedRun(const BroadcastPlan &p, const Tensor *inputs, int numInputs,
     return y;
   };
   // Rough per-element cost: transcendental steps dominate.
-  int64_t perBlock = std::max<int64_t>(1, kGrain / (2 * numSteps) / kFusedBlock);
+  int64_t perBlock =
+      std::max<int64_t>(1, kGrain / (2 * std::max(numSteps, 1)) / kFusedBlock);
   if (sum) {
     int64_t cols = sum->numElements(), rows = total / cols;
     float *out = sum->as<float>();
@@ -535,11 +536,14 @@ Status lamina::rt::detail::checkFused(const Tensor *inputs, int numInputs,
                            " is not f32 of the trailing dims of " +
                            describe(result));
   }
-  if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
-      numSteps > kMaxFusedSteps)
+  // No steps: the identity on one input, with a sum only.
+  bool identity = numSteps == 0 && sum && numInputs == 1;
+  if (numInputs < 1 || numInputs > kMaxFusedInputs ||
+      (numSteps < 1 && !identity) || numSteps > kMaxFusedSteps)
     return Status::error("fused_elementwise: needs 1.." +
                          std::to_string(kMaxFusedInputs) + " inputs and 1.." +
-                         std::to_string(kMaxFusedSteps) + " steps");
+                         std::to_string(kMaxFusedSteps) +
+                         " steps (0 with a sum and one input)");
   auto kernelFloat = [](DType t) {
     return t == DType::F32 || t == DType::F16 || t == DType::BF16;
   };

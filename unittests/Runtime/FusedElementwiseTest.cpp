@@ -322,6 +322,26 @@ TEST(RuntimeFused, SumIsTheReduceOfTheF32ChainAndTheResultItsCast) {
     }
 }
 
+TEST(RuntimeFused, NoStepsWithASumNarrowsAndSumsTheInput) {
+  // A norm's input gradient, read on by the residual path: its bias
+  // gradient and bf16 copy from one read.
+  Buf x = randomF32({300, 24}), got(DType::BF16, {300, 24}),
+      want(DType::BF16, {300, 24}), sum(DType::F32, {24}),
+      wantSum(DType::F32, {24});
+  Tensor ins[] = {x.view()}, sumView = sum.view();
+  EXPECT_OK(fusedElementwise(ins, 1, nullptr, 0, got.view(), &sumView));
+  int64_t axis = 0;
+  EXPECT_OK(reduce(ReduceOp::Sum, x.view(), &axis, 1, false, wantSum.view()));
+  EXPECT_OK(cast(x.view(), want.view()));
+  EXPECT_EQ(got.bytes, want.bytes);
+  EXPECT_EQ(sum.bytes, wantSum.bytes);
+  // Without a sum, or on two inputs, a chain needs a step.
+  EXPECT_ERROR(fusedElementwise(ins, 1, nullptr, 0, got.view()), "1..16 steps");
+  Tensor two[] = {x.view(), x.view()};
+  EXPECT_ERROR(fusedElementwise(two, 2, nullptr, 0, got.view(), &sumView),
+               "1..16 steps");
+}
+
 TEST(RuntimeFused, RejectsASumThatIsNotOverTheLeadingDims) {
   Buf a = randomF32({4, 8}), r(DType::BF16, {4, 8});
   Tensor ins[] = {a.view()};

@@ -95,10 +95,16 @@ LogicalResult FunctionBufferizer::assignClasses() {
   Operation *terminator = body.getTerminator();
   for (Value v : terminator->getOperands())
     lastUse[v] = end;
-  for (Operation *op : ops) {
+  // Last op first, so that a transpose read only by matmuls and by
+  // transposes that fold folds too (the tied LM head: its transposed bf16
+  // weight, and the transpose of that for the input gradient's matmul).
+  for (Operation *op : llvm::reverse(ops)) {
     auto t = dyn_cast<graph::TransposeOp>(op);
     if (!t || !isLastTwoDimsSwap(t.getPerm()) || t->use_empty() ||
-        !llvm::all_of(t->getUses(), isMatMulOperand))
+        !llvm::all_of(t->getUses(), [&](OpOperand &use) {
+          return isMatMulOperand(use) ||
+                 foldedTransposes.contains(use.getOwner());
+        }))
       continue;
     foldedTransposes.insert(op);
     // The input is read where the transposed value would have been.
@@ -240,9 +246,15 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
     }
     if (viewReshapes.count(op))
       continue; // an aliasing view: nothing to compute
+    // Whether a matmul reads `v` transposed: an odd number of folded
+    // transposes between it and the buffer it reads.
     auto folded = [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && foldedTransposes.count(def);
+      bool odd = false;
+      for (Operation *def = v.getDefiningOp();
+           def && foldedTransposes.count(def);
+           def = def->getOperand(0).getDefiningOp())
+        odd = !odd;
+      return odd;
     };
     std::optional<KernelCall> call =
         isa<graph::MatMulOp, graph::FusedMatMulOp>(op)

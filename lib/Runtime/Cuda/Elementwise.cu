@@ -190,9 +190,11 @@ __device__ __forceinline__ void fusedCompute(const FusedArgs &args, I i0,
                           i0, m, v[k]);
     }
   }
+  // Input 0 when there are no steps (the identity with a sum); step 0
+  // never reads `last` otherwise.
 #pragma unroll
   for (int e = 0; e < kFusedWidth; ++e)
-    last[e] = 0.f;
+    last[e] = v[0][e];
   for (int s = 0; s < args.numSteps; ++s) {
     const FusedStep &st = args.steps[s];
     float out[kFusedWidth];

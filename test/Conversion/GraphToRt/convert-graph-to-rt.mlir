@@ -51,6 +51,27 @@ func.func @tied_head(%h: tensor<2x8xf32> {graph.name = "h", graph.kind = "input"
 
 // -----
 
+// A transpose read by a matmul and by a transpose that folds (the tied
+// head's weight and the input gradient's matmul, which reads it transposed
+// back) folds too: the second matmul reads the weight as it is stored.
+// CHECK-LABEL: func.func @tied_head_backward
+// CHECK-SAME: %[[H:[^:]*]]: memref<2x8xf32>{{.*}}%[[E:[^:]*]]: memref<16x8xf32>{{.*}}%[[D:[^:]*]]: memref<2x16xf32>
+// CHECK-NOT: lamina::rt::transpose
+// CHECK: rt.call "lamina::rt::matmul"(%[[H]], %[[E]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, false, true]
+// CHECK: rt.call "lamina::rt::matmul"(%[[D]], %[[E]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, false, false]
+func.func @tied_head_backward(%h: tensor<2x8xf32> {graph.name = "h", graph.kind = "input"},
+                              %e: tensor<16x8xf32> {graph.name = "wte", graph.kind = "trainable"},
+                              %d: tensor<2x16xf32> {graph.name = "d", graph.kind = "input"})
+    -> (tensor<2x16xf32>, tensor<2x8xf32>) {
+  %t = graph.transpose %e {perm = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
+  %0 = graph.matmul %h, %t : (tensor<2x8xf32>, tensor<8x16xf32>) -> tensor<2x16xf32>
+  %tt = graph.transpose %t {perm = array<i64: 1, 0>} : tensor<8x16xf32> -> tensor<16x8xf32>
+  %1 = graph.matmul %d, %tt : (tensor<2x16xf32>, tensor<16x8xf32>) -> tensor<2x8xf32>
+  return %0, %1 : tensor<2x16xf32>, tensor<2x8xf32>
+}
+
+// -----
+
 // A transpose with another user is computed as usual.
 // CHECK-LABEL: func.func @transpose_kept
 // CHECK: rt.call "lamina::rt::transpose"

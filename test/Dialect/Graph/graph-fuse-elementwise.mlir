@@ -291,12 +291,30 @@ func.func @bias_grad_single(%x: tensor<4x2x8xf32>) -> (tensor<4x2x8xf16>, tensor
 
 // -----
 
+// A value the residual path reads on (a norm's input gradient): the sum
+// and the cast come from one op with no steps, reading it once; the value
+// stays.
+// CHECK-LABEL: func.func @bias_grad_shared
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[T:.*]] = graph.tanh %[[X]]
+// CHECK-NEXT: %[[R:.*]], %[[S:.*]] = graph.fused_elementwise %[[T]] {lhs = array<i64>, ops = [], rhs = array<i64>} : (tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>)
+// CHECK-NEXT: return %[[S]], %[[R]], %[[T]]
+func.func @bias_grad_shared(%x: tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %0 = graph.tanh %x : tensor<4x8xf32>
+  %1 = graph.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : tensor<4x8xf32> -> tensor<8xf32>
+  %2 = graph.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %1, %2, %0 : tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// -----
+
 // Not a bias gradient: a sum over a trailing dim, a sum that keeps its
-// dims, a third user, a single total. Each stays as it is.
+// dims, a single total, a sum without a narrowing cast. Each stays as it
+// is.
 // CHECK-LABEL: func.func @not_bias_grads
 // CHECK-COUNT-4: graph.reduce_sum
 // CHECK-NOT: -> (tensor
-func.func @not_bias_grads(%x: tensor<4x8xf32>, %y: tensor<4x1xf32>) -> (tensor<4xf32>, tensor<4x8xbf16>, tensor<1x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<1xf32>, tensor<4x1xbf16>) {
+func.func @not_bias_grads(%x: tensor<4x8xf32>, %y: tensor<4x1xf32>) -> (tensor<4xf32>, tensor<4x8xbf16>, tensor<1x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xf32>, tensor<1xf32>, tensor<4x1xbf16>) {
   %0 = graph.exp %x : tensor<4x8xf32>
   %1 = graph.reduce_sum %0 {axes = array<i64: 1>, keepdims = false} : tensor<4x8xf32> -> tensor<4xf32>
   %2 = graph.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
@@ -305,9 +323,8 @@ func.func @not_bias_grads(%x: tensor<4x8xf32>, %y: tensor<4x1xf32>) -> (tensor<4
   %5 = graph.cast %3 : tensor<4x8xf32> to tensor<4x8xbf16>
   %6 = graph.tanh %x : tensor<4x8xf32>
   %7 = graph.reduce_sum %6 {axes = array<i64: 0>, keepdims = false} : tensor<4x8xf32> -> tensor<8xf32>
-  %8 = graph.cast %6 : tensor<4x8xf32> to tensor<4x8xbf16>
   %9 = graph.sqrt %y : tensor<4x1xf32>
   %10 = graph.reduce_sum %9 {axes = array<i64: 0>, keepdims = false} : tensor<4x1xf32> -> tensor<1xf32>
   %11 = graph.cast %9 : tensor<4x1xf32> to tensor<4x1xbf16>
-  return %1, %2, %4, %5, %7, %8, %6, %10, %11 : tensor<4xf32>, tensor<4x8xbf16>, tensor<1x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<1xf32>, tensor<4x1xbf16>
+  return %1, %2, %4, %5, %7, %6, %10, %11 : tensor<4xf32>, tensor<4x8xbf16>, tensor<1x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xf32>, tensor<1xf32>, tensor<4x1xbf16>
 }

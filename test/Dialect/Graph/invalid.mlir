@@ -303,7 +303,7 @@ func.func @fused_inputs(%a: tensor<4xf32>) {
 // -----
 // At least one step.
 func.func @fused_steps(%a: tensor<4xf32>) {
-  // expected-error @+1 {{needs 1 to 16 steps, got 0}}
+  // expected-error @+1 {{needs 1 to 16 steps (0 with a sum and one input), got 0}}
   %0 = graph.fused_elementwise %a {ops = [], lhs = array<i64>, rhs = array<i64>} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -577,5 +577,13 @@ func.func @norm_result_type(%x: tensor<4x8xbf16>, %s: tensor<8xbf16>) {
 func.func @cross_entropy_grad_narrow(%a: tensor<2x5xbf16>, %t: tensor<2xi32>, %g: tensor<2xbf16>) {
   // expected-error @+1 {{grad_logits 'tensor<2x5xf16>' must have the logits' shape and type 'tensor<2x5xbf16>' (or f16/bf16 for f32 logits)}}
   %0 = graph.softmax_cross_entropy_grad %a, %t, %g {ignore_index = -100 : i64} : (tensor<2x5xbf16>, tensor<2xi32>, tensor<2xbf16>) -> tensor<2x5xf16>
+  return
+}
+
+// -----
+// No steps only with a sum, on one input.
+func.func @fused_identity_two_inputs(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{needs 1 to 16 steps (0 with a sum and one input), got 0}}
+  %0, %1 = graph.fused_elementwise %a, %a {ops = [], lhs = array<i64>, rhs = array<i64>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>)
   return
 }

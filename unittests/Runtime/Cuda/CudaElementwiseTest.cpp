@@ -353,6 +353,26 @@ TEST_F(CudaKernel, FusedSumIsTheDeviceReduceOfTheChain) {
     }
 }
 
+TEST_F(CudaKernel, FusedSumWithoutStepsIsReduceAndCast) {
+  // The identity chain (a norm's input gradient): the device's reduce and
+  // cast bits, rows in chunks or not.
+  for (int64_t rows : {40, 1500}) {
+    Buf x = randomF32({rows, 36});
+    Dev dx(x), got(DType::BF16, {rows, 36}), sum(DType::F32, {36}),
+        want(DType::BF16, {rows, 36}), wantSum(DType::F32, {36});
+    Tensor ins[] = {dx.view()}, sumView = sum.view();
+    EXPECT_OK(cu::fusedElementwise(ins, 1, nullptr, 0, got.view(), &sumView,
+                                   stream));
+    int64_t axis = 0;
+    EXPECT_OK(cu::reduce(ReduceOp::Sum, dx.view(), &axis, 1, false,
+                         wantSum.view(), stream));
+    EXPECT_OK(cu::cast(dx.view(), want.view(), stream));
+    sync();
+    EXPECT_TRUE(sameBytes(got.download(), want.download())) << rows;
+    EXPECT_TRUE(sameBytes(sum.download(), wantSum.download())) << rows;
+  }
+}
+
 TEST_F(CudaKernel, CastPacksMatchHost) {
   // Float pairs cast W elements per thread through vector loads; a length
   // that is no multiple of W has a tail, misaligned pointers fall back.

@@ -562,8 +562,11 @@ LogicalResult FusedElementwiseOp::verify() {
   int64_t steps = int64_t(getOps().size());
   if (n < 1 || n > kMaxInputs)
     return emitOpError() << "needs 1 to " << kMaxInputs << " inputs, got " << n;
-  if (steps < 1 || steps > kMaxSteps)
-    return emitOpError() << "needs 1 to " << kMaxSteps << " steps, got "
+  // No steps: the identity on one input, only worth a kernel with a sum.
+  bool identity = steps == 0 && getSum() && n == 1;
+  if ((steps < 1 && !identity) || steps > kMaxSteps)
+    return emitOpError() << "needs 1 to " << kMaxSteps
+                         << " steps (0 with a sum and one input), got "
                          << steps;
   if (int64_t(getLhs().size()) != steps || int64_t(getRhs().size()) != steps)
     return emitOpError("needs one lhs and one rhs register per step");

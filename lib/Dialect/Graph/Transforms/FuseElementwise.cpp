@@ -119,85 +119,89 @@ struct GraphFuseElementwise
       }
   }
 
-  /// A chain (a fused group or one step op) whose f32 result is used by
-  /// exactly a sum over its leading dims (a bias gradient) and a narrowing
-  /// cast (the operand of that bias's matmuls) becomes one
-  /// fused_elementwise with both results: the f32 tensor is never stored.
+  /// An f32 value used by a sum over its leading dims (a bias gradient)
+  /// and a narrowing cast (the operand of that bias's matmuls) gets both
+  /// from one fused_elementwise with two results. When nothing else reads
+  /// the value and a chain (a fused group or one step op) makes it, the
+  /// chain joins and the f32 tensor is never stored; otherwise (a norm's
+  /// input gradient, read on by the residual path) the op has no steps and
+  /// reads the value once instead of twice.
   void fuseSums(Block &block) {
-    SmallVector<Operation *> chains;
-    for (Operation &op : block)
-      if (isa<FusedElementwiseOp>(op) || isFusable(&op))
-        chains.push_back(&op);
-    for (Operation *chain : chains) {
-      ReduceSumOp sum;
-      CastOp cast;
-      if (!matchSumAndCast(chain, sum, cast))
+    SmallVector<ReduceSumOp> sums(block.getOps<ReduceSumOp>());
+    for (ReduceSumOp sum : sums) {
+      Value x = sum.getInput();
+      CastOp narrow;
+      if (!isLeadingSum(sum) || !(narrow = narrowingUser(x)))
         continue;
-      SmallVector<Value> inputs;
+      Operation *chain = x.getDefiningOp();
+      auto f = dyn_cast_or_null<FusedElementwiseOp>(chain);
+      bool join = chain && ((f && !f.getSum()) || isFusable(chain)) &&
+                  std::distance(x.use_begin(), x.use_end()) == 2;
+      SmallVector<Value> inputs{x};
       SmallVector<Attribute> names;
       SmallVector<int64_t> lhs, rhs;
-      OpBuilder b(chain);
-      if (auto f = dyn_cast<FusedElementwiseOp>(chain)) {
+      Operation *at = sum->isBeforeInBlock(narrow) ? sum.getOperation()
+                                                   : narrow.getOperation();
+      SmallVector<Location> locs{sum.getLoc(), narrow.getLoc()};
+      if (join && f) {
         inputs.assign(f.getInputs().begin(), f.getInputs().end());
         names.assign(f.getOps().begin(), f.getOps().end());
         llvm::append_range(lhs, f.getLhs());
         llvm::append_range(rhs, f.getRhs());
-      } else { // one step on the op's distinct operands
+      } else if (join) { // one step on the op's distinct operands
         llvm::SetVector<Value> distinct(chain->operand_begin(),
                                         chain->operand_end());
         inputs.assign(distinct.begin(), distinct.end());
         auto reg = [&](Value v) {
           return int64_t(llvm::find(distinct, v) - distinct.begin());
         };
-        names.push_back(b.getStringAttr(stepName(chain)));
+        names.push_back(StringAttr::get(chain->getContext(), stepName(chain)));
         lhs.push_back(reg(chain->getOperand(0)));
         rhs.push_back(chain->getNumOperands() == 2 ? reg(chain->getOperand(1))
                                                    : -1);
       }
+      if (join) {
+        at = chain;
+        locs.insert(locs.begin(), chain->getLoc());
+      }
+      OpBuilder b(at);
       auto merged = FusedElementwiseOp::create(
-          b,
-          FusedLoc::get(chain->getContext(),
-                        {chain->getLoc(), sum.getLoc(), cast.getLoc()}),
-          cast.getResult().getType(), sum.getResult().getType(), inputs,
-          b.getArrayAttr(names), b.getDenseI64ArrayAttr(lhs),
-          b.getDenseI64ArrayAttr(rhs));
-      cast.getResult().replaceAllUsesWith(merged.getResult());
+          b, FusedLoc::get(x.getContext(), locs), narrow.getResult().getType(),
+          sum.getResult().getType(), inputs, b.getArrayAttr(names),
+          b.getDenseI64ArrayAttr(lhs), b.getDenseI64ArrayAttr(rhs));
+      narrow.getResult().replaceAllUsesWith(merged.getResult());
       sum.getResult().replaceAllUsesWith(merged.getSum());
-      cast.erase();
+      narrow.erase();
       sum.erase();
-      chain->erase();
+      if (join)
+        chain->erase();
       ++numSums;
     }
   }
 
-  static bool matchSumAndCast(Operation *chain, ReduceSumOp &sum,
-                              CastOp &narrow) {
-    if (auto f = dyn_cast<FusedElementwiseOp>(chain); f && f.getSum())
-      return false;
-    Value x = chain->getResult(0);
-    auto type = cast<RankedTensorType>(x.getType());
-    if (!type.getElementType().isF32() ||
-        std::distance(x.use_begin(), x.use_end()) != 2)
-      return false;
-    for (Operation *user : x.getUsers()) {
-      if (auto r = dyn_cast<ReduceSumOp>(user))
-        sum = r;
-      else if (isNarrowingCast(user))
-        narrow = cast<CastOp>(user);
-    }
-    if (!sum || !narrow || sum.getKeepdims() ||
-        !elementOf(sum.getResult()).isF32())
-      return false;
-    // The leading dims, at least one, not all; more than one column (a
-    // single total is the reductions' other kernel, with its own order).
+  /// keepdims false over the leading dims (at least one, not all) of an f32
+  /// value, to more than one column (a single total is the reductions'
+  /// other kernel, with its own order).
+  static bool isLeadingSum(ReduceSumOp sum) {
+    auto type = cast<RankedTensorType>(sum.getInput().getType());
     ArrayRef<int64_t> axes = sum.getAxes();
-    if (axes.empty() || int64_t(axes.size()) >= type.getRank() ||
+    if (!type.getElementType().isF32() || sum.getKeepdims() ||
+        !elementOf(sum.getResult()).isF32() || axes.empty() ||
+        int64_t(axes.size()) >= type.getRank() ||
         cast<RankedTensorType>(sum.getType()).getNumElements() < 2)
       return false;
     for (auto [i, a] : llvm::enumerate(axes))
       if (a != int64_t(i))
         return false;
     return true;
+  }
+
+  /// The first f32 -> f16/bf16 cast of `x`, or null.
+  static CastOp narrowingUser(Value x) {
+    for (Operation *user : x.getUsers())
+      if (isNarrowingCast(user))
+        return cast<CastOp>(user);
+    return CastOp();
   }
 
   void fuseBlock(Block &block) {

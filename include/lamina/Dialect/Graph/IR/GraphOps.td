@@ -203,7 +203,8 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
     the f32 chain over those axes gives, in the same pass. A bias gradient
     and the narrowed operand of its matmuls then cost one read of the
     chain's inputs, not an f32 tensor written and read twice
-    (`graph-fuse-elementwise` makes it).
+    (`graph-fuse-elementwise` makes it). With a sum, the chain may have no
+    steps and one input: the input itself, narrowed and summed in one read.
 
     ```mlir
     %r, %db = graph.fused_elementwise %d, %y {ops = ["mul"],

@@ -247,13 +247,16 @@ def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
     `graph-autocast`), right before `convert-graph-to-rt`: the fused op has
     no gradient rule. `lamina compile` does, for every target and mode.
 
-    Then a chain (a group, or a single step op) whose f32 result is used
-    by exactly a `graph.reduce_sum` over its leading dims (keepdims false)
-    and a narrowing cast -- the bias gradient and the bf16 operand of that
-    bias's matmuls in a mixed-precision backward pass -- becomes one
-    `graph.fused_elementwise` with both results (the cast's type, and the
-    sum). The sum is that of the unrounded f32 values, so nothing changes
-    but the f32 tensor that is no longer written and read twice.
+    Then an f32 value read by a `graph.reduce_sum` over its leading dims
+    (keepdims false) and by a narrowing cast -- the bias gradient and the
+    bf16 operand of that bias's matmuls in a mixed-precision backward pass
+    -- gets both from one `graph.fused_elementwise` with two results (the
+    cast's type, and the sum). When the value has no other use and a chain
+    (a group, or a single step op) computes it, the chain joins and the
+    f32 tensor is never stored; otherwise (a norm's input gradient, which
+    the residual path reads on) the op has no steps and reads the value
+    once instead of twice. The sum is that of the unrounded f32 values, so
+    nothing changes but the traffic.
 
     ```mlir
     %0 = graph.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
