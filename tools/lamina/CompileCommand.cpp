@@ -740,6 +740,9 @@ int runCompile() {
   // Bias and residual adds into the GEMM's epilogue (and gradient sums
   // into the norms' backward), before elementwise fusion would take them.
   toRt.addPass(graph::createGraphFuseEpilogues());
+  // cuDNN reads q, k and v from the fused projection at a row stride.
+  if (cuda)
+    toRt.addPass(graph::createGraphPackAttention());
   toRt.addPass(graph::createGraphFuseElementwise());
   toRt.addPass(createConvertGraphToRt());
   if (failed(toRt.run(*module)))

@@ -264,6 +264,20 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                        c.flag(o.getCausal()), c.layout(o.getSeqMajor()),
                        c.out(0), c.out(1), c.out(2)});
       })
+      // Made for the CUDA target only (graph-pack-attention): no host twin.
+      .Case([&](PackedAttentionOp o) {
+        return c.call("packedAttention",
+                      {c.in(0), c.i64(o.getHeads()), c.i64(o.getKvHeads()),
+                       c.f64(o.getScaleAttr().getValueAsDouble()),
+                       c.flag(o.getCausal()), c.out(0), c.out(1)});
+      })
+      .Case([&](PackedAttentionGradOp o) {
+        return c.call("packedAttentionBackward",
+                      {c.in(0), c.in(1), c.in(2), c.in(3),
+                       c.i64(o.getHeads()), c.i64(o.getKvHeads()),
+                       c.f64(o.getScaleAttr().getValueAsDouble()),
+                       c.flag(o.getCausal()), c.out(0)});
+      })
       .Case([&](SoftmaxCrossEntropyOp o) {
         return c.call("softmaxCrossEntropy",
                       {c.in(0), c.in(1), c.i64(o.getIgnoreIndex()), c.out()});

@@ -431,9 +431,11 @@ cudnn_attention::Call cudnnCall(DType t, const Args &a) {
 }
 
 /// cuDNN's fused attention, when it takes the call: true with its Status.
+/// qkvStride: q, k, v (and their gradients) packed in one tensor's rows.
 bool viaCudnn(DType t, const Args &a, bool backward, cudaStream_t stream,
-              Status &result) {
+              Status &result, int64_t qkvStride = 0) {
   cudnn_attention::Call c = cudnnCall(t, a);
+  c.qkvStride = qkvStride;
   if (a.B * a.H * a.Sq == 0 || a.Sk == 0 ||
       !cudnn_attention::eligible(c, a.bias.p != nullptr, a.Dv))
     return false;
@@ -595,4 +597,182 @@ Status lamina::rt::cuda::attentionBackward(
   case DType::BF16: return backwardTyped<BFloat16>(a, fast, d, stream);
   default: return backwardTyped<float>(a, fast, d, stream);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Packed q/k/v (graph.packed_attention)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// q [B, S, H, D], k and v [B, S, Hk, D] as views of columns 0, H D and
+/// (H + Hk) D of a packed tensor's rows ([B, S, W], W = (H + 2 Hk) D). Not
+/// contiguous: only cuDNN (given the row stride) reads them in place.
+struct Packed {
+  int64_t B = 0, S = 0, H = 0, Hk = 0, D = 0, W = 0;
+  int64_t qShape[4] = {}, kShape[4] = {};
+  Tensor q, k, v;
+  Packed(const Packed &) = delete; // the views point at the shapes above
+  Packed() = default;
+};
+
+Status unpack(const char *name, const Tensor &t, int64_t heads,
+              int64_t kvHeads, Packed &p) {
+  if (t.rank != 3 || heads < 1 || kvHeads < 1 || heads % kvHeads != 0 ||
+      t.shape[2] % (heads + 2 * kvHeads) != 0)
+    return Status::error(std::string(name) + ": " + describe(t) +
+                         " is not [B, S, (" + std::to_string(heads) +
+                         " + 2 x " + std::to_string(kvHeads) + ") D]");
+  p.B = t.shape[0];
+  p.S = t.shape[1];
+  p.W = t.shape[2];
+  p.H = heads;
+  p.Hk = kvHeads;
+  p.D = p.W / (heads + 2 * kvHeads);
+  int64_t q[4] = {p.B, p.S, p.H, p.D}, k[4] = {p.B, p.S, p.Hk, p.D};
+  std::copy(q, q + 4, p.qShape);
+  std::copy(k, k + 4, p.kShape);
+  char *base = static_cast<char *>(t.data);
+  size_t es = size_t(t.elementSize());
+  p.q = Tensor{base, t.dtype, 4, p.qShape};
+  p.k = Tensor{base + size_t(p.H * p.D) * es, t.dtype, 4, p.kShape};
+  p.v = Tensor{base + size_t((p.H + p.Hk) * p.D) * es, t.dtype, 4, p.kShape};
+  return Status::success();
+}
+
+/// cuDNN on the packed views (the forward, or with gradOut and the packed
+/// gradient g the backward) at a row stride of W, when it takes the call:
+/// true with its Status (an argument error included).
+bool packedViaCudnn(const char *name, const Packed &p, const Tensor &out,
+                    const Tensor &lse, const Tensor *gradOut, const Packed *g,
+                    double scale, bool causal, cudaStream_t stream,
+                    Status &result) {
+#ifdef LAMINA_HAVE_CUDNN
+  Args a;
+  if (Status s = prepare(name, p.q, p.k, p.v, nullptr, out, lse, gradOut,
+                         g ? &g->q : nullptr, g ? &g->k : nullptr,
+                         g ? &g->v : nullptr, scale, causal,
+                         AttentionLayout::SeqMajor, a);
+      !s.ok()) {
+    result = s;
+    return true;
+  }
+  return a.B * a.H * a.Sq > 0 &&
+         viaCudnn(p.q.dtype, a, g != nullptr, stream, result, p.W);
+#else
+  (void)name, (void)p, (void)out, (void)lse, (void)gradOut, (void)g,
+      (void)scale, (void)causal, (void)stream, (void)result;
+  return false;
+#endif
+}
+
+/// Contiguous copies of packed views (or room for them): the kernels' q,
+/// k, v or dq, dk, dv.
+struct Dense {
+  Scratch q, k, v;
+  Tensor tq, tk, tv;
+  explicit Dense(cudaStream_t s) : q(s), k(s), v(s) {}
+};
+
+/// Copies each row's `width` bytes between a packed view and its dense
+/// twin, `rows` rows, in stream order.
+Status copyRows(const char *name, void *dst, size_t dpitch, const void *src,
+                size_t spitch, size_t width, int64_t rows,
+                cudaStream_t stream) {
+  if (rows == 0 || width == 0)
+    return Status::success();
+  return cudaCheck(name, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width,
+                                           size_t(rows),
+                                           cudaMemcpyDeviceToDevice, stream));
+}
+
+/// Room for dense q, k, v; with `copy`, filled from the packed views.
+Status densify(const char *name, const Packed &p, bool copy, Dense &d,
+               cudaStream_t stream) {
+  size_t es = size_t(p.q.elementSize()), rowBytes = size_t(p.W) * es;
+  int64_t rows = p.B * p.S;
+  struct Part {
+    Scratch &room;
+    Tensor &view;
+    const Tensor &packed;
+    int64_t heads;
+  } parts[] = {{d.q, d.tq, p.q, p.H}, {d.k, d.tk, p.k, p.Hk},
+               {d.v, d.tv, p.v, p.Hk}};
+  for (Part &part : parts) {
+    size_t width = size_t(part.heads * p.D) * es;
+    if (Status s = cudaCheck(name, cudaMallocAsync(
+                                       &part.room.ptr,
+                                       std::max<size_t>(16, width * size_t(rows)),
+                                       stream));
+        !s.ok())
+      return s;
+    part.view = Tensor{part.room.ptr, part.packed.dtype, 4, part.packed.shape};
+    if (copy)
+      if (Status s = copyRows(name, part.room.ptr, width, part.packed.data,
+                              rowBytes, width, rows, stream);
+          !s.ok())
+        return s;
+  }
+  return Status::success();
+}
+} // namespace
+
+Status lamina::rt::cuda::packedAttention(const Tensor &qkv, int64_t heads,
+                                         int64_t kvHeads, double scale,
+                                         bool causal, const Tensor &out,
+                                         const Tensor &lse,
+                                         cudaStream_t stream) {
+  const char *name = "packed_attention";
+  Packed p;
+  if (Status s = unpack(name, qkv, heads, kvHeads, p); !s.ok())
+    return s;
+  if (Status s; packedViaCudnn(name, p, out, lse, nullptr, nullptr, scale,
+                               causal, stream, s))
+    return s;
+  // The kernels read dense tensors: the slices, copied out.
+  Dense d(stream);
+  if (Status s = densify(name, p, true, d, stream); !s.ok())
+    return s;
+  return attention(d.tq, d.tk, d.tv, nullptr, scale, causal, out, lse,
+                   AttentionLayout::SeqMajor, stream);
+}
+
+Status lamina::rt::cuda::packedAttentionBackward(
+    const Tensor &qkv, const Tensor &out, const Tensor &lse,
+    const Tensor &gradOut, int64_t heads, int64_t kvHeads, double scale,
+    bool causal, const Tensor &gradQkv, cudaStream_t stream) {
+  const char *name = "packed_attention_grad";
+  if (gradQkv.dtype != qkv.dtype || !sameShape(gradQkv, qkv))
+    return Status::error(std::string(name) + ": gradient " +
+                         describe(gradQkv) + " is not shaped as " +
+                         describe(qkv));
+  Packed p, g;
+  if (Status s = unpack(name, qkv, heads, kvHeads, p); !s.ok())
+    return s;
+  if (Status s = unpack(name, gradQkv, heads, kvHeads, g); !s.ok())
+    return s;
+  if (Status s; packedViaCudnn(name, p, out, lse, &gradOut, &g, scale,
+                               causal, stream, s))
+    return s;
+  Dense in(stream), grads(stream);
+  if (Status s = densify(name, p, true, in, stream); !s.ok())
+    return s;
+  if (Status s = densify(name, g, false, grads, stream); !s.ok())
+    return s;
+  if (Status s = attentionBackward(in.tq, in.tk, in.tv, nullptr, out, lse,
+                                   gradOut, scale, causal, grads.tq, grads.tk,
+                                   grads.tv, AttentionLayout::SeqMajor, stream);
+      !s.ok())
+    return s;
+  // The gradients into their columns of gradQkv's rows.
+  size_t es = size_t(qkv.elementSize()), rowBytes = size_t(g.W) * es;
+  for (auto [dense, packed] : {std::pair(&grads.tq, &g.q),
+                               std::pair(&grads.tk, &g.k),
+                               std::pair(&grads.tv, &g.v)}) {
+    size_t width = size_t(packed->shape[2] * g.D) * es;
+    if (Status s = copyRows(name, packed->data, rowBytes, dense->data, width,
+                            width, g.B * g.S, stream);
+        !s.ok())
+      return s;
+  }
+  return Status::success();
 }

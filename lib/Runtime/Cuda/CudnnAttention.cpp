@@ -15,7 +15,9 @@
 //   It is asked for its deterministic algorithm, so a run repeats bit for
 //   bit as with the kernels.
 // * Layouts are strides: head-major [B, heads, S, D] or seq-major [B, S,
-//   heads, D] (the projections' own layout) without a copy.
+//   heads, D] (the projections' own layout) without a copy, and q, k, v
+//   (and their gradients) may be packed in one fused projection's token
+//   rows (Call::qkvStride: graph.packed_attention).
 //
 // cuDNN is loaded at run time (the frontend's dynamic loading: dlopen of
 // libcudnn.so.9 on first use), so programs link no cuDNN and run where it
@@ -63,7 +65,7 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 using Key = std::tuple<int /*device*/, bool /*backward*/, DType, int64_t,
                        int64_t, int64_t, int64_t, int64_t, int64_t,
                        uint32_t /*scale bits*/, bool /*causal*/,
-                       bool /*seqMajor*/>;
+                       bool /*seqMajor*/, int64_t /*qkvStride*/>;
 
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph; // null: cuDNN has none
@@ -122,7 +124,15 @@ std::shared_ptr<fe::graph::Graph> build(const Call &c, bool backward,
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   std::vector<int64_t> qDims{c.B, c.H, c.Sq, c.D}, kDims{c.B, c.Hk, c.Sk, c.D};
-  auto qStr = strides(c, c.H, c.Sq), kStr = strides(c, c.Hk, c.Sk);
+  // out and dO in their own layout; q, k, v and their gradients packed in
+  // one tensor's token rows when qkvStride is set.
+  auto oStr = strides(c, c.H, c.Sq);
+  auto qStr = c.qkvStride ? std::vector<int64_t>{c.Sq * c.qkvStride, c.D,
+                                                 c.qkvStride, 1}
+                          : oStr;
+  auto kStr = c.qkvStride ? std::vector<int64_t>{c.Sk * c.qkvStride, c.D,
+                                                 c.qkvStride, 1}
+                          : strides(c, c.Hk, c.Sk);
   auto q = tensor(*g, "Q", kQ, qDims, qStr);
   auto k = tensor(*g, "K", kK, kDims, kStr);
   auto v = tensor(*g, "V", kV, kDims, kStr);
@@ -136,15 +146,15 @@ std::shared_ptr<fe::graph::Graph> build(const Call &c, bool backward,
     if (c.causal)
       opts.set_causal_mask(true);
     auto [o, stats] = g->sdpa(q, k, v, opts);
-    o->set_output(true).set_uid(kO).set_dim(qDims).set_stride(qStr);
+    o->set_output(true).set_uid(kO).set_dim(qDims).set_stride(oStr);
     stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
         .set_dim(statDims)
         .set_stride(statStr);
   } else {
-    auto o = tensor(*g, "O", kO, qDims, qStr);
-    auto dO = tensor(*g, "dO", kDO, qDims, qStr);
+    auto o = tensor(*g, "O", kO, qDims, oStr);
+    auto dO = tensor(*g, "dO", kDO, qDims, oStr);
     auto stats = g->tensor(fe::graph::Tensor_attributes()
                                .set_name("Stats")
                                .set_uid(kStats)
@@ -185,7 +195,7 @@ bool planFor(const Call &c, bool backward, cudnnHandle_t &handle, Plan &plan,
   uint32_t scaleBits;
   std::memcpy(&scaleBits, &c.scale, 4);
   Key key{dev, backward, c.dtype, c.B, c.H, c.Hk, c.Sq, c.Sk, c.D,
-          scaleBits, c.causal, c.seqMajor};
+          scaleBits, c.causal, c.seqMajor, c.qkvStride};
   std::lock_guard<std::mutex> lock(cacheMutex);
   auto h = handles.find(dev);
   if (h == handles.end()) {

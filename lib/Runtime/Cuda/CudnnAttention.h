@@ -33,6 +33,9 @@ struct Call {
   int64_t B, H, Hk, Sq, Sk, D;
   float scale;
   bool causal, seqMajor;
+  /// Nonzero: q, k, v (and dq, dk, dv) are views into one seq-major packed
+  /// tensor whose tokens are this many elements apart (out and dO are not).
+  int64_t qkvStride = 0;
 };
 
 /// Whether cuDNN may take the call at all: f16/bf16, no bias, D == Dv a

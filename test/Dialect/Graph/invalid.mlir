@@ -587,3 +587,18 @@ func.func @fused_identity_two_inputs(%a: tensor<4x8xf32>) {
   %0, %1 = graph.fused_elementwise %a, %a {ops = [], lhs = array<i64>, rhs = array<i64>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>)
   return
 }
+
+// -----
+// A packed q/k/v is [B, S, (H + 2 Hk) D].
+func.func @packed_attention_width(%x: tensor<2x5x60xbf16>) {
+  // expected-error @+1 {{qkv 'tensor<2x5x60xbf16>' is not [B, S, (4 + 2 x 2) D] (heads a multiple of kv_heads)}}
+  %o, %l = graph.packed_attention %x {heads = 4 : i64, kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x5x60xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>)
+  return
+}
+
+// -----
+func.func @packed_attention_out(%x: tensor<2x5x64xbf16>) {
+  // expected-error @+1 {{out and lse must be 'tensor<2x5x4x8xbf16>' and 'tensor<2x4x5xf32>'}}
+  %o, %l = graph.packed_attention %x {heads = 4 : i64, kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x5x64xbf16>) -> (tensor<2x4x5x8xbf16>, tensor<2x4x5xf32>)
+  return
+}

@@ -112,6 +112,27 @@ func.func @fused(%a: tensor<2x3xf16>, %b: tensor<3xf16>) -> tensor<2x3xf16> {
   return %0 : tensor<2x3xf16>
 }
 
+// A chain with its sum over the leading dims, and the step-less form.
+// CHECK-LABEL: func @fused_sum
+// CHECK: graph.fused_elementwise %{{.*}}, %{{.*}} {lhs = array<i64: 0>, ops = ["mul"], rhs = array<i64: 1>} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xbf16>, tensor<4xf32>)
+// CHECK: graph.fused_elementwise %{{.*}} {lhs = array<i64>, ops = [], rhs = array<i64>} : (tensor<2x3x4xf32>) -> (tensor<2x3x4xbf16>, tensor<3x4xf32>)
+func.func @fused_sum(%a: tensor<2x3x4xf32>, %b: tensor<2x3x4xf32>) -> (tensor<2x3x4xbf16>, tensor<4xf32>, tensor<2x3x4xbf16>, tensor<3x4xf32>) {
+  %0, %1 = graph.fused_elementwise %a, %b {ops = ["mul"], lhs = array<i64: 0>, rhs = array<i64: 1>} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xbf16>, tensor<4xf32>)
+  %2, %3 = graph.fused_elementwise %a {ops = [], lhs = array<i64>, rhs = array<i64>} : (tensor<2x3x4xf32>) -> (tensor<2x3x4xbf16>, tensor<3x4xf32>)
+  return %0, %1, %2, %3 : tensor<2x3x4xbf16>, tensor<4xf32>, tensor<2x3x4xbf16>, tensor<3x4xf32>
+}
+
+// Attention on a packed q/k/v projection (4 query heads, 2 kv heads, D 8:
+// 64 columns) and its gradient.
+// CHECK-LABEL: func @packed_attention
+// CHECK: %[[O:.*]], %[[L:.*]] = graph.packed_attention %{{.*}} {causal, heads = 4 : i64, kv_heads = 2 : i64, scale = 2.500000e-01 : f64} : (tensor<2x5x64xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>)
+// CHECK: graph.packed_attention_grad %{{.*}}, %[[O]], %[[L]], %{{.*}} {causal, heads = 4 : i64, kv_heads = 2 : i64, scale = 2.500000e-01 : f64} : (tensor<2x5x64xbf16>, tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>, tensor<2x5x4x8xbf16>) -> tensor<2x5x64xbf16>
+func.func @packed_attention(%x: tensor<2x5x64xbf16>, %g: tensor<2x5x4x8xbf16>) -> tensor<2x5x64xbf16> {
+  %o, %l = graph.packed_attention %x {causal, heads = 4 : i64, kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x5x64xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>)
+  %d = graph.packed_attention_grad %x, %o, %l, %g {causal, heads = 4 : i64, kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x5x64xbf16>, tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>, tensor<2x5x4x8xbf16>) -> tensor<2x5x64xbf16>
+  return %d : tensor<2x5x64xbf16>
+}
+
 // Fused attention: grouped-query (4 query heads, 2 kv heads), Dv != D,
 // causal, with and without an additive bias; lse is f32 for f16 operands
 // and f64 for f64 ones.

@@ -207,6 +207,21 @@ inline Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   return attention(q, k, v, bias, scale, causal, out, lse,
                    AttentionLayout::HeadMajor, stream);
 }
+/// graph.packed_attention: attention (seq-major, no bias) on q, k and v
+/// packed in each token's row of qkv [B, S, (heads + 2 kvHeads) D]. cuDNN
+/// reads them in place (a row stride); where it is not used, the three
+/// slices are copied out first (cudaMemcpy2DAsync) for the kernels. No
+/// host twin: graph-pack-attention runs for this target only.
+Status packedAttention(const Tensor &qkv, int64_t heads, int64_t kvHeads,
+                       double scale, bool causal, const Tensor &out,
+                       const Tensor &lse, cudaStream_t stream);
+/// graph.packed_attention_grad: attentionBackward's gradients written side
+/// by side into gradQkv (qkv's shape), by cuDNN in place or copied there.
+Status packedAttentionBackward(const Tensor &qkv, const Tensor &out,
+                               const Tensor &lse, const Tensor &gradOut,
+                               int64_t heads, int64_t kvHeads, double scale,
+                               bool causal, const Tensor &gradQkv,
+                               cudaStream_t stream);
 /// The host's attentionBackward: probabilities recomputed from lse, gradK
 /// and gradV summed over the query heads of a kv head in a fixed order
 /// (deterministic, no atomics; f32 sums in another order than the host's;

@@ -105,6 +105,19 @@ int64_t AttentionGradOp::getFlops() {
   return attentionPairs(getQ(), getK(), getCausal(), getSeqMajor()) *
          (6 * d + 4 * dv + 4);
 }
+// The packed ops count as graph.attention on the slices (causal: Sq == Sk).
+static int64_t packedPairs(RankedTensorType out, bool causal) {
+  int64_t b = out.getShape()[0], s = out.getShape()[1], h = out.getShape()[2];
+  return b * h * (causal ? s * (s + 1) / 2 : s * s);
+}
+int64_t PackedAttentionOp::getFlops() {
+  int64_t d = getOut().getType().getShape()[3];
+  return packedPairs(getOut().getType(), getCausal()) * (4 * d + 5);
+}
+int64_t PackedAttentionGradOp::getFlops() {
+  int64_t d = getOut().getType().getShape()[3];
+  return packedPairs(getOut().getType(), getCausal()) * (10 * d + 4);
+}
 int64_t SoftmaxCrossEntropyOp::getFlops() { return 4 * elements(getLogits()); }
 int64_t SoftmaxCrossEntropyGradOp::getFlops() {
   return 8 * elements(getLogits());

@@ -470,6 +470,39 @@ LogicalResult AttentionGradOp::verify() {
                          getLse().getType(), getSeqMajor());
 }
 
+/// packed_attention's qkv [B, S, (H + 2 Hk) D], out [B, S, H, D] of its type
+/// and lse [B, H, S] f32 (f64 for f64).
+static LogicalResult verifyPackedAttention(Operation *op, RankedTensorType qkv,
+                                           RankedTensorType out,
+                                           RankedTensorType lse, int64_t h,
+                                           int64_t hk) {
+  if (qkv.getRank() != 3 || h < 1 || hk < 1 || h % hk != 0 ||
+      qkv.getShape()[2] % (h + 2 * hk) != 0)
+    return op->emitOpError() << "qkv " << qkv << " is not [B, S, (" << h
+                             << " + 2 x " << hk
+                             << ") D] (heads a multiple of kv_heads)";
+  int64_t b = qkv.getShape()[0], s = qkv.getShape()[1],
+          d = qkv.getShape()[2] / (h + 2 * hk);
+  Type element = qkv.getElementType();
+  Type stat = element.isF64() ? element : Float32Type::get(op->getContext());
+  auto wantOut = RankedTensorType::get({b, s, h, d}, element);
+  auto wantLse = RankedTensorType::get({b, h, s}, stat);
+  if (out != wantOut || lse != wantLse)
+    return op->emitOpError() << "out and lse must be " << wantOut << " and "
+                             << wantLse << ", got " << out << " and " << lse;
+  return success();
+}
+
+LogicalResult PackedAttentionOp::verify() {
+  return verifyPackedAttention(*this, getQkv().getType(), getOut().getType(),
+                               getLse().getType(), getHeads(), getKvHeads());
+}
+
+LogicalResult PackedAttentionGradOp::verify() {
+  return verifyPackedAttention(*this, getQkv().getType(), getOut().getType(),
+                               getLse().getType(), getHeads(), getKvHeads());
+}
+
 LogicalResult CumSumOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

@@ -131,6 +131,23 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
   // A copy to pageable host memory returns once it is done.
   return isAllocated(dst) ? cudaSuccess : cudaStreamSynchronize(s);
 }
+/// Device to device only (the runtime's packed attention), in stream order.
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                              size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind, cudaStream_t s) {
+  if (!width || !height)
+    return cudaSuccess;
+  if (width > dpitch || width > spitch)
+    return cudaErrorInvalidPitchValue;
+  if (!isAllocated(src) || !isAllocated(dst))
+    return cudaErrorInvalidValue;
+  submit(s, [=] {
+    for (size_t r = 0; r < height; ++r)
+      std::memmove(static_cast<char *>(dst) + r * dpitch,
+                   static_cast<const char *>(src) + r * spitch, width);
+  });
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n,
                        cudaMemcpyKind kind) {
   if (cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr);

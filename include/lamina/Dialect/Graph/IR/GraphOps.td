@@ -512,6 +512,44 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad",
   let hasVerifier = 1;
 }
 
+def Graph_PackedAttentionOp : Graph_Op<"packed_attention", [Pure]> {
+  let summary = "graph.attention on q, k and v packed in one projection";
+  let description = [{
+    `qkv` [B, S, (H + 2 Hk) D] holds each token's H query heads, then its
+    Hk key heads, then its Hk value heads, D elements each (a fused q/k/v
+    projection's output). The op computes what `graph.attention` (seq-major,
+    no bias) computes on those three slices: `out` [B, S, H, D] and `lse`
+    [B, H, S]. `graph-pack-attention` makes it for the CUDA backend, whose
+    cuDNN path reads the heads where they are (strides) instead of from
+    copies.
+  }];
+  let arguments = (ins Graph_FloatTensor:$qkv, I64Attr:$heads,
+                       I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$out, Graph_FloatTensor:$lse);
+  let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_PackedAttentionGradOp : Graph_Op<"packed_attention_grad",
+    [Pure, AllTypesMatch<["qkv", "grad_qkv"]>,
+     AllTypesMatch<["out", "grad_out"]>]> {
+  let summary = "The gradient of graph.packed_attention";
+  let description = [{
+    The gradient of `qkv`, packed as `qkv` is: `graph.attention_grad`'s
+    grad_q, grad_k and grad_v side by side in each token's row.
+  }];
+  let arguments = (ins Graph_FloatTensor:$qkv, Graph_FloatTensor:$out,
+                       Graph_FloatTensor:$lse, Graph_FloatTensor:$grad_out,
+                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$grad_qkv);
+  let assemblyFormat = [{
+    $qkv `,` $out `,` $lse `,` $grad_out attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -220,6 +220,40 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphPackAttention : Pass<"graph-pack-attention", "mlir::ModuleOp"> {
+  let summary = "Attention on a fused q/k/v projection reads it in place";
+  let description = [{
+    A seq-major `graph.attention` without bias whose q, k and v are the
+    three consecutive slices along the last dim of one [B, S, (H + 2 Hk) D]
+    tensor (each reshaped to [B, S, heads, D]: a fused q/k/v projection)
+    becomes `graph.packed_attention` of that tensor; its
+    `graph.attention_grad`, when the three gradients are only reshaped and
+    concatenated back in that order (the slices' gradient), becomes
+    `graph.packed_attention_grad`, whose result is the concatenation. The
+    slices, the reshapes and the concatenation disappear: the CUDA backend
+    hands cuDNN the projection with a row stride instead of three copies,
+    and writes the gradients into one tensor. An attention whose gradient
+    does not have that form is left as it is.
+
+    Run it after `graph-autodiff`, before `graph-fuse-elementwise`;
+    `lamina compile --target cuda` does.
+
+    ```mlir
+    %q0 = graph.slice %x {starts = array<i64: 0, 0, 0>, sizes = array<i64: 2, 8, 32>, steps = array<i64: 1, 1, 1>} : tensor<2x8x96xbf16> -> tensor<2x8x32xbf16>
+    ...
+    %q = graph.reshape %q0 : tensor<2x8x32xbf16> to tensor<2x8x4x8xbf16>
+    %o, %l = graph.attention %q, %k, %v {causal, scale = 0.35, seq_major} : ...
+    // becomes
+    %o, %l = graph.packed_attention %x {causal, heads = 4, kv_heads = 4, scale = 0.35} : (tensor<2x8x96xbf16>) -> (tensor<2x8x4x8xbf16>, tensor<2x4x8xf32>)
+    ```
+  }];
+  let statistics = [
+    Statistic<"numPacked", "packed", "attention ops reading a packed q/k/v">,
+    Statistic<"numPackedGrads", "packed-grads",
+              "attention gradients writing a packed q/k/v gradient">,
+  ];
+}
+
 def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Groups chains of float elementwise ops into "
                 "graph.fused_elementwise";
