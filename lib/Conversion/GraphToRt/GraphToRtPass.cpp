@@ -100,7 +100,7 @@ LogicalResult FunctionBufferizer::assignClasses() {
   // weight, and the transpose of that for the input gradient's matmul).
   for (Operation *op : llvm::reverse(ops)) {
     auto t = dyn_cast<graph::TransposeOp>(op);
-    if (!t || !isLastTwoDimsSwap(t.getPerm()) || t->use_empty() ||
+    if (!t || !t.swapsLastTwoDims() || t->use_empty() ||
         !llvm::all_of(t->getUses(), [&](OpOperand &use) {
           return isMatMulOperand(use) ||
                  foldedTransposes.contains(use.getOwner());

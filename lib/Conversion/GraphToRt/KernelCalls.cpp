@@ -153,16 +153,6 @@ KernelCall lamina::getMatMulCall(Operation *op, Builder &b, bool transposeLhs,
                  c.flag(transposeLhs), c.flag(transposeRhs)});
 }
 
-bool lamina::isLastTwoDimsSwap(ArrayRef<int64_t> perm) {
-  int64_t rank = int64_t(perm.size());
-  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
-    return false;
-  for (int64_t i = 0; i + 2 < rank; ++i)
-    if (perm[i] != i)
-      return false;
-  return true;
-}
-
 std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
   CallBuilder c(op, b);
   using Result = std::optional<KernelCall>;

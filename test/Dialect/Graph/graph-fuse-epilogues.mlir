@@ -209,3 +209,25 @@ func.func @cross_entropy_grad_kept(%l: tensor<4x10xf32>, %t: tensor<4xi64>, %g: 
   %1 = graph.cast %0 : tensor<4x10xf32> to tensor<4x10xbf16>
   return %1, %0 : tensor<4x10xbf16>, tensor<4x10xf32>
 }
+
+// -----
+
+// A transposed product (the tied LM head's weight gradient: (h^T d)^T) is
+// computed as the swapped product of the transposed operands; every
+// transpose then folds into the GEMM's flags, the operand that was itself
+// a transpose read as stored.
+// CHECK-LABEL: func.func @transposed_product
+// CHECK: %[[HT:.*]] = graph.transpose %arg0
+// CHECK-NEXT: %[[DT:.*]] = graph.transpose %arg1 {perm = array<i64: 1, 0>} : tensor<6x16xbf16> -> tensor<16x6xbf16>
+// CHECK-NEXT: %[[HTT:.*]] = graph.transpose %[[HT]] {perm = array<i64: 1, 0>} : tensor<8x6xbf16> -> tensor<6x8xbf16>
+// CHECK-NEXT: %[[P:.*]] = graph.matmul %[[DT]], %[[HTT]] : (tensor<16x6xbf16>, tensor<6x8xbf16>) -> tensor<16x8xbf16>
+// CHECK-NEXT: return %[[P]]
+// RT-LABEL: func.func @transposed_product
+// RT-NOT: lamina::rt::transpose
+// RT: rt.call "lamina::rt::matmul"(%arg2, %arg1, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, true, false]
+func.func @transposed_product(%h: tensor<6x8xbf16>, %d: tensor<6x16xbf16>) -> tensor<16x8xbf16> {
+  %ht = graph.transpose %h {perm = array<i64: 1, 0>} : tensor<6x8xbf16> -> tensor<8x6xbf16>
+  %0 = graph.matmul %ht, %d : (tensor<8x6xbf16>, tensor<6x16xbf16>) -> tensor<8x16xbf16>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : tensor<8x16xbf16> -> tensor<16x8xbf16>
+  return %1 : tensor<16x8xbf16>
+}

@@ -34,8 +34,6 @@ std::optional<KernelCall> getKernelCall(mlir::Operation *op,
 /// graph.transpose of its last two dims is passed untransposed.
 KernelCall getMatMulCall(mlir::Operation *matmul, mlir::Builder &builder,
                          bool transposeLhs, bool transposeRhs);
-/// True for a permutation that swaps the last two dims and keeps the rest.
-bool isLastTwoDimsSwap(llvm::ArrayRef<int64_t> perm);
 
 /// Whether the op's kernel may write its result over operand `i` (same shape
 /// and element size), which lets the memory plan reuse a dying operand.

@@ -33,18 +33,6 @@ bool isF32Tensor(Value v) {
   return t && t.getElementType().isF32();
 }
 
-/// A permutation that swaps the last two dims and keeps the others: the
-/// transpose convert-graph-to-rt folds into a matmul's transposition flag.
-bool isLastTwoDimsSwap(ArrayRef<int64_t> perm) {
-  int64_t n = int64_t(perm.size());
-  if (n < 2 || perm[n - 1] != n - 2 || perm[n - 2] != n - 1)
-    return false;
-  for (int64_t i = 0; i + 2 < n; ++i)
-    if (perm[i] != i)
-      return false;
-  return true;
-}
-
 /// The low-precision versions of the f32 values of one block, each made
 /// once, right before the first matmul that needs it.
 class Caster {
@@ -64,7 +52,7 @@ public:
       result = cast.getInput();
     } else if (auto t = v.getDefiningOp<TransposeOp>();
                t && isF32Tensor(t.getInput()) &&
-               (isLastTwoDimsSwap(t.getPerm()) || isWidened(t.getInput()) ||
+               (t.swapsLastTwoDims() || isWidened(t.getInput()) ||
                 llvm::all_of(t->getUsers(), [](Operation *u) {
                   return isa<MatMulOp, AttentionOp>(u);
                 }))) {

@@ -200,6 +200,40 @@ bool fuseNormGradAdd(AddOp add) {
   return false;
 }
 
+/// The last two dims of `v` swapped: `graph.transpose` at `b`.
+Value transposed(OpBuilder &b, Location loc, Value v) {
+  RankedTensorType type = typeOf(v);
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[rank - 2], perm[rank - 1]);
+  SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[rank - 2], shape[rank - 1]);
+  return TransposeOp::create(b, loc, type.clone(shape), v,
+                             b.getDenseI64ArrayAttr(perm))
+      .getResult();
+}
+
+/// transpose(matmul(a, b)) over the last two dims, the product read by
+/// nothing else -> matmul(b^T, a^T): the same sums, produced in the layout
+/// wanted (the tied LM head's weight gradient). The operands' transposes
+/// fold into the GEMM's flags (convert-graph-to-rt), so no kernel moves the
+/// result.
+bool swapTransposedProduct(TransposeOp t) {
+  auto m = t.getInput().getDefiningOp<MatMulOp>();
+  if (!m || !m->hasOneUse() || !t.swapsLastTwoDims() ||
+      typeOf(m.getLhs()).getRank() < 2 || typeOf(m.getRhs()).getRank() < 2)
+    return false;
+  OpBuilder b(t);
+  Value lhs = transposed(b, m.getLoc(), m.getRhs());
+  Value rhs = transposed(b, m.getLoc(), m.getLhs());
+  Value product =
+      MatMulOp::create(b, m.getLoc(), t.getType(), lhs, rhs).getResult();
+  t.getResult().replaceAllUsesWith(product);
+  t.erase();
+  m.erase();
+  return true;
+}
+
 struct GraphFuseEpilogues
     : lamina::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
   void runOnOperation() override {
@@ -207,7 +241,7 @@ struct GraphFuseEpilogues
       for (Block &block : f.getBody()) {
         SmallVector<Operation *> candidates;
         for (Operation &op : block)
-          if (isa<AddOp, CastOp>(op))
+          if (isa<AddOp, CastOp, TransposeOp>(op))
             candidates.push_back(&op);
         // Each rewrite erases only the visited op and the product or norm
         // gradient before it (neither is a candidate).
@@ -217,6 +251,10 @@ struct GraphFuseEpilogues
               ++numAdds;
             else if (fuseNormGradAdd(add))
               ++numNormGrads;
+            continue;
+          }
+          if (auto t = dyn_cast<TransposeOp>(op)) {
+            numSwapped += swapTransposedProduct(t);
             continue;
           }
           numNarrowed += narrowResult(cast<CastOp>(op));

@@ -622,6 +622,13 @@ def Graph_TransposeOp : Graph_Op<"transpose",
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// Whether `perm` swaps the last two dims and keeps the others: the
+    /// transpose a matmul's transposition flag does
+    /// (convert-graph-to-rt folds it into the GEMM).
+    static bool swapsLastTwoDims(::llvm::ArrayRef<int64_t> perm);
+    bool swapsLastTwoDims() { return swapsLastTwoDims(getPerm()); }
+  }];
 }
 
 def Graph_ConcatOp : Graph_Op<"concat",

@@ -197,6 +197,12 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
     gradient of the logits (the largest tensor of a language model's step)
     is neither written nor read back.
 
+    A `graph.transpose` of the last two dims of a `graph.matmul` result
+    that nothing else reads becomes the product of the transposed operands
+    in swapped order (`(a b)^T = b^T a^T`, the same sums): the operands'
+    transposes fold into the GEMM's flags, so no kernel transposes the
+    result (the tied LM head's weight gradient, [vocab, hidden]).
+
     Run it after `graph-autodiff` (no gradient rules) and
     `graph-fold-matmul-casts`, before `graph-fuse-elementwise`, as
     `lamina compile` does.
@@ -217,6 +223,8 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
               "gradient's result type">,
     Statistic<"numNormGrads", "norm-grads",
               "gradient sums moved into a norm's gradient kernel">,
+    Statistic<"numSwapped", "swapped",
+              "transposed products computed as the swapped product">,
   ];
 }
 
