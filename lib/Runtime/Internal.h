@@ -191,11 +191,12 @@ Status checkAttention(const char *name, const Tensor &q, const Tensor &k,
                       const Tensor *gradQ, const Tensor *gradK,
                       const Tensor *gradV, AttentionLayout layout,
                       AttentionDims &dims);
-/// When a norm narrows an f32 input to an f16/bf16 result, calls
-/// f(Tag<float>, Tag<R>) and returns true; otherwise false (the caller
-/// dispatches on the input type with R = T).
+/// When an op narrows an f32 input to an f16/bf16 result (a norm's output,
+/// the cross-entropy gradient), calls f(Tag<float>, Tag<R>) and returns
+/// true; otherwise false (the caller dispatches on the input type with
+/// R = T).
 template <typename F>
-bool dispatchNarrowNorm(const Tensor &input, const Tensor &result, F &&f) {
+bool dispatchNarrowed(const Tensor &input, const Tensor &result, F &&f) {
   if (input.dtype != DType::F32)
     return false;
   if (result.dtype == DType::BF16)

@@ -285,10 +285,11 @@ Status lamina::rt::detail::checkNormForward(
 }
 
 namespace {
-/// Calls f(Tag<T>, Tag<R>) for a norm's input type T and result type R.
-template <typename F> void dispatchNorm(const Tensor &input,
-                                        const Tensor &result, F &&f) {
-  if (dispatchNarrowNorm(input, result, f))
+/// Calls f(Tag<T>, Tag<R>) for an op's float input type T and result type
+/// R (T, or f16/bf16 for f32 T).
+template <typename F> void dispatchInOut(const Tensor &input,
+                                         const Tensor &result, F &&f) {
+  if (dispatchNarrowed(input, result, f))
     return;
   dispatch(input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -307,7 +308,7 @@ Status lamina::rt::layerNorm(const Tensor &input, const Tensor &scale,
                               result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatchNorm(input, result, [&](auto in, auto out) {
+  dispatchInOut(input, result, [&](auto in, auto out) {
     layerNormT<typename decltype(in)::type, typename decltype(out)::type>(
         input, scale, bias, epsilon, result, rows, n);
   });
@@ -322,7 +323,7 @@ Status lamina::rt::rmsNorm(const Tensor &input, const Tensor &scale,
       checkNormForward("rms_norm", input, axis, params, 1, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatchNorm(input, result, [&](auto in, auto out) {
+  dispatchInOut(input, result, [&](auto in, auto out) {
     rmsNormT<typename decltype(in)::type, typename decltype(out)::type>(
         input, scale, epsilon, result, rows, n);
   });
@@ -653,26 +654,18 @@ Status crossEntropy(const char *name, const Tensor &logits,
                          std::to_string(v) + " classes");
   if (rows == 0)
     return Status::success();
-  if (gradLogits && gradLogits->dtype != logits.dtype) { // f32 -> f16/bf16
-    if (gradLogits->dtype == DType::BF16)
-      crossEntropyT<float, BFloat16>(logits, labels, ignoreIndex, nullptr,
-                                     &rowValue, gradLogits, rows, v);
-    else
-      crossEntropyT<float, Half>(logits, labels, ignoreIndex, nullptr,
-                                 &rowValue, gradLogits, rows, v);
-    return Status::success();
-  }
-  dispatch(logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (isFloatStorage<T>) {
-      if (gradLogits)
-        crossEntropyT<T>(logits, labels, ignoreIndex, nullptr, &rowValue,
-                         gradLogits, rows, v);
-      else
-        crossEntropyT<T>(logits, labels, ignoreIndex, &rowValue, nullptr,
-                         nullptr, rows, v);
-    }
-  });
+  // The gradient in the logits' type, or f16/bf16 for f32 logits.
+  dispatchInOut(logits, gradLogits ? *gradLogits : logits,
+                [&](auto in, auto out) {
+                  using T = typename decltype(in)::type;
+                  using G = typename decltype(out)::type;
+                  if (gradLogits)
+                    crossEntropyT<T, G>(logits, labels, ignoreIndex, nullptr,
+                                        &rowValue, gradLogits, rows, v);
+                  else
+                    crossEntropyT<T>(logits, labels, ignoreIndex, &rowValue,
+                                     nullptr, nullptr, rows, v);
+                });
   return Status::success();
 }
 } // namespace

@@ -320,6 +320,26 @@ __device__ float blockReduce(float v, Op op, float identity, float *scratch) {
   return v;
 }
 
+/// The second stage of a column sum over a (kOuterCols, kOuterLanes) block:
+/// each thread holds V columns' accumulators over its lane's rows; after
+/// the call the lane-0 threads hold each column's lanes combined in lane
+/// order. Reduce.cu's outer kernels and fusedElementwise's sums share it,
+/// so their order -- and their bits -- are one. `part` is the caller's
+/// __shared__ float[kOuterLanes][kOuterCols * V + 1]; every thread calls.
+template <int V, typename Combine>
+__device__ void combineLanes(float (&acc)[V],
+                             float (*part)[kOuterCols * V + 1],
+                             Combine combine) {
+  for (int v = 0; v < V; ++v)
+    part[threadIdx.y][threadIdx.x * V + v] = acc[v];
+  __syncthreads();
+  if (threadIdx.y != 0)
+    return;
+  for (int v = 0; v < V; ++v)
+    for (int k = 1; k < kOuterLanes; ++k)
+      acc[v] = combine(acc[v], part[k][threadIdx.x * V + v]);
+}
+
 /// Threads for a block that walks a row of n elements: a power of two in
 /// [32, 512].
 inline int rowThreads(int64_t n) {

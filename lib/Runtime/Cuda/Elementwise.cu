@@ -281,19 +281,11 @@ __global__ void fusedSumKernel(FusedArgs args, T *y, I cols, I rows,
         acc[v] = acc[v] + last[v];
     }
   }
+  combineLanes<W>(acc, part, [](float a, float b) { return a + b; });
+  if (threadIdx.y == 0 && c0 < cols)
 #pragma unroll
-  for (int v = 0; v < W; ++v)
-    part[threadIdx.y][threadIdx.x * W + v] = acc[v];
-  __syncthreads();
-  if (threadIdx.y == 0 && c0 < cols) {
-#pragma unroll
-    for (int v = 0; v < W; ++v) {
-      float a = acc[v];
-      for (int k = 1; k < kOuterLanes; ++k)
-        a = a + part[k][threadIdx.x * W + v];
-      (partial ? partial + I(blockIdx.y) * cols : sum)[c0 + v] = a;
-    }
-  }
+    for (int v = 0; v < W; ++v)
+      (partial ? partial + I(blockIdx.y) * cols : sum)[c0 + v] = acc[v];
 }
 
 /// Drops dims of 1 and merges neighbours whose strides chain (a bias over

@@ -372,12 +372,12 @@ Status checkDeviceAlongAxis(const char *name, const Tensor &input,
   return isDeviceFloat(input.dtype) ? Status::success()
                                     : unsupported(name, input);
 }
-/// Calls f(Tag<T>, Tag<R>) for a norm's input type T (a device float type)
-/// and result type R (T, or f16/bf16 for f32 T: checkNormForward has checked
-/// which).
+/// Calls f(Tag<T>, Tag<R>) for an op's input type T (a device float type)
+/// and result type R (T, or f16/bf16 for f32 T: the op's checks have
+/// checked which).
 template <typename F>
-void dispatchNorm(const Tensor &input, const Tensor &result, F &&f) {
-  if (!lamina::rt::detail::dispatchNarrowNorm(input, result, f))
+void dispatchInOut(const Tensor &input, const Tensor &result, F &&f) {
+  if (!lamina::rt::detail::dispatchNarrowed(input, result, f))
     dispatchFloat(input.dtype, [&](auto tag) { f(tag, tag); });
 }
 
@@ -470,7 +470,7 @@ Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("layer_norm", input, axis, params, 2, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatchNorm(input, result, [&](auto in, auto out) {
+  dispatchInOut(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
     launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
@@ -489,7 +489,7 @@ Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("rms_norm", input, axis, params, 1, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
-  dispatchNorm(input, result, [&](auto in, auto out) {
+  dispatchInOut(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
     launchKernel(rmsNormKernel<T, R>, unsigned(rows), rowThreads(n), 0, stream,
@@ -613,26 +613,19 @@ Status crossEntropy(const char *name, const Tensor &logits,
   bool vec = v % 4 == 0 && alignedTo(logits.data, width) &&
              (!gradLogits ||
               alignedTo(gradLogits->data, 4 * size_t(gradLogits->elementSize())));
-  auto go = [&](auto *x, auto *g) {
-    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
-    using G = std::remove_pointer_t<decltype(g)>;
-    launchKernel(crossEntropyKernel<T, G>, unsigned(rows), rowThreads(v), 0,
-                 stream, x, labels.data, labels.dtype == DType::I64,
-                 ignoreIndex, gradLogits ? rowValue.as<T>() : nullptr,
-                 gradLogits ? nullptr : rowValue.as<T>(), g, v, vec, slot);
-  };
   // f32 logits may have an f16/bf16 gradient (checkCrossEntropy).
-  if (gradLogits && gradLogits->dtype == DType::BF16 &&
-      logits.dtype == DType::F32)
-    go(logits.as<float>(), gradLogits->as<BFloat16>());
-  else if (gradLogits && gradLogits->dtype == DType::F16 &&
-           logits.dtype == DType::F32)
-    go(logits.as<float>(), gradLogits->as<Half>());
-  else
-    dispatchFloat(logits.dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      go(logits.as<T>(), gradLogits ? gradLogits->as<T>() : nullptr);
-    });
+  dispatchInOut(logits, gradLogits ? *gradLogits : logits,
+                [&](auto in, auto out) {
+                  using T = typename decltype(in)::type;
+                  using G = typename decltype(out)::type;
+                  launchKernel(
+                      crossEntropyKernel<T, G>, unsigned(rows), rowThreads(v),
+                      0, stream, logits.as<T>(), labels.data,
+                      labels.dtype == DType::I64, ignoreIndex,
+                      gradLogits ? rowValue.as<T>() : nullptr,
+                      gradLogits ? nullptr : rowValue.as<T>(),
+                      gradLogits ? gradLogits->as<G>() : nullptr, v, vec, slot);
+                });
   return launched(name);
 }
 } // namespace

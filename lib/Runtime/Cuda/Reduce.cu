@@ -118,22 +118,19 @@ __global__ void reduceOuterKernel(ReduceOp op, float identity, const T *x,
   int64_t o = blockIdx.x * int64_t(kOuterCols) + threadIdx.x;
   int64_t begin = blockIdx.y * chunkRows;
   int64_t end = begin + chunkRows < count ? begin + chunkRows : count;
-  float acc = identity;
+  float acc[1] = {identity};
   if (o < outputs) {
     const T *base = x + stridedOffset(o, kept);
 #pragma unroll 4
     for (int64_t r = begin + threadIdx.y; r < end; r += kOuterLanes)
-      acc = combine(op, acc, load(base[rowOffset(r, red)]));
+      acc[0] = combine(op, acc[0], load(base[rowOffset(r, red)]));
   }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
+  combineLanes<1>(acc, part, CombineOp{op});
   if (threadIdx.y == 0 && o < outputs) {
-    for (int k = 1; k < kOuterLanes; ++k)
-      acc = combine(op, acc, part[k][threadIdx.x]);
     if (partial)
-      partial[blockIdx.y * outputs + o] = acc;
+      partial[blockIdx.y * outputs + o] = acc[0];
     else
-      y[o] = store<R>(finish(op, acc, count));
+      y[o] = store<R>(finish(op, acc[0], count));
   }
 }
 
@@ -168,20 +165,14 @@ __global__ void reduceOuterVecKernel(ReduceOp op, float identity, const T *x,
         acc[v] = combine(op, acc[v], load(w.v[v]));
     }
   }
-#pragma unroll
-  for (int v = 0; v < V; ++v)
-    part[threadIdx.y][threadIdx.x * V + v] = acc[v];
-  __syncthreads();
+  combineLanes<V>(acc, part, CombineOp{op});
   if (threadIdx.y == 0 && o0 < outputs) {
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      float a = acc[v];
-      for (int k = 1; k < kOuterLanes; ++k)
-        a = combine(op, a, part[k][threadIdx.x * V + v]);
       if (partial)
-        partial[blockIdx.y * outputs + o0 + v] = a;
+        partial[blockIdx.y * outputs + o0 + v] = acc[v];
       else
-        y[o0 + v] = store<R>(finish(op, a, count));
+        y[o0 + v] = store<R>(finish(op, acc[v], count));
     }
   }
 }

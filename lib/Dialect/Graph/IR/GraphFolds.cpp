@@ -365,14 +365,11 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
   });
 }
 
-bool TransposeOp::swapsLastTwoDims(ArrayRef<int64_t> perm) {
-  int64_t rank = int64_t(perm.size());
-  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
-    return false;
-  for (int64_t i = 0; i + 2 < rank; ++i)
-    if (perm[i] != i)
-      return false;
-  return true;
+SmallVector<int64_t> TransposeOp::lastTwoDimsSwap(int64_t rank) {
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (rank >= 2)
+    std::swap(perm[rank - 2], perm[rank - 1]);
+  return perm;
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {

@@ -20,7 +20,6 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
-#include <numeric>
 
 using namespace mlir;
 using namespace lamina::graph;
@@ -173,11 +172,7 @@ struct GradBuilder {
 
   /// Swaps the last two dimensions.
   Value transposeLast2(Value v) {
-    int64_t rank = typeOf(v).getRank();
-    SmallVector<int64_t> perm(rank);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::swap(perm[rank - 1], perm[rank - 2]);
-    return transpose(v, perm);
+    return transpose(v, TransposeOp::lastTwoDimsSwap(typeOf(v).getRank()));
   }
 };
 } // namespace

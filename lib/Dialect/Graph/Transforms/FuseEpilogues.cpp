@@ -200,19 +200,6 @@ bool fuseNormGradAdd(AddOp add) {
   return false;
 }
 
-/// The last two dims of `v` swapped: `graph.transpose` at `b`.
-Value transposed(OpBuilder &b, Location loc, Value v) {
-  RankedTensorType type = typeOf(v);
-  int64_t rank = type.getRank();
-  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  std::swap(perm[rank - 2], perm[rank - 1]);
-  SmallVector<int64_t> shape(type.getShape());
-  std::swap(shape[rank - 2], shape[rank - 1]);
-  return TransposeOp::create(b, loc, type.clone(shape), v,
-                             b.getDenseI64ArrayAttr(perm))
-      .getResult();
-}
-
 /// transpose(matmul(a, b)) over the last two dims, the product read by
 /// nothing else -> matmul(b^T, a^T): the same sums, produced in the layout
 /// wanted (the tied LM head's weight gradient). The operands' transposes
@@ -224,8 +211,12 @@ bool swapTransposedProduct(TransposeOp t) {
       typeOf(m.getLhs()).getRank() < 2 || typeOf(m.getRhs()).getRank() < 2)
     return false;
   OpBuilder b(t);
-  Value lhs = transposed(b, m.getLoc(), m.getRhs());
-  Value rhs = transposed(b, m.getLoc(), m.getLhs());
+  auto transposed = [&](Value v) -> Value {
+    return TransposeOp::create(
+        b, m.getLoc(), v, TransposeOp::lastTwoDimsSwap(typeOf(v).getRank()));
+  };
+  Value lhs = transposed(m.getRhs());
+  Value rhs = transposed(m.getLhs());
   Value product =
       MatMulOp::create(b, m.getLoc(), t.getType(), lhs, rhs).getResult();
   t.getResult().replaceAllUsesWith(product);

@@ -623,11 +623,16 @@ def Graph_TransposeOp : Graph_Op<"transpose",
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
   let extraClassDeclaration = [{
-    /// Whether `perm` swaps the last two dims and keeps the others: the
-    /// transpose a matmul's transposition flag does
+    /// The permutation of `rank` dims that swaps the last two and keeps
+    /// the others: the transpose a matmul's transposition flag does
     /// (convert-graph-to-rt folds it into the GEMM).
-    static bool swapsLastTwoDims(::llvm::ArrayRef<int64_t> perm);
-    bool swapsLastTwoDims() { return swapsLastTwoDims(getPerm()); }
+    static ::llvm::SmallVector<int64_t> lastTwoDimsSwap(int64_t rank);
+    /// Whether this op's permutation is that one.
+    bool swapsLastTwoDims() {
+      return getPerm().size() >= 2 &&
+             getPerm() == ::llvm::ArrayRef<int64_t>(
+                              lastTwoDimsSwap(int64_t(getPerm().size())));
+    }
   }];
 }
 
