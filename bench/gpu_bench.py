@@ -154,9 +154,11 @@ class Compile:
 
 
 def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
-               model: str | None = None, attention: str | None = None) -> dict:
+               model: str | None = None, attention: str | None = None,
+               env_vars: dict | None = None) -> dict:
     """The program's timed run; `model` for one compiled elsewhere
-    (--program), `attention` a LAMINA_CUDA_ATTENTION value for this run."""
+    (--program), `attention` a LAMINA_CUDA_ATTENTION value for this run,
+    `env_vars` more environment (LAMINA_CUDA_GRAPHS)."""
     total = args.warmup + args.steps
     cmd = [os.path.join(out, "run"), "--data", data, "--steps", str(total),
            "--log-every", "1", "--optimizer", "adamw", "--lr", str(args.lr),
@@ -165,8 +167,10 @@ def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
         cmd += ["--model", model]
     print("$ " + " ".join(cmd), flush=True)
     left = budget.left()
-    env = (None if attention is None
-           else dict(os.environ, LAMINA_CUDA_ATTENTION=attention))
+    extra = dict(env_vars or {})
+    if attention is not None:
+        extra["LAMINA_CUDA_ATTENTION"] = attention
+    env = dict(os.environ, **extra) if extra else None
     r = C.run_logged(cmd, os.path.join(args.workdir, "lamina-run.log"),
                      timeout=max(left, 1) if left is not None else None,
                      env=env)
@@ -281,10 +285,13 @@ def report(res: dict) -> str:
                if lam.get("gpu_mem_used_mib") is not None else "-")
         lines.append(row(f"lamina --target {res['target']}", lt, lam.get("step_s"),
                          lam.get("mfu"), mem, None if lam.get("ok") else lam.get("error", "failed")))
-    for mode, var in res.get("lamina_attention_variants", {}).items():
+    variants = {f"LAMINA_CUDA_ATTENTION={m}": v
+                for m, v in res.get("lamina_attention_variants", {}).items()}
+    variants.update(res.get("lamina_env_variants", {}))
+    for label, var in variants.items():
         mem = (f"{var['gpu_mem_used_mib'] / 1024:.1f} GiB used (nvidia-smi)"
                if var.get("gpu_mem_used_mib") is not None else "-")
-        lines.append(row(f"lamina, LAMINA_CUDA_ATTENTION={mode}",
+        lines.append(row(f"lamina, {label}",
                          var.get("tokens_per_s"), var.get("step_s"), var.get("mfu"),
                          mem, None if var.get("ok") else var.get("error", "failed")))
     if "skipped" in tor:
@@ -357,6 +364,11 @@ def main(argv=None) -> int:
                    help="comma list of LAMINA_CUDA_ATTENTION values (e.g. "
                         "tensor-core): the lamina run again with each, as "
                         "more rows")
+    p.add_argument("--also-env", action="append", default=[],
+                   metavar="VAR=VALUE",
+                   help="the lamina run again with this environment variable "
+                        "set (e.g. LAMINA_CUDA_GRAPHS=1), as one more row; "
+                        "repeatable")
     p.add_argument("--torch-device", default="cuda")
     p.add_argument("--python", default=sys.executable, help="for torch_gpt.py")
     p.add_argument("--peak-tflops", type=float, default=None)
@@ -367,6 +379,9 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", default=None)
     p.add_argument("--keep", action="store_true", help="keep a temporary workdir")
     args = p.parse_args(argv)
+    for setting in args.also_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", setting):
+            p.error(f"--also-env {setting!r}: expected VAR=VALUE")
     budget = Budget(args.budget)
     tmp = None
     if args.workdir is None:
@@ -509,6 +524,18 @@ def _main(args, budget: Budget) -> int:
                 var["mfu"] = (C.mfu(var["tokens_per_s"], cfg, peak)
                               if var.get("ok") else None)
                 res.setdefault("lamina_attention_variants", {})[mode] = var
+            # The same program with other runtime settings (--also-env).
+            for setting in args.also_env:
+                if budget.left() is not None and budget.left() < 60:
+                    break
+                name, _, value = setting.partition("=")
+                print(f"lamina: again with {setting} (--also-env)", flush=True)
+                var = run_lamina(args, out, data, cfg, budget, weights,
+                                 None, {name: value})
+                var["mfu"] = (C.mfu(var["tokens_per_s"], cfg, peak)
+                              if var.get("ok") else None)
+                var["loss_check"] = loss_check(var, res["torch"], args.precision)
+                res.setdefault("lamina_env_variants", {})[setting] = var
             if lam.get("ok"):
                 print(f"lamina: {lam['step_s'] * 1e3:.1f} ms/step, "
                       f"{lam['tokens_per_s']:,.0f} tokens/s over steps "

@@ -38,7 +38,10 @@
 # Environment: OUT (results), GPU_CHECK_BUDGET (seconds for everything,
 # default 560), JOBS (build jobs, default 16), BENCH_BATCH (default 4),
 # ALSO_ATTENTION (LAMINA_CUDA_ATTENTION values the 1B program also runs
-# with, e.g. tensor-core: more rows of the benchmark's table),
+# with, e.g. tensor-core: more rows of the benchmark's table), ALSO_ENV
+# (space-separated VAR=VALUE settings the 1B program also runs with, one
+# row each; default LAMINA_CUDA_GRAPHS=1, the step replayed as a CUDA graph;
+# empty: none),
 # BENCH_WARMUP (3), BENCH_STEPS (10), TORCH_PYTHON (a python with torch;
 # default the first of python3 / python that imports it), WORK (scratch,
 # default $OUT/work: the 3.7 GB model goes there).
@@ -378,12 +381,16 @@ bench_stage() {
   fi
   local program=()
   [ -z "$bundle" ] || program=(--program "$build/gpt1b")
+  local also_env=()
+  for setting in ${ALSO_ENV-LAMINA_CUDA_GRAPHS=1}; do
+    also_env+=(--also-env "$setting")
+  done
   # Leave 15 s for the summary.
   python3 "$root/bench/gpu_bench.py" --lamina "$build/bin/lamina" "${program[@]}" \
     --model "$WORK/gpt1b.onnx" --workdir "$WORK/bench" --target "$tgt" \
     --precision bf16 --batch "$batch" --warmup "$warmup" --steps "$steps" \
     --budget $(( $(left) - 15 )) "${torch_args[@]}" ${ALSO_ATTENTION:+--also-attention "$ALSO_ATTENTION"} \
-    --json "$OUT/gpu_bench.json" --markdown "$OUT/gpu_bench.md" || return 1
+    "${also_env[@]}" --json "$OUT/gpu_bench.json" --markdown "$OUT/gpu_bench.md" || return 1
   [ -n "$torch_py" ] || return 1
 }
 export torch_py gen_rc

@@ -80,6 +80,11 @@ inline Status launched(const char *op) {
   return cudaCheck(op, cudaGetLastError());
 }
 
+/// After a CUDA graph holding matmuls was launched on `stream`: the
+/// cuBLASLt workspace's last use is that launch (Gemm.cpp, Workspace), so a
+/// matmul on another stream waits for the graph.
+Status recordWorkspaceUse(cudaStream_t stream);
+
 /// LAMINA_CUDA_ATTENTION, read once: the attention paths a call may take
 /// (docs/cuda.md, "Attention"). Default: cuDNN where it takes the call,
 /// else the tensor-core kernels where they apply, else the generic ones;

@@ -7,6 +7,13 @@
 // result: after run() (which also collects the kernels' data errors), after
 // a download, and in clipGradNorm (the norm decides the scale).
 //
+// With LAMINA_CUDA_GRAPHS=1, run() replays each entry as a CUDA graph: the
+// first call with given arguments and arena runs it as usual (plans,
+// workspaces and constants are made then), the second captures its launches
+// on the compute stream into a graph, and every call from then on launches
+// the graph, one host call instead of one per kernel (docs/cuda.md, "CUDA
+// graphs"). The kernels and their order are the same, so are the results.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
@@ -14,9 +21,13 @@
 #include "lamina/Runtime/Cuda/Optimizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
@@ -25,6 +36,29 @@ using lamina::rt::cuda::detail::cudaCheck;
 namespace {
 
 cudaStream_t runningStream = nullptr;
+
+bool graphsRequested() {
+  static bool on = [] {
+    const char *v = std::getenv("LAMINA_CUDA_GRAPHS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+/// What a captured entry was captured with: the same entry on the same
+/// argument buffers and arena replays the same graph.
+struct GraphKey {
+  EntryFn entry;
+  void *arena;
+  std::vector<void *> args;
+  bool operator<(const GraphKey &o) const {
+    return std::tie(entry, arena, args) < std::tie(o.entry, o.arena, o.args);
+  }
+};
+struct Replay {
+  bool warm = false;               ///< ran once without capture
+  cudaGraphExec_t exec = nullptr;  ///< captured
+};
 
 class CudaDevice final : public Device {
 public:
@@ -63,6 +97,27 @@ public:
 
   Status run(EntryFn entry, const Tensor *args, int numArgs,
              void *arena) override {
+    if (graphsRequested()) {
+      if (Status s = init(); !s.ok())
+        return s;
+      GraphKey key{entry, arena, {}};
+      for (int i = 0; i < numArgs; ++i)
+        key.args.push_back(args[i].data);
+      Replay &r = graphs[key];
+      if (r.warm) {
+        if (!r.exec)
+          if (Status s = capture(entry, args, arena, r); !s.ok())
+            return s;
+        if (Status s = cudaCheck("cudaGraphLaunch",
+                                 cudaGraphLaunch(r.exec, stream));
+            !s.ok())
+          return s;
+        if (Status s = cuda::detail::recordWorkspaceUse(stream); !s.ok())
+          return s;
+        return deviceStatus(stream);
+      }
+      r.warm = true;
+    }
     if (Status s = launch(entry, args, numArgs, arena); !s.ok())
       return s;
     return deviceStatus(stream);
@@ -173,6 +228,35 @@ public:
   }
 
 private:
+  /// Records the entry's launches on the compute stream as a graph
+  /// (thread-local capture: another thread's CUDA calls are not affected).
+  Status capture(EntryFn entry, const Tensor *args, void *arena, Replay &r) {
+    const char *what = "LAMINA_CUDA_GRAPHS: capturing the step";
+    if (Status s = cudaCheck(what, cudaStreamBeginCapture(
+                                       stream, cudaStreamCaptureModeThreadLocal));
+        !s.ok())
+      return s;
+    runningStream = stream;
+    entry(args, arena);
+    runningStream = nullptr;
+    cudaGraph_t graph = nullptr;
+    if (Status s = cudaCheck(what, cudaStreamEndCapture(stream, &graph));
+        !s.ok())
+      return Status::error(s.message() + " (run without LAMINA_CUDA_GRAPHS)");
+    size_t nodes = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess)
+      (void)cudaGetLastError();
+    Status s = cudaCheck(what, cudaGraphInstantiate(&r.exec, graph, 0));
+    (void)cudaGraphDestroy(graph);
+    if (!s.ok())
+      return s;
+    std::fprintf(stderr,
+                 "lamina: LAMINA_CUDA_GRAPHS: captured a call of %zu device "
+                 "operations as a CUDA graph\n",
+                 nodes);
+    return Status::success();
+  }
+
   /// Picks and initialises the device once; the error, if any, every time.
   Status init() {
     std::call_once(once, [&] { initStatus = initOnce(); });
@@ -239,6 +323,8 @@ private:
   double *normSlot = nullptr;
   std::mutex constantsMutex;
   std::unordered_map<const void *, void *> constants;
+  /// LAMINA_CUDA_GRAPHS: the captured entries (kept for the process).
+  std::map<GraphKey, Replay> graphs;
 };
 
 CudaDevice &theDevice() {

@@ -305,10 +305,15 @@ Status makePlan(cublasLtHandle_t h, const PlanKey &key, const void *bias,
 /// is recorded after every matmul and waited for by the next one, whatever
 /// its stream: on the same stream the wait is already satisfied; on another
 /// (or a new stream that reuses a destroyed one's handle) it keeps two
-/// matmuls from sharing the workspace at once.
+/// matmuls from sharing the workspace at once. In a stream capture (CUDA
+/// graphs, docs/cuda.md) neither happens: a wait for an event recorded
+/// outside the capture is an error there, and the capture's matmuls are
+/// ordered by their stream; whoever launches the graph records `lastUse`
+/// after it (recordWorkspaceUse).
 struct Workspace {
   void *ptr = nullptr;
   cudaEvent_t lastUse = nullptr;
+  cudaStream_t lastStream = nullptr;
   bool used = false;
 };
 
@@ -322,6 +327,12 @@ struct GemmState {
 GemmState &state() {
   static GemmState *s = new GemmState; // never destroyed: see Workspace
   return *s;
+}
+
+bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
 }
 
 /// The device's workspace, ready for a call on `stream`: allocated (a failed
@@ -343,16 +354,26 @@ Status acquireWorkspace(int device, cudaStream_t stream, Workspace *&out) {
                                                       cudaEventDisableTiming));
         !s.ok())
       return s;
-  if (w.used)
-    return cudaCheck("matmul: workspace wait",
-                     cudaStreamWaitEvent(stream, w.lastUse, 0));
-  return Status::success();
+  if (!w.used)
+    return Status::success();
+  if (isCapturing(stream)) {
+    if (w.lastStream == stream)
+      return Status::success();
+    return Status::error("matmul: the cuBLASLt workspace was last used on "
+                         "another stream than the one being captured (a "
+                         "CUDA graph captures one stream)");
+  }
+  return cudaCheck("matmul: workspace wait",
+                   cudaStreamWaitEvent(stream, w.lastUse, 0));
 }
 
 Status releaseWorkspace(Workspace &w, cudaStream_t stream) {
   if (!w.ptr)
     return Status::success();
   w.used = true;
+  w.lastStream = stream;
+  if (isCapturing(stream))
+    return Status::success();
   return cudaCheck("matmul: workspace event",
                    cudaEventRecord(w.lastUse, stream));
 }
@@ -562,4 +583,16 @@ Status lamina::rt::cuda::matmulEpilogue(const Tensor &lhs, const Tensor &rhs,
                                         cudaStream_t stream) {
   return product(lhs, rhs, bias, addend, result, transposeLhs, transposeRhs,
                  stream);
+}
+
+Status lamina::rt::cuda::detail::recordWorkspaceUse(cudaStream_t stream) {
+  int device = 0;
+  if (Status s = cudaCheck("matmul: cudaGetDevice", cudaGetDevice(&device));
+      !s.ok())
+    return s;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto it = state().workspaces.find(device);
+  if (it == state().workspaces.end() || !it->second.used)
+    return Status::success();
+  return releaseWorkspace(it->second, stream);
 }

@@ -81,10 +81,16 @@ cudaError_t cudaFree(void *p) {
   }
   return ok ? cudaSuccess : cudaErrorLaunchFailure;
 }
-cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t) {
-  return cudaMalloc(p, size);
+cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s) {
+  cudaError_t e = cudaMalloc(p, size);
+  // In a capture the graph owns it, at the same address every launch.
+  if (e == cudaSuccess)
+    (void)captureAllocation(s, *p);
+  return e;
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+  if (capturedFree(s, p))
+    return cudaSuccess; // the graph frees it when it is destroyed
   // Stream-ordered: freed when the stream gets there (hung: leaked).
   submit(s, [p] {
     forgetAllocation(p);
@@ -119,6 +125,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
                             cudaMemcpyKind, cudaStream_t s) {
   if (!n)
     return cudaSuccess;
+  // A graph cannot copy from or to pageable memory.
+  if ((!isAllocated(src) || !isAllocated(dst)) && capturing(s))
+    return invalidateCapture(s, "a copy from or to pageable host memory");
   if (!isAllocated(src)) {
     // Pageable host memory is read when the copy is issued.
     auto copy = std::make_shared<std::vector<unsigned char>>(
@@ -184,6 +193,13 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
   case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  case cudaErrorStreamCaptureUnsupported:
+    return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated:
+    return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorStreamCaptureIsolation:
+    return "cudaErrorStreamCaptureIsolation";
+  case cudaErrorIllegalState: return "cudaErrorIllegalState";
   default: return "cudaErrorUnknown";
   }
 }

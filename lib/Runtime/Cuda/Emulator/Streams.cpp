@@ -35,6 +35,28 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Stream;
+
+/// A stream capture (cudaStreamBeginCapture .. cudaStreamEndCapture), then
+/// the graph made of it: its device work in issue order, run again at each
+/// cudaGraphLaunch, and the stream-ordered allocations made while
+/// capturing, which the graph owns (a graph's memory nodes keep their
+/// addresses from launch to launch) until its last handle and launch are
+/// gone. Only one stream's work is captured: the runtime captures a
+/// single-stream step, and an event, a wait, a synchronisation or
+/// communication in a capture invalidates it (a wait on an event recorded
+/// outside it would be cudaErrorStreamCaptureIsolation on a GPU).
+struct Capture {
+  std::vector<std::function<bool()>> work;
+  std::vector<void *> memory;
+  std::string invalid; ///< why the capture failed; empty: it did not
+  ~Capture() {
+    for (void *p : memory) {
+      forgetAllocation(p);
+      std::free(p);
+    }
+  }
+};
+
 struct Task {
   std::function<bool()> work; ///< null: a wait
   std::shared_ptr<Stream> after;
@@ -49,6 +71,7 @@ struct Stream {
   bool hung = false, destroyed = false;
   bool legacy = false, blocking = true;
   int device = 0; ///< the current device when it was created
+  std::shared_ptr<Capture> capture; ///< while capturing
   /// Its communication operations no compute stream has waited for yet
   /// (State::comms indices, in issue order; the overlap report only).
   std::deque<size_t> unwaited;
@@ -81,6 +104,8 @@ struct State {
   /// Each device's legacy default stream.
   std::map<int, std::shared_ptr<Stream>> legacy;
   std::map<cudaEvent_t, std::shared_ptr<Event>> events;
+  std::map<cudaGraph_t, std::shared_ptr<Capture>> graphs;
+  std::map<cudaGraphExec_t, std::shared_ptr<Capture>> execs;
   std::mutex allocMutex;
   std::map<uintptr_t, size_t> allocations;
 };
@@ -237,9 +262,29 @@ void work(std::shared_ptr<Stream> s) {
   }
 }
 
+/// Marks `s`'s capture failed (lock held); cudaStreamEndCapture reports it.
+/// Returns the error the offending call gets.
+cudaError_t invalidate(const std::shared_ptr<Stream> &s, const char *why,
+                       cudaError_t err = cudaErrorStreamCaptureUnsupported) {
+  if (s->capture && s->capture->invalid.empty()) {
+    s->capture->invalid = why;
+    std::fprintf(stderr, "lamina cuda emulator: stream capture invalidated: "
+                 "%s\n", why);
+  }
+  return err;
+}
+
 /// Appends `t` to `s` (lock held), after the legacy stream's implicit
-/// synchronisation with the blocking streams.
+/// synchronisation with the blocking streams; on a capturing stream, to the
+/// capture instead.
 void push(const std::shared_ptr<Stream> &s, Task t) {
+  if (s->capture) {
+    if (!t.work)
+      (void)invalidate(s, "a wait for another stream");
+    else
+      s->capture->work.push_back(std::move(t.work));
+    return;
+  }
   if (s->hung)
     return; // never runs
   auto waitFor = [&](const std::shared_ptr<Stream> &other) {
@@ -279,6 +324,8 @@ bool reach(std::unique_lock<std::mutex> &lock, const Event &ev, bool block) {
 
 cudaError_t synchronize(std::unique_lock<std::mutex> &lock,
                         const std::shared_ptr<Stream> &s, const char *what) {
+  if (s->capture)
+    return invalidate(s, "a synchronisation with the capturing stream");
   if (advance(lock, s, s->issued, true) == Progress::Done)
     return cudaSuccess;
   // A GPU would wait forever here; the emulator says why it does not.
@@ -314,6 +361,10 @@ void enqueue(cudaStream_t stream, std::function<bool()> task,
   State &st = state();
   std::lock_guard<std::mutex> lock(st.m);
   std::shared_ptr<Stream> s = streamOf(stream);
+  if (s->capture) {
+    (void)invalidate(s, "communication");
+    return;
+  }
   if (!s->worker) {
     s->worker = true;
     std::thread(work, s).detach();
@@ -358,9 +409,44 @@ bool drainAll() {
   if (auto it = st.legacy.find(device); it != st.legacy.end())
     all.push_back(it->second);
   bool ok = true;
-  for (auto &s : all)
+  for (auto &s : all) {
+    if (s->capture)
+      (void)invalidate(s, "a device-wide synchronisation (cudaFree, "
+                          "cudaDeviceSynchronize)");
     ok &= advance(lock, s, s->issued, true) == Progress::Done;
+  }
   return ok;
+}
+
+bool capturing(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(state().m);
+  return streamOf(stream)->capture != nullptr;
+}
+
+cudaError_t invalidateCapture(cudaStream_t stream, const char *why) {
+  std::lock_guard<std::mutex> lock(state().m);
+  return invalidate(streamOf(stream), why);
+}
+
+bool captureAllocation(cudaStream_t stream, void *p) {
+  std::lock_guard<std::mutex> lock(state().m);
+  std::shared_ptr<Stream> s = streamOf(stream);
+  if (!s->capture)
+    return false;
+  s->capture->memory.push_back(p);
+  return true;
+}
+
+bool capturedFree(cudaStream_t stream, void *p) {
+  std::lock_guard<std::mutex> lock(state().m);
+  std::shared_ptr<Stream> s = streamOf(stream);
+  if (!s->capture)
+    return false;
+  auto &m = s->capture->memory;
+  if (std::find(m.begin(), m.end(), p) == m.end())
+    (void)invalidate(s, "cudaFreeAsync of memory allocated outside the "
+                        "capture");
+  return true;
 }
 
 } // namespace lamina::cuda_emulator
@@ -402,6 +488,8 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
   State &st = state();
   std::unique_lock<std::mutex> lock(st.m);
   std::shared_ptr<Stream> s = streamOf(h);
+  if (s->capture)
+    return invalidate(s, "cudaStreamQuery on the capturing stream");
   return advance(lock, s, s->issued, false) == Progress::Done
              ? cudaSuccess
              : cudaErrorNotReady;
@@ -436,6 +524,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
   if (!ev)
     return cudaErrorInvalidResourceHandle;
   std::shared_ptr<Stream> s = streamOf(h);
+  if (s->capture)
+    return invalidate(s, "an event recorded in a capture (not emulated)");
   ev->producer = s;
   if (s->hung) {
     ev->count = UINT64_MAX; // never completes
@@ -481,10 +571,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned) {
   std::shared_ptr<Event> ev = eventOf(e);
   if (!ev)
     return cudaErrorInvalidResourceHandle;
+  std::shared_ptr<Stream> s = streamOf(h);
+  // As on a GPU, complete or not: only in-stream order may cross into a
+  // capture.
+  if (s->capture)
+    return invalidate(s, "a wait for an event recorded outside the capture",
+                      cudaErrorStreamCaptureIsolation);
   if (ev->complete())
     return cudaSuccess;
   // The wait captures the event's latest record.
-  std::shared_ptr<Stream> s = streamOf(h);
   push(s, Task{nullptr, ev->producer, ev->count});
   if (st.overlap && !s->worker)
     for (auto &open = ev->producer->unwaited;
@@ -494,5 +589,84 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned) {
       r.hidden = int64_t(st.work - r.issued);
     }
   return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t h, cudaStreamCaptureMode) {
+  std::lock_guard<std::mutex> lock(state().m);
+  if (isLegacy(h))
+    return cudaErrorStreamCaptureUnsupported;
+  std::shared_ptr<Stream> s = streamOf(h);
+  if (s->capture)
+    return cudaErrorIllegalState;
+  s->capture = std::make_shared<Capture>();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t h, cudaGraph_t *graph) {
+  std::lock_guard<std::mutex> lock(state().m);
+  std::shared_ptr<Stream> s = streamOf(h);
+  if (!s->capture)
+    return cudaErrorIllegalState;
+  std::shared_ptr<Capture> c = std::move(s->capture);
+  s->capture = nullptr;
+  *graph = nullptr;
+  if (!c->invalid.empty())
+    return cudaErrorStreamCaptureInvalidated;
+  *graph = newToken<cudaGraph_t>();
+  state().graphs[*graph] = std::move(c);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t h,
+                                  cudaStreamCaptureStatus *status) {
+  std::lock_guard<std::mutex> lock(state().m);
+  std::shared_ptr<Stream> s = streamOf(h);
+  *status = !s->capture                  ? cudaStreamCaptureStatusNone
+            : s->capture->invalid.empty() ? cudaStreamCaptureStatusActive
+                                          : cudaStreamCaptureStatusInvalidated;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes,
+                              size_t *count) {
+  std::lock_guard<std::mutex> lock(state().m);
+  auto it = state().graphs.find(g);
+  if (it == state().graphs.end() || nodes)
+    return cudaErrorInvalidValue; // the count only
+  *count = it->second->work.size();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
+                                 unsigned long long) {
+  std::lock_guard<std::mutex> lock(state().m);
+  auto it = state().graphs.find(g);
+  if (it == state().graphs.end())
+    return cudaErrorInvalidValue;
+  *exec = newToken<cudaGraphExec_t>();
+  state().execs[*exec] = it->second;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t h) {
+  State &st = state();
+  std::lock_guard<std::mutex> lock(st.m);
+  auto it = st.execs.find(exec);
+  if (it == st.execs.end())
+    return cudaErrorInvalidResourceHandle;
+  std::shared_ptr<Stream> s = streamOf(h);
+  if (s->capture)
+    return invalidate(s, "a graph launched into a capture (not emulated)");
+  // Each launch runs the recorded work again; the tasks keep the graph
+  // (and its memory) alive until they have run.
+  std::shared_ptr<Capture> c = it->second;
+  for (size_t i = 0; i < c->work.size(); ++i) {
+    ++st.work;
+    push(s, Task{[c, i] { return c->work[i](); }});
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  std::lock_guard<std::mutex> lock(state().m);
+  return state().execs.erase(exec) ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  std::lock_guard<std::mutex> lock(state().m);
+  return state().graphs.erase(g) ? cudaSuccess : cudaErrorInvalidValue;
 }
 } // extern "C"

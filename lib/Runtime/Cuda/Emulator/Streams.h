@@ -56,8 +56,18 @@ void forgetAllocation(const void *p);
 bool isAllocated(const void *p);
 
 /// Runs everything queued on the current device's streams (cudaFree's
-/// implicit synchronisation); false if a stream hung.
+/// implicit synchronisation); false if a stream hung. A stream capture in
+/// progress is invalidated, as on a GPU.
 bool drainAll();
+
+/// Stream capture (Streams.cpp, Capture): whether `stream` is capturing;
+/// failing its capture for `why` (returns the error for the caller); an
+/// allocation (cudaMallocAsync) the capture's graph owns, and a
+/// cudaFreeAsync of one (both false when not capturing).
+bool capturing(cudaStream_t stream);
+cudaError_t invalidateCapture(cudaStream_t stream, const char *why);
+bool captureAllocation(cudaStream_t stream, void *p);
+bool capturedFree(cudaStream_t stream, void *p);
 
 } // namespace lamina::cuda_emulator
 

@@ -2,7 +2,8 @@
 //
 // Streams.h's rules against CUDA's: queued work runs when something needs
 // it, events and stream waits order streams, the legacy stream orders
-// blocking streams only, copies from pageable memory are taken when issued.
+// blocking streams only, copies from pageable memory are taken when issued,
+// a stream capture records work that each graph launch runs again.
 // Each test's work is a host function queued like a kernel.
 //
 //===----------------------------------------------------------------------===//
@@ -129,6 +130,96 @@ TEST(CudaEmulatorStreams, AFailedTaskHangsItsStreamAndItsWaiters) {
   EXPECT_NE(cudaStreamSynchronize(compute), cudaSuccess);
   EXPECT_FALSE(ran);
   cudaEventDestroy(e);
+}
+
+TEST(CudaEmulatorStreams, AGraphRunsTheCapturedWorkAtEachLaunch) {
+  Buffer b;
+  cudaStream_t s = stream(cudaStreamNonBlocking);
+  int *p = b.p;
+  int *scratch = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  // Stream-ordered scratch inside the capture belongs to the graph: the
+  // same address at every launch, alive after cudaFreeAsync.
+  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void **>(&scratch), sizeof(int),
+                            s),
+            cudaSuccess);
+  emu::submit(s, [scratch] { *scratch = 10; });
+  ASSERT_EQ(cudaMemsetAsync(p, 0, sizeof(int), s), cudaSuccess);
+  emu::submit(s, [p, scratch] { *p += *scratch + 1; });
+  ASSERT_EQ(cudaFreeAsync(scratch, s), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(*b.p, 0); // captured, not run
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 3u); // the work (a GPU's graph also has memory nodes)
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  *b.p = 5;
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  EXPECT_EQ(*b.p, 5); // queued, as a launch is
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(*b.p, 11);
+  *scratch = 0;
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess); // launched work stays
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(*b.p, 11);
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaEmulatorStreams, WhatAGraphCannotHoldInvalidatesTheCapture) {
+  Buffer b;
+  cudaStream_t s = stream(cudaStreamNonBlocking),
+               other = stream(cudaStreamNonBlocking);
+  cudaEvent_t e;
+  ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, other), cudaSuccess);
+  int host = 3;
+  cudaGraph_t graph = nullptr;
+  // A wait for an event recorded outside the capture (CUDA: isolation),
+  // a synchronisation, a copy from pageable memory: each fails the call
+  // and the capture, which ends without a graph.
+  auto failed = [&](auto &&call, cudaError_t expected) {
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
+    EXPECT_EQ(call(), expected);
+    cudaStreamCaptureStatus status;
+    ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph),
+              cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+  };
+  failed([&] { return cudaStreamWaitEvent(s, e, 0); },
+         cudaErrorStreamCaptureIsolation);
+  failed([&] { return cudaStreamSynchronize(s); },
+         cudaErrorStreamCaptureUnsupported);
+  failed(
+      [&] {
+        return cudaMemcpyAsync(b.p, &host, sizeof host, cudaMemcpyHostToDevice,
+                               s);
+      },
+      cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(*b.p, 0);
+  // The stream works as before afterwards.
+  ASSERT_EQ(cudaMemcpyAsync(b.p, &host, sizeof host, cudaMemcpyHostToDevice, s),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(*b.p, 3);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorIllegalState);
+  cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(other);
 }
 
 } // namespace
