@@ -124,8 +124,9 @@ static cl::opt<std::string> recomputeMode(
 static cl::opt<std::string> precision(
     "precision",
     cl::desc("f32 (default), bf16 or f16: matmuls compute in bf16/f16 with "
-             "f32 accumulation; weights, optimizer state and every other op "
-             "stay f32 (graph-autocast)"),
+             "f32 accumulation (a result only elementwise ops read is stored "
+             "in bf16/f16, as PyTorch's autocast does); weights, optimizer "
+             "state and every other op stay f32 (graph-autocast)"),
     cl::init("f32"), cl::sub(compileCommand));
 static cl::opt<bool> cudaEmulator(
     "cuda-emulator",
@@ -870,8 +871,9 @@ int runCompile() {
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
     if (precision != "f32")
       llvm::outs() << "  precision: " << precision
-                   << " matmuls (f32 accumulation); weights and every other "
-                      "op f32\n";
+                   << " matmuls (f32 accumulation; results only elementwise "
+                      "ops read stored "
+                   << precision << "); weights and every other op f32\n";
     if (!dist) {
       llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
                    << " (peak, " << figures.arenaBytes << " bytes) for "

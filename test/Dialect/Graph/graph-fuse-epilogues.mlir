@@ -231,3 +231,55 @@ func.func @transposed_product(%h: tensor<6x8xbf16>, %d: tensor<6x16xbf16>) -> te
   %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : tensor<8x16xbf16> -> tensor<16x8xbf16>
   return %1 : tensor<16x8xbf16>
 }
+
+// -----
+
+// Products of bf16 operands read only by elementwise steps are stored in
+// bf16 (an MLP's hidden pre-activation with its bias, read by the forward
+// and the backward chains; the gradient of the activation), one widening
+// cast per reader, which graph-fuse-elementwise absorbs: no f32 tensor
+// between them. Kept f32: a product with an addend, one read by a
+// non-elementwise op, one summed into a function result (a tied
+// embedding's gradient), and a product of f32 operands.
+// CHECK-LABEL: func.func @narrow_activations
+// CHECK: %[[B:.*]] = graph.cast %arg2 : tensor<6xf32> to tensor<6xbf16>
+// CHECK-NEXT: %[[H:.*]] = graph.fused_matmul %arg0, %arg1 bias %[[B]] : (tensor<4x8xbf16>, tensor<8x6xbf16>, tensor<6xbf16>) -> tensor<4x6xbf16>
+// CHECK-NEXT: %[[D:.*]] = graph.matmul %arg0, %arg1 : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xbf16>
+// CHECK-NEXT: %[[H1:.*]] = graph.cast %[[H]] : tensor<4x6xbf16> to tensor<4x6xf32>
+// CHECK-NEXT: graph.gelu %[[H1]]
+// CHECK-DAG: %[[D1:.*]] = graph.cast %[[D]] : tensor<4x6xbf16> to tensor<4x6xf32>
+// CHECK-DAG: %[[H2:.*]] = graph.cast %[[H]] : tensor<4x6xbf16> to tensor<4x6xf32>
+// CHECK: graph.mul %[[D1]], %[[H2]]
+// CHECK: graph.fused_matmul %arg0, %arg1 addend %arg3 : {{.*}} -> tensor<4x6xf32>
+// CHECK-NEXT: graph.matmul %arg0, %arg1 : {{.*}} -> tensor<4x6xf32>
+// CHECK-NEXT: graph.reduce_sum
+// CHECK-NEXT: graph.matmul %arg0, %arg1 : {{.*}} -> tensor<4x6xf32>
+// CHECK-NEXT: graph.mul
+// CHECK-NEXT: graph.matmul %arg4, %arg5 : {{.*}} -> tensor<4x6xf32>
+// CHECK-NEXT: graph.neg
+// CHECK-NEXT: return
+// RUN: lamina-opt %s -split-input-file -graph-fuse-epilogues -graph-fuse-elementwise | FileCheck %s --check-prefix=FUSED
+// FUSED-LABEL: func.func @narrow_activations
+// FUSED-NOT: graph.cast {{.*}} : tensor<4x6xbf16> to tensor<4x6xf32>
+// FUSED: graph.fused_elementwise {{.*}} : (tensor<4x6xbf16>) -> tensor<4x6xbf16>
+// FUSED: graph.fused_elementwise {{.*}} : (tensor<4x6xbf16>, tensor<4x6xbf16>) -> tensor<4x6xbf16>
+func.func @narrow_activations(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tensor<6xf32>, %r: tensor<4x6xf32>, %xf: tensor<4x8xf32>, %wf: tensor<8x6xf32>, %v: tensor<6x2xbf16>) -> (tensor<4x2xbf16>, tensor<4x2xbf16>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<4x6xf32>) {
+  %0 = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %h = graph.add %0, %b : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %d = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %g = graph.gelu %h {tanh} : tensor<4x6xf32>
+  %gb = graph.cast %g : tensor<4x6xf32> to tensor<4x6xbf16>
+  %dh = graph.mul %d, %h : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %dhb = graph.cast %dh : tensor<4x6xf32> to tensor<4x6xbf16>
+  %y = graph.matmul %gb, %v : (tensor<4x6xbf16>, tensor<6x2xbf16>) -> tensor<4x2xbf16>
+  %dy = graph.matmul %dhb, %v : (tensor<4x6xbf16>, tensor<6x2xbf16>) -> tensor<4x2xbf16>
+  %1 = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %res = graph.add %1, %r : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %2 = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %s = graph.reduce_sum %2 {axes = array<i64: 0>, keepdims = false} : tensor<4x6xf32> -> tensor<6xf32>
+  %3 = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %tied = graph.mul %3, %r : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %4 = graph.matmul %xf, %wf : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %n = graph.neg %4 : tensor<4x6xf32>
+  return %y, %dy, %res, %s, %tied, %n : tensor<4x2xbf16>, tensor<4x2xbf16>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+}

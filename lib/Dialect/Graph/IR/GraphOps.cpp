@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
@@ -577,6 +578,34 @@ LogicalResult FusedMatMulOp::verify() {
     return emitOpError() << "addend " << addend.getType()
                          << " is not of the result type " << result;
   return success();
+}
+
+StringRef FusedElementwiseOp::stepOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case([](NegOp) { return "neg"; })
+      .Case([](AbsOp) { return "abs"; })
+      .Case([](ReluOp) { return "relu"; })
+      .Case([](ExpOp) { return "exp"; })
+      .Case([](LogOp) { return "log"; })
+      .Case([](SqrtOp) { return "sqrt"; })
+      .Case([](ReciprocalOp) { return "reciprocal"; })
+      .Case([](TanhOp) { return "tanh"; })
+      .Case([](ErfOp) { return "erf"; })
+      .Case([](SigmoidOp) { return "sigmoid"; })
+      .Case([](GeluOp o) { return o.getTanh() ? "gelu_tanh" : "gelu"; })
+      .Case([](GeluDerivativeOp o) {
+        return o.getTanh() ? "gelu_tanh_derivative" : "gelu_derivative";
+      })
+      .Case([](CosOp) { return "cos"; })
+      .Case([](SinOp) { return "sin"; })
+      .Case([](AddOp) { return "add"; })
+      .Case([](SubOp) { return "sub"; })
+      .Case([](MulOp) { return "mul"; })
+      .Case([](DivOp) { return "div"; })
+      .Case([](PowOp) { return "pow"; })
+      .Case([](MinOp) { return "min"; })
+      .Case([](MaxOp) { return "max"; })
+      .Default([](Operation *) { return ""; });
 }
 
 bool FusedElementwiseOp::isStepOp(StringRef name, bool &binary) {

@@ -24,7 +24,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFUSEELEMENTWISE
@@ -35,35 +34,6 @@ using namespace mlir;
 using namespace lamina::graph;
 
 namespace {
-/// The step name of an elementwise op the fused kernel computes, or "".
-StringRef stepName(Operation *op) {
-  return llvm::TypeSwitch<Operation *, StringRef>(op)
-      .Case([](NegOp) { return "neg"; })
-      .Case([](AbsOp) { return "abs"; })
-      .Case([](ReluOp) { return "relu"; })
-      .Case([](ExpOp) { return "exp"; })
-      .Case([](LogOp) { return "log"; })
-      .Case([](SqrtOp) { return "sqrt"; })
-      .Case([](ReciprocalOp) { return "reciprocal"; })
-      .Case([](TanhOp) { return "tanh"; })
-      .Case([](ErfOp) { return "erf"; })
-      .Case([](SigmoidOp) { return "sigmoid"; })
-      .Case([](GeluOp o) { return o.getTanh() ? "gelu_tanh" : "gelu"; })
-      .Case([](GeluDerivativeOp o) {
-        return o.getTanh() ? "gelu_tanh_derivative" : "gelu_derivative";
-      })
-      .Case([](CosOp) { return "cos"; })
-      .Case([](SinOp) { return "sin"; })
-      .Case([](AddOp) { return "add"; })
-      .Case([](SubOp) { return "sub"; })
-      .Case([](MulOp) { return "mul"; })
-      .Case([](DivOp) { return "div"; })
-      .Case([](PowOp) { return "pow"; })
-      .Case([](MinOp) { return "min"; })
-      .Case([](MaxOp) { return "max"; })
-      .Default([](Operation *) { return ""; });
-}
-
 bool isHalfFloat(Type t) { return t.isF16() || t.isBF16(); }
 
 Type elementOf(Value v) {
@@ -72,7 +42,7 @@ Type elementOf(Value v) {
 
 /// A step op on f32, f16 or bf16 (the kernels' types).
 bool isFusable(Operation *op) {
-  if (stepName(op).empty())
+  if (FusedElementwiseOp::stepOf(op).empty())
     return false;
   Type elt = elementOf(op->getResult(0));
   return elt.isF32() || isHalfFloat(elt);
@@ -155,7 +125,7 @@ struct GraphFuseElementwise
         auto reg = [&](Value v) {
           return int64_t(llvm::find(distinct, v) - distinct.begin());
         };
-        names.push_back(StringAttr::get(chain->getContext(), stepName(chain)));
+        names.push_back(StringAttr::get(chain->getContext(), FusedElementwiseOp::stepOf(chain)));
         lhs.push_back(reg(chain->getOperand(0)));
         rhs.push_back(chain->getNumOperands() == 2 ? reg(chain->getOperand(1))
                                                    : -1);
@@ -287,7 +257,7 @@ struct GraphFuseElementwise
           locs.push_back(op->getLoc());
         continue;
       }
-      names.push_back(stepName(op));
+      names.push_back(FusedElementwiseOp::stepOf(op));
       lhs.push_back(reg.lookup(op->getOperand(0)));
       rhs.push_back(op->getNumOperands() == 2 ? reg.lookup(op->getOperand(1))
                                               : -1);

@@ -7,7 +7,8 @@
 // accumulates a norm's input gradient with the residual's into the norm's
 // gradient kernel. One walk in program order: the inner add of
 // add(add(matmul, b), r) is fused first, so the outer one finds a
-// fused_matmul with a free addend.
+// fused_matmul with a free addend. Then a product (of narrow operands)
+// that only elementwise steps read is stored narrow (narrowActivation).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFUSEEPILOGUES
@@ -58,18 +60,22 @@ bool isRowOf(Value v, RankedTensorType result) {
          llvm::all_of(shape.drop_back(), [](int64_t d) { return d == 1; });
 }
 
-/// Replaces `old` and the product it reads with one fused_matmul (a matmul
-/// when there is no epilogue) of `type` at `old`, after every operand,
-/// named after the product's node.
+/// `p` as one fused_matmul (a matmul when there is no epilogue) of `type`
+/// at `b`, named after the product's node.
+Value buildProduct(OpBuilder &b, const Product &p, RankedTensorType type) {
+  return p.bias || p.addend
+             ? FusedMatMulOp::create(b, p.op->getLoc(), type, p.lhs, p.rhs,
+                                     p.bias, p.addend)
+                   .getResult()
+             : MatMulOp::create(b, p.op->getLoc(), type, p.lhs, p.rhs)
+                   .getResult(); // a plain product narrowed
+}
+
+/// Replaces `old` and the product it reads with the fused product of
+/// `type` at `old`, after every operand.
 void replaceWithFused(Operation *old, const Product &p, RankedTensorType type) {
   OpBuilder b(old);
-  Value fused =
-      p.bias || p.addend
-          ? FusedMatMulOp::create(b, p.op->getLoc(), type, p.lhs, p.rhs,
-                                  p.bias, p.addend)
-                .getResult()
-          : MatMulOp::create(b, p.op->getLoc(), type, p.lhs, p.rhs)
-                .getResult(); // a plain product narrowed
+  Value fused = buildProduct(b, p, type);
   old->getResult(0).replaceAllUsesWith(fused);
   old->erase();
   p.op->erase();
@@ -104,6 +110,15 @@ Value narrowOrigin(Value v, Type narrow) {
                                                               : Value();
 }
 
+/// The bias of a product stored as `narrow`: the narrow value it widens, or
+/// a cast rounding it (cuBLASLt reads the bias in the output's type).
+Value narrowBias(OpBuilder &b, Value bias, Type narrow) {
+  if (Value origin = narrowOrigin(bias, narrow))
+    return origin;
+  return CastOp::create(b, bias.getLoc(), typeOf(bias).clone(narrow), bias)
+      .getResult();
+}
+
 /// cast(product : f32) : T of T operands -> the product stored as T: its
 /// accumulator rounded once, as the cast would. The bias is rounded to T
 /// first (cuBLASLt reads it in the output's type); an addend only moves
@@ -136,14 +151,69 @@ bool narrowResult(CastOp c) {
       return false;
   }
   if (p->bias) {
-    Value origin = narrowOrigin(p->bias, narrow);
     OpBuilder b(c);
-    p->bias = origin ? origin
-                     : CastOp::create(b, p->bias.getLoc(),
-                                      typeOf(p->bias).clone(narrow), p->bias)
-                           .getResult();
+    p->bias = narrowBias(b, p->bias, narrow);
   }
   replaceWithFused(c, *p, to);
+  return true;
+}
+
+/// Whether `v` reaches a function result through elementwise steps and
+/// casts only (a parameter gradient summed with another, an output).
+bool reachesResult(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    for (Operation *user : x.getUsers()) {
+      if (isa<func::ReturnOp>(user))
+        return true;
+      if (isa<CastOp>(user) || !FusedElementwiseOp::stepOf(user).empty())
+        llvm::append_range(work, user->getResults());
+    }
+  }
+  return false;
+}
+
+/// A product of T operands (no addend) whose f32 result only elementwise
+/// steps read, and that no function result is made of -> the product
+/// stored as T (its accumulator plus the T-rounded bias, rounded once) and
+/// one widening cast per reader, which graph-fuse-elementwise absorbs as a
+/// widening load: the f32 tensor is neither stored nor read. PyTorch's
+/// autocast stores these activations (an MLP's hidden pre-activation, the
+/// gradient of its output) in bf16 likewise; it makes one more rounding
+/// than the f32 product, and halves their traffic.
+bool narrowActivation(Operation *op) {
+  std::optional<Product> p;
+  if (auto m = dyn_cast<MatMulOp>(op))
+    p = Product{op, m.getLhs(), m.getRhs(), {}, {}};
+  else if (auto f = dyn_cast<FusedMatMulOp>(op))
+    p = Product{op, f.getLhs(), f.getRhs(), f.getBias(), f.getAddend()};
+  else
+    return false;
+  Value result = op->getResult(0);
+  Type narrow = typeOf(p->lhs).getElementType();
+  if (!(narrow.isF16() || narrow.isBF16()) ||
+      typeOf(p->rhs).getElementType() != narrow ||
+      !typeOf(result).getElementType().isF32() || p->addend ||
+      result.use_empty() ||
+      !llvm::all_of(result.getUsers(),
+                    [](Operation *user) {
+                      return !FusedElementwiseOp::stepOf(user).empty();
+                    }) ||
+      reachesResult(result))
+    return false;
+  OpBuilder b(op);
+  if (p->bias)
+    p->bias = narrowBias(b, p->bias, narrow);
+  Value stored = buildProduct(b, *p, typeOf(result).clone(narrow));
+  for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+    b.setInsertionPoint(use.getOwner());
+    use.set(CastOp::create(b, op->getLoc(), typeOf(result), stored));
+  }
+  op->erase();
   return true;
 }
 
@@ -250,6 +320,13 @@ struct GraphFuseEpilogues
           }
           numNarrowed += narrowResult(cast<CastOp>(op));
         }
+        // After the epilogues: a product with an addend stays f32.
+        SmallVector<Operation *> products;
+        for (Operation &op : block)
+          if (isa<MatMulOp, FusedMatMulOp>(op))
+            products.push_back(&op);
+        for (Operation *op : products)
+          numActivations += narrowActivation(op);
         eraseDeadOps(block);
       }
     });

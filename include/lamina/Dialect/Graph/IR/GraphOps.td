@@ -225,6 +225,10 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
     static constexpr int kMaxSteps = 16;
     /// Whether `name` is a step op, and if so whether it is binary.
     static bool isStepOp(::llvm::StringRef name, bool &binary);
+    /// The step `op` is, as the fused kernel computes it (its name), or ""
+    /// when `op` is not one (graph-fuse-elementwise's members; what
+    /// graph-fuse-epilogues expects a chain to widen on load).
+    static ::llvm::StringRef stepOf(::mlir::Operation *op);
   }];
 }
 

@@ -203,6 +203,18 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
     transposes fold into the GEMM's flags, so no kernel transposes the
     result (the tied LM head's weight gradient, [vocab, hidden]).
 
+    Last, a `graph.matmul` or `graph.fused_matmul` without addend whose
+    operands are f16/bf16 and whose f32 result is read only by elementwise
+    steps (those `graph.fused_elementwise` computes), none of them making a
+    function result, stores its result in the operands' type, and each
+    reader gets its own widening cast, which `graph-fuse-elementwise`
+    absorbs as a widening load: an MLP's hidden pre-activation and the
+    gradient of its activation are stored in bf16 (as PyTorch's autocast
+    stores them), not in f32. This is one rounding more than the f32
+    product, and half the bytes written and read. A product with a
+    residual addend, or one summed into a parameter gradient (a tied
+    embedding's), stays f32.
+
     Run it after `graph-autodiff` (no gradient rules) and
     `graph-fold-matmul-casts`, before `graph-fuse-elementwise`, as
     `lamina compile` does.
@@ -225,6 +237,8 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
               "gradient sums moved into a norm's gradient kernel">,
     Statistic<"numSwapped", "swapped",
               "transposed products computed as the swapped product">,
+    Statistic<"numActivations", "activations",
+              "products read only by elementwise steps stored narrow">,
   ];
 }
 
