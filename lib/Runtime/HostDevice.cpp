@@ -115,8 +115,15 @@ public:
   }
   Status optimizerUpdate(const OptimizerConfig &cfg, float lr, int64_t step,
                          const Tensor &param, const Tensor &grad,
-                         const Tensor *state) override {
-    return lamina::rt::optimizerUpdate(cfg, lr, step, param, grad, state);
+                         const Tensor *state, const Tensor *copy) override {
+    if (Status s =
+            lamina::rt::optimizerUpdate(cfg, lr, step, param, grad, state);
+        !s.ok() || !copy)
+      return s;
+    return lamina::rt::cast(param, *copy);
+  }
+  Status cast(const Tensor &from, const Tensor &to) override {
+    return lamina::rt::cast(from, to);
   }
 };
 class StagedDevice final : public HostDevice {

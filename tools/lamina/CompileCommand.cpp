@@ -734,6 +734,10 @@ int runCompile() {
     if (precision != "f32")
       toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }
+  // The weights' bf16 copies come from the optimizer's kernel, not from
+  // casts in every step (single-process training: trainMain keeps them).
+  if (train && !dist && precision != "f32")
+    toRt.addPass(graph::createGraphHoistParamCasts());
   toRt.addPass(graph::createGraphFuseGelu());
   // Last on the graph: after autodiff and autocast (no gradient rule).
   if (precision != "f32")

@@ -93,9 +93,17 @@ public:
                               double &totalNorm) = 0;
   /// One optimizer update of one f32 parameter in device memory:
   /// optimizerUpdate (Optimizer.h) with `state` its numSlots(cfg) buffers.
+  /// With `copy` (an f16/bf16 tensor of the parameter's shape, or null),
+  /// the updated parameter is also stored there, rounded as cast() rounds
+  /// (the low-precision copy a mixed-precision step reads: ArgKind::
+  /// ParamCopy).
   virtual Status optimizerUpdate(const OptimizerConfig &cfg, float lr,
                                  int64_t step, const Tensor &param,
-                                 const Tensor &grad, const Tensor *state) = 0;
+                                 const Tensor &grad, const Tensor *state,
+                                 const Tensor *copy) = 0;
+  /// `to` = `from` converted to `to`'s element type (same shape), in device
+  /// memory, ordered after the work enqueued before it.
+  virtual Status cast(const Tensor &from, const Tensor &to) = 0;
 };
 
 /// The CPU: host memory, the host kernels. With LAMINA_STAGED_DEVICE=1 in

@@ -34,6 +34,9 @@ enum class ArgKind : uint8_t {
   Boundary,  ///< an activation handed over by the previous module
   Residual,  ///< a forward value kept for the backward
   Cotangent, ///< the gradient of a forward output
+  // Only in single-process train steps (graph-hoist-param-casts):
+  ParamCopy, ///< the f16/bf16 copy of the Trainable argument of the same
+             ///< name, which the driver keeps current (trainMain)
 };
 
 /// One argument of the entry function, in order. `name` is the ONNX name.

@@ -420,6 +420,7 @@ static StringRef argKindEnumerator(StringAttr kind) {
       .Case(graph::kKindBoundary, "Boundary")
       .Case(graph::kKindResidual, "Residual")
       .Case(graph::kKindCotangent, "Cotangent")
+      .Case(graph::kKindParamCopy, "ParamCopy")
       .Default("Constant");
 }
 

@@ -205,10 +205,15 @@ public:
 
   Status optimizerUpdate(const OptimizerConfig &cfg, float lr, int64_t step,
                          const Tensor &param, const Tensor &grad,
-                         const Tensor *state) override {
+                         const Tensor *state, const Tensor *copy) override {
     if (Status s = init(); !s.ok())
       return s;
-    return optimizerStep(cfg, lr, step, param, grad, state, stream);
+    return optimizerStep(cfg, lr, step, param, grad, state, stream, copy);
+  }
+  Status cast(const Tensor &from, const Tensor &to) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    return cuda::cast(from, to, stream);
   }
 
   /// The device copy of a program constant (uploaded on first use).

@@ -13,6 +13,7 @@
 #include "lamina/Runtime/Cuda/Optimizer.h"
 
 #include <cmath>
+#include <type_traits>
 
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
@@ -22,11 +23,25 @@ namespace {
 // The host's per-element rules (Optimizer.h). This file is built with
 // -fmad=false (CMakeLists.txt) so nvcc does not contract them into FMAs
 // the host does not use: the device update is the host's bit for bit.
+//
+// C is the parameter's low-precision copy (ArgKind::ParamCopy: Half or
+// BFloat16), stored from the updated value as the cast kernel rounds it, or
+// NoCopy.
+struct NoCopy {};
+template <typename C>
+__device__ inline void storeCopy(C *copy, int64_t k, float p) {
+  if constexpr (!std::is_same_v<C, NoCopy>)
+    copy[k] = store<C>(p);
+}
+
+template <typename C>
 __global__ void sgdKernel(UpdateCoefficients c, float *p, const float *g,
-                          float *buf, int64_t n) {
+                          float *buf, C *copy, int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
+       k += int64_t(gridDim.x) * blockDim.x) {
     sgdElement(p[k], g[k], buf ? buf + k : nullptr, c);
+    storeCopy(copy, k, p[k]);
+  }
 }
 
 __global__ void axpyKernel(float *dst, const float *src, float a, int64_t n) {
@@ -35,19 +50,23 @@ __global__ void axpyKernel(float *dst, const float *src, float a, int64_t n) {
     dst[k] = __fadd_rn(dst[k], __fmul_rn(a, src[k]));
 }
 
+template <typename C>
 __global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
-                            float *m, float *v, int64_t n) {
+                            float *m, float *v, C *copy, int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
+       k += int64_t(gridDim.x) * blockDim.x) {
     adamwElement(p[k], m[k], v[k], g[k], c);
+    storeCopy(copy, k, p[k]);
+  }
 }
 
 /// adamwKernel four elements a thread with 16-byte loads and stores (the
-/// update is memory-bound: 28 bytes an element); the same per-element
-/// rule, so the same bits.
+/// update is memory-bound: 28 bytes an element, 30 with a copy); the same
+/// per-element rule, so the same bits.
+template <typename C>
 __global__ void adamwVec4Kernel(UpdateCoefficients c, float4 *p,
                                 const float4 *g, float4 *m, float4 *v,
-                                int64_t n4) {
+                                C *copy, int64_t n4) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n4;
        k += int64_t(gridDim.x) * blockDim.x) {
     float4 P = p[k], G = g[k], M = m[k], V = v[k];
@@ -58,6 +77,10 @@ __global__ void adamwVec4Kernel(UpdateCoefficients c, float4 *p,
     p[k] = P;
     m[k] = M;
     v[k] = V;
+    storeCopy(copy, 4 * k, P.x);
+    storeCopy(copy, 4 * k + 1, P.y);
+    storeCopy(copy, 4 * k + 2, P.z);
+    storeCopy(copy, 4 * k + 3, P.w);
   }
 }
 
@@ -203,7 +226,8 @@ Status lamina::rt::cuda::accumulateScaled(float *dst, const float *src,
 Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
                                        int64_t step, const Tensor &param,
                                        const Tensor &grad, const Tensor *state,
-                                       cudaStream_t stream) {
+                                       cudaStream_t stream,
+                                       const Tensor *copy) {
   // Optimizer::init's and step's checks.
   auto bad = [](const char *what, double v) {
     return Status::error(std::string("optimizer: invalid ") + what + " " +
@@ -248,6 +272,11 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
                          "supported");
   if (Status s = check(grad, "gradient"); !s.ok())
     return s;
+  if (copy && (!(copy->dtype == DType::BF16 || copy->dtype == DType::F16) ||
+               !sameShape(*copy, param)))
+    return Status::error("optimizer: the parameter's copy " + describe(*copy) +
+                         " must be f16 or bf16 of the parameter's shape " +
+                         describe(param));
   for (int i = 0; i < slots; ++i)
     if (Status s = check(state[i], "state " + std::to_string(i)); !s.ok())
       return s;
@@ -255,24 +284,35 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
   if (n == 0)
     return Status::success();
   const UpdateCoefficients c = updateCoefficients(cfg, lr, step);
-  if (cfg.kind == OptimizerKind::Sgd) {
-    launchKernel(sgdKernel, gridFor(n), 256, 0, stream, c, param.as<float>(),
-                 grad.as<float>(), slots ? state[0].as<float>() : nullptr, n);
-    return launched("optimizer");
-  }
-  bool vec = n % 4 == 0;
-  for (const void *q : {param.data, grad.data, state[0].data, state[1].data})
-    vec = vec && alignedTo(q, 16);
-  if (vec)
-    launchKernel(adamwVec4Kernel, gridFor(n / 4), 256, 0, stream, c,
-                 static_cast<float4 *>(param.data),
-                 static_cast<const float4 *>(grad.data),
-                 static_cast<float4 *>(state[0].data),
-                 static_cast<float4 *>(state[1].data), n / 4);
+  auto launch = [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    C *cp = copy ? static_cast<C *>(copy->data) : nullptr;
+    if (cfg.kind == OptimizerKind::Sgd) {
+      launchKernel(sgdKernel<C>, gridFor(n), 256, 0, stream, c,
+                   param.as<float>(), grad.as<float>(),
+                   slots ? state[0].as<float>() : nullptr, cp, n);
+      return;
+    }
+    bool vec = n % 4 == 0;
+    for (const void *q : {param.data, grad.data, state[0].data, state[1].data})
+      vec = vec && alignedTo(q, 16);
+    if (vec)
+      launchKernel(adamwVec4Kernel<C>, gridFor(n / 4), 256, 0, stream, c,
+                   static_cast<float4 *>(param.data),
+                   static_cast<const float4 *>(grad.data),
+                   static_cast<float4 *>(state[0].data),
+                   static_cast<float4 *>(state[1].data), cp, n / 4);
+    else
+      launchKernel(adamwKernel<C>, gridFor(n), 256, 0, stream, c,
+                   param.as<float>(), grad.as<float>(), state[0].as<float>(),
+                   state[1].as<float>(), cp, n);
+  };
+  if (!copy)
+    launch(Tag<NoCopy>{});
+  else if (copy->dtype == DType::BF16)
+    launch(Tag<BFloat16>{});
   else
-    launchKernel(adamwKernel, gridFor(n), 256, 0, stream, c,
-                 param.as<float>(), grad.as<float>(), state[0].as<float>(),
-                 state[1].as<float>(), n);
+    launch(Tag<Half>{});
   return launched("optimizer");
 }
 

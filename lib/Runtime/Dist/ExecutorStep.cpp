@@ -498,7 +498,8 @@ Status Executor::optimizerStep(int64_t stepIndex) {
   for (size_t i = 0; i < segments.size(); ++i)
     if (Status s = device.optimizerUpdate(
             optimizerConfigFor(o, segments[i].rank), lr, opt.stepCount(), ps[i],
-            gs[i], slots ? &deviceState[i * size_t(slots)] : nullptr);
+            gs[i], slots ? &deviceState[i * size_t(slots)] : nullptr,
+            /*copy=*/nullptr);
         !s.ok())
       return s;
   double t2 = now();

@@ -94,13 +94,31 @@ Status checkEvalEntry(const ProgramSpec &spec, const ProgramSpec &eval) {
 
 Status train(const ProgramSpec &spec, const TrainSpec &ts,
              const TrainOptions &o, Device &device) {
-  // The signature: inputs, trainable parameters (gradient i+1 each).
-  std::vector<int> inputArgs, trainArgs;
+  // The signature: inputs, trainable parameters (gradient i+1 each), the
+  // parameters' low-precision copies (graph-hoist-param-casts).
+  std::vector<int> inputArgs, trainArgs, copyArgs;
   for (int i = 0; i < spec.numArgs; ++i) {
     if (spec.args[i].kind == ArgKind::Input)
       inputArgs.push_back(i);
     else if (spec.args[i].kind == ArgKind::Trainable)
       trainArgs.push_back(i);
+    else if (spec.args[i].kind == ArgKind::ParamCopy)
+      copyArgs.push_back(i);
+  }
+  // Each copy's parameter (its index in trainArgs): same name and shape.
+  std::vector<size_t> copyOf;
+  for (int i : copyArgs) {
+    const ArgSpec &c = spec.args[i];
+    auto it = std::find_if(trainArgs.begin(), trainArgs.end(), [&](int t) {
+      return std::strcmp(spec.args[t].name, c.name) == 0;
+    });
+    if (it == trainArgs.end() || (c.dtype != DType::BF16 && c.dtype != DType::F16) ||
+        c.rank != spec.args[*it].rank ||
+        !std::equal(c.shape, c.shape + c.rank, spec.args[*it].shape))
+      return Status::error("the program is inconsistent: its copy of '" +
+                           std::string(c.name) +
+                           "' does not match a trainable parameter");
+    copyOf.push_back(size_t(it - trainArgs.begin()));
   }
   // After the loss and the gradients: the model's own outputs
   // ("output:NAME", graph-autodiff keep-outputs), for --dump-outputs.
@@ -201,6 +219,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                                  a.dtype, a.rank, a.shape};
       continue;
     }
+    if (a.kind == ArgKind::ParamCopy)
+      continue; // made on the device from the parameter, below
     auto it = inits.find(a.name);
     if (Status st = checkInitializer(
             a, it == inits.end() ? nullptr : &it->second, modelPath);
@@ -240,9 +260,28 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   Mirror mirror(device);
   std::vector<Tensor> deviceValues(values.size());
   for (size_t i = 0; i < values.size(); ++i)
-    if (Status s = mirror.add(values[i], deviceValues[i]); !s.ok())
-      return Status::error("argument '" + std::string(spec.args[i].name) +
+    if (spec.args[i].kind != ArgKind::ParamCopy)
+      if (Status s = mirror.add(values[i], deviceValues[i]); !s.ok())
+        return Status::error("argument '" + std::string(spec.args[i].name) +
+                             "': " + s.message());
+  // The parameters' low-precision copies live on the device only: cast
+  // from the parameter now and after a resume (refreshCopies), stored by
+  // each optimizer update after.
+  std::vector<DeviceBuffer> copyBuffers(copyArgs.size());
+  std::vector<const Tensor *> copyFor(trainArgs.size(), nullptr);
+  for (size_t j = 0; j < copyArgs.size(); ++j) {
+    const ArgSpec &a = spec.args[copyArgs[j]];
+    Tensor &t = deviceValues[size_t(copyArgs[j])];
+    t = Tensor{nullptr, a.dtype, a.rank, a.shape};
+    if (Status s = copyBuffers[j].allocate(device, t.byteSize()); !s.ok())
+      return Status::error("the copy of '" + std::string(a.name) +
                            "': " + s.message());
+    t.data = copyBuffers[j].data();
+    if (copyFor[copyOf[j]])
+      return Status::error("the program is inconsistent: two copies of '" +
+                           std::string(a.name) + "'");
+    copyFor[copyOf[j]] = &t;
+  }
   const int slots = opt.numSlots();
   std::vector<Tensor> hostState, deviceState; // [param * slots + slot]
   for (size_t k = 0; k < trainArgs.size(); ++k) {
@@ -268,6 +307,17 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return s;
     return Status::success();
   };
+  auto refreshCopies = [&]() -> Status {
+    for (size_t k = 0; k < params.size(); ++k)
+      if (copyFor[k])
+        if (Status s = device.cast(params[k], *copyFor[k]); !s.ok())
+          return Status::error("the copy of '" +
+                               std::string(spec.args[trainArgs[k]].name) +
+                               "': " + s.message());
+    return Status::success();
+  };
+  if (Status s = refreshCopies(); !s.ok())
+    return s;
 
   if (!o.checkpointDir.empty())
     if (Status s = makeDirs(o.checkpointDir); !s.ok())
@@ -296,6 +346,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       std::memcpy(&rng.state, ck.rng.data(), sizeof(uint64_t));
       step = int64_t(ck.step);
       if (Status u = sync(false); !u.ok())
+        return u;
+      if (Status u = refreshCopies(); !u.ok())
         return u;
       std::printf("resumed from step %lld\n", (long long)step);
     } else {
@@ -477,7 +529,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     for (size_t k = 0; k < params.size(); ++k)
       if (Status s = device.optimizerUpdate(
               cfgs[k], float(lr), opt.stepCount(), params[k], updateGrads[k],
-              slots ? &deviceState[k * size_t(slots)] : nullptr);
+              slots ? &deviceState[k * size_t(slots)] : nullptr, copyFor[k]);
           !s.ok())
         return s;
     int64_t done = step + 1;

@@ -240,7 +240,7 @@ func.func @tile_repeats(%a: tensor<2x3xf32>) {
 
 // -----
 // Argument kinds are checked.
-// expected-error @+1 {{'graph.kind' of argument 0 must be "input", "trainable", "constant", "boundary", "residual" or "cotangent"}}
+// expected-error @+1 {{'graph.kind' of argument 0 must be "input", "trainable", "constant", "boundary", "residual", "cotangent" or "param_copy"}}
 func.func @bad_kind(%a: tensor<4xf32> {graph.kind = "weights"}) {
   return
 }

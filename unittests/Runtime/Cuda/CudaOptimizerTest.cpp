@@ -3,7 +3,8 @@
 // cuda::optimizerStep against the host Optimizer over three steps (SGD with
 // momentum, dampening, Nesterov and weight decay; AdamW), and sumOfSquares /
 // scaleInPlace / clipGradNorm against the host clipGradNorm, and the
-// weighted accumulation of --grad-accum.
+// weighted accumulation of --grad-accum; the parameter's low-precision copy
+// the update stores (ArgKind::ParamCopy) against the cast kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +95,45 @@ TEST_F(CudaKernel, AdamWMatchesHostOptimizer) {
   c.beta1 = 0.4f; // lerp weight 1 - beta1 >= 0.5: the other formula
   c.beta2 = 0.95f;
   checkOptimizer(stream, c, 1e-2f);
+}
+
+/// With a copy, the update computes the same parameter, and stores it in
+/// the copy with the cast kernel's rounding, bit for bit: odd sizes (the
+/// scalar kernels) and multiples of 4 (AdamW's 4-wide kernel), bf16 and f16.
+TEST_F(CudaKernel, UpdateStoresTheParametersCopyAsTheCastRoundsIt) {
+  for (const OptimizerConfig &cfg :
+       {OptimizerConfig::adamw(0.1f), OptimizerConfig::sgd(0.9f, 0.01f)})
+    for (DType copyType : {DType::BF16, DType::F16})
+      for (std::vector<int64_t> shape :
+           {std::vector<int64_t>{33, 17}, std::vector<int64_t>{5000}}) {
+        int slots = optimizerSlots(cfg);
+        Buf init = randomF32(shape);
+        Dev plain(init), withCopy(init), copy(copyType, shape),
+            cast(copyType, shape);
+        std::vector<std::unique_ptr<Dev>> state;
+        for (int k = 0; k < 2 * slots; ++k)
+          state.push_back(std::make_unique<Dev>(DType::F32, shape));
+        for (int64_t step = 1; step <= 2; ++step) {
+          Dev g(randomF32(shape));
+          Tensor a[2], b[2];
+          for (int k = 0; k < slots; ++k) {
+            a[k] = state[size_t(k)]->view();
+            b[k] = state[size_t(slots + k)]->view();
+          }
+          Tensor cv = copy.view();
+          EXPECT_OK(cu::optimizerStep(cfg, 0.05f, step, plain.view(), g.view(),
+                                      slots ? a : nullptr, stream));
+          EXPECT_OK(cu::optimizerStep(cfg, 0.05f, step, withCopy.view(),
+                                      g.view(), slots ? b : nullptr, stream,
+                                      &cv));
+          EXPECT_OK(cu::cast(withCopy.view(), cast.view(), stream));
+          EXPECT_OK(cu::deviceStatus(stream));
+          EXPECT_EQ(withCopy.download().bytes, plain.download().bytes)
+              << "step " << step;
+          EXPECT_EQ(copy.download().bytes, cast.download().bytes)
+              << "step " << step << ", " << shape.size() << "-d";
+        }
+      }
 }
 
 /// Tensors of assorted sizes: empty, tiny, several blocks, and more than one
@@ -211,6 +251,9 @@ TEST(CudaChecks, OptimizerChecks) {
   EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), -1.0f, 1, p, p,
                                  nullptr, s),
                "invalid learning rate");
+  EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), 0.1f, 1, p, p,
+                                 nullptr, s, &p),
+               "must be f16 or bf16 of the parameter's shape");
   EXPECT_ERROR(cu::sumOfSquares(&h, 1, nullptr, s), "expected f32");
   EXPECT_ERROR(cu::scaleInPlace(&p, 1, nullptr, 0.0f, s),
                "max norm must be positive");

@@ -32,9 +32,13 @@ namespace lamina::rt::cuda {
 /// exp_avg_sq, as Optimizer::numSlots) (a host array of views of device data; nullptr when there are
 /// none) are f32 of param's shape. The configuration is checked with the
 /// host Optimizer::init's rules.
+/// With `copy` (f16 or bf16, param's shape; null: none) the kernel also
+/// stores the updated parameter rounded to it, as cast() rounds: the
+/// parameter's low-precision copy costs a 2-byte store, not another pass.
 Status optimizerStep(const OptimizerConfig &cfg, float lr, int64_t step,
                      const Tensor &param, const Tensor &grad,
-                     const Tensor *state, cudaStream_t stream);
+                     const Tensor *state, cudaStream_t stream,
+                     const Tensor *copy = nullptr);
 
 /// *deviceResult (a device double) = the sum of squares of every element of
 /// the n f32 tensors, accumulated in double. Deterministic: each tensor is

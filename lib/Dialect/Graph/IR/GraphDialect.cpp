@@ -38,12 +38,13 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
     auto kind = dyn_cast<StringAttr>(attr.getValue());
     if (!kind ||
         !llvm::is_contained({kKindInput, kKindTrainable, kKindConstant,
-                             kKindBoundary, kKindResidual, kKindCotangent},
+                             kKindBoundary, kKindResidual, kKindCotangent,
+                             kKindParamCopy},
                             kind.getValue()))
       return op->emitError() << "'" << kKindAttr << "' of argument " << arg
                              << " must be \"input\", \"trainable\", "
-                                "\"constant\", \"boundary\", \"residual\" "
-                                "or \"cotangent\"";
+                                "\"constant\", \"boundary\", \"residual\", "
+                                "\"cotangent\" or \"param_copy\"";
     return success();
   }
   return op->emitError() << "unknown graph argument attribute '"

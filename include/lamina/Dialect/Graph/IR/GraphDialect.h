@@ -22,6 +22,10 @@ inline constexpr llvm::StringLiteral kKindConstant = "constant";
 inline constexpr llvm::StringLiteral kKindBoundary = "boundary";
 inline constexpr llvm::StringLiteral kKindResidual = "residual";
 inline constexpr llvm::StringLiteral kKindCotangent = "cotangent";
+/// Only on single-process train steps after graph-hoist-param-casts: the
+/// f16/bf16 copy of the trainable argument of the same name, which the
+/// driver keeps current.
+inline constexpr llvm::StringLiteral kKindParamCopy = "param_copy";
 } // namespace lamina::graph
 
 #endif

@@ -242,6 +242,39 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
   ];
 }
 
+def GraphHoistParamCasts : Pass<"graph-hoist-param-casts", "mlir::ModuleOp"> {
+  let summary = "The parameters' f16/bf16 copies become arguments";
+  let description = [{
+    Each `graph.cast` of a trainable f32 argument to f16 or bf16 (the
+    weights' copies mixed precision reads, made at every step) is replaced
+    by a new argument of the cast's type, named after the parameter, of
+    kind `param_copy`. The training driver keeps that copy: it casts the
+    parameter once at the start (and after a resume) and then the
+    optimizer's kernel stores the rounded parameter with each update
+    (lib/Runtime/Program/Train.cpp), which reads the f32 parameter once
+    instead of twice, a step's casts gone. The copy holds the bits the cast
+    would have produced, so the step computes the same.
+
+    Every function with trainable arguments gets the same new arguments,
+    in one order (the union over the functions: the train step and its
+    evaluation entry take one argument list). Single-process training
+    programs only (`lamina compile --mode train` without `--pp`/`--dp`),
+    after `graph-autodiff`.
+
+    ```mlir
+    func.func @train_step(%w: tensor<8x8xf32> {graph.kind = "trainable", graph.name = "w"}, ...) {
+      %wb = graph.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+    // becomes
+    func.func @train_step(%w: tensor<8x8xf32> {...}, ...,
+                          %wb: tensor<8x8xbf16> {graph.kind = "param_copy", graph.name = "w"}) {
+    ```
+  }];
+  let statistics = [
+    Statistic<"numHoisted", "hoisted", "parameter casts replaced by a copy">,
+    Statistic<"numFunctions", "functions", "functions given the copies">,
+  ];
+}
+
 def GraphPackAttention : Pass<"graph-pack-attention", "mlir::ModuleOp"> {
   let summary = "Attention on a fused q/k/v projection reads it in place";
   let description = [{
