@@ -734,10 +734,6 @@ int runCompile() {
     if (precision != "f32")
       toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }
-  // The weights' bf16 copies come from the optimizer's kernel, not from
-  // casts in every step (single-process training: trainMain keeps them).
-  if (train && !dist && precision != "f32")
-    toRt.addPass(graph::createGraphHoistParamCasts());
   toRt.addPass(graph::createGraphFuseGelu());
   // Last on the graph: after autodiff and autocast (no gradient rule).
   if (precision != "f32")
@@ -745,6 +741,11 @@ int runCompile() {
   // Bias and residual adds into the GEMM's epilogue (and gradient sums
   // into the norms' backward), before elementwise fusion would take them.
   toRt.addPass(graph::createGraphFuseEpilogues());
+  // The weights' (and the epilogues' biases') bf16 copies come from the
+  // optimizer's kernel, not from casts in every step (single-process
+  // training: trainMain keeps them).
+  if (train && !dist && precision != "f32")
+    toRt.addPass(graph::createGraphHoistParamCasts());
   // cuDNN reads q, k and v from the fused projection at a row stride.
   if (cuda)
     toRt.addPass(graph::createGraphPackAttention());
