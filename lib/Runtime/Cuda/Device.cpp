@@ -56,8 +56,8 @@ struct GraphKey {
   }
 };
 struct Replay {
-  bool warm = false;               ///< ran once without capture
-  cudaGraphExec_t exec = nullptr;  ///< captured
+  bool warm = false;              ///< ran once without capture
+  cudaGraphExec_t exec = nullptr; ///< captured
 };
 
 class CudaDevice final : public Device {
@@ -108,8 +108,8 @@ public:
         if (!r.exec)
           if (Status s = capture(entry, args, arena, r); !s.ok())
             return s;
-        if (Status s = cudaCheck("cudaGraphLaunch",
-                                 cudaGraphLaunch(r.exec, stream));
+        if (Status s =
+                cudaCheck("cudaGraphLaunch", cudaGraphLaunch(r.exec, stream));
             !s.ok())
           return s;
         if (Status s = cuda::detail::recordWorkspaceUse(stream); !s.ok())
@@ -237,8 +237,9 @@ private:
   /// (thread-local capture: another thread's CUDA calls are not affected).
   Status capture(EntryFn entry, const Tensor *args, void *arena, Replay &r) {
     const char *what = "LAMINA_CUDA_GRAPHS: capturing the step";
-    if (Status s = cudaCheck(what, cudaStreamBeginCapture(
-                                       stream, cudaStreamCaptureModeThreadLocal));
+    if (Status s = cudaCheck(
+            what,
+            cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         !s.ok())
       return s;
     runningStream = stream;

@@ -65,8 +65,8 @@ __global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
 /// per-element rule, so the same bits.
 template <typename C>
 __global__ void adamwVec4Kernel(UpdateCoefficients c, float4 *p,
-                                const float4 *g, float4 *m, float4 *v,
-                                C *copy, int64_t n4) {
+                                const float4 *g, float4 *m, float4 *v, C *copy,
+                                int64_t n4) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n4;
        k += int64_t(gridDim.x) * blockDim.x) {
     float4 P = p[k], G = g[k], M = m[k], V = v[k];

@@ -112,7 +112,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     auto it = std::find_if(trainArgs.begin(), trainArgs.end(), [&](int t) {
       return std::strcmp(spec.args[t].name, c.name) == 0;
     });
-    if (it == trainArgs.end() || (c.dtype != DType::BF16 && c.dtype != DType::F16) ||
+    if (it == trainArgs.end() ||
+        (c.dtype != DType::BF16 && c.dtype != DType::F16) ||
         c.rank != spec.args[*it].rank ||
         !std::equal(c.shape, c.shape + c.rank, spec.args[*it].shape))
       return Status::error("the program is inconsistent: its copy of '" +

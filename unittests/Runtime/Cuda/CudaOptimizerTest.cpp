@@ -251,9 +251,9 @@ TEST(CudaChecks, OptimizerChecks) {
   EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), -1.0f, 1, p, p,
                                  nullptr, s),
                "invalid learning rate");
-  EXPECT_ERROR(cu::optimizerStep(OptimizerConfig::sgd(), 0.1f, 1, p, p,
-                                 nullptr, s, &p),
-               "must be f16 or bf16 of the parameter's shape");
+  EXPECT_ERROR(
+      cu::optimizerStep(OptimizerConfig::sgd(), 0.1f, 1, p, p, nullptr, s, &p),
+      "must be f16 or bf16 of the parameter's shape");
   EXPECT_ERROR(cu::sumOfSquares(&h, 1, nullptr, s), "expected f32");
   EXPECT_ERROR(cu::scaleInPlace(&p, 1, nullptr, 0.0f, s),
                "max norm must be positive");

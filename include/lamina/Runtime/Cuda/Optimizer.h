@@ -29,12 +29,12 @@ namespace lamina::rt::cuda {
 /// seeds the momentum buffer with the gradient then, AdamW's bias
 /// corrections use it). param, grad and the `state` buffers (0 for SGD
 /// without momentum, 1 for SGD's momentum_buffer, 2 for AdamW's exp_avg and
-/// exp_avg_sq, as Optimizer::numSlots) (a host array of views of device data; nullptr when there are
-/// none) are f32 of param's shape. The configuration is checked with the
-/// host Optimizer::init's rules.
-/// With `copy` (f16 or bf16, param's shape; null: none) the kernel also
-/// stores the updated parameter rounded to it, as cast() rounds: the
-/// parameter's low-precision copy costs a 2-byte store, not another pass.
+/// exp_avg_sq, as Optimizer::numSlots) (a host array of views of device data;
+/// nullptr when there are none) are f32 of param's shape. The configuration is
+/// checked with the host Optimizer::init's rules. With `copy` (f16 or bf16,
+/// param's shape; null: none) the kernel also stores the updated parameter
+/// rounded to it, as cast() rounds: the parameter's low-precision copy costs a
+/// 2-byte store, not another pass.
 Status optimizerStep(const OptimizerConfig &cfg, float lr, int64_t step,
                      const Tensor &param, const Tensor &grad,
                      const Tensor *state, cudaStream_t stream,

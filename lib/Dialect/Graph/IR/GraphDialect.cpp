@@ -36,11 +36,10 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (attr.getName() == kKindAttr) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
-    if (!kind ||
-        !llvm::is_contained({kKindInput, kKindTrainable, kKindConstant,
-                             kKindBoundary, kKindResidual, kKindCotangent,
-                             kKindParamCopy},
-                            kind.getValue()))
+    if (!kind || !llvm::is_contained({kKindInput, kKindTrainable, kKindConstant,
+                                      kKindBoundary, kKindResidual,
+                                      kKindCotangent, kKindParamCopy},
+                                     kind.getValue()))
       return op->emitError() << "'" << kKindAttr << "' of argument " << arg
                              << " must be \"input\", \"trainable\", "
                                 "\"constant\", \"boundary\", \"residual\", "

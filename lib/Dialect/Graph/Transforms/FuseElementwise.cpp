@@ -125,7 +125,8 @@ struct GraphFuseElementwise
         auto reg = [&](Value v) {
           return int64_t(llvm::find(distinct, v) - distinct.begin());
         };
-        names.push_back(StringAttr::get(chain->getContext(), FusedElementwiseOp::stepOf(chain)));
+        names.push_back(StringAttr::get(chain->getContext(),
+                                        FusedElementwiseOp::stepOf(chain)));
         lhs.push_back(reg(chain->getOperand(0)));
         rhs.push_back(chain->getNumOperands() == 2 ? reg(chain->getOperand(1))
                                                    : -1);

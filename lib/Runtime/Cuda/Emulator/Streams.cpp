@@ -268,8 +268,9 @@ cudaError_t invalidate(const std::shared_ptr<Stream> &s, const char *why,
                        cudaError_t err = cudaErrorStreamCaptureUnsupported) {
   if (s->capture && s->capture->invalid.empty()) {
     s->capture->invalid = why;
-    std::fprintf(stderr, "lamina cuda emulator: stream capture invalidated: "
-                 "%s\n", why);
+    std::fprintf(stderr,
+                 "lamina cuda emulator: stream capture invalidated: %s\n",
+                 why);
   }
   return err;
 }
@@ -619,7 +620,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t h,
                                   cudaStreamCaptureStatus *status) {
   std::lock_guard<std::mutex> lock(state().m);
   std::shared_ptr<Stream> s = streamOf(h);
-  *status = !s->capture                  ? cudaStreamCaptureStatusNone
+  *status = !s->capture                   ? cudaStreamCaptureStatusNone
             : s->capture->invalid.empty() ? cudaStreamCaptureStatusActive
                                           : cudaStreamCaptureStatusInvalidated;
   return cudaSuccess;

@@ -144,9 +144,9 @@ TEST(CudaEmulatorStreams, AGraphRunsTheCapturedWorkAtEachLaunch) {
   EXPECT_EQ(status, cudaStreamCaptureStatusActive);
   // Stream-ordered scratch inside the capture belongs to the graph: the
   // same address at every launch, alive after cudaFreeAsync.
-  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void **>(&scratch), sizeof(int),
-                            s),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMallocAsync(reinterpret_cast<void **>(&scratch), sizeof(int), s),
+      cudaSuccess);
   emu::submit(s, [scratch] { *scratch = 10; });
   ASSERT_EQ(cudaMemsetAsync(p, 0, sizeof(int), s), cudaSuccess);
   emu::submit(s, [p, scratch] { *p += *scratch + 1; });
