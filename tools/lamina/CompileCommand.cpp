@@ -180,6 +180,8 @@ static std::string humanBytes(int64_t bytes) {
 /// What the memory plan and the lowering produced, for the summary.
 struct PlanFigures {
   int64_t arenaBytes = 0, tensorBytes = 0, weightBytes = 0, calls = 0;
+  /// The parameters' low-precision copies (graph-hoist-param-casts).
+  int64_t copyBytes = 0;
   /// A training program's @eval_step (it shares the train step's arena
   /// and weights).
   int64_t evalCalls = 0, evalArenaBytes = 0;
@@ -201,9 +203,12 @@ static PlanFigures readFigures(ModuleOp module) {
     for (unsigned i = 1; i < func.getNumArguments(); ++i) {
       auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
       auto type = dyn_cast<MemRefType>(func.getArgumentTypes()[i]);
-      if (kind && kind.getValue() != graph::kKindInput && type)
-        f.weightBytes += type.getNumElements() *
-                         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      if (!kind || kind.getValue() == graph::kKindInput || !type)
+        continue;
+      int64_t bytes = type.getNumElements() *
+                      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      (kind.getValue() == graph::kKindParamCopy ? f.copyBytes
+                                                 : f.weightBytes) += bytes;
     }
     func.walk([&](rt_ir::CallOp) { ++f.calls; });
   });
@@ -889,7 +894,12 @@ int runCompile() {
                                      double(figures.tensorBytes) /
                                          double(figures.arenaBytes));
       llvm::outs() << "\n  weights: " << humanBytes(figures.weightBytes)
-                   << ", read from the model at start-up\n";
+                   << ", read from the model at start-up";
+      if (figures.copyBytes)
+        llvm::outs() << "; their " << precision << " copies: "
+                     << humanBytes(figures.copyBytes)
+                     << ", stored by the optimizer";
+      llvm::outs() << "\n";
       if (figures.evalCalls)
         llvm::outs() << "  evaluation (run --eval-data): the forward and "
                         "loss, "
