@@ -44,7 +44,11 @@ Both runs also evaluate (`--eval-data` on the same corpus, every 10 steps,
 2 batches: the evaluation entry): the validation loss before the first
 step is judged with the precision's tolerance, the later ones reported.
 Then each f32 program runs 5 steps more with `--grad-accum 2` (the
-weighted gradient sum on the device), judged with f32's tolerance.
+weighted gradient sum on the device), judged with f32's tolerance. With
+--target cuda the device program trains once more with
+LAMINA_CUDA_GRAPHS=1 (its step and evaluation replayed as CUDA graphs,
+docs/cuda.md), judged against its own launched run with the precision's
+tolerance.
 
 `--build-only DIR` writes the model, the data and the compiled programs
 into DIR (`manifest.json` says which) and runs nothing; `--prebuilt DIR`
@@ -132,9 +136,11 @@ def compile_program(lamina, model, target, precision, out, timeout,
     return res
 
 
-def train(res: dict, data, steps, timeout, model=None) -> dict:
+def train(res: dict, data, steps, timeout, model=None, env_vars=None,
+          log="train.log") -> dict:
     """Runs the program compiled into res["out"] for `steps` steps (with
-    --model when given: a program built on another machine)."""
+    --model when given: a program built on another machine; `env_vars`
+    added to the environment)."""
     out = res["out"]
     res["model"] = model
     cmd = [os.path.join(out, "run"), "--data", data, "--steps", str(steps),
@@ -142,13 +148,15 @@ def train(res: dict, data, steps, timeout, model=None) -> dict:
            "--eval-data", data, "--eval-every", "10", "--eval-batches", "2"]
     if model:
         cmd += ["--model", model]
-    print("$ " + " ".join(cmd), flush=True)
-    r = C.run_logged(cmd, os.path.join(out, "train.log"), timeout=timeout,
-                     echo=False)
+    print("$ " + " ".join(f"{k}={v}" for k, v in (env_vars or {}).items())
+          + (" " if env_vars else "") + " ".join(cmd), flush=True)
+    r = C.run_logged(cmd, os.path.join(out, log), timeout=timeout,
+                     echo=False,
+                     env=dict(os.environ, **env_vars) if env_vars else None)
     res.update(run_s=r["wall_s"], losses=[s["loss"] for s in r["steps"]],
-               val=val_losses(os.path.join(out, "train.log")), rc=r["rc"])
+               val=val_losses(os.path.join(out, log)), rc=r["rc"])
     if r["rc"] != 0 or len(r["steps"]) != steps:
-        with open(os.path.join(out, "train.log")) as f:
+        with open(os.path.join(out, log)) as f:
             tail = f.read().strip().splitlines()[-3:]
         res.update(ok=False, error=f"run exited {r['rc']} after "
                    f"{len(r['steps'])} of {steps} steps: " + " / ".join(tail))
@@ -284,6 +292,19 @@ def main(argv=None) -> int:
                 row["host_trains"] = trains
                 row["val"] = compare(dut["val"], ref["val"], rtol, atol, 1)
                 row["ok"] = row["compare"]["ok"] and trains and row["val"]["ok"]
+                if args.target == "cuda":
+                    # The same program with its step replayed as a CUDA
+                    # graph (docs/cuda.md): the eager run's losses, within
+                    # the precision's tolerance (cuDNN's attention gradient
+                    # need not be bitwise repeatable on a GPU).
+                    g = train(dict(out=dut["out"]), data, args.steps,
+                              args.timeout, dut["model"],
+                              {"LAMINA_CUDA_GRAPHS": "1"}, "graphs.log")
+                    row["graphs"] = (compare(g["losses"], dut["losses"], rtol,
+                                             atol, window, later)
+                                     if g.get("ok") else
+                                     dict(ok=False, error=g.get("error")))
+                    row["ok"] &= row["graphs"]["ok"]
                 if prec == "f32":
                     acc = [rerun(o["out"], data,
                                  ["--steps", "5", "--grad-accum", "2"]
@@ -303,8 +324,9 @@ def main(argv=None) -> int:
                  " against --target host", "",
                  "| precision | host loss 1 -> N | " + args.target +
                  " loss 1 -> N | max rel diff, judged steps (at) | all steps "
-                 "| val losses: step 0, all | --grad-accum 2 | tolerance | result |",
-                 "|---|---|---|---|---|---|---|---|---|"]
+                 "| val losses: step 0, all | --grad-accum 2 | CUDA graphs: max "
+                 "rel diff to the launches | tolerance | result |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         for row in results:
             h, t = row["host"], row["target"]
             hl = (f"{h['losses'][0]:.6f} -> {h['losses'][-1]:.6f}" if h.get("ok")
@@ -321,12 +343,16 @@ def main(argv=None) -> int:
             a = row.get("accum")
             ad = ("-" if a is None else
                   f"{a['max_rel']:.2e}" if "max_rel" in a else "failed")
+            g = row.get("graphs")
+            gd = ("-" if g is None else
+                  f"{g['max_rel_all']:.2e}" if "max_rel_all" in g else
+                  "failed: " + (g.get("error") or "")[:100])
             rt, at, win, later = TOL[row["precision"]]
             tol = (f"rtol {rt:g} (steps 1-{win}), "
                    + (f"{later:g} after" if later is not None else "then reported")
                    + f", atol {at:g}")
             lines.append(f"| {row['precision']} | {hl} | {tl} | {cd} | {ca} | {vd} "
-                         f"| {ad} | {tol} | {'ok' if row['ok'] else 'FAIL'} |")
+                         f"| {ad} | {gd} | {tol} | {'ok' if row['ok'] else 'FAIL'} |")
         md = "\n".join(lines) + "\n"
         print("\n" + md, flush=True)
         if args.json:
