@@ -252,7 +252,11 @@ private:
     size_t nodes = 0;
     if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess)
       (void)cudaGetLastError();
-    Status s = cudaCheck(what, cudaGraphInstantiate(&r.exec, graph, 0));
+    // Every scratch allocation is freed inside the step; AutoFreeOnLaunch
+    // keeps a relaunch valid should one ever outlive it.
+    Status s = cudaCheck(what, cudaGraphInstantiate(
+                                   &r.exec, graph,
+                                   cudaGraphInstantiateFlagAutoFreeOnLaunch));
     (void)cudaGraphDestroy(graph);
     if (!s.ok())
       return s;
