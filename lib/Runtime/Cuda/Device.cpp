@@ -254,8 +254,8 @@ private:
       (void)cudaGetLastError();
     // Every scratch allocation is freed inside the step; AutoFreeOnLaunch
     // keeps a relaunch valid should one ever outlive it.
-    Status s = cudaCheck(what, cudaGraphInstantiate(
-                                   &r.exec, graph,
+    Status s = cudaCheck(
+        what, cudaGraphInstantiate(&r.exec, graph,
                                    cudaGraphInstantiateFlagAutoFreeOnLaunch));
     (void)cudaGraphDestroy(graph);
     if (!s.ok())
