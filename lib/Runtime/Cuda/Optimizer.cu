@@ -33,6 +33,16 @@ __device__ inline void storeCopy(C *copy, int64_t k, float p) {
   if constexpr (!std::is_same_v<C, NoCopy>)
     copy[k] = store<C>(p);
 }
+/// Four copy elements as one 8-byte store (the 4-wide kernel's).
+template <typename C> struct alignas(8) Copy4 {
+  C x, y, z, w;
+};
+template <typename C>
+__device__ inline void storeCopy4(C *copy, int64_t k4, float4 p) {
+  if constexpr (!std::is_same_v<C, NoCopy>)
+    reinterpret_cast<Copy4<C> *>(copy)[k4] =
+        Copy4<C>{store<C>(p.x), store<C>(p.y), store<C>(p.z), store<C>(p.w)};
+}
 
 template <typename C>
 __global__ void sgdKernel(UpdateCoefficients c, float *p, const float *g,
@@ -77,10 +87,7 @@ __global__ void adamwVec4Kernel(UpdateCoefficients c, float4 *p,
     p[k] = P;
     m[k] = M;
     v[k] = V;
-    storeCopy(copy, 4 * k, P.x);
-    storeCopy(copy, 4 * k + 1, P.y);
-    storeCopy(copy, 4 * k + 2, P.z);
-    storeCopy(copy, 4 * k + 3, P.w);
+    storeCopy4(copy, k, P);
   }
 }
 
@@ -293,7 +300,7 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
                    slots ? state[0].as<float>() : nullptr, cp, n);
       return;
     }
-    bool vec = n % 4 == 0;
+    bool vec = n % 4 == 0 && (!cp || alignedTo(cp, 8));
     for (const void *q : {param.data, grad.data, state[0].data, state[1].data})
       vec = vec && alignedTo(q, 16);
     if (vec)
