@@ -34,9 +34,7 @@ __device__ inline void storeCopy(C *copy, int64_t k, float p) {
     copy[k] = store<C>(p);
 }
 /// Four copy elements as one 8-byte store (the 4-wide kernel's).
-template <typename C> struct alignas(8) Copy4 {
-  C x, y, z, w;
-};
+template <typename C> struct alignas(8) Copy4 { C x, y, z, w; };
 template <typename C>
 __device__ inline void storeCopy4(C *copy, int64_t k4, float4 p) {
   if constexpr (!std::is_same_v<C, NoCopy>)
