@@ -170,6 +170,8 @@ def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
     extra = dict(env_vars or {})
     if attention is not None:
         extra["LAMINA_CUDA_ATTENTION"] = attention
+    if args.target == "cuda":  # the entry's GPU time per step, at exit
+        extra.setdefault("LAMINA_CUDA_TIMING", "1")
     env = dict(os.environ, **extra) if extra else None
     r = C.run_logged(cmd, os.path.join(args.workdir, "lamina-run.log"),
                      timeout=max(left, 1) if left is not None else None,
@@ -185,6 +187,8 @@ def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
         res.update(ok=False, error=f"run exited {r['rc']} after "
                    f"{len(r['steps'])} of {total} steps")
         return res
+    res["entry_gpu_ms"] = entry_gpu_ms(os.path.join(args.workdir,
+                                                     "lamina-run.log"))
     tokens_step = args.batch * cfg["seq"]
     secs, n = C.timed_window(r["steps"], tokens_step, args.warmup) \
         if args.warmup > 0 else (C.step_times(r["steps"], tokens_step)[total], total)
@@ -193,6 +197,18 @@ def run_lamina(args, out: str, data: str, cfg: dict, budget: Budget,
                tokens_per_s=tokens_step * n / secs,
                host_clock_s=(host[total] - host[args.warmup]) if args.warmup > 0 else None)
     return res
+
+
+def entry_gpu_ms(log_path: str):
+    """LAMINA_CUDA_TIMING's mean GPU time per run after the first two, of
+    the entry run most often (the train step); None without the line."""
+    best = None
+    with open(log_path) as f:
+        for m in re.finditer(r"LAMINA_CUDA_TIMING: entry \d+: (\d+) runs, .*?"
+                             r"then mean ([0-9.]+)", f.read()):
+            if best is None or int(m.group(1)) > best[0]:
+                best = (int(m.group(1)), float(m.group(2)))
+    return best[1] if best else None
 
 
 def run_torch(args, model: str, data: str, budget: Budget) -> dict:
@@ -305,6 +321,16 @@ def report(res: dict) -> str:
                          mem, r.get("error")))
     if tor.get("error") and not tor.get("rows"):
         lines.append(f"| torch eager | failed: {tor['error']} | | | | |")
+    timed = [(name, r["entry_gpu_ms"], r["step_s"])
+             for name, r in [("lamina", lam)] + [(f"lamina, {k}", v)
+                                                  for k, v in variants.items()]
+             if r.get("ok") and r.get("entry_gpu_ms")]
+    if timed:
+        lines.append("")
+        lines.append("GPU time of the train step's entry (LAMINA_CUDA_TIMING: "
+                     "events around it, mean after two runs) against the "
+                     "step's wall time: " + "; ".join(
+                         f"{n} {g:.1f} of {w * 1e3:.1f} ms" for n, g, w in timed))
     lc = res.get("loss_check")
     if lc:
         lines.append("")

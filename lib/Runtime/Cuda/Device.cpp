@@ -13,6 +13,8 @@
 // on the compute stream into a graph, and every call from then on launches
 // the graph, one host call instead of one per kernel (docs/cuda.md, "CUDA
 // graphs"). The kernels and their order are the same, so are the results.
+// LAMINA_CUDA_TIMING=1 prints each entry's GPU time per run at exit
+// (EntryTiming).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 #include "lamina/Runtime/Cuda/Generated.h"
 #include "lamina/Runtime/Cuda/Optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +58,51 @@ struct GraphKey {
     return std::tie(entry, arena, args) < std::tie(o.entry, o.arena, o.args);
   }
 };
+/// LAMINA_CUDA_TIMING=1: the GPU time of each run(), events recorded on
+/// the stream around the entry's work, per entry, printed at exit. Set
+/// against a profile's sum of kernel times it says whether a step's
+/// missing time is between the entry's kernels (what CUDA graphs remove)
+/// or outside the entry (the optimizer, the copies, the host).
+struct EntryTiming {
+  bool on = [] {
+    const char *v = std::getenv("LAMINA_CUDA_TIMING");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<std::pair<EntryFn, std::vector<float>>> runs; // first-run order
+
+  Status begin(cudaStream_t stream) {
+    const char *what = "LAMINA_CUDA_TIMING";
+    if (!start) {
+      if (Status s = cudaCheck(what, cudaEventCreate(&start)); !s.ok())
+        return s;
+      if (Status s = cudaCheck(what, cudaEventCreate(&stop)); !s.ok())
+        return s;
+      std::atexit(report);
+    }
+    return cudaCheck(what, cudaEventRecord(start, stream));
+  }
+  Status end(cudaStream_t stream) {
+    return cudaCheck("LAMINA_CUDA_TIMING", cudaEventRecord(stop, stream));
+  }
+  /// After the stream was synchronised.
+  void collect(EntryFn entry) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    auto it = std::find_if(runs.begin(), runs.end(),
+                           [&](const auto &r) { return r.first == entry; });
+    if (it == runs.end())
+      it = runs.insert(runs.end(), {entry, {}});
+    it->second.push_back(ms);
+  }
+  /// One line per entry: the first two runs (plans, workspaces, a graph's
+  /// capture) apart, then the mean, min and max of the rest.
+  static void report();
+};
+
 struct Replay {
   bool warm = false;              ///< ran once without capture
   cudaGraphExec_t exec = nullptr; ///< captured
@@ -97,30 +145,20 @@ public:
 
   Status run(EntryFn entry, const Tensor *args, int numArgs,
              void *arena) override {
-    if (graphsRequested()) {
-      if (Status s = init(); !s.ok())
-        return s;
-      GraphKey key{entry, arena, {}};
-      for (int i = 0; i < numArgs; ++i)
-        key.args.push_back(args[i].data);
-      Replay &r = graphs[key];
-      if (r.warm) {
-        if (!r.exec)
-          if (Status s = capture(entry, args, arena, r); !s.ok())
-            return s;
-        if (Status s =
-                cudaCheck("cudaGraphLaunch", cudaGraphLaunch(r.exec, stream));
-            !s.ok())
-          return s;
-        if (Status s = cuda::detail::recordWorkspaceUse(stream); !s.ok())
-          return s;
-        return deviceStatus(stream);
-      }
-      r.warm = true;
-    }
-    if (Status s = launch(entry, args, numArgs, arena); !s.ok())
+    if (Status s = init(); !s.ok())
       return s;
-    return deviceStatus(stream);
+    if (timing.on)
+      if (Status s = timing.begin(stream); !s.ok())
+        return s;
+    if (Status s = enqueue(entry, args, numArgs, arena); !s.ok())
+      return s;
+    if (timing.on)
+      if (Status s = timing.end(stream); !s.ok())
+        return s;
+    Status status = deviceStatus(stream);
+    if (timing.on && status.ok())
+      timing.collect(entry);
+    return status;
   }
 
   Status launch(EntryFn entry, const Tensor *args, int,
@@ -180,6 +218,7 @@ public:
       return s;
     return scaleInPlace(tensors, n, deviceSumSq, float(maxNorm), stream);
   }
+  const EntryTiming &entryTiming() const { return timing; }
   cudaStream_t computeStream() {
     return init().ok() ? stream : nullptr;
   }
@@ -233,6 +272,30 @@ public:
   }
 
 private:
+  /// The entry's work on the compute stream: its launches, or with
+  /// LAMINA_CUDA_GRAPHS its graph (captured on the second call).
+  Status enqueue(EntryFn entry, const Tensor *args, int numArgs,
+                 void *arena) {
+    if (graphsRequested()) {
+      GraphKey key{entry, arena, {}};
+      for (int i = 0; i < numArgs; ++i)
+        key.args.push_back(args[i].data);
+      Replay &r = graphs[key];
+      if (r.warm) {
+        if (!r.exec)
+          if (Status s = capture(entry, args, arena, r); !s.ok())
+            return s;
+        if (Status s =
+                cudaCheck("cudaGraphLaunch", cudaGraphLaunch(r.exec, stream));
+            !s.ok())
+          return s;
+        return cuda::detail::recordWorkspaceUse(stream);
+      }
+      r.warm = true;
+    }
+    return launch(entry, args, numArgs, arena);
+  }
+
   /// Records the entry's launches on the compute stream as a graph
   /// (thread-local capture: another thread's CUDA calls are not affected).
   Status capture(EntryFn entry, const Tensor *args, void *arena, Replay &r) {
@@ -335,6 +398,7 @@ private:
   std::unordered_map<const void *, void *> constants;
   /// LAMINA_CUDA_GRAPHS: the captured entries (kept for the process).
   std::map<GraphKey, Replay> graphs;
+  EntryTiming timing;
 };
 
 CudaDevice &theDevice() {
@@ -345,6 +409,29 @@ CudaDevice &theDevice() {
 }
 
 } // namespace
+
+void EntryTiming::report() {
+  const EntryTiming &t = theDevice().entryTiming();
+  int k = 0;
+  for (const auto &[entry, ms] : t.runs) {
+    ++k;
+    std::fprintf(stderr, "lamina: LAMINA_CUDA_TIMING: entry %d: %zu runs, GPU "
+                 "ms per run: first %.3f", k, ms.size(), double(ms[0]));
+    if (ms.size() > 1)
+      std::fprintf(stderr, ", second %.3f", double(ms[1]));
+    if (ms.size() > 2) {
+      double sum = 0, lo = ms[2], hi = ms[2];
+      for (size_t i = 2; i < ms.size(); ++i) {
+        sum += ms[i];
+        lo = std::min(lo, double(ms[i]));
+        hi = std::max(hi, double(ms[i]));
+      }
+      std::fprintf(stderr, ", then mean %.3f (min %.3f, max %.3f)",
+                   sum / double(ms.size() - 2), lo, hi);
+    }
+    std::fprintf(stderr, "\n");
+  }
+}
 
 Device &lamina::rt::cuda::device() { return theDevice(); }
 
