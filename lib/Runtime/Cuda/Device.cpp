@@ -40,11 +40,14 @@ namespace {
 
 cudaStream_t runningStream = nullptr;
 
+/// Whether the variable is set to something other than "" or "0".
+bool envFlag(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
 bool graphsRequested() {
-  static bool on = [] {
-    const char *v = std::getenv("LAMINA_CUDA_GRAPHS");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
+  static bool on = envFlag("LAMINA_CUDA_GRAPHS");
   return on;
 }
 
@@ -64,10 +67,7 @@ struct GraphKey {
 /// missing time is between the entry's kernels (what CUDA graphs remove)
 /// or outside the entry (the optimizer, the copies, the host).
 struct EntryTiming {
-  bool on = [] {
-    const char *v = std::getenv("LAMINA_CUDA_TIMING");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
+  bool on = envFlag("LAMINA_CUDA_TIMING");
   cudaEvent_t start = nullptr, stop = nullptr;
   std::vector<std::pair<EntryFn, std::vector<float>>> runs; // first-run order
 

@@ -335,10 +335,11 @@ bool isCapturing(cudaStream_t stream) {
          status != cudaStreamCaptureStatusNone;
 }
 
-/// The device's workspace, ready for a call on `stream`: allocated (a failed
-/// allocation is retried on the next call; meanwhile matmuls run without
-/// one) and ordered after its last use.
-Status acquireWorkspace(int device, cudaStream_t stream, Workspace *&out) {
+/// The device's workspace, ready for a call on `stream` (`capturing`: in a
+/// stream capture): allocated (a failed allocation is retried on the next
+/// call; meanwhile matmuls run without one) and ordered after its last use.
+Status acquireWorkspace(int device, cudaStream_t stream, bool capturing,
+                        Workspace *&out) {
   Workspace &w = state().workspaces[device];
   out = &w;
   if (!w.ptr) {
@@ -356,7 +357,7 @@ Status acquireWorkspace(int device, cudaStream_t stream, Workspace *&out) {
       return s;
   if (!w.used)
     return Status::success();
-  if (isCapturing(stream)) {
+  if (capturing) {
     if (w.lastStream == stream)
       return Status::success();
     return Status::error("matmul: the cuBLASLt workspace was last used on "
@@ -367,12 +368,12 @@ Status acquireWorkspace(int device, cudaStream_t stream, Workspace *&out) {
                    cudaStreamWaitEvent(stream, w.lastUse, 0));
 }
 
-Status releaseWorkspace(Workspace &w, cudaStream_t stream) {
+Status releaseWorkspace(Workspace &w, cudaStream_t stream, bool capturing) {
   if (!w.ptr)
     return Status::success();
   w.used = true;
   w.lastStream = stream;
-  if (isCapturing(stream))
+  if (capturing)
     return Status::success();
   return cudaCheck("matmul: workspace event",
                    cudaEventRecord(w.lastUse, stream));
@@ -553,14 +554,15 @@ Status product(const Tensor &lhs, const Tensor &rhs, const Tensor *bias,
   {
     std::lock_guard<std::mutex> lock(state().mutex);
     Workspace *ws = nullptr;
-    if (Status s = acquireWorkspace(device, stream, ws); !s.ok())
+    const bool capturing = isCapturing(stream);
+    if (Status s = acquireWorkspace(device, stream, capturing, ws); !s.ok())
       return s;
     call.workspace = ws->ptr;
     Status s = enqueue(call, lhs, rhs, addend, result, transposeLhs,
                        transposeRhs, m, n, k, batchShape, batchRank);
     // Recorded even after a failed call: earlier calls of this matmul may
     // have been enqueued and used the workspace.
-    Status r = releaseWorkspace(*ws, stream);
+    Status r = releaseWorkspace(*ws, stream, capturing);
     if (!s.ok() || !r.ok())
       return s.ok() ? r : s;
   }
@@ -594,5 +596,5 @@ Status lamina::rt::cuda::detail::recordWorkspaceUse(cudaStream_t stream) {
   auto it = state().workspaces.find(device);
   if (it == state().workspaces.end() || !it->second.used)
     return Status::success();
-  return releaseWorkspace(it->second, stream);
+  return releaseWorkspace(it->second, stream, /*capturing=*/false);
 }

@@ -266,7 +266,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return Status::error("argument '" + std::string(spec.args[i].name) +
                              "': " + s.message());
   // The parameters' low-precision copies live on the device only: cast
-  // from the parameter now and after a resume (refreshCopies), stored by
+  // from the parameters once they are loaded or resumed (below), stored by
   // each optimizer update after.
   std::vector<DeviceBuffer> copyBuffers(copyArgs.size());
   std::vector<const Tensor *> copyFor(trainArgs.size(), nullptr);
@@ -308,17 +308,6 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return s;
     return Status::success();
   };
-  auto refreshCopies = [&]() -> Status {
-    for (size_t k = 0; k < params.size(); ++k)
-      if (copyFor[k])
-        if (Status s = device.cast(params[k], *copyFor[k]); !s.ok())
-          return Status::error("the copy of '" +
-                               std::string(spec.args[trainArgs[k]].name) +
-                               "': " + s.message());
-    return Status::success();
-  };
-  if (Status s = refreshCopies(); !s.ok())
-    return s;
 
   if (!o.checkpointDir.empty())
     if (Status s = makeDirs(o.checkpointDir); !s.ok())
@@ -348,14 +337,19 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       step = int64_t(ck.step);
       if (Status u = sync(false); !u.ok())
         return u;
-      if (Status u = refreshCopies(); !u.ok())
-        return u;
       std::printf("resumed from step %lld\n", (long long)step);
     } else {
       std::printf("no checkpoint in '%s': starting from step 0\n",
                   o.checkpointDir.c_str());
     }
   }
+  // The copies from the parameters as they now are (resumed or not).
+  for (size_t k = 0; k < params.size(); ++k)
+    if (copyFor[k])
+      if (Status s = device.cast(params[k], *copyFor[k]); !s.ok())
+        return Status::error("the copy of '" +
+                             std::string(spec.args[trainArgs[k]].name) +
+                             "': " + s.message());
   auto save = [&](int64_t at) -> Status {
     if (Status s = sync(true); !s.ok())
       return s;

@@ -37,16 +37,21 @@ struct Product {
   Value lhs, rhs, bias, addend;
 };
 
+/// `op` as a product, when it is a matmul or fused_matmul.
+std::optional<Product> productOf(Operation *op) {
+  if (auto m = dyn_cast<MatMulOp>(op))
+    return Product{op, m.getLhs(), m.getRhs(), {}, {}};
+  if (auto f = dyn_cast<FusedMatMulOp>(op))
+    return Product{op, f.getLhs(), f.getRhs(), f.getBias(), f.getAddend()};
+  return std::nullopt;
+}
+
 /// `v` as a product only this use reads, defined in `block`.
 std::optional<Product> soleProduct(Value v, Block *block) {
   Operation *def = v.getDefiningOp();
   if (!def || def->getBlock() != block || !v.hasOneUse())
     return std::nullopt;
-  if (auto m = dyn_cast<MatMulOp>(def))
-    return Product{def, m.getLhs(), m.getRhs(), {}, {}};
-  if (auto f = dyn_cast<FusedMatMulOp>(def))
-    return Product{def, f.getLhs(), f.getRhs(), f.getBias(), f.getAddend()};
-  return std::nullopt;
+  return productOf(def);
 }
 
 /// Whether `v` is a row added to every row of a `result`-typed value: shape
@@ -186,12 +191,8 @@ bool reachesResult(Value v) {
 /// gradient of its output) in bf16 likewise; it makes one more rounding
 /// than the f32 product, and halves their traffic.
 bool narrowActivation(Operation *op) {
-  std::optional<Product> p;
-  if (auto m = dyn_cast<MatMulOp>(op))
-    p = Product{op, m.getLhs(), m.getRhs(), {}, {}};
-  else if (auto f = dyn_cast<FusedMatMulOp>(op))
-    p = Product{op, f.getLhs(), f.getRhs(), f.getBias(), f.getAddend()};
-  else
+  std::optional<Product> p = productOf(op);
+  if (!p)
     return false;
   Value result = op->getResult(0);
   Type narrow = typeOf(p->lhs).getElementType();

@@ -12,6 +12,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <optional>
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHHOISTPARAMCASTS
@@ -25,21 +28,27 @@ namespace {
 /// A trainable argument (by name) and the type of its narrow copy.
 using CopyKey = std::pair<StringRef, Type>;
 
-/// The narrowing casts of `f`'s trainable arguments, by key.
-llvm::MapVector<CopyKey, SmallVector<CastOp>> paramCasts(func::FuncOp f) {
-  llvm::MapVector<CopyKey, SmallVector<CastOp>> casts;
+using CastsByKey = llvm::MapVector<CopyKey, SmallVector<CastOp>>;
+
+/// The narrowing casts of `f`'s trainable arguments, by key; nullopt when
+/// `f` has no trainable argument (it gets no copies).
+std::optional<CastsByKey> paramCasts(func::FuncOp f) {
+  std::optional<CastsByKey> casts;
   for (BlockArgument arg : f.getArguments()) {
     auto kind = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
+    if (!kind || kind.getValue() != kKindTrainable)
+      continue;
+    if (!casts)
+      casts.emplace();
     auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!kind || kind.getValue() != kKindTrainable || !name || !type ||
-        !type.getElementType().isF32())
+    if (!name || !type || !type.getElementType().isF32())
       continue;
     for (Operation *user : arg.getUsers())
       if (auto c = dyn_cast<CastOp>(user)) {
         Type to = c.getType().getElementType();
         if (to.isBF16() || to.isF16())
-          casts[{name.getValue(), c.getType()}].push_back(c);
+          (*casts)[{name.getValue(), c.getType()}].push_back(c);
       }
   }
   return casts;
@@ -49,24 +58,20 @@ struct GraphHoistParamCasts
     : lamina::graph::impl::GraphHoistParamCastsBase<GraphHoistParamCasts> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
-    // The union over the functions, in a deterministic order.
-    llvm::MapVector<CopyKey, bool> keys;
-    for (func::FuncOp f : funcs)
-      for (auto &entry : paramCasts(f))
-        keys.insert({entry.first, true});
+    // Each function's casts, and their union in a deterministic order.
+    SmallVector<std::pair<func::FuncOp, CastsByKey>> funcs;
+    llvm::SetVector<CopyKey> keys;
+    for (func::FuncOp f : module.getOps<func::FuncOp>())
+      if (std::optional<CastsByKey> casts = paramCasts(f)) {
+        for (auto &entry : *casts)
+          keys.insert(entry.first);
+        funcs.emplace_back(f, std::move(*casts));
+      }
     if (keys.empty())
       return;
     Builder b(module.getContext());
-    for (func::FuncOp f : funcs) {
-      auto casts = paramCasts(f);
-      bool hasParams = llvm::any_of(f.getArguments(), [&](BlockArgument a) {
-        auto kind = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), kKindAttr);
-        return kind && kind.getValue() == kKindTrainable;
-      });
-      if (!hasParams)
-        continue;
-      for (auto &[key, unused] : keys) {
+    for (auto &[f, casts] : funcs) {
+      for (const CopyKey &key : keys) {
         unsigned index = f.getNumArguments();
         DictionaryAttr attrs = b.getDictionaryAttr(
             {b.getNamedAttr(kNameAttr, b.getStringAttr(key.first)),
@@ -76,10 +81,7 @@ struct GraphHoistParamCasts
           return;
         }
         Value copy = f.getArgument(index);
-        auto it = casts.find(key);
-        if (it == casts.end())
-          continue;
-        for (CastOp c : it->second) {
+        for (CastOp c : casts.lookup(key)) {
           c.getResult().replaceAllUsesWith(copy);
           c.erase();
           ++numHoisted;

@@ -607,8 +607,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t h, cudaGraph_t *graph) {
   std::shared_ptr<Stream> s = streamOf(h);
   if (!s->capture)
     return cudaErrorIllegalState;
-  std::shared_ptr<Capture> c = std::move(s->capture);
-  s->capture = nullptr;
+  std::shared_ptr<Capture> c = std::move(s->capture); // leaves it null
   *graph = nullptr;
   if (!c->invalid.empty())
     return cudaErrorStreamCaptureInvalidated;

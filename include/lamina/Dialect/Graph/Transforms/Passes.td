@@ -249,7 +249,7 @@ def GraphHoistParamCasts : Pass<"graph-hoist-param-casts", "mlir::ModuleOp"> {
     weights' copies mixed precision reads, made at every step) is replaced
     by a new argument of the cast's type, named after the parameter, of
     kind `param_copy`. The training driver keeps that copy: it casts the
-    parameter once at the start (and after a resume) and then the
+    parameter once at the start (from the restored parameter after a resume) and then the
     optimizer's kernel stores the rounded parameter with each update
     (lib/Runtime/Program/Train.cpp), which reads the f32 parameter once
     instead of twice, a step's casts gone. The copy holds the bits the cast
