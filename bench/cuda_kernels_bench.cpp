@@ -8,7 +8,8 @@
 // The fused causal attention forward and backward at the same shape print
 // in the GEMMs' format (batch = B*H, m = Sq, n = Sk, k = D; TFLOP/s from the
 // causal FLOPs: 2*B*H*S*S*D forward, 2.5 times that backward). The GELU
-// backward with its bias gradient, unfused and fused, closes.
+// backward with its bias gradient, unfused and fused, and the layer norm
+// on both kernel families close.
 // Prints one JSON object per line.
 //
 //===----------------------------------------------------------------------===//
@@ -228,6 +229,44 @@ void benchFusedSum(int64_t rows, int64_t cols, cudaStream_t s, int reps) {
               (long long)rows, (long long)cols, unfused, fused,
               bytes / fused / 1e6);
 }
+
+/// The 1B step's layer norm at [rows, n]: the forward (f32 in, bf16 out)
+/// and the backward (f32 x, dy and the residual's gradient added, dx and
+/// both parameter gradients), on the packed kernels and on the
+/// one-block-a-row ones (LAMINA_CUDA_NORM=rows, read at each call). GB/s
+/// counts the bytes each must move once: 6 an element forward, 16 back.
+void benchNorm(int64_t rows, int64_t n, cudaStream_t s, int reps) {
+  Buffer x(rows * n, DType::F32), y(rows * n, DType::BF16),
+      dy(rows * n, DType::F32), add(rows * n, DType::F32),
+      dx(rows * n, DType::F32), g(n, DType::F32), b(n, DType::F32),
+      dg(n, DType::F32), db(n, DType::F32);
+  int64_t full[] = {rows, n}, param[] = {n};
+  Tensor tx{x.ptr, DType::F32, 2, full}, ty{y.ptr, DType::BF16, 2, full},
+      tdy{dy.ptr, DType::F32, 2, full}, tadd{add.ptr, DType::F32, 2, full},
+      tdx{dx.ptr, DType::F32, 2, full}, tg{g.ptr, DType::F32, 1, param},
+      tb{b.ptr, DType::F32, 1, param}, tdg{dg.ptr, DType::F32, 1, param},
+      tdb{db.ptr, DType::F32, 1, param};
+  for (const char *path : {"packed", "rows"}) {
+    if (std::strcmp(path, "rows") == 0)
+      setenv("LAMINA_CUDA_NORM", "rows", 1);
+    else
+      unsetenv("LAMINA_CUDA_NORM");
+    double fwd = timeIt(s, 3, reps, [&] {
+      check("layer_norm", cu::layerNorm(tx, tg, &tb, 1, 1e-5, ty, s));
+    });
+    double bwd = timeIt(s, 3, reps, [&] {
+      check("layer_norm_grad", cu::layerNormBackward(tx, tg, tdy, 1, 1e-5, tdx,
+                                                     &tdg, &tdb, &tadd, s));
+    });
+    double elements = double(rows * n);
+    std::printf("{\"kind\": \"norm\", \"path\": \"%s\", \"shape\": "
+                "[%lld, %lld], \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
+                "\"fwd_gbps\": %.1f, \"bwd_gbps\": %.1f}\n",
+                path, (long long)rows, (long long)n, fwd, bwd,
+                elements * 6 / fwd / 1e6, elements * 16 / bwd / 1e6);
+  }
+  unsetenv("LAMINA_CUDA_NORM");
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -262,6 +301,7 @@ int main(int argc, char **argv) {
   }
   benchFusedSum(T, F, s, reps);
   benchFusedSum(T, H, s, reps);
+  benchNorm(T, H, s, reps);
   check("deviceStatus", cu::deviceStatus(s));
   cudaStreamDestroy(s);
   return 0;

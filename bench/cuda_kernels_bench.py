@@ -5,7 +5,9 @@ Builds bench/cuda_kernels_bench.cpp against a build directory's
 lamina_cuda_runtime (same link line as lamina-cuda-tests, without GoogleTest)
 and runs it: the GEMMs of one layer of the ~1B GPT training step (bf16;
 first-call host time, which includes the cuBLASLt heuristic, and steady-state
-TFLOP/s) and the bias-gradient reductions (sum over 8192 rows; GB/s).
+TFLOP/s), the bias-gradient reductions (sum over 8192 rows; GB/s), the
+GELU backward unfused and fused, and the layer norm forward and backward
+on the packed and the one-block-a-row kernels (LAMINA_CUDA_NORM=rows).
 
     scripts/build.sh lamina_cuda_runtime lamina-cuda-tests
     python3 bench/cuda_kernels_bench.py [--build-dir build] [--reps 20] \
@@ -93,6 +95,11 @@ def report(stdout, output):
                   f"{r['unfused_ms'] * 1000:8.1f} us, fused "
                   f"{r['fused_ms'] * 1000:8.1f} us ({r['gbps']:.0f} GB/s), "
                   f"{r['unfused_ms'] / r['fused_ms']:.2f}x")
+        elif r["kind"] == "norm":
+            print(f"layer norm {r['path']:6} {str(r['shape']):14} forward "
+                  f"{r['fwd_ms'] * 1000:8.1f} us ({r['fwd_gbps']:.0f} GB/s), "
+                  f"backward {r['bwd_ms'] * 1000:8.1f} us "
+                  f"({r['bwd_gbps']:.0f} GB/s)")
         else:
             print(f"reduce {str(r['shape']):14} {r['dtype']:5} "
                   f"{r['ms'] * 1000:8.1f} us {r['gbps']:7.1f} GB/s")

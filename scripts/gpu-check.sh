@@ -40,7 +40,8 @@
 # ALSO_ATTENTION (LAMINA_CUDA_ATTENTION values the 1B program also runs
 # with, e.g. tensor-core: more rows of the benchmark's table), ALSO_ENV
 # (space-separated VAR=VALUE settings the 1B program also runs with, one
-# row each; default LAMINA_CUDA_GRAPHS=1, the step replayed as a CUDA graph;
+# row each; default LAMINA_CUDA_GRAPHS=1, the step replayed as a CUDA graph,
+# and LAMINA_CUDA_NORM=rows, the norms on the one-block-a-row kernels;
 # empty: none),
 # BENCH_WARMUP (3), BENCH_STEPS (10), TORCH_PYTHON (a python with torch;
 # default the first of python3 / python that imports it), WORK (scratch,
@@ -382,7 +383,7 @@ bench_stage() {
   local program=()
   [ -z "$bundle" ] || program=(--program "$build/gpt1b")
   local also_env=()
-  for setting in ${ALSO_ENV-LAMINA_CUDA_GRAPHS=1}; do
+  for setting in ${ALSO_ENV-LAMINA_CUDA_GRAPHS=1 LAMINA_CUDA_NORM=rows}; do
     also_env+=(--also-env "$setting")
   done
   # Leave 15 s for the summary.

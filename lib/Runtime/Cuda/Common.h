@@ -93,6 +93,13 @@ Status recordWorkspaceUse(cudaStream_t stream);
 enum class AttentionPath { Default, Cudnn, TensorCore, Generic };
 AttentionPath attentionPath();
 
+/// LAMINA_CUDA_NORM=rows, read at each call (so that a benchmark can time
+/// both in one process): the norms take the one-block-a-row kernels that
+/// re-read the row for each pass and a second pass over x and dy for the
+/// parameter gradients, not the packed kernels (NN.cu). For measuring one
+/// against the other on a GPU; the packed kernels are the default.
+bool rowNormKernels();
+
 /// Float element types the device kernels compute on.
 inline bool isDeviceFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;

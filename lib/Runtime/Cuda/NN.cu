@@ -12,6 +12,11 @@
 
 #include "Common.h"
 
+#include <algorithm>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
 using namespace lamina::rt::cuda::detail;
@@ -179,6 +184,197 @@ __global__ void rmsNormBackwardKernel(const T *x, const T *g, const T *dy,
   }
   if (stats && threadIdx.x == 0)
     stats[row] = make_float2(0.0f, rrms);
+}
+
+//===----------------------------------------------------------------------===//
+// Packed norms: rows of n <= 4096 elements, n a multiple of 4
+//===----------------------------------------------------------------------===//
+//
+// A block of 128 threads (256 for rows above 2048) holds its row in
+// registers, V 4-element packs a thread (pack q = threadIdx.x + k
+// blockDim.x): one vector load per pack from global memory, the passes
+// over registers. Small blocks keep many rows in flight on an SM, so one
+// block's reductions overlap the others' loads; the one-block-a-row
+// kernels above (512 threads, a scalar load per element per pass) moved a
+// third of the H200's bandwidth (docs/performance.md, run 5), and keeping
+// their rows in registers alone did not help (run 4). The backward kernel
+// also sums its chunk of rows' parameter gradients, each thread over its
+// own columns, so x and dy are read once, not again by
+// normParamGradKernel. Sums are in f32 in a fixed order: deterministic.
+
+/// This thread's packs of a row; packs past the row's end read as 0.
+template <typename T, int V>
+__device__ void loadPacks(const T *r, int packs, float (&v)[V][4]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    int q = threadIdx.x + k * blockDim.x;
+    Pack<T, 4> p{};
+    if (q < packs)
+      p = reinterpret_cast<const Pack<T, 4> *>(r)[q];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      v[k][e] = q < packs ? load(p.v[e]) : 0.0f;
+  }
+}
+
+__device__ inline bool hasPack(int k, int packs) {
+  return int(threadIdx.x) + k * int(blockDim.x) < packs;
+}
+
+/// rowMoments (Rms: mean 0 and 1/rms) of a row held in packs.
+template <bool Rms, int V>
+__device__ void packedMoments(const float (&x)[V][4], int packs, int64_t n,
+                              float epsilon, float *scratch, float &mean,
+                              float &rstd) {
+  mean = 0;
+  if (!Rms) {
+    float sum = 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        sum += x[k][e]; // 0 past the row
+    mean = blockReduce(sum, SumOp{}, 0.0f, scratch) / float(n);
+  }
+  float var = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    if (hasPack(k, packs))
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float d = x[k][e] - mean;
+        var += d * d;
+      }
+  var = blockReduce(var, SumOp{}, 0.0f, scratch) / float(n);
+  rstd = 1.0f / math::sqrt(var + epsilon);
+}
+
+/// layerNormKernel (b may be null) or, Rms, rmsNormKernel, of row
+/// blockIdx.x.
+template <typename T, typename R, bool Rms, int V>
+__global__ void normPackedKernel(const T *x, const T *g, const T *b, R *y,
+                                 int64_t n, float epsilon) {
+  __shared__ float scratch[32];
+  int packs = int(n / 4);
+  int64_t row = blockIdx.x;
+  float xv[V][4];
+  loadPacks(x + row * n, packs, xv);
+  float mean, rstd;
+  packedMoments<Rms>(xv, packs, n, epsilon, scratch, mean, rstd);
+  auto *yr = reinterpret_cast<Pack<R, 4> *>(y + row * n);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    int q = threadIdx.x + k * blockDim.x;
+    if (q >= packs)
+      continue;
+    Pack<T, 4> gp = reinterpret_cast<const Pack<T, 4> *>(g)[q], bp{};
+    if (b)
+      bp = reinterpret_cast<const Pack<T, 4> *>(b)[q];
+    Pack<R, 4> out;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = (xv[k][e] - mean) * rstd * load(gp.v[e]);
+      out.v[e] = store<R>(b ? v + load(bp.v[e]) : v);
+    }
+    yr[q] = out;
+  }
+}
+
+/// The input gradients of rows [c chunk, (c + 1) chunk), c = blockIdx.x, as
+/// layerNormBackwardKernel (Rms: rmsNormBackwardKernel) computes them, and,
+/// when `part` is set, the chunk's parameter gradient sums in its row c of
+/// [chunks, n] (Rms: dg) or [chunks, 2n] (dg, then db). The bound keeps 640
+/// threads (5 rows of 128) on an SM: unbounded, ptxas gave the f32 layer
+/// norm at V = 4 141 registers, 3 rows an SM; at 96 it spills nothing.
+template <typename T, bool Rms, int V, int Threads>
+__global__ void __launch_bounds__(Threads, 640 / Threads)
+    normBackwardPackedKernel(const T *x, const T *g, const T *dy, const T *add,
+                             T *dx, float *part, int64_t rows, int64_t n,
+                             int64_t chunk, float epsilon) {
+  __shared__ float scratch[32];
+  int packs = int(n / 4);
+  float accG[V][4] = {}, accB[V][4] = {};
+  int64_t begin = blockIdx.x * chunk;
+  int64_t end = begin + chunk < rows ? begin + chunk : rows;
+  for (int64_t row = begin; row < end; ++row) {
+    float xv[V][4], dyv[V][4];
+    loadPacks(x + row * n, packs, xv);
+    loadPacks(dy + row * n, packs, dyv);
+    float mean, rstd;
+    packedMoments<Rms>(xv, packs, n, epsilon, scratch, mean, rstd);
+    // xv becomes xhat and dyv dxhat = dy g, after the parameter sums.
+    float s1 = 0, s2 = 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      int q = threadIdx.x + k * blockDim.x;
+      if (q >= packs)
+        continue;
+      Pack<T, 4> gp = reinterpret_cast<const Pack<T, 4> *>(g)[q];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float xhat = (xv[k][e] - mean) * rstd, d = dyv[k][e];
+        accG[k][e] += d * xhat;
+        accB[k][e] += d;
+        float dxhat = d * load(gp.v[e]);
+        s1 += dxhat;
+        s2 += dxhat * xhat;
+        xv[k][e] = xhat;
+        dyv[k][e] = dxhat;
+      }
+    }
+    s1 = Rms ? 0.0f : blockReduce(s1, SumOp{}, 0.0f, scratch) / float(n);
+    s2 = blockReduce(s2, SumOp{}, 0.0f, scratch) / float(n);
+    auto *dxr = reinterpret_cast<Pack<T, 4> *>(dx + row * n);
+    auto *addr =
+        add ? reinterpret_cast<const Pack<T, 4> *>(add + row * n) : nullptr;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      int q = threadIdx.x + k * blockDim.x;
+      if (q >= packs)
+        continue;
+      Pack<T, 4> ap{}, out;
+      if (addr)
+        ap = addr[q];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = rstd * (dyv[k][e] - s1 - xv[k][e] * s2);
+        out.v[e] = store<T>(addr ? v + load(ap.v[e]) : v);
+      }
+      dxr[q] = out;
+    }
+  }
+  if (!part)
+    return;
+  float *pg = part + int64_t(blockIdx.x) * (Rms ? 1 : 2) * n, *pb = pg + n;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    int q = threadIdx.x + k * blockDim.x;
+    if (q >= packs)
+      continue;
+    Pack<float, 4> og, ob;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      og.v[e] = accG[k][e];
+      ob.v[e] = accB[k][e];
+    }
+    reinterpret_cast<Pack<float, 4> *>(pg)[q] = og;
+    if (!Rms)
+      reinterpret_cast<Pack<float, 4> *>(pb)[q] = ob;
+  }
+}
+
+/// dg[j] = sums[j], db[j] = sums[n + j] (db may be null): the packed
+/// backward's chunk sums, added, into the parameters' type.
+template <typename T>
+__global__ void storeParamGradsKernel(const float *sums, T *dg, T *db,
+                                      int64_t n) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    if (dg)
+      dg[j] = store<T>(sums[j]);
+    if (db)
+      db[j] = store<T>(sums[n + j]);
+  }
 }
 
 /// dg[j] = sum_r dy[r,j] * (x[r,j] - mean_r) * rstd_r, db[j] = sum_r dy[r,j].
@@ -381,6 +577,40 @@ void dispatchInOut(const Tensor &input, const Tensor &result, F &&f) {
     dispatchFloat(input.dtype, [&](auto tag) { f(tag, tag); });
 }
 
+/// The packed norm kernels' block size and packs a thread for rows of n
+/// (V: 1, 2 or 4), when they take the call: n a multiple of 4 up to 4096,
+/// every tensor 4-element aligned (rows then are too), and LAMINA_CUDA_NORM
+/// not `rows`.
+struct PackedNorm {
+  int threads = 0, packsPerThread = 0;
+  explicit operator bool() const { return threads != 0; }
+};
+PackedNorm packedNorm(int64_t n, std::initializer_list<const Tensor *> ts) {
+  if (n == 0 || n % 4 != 0 || n > 4096 || rowNormKernels())
+    return {};
+  for (const Tensor *t : ts)
+    if (t && !alignedTo(t->data, 4 * t->elementSize()))
+      return {};
+  int threads = n / 4 > 4 * 128 ? 256 : 128;
+  int v = int((n / 4 + threads - 1) / threads);
+  return {threads, v > 2 ? 4 : v};
+}
+
+/// Calls f(std::integral_constant<int, V>) for the plan's V.
+template <typename F> void withPacks(const PackedNorm &plan, F &&f) {
+  switch (plan.packsPerThread) {
+  case 1:
+    f(std::integral_constant<int, 1>{});
+    break;
+  case 2:
+    f(std::integral_constant<int, 2>{});
+    break;
+  default:
+    f(std::integral_constant<int, 4>{});
+    break;
+  }
+}
+
 Status checkDeviceNorm(const char *name, const Tensor &input, int64_t &axis,
                        const Tensor *const *params, int numParams,
                        const Tensor &result, int64_t &rows, int64_t &n) {
@@ -470,13 +700,22 @@ Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("layer_norm", input, axis, params, 2, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
+  PackedNorm plan = packedNorm(n, {&input, &scale, bias, &result});
   dispatchInOut(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
-    launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
-                 stream, input.as<T>(), scale.as<T>(),
-                 bias ? bias->as<T>() : nullptr, result.as<R>(), n,
-                 float(epsilon));
+    const T *b = bias ? bias->as<T>() : nullptr;
+    if (!plan) {
+      launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
+                   stream, input.as<T>(), scale.as<T>(), b, result.as<R>(), n,
+                   float(epsilon));
+      return;
+    }
+    withPacks(plan, [&](auto v) {
+      launchKernel(normPackedKernel<T, R, false, decltype(v)::value>,
+                   unsigned(rows), plan.threads, 0, stream, input.as<T>(),
+                   scale.as<T>(), b, result.as<R>(), n, float(epsilon));
+    });
   });
   return launched("layer_norm");
 }
@@ -489,17 +728,89 @@ Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
   Status s = checkDeviceNorm("rms_norm", input, axis, params, 1, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
+  PackedNorm plan = packedNorm(n, {&input, &scale, &result});
   dispatchInOut(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
-    launchKernel(rmsNormKernel<T, R>, unsigned(rows), rowThreads(n), 0, stream,
-                 input.as<T>(), scale.as<T>(), result.as<R>(), n,
-                 float(epsilon));
+    if (!plan) {
+      launchKernel(rmsNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
+                   stream, input.as<T>(), scale.as<T>(), result.as<R>(), n,
+                   float(epsilon));
+      return;
+    }
+    withPacks(plan, [&](auto v) {
+      launchKernel(normPackedKernel<T, R, true, decltype(v)::value>,
+                   unsigned(rows), plan.threads, 0, stream, input.as<T>(),
+                   scale.as<T>(), nullptr, result.as<R>(), n, float(epsilon));
+    });
   });
   return launched("rms_norm");
 }
 
 namespace {
+/// normBackward on the packed kernels: the input gradient and each chunk's
+/// parameter sums in one pass over x and dy, then the chunks added in
+/// Reduce.cu's fixed order and stored in the parameters' type.
+Status packedNormBackward(const char *name, bool rms, const PackedNorm &plan,
+                          const Tensor &input, const Tensor &scale,
+                          const Tensor &gradResult, int64_t rows, int64_t n,
+                          double epsilon, const Tensor &gradInput,
+                          const Tensor *gradScale, const Tensor *gradBias,
+                          const Tensor *addend, cudaStream_t stream) {
+  bool wantParams = gradScale || gradBias;
+  // Rows a block, a function of the shape only: about 1024 blocks (8 an SM
+  // of a 132-SM H200), and at least 8 rows, so that the [blocks, 2n]
+  // partials moved are a quarter of the x and dy they save re-reading.
+  int64_t chunk = wantParams ? std::max<int64_t>(8, (rows + 1023) / 1024) : 1;
+  int64_t blocks = (rows + chunk - 1) / chunk;
+  int64_t width = (rms ? 1 : 2) * n;
+  Scratch partials(stream), sums(stream);
+  if (wantParams)
+    for (auto [scratch, bytes] :
+         {std::pair{&partials, blocks * width * sizeof(float)},
+          std::pair{&sums, width * sizeof(float)}})
+      if (Status s =
+              cudaCheck(name, cudaMallocAsync(&scratch->ptr, bytes, stream));
+          !s.ok())
+        return s;
+  float *part = static_cast<float *>(partials.ptr);
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    withPacks(plan, [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      auto kernel = [&] {
+        if constexpr (V == 4)
+          if (plan.threads == 256)
+            return rms ? normBackwardPackedKernel<T, true, V, 256>
+                       : normBackwardPackedKernel<T, false, V, 256>;
+        return rms ? normBackwardPackedKernel<T, true, V, 128>
+                   : normBackwardPackedKernel<T, false, V, 128>;
+      }();
+      launchKernel(kernel, unsigned(blocks), plan.threads, 0, stream,
+                   input.as<T>(), scale.as<T>(), gradResult.as<T>(),
+                   addend ? addend->as<T>() : nullptr, gradInput.as<T>(), part,
+                   rows, n, chunk, float(epsilon));
+    });
+  });
+  if (Status s = launched(name); !s.ok() || !wantParams)
+    return s;
+  int64_t partShape[] = {blocks, width}, sumShape[] = {width}, axis = 0;
+  Tensor partTensor{part, DType::F32, 2, partShape},
+      sumTensor{sums.ptr, DType::F32, 1, sumShape};
+  if (Status s = lamina::rt::cuda::reduce(ReduceOp::Sum, partTensor, &axis, 1,
+                                          false, sumTensor, stream);
+      !s.ok())
+    return s;
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launchKernel(storeParamGradsKernel<T>, gridFor(n), 256, 0, stream,
+                 sumTensor.as<const float>(),
+                 gradScale ? gradScale->as<T>() : nullptr,
+                 gradBias ? gradBias->as<T>() : nullptr, n);
+  });
+  return launched(name);
+}
+
 Status normBackward(const char *name, bool rms, const Tensor &input,
                     const Tensor &scale, const Tensor &gradResult,
                     int64_t axis, double epsilon, const Tensor &gradInput,
@@ -523,6 +834,12 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
           return s;
     return Status::success();
   }
+  if (PackedNorm plan =
+          packedNorm(n, {&input, &scale, &gradResult, addend, &gradInput});
+      plan)
+    return packedNormBackward(name, rms, plan, input, scale, gradResult, rows,
+                              n, epsilon, gradInput, gradScale, gradBias,
+                              addend, stream);
   Scratch stats(stream);
   bool wantParams = gradScale || gradBias;
   if (wantParams)

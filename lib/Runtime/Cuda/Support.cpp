@@ -22,6 +22,11 @@ AttentionPath lamina::rt::cuda::detail::attentionPath() {
   return path;
 }
 
+bool lamina::rt::cuda::detail::rowNormKernels() {
+  const char *e = std::getenv("LAMINA_CUDA_NORM");
+  return e && std::string(e) == "rows";
+}
+
 int lamina::rt::cuda::deviceCount() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
