@@ -60,6 +60,13 @@ constexpr bool isFloatStorage =
     std::is_same_v<T, BFloat16>;
 template <typename T>
 constexpr bool isIntStorage = std::is_integral_v<T>; // excludes Bool
+/// f16 or bf16: stored narrow, computed in f32.
+template <typename T>
+constexpr bool isNarrowStorage =
+    std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+inline bool isNarrowFloat(DType t) {
+  return t == DType::F16 || t == DType::BF16;
+}
 
 LAMINA_HD inline float load(Half h) { return math::halfToFloat(h.bits); }
 LAMINA_HD inline float load(BFloat16 b) { return math::bf16ToFloat(b.bits); }
@@ -155,6 +162,11 @@ Status checkNormBackward(const char *name, const Tensor &input, int64_t &axis,
                          const Tensor &gradInput, const Tensor *gradScale,
                          const Tensor *gradBias, int64_t &rows, int64_t &n,
                          const Tensor *addend = nullptr);
+/// Whether cross-entropy's per-row value (the loss, or its gradient) is
+/// f32 for f16/bf16 logits (else it has the logits' type).
+inline bool wideRowValue(const Tensor &logits, const Tensor &rowValue) {
+  return isNarrowFloat(logits.dtype) && rowValue.dtype == DType::F32;
+}
 /// Softmax cross-entropy: float logits [..., V] (rank >= 1), i32/i64
 /// labels [...], and `rowValue` (the loss, or the loss's gradient) and
 /// `gradLogits` (nullptr to skip) typed and shaped as the op says.

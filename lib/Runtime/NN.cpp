@@ -408,11 +408,15 @@ Status lamina::rt::detail::checkCrossEntropy(const char *name,
     return Status::error(std::string(name) + ": labels must be i32 or i64, " +
                          "got " + describe(labels));
   std::vector<int64_t> rowShape(logits.shape, logits.shape + logits.rank - 1);
+  // The per-row value (loss or its gradient) in the logits' type, or f32
+  // for f16/bf16 logits (read widened: a mixed-precision LM head's).
   if (!hasShape(labels, rowShape) || !hasShape(rowValue, rowShape) ||
-      rowValue.dtype != logits.dtype)
+      (rowValue.dtype != logits.dtype && !wideRowValue(logits, rowValue)))
     return Status::error(std::string(name) + ": logits " + describe(logits) +
                          " need labels and a per-row " +
-                         dtypeName(logits.dtype) + " tensor shaped " +
+                         dtypeName(logits.dtype) +
+                         (isNarrowFloat(logits.dtype) ? " (or f32)" : "") +
+                         " tensor shaped " +
                          shapeString(rowShape.data(), int(rowShape.size())) +
                          ", got " + describe(labels) + ", " +
                          describe(rowValue));
@@ -598,7 +602,8 @@ void rowMaxSum(const T *xr, int64_t v, Compute<T> &mx, double &sum) {
 
 /// Forward (gradLoss null: loss per row) or backward (gradLogits per
 /// element) of softmax cross-entropy over rows of length v.
-template <typename T, typename G = T>
+/// L: the per-row value's type (T, or f32 for f16/bf16 T).
+template <typename T, typename G = T, typename L = T>
 void crossEntropyT(const Tensor &logits, const Tensor &labels,
                    int64_t ignoreIndex, const Tensor *loss,
                    const Tensor *gradLoss, const Tensor *gradLogits,
@@ -612,7 +617,7 @@ void crossEntropyT(const Tensor &logits, const Tensor &labels,
                   int64_t label = labelAt(labels, r);
                   bool ignored = label == ignoreIndex;
                   if (loss && ignored) {
-                    loss->as<T>()[r] = store<T>(C(0));
+                    loss->as<L>()[r] = store<L>(C(0));
                     continue;
                   }
                   if (gradLogits && ignored) {
@@ -624,11 +629,11 @@ void crossEntropyT(const Tensor &logits, const Tensor &labels,
                   rowMaxSum(xr, v, mx, sum);
                   if (loss) {
                     // -log_softmax(x)[label], rounded as logSoftmax rounds.
-                    loss->as<T>()[r] =
-                        store<T>(C(std::log(sum)) - C(load(xr[label]) - mx));
+                    loss->as<L>()[r] =
+                        store<L>(C(std::log(sum)) - C(load(xr[label]) - mx));
                     continue;
                   }
-                  C scaleRow = load(gradLoss->as<T>()[r]);
+                  C scaleRow = C(load(gradLoss->as<L>()[r]));
                   C inv = C(1.0 / sum);
                   G *gr = gradLogits->as<G>() + r * v;
                   for (int64_t i = 0; i < v; ++i) {
@@ -654,17 +659,28 @@ Status crossEntropy(const char *name, const Tensor &logits,
                          std::to_string(v) + " classes");
   if (rows == 0)
     return Status::success();
-  // The gradient in the logits' type, or f16/bf16 for f32 logits.
+  // The gradient in the logits' type, or f16/bf16 for f32 logits; the
+  // per-row value in the logits' type, or f32 for f16/bf16 logits.
+  bool wide = wideRowValue(logits, rowValue);
   dispatchInOut(logits, gradLogits ? *gradLogits : logits,
                 [&](auto in, auto out) {
                   using T = typename decltype(in)::type;
                   using G = typename decltype(out)::type;
-                  if (gradLogits)
-                    crossEntropyT<T, G>(logits, labels, ignoreIndex, nullptr,
-                                        &rowValue, gradLogits, rows, v);
-                  else
-                    crossEntropyT<T>(logits, labels, ignoreIndex, &rowValue,
-                                     nullptr, nullptr, rows, v);
+                  auto run = [&](auto rowTag) {
+                    using L = typename decltype(rowTag)::type;
+                    if (gradLogits)
+                      crossEntropyT<T, G, L>(logits, labels, ignoreIndex,
+                                             nullptr, &rowValue, gradLogits,
+                                             rows, v);
+                    else
+                      crossEntropyT<T, T, L>(logits, labels, ignoreIndex,
+                                             &rowValue, nullptr, nullptr,
+                                             rows, v);
+                  };
+                  if constexpr (isNarrowStorage<T>)
+                    if (wide)
+                      return run(Tag<float>{});
+                  run(in);
                 });
   return Status::success();
 }

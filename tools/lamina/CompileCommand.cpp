@@ -882,7 +882,7 @@ int runCompile() {
     if (precision != "f32")
       llvm::outs() << "  precision: " << precision
                    << " matmuls (f32 accumulation; results only elementwise "
-                      "ops read stored "
+                      "ops or the cross-entropy read stored "
                    << precision << "); weights and every other op f32\n";
     if (!dist) {
       llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)

@@ -251,4 +251,40 @@ TEST(RuntimeCrossEntropy, NarrowGradientRoundsTheF32Gradient) {
                "differs from logits");
 }
 
+TEST(RuntimeCrossEntropy, NarrowLogitsAreReadWidened) {
+  // graph-fuse-epilogues' narrow logits: f16/bf16 logits with an f32 loss
+  // and an f32 loss gradient compute what the f32 logits they widen to
+  // give, bit for bit (the gradient in the logits' type: the f32 one
+  // rounded once).
+  int64_t rows = 5, v = 37;
+  Buf labels(DType::I64, {rows}), rowGrad = randomF32({rows}, 0.1f, 1);
+  for (int64_t r = 0; r < rows; ++r)
+    labels.data<int64_t>()[r] = (r * 7) % v;
+  labels.data<int64_t>()[2] = -100;
+  for (const auto &[t, toBits, fromBits] : kHalfFormats) {
+    Buf narrow = randomOf(t, {rows, v}, -4, 4), wide(DType::F32, {rows, v});
+    EXPECT_OK(cast(narrow.view(), wide.view()));
+    Buf wantLoss(DType::F32, {rows}), loss(DType::F32, {rows});
+    EXPECT_OK(softmaxCrossEntropy(wide.view(), labels.view(), -100,
+                                  wantLoss.view()));
+    EXPECT_OK(softmaxCrossEntropy(narrow.view(), labels.view(), -100,
+                                  loss.view()));
+    EXPECT_EQ(loss.bytes, wantLoss.bytes) << dtypeName(t);
+    Buf wantGrad(t, {rows, v}), grad(t, {rows, v});
+    EXPECT_OK(softmaxCrossEntropyBackward(wide.view(), labels.view(),
+                                          rowGrad.view(), -100,
+                                          wantGrad.view()));
+    EXPECT_OK(softmaxCrossEntropyBackward(narrow.view(), labels.view(),
+                                          rowGrad.view(), -100, grad.view()));
+    EXPECT_EQ(grad.bytes, wantGrad.bytes) << dtypeName(t);
+  }
+  // The per-row value is the logits' type or f32, nothing else.
+  Buf h = randomOf(DType::BF16, {rows, v}), f64(DType::F64, {rows}),
+      f16(DType::F16, {rows});
+  EXPECT_ERROR(softmaxCrossEntropy(h.view(), labels.view(), -100, f64.view()),
+               "(or f32)");
+  EXPECT_ERROR(softmaxCrossEntropy(h.view(), labels.view(), -100, f16.view()),
+               "per-row bf16 (or f32) tensor");
+}
+
 } // namespace

@@ -507,11 +507,12 @@ __device__ void forRow(const T *xr, int64_t n, bool vec, F &&f) {
 /// Forward (loss set: the row's loss) or backward (grad set: the row's
 /// gradient scaled by gradRows[row], stored as G: T, or f16/bf16 for f32
 /// T) of softmax cross-entropy: one read of the row for its maximum and
-/// sum, one more (backward) for the gradient.
-template <typename T, typename G>
+/// sum, one more (backward) for the gradient. L, the per-row values' type:
+/// T, or f32 for f16/bf16 T.
+template <typename T, typename G, typename L>
 __global__ void crossEntropyKernel(const T *logits, const void *labels,
                                    bool wideLabels, int64_t ignoreIndex,
-                                   const T *gradRows, T *loss, G *grad,
+                                   const L *gradRows, L *loss, G *grad,
                                    int64_t v, bool vec, ErrorSlot *slot) {
   __shared__ float2 scratch[32];
   int64_t row = blockIdx.x;
@@ -523,7 +524,7 @@ __global__ void crossEntropyKernel(const T *logits, const void *labels,
     recordError(slot, DataError::Label, row, label, v);
   if (ignored || bad) {
     if (loss && threadIdx.x == 0)
-      loss[row] = store<T>(0.0f);
+      loss[row] = store<L>(0.0f);
     if (grad)
       for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
         grad[row * v + i] = store<G>(0.0f);
@@ -535,7 +536,7 @@ __global__ void crossEntropyKernel(const T *logits, const void *labels,
   float mx = acc.m, sum = acc.s;
   if (loss) {
     if (threadIdx.x == 0)
-      loss[row] = store<T>(math::log(sum) - (load(xr[label]) - mx));
+      loss[row] = store<L>(math::log(sum) - (load(xr[label]) - mx));
     return;
   }
   float inv = 1.0f / sum, scale = load(gradRows[row]);
@@ -930,18 +931,28 @@ Status crossEntropy(const char *name, const Tensor &logits,
   bool vec = v % 4 == 0 && alignedTo(logits.data, width) &&
              (!gradLogits ||
               alignedTo(gradLogits->data, 4 * size_t(gradLogits->elementSize())));
-  // f32 logits may have an f16/bf16 gradient (checkCrossEntropy).
+  // f32 logits may have an f16/bf16 gradient, f16/bf16 logits f32 per-row
+  // values (checkCrossEntropy).
+  bool wide = lamina::rt::detail::wideRowValue(logits, rowValue);
   dispatchInOut(logits, gradLogits ? *gradLogits : logits,
                 [&](auto in, auto out) {
                   using T = typename decltype(in)::type;
                   using G = typename decltype(out)::type;
-                  launchKernel(
-                      crossEntropyKernel<T, G>, unsigned(rows), rowThreads(v),
-                      0, stream, logits.as<T>(), labels.data,
-                      labels.dtype == DType::I64, ignoreIndex,
-                      gradLogits ? rowValue.as<T>() : nullptr,
-                      gradLogits ? nullptr : rowValue.as<T>(),
-                      gradLogits ? gradLogits->as<G>() : nullptr, v, vec, slot);
+                  auto run = [&](auto rowTag) {
+                    using L = typename decltype(rowTag)::type;
+                    launchKernel(crossEntropyKernel<T, G, L>, unsigned(rows),
+                                 rowThreads(v), 0, stream, logits.as<T>(),
+                                 labels.data, labels.dtype == DType::I64,
+                                 ignoreIndex,
+                                 gradLogits ? rowValue.as<L>() : nullptr,
+                                 gradLogits ? nullptr : rowValue.as<L>(),
+                                 gradLogits ? gradLogits->as<G>() : nullptr, v,
+                                 vec, slot);
+                  };
+                  if constexpr (lamina::rt::detail::isNarrowStorage<T>)
+                    if (wide)
+                      return run(Tag<float>{});
+                  run(in);
                 });
   return launched(name);
 }

@@ -589,6 +589,15 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       if (Status s = device.download(t.data(), base + out.offset, t.byteSize());
           !s.ok())
         return s;
+      // Logits a mixed-precision step stores in bf16/f16
+      // (graph-fuse-epilogues) are written as the model's f32.
+      if (out.dtype == DType::BF16 || out.dtype == DType::F16) {
+        OwnedTensor wide;
+        wide.allocate(DType::F32, t.shape);
+        if (Status s = cast(t.view(), wide.view()); !s.ok())
+          return s;
+        t = std::move(wide);
+      }
       if (Status s = writeNpy(dir + outputFileName(out.name + 7), t.view());
           !s.ok())
         return s;

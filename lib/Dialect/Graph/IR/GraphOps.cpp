@@ -366,7 +366,7 @@ LogicalResult RMSNormGradOp::verify() {
 
 /// Labels and the per-row value (the loss or its gradient) of softmax
 /// cross-entropy: shaped like the logits without their last dim, the
-/// per-row value in the logits' element type.
+/// per-row value in the logits' element type, or f32 for f16/bf16 logits.
 static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
                                         RankedTensorType labels,
                                         RankedTensorType rowValue,
@@ -378,11 +378,14 @@ static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
     return op->emitOpError() << "labels " << labels
                              << " must be shaped like the logits " << logits
                              << " without their last dim";
+  Type element = logits.getElementType();
+  bool wide = (element.isF16() || element.isBF16()) &&
+              rowValue.getElementType().isF32();
   if (rowValue.getShape() != rows ||
-      rowValue.getElementType() != logits.getElementType())
+      (rowValue.getElementType() != element && !wide))
     return op->emitOpError() << rowName << " " << rowValue << " must be "
-                             << RankedTensorType::get(rows,
-                                                      logits.getElementType());
+                             << RankedTensorType::get(rows, element)
+                             << " (or f32 for f16/bf16 logits)";
   return success();
 }
 

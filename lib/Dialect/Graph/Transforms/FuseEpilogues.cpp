@@ -8,7 +8,8 @@
 // gradient kernel. One walk in program order: the inner add of
 // add(add(matmul, b), r) is fused first, so the outer one finds a
 // fused_matmul with a free addend. Then a product (of narrow operands)
-// that only elementwise steps read is stored narrow (narrowActivation).
+// that only elementwise steps read is stored narrow (narrowActivation),
+// and so is one only cross-entropy reads (narrowLogits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -218,6 +219,59 @@ bool narrowActivation(Operation *op) {
   return true;
 }
 
+/// A product of T operands (no addend) whose f32 result only cross-entropy
+/// ops read, as their logits, besides function results -> the product
+/// stored as T. The cross-entropy kernels widen it on load (their loss and
+/// its gradient stay f32); a function result made of it becomes T (the
+/// train step's `output:logits`, which `run --dump-outputs` widens back).
+/// PyTorch's autocast stores an LM head's logits in bf16 likewise: one
+/// rounding more than the f32 product, and the step's largest activation
+/// ([tokens, vocabulary]) written once and read twice at half the bytes.
+bool narrowLogits(Operation *op) {
+  std::optional<Product> p = productOf(op);
+  if (!p)
+    return false;
+  Value result = op->getResult(0);
+  Type narrow = typeOf(p->lhs).getElementType();
+  if (!(narrow.isF16() || narrow.isBF16()) ||
+      typeOf(p->rhs).getElementType() != narrow ||
+      !typeOf(result).getElementType().isF32() || p->addend)
+    return false;
+  bool read = false;
+  for (OpOperand &use : result.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<func::ReturnOp>(user))
+      continue;
+    // A gradient of narrow logits has their type (graph-fuse-epilogues
+    // narrowed it above, when a cast rounded it).
+    auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user);
+    if (use.getOperandNumber() != 0 ||
+        !(isa<SoftmaxCrossEntropyOp>(user) ||
+          (grad && typeOf(grad.getGradLogits()).getElementType() == narrow)))
+      return false;
+    read = true;
+  }
+  if (!read)
+    return false;
+  OpBuilder b(op);
+  if (p->bias)
+    p->bias = narrowBias(b, p->bias, narrow);
+  Value stored = buildProduct(b, *p, typeOf(result).clone(narrow));
+  Operation *ret = nullptr;
+  for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+    if (isa<func::ReturnOp>(use.getOwner()))
+      ret = use.getOwner();
+    use.set(stored);
+  }
+  op->erase();
+  if (ret) {
+    auto f = ret->getParentOfType<func::FuncOp>();
+    f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(),
+                                        ret->getOperandTypes()));
+  }
+  return true;
+}
+
 /// The same norm-gradient op with `addend` added to its input gradient,
 /// built at `b` (after every operand).
 Operation *withAddend(OpBuilder &b, Operation *norm, Value addend) {
@@ -326,8 +380,12 @@ struct GraphFuseEpilogues
         for (Operation &op : block)
           if (isa<MatMulOp, FusedMatMulOp>(op))
             products.push_back(&op);
-        for (Operation *op : products)
-          numActivations += narrowActivation(op);
+        for (Operation *op : products) {
+          if (narrowActivation(op))
+            ++numActivations;
+          else
+            numLogits += narrowLogits(op);
+        }
         eraseDeadOps(block);
       }
     });

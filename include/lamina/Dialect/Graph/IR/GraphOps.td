@@ -426,7 +426,9 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy",
     0 where the label equals `ignore_index`; any other label outside
     `[0, V)` is a run-time error. `labels` are integers shaped like the
     logits without their last dim; the loss has that shape and the logits'
-    element type.
+    element type, or f32 for f16/bf16 logits (read widened: the
+    mixed-precision LM head's logits, which graph-fuse-epilogues stores
+    narrow when only cross-entropy reads them).
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
                        I64Attr:$ignore_index);
@@ -447,6 +449,7 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad",
     rounded once on store, what a cast of it gives (graph-fuse-epilogues
     moves such a cast here, so that a mixed-precision LM head's gradient
     is written once, narrow, instead of in f32 and again by the cast).
+    `grad_loss` has the loss's type.
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
                        Graph_FloatTensor:$grad_loss, I64Attr:$ignore_index);

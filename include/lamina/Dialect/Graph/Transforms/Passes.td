@@ -215,6 +215,14 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
     residual addend, or one summed into a parameter gradient (a tied
     embedding's), stays f32.
 
+    Likewise such a product read only as the logits of
+    `graph.softmax_cross_entropy` and of its (f16/bf16) gradient, besides
+    function results, is stored narrow: the cross-entropy kernels widen it
+    on load and keep the loss and its gradient f32, and a function result
+    made of it (the train step's `output:logits`) takes the narrow type. An
+    LM head's logits, the step's largest activation, are stored in bf16 as
+    PyTorch's autocast stores them.
+
     Run it after `graph-autodiff` (no gradient rules) and
     `graph-fold-matmul-casts`, before `graph-fuse-elementwise`, as
     `lamina compile` does.
@@ -239,6 +247,8 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
               "transposed products computed as the swapped product">,
     Statistic<"numActivations", "activations",
               "products read only by elementwise steps stored narrow">,
+    Statistic<"numLogits", "logits",
+              "products read only by cross-entropy stored narrow">,
   ];
 }
 
