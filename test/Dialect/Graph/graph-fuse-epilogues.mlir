@@ -286,17 +286,19 @@ func.func @narrow_activations(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: te
 
 // -----
 
-// Logits of bf16 operands that only cross-entropy reads (and the function
-// returns) are stored bf16: the loss and its gradient stay f32, the
-// function result becomes bf16. Not when the cross-entropy gradient is f32
-// (it would have to be bf16 too), nor when anything else reads them.
+// Logits of bf16 operands that only cross-entropy reads (and a model
+// output, `output:NAME`, returns) are stored bf16: the loss and its
+// gradient stay f32, the function result becomes bf16. Not when the
+// cross-entropy gradient is f32 (it would have to be bf16 too), when
+// anything else reads them, or when another kind of result returns them (a
+// distributed module's residual: its backward module reads it as f32).
 // CHECK-LABEL: func.func @narrow_logits
 // CHECK-SAME: -> (tensor<4xf32>, tensor<4x6xbf16>, tensor<4x6xbf16>)
 // CHECK: %[[L:.*]] = graph.matmul %arg0, %arg1 : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xbf16>
 // CHECK-NEXT: %[[LOSS:.*]] = graph.softmax_cross_entropy %[[L]], %arg2 {{.*}} : (tensor<4x6xbf16>, tensor<4xi64>) -> tensor<4xf32>
 // CHECK-NEXT: %[[G:.*]] = graph.softmax_cross_entropy_grad %[[L]], %arg2, %arg3 {{.*}} : (tensor<4x6xbf16>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x6xbf16>
 // CHECK-NEXT: return %[[LOSS]], %[[G]], %[[L]]
-func.func @narrow_logits(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %labels: tensor<4xi64>, %dl: tensor<4xf32>) -> (tensor<4xf32>, tensor<4x6xbf16>, tensor<4x6xf32>) {
+func.func @narrow_logits(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %labels: tensor<4xi64>, %dl: tensor<4xf32>) -> (tensor<4xf32>, tensor<4x6xbf16>, tensor<4x6xf32>) attributes {graph.output_names = ["loss", "grad:x", "output:logits"]} {
   %l = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
   %loss = graph.softmax_cross_entropy %l, %labels {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<4xf32>
   %g = graph.softmax_cross_entropy_grad %l, %labels, %dl {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x6xf32>
@@ -310,11 +312,14 @@ func.func @narrow_logits(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %labels: te
 // CHECK-LABEL: func.func @wide_logits
 // CHECK: graph.matmul %arg0, %arg1 : {{.*}} -> tensor<4x6xf32>
 // CHECK: graph.matmul %arg0, %arg1 : {{.*}} -> tensor<4x6xf32>
-func.func @wide_logits(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %labels: tensor<4xi64>, %dl: tensor<4xf32>) -> (tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>) {
+// CHECK: graph.matmul %arg0, %arg1 : {{.*}} -> tensor<4x6xf32>
+func.func @wide_logits(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %labels: tensor<4xi64>, %dl: tensor<4xf32>) -> (tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>) attributes {graph.output_names = ["grad:a", "loss", "output:n", "loss2", "residual:0"]} {
   %l = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
   %g = graph.softmax_cross_entropy_grad %l, %labels, %dl {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x6xf32>
   %m = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
   %loss = graph.softmax_cross_entropy %m, %labels {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<4xf32>
   %n = graph.neg %m : tensor<4x6xf32>
-  return %g, %loss, %n : tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>
+  %k = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
+  %loss2 = graph.softmax_cross_entropy %k, %labels {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return %g, %loss, %n, %loss2, %k : tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>
 }

@@ -220,12 +220,13 @@ bool narrowActivation(Operation *op) {
 }
 
 /// A product of T operands (no addend) whose f32 result only cross-entropy
-/// ops read, as their logits, besides function results -> the product
-/// stored as T. The cross-entropy kernels widen it on load (their loss and
-/// its gradient stay f32); a function result made of it becomes T (the
-/// train step's `output:logits`, which `run --dump-outputs` widens back).
-/// PyTorch's autocast stores an LM head's logits in bf16 likewise: one
-/// rounding more than the f32 product, and the step's largest activation
+/// ops read, as their logits, besides model outputs (`output:NAME`
+/// results) -> the product stored as T. The cross-entropy kernels widen it on
+/// load (their loss and its gradient stay f32); a function result made of it
+/// becomes T (the train step's `output:logits`, which `run --dump-outputs`
+/// widens back). PyTorch's autocast stores an LM head's logits in bf16
+/// likewise: one rounding more than the f32 product, and the step's largest
+/// activation
 /// ([tokens, vocabulary]) written once and read twice at half the bytes.
 bool narrowLogits(Operation *op) {
   std::optional<Product> p = productOf(op);
@@ -240,8 +241,20 @@ bool narrowLogits(Operation *op) {
   bool read = false;
   for (OpOperand &use : result.getUses()) {
     Operation *user = use.getOwner();
-    if (isa<func::ReturnOp>(user))
+    // Only a model output (`output:NAME`, which the driver reads by its
+    // type) may change type; any other result (a distributed module's
+    // residual, which its backward module reads as f32) keeps it.
+    if (isa<func::ReturnOp>(user)) {
+      auto names =
+          user->getParentOfType<func::FuncOp>()->getAttrOfType<ArrayAttr>(
+              kOutputNamesAttr);
+      unsigned i = use.getOperandNumber();
+      auto name = names && i < names.size() ? dyn_cast<StringAttr>(names[i])
+                                            : StringAttr();
+      if (!name || !name.getValue().starts_with("output:"))
+        return false;
       continue;
+    }
     // A gradient of narrow logits has their type (graph-fuse-epilogues
     // narrowed it above, when a cast rounded it).
     auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user);
