@@ -692,60 +692,58 @@ Status lamina::rt::cuda::logSoftmaxBackward(const Tensor &result,
                              axis, gradInput, stream);
 }
 
-Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
-                                   const Tensor *bias, int64_t axis,
-                                   double epsilon, const Tensor &result,
-                                   cudaStream_t stream) {
+namespace {
+/// layerNorm (bias may be null) or, `rms`, rmsNorm.
+Status normForward(const char *name, bool rms, const Tensor &input,
+                   const Tensor &scale, const Tensor *bias, int64_t axis,
+                   double epsilon, const Tensor &result, cudaStream_t stream) {
   const Tensor *params[] = {&scale, bias};
   int64_t rows, n;
-  Status s = checkDeviceNorm("layer_norm", input, axis, params, 2, result, rows, n);
+  Status s =
+      checkDeviceNorm(name, input, axis, params, rms ? 1 : 2, result, rows, n);
   if (!s.ok() || input.numElements() == 0)
     return s;
   PackedNorm plan = packedNorm(n, {&input, &scale, bias, &result});
   dispatchInOut(input, result, [&](auto in, auto out) {
     using T = typename decltype(in)::type;
     using R = typename decltype(out)::type;
+    const T *x = input.as<T>(), *g = scale.as<T>();
     const T *b = bias ? bias->as<T>() : nullptr;
+    R *y = result.as<R>();
+    float eps = float(epsilon);
     if (!plan) {
-      launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
-                   stream, input.as<T>(), scale.as<T>(), b, result.as<R>(), n,
-                   float(epsilon));
+      if (rms)
+        launchKernel(rmsNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
+                     stream, x, g, y, n, eps);
+      else
+        launchKernel(layerNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
+                     stream, x, g, b, y, n, eps);
       return;
     }
     withPacks(plan, [&](auto v) {
-      launchKernel(normPackedKernel<T, R, false, decltype(v)::value>,
-                   unsigned(rows), plan.threads, 0, stream, input.as<T>(),
-                   scale.as<T>(), b, result.as<R>(), n, float(epsilon));
+      constexpr int V = decltype(v)::value;
+      launchKernel(rms ? normPackedKernel<T, R, true, V>
+                       : normPackedKernel<T, R, false, V>,
+                   unsigned(rows), plan.threads, 0, stream, x, g, b, y, n, eps);
     });
   });
-  return launched("layer_norm");
+  return launched(name);
+}
+} // namespace
+
+Status lamina::rt::cuda::layerNorm(const Tensor &input, const Tensor &scale,
+                                   const Tensor *bias, int64_t axis,
+                                   double epsilon, const Tensor &result,
+                                   cudaStream_t stream) {
+  return normForward("layer_norm", false, input, scale, bias, axis, epsilon,
+                     result, stream);
 }
 
 Status lamina::rt::cuda::rmsNorm(const Tensor &input, const Tensor &scale,
                                  int64_t axis, double epsilon,
                                  const Tensor &result, cudaStream_t stream) {
-  const Tensor *params[] = {&scale};
-  int64_t rows, n;
-  Status s = checkDeviceNorm("rms_norm", input, axis, params, 1, result, rows, n);
-  if (!s.ok() || input.numElements() == 0)
-    return s;
-  PackedNorm plan = packedNorm(n, {&input, &scale, &result});
-  dispatchInOut(input, result, [&](auto in, auto out) {
-    using T = typename decltype(in)::type;
-    using R = typename decltype(out)::type;
-    if (!plan) {
-      launchKernel(rmsNormKernel<T, R>, unsigned(rows), rowThreads(n), 0,
-                   stream, input.as<T>(), scale.as<T>(), result.as<R>(), n,
-                   float(epsilon));
-      return;
-    }
-    withPacks(plan, [&](auto v) {
-      launchKernel(normPackedKernel<T, R, true, decltype(v)::value>,
-                   unsigned(rows), plan.threads, 0, stream, input.as<T>(),
-                   scale.as<T>(), nullptr, result.as<R>(), n, float(epsilon));
-    });
-  });
-  return launched("rms_norm");
+  return normForward("rms_norm", true, input, scale, nullptr, axis, epsilon,
+                     result, stream);
 }
 
 namespace {

@@ -130,6 +130,21 @@ TEST_F(CudaKernel, NormsMatchHost) {
   }
 }
 
+/// A row's mean (0 for RMS) and 1/std (1/rms), in double.
+void refMoments(bool rms, const float *xr, int64_t n, double eps, double &mean,
+                double &rstd) {
+  mean = 0;
+  if (!rms) {
+    for (int64_t i = 0; i < n; ++i)
+      mean += xr[i];
+    mean /= n;
+  }
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i)
+    var += (xr[i] - mean) * (xr[i] - mean);
+  rstd = 1 / std::sqrt(var / n + eps);
+}
+
 /// Double-precision layer / RMS norm gradients over rows of n.
 void refNormBackward(bool rms, const std::vector<float> &x,
                      const std::vector<float> &g, const std::vector<float> &dy,
@@ -141,15 +156,8 @@ void refNormBackward(bool rms, const std::vector<float> &x,
   db.assign(n, 0);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = &x[r * n], *dyr = &dy[r * n];
-    double mean = 0, var = 0;
-    if (!rms) {
-      for (int64_t i = 0; i < n; ++i)
-        mean += xr[i];
-      mean /= n;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      var += (xr[i] - mean) * (xr[i] - mean);
-    double rstd = 1 / std::sqrt(var / n + eps);
+    double mean, rstd;
+    refMoments(rms, xr, n, eps, mean, rstd);
     double s1 = 0, s2 = 0;
     for (int64_t i = 0; i < n; ++i) {
       double xhat = (xr[i] - mean) * rstd, dxhat = double(dyr[i]) * g[i];
@@ -258,15 +266,8 @@ std::vector<double> refNorm(bool rms, const std::vector<float> &x,
   std::vector<double> y(x.size());
   for (size_t r = 0; r < x.size() / size_t(n); ++r) {
     const float *xr = &x[r * n];
-    double mean = 0, var = 0;
-    if (!rms) {
-      for (int64_t i = 0; i < n; ++i)
-        mean += xr[i];
-      mean /= n;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      var += (xr[i] - mean) * (xr[i] - mean);
-    double rstd = 1 / std::sqrt(var / n + eps);
+    double mean, rstd;
+    refMoments(rms, xr, n, eps, mean, rstd);
     for (int64_t i = 0; i < n; ++i)
       y[r * n + i] = (xr[i] - mean) * rstd * g[i] + (b.empty() ? 0.0 : b[i]);
   }

@@ -183,6 +183,29 @@ bool reachesResult(Value v) {
   return false;
 }
 
+/// `op` as a product of f16/bf16 operands without addend whose result is
+/// f32: one that may be stored in the operands' type instead.
+std::optional<Product> narrowableProduct(Operation *op) {
+  std::optional<Product> p = productOf(op);
+  if (!p)
+    return std::nullopt;
+  Type narrow = typeOf(p->lhs).getElementType();
+  if (!(narrow.isF16() || narrow.isBF16()) ||
+      typeOf(p->rhs).getElementType() != narrow ||
+      !typeOf(op->getResult(0)).getElementType().isF32() || p->addend)
+    return std::nullopt;
+  return p;
+}
+
+/// A narrowable product stored as its operands' type (of the f32 `wide`
+/// shape), its bias rounded to that type first, at `b`.
+Value buildNarrow(OpBuilder &b, Product p, RankedTensorType wide) {
+  Type narrow = typeOf(p.lhs).getElementType();
+  if (p.bias)
+    p.bias = narrowBias(b, p.bias, narrow);
+  return buildProduct(b, p, wide.clone(narrow));
+}
+
 /// A product of T operands (no addend) whose f32 result only elementwise
 /// steps read, and that no function result is made of -> the product
 /// stored as T (its accumulator plus the T-rounded bias, rounded once) and
@@ -192,15 +215,9 @@ bool reachesResult(Value v) {
 /// gradient of its output) in bf16 likewise; it makes one more rounding
 /// than the f32 product, and halves their traffic.
 bool narrowActivation(Operation *op) {
-  std::optional<Product> p = productOf(op);
-  if (!p)
-    return false;
+  std::optional<Product> p = narrowableProduct(op);
   Value result = op->getResult(0);
-  Type narrow = typeOf(p->lhs).getElementType();
-  if (!(narrow.isF16() || narrow.isBF16()) ||
-      typeOf(p->rhs).getElementType() != narrow ||
-      !typeOf(result).getElementType().isF32() || p->addend ||
-      result.use_empty() ||
+  if (!p || result.use_empty() ||
       !llvm::all_of(result.getUsers(),
                     [](Operation *user) {
                       return !FusedElementwiseOp::stepOf(user).empty();
@@ -208,9 +225,7 @@ bool narrowActivation(Operation *op) {
       reachesResult(result))
     return false;
   OpBuilder b(op);
-  if (p->bias)
-    p->bias = narrowBias(b, p->bias, narrow);
-  Value stored = buildProduct(b, *p, typeOf(result).clone(narrow));
+  Value stored = buildNarrow(b, *p, typeOf(result));
   for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
     b.setInsertionPoint(use.getOwner());
     use.set(CastOp::create(b, op->getLoc(), typeOf(result), stored));
@@ -221,23 +236,19 @@ bool narrowActivation(Operation *op) {
 
 /// A product of T operands (no addend) whose f32 result only cross-entropy
 /// ops read, as their logits, besides model outputs (`output:NAME`
-/// results) -> the product stored as T. The cross-entropy kernels widen it on
-/// load (their loss and its gradient stay f32); a function result made of it
-/// becomes T (the train step's `output:logits`, which `run --dump-outputs`
-/// widens back). PyTorch's autocast stores an LM head's logits in bf16
-/// likewise: one rounding more than the f32 product, and the step's largest
-/// activation
-/// ([tokens, vocabulary]) written once and read twice at half the bytes.
+/// results) -> the product stored as T. The cross-entropy kernels widen it
+/// on load (their loss and its gradient stay f32); a function result made
+/// of it becomes T (the train step's `output:logits`, which `run
+/// --dump-outputs` widens back). PyTorch's autocast stores an LM head's
+/// logits in bf16 likewise: one rounding more than the f32 product, and
+/// the step's largest activation ([tokens, vocabulary]) written once and
+/// read twice at half the bytes.
 bool narrowLogits(Operation *op) {
-  std::optional<Product> p = productOf(op);
+  std::optional<Product> p = narrowableProduct(op);
   if (!p)
     return false;
   Value result = op->getResult(0);
   Type narrow = typeOf(p->lhs).getElementType();
-  if (!(narrow.isF16() || narrow.isBF16()) ||
-      typeOf(p->rhs).getElementType() != narrow ||
-      !typeOf(result).getElementType().isF32() || p->addend)
-    return false;
   bool read = false;
   for (OpOperand &use : result.getUses()) {
     Operation *user = use.getOwner();
@@ -267,9 +278,7 @@ bool narrowLogits(Operation *op) {
   if (!read)
     return false;
   OpBuilder b(op);
-  if (p->bias)
-    p->bias = narrowBias(b, p->bias, narrow);
-  Value stored = buildProduct(b, *p, typeOf(result).clone(narrow));
+  Value stored = buildNarrow(b, *p, typeOf(result));
   Operation *ret = nullptr;
   for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
     if (isa<func::ReturnOp>(use.getOwner()))
