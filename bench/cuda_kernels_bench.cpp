@@ -8,8 +8,8 @@
 // The fused causal attention forward and backward at the same shape print
 // in the GEMMs' format (batch = B*H, m = Sq, n = Sk, k = D; TFLOP/s from the
 // causal FLOPs: 2*B*H*S*S*D forward, 2.5 times that backward). The GELU
-// backward with its bias gradient, unfused and fused, and the layer norm
-// on both kernel families close.
+// backward with its bias gradient, unfused and fused, the layer norm on
+// both kernel families and the cross-entropy on f32 and bf16 logits close.
 // Prints one JSON object per line.
 //
 //===----------------------------------------------------------------------===//
@@ -267,6 +267,45 @@ void benchNorm(int64_t rows, int64_t n, cudaStream_t s, int reps) {
   }
   unsetenv("LAMINA_CUDA_NORM");
 }
+
+/// The 1B step's cross-entropy over [rows, v] logits, forward and backward
+/// (the gradient stored bf16), with f32 logits and with the bf16 logits
+/// graph-fuse-epilogues now stores (an f32 loss and loss gradient). GB/s
+/// counts the logits read once forward and once backward, and the bf16
+/// gradient written.
+void benchCrossEntropy(int64_t rows, int64_t v, cudaStream_t s, int reps) {
+  Buffer grad(rows * v, DType::BF16), loss(rows, DType::F32),
+      gradLoss(rows, DType::F32), labels(rows, DType::F32);
+  // Labels in [0, v): i32 values written over the random floats.
+  std::vector<int32_t> ids(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    ids[size_t(r)] = int32_t((r * 7919) % v);
+  check("cudaMemcpy", cudaMemcpy(labels.ptr, ids.data(), ids.size() * 4,
+                                 cudaMemcpyHostToDevice));
+  int64_t full[] = {rows, v}, row[] = {rows};
+  Tensor tg{grad.ptr, DType::BF16, 2, full}, tl{loss.ptr, DType::F32, 1, row},
+      tgl{gradLoss.ptr, DType::F32, 1, row},
+      tlab{labels.ptr, DType::I32, 1, row};
+  for (DType t : {DType::F32, DType::BF16}) {
+    Buffer logits(rows * v, t);
+    Tensor tx{logits.ptr, t, 2, full};
+    double fwd = timeIt(s, 3, reps, [&] {
+      check("cross_entropy", cu::softmaxCrossEntropy(tx, tlab, -100, tl, s));
+    });
+    double bwd = timeIt(s, 3, reps, [&] {
+      check("cross_entropy_grad",
+            cu::softmaxCrossEntropyBackward(tx, tlab, tgl, -100, tg, s));
+    });
+    double elements = double(rows * v), size = double(sizeOf(t));
+    std::printf("{\"kind\": \"cross_entropy\", \"logits\": \"%s\", "
+                "\"shape\": [%lld, %lld], \"fwd_ms\": %.4f, "
+                "\"bwd_ms\": %.4f, \"fwd_gbps\": %.1f, "
+                "\"bwd_gbps\": %.1f}\n",
+                dtypeName(t), (long long)rows, (long long)v, fwd, bwd,
+                elements * size / fwd / 1e6,
+                elements * (size + 2) / bwd / 1e6);
+  }
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -302,6 +341,7 @@ int main(int argc, char **argv) {
   benchFusedSum(T, F, s, reps);
   benchFusedSum(T, H, s, reps);
   benchNorm(T, H, s, reps);
+  benchCrossEntropy(T, 50304, s, reps);
   check("deviceStatus", cu::deviceStatus(s));
   cudaStreamDestroy(s);
   return 0;

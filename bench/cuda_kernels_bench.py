@@ -6,8 +6,9 @@ lamina_cuda_runtime (same link line as lamina-cuda-tests, without GoogleTest)
 and runs it: the GEMMs of one layer of the ~1B GPT training step (bf16;
 first-call host time, which includes the cuBLASLt heuristic, and steady-state
 TFLOP/s), the bias-gradient reductions (sum over 8192 rows; GB/s), the
-GELU backward unfused and fused, and the layer norm forward and backward
-on the packed and the one-block-a-row kernels (LAMINA_CUDA_NORM=rows).
+GELU backward unfused and fused, the layer norm forward and backward
+on the packed and the one-block-a-row kernels (LAMINA_CUDA_NORM=rows), and
+the cross-entropy on f32 and on bf16 logits.
 
     scripts/build.sh lamina_cuda_runtime lamina-cuda-tests
     python3 bench/cuda_kernels_bench.py [--build-dir build] [--reps 20] \
@@ -95,6 +96,11 @@ def report(stdout, output):
                   f"{r['unfused_ms'] * 1000:8.1f} us, fused "
                   f"{r['fused_ms'] * 1000:8.1f} us ({r['gbps']:.0f} GB/s), "
                   f"{r['unfused_ms'] / r['fused_ms']:.2f}x")
+        elif r["kind"] == "cross_entropy":
+            print(f"cross-entropy {r['logits']:4} logits {str(r['shape']):14} "
+                  f"forward {r['fwd_ms'] * 1000:8.1f} us "
+                  f"({r['fwd_gbps']:.0f} GB/s), backward "
+                  f"{r['bwd_ms'] * 1000:8.1f} us ({r['bwd_gbps']:.0f} GB/s)")
         elif r["kind"] == "norm":
             print(f"layer norm {r['path']:6} {str(r['shape']):14} forward "
                   f"{r['fwd_ms'] * 1000:8.1f} us ({r['fwd_gbps']:.0f} GB/s), "
