@@ -338,6 +338,27 @@ TEST_F(CudaKernel, PackedAndRowKernelsMatchReference) {
       }
 }
 
+TEST_F(CudaKernel, NormSettingSelectsTheKernelFamily) {
+  // LAMINA_CUDA_NORM=rows takes other kernels for a shape the packed ones
+  // take: the parameter gradients, summed in another order, differ in
+  // their last bits (each family is checked against the references above).
+  int64_t rows = 203, n = 256;
+  Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+      dy = randomF32({rows, n});
+  Dev dx(x), dg(g), ddy(dy), ddx(DType::F32, {rows, n});
+  Buf sums[2];
+  for (bool rowKernels : {false, true}) {
+    NormKernels kernels(rowKernels);
+    Dev ddg(DType::F32, {n}), ddb(DType::F32, {n});
+    Tensor gv = ddg.view(), bv = ddb.view();
+    EXPECT_OK(cu::layerNormBackward(dx.view(), dg.view(), ddy.view(), 1, 1e-5,
+                                    ddx.view(), &gv, &bv, nullptr, stream));
+    sync();
+    sums[rowKernels] = ddg.download();
+  }
+  EXPECT_NE(sums[0].bytes, sums[1].bytes);
+}
+
 TEST_F(CudaKernel, PackedNormsOfNarrowRowsMatchHost) {
   // bf16 and f16 rows in the packed kernels (8-byte packs), forward and
   // backward, against the host kernels.
