@@ -167,6 +167,14 @@ Status checkNormBackward(const char *name, const Tensor &input, int64_t &axis,
 inline bool wideRowValue(const Tensor &logits, const Tensor &rowValue) {
   return isNarrowFloat(logits.dtype) && rowValue.dtype == DType::F32;
 }
+/// Calls f(Tag<L>) for the per-row value's type L over T logits: f32 when
+/// `wide` (wideRowValue), else T. The host and CUDA kernels' dispatch.
+template <typename T, typename F> void dispatchRowValue(bool wide, F &&f) {
+  if constexpr (isNarrowStorage<T>)
+    if (wide)
+      return f(Tag<float>{});
+  f(Tag<T>{});
+}
 /// Softmax cross-entropy: float logits [..., V] (rank >= 1), i32/i64
 /// labels [...], and `rowValue` (the loss, or the loss's gradient) and
 /// `gradLogits` (nullptr to skip) typed and shaped as the op says.

@@ -666,7 +666,7 @@ Status crossEntropy(const char *name, const Tensor &logits,
                 [&](auto in, auto out) {
                   using T = typename decltype(in)::type;
                   using G = typename decltype(out)::type;
-                  auto run = [&](auto rowTag) {
+                  dispatchRowValue<T>(wide, [&](auto rowTag) {
                     using L = typename decltype(rowTag)::type;
                     if (gradLogits)
                       crossEntropyT<T, G, L>(logits, labels, ignoreIndex,
@@ -676,11 +676,7 @@ Status crossEntropy(const char *name, const Tensor &logits,
                       crossEntropyT<T, T, L>(logits, labels, ignoreIndex,
                                              &rowValue, nullptr, nullptr,
                                              rows, v);
-                  };
-                  if constexpr (isNarrowStorage<T>)
-                    if (wide)
-                      return run(Tag<float>{});
-                  run(in);
+                  });
                 });
   return Status::success();
 }

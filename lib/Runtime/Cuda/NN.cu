@@ -936,21 +936,18 @@ Status crossEntropy(const char *name, const Tensor &logits,
                 [&](auto in, auto out) {
                   using T = typename decltype(in)::type;
                   using G = typename decltype(out)::type;
-                  auto run = [&](auto rowTag) {
-                    using L = typename decltype(rowTag)::type;
-                    launchKernel(crossEntropyKernel<T, G, L>, unsigned(rows),
-                                 rowThreads(v), 0, stream, logits.as<T>(),
-                                 labels.data, labels.dtype == DType::I64,
-                                 ignoreIndex,
-                                 gradLogits ? rowValue.as<L>() : nullptr,
-                                 gradLogits ? nullptr : rowValue.as<L>(),
-                                 gradLogits ? gradLogits->as<G>() : nullptr, v,
-                                 vec, slot);
-                  };
-                  if constexpr (lamina::rt::detail::isNarrowStorage<T>)
-                    if (wide)
-                      return run(Tag<float>{});
-                  run(in);
+                  lamina::rt::detail::dispatchRowValue<T>(
+                      wide, [&](auto rowTag) {
+                        using L = typename decltype(rowTag)::type;
+                        launchKernel(crossEntropyKernel<T, G, L>,
+                                     unsigned(rows), rowThreads(v), 0, stream,
+                                     logits.as<T>(), labels.data,
+                                     labels.dtype == DType::I64, ignoreIndex,
+                                     gradLogits ? rowValue.as<L>() : nullptr,
+                                     gradLogits ? nullptr : rowValue.as<L>(),
+                                     gradLogits ? gradLogits->as<G>() : nullptr,
+                                     v, vec, slot);
+                      });
                 });
   return launched(name);
 }
