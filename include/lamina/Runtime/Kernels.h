@@ -167,15 +167,16 @@ Status rmsNormBackward(const Tensor &input, const Tensor &scale,
 /// Softmax cross-entropy over the last axis (graph.softmax_cross_entropy):
 /// loss[...] = logsumexp(logits[..., :]) - logits[..., label] for integer
 /// `labels` [...] (i32 or i64), 0 where the label is `ignoreIndex`; `loss`
-/// has the logits' element type. Any other label outside [0, V) is an
-/// error naming it and its row.
+/// has the logits' element type, or f32 for f16/bf16 logits (read
+/// widened). Any other label outside [0, V) is an error naming it and its
+/// row.
 Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
                            int64_t ignoreIndex, const Tensor &loss);
 /// Its gradient (graph.softmax_cross_entropy_grad): gradLogits[..., i] =
 /// (softmax(row)[i] - (i == label)) * gradLoss[...], 0 on ignored rows.
-/// `gradLoss` is shaped like the labels, in the logits' element type;
-/// `gradLogits` in it too, or f16/bf16 for f32 logits (the f32 gradient
-/// rounded once on store).
+/// `gradLoss` is shaped like the labels, in the logits' element type (or
+/// f32 for f16/bf16 logits); `gradLogits` in the logits' type, or f16/bf16
+/// for f32 logits (the f32 gradient rounded once on store).
 Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
                                    const Tensor &gradLoss, int64_t ignoreIndex,
                                    const Tensor &gradLogits);

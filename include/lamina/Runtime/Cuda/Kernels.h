@@ -173,15 +173,17 @@ inline Status rmsNormBackward(const Tensor &input, const Tensor &scale,
 
 /// Softmax cross-entropy over the last axis of `logits` [..., V] with
 /// integer `labels` [...] (i32 or i64), the host's softmaxCrossEntropy:
-/// loss[...] (the logits' type) = logsumexp(row) - row[label]; rows whose
+/// loss[...] (the logits' type, or f32 for f16/bf16 logits) =
+/// logsumexp(row) - row[label]; rows whose
 /// label is ignoreIndex get 0; any other label outside [0, V) is a
 /// deviceStatus error (the row's loss is then 0).
 Status softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
                            int64_t ignoreIndex, const Tensor &loss,
                            cudaStream_t stream);
 /// Its gradient, the host's softmaxCrossEntropyBackward: gradLogits =
-/// (softmax(row) - onehot(label)) * gradLoss[row], 0 on ignored rows; in
-/// the logits' type, or f16/bf16 for f32 logits (rounded once on store).
+/// (softmax(row) - onehot(label)) * gradLoss[row] (gradLoss typed as the
+/// loss), 0 on ignored rows; in the logits' type, or f16/bf16 for f32
+/// logits (rounded once on store).
 /// Both read a row once for its maximum and sum (rescaling the sum as the
 /// maximum grows), the gradient once more.
 Status softmaxCrossEntropyBackward(const Tensor &logits, const Tensor &labels,
