@@ -101,6 +101,22 @@ public:
                                  int64_t step, const Tensor &param,
                                  const Tensor &grad, const Tensor *state,
                                  const Tensor *copy) = 0;
+  /// optimizerUpdate for each of n parameters (one step: the same lr and
+  /// step count). The updates are independent, so a device may batch them
+  /// into fewer launches (CUDA: one AdamW kernel over up to 64 tensors)
+  /// with the same result; every update is checked before any runs.
+  /// Default: one optimizerUpdate per parameter, in order.
+  virtual Status optimizerUpdates(float lr, int64_t step,
+                                  const ParamUpdate *updates, int n) {
+    for (int i = 0; i < n; ++i) {
+      const ParamUpdate &u = updates[i];
+      if (Status s = optimizerUpdate(*u.cfg, lr, step, u.param, u.grad, u.state,
+                                     u.copy);
+          !s.ok())
+        return s;
+    }
+    return Status::success();
+  }
   /// `to` = `from` converted to `to`'s element type (same shape), in device
   /// memory, ordered after the work enqueued before it.
   virtual Status cast(const Tensor &from, const Tensor &to) = 0;

@@ -108,6 +108,17 @@ LAMINA_HD inline void adamwElement(float &p, float &m, float &v, float g,
   p = p + -c.stepSize * m / denom;
 }
 
+/// One parameter's part in an update of many (Device::optimizerUpdates,
+/// cuda::optimizerSteps): its configuration, its f32 tensors, its
+/// optimizerSlots(*cfg) state buffers (null when none) and the f16/bf16 copy
+/// to store the updated value in (null when none).
+struct ParamUpdate {
+  const OptimizerConfig *cfg = nullptr;
+  Tensor param, grad;
+  const Tensor *state = nullptr;
+  const Tensor *copy = nullptr;
+};
+
 /// State buffers per parameter: 0 (plain SGD), 1 (SGD momentum_buffer) or
 /// 2 (AdamW exp_avg, exp_avg_sq).
 int optimizerSlots(const OptimizerConfig &cfg);

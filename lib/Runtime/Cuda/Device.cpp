@@ -249,6 +249,12 @@ public:
       return s;
     return optimizerStep(cfg, lr, step, param, grad, state, stream, copy);
   }
+  Status optimizerUpdates(float lr, int64_t step, const ParamUpdate *updates,
+                          int n) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    return optimizerSteps(lr, step, updates, n, stream);
+  }
   Status cast(const Tensor &from, const Tensor &to) override {
     if (Status s = init(); !s.ok())
       return s;

@@ -12,6 +12,7 @@
 #include "Common.h"
 #include "lamina/Runtime/Cuda/Optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -72,21 +73,27 @@ __global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
 /// update is memory-bound: 28 bytes an element, 30 with a copy); the same
 /// per-element rule, so the same bits.
 template <typename C>
+__device__ inline void adamwVec4(const UpdateCoefficients &c, float4 *p,
+                                 const float4 *g, float4 *m, float4 *v, C *copy,
+                                 int64_t k) {
+  float4 P = p[k], G = g[k], M = m[k], V = v[k];
+  adamwElement(P.x, M.x, V.x, G.x, c);
+  adamwElement(P.y, M.y, V.y, G.y, c);
+  adamwElement(P.z, M.z, V.z, G.z, c);
+  adamwElement(P.w, M.w, V.w, G.w, c);
+  p[k] = P;
+  m[k] = M;
+  v[k] = V;
+  storeCopy4(copy, k, P);
+}
+
+template <typename C>
 __global__ void adamwVec4Kernel(UpdateCoefficients c, float4 *p,
                                 const float4 *g, float4 *m, float4 *v, C *copy,
                                 int64_t n4) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n4;
-       k += int64_t(gridDim.x) * blockDim.x) {
-    float4 P = p[k], G = g[k], M = m[k], V = v[k];
-    adamwElement(P.x, M.x, V.x, G.x, c);
-    adamwElement(P.y, M.y, V.y, G.y, c);
-    adamwElement(P.z, M.z, V.z, G.z, c);
-    adamwElement(P.w, M.w, V.w, G.w, c);
-    p[k] = P;
-    m[k] = M;
-    v[k] = V;
-    storeCopy4(copy, k, P);
-  }
+       k += int64_t(gridDim.x) * blockDim.x)
+    adamwVec4(c, p, g, m, v, copy, k);
 }
 
 //===----------------------------------------------------------------------===//
@@ -139,15 +146,52 @@ std::vector<Chunk> makeChunks(const Tensor *tensors, int n,
   return chunks;
 }
 
-/// The tensor of this block, its block index within it and its block count.
+/// The tensor of this block (of `num`, tensor j owning blocks
+/// [firstBlock[j], firstBlock[j + 1])), its block index within it and its
+/// block count.
+__device__ int locate(const int64_t *firstBlock, int num, int64_t block,
+                      int64_t &local, int64_t &blocks) {
+  int j = 0;
+  while (j + 1 < num && firstBlock[j + 1] <= block)
+    ++j;
+  local = block - firstBlock[j];
+  blocks = firstBlock[j + 1] - firstBlock[j];
+  return j;
+}
 __device__ int locate(const Chunk &c, int64_t block, int64_t &local,
                       int64_t &blocks) {
-  int j = 0;
-  while (j + 1 < c.num && c.firstBlock[j + 1] <= block)
-    ++j;
-  local = block - c.firstBlock[j];
-  blocks = c.firstBlock[j + 1] - c.firstBlock[j];
-  return j;
+  return locate(c.firstBlock, c.num, block, local, blocks);
+}
+
+/// Up to kChunk AdamW updates of one launch (all 4-wide, one set of
+/// coefficients, one copy type): 3.6 KB of parameters, under the 4 KB that
+/// every architecture and toolkit accepts.
+template <typename C> struct AdamwChunk {
+  float4 *p[kChunk], *m[kChunk], *v[kChunk];
+  const float4 *g[kChunk];
+  C *copy[kChunk];
+  int64_t n4[kChunk];
+  int64_t firstBlock[kChunk + 1];
+  int num;
+};
+
+static_assert(sizeof(AdamwChunk<BFloat16>) + sizeof(UpdateCoefficients) <= 4096,
+              "a launch's parameters must fit in 4 KB");
+
+/// Blocks for n4 four-element groups of one tensor: about four groups a
+/// thread, at most kMaxBlocks.
+int64_t adamwBlocks(int64_t n4) {
+  return std::max<int64_t>(
+      1, std::min(kMaxBlocks, (n4 + kThreads * 4 - 1) / (kThreads * 4)));
+}
+
+template <typename C>
+__global__ void adamwChunkKernel(UpdateCoefficients c, AdamwChunk<C> t) {
+  int64_t local, blocks;
+  int j = locate(t.firstBlock, t.num, blockIdx.x, local, blocks);
+  for (int64_t k = local * kThreads + threadIdx.x; k < t.n4[j];
+       k += blocks * kThreads)
+    adamwVec4(c, t.p[j], t.g[j], t.m[j], t.v[j], t.copy[j], k);
 }
 
 /// Sum over the block in a fixed tree; thread 0 gets the result.
@@ -228,12 +272,11 @@ Status lamina::rt::cuda::accumulateScaled(float *dst, const float *src,
   return launched("accumulate");
 }
 
-Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
-                                       int64_t step, const Tensor &param,
-                                       const Tensor &grad, const Tensor *state,
-                                       cudaStream_t stream,
-                                       const Tensor *copy) {
-  // Optimizer::init's and step's checks.
+namespace {
+/// Optimizer::init's and step's checks of one update.
+Status checkStep(const OptimizerConfig &cfg, float lr, int64_t step,
+                 const Tensor &param, const Tensor &grad, const Tensor *state,
+                 const Tensor *copy) {
   auto bad = [](const char *what, double v) {
     return Status::error(std::string("optimizer: invalid ") + what + " " +
                          std::to_string(v));
@@ -285,9 +328,17 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
   for (int i = 0; i < slots; ++i)
     if (Status s = check(state[i], "state " + std::to_string(i)); !s.ok())
       return s;
+  return Status::success();
+}
+
+/// One checked update's own launch.
+Status launchStep(const OptimizerConfig &cfg, float lr, int64_t step,
+                  const Tensor &param, const Tensor &grad, const Tensor *state,
+                  cudaStream_t stream, const Tensor *copy) {
   int64_t n = param.numElements();
   if (n == 0)
     return Status::success();
+  const int slots = optimizerSlots(cfg);
   const UpdateCoefficients c = updateCoefficients(cfg, lr, step);
   auto launch = [&](auto tag) {
     using C = typename decltype(tag)::type;
@@ -319,6 +370,119 @@ Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
   else
     launch(Tag<Half>{});
   return launched("optimizer");
+}
+
+/// AdamW over 16-byte groups: what adamwVec4Kernel takes.
+bool fourWide(const ParamUpdate &u) {
+  if (u.cfg->kind != OptimizerKind::AdamW || u.param.numElements() % 4 != 0 ||
+      (u.copy && !alignedTo(u.copy->data, 8)))
+    return false;
+  for (const void *q :
+       {u.param.data, u.grad.data, u.state[0].data, u.state[1].data})
+    if (!alignedTo(q, 16))
+      return false;
+  return true;
+}
+
+/// The fields adamwElement reads.
+bool sameAdamw(const UpdateCoefficients &a, const UpdateCoefficients &b) {
+  return a.decay == b.decay && a.w1 == b.w1 && a.b2 == b.b2 && a.w2 == b.w2 &&
+         a.stepSize == b.stepSize && a.bc2 == b.bc2 && a.eps == b.eps;
+}
+
+/// One launch per kChunk of `group` (indices into updates, all 4-wide with
+/// coefficients c and copies of type C).
+template <typename C>
+Status launchAdamwChunks(const UpdateCoefficients &c,
+                         const ParamUpdate *updates,
+                         const std::vector<int> &group, cudaStream_t stream) {
+  for (size_t first = 0; first < group.size(); first += kChunk) {
+    AdamwChunk<C> t{};
+    t.firstBlock[0] = 0;
+    for (size_t i = first; i < group.size() && t.num < kChunk; ++i) {
+      const ParamUpdate &u = updates[group[i]];
+      int j = t.num++;
+      t.p[j] = static_cast<float4 *>(u.param.data);
+      t.g[j] = static_cast<const float4 *>(u.grad.data);
+      t.m[j] = static_cast<float4 *>(u.state[0].data);
+      t.v[j] = static_cast<float4 *>(u.state[1].data);
+      t.copy[j] = u.copy ? static_cast<C *>(u.copy->data) : nullptr;
+      t.n4[j] = u.param.numElements() / 4;
+      t.firstBlock[j + 1] = t.firstBlock[j] + adamwBlocks(t.n4[j]);
+    }
+    launchKernel(adamwChunkKernel<C>, unsigned(t.firstBlock[t.num]), kThreads,
+                 0, stream, c, t);
+    if (Status s = launched("optimizer"); !s.ok())
+      return s;
+  }
+  return Status::success();
+}
+} // namespace
+
+Status lamina::rt::cuda::optimizerStep(const OptimizerConfig &cfg, float lr,
+                                       int64_t step, const Tensor &param,
+                                       const Tensor &grad, const Tensor *state,
+                                       cudaStream_t stream,
+                                       const Tensor *copy) {
+  if (Status s = checkStep(cfg, lr, step, param, grad, state, copy); !s.ok())
+    return s;
+  return launchStep(cfg, lr, step, param, grad, state, stream, copy);
+}
+
+Status lamina::rt::cuda::optimizerSteps(float lr, int64_t step,
+                                        const ParamUpdate *updates, int n,
+                                        cudaStream_t stream) {
+  if (n < 0)
+    return Status::error("optimizer: negative update count");
+  for (int i = 0; i < n; ++i) {
+    const ParamUpdate &u = updates[i];
+    if (!u.cfg)
+      return Status::error("optimizer: update " + std::to_string(i) +
+                           " has no configuration");
+    if (Status s =
+            checkStep(*u.cfg, lr, step, u.param, u.grad, u.state, u.copy);
+        !s.ok())
+      return s;
+  }
+  // Groups of 4-wide AdamW updates that share coefficients and copy type,
+  // in order of first appearance; every other update launches alone.
+  struct Group {
+    UpdateCoefficients c;
+    int copyType; // 0 none, 1 bf16, 2 f16
+    std::vector<int> members;
+  };
+  std::vector<Group> groups;
+  for (int i = 0; i < n; ++i) {
+    const ParamUpdate &u = updates[i];
+    if (u.param.numElements() == 0)
+      continue;
+    if (!fourWide(u)) {
+      if (Status s = launchStep(*u.cfg, lr, step, u.param, u.grad, u.state,
+                                stream, u.copy);
+          !s.ok())
+        return s;
+      continue;
+    }
+    UpdateCoefficients c = updateCoefficients(*u.cfg, lr, step);
+    int copyType = !u.copy ? 0 : u.copy->dtype == DType::BF16 ? 1 : 2;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group &g) {
+      return g.copyType == copyType && sameAdamw(g.c, c);
+    });
+    if (it == groups.end())
+      it = groups.insert(groups.end(), Group{c, copyType, {}});
+    it->members.push_back(i);
+  }
+  for (const Group &g : groups) {
+    Status s =
+        g.copyType == 0
+            ? launchAdamwChunks<NoCopy>(g.c, updates, g.members, stream)
+        : g.copyType == 1
+            ? launchAdamwChunks<BFloat16>(g.c, updates, g.members, stream)
+            : launchAdamwChunks<Half>(g.c, updates, g.members, stream);
+    if (!s.ok())
+      return s;
+  }
+  return Status::success();
 }
 
 Status lamina::rt::cuda::sumOfSquares(const Tensor *tensors, int n,

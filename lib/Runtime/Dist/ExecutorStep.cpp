@@ -495,13 +495,18 @@ Status Executor::optimizerStep(int64_t stepIndex) {
   float lr = float(sched.at(stepIndex));
   opt.setStepCount(opt.stepCount() + 1);
   int slots = opt.numSlots();
+  std::vector<OptimizerConfig> cfgs;
+  std::vector<ParamUpdate> updates(segments.size());
+  for (const Segment &seg : segments)
+    cfgs.push_back(optimizerConfigFor(o, seg.rank));
   for (size_t i = 0; i < segments.size(); ++i)
-    if (Status s = device.optimizerUpdate(
-            optimizerConfigFor(o, segments[i].rank), lr, opt.stepCount(), ps[i],
-            gs[i], slots ? &deviceState[i * size_t(slots)] : nullptr,
-            /*copy=*/nullptr);
-        !s.ok())
-      return s;
+    updates[i] = {&cfgs[i], ps[i], gs[i],
+                  slots ? &deviceState[i * size_t(slots)] : nullptr,
+                  /*copy=*/nullptr};
+  if (Status s = device.optimizerUpdates(lr, opt.stepCount(), updates.data(),
+                                         int(updates.size()));
+      !s.ok())
+    return s;
   double t2 = now();
   busySeconds += t2 - t1;
   record("optimizer", "OPT", t1, t2);

@@ -521,12 +521,15 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     }
     double lr = sched.at(step);
     opt.setStepCount(opt.stepCount() + 1);
+    std::vector<ParamUpdate> updates(params.size());
     for (size_t k = 0; k < params.size(); ++k)
-      if (Status s = device.optimizerUpdate(
-              cfgs[k], float(lr), opt.stepCount(), params[k], updateGrads[k],
-              slots ? &deviceState[k * size_t(slots)] : nullptr, copyFor[k]);
-          !s.ok())
-        return s;
+      updates[k] = {&cfgs[k], params[k], updateGrads[k],
+                    slots ? &deviceState[k * size_t(slots)] : nullptr,
+                    copyFor[k]};
+    if (Status s = device.optimizerUpdates(float(lr), opt.stepCount(),
+                                           updates.data(), int(updates.size()));
+        !s.ok())
+      return s;
     int64_t done = step + 1;
     if (done % o.logEvery == 0 || done == o.steps || done == 1) {
       double elapsed = std::chrono::duration<double>(

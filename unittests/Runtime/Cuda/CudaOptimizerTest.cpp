@@ -136,6 +136,141 @@ TEST_F(CudaKernel, UpdateStoresTheParametersCopyAsTheCastRoundsIt) {
       }
 }
 
+/// One parameter of an optimizerSteps test on its own device buffers.
+struct UpdateCase {
+  OptimizerConfig cfg;
+  std::vector<int64_t> shape;
+  DType copyType = DType::F32; ///< F32: no copy
+  bool misaligned = false;     ///< the parameter one element off
+};
+
+struct UpdateBuffers {
+  std::unique_ptr<Dev> param, copy;
+  std::unique_ptr<MisalignedDev> shifted;
+  std::vector<std::unique_ptr<Dev>> state;
+  Tensor stateViews[2], copyView;
+
+  UpdateBuffers(const UpdateCase &c, const Buf &init) {
+    if (c.misaligned)
+      shifted = std::make_unique<MisalignedDev>(init);
+    else
+      param = std::make_unique<Dev>(init);
+    if (c.copyType != DType::F32) {
+      copy = std::make_unique<Dev>(c.copyType, c.shape);
+      copyView = copy->view();
+    }
+    for (int k = 0; k < optimizerSlots(c.cfg); ++k) {
+      state.push_back(std::make_unique<Dev>(DType::F32, c.shape));
+      stateViews[k] = state.back()->view();
+    }
+  }
+  Tensor paramView() { return shifted ? shifted->view() : param->view(); }
+  ParamUpdate update(const UpdateCase &c, Dev &grad) {
+    return {&c.cfg, paramView(), grad.view(),
+            state.empty() ? nullptr : stateViews, copy ? &copyView : nullptr};
+  }
+  /// The parameter, its state and its copy, for comparing bits.
+  std::vector<Buf> contents() const {
+    std::vector<Buf> all{shifted ? shifted->download() : param->download()};
+    for (const auto &s : state)
+      all.push_back(s->download());
+    if (copy)
+      all.push_back(copy->download());
+    return all;
+  }
+};
+
+/// The updates one optimizerSteps call makes: 71 4-wide AdamW updates with
+/// one set of coefficients and bf16 copies (two launches of at most 64),
+/// three with other coefficients (no weight decay; one launch), one with
+/// no copy and one with an f16 copy (one each), and four that launch alone
+/// (odd size, misaligned, SGD) or not at all (empty).
+std::vector<UpdateCase> updateCases() {
+  std::vector<UpdateCase> cases;
+  OptimizerConfig decay = OptimizerConfig::adamw(0.1f);
+  for (int i = 0; i < 70; ++i)
+    cases.push_back({decay, {int64_t(4 * (1 + 13 * i))}, DType::BF16});
+  cases.push_back({decay, {3000, 4}, DType::BF16}); // 4 groups a thread
+  for (int i = 0; i < 3; ++i)
+    cases.push_back({OptimizerConfig::adamw(0.0f), {2048}, DType::BF16});
+  cases.push_back({decay, {1024}});
+  cases.push_back({decay, {64, 64}, DType::F16});
+  cases.push_back({decay, {33, 17}, DType::BF16});
+  cases.push_back({decay, {400}, DType::F32, /*misaligned=*/true});
+  cases.push_back({decay, {0}, DType::BF16});
+  cases.push_back({OptimizerConfig::sgd(0.9f, 0.01f), {5000}});
+  return cases;
+}
+constexpr size_t kUpdateLaunches = 2 + 1 + 1 + 1 + 3;
+
+/// optimizerSteps computes what one optimizerStep per parameter computes,
+/// bit for bit (parameters, state, copies), in fewer launches: the graph
+/// captured from it has kUpdateLaunches kernels for 81 parameters.
+TEST_F(CudaKernel, OptimizerStepsMatchOneStepPerParameter) {
+  std::vector<UpdateCase> cases = updateCases();
+  std::vector<std::unique_ptr<UpdateBuffers>> one, many;
+  for (const UpdateCase &c : cases) {
+    Buf init = randomF32(c.shape);
+    one.push_back(std::make_unique<UpdateBuffers>(c, init));
+    many.push_back(std::make_unique<UpdateBuffers>(c, init));
+  }
+  const float lr = 0.03f;
+  for (int64_t step = 1; step <= 2; ++step) {
+    std::vector<std::unique_ptr<Dev>> grads;
+    std::vector<ParamUpdate> updates;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      grads.push_back(std::make_unique<Dev>(randomF32(cases[i].shape)));
+      ParamUpdate u = one[i]->update(cases[i], *grads.back());
+      EXPECT_OK(cu::optimizerStep(*u.cfg, lr, step, u.param, u.grad, u.state,
+                                  stream, u.copy));
+      updates.push_back(many[i]->update(cases[i], *grads.back()));
+    }
+    sync();
+    // Captured, to count its launches, then run.
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
+    EXPECT_OK(cu::optimizerSteps(lr, step, updates.data(), int(updates.size()),
+                                 stream));
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    size_t nodes = 0;
+    ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+    EXPECT_EQ(nodes, kUpdateLaunches);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    sync();
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      std::vector<Buf> a = one[i]->contents(), b = many[i]->contents();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k)
+        EXPECT_TRUE(a[k].bytes == b[k].bytes)
+            << "update " << i << " buffer " << k << " step " << step;
+    }
+  }
+}
+
+/// Every update is checked before the first launch: a bad one at the end
+/// leaves the others untouched.
+TEST_F(CudaKernel, OptimizerStepsCheckEveryUpdateFirst) {
+  UpdateCase good{OptimizerConfig::adamw(), {1024}, DType::BF16};
+  Buf init = randomF32(good.shape);
+  UpdateBuffers a(good, init);
+  Dev g(randomF32(good.shape));
+  std::vector<ParamUpdate> updates{a.update(good, g), a.update(good, g)};
+  updates[1].state = nullptr;
+  EXPECT_ERROR(cu::optimizerSteps(0.1f, 1, updates.data(), 2, stream),
+               "state buffers expected");
+  updates[1] = a.update(good, g);
+  updates[1].cfg = nullptr;
+  EXPECT_ERROR(cu::optimizerSteps(0.1f, 1, updates.data(), 2, stream),
+               "update 1 has no configuration");
+  sync();
+  EXPECT_TRUE(a.contents()[0].bytes == init.bytes);
+}
+
 /// Tensors of assorted sizes: empty, tiny, several blocks, and more than one
 /// launch's worth (70 > 64 tensors).
 std::vector<Buf> gradients(float scale) {

@@ -40,6 +40,16 @@ Status optimizerStep(const OptimizerConfig &cfg, float lr, int64_t step,
                      const Tensor *state, cudaStream_t stream,
                      const Tensor *copy = nullptr);
 
+/// optimizerStep for each of n parameters, with fewer launches: the AdamW
+/// updates whose tensors allow 16-byte access (a multiple of 4 elements,
+/// 16-byte aligned; the copy 8-byte aligned) go up to 64 to a launch,
+/// grouped by their coefficients and copy type; the others take
+/// optimizerStep's own launch. Each element is computed as optimizerStep
+/// computes it, so the results are the same bits. Every update is checked
+/// before the first launch: an invalid one changes nothing.
+Status optimizerSteps(float lr, int64_t step, const ParamUpdate *updates, int n,
+                      cudaStream_t stream);
+
 /// *deviceResult (a device double) = the sum of squares of every element of
 /// the n f32 tensors, accumulated in double. Deterministic: each tensor is
 /// split into a number of blocks fixed by its size, each block sums in a
