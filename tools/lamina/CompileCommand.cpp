@@ -128,6 +128,14 @@ static cl::opt<std::string> precision(
              "in bf16/f16, as PyTorch's autocast does); weights, optimizer "
              "state and every other op stay f32 (graph-autocast)"),
     cl::init("f32"), cl::sub(compileCommand));
+static cl::opt<bool> paramCopies(
+    "param-copies",
+    cl::desc("--mode train with --precision bf16/f16: keep the weights' "
+             "low-precision copies between steps, stored by the optimizer's "
+             "update (default), instead of casting them in every step (and, "
+             "distributed, every micro-batch); =false for A/B comparisons. "
+             "Distributed under --zero 3 the steps always cast"),
+    cl::init(true), cl::sub(compileCommand));
 static cl::opt<bool> cudaEmulator(
     "cuda-emulator",
     cl::desc("with --target cuda: link the program against the CPU kernel "
@@ -747,10 +755,15 @@ int runCompile() {
   // into the norms' backward), before elementwise fusion would take them.
   toRt.addPass(graph::createGraphFuseEpilogues());
   // The weights' (and the epilogues' biases') bf16 copies come from the
-  // optimizer's kernel, not from casts in every step (single-process
-  // training: trainMain keeps them).
-  if (train && !dist && precision != "f32")
+  // optimizer's kernel, not from casts in every step (trainMain keeps
+  // them; a distributed program's executor keeps each module's, except
+  // under ZeRO 3, which gathers the f32 weights for every run).
+  if (train && !dist && precision != "f32" && paramCopies)
     toRt.addPass(graph::createGraphHoistParamCasts());
+  // (As the runtime: ZeRO shards over data-parallel replicas only.)
+  int effectiveZero = dataParallel > 1 ? int(zeroLevel) : 0;
+  if (train && dist && precision != "f32" && paramCopies && effectiveZero < 3)
+    toRt.addPass(dist::createDistHoistParamCasts());
   // cuDNN reads q, k and v from the fused projection at a row stride.
   if (cuda)
     toRt.addPass(graph::createGraphPackAttention());
@@ -884,6 +897,22 @@ int runCompile() {
                    << " matmuls (f32 accumulation; results only elementwise "
                       "ops or the cross-entropy read stored "
                    << precision << "); weights and every other op f32\n";
+    if (dist && precision != "f32") {
+      llvm::outs() << "  the weights' " << precision << " copies: ";
+      if (figures.copyBytes)
+        llvm::outs() << "kept between steps, stored by the optimizer's update"
+                     << (effectiveZero > 0
+                             ? " (ZeRO " + std::to_string(effectiveZero) +
+                                   ": cast once a step, after the "
+                                   "parameters' all-gather)"
+                             : std::string())
+                     << "\n";
+      else
+        llvm::outs() << "cast in every forward and backward ("
+                     << (paramCopies ? "ZeRO 3 gathers the f32 weights"
+                                     : "--param-copies=false")
+                     << ")\n";
+    }
     if (!dist) {
       llvm::outs() << "  memory plan: arena " << humanBytes(figures.arenaBytes)
                    << " (peak, " << figures.arenaBytes << " bytes) for "

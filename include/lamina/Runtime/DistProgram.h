@@ -15,6 +15,10 @@
 //                         shaped for ONE micro-batch
 //   [Trainable|Constant]  the ONNX initializers it reads, by name (a tied
 //                         parameter appears in every module that reads it)
+//   [ParamCopy ...]       --precision bf16/f16 below ZeRO 3: the f16/bf16
+//                         copies of trainables (named after them) that the
+//                         forward or the backward reads instead of casting
+//                         (dist-hoist-param-casts); the runtime keeps them
 // outputs:
 //   [numOut]              the activations for module k+1; for the last module
 //                         exactly one: the loss, an f32 scalar (the mean over

@@ -34,9 +34,11 @@ enum class ArgKind : uint8_t {
   Boundary,  ///< an activation handed over by the previous module
   Residual,  ///< a forward value kept for the backward
   Cotangent, ///< the gradient of a forward output
-  // Only in single-process train steps (graph-hoist-param-casts):
+  // Only in train steps (graph-hoist-param-casts) and distributed module
+  // functions (dist-hoist-param-casts):
   ParamCopy, ///< the f16/bf16 copy of the Trainable argument of the same
-             ///< name, which the driver keeps current (trainMain)
+             ///< name, which the driver keeps current (trainMain, the
+             ///< distributed executor)
 };
 
 /// One argument of the entry function, in order. `name` is the ONNX name.

@@ -130,6 +130,8 @@ Status Executor::setup() {
     return s;
   if (Status s = setupParams(); !s.ok())
     return s;
+  if (Status s = setupCopies(); !s.ok())
+    return s;
   setupSegments();
   if (Status s = setupOptimizer(); !s.ok())
     return s;
@@ -447,6 +449,57 @@ Status Executor::setupParams() {
   return Status::success();
 }
 
+Status Executor::setupCopies() {
+  for (int k : localModules)
+    for (const FunctionSpec *f :
+         {&spec.modules[k].forward, &spec.modules[k].backward})
+      for (int i = 0; i < f->numArgs; ++i) {
+        const ArgSpec &a = f->args[i];
+        if (a.kind != ArgKind::ParamCopy)
+          continue;
+        auto it = paramIndex.find(a.name);
+        if (it == paramIndex.end() || !params[size_t(it->second)].trainable ||
+            !(a.dtype == DType::BF16 || a.dtype == DType::F16) ||
+            (copyType != DType::F32 && a.dtype != copyType) || zero == 3)
+          return Status::error(
+              "the program is inconsistent: " + std::string(f->name) +
+              " reads a copy of '" + a.name + "' this rank cannot keep");
+        copyType = a.dtype;
+        Param &p = params[size_t(it->second)];
+        size_t bytes = size_t(p.size) * dtypeSize(copyType);
+        if (p.shared && !p.ownCopy.data())
+          if (Status s = p.ownCopy.allocate(device, bytes); !s.ok())
+            return s;
+        ModuleState &M = modules[size_t(k)];
+        if (!p.shared && !M.flatCopy.data())
+          if (Status s = M.flatCopy.allocate(device, size_t(M.size) *
+                                                         dtypeSize(copyType));
+              !s.ok())
+            return s;
+      }
+  return refreshCopies();
+}
+
+Status Executor::refreshCopies() {
+  for (int k : localModules) {
+    ModuleState &M = modules[size_t(k)];
+    if (M.flatCopy.data())
+      if (Status s =
+              device.cast(Tensor{M.flatParam.data(), DType::F32, 1, &M.size},
+                          Tensor{M.flatCopy.data(), copyType, 1, &M.size});
+          !s.ok())
+        return s;
+  }
+  for (Param &p : params)
+    if (p.ownCopy.data())
+      if (Status s =
+              device.cast(Tensor{p.own.data(), DType::F32, 1, &p.size},
+                          Tensor{p.ownCopy.data(), copyType, 1, &p.size});
+          !s.ok())
+        return s;
+  return Status::success();
+}
+
 void Executor::setupSegments() {
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
@@ -472,6 +525,9 @@ void Executor::setupSegments() {
       if (zero == 0) {
         seg.param = flatParam + a;
         seg.grad = static_cast<float *>(M.flatGrad.data()) + a;
+        if (M.flatCopy.data())
+          seg.copy = static_cast<char *>(M.flatCopy.data()) +
+                     size_t(a) * dtypeSize(copyType);
       } else {
         seg.param = zero == 3 ? static_cast<float *>(M.shardParam.data()) + (a - lo)
                               : flatParam + a;
@@ -489,6 +545,7 @@ void Executor::setupSegments() {
       seg.shape.assign(p.arg->shape, p.arg->shape + p.arg->rank);
       seg.param = static_cast<float *>(p.own.data());
       seg.grad = static_cast<float *>(p.ownGrad.data());
+      seg.copy = p.ownCopy.data();
       seg.countsForNorm = p.countsForNorm;
       seg.rank = p.arg->rank;
       segments.push_back(std::move(seg));
@@ -552,7 +609,8 @@ Status Executor::transferState(bool toHost) {
         if (Status s = transfer(host.data, dev.data, host.byteSize()); !s.ok())
           return s;
       }
-  return Status::success();
+  // Restored parameters: their copies follow.
+  return toHost ? Status::success() : refreshCopies();
 }
 
 Status Executor::parameterToHost(const Param &p, float *out) {

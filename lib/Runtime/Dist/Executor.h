@@ -18,7 +18,10 @@
 // ("shared", e.g. tied embeddings) has its own buffer on every holder, is
 // never sharded, and its gradient is summed with one all-reduce over all of
 // its holders (every pipeline rank reading it, every replica) before the
-// optimizer.
+// optimizer. Functions that read ParamCopy arguments (--precision bf16/f16
+// below ZeRO 3) get them from a flat f16/bf16 copy per module and one per
+// shared parameter, which setupCopies/refreshCopies and the optimizer's
+// update keep equal to the cast of the f32 parameters.
 //
 // Private to lamina_dist.
 //
@@ -95,6 +98,7 @@ struct Param {
   int module = -1;     ///< the module reading it (not shared)
   int64_t flatOffset = 0, size = 0;
   DeviceBuffer own, ownGrad;  ///< shared parameters
+  DeviceBuffer ownCopy; ///< shared, read as a ParamCopy: its f16/bf16 copy
   std::vector<float> hostOwn; ///< shared: what checkpoints read and write
   DeviceBuffer constant;      ///< constants
   int holders = -1;           ///< shared: group of all holders, all replicas
@@ -110,6 +114,9 @@ struct ModuleState {
   /// shards.shardCapacity (zero padding). Level 3 has no flatParam, and a
   /// flatGrad only while a step accumulates one.
   DeviceBuffer flatParam, flatGrad, shardParam, shardGrad;
+  /// The flat parameters' f16/bf16 copy (Executor::copyType), when the
+  /// module's functions read ParamCopy arguments (levels 0-2).
+  DeviceBuffer flatCopy;
   Request gradReq, paramReq;
   // Level 3.
   struct Gather {
@@ -134,6 +141,10 @@ struct Segment {
   std::string name;
   std::vector<int64_t> shape;
   float *param = nullptr, *grad = nullptr; ///< device memory
+  /// Where the update also stores the parameter rounded to the program's
+  /// copy type (null: nothing, or level 1-2 modules, cast after the
+  /// all-gather instead).
+  void *copy = nullptr;
   bool countsForNorm = true;
   int rank = 0; ///< the whole parameter's (--no-decay-vectors)
   Tensor paramView() const {
@@ -141,6 +152,9 @@ struct Segment {
   }
   Tensor gradView() const {
     return Tensor{grad, DType::F32, int(shape.size()), shape.data()};
+  }
+  Tensor copyView(DType type) const {
+    return Tensor{copy, type, int(shape.size()), shape.data()};
   }
 };
 
@@ -178,6 +192,9 @@ public:
   int dpGroup = -1;                        ///< net's group of this stage
   int64_t microBatch = 0, seq = 0, globalBatch = 0, vocab = 0;
   DType tokenType = DType::I64;
+  /// The type of the parameters' copies the functions read (ParamCopy
+  /// arguments, dist-hoist-param-casts); F32 when they read none.
+  DType copyType = DType::F32;
   std::string modelPath;
 
   // State.
@@ -221,6 +238,11 @@ private:
   Status transferState(bool toHost);
   Status setupModules();
   Status setupParams();
+  /// The ParamCopy arguments: their type, and the copies' buffers.
+  Status setupCopies();
+  /// Every local copy cast from its parameters (at the start, after a
+  /// restore; at a step's end for levels 1-2, after the all-gather).
+  Status refreshCopies();
   void setupSegments();
   Status zeroGrads();
   const FunctionSpec &fn(int module, bool backward) const {

@@ -80,6 +80,16 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
       args.push_back(Tensor{p.constant.data(), a.dtype, a.rank, a.shape});
       break;
     }
+    case ArgKind::ParamCopy: { // setupCopies made it
+      Param &p = params[size_t(paramIndex.at(a.name))];
+      void *v =
+          p.shared
+              ? p.ownCopy.data()
+              : static_cast<char *>(modules[size_t(p.module)].flatCopy.data()) +
+                    size_t(p.flatOffset) * dtypeSize(a.dtype);
+      args.push_back(Tensor{v, a.dtype, a.rank, a.shape});
+      break;
+    }
     default:
       control.abort("the program is inconsistent: forward " + std::string(f.name) +
                  " has an argument of kind " + str(int(a.kind)));
@@ -496,13 +506,16 @@ Status Executor::optimizerStep(int64_t stepIndex) {
   opt.setStepCount(opt.stepCount() + 1);
   int slots = opt.numSlots();
   std::vector<OptimizerConfig> cfgs;
+  std::vector<Tensor> copies;
   std::vector<ParamUpdate> updates(segments.size());
-  for (const Segment &seg : segments)
+  for (const Segment &seg : segments) {
     cfgs.push_back(optimizerConfigFor(o, seg.rank));
+    copies.push_back(seg.copyView(copyType));
+  }
   for (size_t i = 0; i < segments.size(); ++i)
     updates[i] = {&cfgs[i], ps[i], gs[i],
                   slots ? &deviceState[i * size_t(slots)] : nullptr,
-                  /*copy=*/nullptr};
+                  segments[i].copy ? &copies[i] : nullptr};
   if (Status s = device.optimizerUpdates(lr, opt.stepCount(), updates.data(),
                                          int(updates.size()));
       !s.ok())
@@ -640,8 +653,16 @@ Status Executor::runList(const ActionList &list, int64_t stepIndex,
     return s;
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    if (M.paramReq.valid())
-      if (Status s = waitForWeights(M.paramReq, k); !s.ok())
+    if (!M.paramReq.valid())
+      continue;
+    if (Status s = waitForWeights(M.paramReq, k); !s.ok())
+      return s;
+    // Levels 1-2: the gathered parameters' copy, one cast a step.
+    if (M.flatCopy.data())
+      if (Status s =
+              device.cast(Tensor{M.flatParam.data(), DType::F32, 1, &M.size},
+                          Tensor{M.flatCopy.data(), copyType, 1, &M.size});
+          !s.ok())
         return s;
   }
   record("collective-wait", "step-end", t0, now());

@@ -7,14 +7,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lamina/Dialect/Graph/Transforms/HoistParamCasts.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
-
-#include <optional>
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHHOISTPARAMCASTS
@@ -30,65 +29,84 @@ using CopyKey = std::pair<StringRef, Type>;
 
 using CastsByKey = llvm::MapVector<CopyKey, SmallVector<CastOp>>;
 
-/// The narrowing casts of `f`'s trainable arguments, by key; nullopt when
-/// `f` has no trainable argument (it gets no copies).
-std::optional<CastsByKey> paramCasts(func::FuncOp f) {
-  std::optional<CastsByKey> casts;
+bool hasTrainable(func::FuncOp f) {
+  for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
+    if (auto kind = f.getArgAttrOfType<StringAttr>(i, kKindAttr);
+        kind && kind.getValue() == kKindTrainable)
+      return true;
+  return false;
+}
+
+/// The narrowing casts of `f`'s trainable f32 arguments, by key.
+CastsByKey paramCasts(func::FuncOp f) {
+  CastsByKey casts;
   for (BlockArgument arg : f.getArguments()) {
     auto kind = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
-    if (!kind || kind.getValue() != kKindTrainable)
-      continue;
-    if (!casts)
-      casts.emplace();
     auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!name || !type || !type.getElementType().isF32())
+    if (!kind || kind.getValue() != kKindTrainable || !name || !type ||
+        !type.getElementType().isF32())
       continue;
     for (Operation *user : arg.getUsers())
       if (auto c = dyn_cast<CastOp>(user)) {
         Type to = c.getType().getElementType();
         if (to.isBF16() || to.isF16())
-          (*casts)[{name.getValue(), c.getType()}].push_back(c);
+          casts[{name.getValue(), c.getType()}].push_back(c);
       }
   }
   return casts;
 }
+} // namespace
 
+LogicalResult lamina::graph::hoistParamCasts(ArrayRef<func::FuncOp> funcs,
+                                             ArrayRef<unsigned> positions,
+                                             unsigned &hoisted) {
+  hoisted = 0;
+  // Each function's casts, and their union in a deterministic order.
+  SmallVector<CastsByKey> casts;
+  llvm::SetVector<CopyKey> keys;
+  for (func::FuncOp f : funcs) {
+    casts.push_back(paramCasts(f));
+    for (auto &entry : casts.back())
+      keys.insert(entry.first);
+  }
+  if (keys.empty())
+    return success();
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    func::FuncOp f = funcs[i];
+    Builder b(f.getContext());
+    unsigned index = positions.empty() ? f.getNumArguments() : positions[i];
+    for (const CopyKey &key : keys) {
+      DictionaryAttr attrs = b.getDictionaryAttr(
+          {b.getNamedAttr(kNameAttr, b.getStringAttr(key.first)),
+           b.getNamedAttr(kKindAttr, b.getStringAttr(kKindParamCopy))});
+      if (failed(f.insertArgument(index, key.second, attrs, f.getLoc())))
+        return failure();
+      Value copy = f.getArgument(index++);
+      for (CastOp c : casts[i].lookup(key)) {
+        c.getResult().replaceAllUsesWith(copy);
+        c.erase();
+        ++hoisted;
+      }
+    }
+  }
+  return success();
+}
+
+namespace {
 struct GraphHoistParamCasts
     : lamina::graph::impl::GraphHoistParamCastsBase<GraphHoistParamCasts> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    // Each function's casts, and their union in a deterministic order.
-    SmallVector<std::pair<func::FuncOp, CastsByKey>> funcs;
-    llvm::SetVector<CopyKey> keys;
-    for (func::FuncOp f : module.getOps<func::FuncOp>())
-      if (std::optional<CastsByKey> casts = paramCasts(f)) {
-        for (auto &entry : *casts)
-          keys.insert(entry.first);
-        funcs.emplace_back(f, std::move(*casts));
-      }
-    if (keys.empty())
-      return;
-    Builder b(module.getContext());
-    for (auto &[f, casts] : funcs) {
-      for (const CopyKey &key : keys) {
-        unsigned index = f.getNumArguments();
-        DictionaryAttr attrs = b.getDictionaryAttr(
-            {b.getNamedAttr(kNameAttr, b.getStringAttr(key.first)),
-             b.getNamedAttr(kKindAttr, b.getStringAttr(kKindParamCopy))});
-        if (failed(f.insertArgument(index, key.second, attrs, f.getLoc()))) {
-          signalPassFailure();
-          return;
-        }
-        Value copy = f.getArgument(index);
-        for (CastOp c : casts.lookup(key)) {
-          c.getResult().replaceAllUsesWith(copy);
-          c.erase();
-          ++numHoisted;
-        }
-      }
-      ++numFunctions;
-    }
+    SmallVector<func::FuncOp> funcs;
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>())
+      if (hasTrainable(f))
+        funcs.push_back(f);
+    unsigned hoisted = 0;
+    if (failed(hoistParamCasts(funcs, {}, hoisted)))
+      return signalPassFailure();
+    numHoisted += hoisted;
+    if (hoisted)
+      numFunctions += funcs.size();
   }
 };
 } // namespace

@@ -252,4 +252,31 @@ def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
   ];
 }
 
+
+def DistHoistParamCasts : Pass<"dist-hoist-param-casts", "mlir::ModuleOp"> {
+  let summary = "The module functions' f16/bf16 parameter casts become "
+                "arguments";
+  let description = [{
+    graph-hoist-param-casts for a distributed program
+    (include/lamina/Runtime/DistProgram.h): every f16/bf16 cast of a
+    trainable argument in `@fwd_k` or `@bwd_k` is replaced by an argument
+    of kind `param_copy` named after the parameter. Module k's two
+    functions get the same copies (those either of them casts), inserted
+    after the forward's own arguments: at the end of `@fwd_k`, and in
+    `@bwd_k` after its forward-argument prefix, before the residuals and
+    cotangents, so the backward still starts with the forward's arguments.
+    The runtime (lib/Runtime/Dist) keeps each module's copies: cast from
+    the parameters at the start and after a restore, stored by the
+    optimizer's kernel with each update (ZeRO 0, and the unsharded tied
+    parameters) or cast once after the parameters' all-gather (ZeRO 1 and
+    2); a micro-batch's forward, recomputation and backward no longer cast
+    every weight. Not for ZeRO 3 (the weights are gathered in f32 for each
+    run). After dist-outline-modules and autocast.
+  }];
+  let statistics = [
+    Statistic<"numHoisted", "hoisted", "parameter casts replaced by a copy">,
+    Statistic<"numModules", "modules", "modules given copies">,
+  ];
+}
+
 #endif

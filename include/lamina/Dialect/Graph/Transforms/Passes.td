@@ -268,8 +268,9 @@ def GraphHoistParamCasts : Pass<"graph-hoist-param-casts", "mlir::ModuleOp"> {
     Every function with trainable arguments gets the same new arguments,
     in one order (the union over the functions: the train step and its
     evaluation entry take one argument list). Single-process training
-    programs only (`lamina compile --mode train` without `--pp`/`--dp`),
-    after `graph-autodiff`.
+    programs (`lamina compile --mode train` without `--pp`/`--dp`), after
+    `graph-autodiff`; dist-hoist-param-casts does the same for a
+    distributed program's module functions.
 
     ```mlir
     func.func @train_step(%w: tensor<8x8xf32> {graph.kind = "trainable", graph.name = "w"}, ...) {

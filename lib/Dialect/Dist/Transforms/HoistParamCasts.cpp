@@ -1,0 +1,75 @@
+//===- HoistParamCasts.cpp - module functions' parameter copies -----------===//
+//
+// See the pass description in Passes.td: graph::hoistParamCasts over each
+// module's forward and backward, the copies placed where the runtime's
+// binding of the forward's arguments (lib/Runtime/Dist) finds them in
+// both.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/Transforms/HoistParamCasts.h"
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
+#include "lamina/Dialect/Dist/Transforms/Passes.h"
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <map>
+
+namespace lamina::dist {
+#define GEN_PASS_DEF_DISTHOISTPARAMCASTS
+#include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace lamina::dist
+
+using namespace mlir;
+using namespace lamina;
+using namespace lamina::dist;
+
+namespace {
+struct DistHoistParamCasts
+    : lamina::dist::impl::DistHoistParamCastsBase<DistHoistParamCasts> {
+  void runOnOperation() override {
+    // Module k's @fwd_k and @bwd_k, by the index dist-outline-modules
+    // records on both.
+    std::map<int64_t, std::pair<func::FuncOp, func::FuncOp>> pairs;
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      auto outlined =
+          f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
+      auto k = outlined ? outlined.getAs<IntegerAttr>("module") : IntegerAttr();
+      if (!k)
+        continue;
+      auto &[fwd, bwd] = pairs[k.getInt()];
+      (f.getSymName().starts_with("bwd_") ? bwd : fwd) = f;
+    }
+    for (auto &[k, pair] : pairs) {
+      auto [fwd, bwd] = pair;
+      if (!fwd || !bwd || !startsWithForwardArgs(fwd, bwd)) {
+        getOperation().emitError()
+            << "dist-hoist-param-casts: module " << k << " lacks @fwd_" << k
+            << " or @bwd_" << k
+            << ", or the backward does not start with the forward's "
+               "arguments";
+        return signalPassFailure();
+      }
+      unsigned at = fwd.getNumArguments(), hoisted = 0;
+      if (failed(graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted)))
+        return signalPassFailure();
+      numHoisted += hoisted;
+      if (hoisted)
+        ++numModules;
+    }
+  }
+
+  /// The contract of DistProgram.h: @bwd_k's arguments begin with @fwd_k's
+  /// (same types, kinds and names).
+  static bool startsWithForwardArgs(func::FuncOp fwd, func::FuncOp bwd) {
+    if (bwd.getNumArguments() < fwd.getNumArguments())
+      return false;
+    for (unsigned i = 0, e = fwd.getNumArguments(); i < e; ++i)
+      if (fwd.getArgument(i).getType() != bwd.getArgument(i).getType() ||
+          fwd.getArgAttrDict(i) != bwd.getArgAttrDict(i))
+        return false;
+    return true;
+  }
+};
+} // namespace
