@@ -480,23 +480,23 @@ Status Executor::setupCopies() {
   return refreshCopies();
 }
 
+Status Executor::castCopy(const DeviceBuffer &from, DeviceBuffer &to,
+                          const int64_t &count) {
+  if (!to.data())
+    return Status::success();
+  return device.cast(Tensor{from.data(), DType::F32, 1, &count},
+                     Tensor{to.data(), copyType, 1, &count});
+}
+
 Status Executor::refreshCopies() {
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    if (M.flatCopy.data())
-      if (Status s =
-              device.cast(Tensor{M.flatParam.data(), DType::F32, 1, &M.size},
-                          Tensor{M.flatCopy.data(), copyType, 1, &M.size});
-          !s.ok())
-        return s;
+    if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
+      return s;
   }
   for (Param &p : params)
-    if (p.ownCopy.data())
-      if (Status s =
-              device.cast(Tensor{p.own.data(), DType::F32, 1, &p.size},
-                          Tensor{p.ownCopy.data(), copyType, 1, &p.size});
-          !s.ok())
-        return s;
+    if (Status s = castCopy(p.own, p.ownCopy, p.size); !s.ok())
+      return s;
   return Status::success();
 }
 

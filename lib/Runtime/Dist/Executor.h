@@ -243,6 +243,10 @@ private:
   /// Every local copy cast from its parameters (at the start, after a
   /// restore; at a step's end for levels 1-2, after the all-gather).
   Status refreshCopies();
+  /// `to` (a copy buffer; none: nothing) = the `count` f32 values of
+  /// `from` cast to copyType.
+  Status castCopy(const DeviceBuffer &from, DeviceBuffer &to,
+                  const int64_t &count);
   void setupSegments();
   Status zeroGrads();
   const FunctionSpec &fn(int module, bool backward) const {

@@ -658,12 +658,8 @@ Status Executor::runList(const ActionList &list, int64_t stepIndex,
     if (Status s = waitForWeights(M.paramReq, k); !s.ok())
       return s;
     // Levels 1-2: the gathered parameters' copy, one cast a step.
-    if (M.flatCopy.data())
-      if (Status s =
-              device.cast(Tensor{M.flatParam.data(), DType::F32, 1, &M.size},
-                          Tensor{M.flatCopy.data(), copyType, 1, &M.size});
-          !s.ok())
-        return s;
+    if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
+      return s;
   }
   record("collective-wait", "step-end", t0, now());
   if (!acts.empty() || !grads.empty() || !residuals.empty() ||
