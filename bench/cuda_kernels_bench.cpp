@@ -9,15 +9,18 @@
 // in the GEMMs' format (batch = B*H, m = Sq, n = Sk, k = D; TFLOP/s from the
 // causal FLOPs: 2*B*H*S*S*D forward, 2.5 times that backward). The GELU
 // backward with its bias gradient, unfused and fused, the layer norm on
-// both kernel families and the cross-entropy on f32 and bf16 logits close.
+// both kernel families, the cross-entropy on f32 and bf16 logits and the
+// AdamW update (one launch a parameter against optimizerSteps) close.
 // Prints one JSON object per line.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Runtime/Cuda/Kernels.h"
+#include "lamina/Runtime/Cuda/Optimizer.h"
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -306,6 +309,77 @@ void benchCrossEntropy(int64_t rows, int64_t v, cudaStream_t s, int reps) {
                 elements * (size + 2) / bwd / 1e6);
   }
 }
+/// The AdamW update after the 1B step, its 196 parameters' shapes (97 with
+/// a bf16 copy: the matrices and the two biases a layer that GEMM
+/// epilogues read), one optimizerStep launch per parameter against
+/// optimizerSteps' multi-tensor launches. Zero-filled buffers (the update
+/// streams memory whatever the values). GB/s counts 28 bytes a parameter,
+/// 30 with a copy.
+void benchAdamW(cudaStream_t s, int reps) {
+  struct Shape {
+    int64_t rows, cols;
+    bool copy;
+  };
+  const int64_t H = 2048, F = 4 * H, V = 50304;
+  std::vector<Shape> shapes = {{V, H, true}, {H, H, false}};
+  for (int l = 0; l < 16; ++l) {
+    const Shape layer[] = {{1, H, false},    {1, H, false}, {H, 3 * H, true},
+                           {1, 3 * H, true}, {H, H, true},  {1, H, false},
+                           {1, H, false},    {1, H, false}, {H, F, true},
+                           {1, F, true},     {F, H, true},  {1, H, false}};
+    shapes.insert(shapes.end(), std::begin(layer), std::end(layer));
+  }
+  shapes.push_back({1, H, false});
+  shapes.push_back({1, H, false});
+  std::vector<void *> owned;
+  auto zeros = [&](int64_t count, size_t size) {
+    void *p = nullptr;
+    check("cudaMalloc", cudaMalloc(&p, size_t(count) * size));
+    check("cudaMemset", cudaMemset(p, 0, size_t(count) * size));
+    owned.push_back(p);
+    return p;
+  };
+  std::vector<std::array<int64_t, 2>> dims(shapes.size());
+  std::vector<std::array<Tensor, 2>> state(shapes.size());
+  std::vector<Tensor> copies(shapes.size());
+  std::vector<ParamUpdate> updates;
+  OptimizerConfig cfg = OptimizerConfig::adamw(0.1f);
+  double params = 0, bytes = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape &sh = shapes[i];
+    int64_t n = sh.rows * sh.cols;
+    dims[i] = {sh.rows, sh.cols};
+    auto f32 = [&] {
+      return Tensor{zeros(n, 4), DType::F32, 2, dims[i].data()};
+    };
+    state[i] = {f32(), f32()};
+    ParamUpdate u{&cfg, f32(), f32(), state[i].data(), nullptr};
+    if (sh.copy) {
+      copies[i] = Tensor{zeros(n, 2), DType::BF16, 2, dims[i].data()};
+      u.copy = &copies[i];
+    }
+    updates.push_back(u);
+    params += double(n);
+    bytes += double(n) * (sh.copy ? 30 : 28);
+  }
+  int64_t step = 1;
+  double perTensor = timeIt(s, 2, reps, [&] {
+    for (const ParamUpdate &u : updates)
+      check("adamw", cu::optimizerStep(*u.cfg, 1e-4f, step, u.param, u.grad,
+                                       u.state, s, u.copy));
+  });
+  double multi = timeIt(s, 2, reps, [&] {
+    check("adamw", cu::optimizerSteps(1e-4f, step, updates.data(),
+                                      int(updates.size()), s));
+  });
+  std::printf("{\"kind\": \"adamw\", \"tensors\": %zu, \"params\": %.0f, "
+              "\"per_tensor_ms\": %.4f, \"multi_ms\": %.4f, "
+              "\"per_tensor_gbps\": %.1f, \"multi_gbps\": %.1f}\n",
+              updates.size(), params, perTensor, multi, bytes / perTensor / 1e6,
+              bytes / multi / 1e6);
+  for (void *p : owned)
+    cudaFree(p);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -342,6 +416,7 @@ int main(int argc, char **argv) {
   benchFusedSum(T, H, s, reps);
   benchNorm(T, H, s, reps);
   benchCrossEntropy(T, 50304, s, reps);
+  benchAdamW(s, reps);
   check("deviceStatus", cu::deviceStatus(s));
   cudaStreamDestroy(s);
   return 0;

@@ -7,8 +7,9 @@ and runs it: the GEMMs of one layer of the ~1B GPT training step (bf16;
 first-call host time, which includes the cuBLASLt heuristic, and steady-state
 TFLOP/s), the bias-gradient reductions (sum over 8192 rows; GB/s), the
 GELU backward unfused and fused, the layer norm forward and backward
-on the packed and the one-block-a-row kernels (LAMINA_CUDA_NORM=rows), and
-the cross-entropy on f32 and on bf16 logits.
+on the packed and the one-block-a-row kernels (LAMINA_CUDA_NORM=rows),
+the cross-entropy on f32 and on bf16 logits, and the 1B GPT's AdamW update
+one launch a parameter against optimizerSteps.
 
     scripts/build.sh lamina_cuda_runtime lamina-cuda-tests
     python3 bench/cuda_kernels_bench.py [--build-dir build] [--reps 20] \
@@ -101,6 +102,11 @@ def report(stdout, output):
                   f"forward {r['fwd_ms'] * 1000:8.1f} us "
                   f"({r['fwd_gbps']:.0f} GB/s), backward "
                   f"{r['bwd_ms'] * 1000:8.1f} us ({r['bwd_gbps']:.0f} GB/s)")
+        elif r["kind"] == "adamw":
+            print(f"adamw {r['tensors']} tensors {r['params'] / 1e9:.2f} G "
+                  f"params: a launch each {r['per_tensor_ms']:8.3f} ms "
+                  f"({r['per_tensor_gbps']:.0f} GB/s), optimizerSteps "
+                  f"{r['multi_ms']:8.3f} ms ({r['multi_gbps']:.0f} GB/s)")
         elif r["kind"] == "norm":
             print(f"layer norm {r['path']:6} {str(r['shape']):14} forward "
                   f"{r['fwd_ms'] * 1000:8.1f} us ({r['fwd_gbps']:.0f} GB/s), "
