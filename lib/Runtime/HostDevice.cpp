@@ -83,6 +83,17 @@ public:
         dst[e] += scale * src[e];
     return Status::success();
   }
+  Status accumulateIntoZeros(float *dst, const float *src, int64_t n,
+                             float scale) override {
+    // accumulate's expressions on a zero dst (0 + x turns -0 into +0).
+    if (scale == 1.0f)
+      for (int64_t e = 0; e < n; ++e)
+        dst[e] = 0.0f + src[e];
+    else
+      for (int64_t e = 0; e < n; ++e)
+        dst[e] = 0.0f + scale * src[e];
+    return Status::success();
+  }
   Status sumOfSquares(const Tensor *tensors, int n,
                       double *result) override {
     double sum = 0;

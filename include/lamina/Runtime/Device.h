@@ -76,6 +76,15 @@ public:
   /// scale 1 is a plain sum).
   virtual Status accumulate(float *dst, const float *src, int64_t n,
                             float scale = 1.0f) = 0;
+  /// What fillZero then accumulate leave in dst, in one pass that does not
+  /// read dst: 0 + scale * src[i] (the first of --grad-accum's gradients).
+  /// Default: those two calls.
+  virtual Status accumulateIntoZeros(float *dst, const float *src, int64_t n,
+                                     float scale = 1.0f) {
+    if (Status s = fillZero(dst, size_t(n) * sizeof(float)); !s.ok())
+      return s;
+    return accumulate(dst, src, n, scale);
+  }
   /// The sum of the squares of every element of the n f32 tensors, in
   /// double, into *deviceResult (device memory; the host's order:
   /// tensors in turn, elements in order).

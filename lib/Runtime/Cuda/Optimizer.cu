@@ -59,6 +59,14 @@ __global__ void axpyKernel(float *dst, const float *src, float a, int64_t n) {
     dst[k] = __fadd_rn(dst[k], __fmul_rn(a, src[k]));
 }
 
+/// axpyKernel (scaled) or a plain sum on a zero dst, which it does not read.
+__global__ void axpyIntoZerosKernel(float *dst, const float *src, float a,
+                                    bool scaled, int64_t n) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    dst[k] = __fadd_rn(0.0f, scaled ? __fmul_rn(a, src[k]) : src[k]);
+}
+
 template <typename C>
 __global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
                             float *m, float *v, C *copy, int64_t n) {
@@ -269,6 +277,16 @@ Status lamina::rt::cuda::accumulateScaled(float *dst, const float *src,
   if (n <= 0)
     return Status::success();
   launchKernel(axpyKernel, gridFor(n), 256, 0, stream, dst, src, scale, n);
+  return launched("accumulate");
+}
+
+Status lamina::rt::cuda::accumulateIntoZeros(float *dst, const float *src,
+                                             int64_t n, float scale,
+                                             cudaStream_t stream) {
+  if (n <= 0)
+    return Status::success();
+  launchKernel(axpyIntoZerosKernel, gridFor(n), 256, 0, stream, dst, src, scale,
+               scale != 1.0f, n);
   return launched("accumulate");
 }
 

@@ -464,11 +464,6 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       return s;
     std::vector<float> weights = lossWeights(
         ts.loss, allTokens.view(), allLabels.view(), batch, ts.ignoreIndex);
-    for (size_t k = 0; k < accumBuffers.size(); ++k)
-      if (Status s =
-              device.fillZero(accumBuffers[k].data(), accumBuffers[k].bytes());
-          !s.ok())
-        return s;
     double sum = 0;
     size_t part = tokens.byteSize();
     for (int64_t j = 0; j < accum; ++j) {
@@ -484,13 +479,17 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       if (Status s = runStep(one); !s.ok())
         return s;
       sum += double(weights[size_t(j)]) * double(one);
-      for (size_t k = 0; k < grads.size(); ++k)
-        if (Status s =
-                device.accumulate(static_cast<float *>(updateGrads[k].data),
-                                  static_cast<const float *>(grads[k].data),
-                                  grads[k].numElements(), weights[size_t(j)]);
+      // The sums start from the first batch's gradients (as from zeros).
+      for (size_t k = 0; k < grads.size(); ++k) {
+        auto *dst = static_cast<float *>(updateGrads[k].data);
+        auto *src = static_cast<const float *>(grads[k].data);
+        int64_t n = grads[k].numElements();
+        float w = weights[size_t(j)];
+        if (Status s = j == 0 ? device.accumulateIntoZeros(dst, src, n, w)
+                              : device.accumulate(dst, src, n, w);
             !s.ok())
           return s;
+      }
     }
     loss = float(sum);
     return Status::success();

@@ -10,7 +10,9 @@
 
 #include "CudaTestUtil.h"
 #include "lamina/Runtime/Cuda/Optimizer.h"
+#include "lamina/Runtime/Device.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -359,6 +361,44 @@ TEST_F(CudaKernel, AccumulateScaledRoundsAsWritten) {
     volatile float product = scale * src.data<float>()[i];
     float want = dst.data<float>()[i] + product;
     ASSERT_EQ(got.data<float>()[i], want) << "element " << i;
+  }
+}
+
+/// The first of --grad-accum's gradients: accumulateIntoZeros leaves the
+/// bits a zero fill and an accumulation leave (scaled, and scale 1's plain
+/// sum, which turns -0 into +0), on the device and on the host device.
+TEST_F(CudaKernel, AccumulateIntoZerosIsAFillAndAnAccumulate) {
+  Buf src = randomF32({5001});
+  src.data<float>()[7] = -0.0f;
+  src.data<float>()[8] = 1e-40f; // subnormal
+  Dev dsrc(src);
+  const int64_t n = src.count();
+  int64_t shape[] = {n};
+  for (float scale : {0.37f, 1.0f}) {
+    Dev filled(DType::F32, {n}), direct(randomF32({n}));
+    auto *f = static_cast<float *>(filled.ptr);
+    const auto *g = static_cast<const float *>(dsrc.ptr);
+    if (scale == 1.0f) {
+      Tensor d{f, DType::F32, 1, shape}, t{dsrc.ptr, DType::F32, 1, shape};
+      EXPECT_OK(cu::binary(BinaryOp::Add, d, t, d, stream)); // zeros + src
+    } else {
+      EXPECT_OK(cu::accumulateScaled(f, g, n, scale, stream));
+    }
+    EXPECT_OK(cu::accumulateIntoZeros(static_cast<float *>(direct.ptr), g, n,
+                                      scale, stream));
+    sync();
+    Buf want = filled.download(), got = direct.download();
+    EXPECT_TRUE(got.bytes == want.bytes) << "scale " << scale;
+    EXPECT_EQ(std::signbit(got.data<float>()[7]), false);
+
+    Buf hostFilled(DType::F32, {n}), hostDirect = randomF32({n});
+    Device &host = hostDevice();
+    EXPECT_OK(
+        host.accumulate(hostFilled.data<float>(), src.data<float>(), n, scale));
+    EXPECT_OK(host.accumulateIntoZeros(hostDirect.data<float>(),
+                                       src.data<float>(), n, scale));
+    EXPECT_TRUE(hostDirect.bytes == hostFilled.bytes)
+        << "host, scale " << scale;
   }
 }
 

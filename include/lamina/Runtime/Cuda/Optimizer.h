@@ -64,6 +64,13 @@ Status sumOfSquares(const Tensor *tensors, int n, double *deviceResult,
 Status accumulateScaled(float *dst, const float *src, int64_t n, float scale,
                         cudaStream_t stream);
 
+/// dst[i] = 0 + scale * src[i] (scale 1: 0 + src[i]), each operation
+/// rounded as written: what a zero fill and accumulateScaled (or, for
+/// scale 1, binary Add) leave, without the fill or the read of dst (the
+/// first micro-batch of --grad-accum).
+Status accumulateIntoZeros(float *dst, const float *src, int64_t n, float scale,
+                           cudaStream_t stream);
+
 /// *deviceValue = sqrt(*deviceValue): a sum of squares (after an all-reduce
 /// across ranks, say) to the norm that scaleInPlace takes.
 Status sqrtInPlace(double *deviceValue, cudaStream_t stream);
