@@ -103,6 +103,9 @@ struct Param {
   DeviceBuffer constant;      ///< constants
   int holders = -1;           ///< shared: group of all holders, all replicas
   bool countsForNorm = false; ///< shared: this rank counts it in --clip
+  /// Trainable: a backward of this step has written its gradient (the
+  /// first writes it over whatever the buffer held; zeroGrads resets it).
+  bool gradWritten = false;
 };
 
 struct ModuleState {

@@ -222,8 +222,13 @@ Status Executor::backward(int k, int j) {
           return s;
       dst = floats(M.flatGrad) + p.flatOffset;
     }
-    if (Status s = device.accumulate(dst, g, p.size); !s.ok())
+    // The step's first gradient of p is written as onto zeros, without
+    // a fill or a read of the buffer.
+    if (Status s = p.gradWritten ? device.accumulate(dst, g, p.size)
+                                 : device.accumulateIntoZeros(dst, g, p.size);
+        !s.ok())
       return s;
+    p.gradWritten = true;
   }
   // The device work that reads these is enqueued: later device work (and
   // transfers, which order themselves after it) may reuse them.
@@ -527,19 +532,17 @@ Status Executor::optimizerStep(int64_t stepIndex) {
 }
 
 Status Executor::zeroGrads() {
+  // The parameters' gradients need no fill: each one's first backward of
+  // the step writes it (Param::gradWritten). A flat buffer's padding past
+  // the parameters stays as allocated, zero.
+  for (Param &p : params)
+    p.gradWritten = false;
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    if (M.flatGrad.data() && zero != 3)
-      if (Status s = zeroBuffer(M.flatGrad); !s.ok())
-        return s;
     if (M.shardGrad.data())
       if (Status s = zeroBuffer(M.shardGrad); !s.ok())
         return s;
   }
-  for (Param &p : params)
-    if (p.ownGrad.data())
-      if (Status s = zeroBuffer(p.ownGrad); !s.ok())
-        return s;
   return Status::success();
 }
 
