@@ -119,6 +119,15 @@ struct ParamUpdate {
   const Tensor *copy = nullptr;
 };
 
+/// One gradient added into its buffer (Device::accumulateMany,
+/// cuda::accumulateMany): dst = (intoZeros ? 0 : dst) + src, n f32 values.
+struct GradientSum {
+  float *dst = nullptr;
+  const float *src = nullptr;
+  int64_t n = 0;
+  bool intoZeros = false;
+};
+
 /// State buffers per parameter: 0 (plain SGD), 1 (SGD momentum_buffer) or
 /// 2 (AdamW exp_avg, exp_avg_sq).
 int optimizerSlots(const OptimizerConfig &cfg);

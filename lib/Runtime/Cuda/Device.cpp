@@ -204,6 +204,11 @@ public:
     Tensor d{dst, DType::F32, 1, shape}, g{const_cast<float *>(src), DType::F32, 1, shape};
     return binary(BinaryOp::Add, d, g, d, stream);
   }
+  Status accumulateMany(const GradientSum *sums, int count) override {
+    if (Status s = init(); !s.ok())
+      return s;
+    return cuda::accumulateMany(sums, count, stream);
+  }
   Status accumulateIntoZeros(float *dst, const float *src, int64_t n,
                              float scale) override {
     if (Status s = init(); !s.ok())

@@ -193,6 +193,28 @@ int64_t adamwBlocks(int64_t n4) {
       1, std::min(kMaxBlocks, (n4 + kThreads * 4 - 1) / (kThreads * 4)));
 }
 
+/// Up to kChunk gradient sums of one launch (accumulateMany).
+struct SumChunk {
+  float *dst[kChunk];
+  const float *src[kChunk];
+  int64_t count[kChunk];
+  int64_t firstBlock[kChunk + 1];
+  uint64_t intoZeros; ///< bit j: sum j starts from zeros
+  int num;
+};
+
+/// binaryKernel's Add (dst + src), or accumulateIntoZeros' 0 + src.
+__global__ void sumChunkKernel(SumChunk t) {
+  int64_t local, blocks;
+  int j = locate(t.firstBlock, t.num, blockIdx.x, local, blocks);
+  bool zero = (t.intoZeros >> j) & 1;
+  float *dst = t.dst[j];
+  const float *src = t.src[j];
+  for (int64_t e = local * kThreads + threadIdx.x; e < t.count[j];
+       e += blocks * kThreads)
+    dst[e] = __fadd_rn(zero ? 0.0f : dst[e], src[e]);
+}
+
 template <typename C>
 __global__ void adamwChunkKernel(UpdateCoefficients c, AdamwChunk<C> t) {
   int64_t local, blocks;
@@ -278,6 +300,39 @@ Status lamina::rt::cuda::accumulateScaled(float *dst, const float *src,
     return Status::success();
   launchKernel(axpyKernel, gridFor(n), 256, 0, stream, dst, src, scale, n);
   return launched("accumulate");
+}
+
+Status lamina::rt::cuda::accumulateMany(const GradientSum *sums, int count,
+                                        cudaStream_t stream) {
+  if (count < 0)
+    return Status::error("accumulate: negative sum count");
+  SumChunk t{};
+  auto flush = [&]() -> Status {
+    if (t.num == 0)
+      return Status::success();
+    launchKernel(sumChunkKernel, unsigned(t.firstBlock[t.num]), kThreads, 0,
+                 stream, t);
+    t = SumChunk{};
+    return launched("accumulate");
+  };
+  for (int i = 0; i < count; ++i) {
+    const GradientSum &s = sums[i];
+    if (s.n < 0 || (s.n > 0 && (!s.dst || !s.src)))
+      return Status::error("accumulate: sum " + std::to_string(i) +
+                           " has no buffers or a negative size");
+    if (s.n == 0)
+      continue;
+    int j = t.num++;
+    t.dst[j] = s.dst;
+    t.src[j] = s.src;
+    t.count[j] = s.n;
+    t.intoZeros |= uint64_t(s.intoZeros) << j;
+    t.firstBlock[j + 1] = t.firstBlock[j] + blocksFor(s.n);
+    if (t.num == kChunk)
+      if (Status st = flush(); !st.ok())
+        return st;
+  }
+  return flush();
 }
 
 Status lamina::rt::cuda::accumulateIntoZeros(float *dst, const float *src,

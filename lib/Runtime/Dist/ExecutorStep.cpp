@@ -200,9 +200,10 @@ Status Executor::backward(int k, int j) {
       return s;
     grads[{k - 1, j}] = std::move(b);
   }
-  // Parameter gradients accumulate.
+  // Parameter gradients accumulate, in one call for the module.
   const char *base = static_cast<const char *>(arena.data());
   int out = m.numIn;
+  std::vector<GradientSum> sums;
   for (int i = 0; i < m.forward.numArgs; ++i) {
     const ArgSpec &a = m.forward.args[i];
     if (a.kind != ArgKind::Trainable)
@@ -224,12 +225,11 @@ Status Executor::backward(int k, int j) {
     }
     // The step's first gradient of p is written as onto zeros, without
     // a fill or a read of the buffer.
-    if (Status s = p.gradWritten ? device.accumulate(dst, g, p.size)
-                                 : device.accumulateIntoZeros(dst, g, p.size);
-        !s.ok())
-      return s;
+    sums.push_back({dst, g, p.size, !p.gradWritten});
     p.gradWritten = true;
   }
+  if (Status s = device.accumulateMany(sums.data(), int(sums.size())); !s.ok())
+    return s;
   // The device work that reads these is enqueued: later device work (and
   // transfers, which order themselves after it) may reuse them.
   auto drop = [&](std::map<std::pair<int, int>, DeviceBuffer> &map,

@@ -402,6 +402,50 @@ TEST_F(CudaKernel, AccumulateIntoZerosIsAFillAndAnAccumulate) {
   }
 }
 
+/// accumulateMany: each sum as accumulate (binary Add) or
+/// accumulateIntoZeros computes it, bit for bit, 64 sums a launch (71
+/// non-empty sums, one empty: 2 kernels in the captured graph).
+TEST_F(CudaKernel, AccumulateManyMatchesOneSumAtATime) {
+  std::vector<std::unique_ptr<Dev>> srcs, one, many;
+  std::vector<GradientSum> sums;
+  for (int i = 0; i < 72; ++i) {
+    int64_t n = i == 5 ? 0 : int64_t(1 + 61 * i) + (i == 9 ? 70000 : 0);
+    Buf init = randomF32({n});
+    srcs.push_back(std::make_unique<Dev>(randomF32({n})));
+    one.push_back(std::make_unique<Dev>(init));
+    many.push_back(std::make_unique<Dev>(init));
+    bool zeros = i % 3 == 0;
+    auto *src = static_cast<const float *>(srcs.back()->ptr);
+    auto *dst = static_cast<float *>(one.back()->ptr);
+    if (zeros) {
+      EXPECT_OK(cu::accumulateIntoZeros(dst, src, n, 1.0f, stream));
+    } else if (n) {
+      Tensor d = one.back()->view(), g = srcs.back()->view();
+      EXPECT_OK(cu::binary(BinaryOp::Add, d, g, d, stream));
+    }
+    sums.push_back({static_cast<float *>(many.back()->ptr), src, n, zeros});
+  }
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  EXPECT_OK(cu::accumulateMany(sums.data(), int(sums.size()), stream));
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 2u);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  sync();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (size_t i = 0; i < sums.size(); ++i)
+    EXPECT_TRUE(one[i]->download().bytes == many[i]->download().bytes)
+        << "sum " << i;
+  GradientSum bad{nullptr, nullptr, 4, false};
+  EXPECT_ERROR(cu::accumulateMany(&bad, 1, stream), "sum 0 has no buffers");
+}
+
 //===----------------------------------------------------------------------===//
 // Argument checks: no device needed
 //===----------------------------------------------------------------------===//

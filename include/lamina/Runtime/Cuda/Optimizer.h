@@ -71,6 +71,10 @@ Status accumulateScaled(float *dst, const float *src, int64_t n, float scale,
 Status accumulateIntoZeros(float *dst, const float *src, int64_t n, float scale,
                            cudaStream_t stream);
 
+/// Each of `count` sums (GradientSum: accumulateIntoZeros with scale 1, or
+/// binary Add into dst), up to 64 a launch, the same bits.
+Status accumulateMany(const GradientSum *sums, int count, cudaStream_t stream);
+
 /// *deviceValue = sqrt(*deviceValue): a sum of squares (after an all-reduce
 /// across ranks, say) to the norm that scaleInPlace takes.
 Status sqrtInPlace(double *deviceValue, cudaStream_t stream);
