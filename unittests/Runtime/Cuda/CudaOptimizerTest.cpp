@@ -138,6 +138,25 @@ TEST_F(CudaKernel, UpdateStoresTheParametersCopyAsTheCastRoundsIt) {
       }
 }
 
+/// The kernels `enqueue` (returning a Status) launches on `stream`,
+/// counted in a graph captured from it; the graph then runs to the end.
+template <typename F> size_t launchesOf(cudaStream_t stream, F &&enqueue) {
+  cudaGraph_t graph = nullptr;
+  size_t nodes = 0;
+  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  EXPECT_OK(enqueue());
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return nodes;
+}
+
 /// One parameter of an optimizerSteps test on its own device buffers.
 struct UpdateCase {
   OptimizerConfig cfg;
@@ -229,21 +248,14 @@ TEST_F(CudaKernel, OptimizerStepsMatchOneStepPerParameter) {
     }
     sync();
     // Captured, to count its launches, then run.
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-              cudaSuccess);
-    EXPECT_OK(cu::optimizerSteps(lr, step, updates.data(), int(updates.size()),
-                                 stream));
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    size_t nodes = 0;
-    ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
-    EXPECT_EQ(nodes, kUpdateLaunches);
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    EXPECT_EQ(launchesOf(stream,
+                         [&] {
+                           return cu::optimizerSteps(lr, step, updates.data(),
+                                                     int(updates.size()),
+                                                     stream);
+                         }),
+              kUpdateLaunches);
     sync();
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     for (size_t i = 0; i < cases.size(); ++i) {
       std::vector<Buf> a = one[i]->contents(), b = many[i]->contents();
       ASSERT_EQ(a.size(), b.size());
@@ -425,20 +437,13 @@ TEST_F(CudaKernel, AccumulateManyMatchesOneSumAtATime) {
     }
     sums.push_back({static_cast<float *>(many.back()->ptr), src, n, zeros});
   }
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-            cudaSuccess);
-  EXPECT_OK(cu::accumulateMany(sums.data(), int(sums.size()), stream));
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  size_t nodes = 0;
-  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
-  EXPECT_EQ(nodes, 2u);
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(launchesOf(stream,
+                       [&] {
+                         return cu::accumulateMany(sums.data(),
+                                                   int(sums.size()), stream);
+                       }),
+            2u);
   sync();
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   for (size_t i = 0; i < sums.size(); ++i)
     EXPECT_TRUE(one[i]->download().bytes == many[i]->download().bytes)
         << "sum " << i;
