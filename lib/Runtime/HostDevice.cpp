@@ -83,15 +83,22 @@ public:
         dst[e] += scale * src[e];
     return Status::success();
   }
-  Status accumulateIntoZeros(float *dst, const float *src, int64_t n,
-                             float scale) override {
-    // accumulate's expressions on a zero dst (0 + x turns -0 into +0).
-    if (scale == 1.0f)
-      for (int64_t e = 0; e < n; ++e)
-        dst[e] = 0.0f + src[e];
-    else
-      for (int64_t e = 0; e < n; ++e)
-        dst[e] = 0.0f + scale * src[e];
+  Status accumulateMany(const GradientSum *sums, int count) override {
+    for (int i = 0; i < count; ++i) {
+      const GradientSum &s = sums[i];
+      if (!s.intoZeros) {
+        if (Status st = accumulate(s.dst, s.src, s.n, s.scale); !st.ok())
+          return st;
+        continue;
+      }
+      // accumulate's expressions on a zero dst (0 + x turns -0 into +0).
+      if (s.scale == 1.0f)
+        for (int64_t e = 0; e < s.n; ++e)
+          s.dst[e] = 0.0f + s.src[e];
+      else
+        for (int64_t e = 0; e < s.n; ++e)
+          s.dst[e] = 0.0f + s.scale * s.src[e];
+    }
     return Status::success();
   }
   Status sumOfSquares(const Tensor *tensors, int n,

@@ -76,25 +76,18 @@ public:
   /// scale 1 is a plain sum).
   virtual Status accumulate(float *dst, const float *src, int64_t n,
                             float scale = 1.0f) = 0;
-  /// What fillZero then accumulate leave in dst, in one pass that does not
-  /// read dst: 0 + scale * src[i] (the first of --grad-accum's gradients).
-  /// Default: those two calls.
-  virtual Status accumulateIntoZeros(float *dst, const float *src, int64_t n,
-                                     float scale = 1.0f) {
-    if (Status s = fillZero(dst, size_t(n) * sizeof(float)); !s.ok())
-      return s;
-    return accumulate(dst, src, n, scale);
-  }
-  /// accumulate (scale 1) or accumulateIntoZeros for each of `count` sums
-  /// (Optimizer.h); their buffers do not overlap, so a device may take them
-  /// in fewer launches (CUDA: up to 64 a launch) with the same bits.
-  /// Default: one call each, in order.
+  /// accumulate for each of `count` sums (GradientSum, Optimizer.h), those
+  /// marked intoZeros as onto a zero-filled buffer. Their buffers do not
+  /// overlap, so a device may take them in fewer launches (CUDA: up to 64
+  /// a launch) and skip the fills, with the same bits. Default: fillZero
+  /// and accumulate, one sum at a time.
   virtual Status accumulateMany(const GradientSum *sums, int count) {
     for (int i = 0; i < count; ++i) {
       const GradientSum &s = sums[i];
-      if (Status st = s.intoZeros ? accumulateIntoZeros(s.dst, s.src, s.n)
-                                  : accumulate(s.dst, s.src, s.n);
-          !st.ok())
+      if (s.intoZeros)
+        if (Status st = fillZero(s.dst, size_t(s.n) * sizeof(float)); !st.ok())
+          return st;
+      if (Status st = accumulate(s.dst, s.src, s.n, s.scale); !st.ok())
         return st;
     }
     return Status::success();

@@ -120,12 +120,15 @@ struct ParamUpdate {
 };
 
 /// One gradient added into its buffer (Device::accumulateMany,
-/// cuda::accumulateMany): dst = (intoZeros ? 0 : dst) + src, n f32 values.
+/// cuda::accumulateMany): dst = (intoZeros ? 0 : dst) + scale * src, n f32
+/// values (scale 1: no product). intoZeros: the buffer is neither filled
+/// nor read, and holds what a zero fill and the addition would leave.
 struct GradientSum {
   float *dst = nullptr;
   const float *src = nullptr;
   int64_t n = 0;
   bool intoZeros = false;
+  float scale = 1.0f;
 };
 
 /// State buffers per parameter: 0 (plain SGD), 1 (SGD momentum_buffer) or

@@ -209,12 +209,6 @@ public:
       return s;
     return cuda::accumulateMany(sums, count, stream);
   }
-  Status accumulateIntoZeros(float *dst, const float *src, int64_t n,
-                             float scale) override {
-    if (Status s = init(); !s.ok())
-      return s;
-    return cuda::accumulateIntoZeros(dst, src, n, scale, stream);
-  }
   Status sumOfSquares(const Tensor *tensors, int n,
                       double *deviceResult) override {
     if (Status s = init(); !s.ok())

@@ -59,14 +59,6 @@ __global__ void axpyKernel(float *dst, const float *src, float a, int64_t n) {
     dst[k] = __fadd_rn(dst[k], __fmul_rn(a, src[k]));
 }
 
-/// axpyKernel (scaled) or a plain sum on a zero dst, which it does not read.
-__global__ void axpyIntoZerosKernel(float *dst, const float *src, float a,
-                                    bool scaled, int64_t n) {
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
-    dst[k] = __fadd_rn(0.0f, scaled ? __fmul_rn(a, src[k]) : src[k]);
-}
-
 template <typename C>
 __global__ void adamwKernel(UpdateCoefficients c, float *p, const float *g,
                             float *m, float *v, C *copy, int64_t n) {
@@ -199,20 +191,24 @@ struct SumChunk {
   const float *src[kChunk];
   int64_t count[kChunk];
   int64_t firstBlock[kChunk + 1];
+  float scale[kChunk];
   uint64_t intoZeros; ///< bit j: sum j starts from zeros
+  uint64_t scaled;    ///< bit j: scale[j] != 1
   int num;
 };
 
-/// binaryKernel's Add (dst + src), or accumulateIntoZeros' 0 + src.
+/// axpyKernel's dst + a * src (scaled), binaryKernel's Add (dst + src), or
+/// either on a zero dst, which it then does not read.
 __global__ void sumChunkKernel(SumChunk t) {
   int64_t local, blocks;
   int j = locate(t.firstBlock, t.num, blockIdx.x, local, blocks);
-  bool zero = (t.intoZeros >> j) & 1;
-  float *dst = t.dst[j];
+  bool zero = (t.intoZeros >> j) & 1, scaled = (t.scaled >> j) & 1;
+  float a = t.scale[j], *dst = t.dst[j];
   const float *src = t.src[j];
   for (int64_t e = local * kThreads + threadIdx.x; e < t.count[j];
        e += blocks * kThreads)
-    dst[e] = __fadd_rn(zero ? 0.0f : dst[e], src[e]);
+    dst[e] =
+        __fadd_rn(zero ? 0.0f : dst[e], scaled ? __fmul_rn(a, src[e]) : src[e]);
 }
 
 template <typename C>
@@ -326,23 +322,15 @@ Status lamina::rt::cuda::accumulateMany(const GradientSum *sums, int count,
     t.dst[j] = s.dst;
     t.src[j] = s.src;
     t.count[j] = s.n;
+    t.scale[j] = s.scale;
     t.intoZeros |= uint64_t(s.intoZeros) << j;
+    t.scaled |= uint64_t(s.scale != 1.0f) << j;
     t.firstBlock[j + 1] = t.firstBlock[j] + blocksFor(s.n);
     if (t.num == kChunk)
       if (Status st = flush(); !st.ok())
         return st;
   }
   return flush();
-}
-
-Status lamina::rt::cuda::accumulateIntoZeros(float *dst, const float *src,
-                                             int64_t n, float scale,
-                                             cudaStream_t stream) {
-  if (n <= 0)
-    return Status::success();
-  launchKernel(axpyIntoZerosKernel, gridFor(n), 256, 0, stream, dst, src, scale,
-               scale != 1.0f, n);
-  return launched("accumulate");
 }
 
 namespace {

@@ -480,16 +480,14 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         return s;
       sum += double(weights[size_t(j)]) * double(one);
       // The sums start from the first batch's gradients (as from zeros).
-      for (size_t k = 0; k < grads.size(); ++k) {
-        auto *dst = static_cast<float *>(updateGrads[k].data);
-        auto *src = static_cast<const float *>(grads[k].data);
-        int64_t n = grads[k].numElements();
-        float w = weights[size_t(j)];
-        if (Status s = j == 0 ? device.accumulateIntoZeros(dst, src, n, w)
-                              : device.accumulate(dst, src, n, w);
-            !s.ok())
-          return s;
-      }
+      std::vector<GradientSum> sums;
+      for (size_t k = 0; k < grads.size(); ++k)
+        sums.push_back({static_cast<float *>(updateGrads[k].data),
+                        static_cast<const float *>(grads[k].data),
+                        grads[k].numElements(), j == 0, weights[size_t(j)]});
+      if (Status s = device.accumulateMany(sums.data(), int(sums.size()));
+          !s.ok())
+        return s;
     }
     loss = float(sum);
     return Status::success();

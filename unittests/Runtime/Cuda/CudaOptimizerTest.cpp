@@ -376,28 +376,39 @@ TEST_F(CudaKernel, AccumulateScaledRoundsAsWritten) {
   }
 }
 
-/// The first of --grad-accum's gradients: accumulateIntoZeros leaves the
+/// What accumulateMany's sums are checked against, one call at a time:
+/// accumulateScaled, or binary Add for scale 1 (after a fill for intoZeros).
+void addOne(const GradientSum &s, cudaStream_t stream) {
+  if (s.intoZeros)
+    EXPECT_EQ(cudaMemsetAsync(s.dst, 0, size_t(s.n) * sizeof(float), stream),
+              cudaSuccess);
+  if (s.scale != 1.0f) {
+    EXPECT_OK(cu::accumulateScaled(s.dst, s.src, s.n, s.scale, stream));
+  } else if (s.n) {
+    int64_t shape[] = {s.n};
+    Tensor d{s.dst, DType::F32, 1, shape},
+        g{const_cast<float *>(s.src), DType::F32, 1, shape};
+    EXPECT_OK(cu::binary(BinaryOp::Add, d, g, d, stream));
+  }
+}
+
+/// The first of a step's gradients (--grad-accum's first batch, the
+/// distributed executor's first micro-batch): a sum intoZeros leaves the
 /// bits a zero fill and an accumulation leave (scaled, and scale 1's plain
-/// sum, which turns -0 into +0), on the device and on the host device.
+/// sum, which turns -0 into +0) in a buffer it neither fills nor reads, on
+/// the device and on the host device.
 TEST_F(CudaKernel, AccumulateIntoZerosIsAFillAndAnAccumulate) {
   Buf src = randomF32({5001});
   src.data<float>()[7] = -0.0f;
   src.data<float>()[8] = 1e-40f; // subnormal
   Dev dsrc(src);
   const int64_t n = src.count();
-  int64_t shape[] = {n};
+  const auto *g = static_cast<const float *>(dsrc.ptr);
   for (float scale : {0.37f, 1.0f}) {
-    Dev filled(DType::F32, {n}), direct(randomF32({n}));
-    auto *f = static_cast<float *>(filled.ptr);
-    const auto *g = static_cast<const float *>(dsrc.ptr);
-    if (scale == 1.0f) {
-      Tensor d{f, DType::F32, 1, shape}, t{dsrc.ptr, DType::F32, 1, shape};
-      EXPECT_OK(cu::binary(BinaryOp::Add, d, t, d, stream)); // zeros + src
-    } else {
-      EXPECT_OK(cu::accumulateScaled(f, g, n, scale, stream));
-    }
-    EXPECT_OK(cu::accumulateIntoZeros(static_cast<float *>(direct.ptr), g, n,
-                                      scale, stream));
+    Dev filled(randomF32({n})), direct(randomF32({n}));
+    addOne({static_cast<float *>(filled.ptr), g, n, true, scale}, stream);
+    GradientSum sum{static_cast<float *>(direct.ptr), g, n, true, scale};
+    EXPECT_OK(cu::accumulateMany(&sum, 1, stream));
     sync();
     Buf want = filled.download(), got = direct.download();
     EXPECT_TRUE(got.bytes == want.bytes) << "scale " << scale;
@@ -407,16 +418,17 @@ TEST_F(CudaKernel, AccumulateIntoZerosIsAFillAndAnAccumulate) {
     Device &host = hostDevice();
     EXPECT_OK(
         host.accumulate(hostFilled.data<float>(), src.data<float>(), n, scale));
-    EXPECT_OK(host.accumulateIntoZeros(hostDirect.data<float>(),
-                                       src.data<float>(), n, scale));
+    GradientSum hostSum{hostDirect.data<float>(), src.data<float>(), n, true,
+                        scale};
+    EXPECT_OK(host.accumulateMany(&hostSum, 1));
     EXPECT_TRUE(hostDirect.bytes == hostFilled.bytes)
         << "host, scale " << scale;
   }
 }
 
-/// accumulateMany: each sum as accumulate (binary Add) or
-/// accumulateIntoZeros computes it, bit for bit, 64 sums a launch (71
-/// non-empty sums, one empty: 2 kernels in the captured graph).
+/// accumulateMany: each sum as addOne computes it, bit for bit, 64 sums a
+/// launch (71 non-empty sums, onto zeros or not, scaled or not, one empty:
+/// 2 kernels in the captured graph).
 TEST_F(CudaKernel, AccumulateManyMatchesOneSumAtATime) {
   std::vector<std::unique_ptr<Dev>> srcs, one, many;
   std::vector<GradientSum> sums;
@@ -426,16 +438,13 @@ TEST_F(CudaKernel, AccumulateManyMatchesOneSumAtATime) {
     srcs.push_back(std::make_unique<Dev>(randomF32({n})));
     one.push_back(std::make_unique<Dev>(init));
     many.push_back(std::make_unique<Dev>(init));
-    bool zeros = i % 3 == 0;
     auto *src = static_cast<const float *>(srcs.back()->ptr);
-    auto *dst = static_cast<float *>(one.back()->ptr);
-    if (zeros) {
-      EXPECT_OK(cu::accumulateIntoZeros(dst, src, n, 1.0f, stream));
-    } else if (n) {
-      Tensor d = one.back()->view(), g = srcs.back()->view();
-      EXPECT_OK(cu::binary(BinaryOp::Add, d, g, d, stream));
-    }
-    sums.push_back({static_cast<float *>(many.back()->ptr), src, n, zeros});
+    bool zeros = i % 3 == 0;
+    float scale = i % 4 == 1 ? 0.37f : 1.0f;
+    addOne({static_cast<float *>(one.back()->ptr), src, n, zeros, scale},
+           stream);
+    sums.push_back(
+        {static_cast<float *>(many.back()->ptr), src, n, zeros, scale});
   }
   EXPECT_EQ(launchesOf(stream,
                        [&] {

@@ -64,15 +64,10 @@ Status sumOfSquares(const Tensor *tensors, int n, double *deviceResult,
 Status accumulateScaled(float *dst, const float *src, int64_t n, float scale,
                         cudaStream_t stream);
 
-/// dst[i] = 0 + scale * src[i] (scale 1: 0 + src[i]), each operation
-/// rounded as written: what a zero fill and accumulateScaled (or, for
-/// scale 1, binary Add) leave, without the fill or the read of dst (the
-/// first micro-batch of --grad-accum).
-Status accumulateIntoZeros(float *dst, const float *src, int64_t n, float scale,
-                           cudaStream_t stream);
-
-/// Each of `count` sums (GradientSum: accumulateIntoZeros with scale 1, or
-/// binary Add into dst), up to 64 a launch, the same bits.
+/// Each of `count` sums (GradientSum), up to 64 a launch, each operation
+/// rounded as written: dst + scale * src as accumulateScaled computes it
+/// (scale 1: dst + src, as binary Add), or, intoZeros, 0 + scale * src,
+/// what a zero fill and that leave, without the fill or the read of dst.
 Status accumulateMany(const GradientSum *sums, int count, cudaStream_t stream);
 
 /// *deviceValue = sqrt(*deviceValue): a sum of squares (after an all-reduce
