@@ -134,8 +134,18 @@ static cl::opt<bool> paramCopies(
              "low-precision copies between steps, stored by the optimizer's "
              "update (default), instead of casting them in every step (and, "
              "distributed, every micro-batch); =false for A/B comparisons. "
-             "Distributed under --zero 3 the steps always cast"),
+             "With =false, --zero 3 gathers the f32 weights"),
     cl::init(true), cl::sub(compileCommand));
+static cl::opt<std::string> paramReads(
+    "param-reads",
+    cl::desc("--mode train with --precision bf16/f16: which reads of a "
+             "weight go through its low-precision copy. autocast: the "
+             "matmuls' (norms, embeddings and other f32 ops read the f32 "
+             "weight); copies: every read, widened where an op computes in "
+             "f32 (as FSDP's param_dtype=bf16 and Megatron's bf16 models "
+             "read weights), so --zero 3 all-gathers the copies (half the "
+             "bytes). Default: copies under --zero 3, autocast otherwise"),
+    cl::init(""), cl::sub(compileCommand));
 static cl::opt<bool> cudaEmulator(
     "cuda-emulator",
     cl::desc("with --target cuda: link the program against the CPU kernel "
@@ -522,6 +532,27 @@ static std::string checkDistFlags(bool train, bool dist) {
   return "";
 }
 
+/// --param-reads agrees with the other flags; "" when it does.
+static std::string checkParamReads(bool train) {
+  if (paramReads.empty())
+    return "";
+  if (paramReads != "autocast" && paramReads != "copies")
+    return "--param-reads must be autocast or copies, got '" + paramReads + "'";
+  if (!train || precision == "f32")
+    return "--param-reads needs --mode train and --precision bf16 or f16";
+  if (paramReads == "copies" && !paramCopies)
+    return "--param-reads=copies reads the copies --param-copies=false "
+           "drops";
+  return "";
+}
+
+/// Whether every read of a weight goes through its copy (--param-reads).
+static bool readsCopiesOnly(int effectiveZero) {
+  if (!paramReads.empty())
+    return paramReads == "copies";
+  return paramCopies && effectiveZero == 3;
+}
+
 int runCompile() {
   const bool cuda = target == "cuda";
   if (target != "host" && !cuda) {
@@ -548,6 +579,10 @@ int runCompile() {
   }
   bool train = mode == "train";
   if (std::string err = checkTrainFlags(train); !err.empty()) {
+    llvm::errs() << "lamina compile: " << err << "\n";
+    return 2;
+  }
+  if (std::string err = checkParamReads(train); !err.empty()) {
     llvm::errs() << "lamina compile: " << err << "\n";
     return 2;
   }
@@ -758,12 +793,16 @@ int runCompile() {
   // optimizer's kernel, not from casts in every step (trainMain keeps
   // them; a distributed program's executor keeps each module's, except
   // under ZeRO 3, which gathers the f32 weights for every run).
-  if (train && !dist && precision != "f32" && paramCopies)
-    toRt.addPass(graph::createGraphHoistParamCasts());
   // (As the runtime: ZeRO shards over data-parallel replicas only.)
-  int effectiveZero = dataParallel > 1 ? int(zeroLevel) : 0;
-  if (train && dist && precision != "f32" && paramCopies && effectiveZero < 3)
-    toRt.addPass(dist::createDistHoistParamCasts());
+  int effectiveZero = dist && dataParallel > 1 ? int(zeroLevel) : 0;
+  std::string everyRead =
+      readsCopiesOnly(effectiveZero) ? std::string(precision) : "";
+  if (train && !dist && precision != "f32" && paramCopies)
+    toRt.addPass(graph::createGraphHoistParamCasts({everyRead}));
+  // ZeRO 3 gathers what the functions read: copies only when that is all.
+  bool distCopies = effectiveZero < 3 || !everyRead.empty();
+  if (train && dist && precision != "f32" && paramCopies && distCopies)
+    toRt.addPass(dist::createDistHoistParamCasts({everyRead}));
   // cuDNN reads q, k and v from the fused projection at a row stride.
   if (cuda)
     toRt.addPass(graph::createGraphPackAttention());
@@ -892,24 +931,35 @@ int runCompile() {
       llvm::outs() << "  built against the CPU kernel emulator "
                       "(--cuda-emulator): the CUDA kernels, slowly, no GPU\n";
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
+    bool copiesOnly = train && !everyRead.empty() && figures.copyBytes;
     if (precision != "f32")
       llvm::outs() << "  precision: " << precision
                    << " matmuls (f32 accumulation; results only elementwise "
                       "ops or the cross-entropy read stored "
-                   << precision << "); weights and every other op f32\n";
+                   << precision << "); "
+                   << (copiesOnly ? "weights read as their " + precision +
+                                        " copies (--param-reads=copies); "
+                                        "every other op f32\n"
+                                  : "weights and every other op f32\n");
     if (dist && precision != "f32") {
       llvm::outs() << "  the weights' " << precision << " copies: ";
+      std::string zero = "ZeRO " + std::to_string(effectiveZero) + ": ";
       if (figures.copyBytes)
         llvm::outs() << "kept between steps, stored by the optimizer's update"
-                     << (effectiveZero > 0
-                             ? " (ZeRO " + std::to_string(effectiveZero) +
-                                   ": cast once a step, after the "
+                     << (effectiveZero == 3
+                             ? " (" + zero +
+                                   "all-gathered for each run instead of "
+                                   "the f32 weights: half the bytes)"
+                         : effectiveZero > 0
+                             ? " (" + zero +
+                                   "cast once a step, after the "
                                    "parameters' all-gather)"
                              : std::string())
                      << "\n";
       else
         llvm::outs() << "cast in every forward and backward ("
-                     << (paramCopies ? "ZeRO 3 gathers the f32 weights"
+                     << (paramCopies ? "ZeRO 3 gathers the f32 weights for "
+                                       "--param-reads=autocast"
                                      : "--param-copies=false")
                      << ")\n";
     }

@@ -15,10 +15,12 @@
 //                         shaped for ONE micro-batch
 //   [Trainable|Constant]  the ONNX initializers it reads, by name (a tied
 //                         parameter appears in every module that reads it)
-//   [ParamCopy ...]       --precision bf16/f16 below ZeRO 3: the f16/bf16
-//                         copies of trainables (named after them) that the
-//                         forward or the backward reads instead of casting
-//                         (dist-hoist-param-casts); the runtime keeps them
+//   [ParamCopy ...]       --precision bf16/f16: the f16/bf16 copies of
+//                         trainables (named after them) that the forward
+//                         or the backward reads instead of casting
+//                         (dist-hoist-param-casts); the runtime keeps them.
+//                         With ModuleSpec::copiesOnly every weight has one
+//                         and the Trainable args are unread
 // outputs:
 //   [numOut]              the activations for module k+1; for the last module
 //                         exactly one: the loss, an f32 scalar (the mean over
@@ -72,6 +74,10 @@ struct ModuleSpec {
   int numIn;        ///< Boundary args of forward (0 for module 0)
   int numOut;       ///< boundary outputs (1 = the loss for the last module)
   int numResiduals; ///< 0 when the backward recomputes the forward
+  /// The functions read every trainable weight through its ParamCopy
+  /// argument and never the Trainable one (--param-reads=copies), which
+  /// the runtime leaves unbound (null); ZeRO 3 then gathers the copies.
+  bool copiesOnly;
 };
 
 /// One action; kind and payload are lamina::schedule::ActionKind / Payload

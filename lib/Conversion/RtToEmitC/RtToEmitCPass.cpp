@@ -627,6 +627,7 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   struct Info {
     std::string name;
     int64_t numIn = 0, numOut = 0, numResiduals = 0;
+    bool copiesOnly = true; ///< both functions (dist-hoist-param-casts)
   };
   std::map<int64_t, Info> modules;
   std::string tokens;
@@ -643,6 +644,7 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
     info.numIn = outlined.getAs<IntegerAttr>("num_in").getInt();
     info.numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
     info.numResiduals = outlined.getAs<IntegerAttr>("num_residuals").getInt();
+    info.copiesOnly &= bool(outlined.get("copies_only"));
     entry = f;
     for (unsigned i = 1; i < f.getNumArguments(); ++i) {
       auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
@@ -686,12 +688,13 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   std::string moduleInit;
   for (int64_t k = 0; k < numModules; ++k) {
     const Info &info = modules[k];
-    moduleInit += llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}, {6}}",
-                                k ? ", " : "", cString(info.name),
-                                specs["fwd_" + std::to_string(k)],
-                                specs["bwd_" + std::to_string(k)], info.numIn,
-                                info.numOut, info.numResiduals)
-                      .str();
+    moduleInit +=
+        llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}, {6}, {7}}", k ? ", " : "",
+                      cString(info.name), specs["fwd_" + std::to_string(k)],
+                      specs["bwd_" + std::to_string(k)], info.numIn,
+                      info.numOut, info.numResiduals,
+                      info.copiesOnly ? "true" : "false")
+            .str();
   }
   specArray("lamina_modules", "lamina::rt::ModuleSpec", numModules, moduleInit);
   std::string actions, begins = "0", ranks;

@@ -85,7 +85,8 @@ MPI_Request Comm::ireduceScatter(const float *send, float *recv,
   return r;
 }
 
-MPI_Request Comm::iallgather(float *buf, const std::vector<int> &counts,
+MPI_Request Comm::iallgather(void *buf, MPI_Datatype type, int elementBytes,
+                             const std::vector<int> &counts,
                              const std::vector<int> &offsets, MPI_Comm comm) {
   MPI_Request r;
   int n = commSize(comm);
@@ -93,8 +94,8 @@ MPI_Request Comm::iallgather(float *buf, const std::vector<int> &counts,
   for (int c : counts)
     total += c;
   MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(),
-                  offsets.data(), MPI_FLOAT, comm, &r);
-  collectiveBytes += double(n - 1) / n * double(total) * sizeof(float);
+                  offsets.data(), type, comm, &r);
+  collectiveBytes += double(n - 1) / n * double(total) * elementBytes;
   return r;
 }
 

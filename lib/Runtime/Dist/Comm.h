@@ -71,7 +71,9 @@ public:
                              const std::vector<int> &counts, MPI_Comm comm);
   /// All-gather in place: `buf` holds the whole vector, this member's part
   /// at offsets[r] is sent, the rest received.
-  MPI_Request iallgather(float *buf, const std::vector<int> &counts,
+  /// `type` is `elementBytes` wide; counts and offsets are elements.
+  MPI_Request iallgather(void *buf, MPI_Datatype type, int elementBytes,
+                         const std::vector<int> &counts,
                          const std::vector<int> &offsets, MPI_Comm comm);
 
   /// Polls `req` with MPI_Test until it completes (true) or `timeout`

@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
     std::vector<float> g(size_t(S), -1);
     for (int i = 0; i < counts[size_t(rank)]; ++i)
       g[size_t(offsets[size_t(rank)] + i)] = float(1000 * rank + i);
-    r = comm.iallgather(g.data(), counts, offsets, MPI_COMM_WORLD);
+    r = comm.iallgather(g.data(), MPI_FLOAT, 4, counts, offsets,
+                        MPI_COMM_WORLD);
     comm.waitOrAbort(r, "all-gather");
     for (int q = 0; q < n; ++q)
       for (int i = 0; i < counts[size_t(q)]; ++i)

@@ -97,9 +97,10 @@ public:
                                const ShardLayout &layout, int group,
                                Request &out) = 0;
   /// In place: this member's shard of `buf` (at its offset) is sent, the
-  /// rest received.
-  virtual Status allGather(float *buf, const ShardLayout &layout, int group,
-                           Request &out) = 0;
+  /// rest received. `layout` counts elements of `type` (F32, BF16 or F16:
+  /// ZeRO 3 gathers the weights' copies).
+  virtual Status allGather(void *buf, DType type, const ShardLayout &layout,
+                           int group, Request &out) = 0;
 
   /// The device work enqueued after this call sees the operation's result
   /// (a stream wait on a GPU; on the host, a wait with the deadline).

@@ -228,8 +228,7 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
                            size_t(M.shards.counts[size_t(ex.dp)]) * sizeof(float));
       Request r;
       if (s.ok())
-        s = ex.net.allGather(static_cast<float *>(g.data()), M.shards,
-                             ex.dpGroup, r);
+        s = ex.net.allGather(g.data(), DType::F32, M.shards, ex.dpGroup, r);
       if (s.ok())
         s = ex.net.wait(r, "the export's all-gather did not complete",
                         "; a rank may have died");

@@ -458,9 +458,12 @@ Status Executor::setupCopies() {
         if (a.kind != ArgKind::ParamCopy)
           continue;
         auto it = paramIndex.find(a.name);
+        // Level 3 gathers for each run what the functions read: copies
+        // only if that is all they read.
         if (it == paramIndex.end() || !params[size_t(it->second)].trainable ||
             !(a.dtype == DType::BF16 || a.dtype == DType::F16) ||
-            (copyType != DType::F32 && a.dtype != copyType) || zero == 3)
+            (copyType != DType::F32 && a.dtype != copyType) ||
+            (zero == 3 && !spec.modules[k].copiesOnly))
           return Status::error(
               "the program is inconsistent: " + std::string(f->name) +
               " reads a copy of '" + a.name + "' this rank cannot keep");
@@ -471,9 +474,11 @@ Status Executor::setupCopies() {
           if (Status s = p.ownCopy.allocate(device, bytes); !s.ok())
             return s;
         ModuleState &M = modules[size_t(k)];
-        if (!p.shared && !M.flatCopy.data())
-          if (Status s = M.flatCopy.allocate(device, size_t(M.size) *
-                                                         dtypeSize(copyType));
+        DeviceBuffer &copy = zero == 3 ? M.shardCopy : M.flatCopy;
+        int64_t count = zero == 3 ? M.shards.shardCapacity : M.size;
+        if (!p.shared && !copy.data())
+          if (Status s =
+                  copy.allocate(device, size_t(count) * dtypeSize(copyType));
               !s.ok())
             return s;
       }
@@ -492,6 +497,11 @@ Status Executor::refreshCopies() {
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
     if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
+      return s;
+    // (The padding past this rank's count is gathered, never read.)
+    if (Status s =
+            castCopy(M.shardParam, M.shardCopy, M.shards.counts[size_t(dp)]);
+        !s.ok())
       return s;
   }
   for (Param &p : params)
@@ -532,6 +542,9 @@ void Executor::setupSegments() {
         seg.param = zero == 3 ? static_cast<float *>(M.shardParam.data()) + (a - lo)
                               : flatParam + a;
         seg.grad = static_cast<float *>(M.shardGrad.data()) + (a - lo);
+        if (M.shardCopy.data())
+          seg.copy = static_cast<char *>(M.shardCopy.data()) +
+                     size_t(a - lo) * dtypeSize(copyType);
       }
       seg.countsForNorm = zero > 0 || dp == 0;
       seg.rank = p.arg->rank;

@@ -18,10 +18,12 @@
 // ("shared", e.g. tied embeddings) has its own buffer on every holder, is
 // never sharded, and its gradient is summed with one all-reduce over all of
 // its holders (every pipeline rank reading it, every replica) before the
-// optimizer. Functions that read ParamCopy arguments (--precision bf16/f16
-// below ZeRO 3) get them from a flat f16/bf16 copy per module and one per
-// shared parameter, which setupCopies/refreshCopies and the optimizer's
-// update keep equal to the cast of the f32 parameters.
+// optimizer. Functions that read ParamCopy arguments (--precision bf16/f16)
+// get them from a flat f16/bf16 copy per module (at level 3: per shard,
+// all-gathered for each run instead of the f32 weights, which such modules
+// never read: ModuleSpec::copiesOnly) and one per shared parameter, which
+// setupCopies/refreshCopies and the optimizer's update keep equal to the
+// cast of the f32 parameters.
 //
 // Private to lamina_dist.
 //
@@ -118,8 +120,10 @@ struct ModuleState {
   /// flatGrad only while a step accumulates one.
   DeviceBuffer flatParam, flatGrad, shardParam, shardGrad;
   /// The flat parameters' f16/bf16 copy (Executor::copyType), when the
-  /// module's functions read ParamCopy arguments (levels 0-2).
-  DeviceBuffer flatCopy;
+  /// module's functions read ParamCopy arguments: levels 0-2 the whole
+  /// layout, level 3 the shard's (shards.shardCapacity elements), which
+  /// the all-gather before each run assembles.
+  DeviceBuffer flatCopy, shardCopy;
   Request gradReq, paramReq;
   // Level 3.
   struct Gather {
@@ -127,7 +131,7 @@ struct ModuleState {
     Request req;
   };
   std::deque<Gather> gathers;
-  DeviceBuffer active;  ///< the full weights of the current run
+  DeviceBuffer active;  ///< the full weights (or copies) of the current run
   int64_t shardLen = 0; ///< this rank's part of the flat layout
   struct Scatter {
     DeviceBuffer full, part;
@@ -244,7 +248,8 @@ private:
   /// The ParamCopy arguments: their type, and the copies' buffers.
   Status setupCopies();
   /// Every local copy cast from its parameters (at the start, after a
-  /// restore; at a step's end for levels 1-2, after the all-gather).
+  /// restore; at a step's end for levels 1-2, after the all-gather; level
+  /// 3's shard copies only at the start and after a restore).
   Status refreshCopies();
   /// `to` (a copy buffer; none: nothing) = the `count` f32 values of
   /// `from` cast to copyType.

@@ -65,12 +65,15 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
     }
     case ArgKind::Trainable: {
       Param &p = params[size_t(paramIndex.at(a.name))];
-      float *v;
+      float *v = nullptr; // unread when ZeRO 3 gathered the copies
       if (p.shared)
         v = floats(p.own);
       else {
         ModuleState &M = modules[size_t(p.module)];
-        v = floats(zero == 3 ? M.active : M.flatParam) + p.flatOffset;
+        if (zero != 3)
+          v = floats(M.flatParam) + p.flatOffset;
+        else if (!M.shardCopy.data())
+          v = floats(M.active) + p.flatOffset;
       }
       args.push_back(Tensor{v, DType::F32, a.rank, a.shape});
       break;
@@ -82,11 +85,13 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
     }
     case ArgKind::ParamCopy: { // setupCopies made it
       Param &p = params[size_t(paramIndex.at(a.name))];
-      void *v =
-          p.shared
-              ? p.ownCopy.data()
-              : static_cast<char *>(modules[size_t(p.module)].flatCopy.data()) +
-                    size_t(p.flatOffset) * dtypeSize(a.dtype);
+      void *v = p.ownCopy.data();
+      if (!p.shared) { // ZeRO 3: the gathered copies
+        ModuleState &M = modules[size_t(p.module)];
+        v = static_cast<char *>(zero == 3 ? M.active.data()
+                                          : M.flatCopy.data()) +
+            size_t(p.flatOffset) * dtypeSize(a.dtype);
+      }
       args.push_back(Tensor{v, a.dtype, a.rank, a.shape});
       break;
     }
@@ -385,22 +390,31 @@ Status Executor::collective(const ActionSpec &a) {
                              dpGroup, M.gradReq);
   case ActionKind::AllGather:
     if (zero == 3) {
+      // The weights the functions read: their copies when that is all
+      // (ModuleSpec::copiesOnly), else the f32 weights.
+      bool copies = M.shardCopy.data() != nullptr;
+      DType type = copies ? copyType : DType::F32;
+      size_t width = dtypeSize(type);
       ModuleState::Gather g;
-      if (Status s = newZeroed(fullBytes, g.full); !s.ok())
-        return s;
-      if (Status s = device.copy(floats(g.full) + M.shards.offsets[size_t(dp)],
-                                 M.shardParam.data(),
-                                 size_t(M.shards.counts[size_t(dp)]) *
-                                     sizeof(float));
+      if (Status s = newZeroed(size_t(M.shards.fullCapacity) * width, g.full);
           !s.ok())
         return s;
-      if (Status s = net.allGather(floats(g.full), M.shards, dpGroup, g.req);
+      if (Status s =
+              device.copy(static_cast<char *>(g.full.data()) +
+                              size_t(M.shards.offsets[size_t(dp)]) * width,
+                          copies ? M.shardCopy.data() : M.shardParam.data(),
+                          size_t(M.shards.counts[size_t(dp)]) * width);
+          !s.ok())
+        return s;
+      if (Status s =
+              net.allGather(g.full.data(), type, M.shards, dpGroup, g.req);
           !s.ok())
         return s;
       M.gathers.push_back(std::move(g));
       return Status::success();
     }
-    return net.allGather(floats(M.flatParam), M.shards, dpGroup, M.paramReq);
+    return net.allGather(M.flatParam.data(), DType::F32, M.shards, dpGroup,
+                         M.paramReq);
   default:
     return Status::success();
   }

@@ -159,15 +159,21 @@ Status MpiCommunicator::reduceScatter(const float *send, float *recv,
   return Status::success();
 }
 
-Status MpiCommunicator::allGather(float *buf, const ShardLayout &layout,
-                                  int group, Request &out) {
+Status MpiCommunicator::allGather(void *buf, DType type,
+                                  const ShardLayout &layout, int group,
+                                  Request &out) {
+  if (type != DType::F32 && type != DType::BF16 && type != DType::F16)
+    return Status::error("internal: an all-gather of " +
+                         std::string(dtypeName(type)));
   Op op;
   char *h;
-  size_t bytes = size_t(layout.fullCapacity) * sizeof(float);
+  size_t bytes = size_t(layout.fullCapacity) * dtypeSize(type);
   if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
     return s;
-  op.req = comm.iallgather(reinterpret_cast<float *>(h), layout.counts,
-                           layout.offsets, groups.at(size_t(group)));
+  // A gather moves bits: any 2-byte MPI type carries bf16 and f16.
+  op.req = comm.iallgather(h, type == DType::F32 ? MPI_FLOAT : MPI_UINT16_T,
+                           int(dtypeSize(type)), layout.counts, layout.offsets,
+                           groups.at(size_t(group)));
   out = add(std::move(op));
   return Status::success();
 }

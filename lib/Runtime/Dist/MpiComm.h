@@ -48,7 +48,7 @@ public:
   Status reduceScatter(const float *send, float *recv,
                        const ShardLayout &layout, int group,
                        Request &out) override;
-  Status allGather(float *buf, const ShardLayout &layout, int group,
+  Status allGather(void *buf, DType type, const ShardLayout &layout, int group,
                    Request &out) override;
   Status waitForCompute(Request &r, const std::string &what,
                         const std::string &hint) override {

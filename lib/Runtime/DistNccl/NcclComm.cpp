@@ -181,16 +181,25 @@ public:
     out = add(h);
     return Status::success();
   }
-  Status allGather(float *buf, const ShardLayout &layout, int group,
+  Status allGather(void *buf, DType type, const ShardLayout &layout, int group,
                    Request &out) override {
     nccl::Channel &ch = *channels.at(size_t(group));
     nccl::CommHandle h;
+    nccl::DType t = type == DType::BF16  ? nccl::DType::BF16
+                    : type == DType::F16 ? nccl::DType::F16
+                                         : nccl::DType::F32;
+    if (type != DType::F32 && type != DType::BF16 && type != DType::F16)
+      return Status::error("internal: an all-gather of " +
+                           std::string(dtypeName(type)));
+    char *base = static_cast<char *>(buf);
     if (Status s = streams->allGather(
-            ch, buf + int64_t(ch.rank) * layout.shardCapacity, buf,
-            size_t(layout.shardCapacity), nccl::DType::F32, compute, h);
+            ch,
+            base + size_t(ch.rank) * size_t(layout.shardCapacity) *
+                       dtypeSize(type),
+            buf, size_t(layout.shardCapacity), t, compute, h);
         !s.ok())
       return s;
-    collectiveBytes += ringVolume(ch, layout);
+    collectiveBytes += ringVolume(ch, layout, type);
     out = add(h);
     return Status::success();
   }
@@ -262,11 +271,12 @@ private:
                          ") the action lists do not contain");
   }
   /// (n-1)/n of the unpadded vector, as the MPI communicator counts.
-  static double ringVolume(const nccl::Channel &ch, const ShardLayout &l) {
+  static double ringVolume(const nccl::Channel &ch, const ShardLayout &l,
+                           DType type = DType::F32) {
     int64_t total = 0;
     for (int c : l.counts)
       total += c;
-    return double(ch.size - 1) / ch.size * double(total) * 4;
+    return double(ch.size - 1) / ch.size * double(total) * dtypeSize(type);
   }
 
   ControlPlane &control;

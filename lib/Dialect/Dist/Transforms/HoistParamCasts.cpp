@@ -28,6 +28,8 @@ using namespace lamina::dist;
 namespace {
 struct DistHoistParamCasts
     : lamina::dist::impl::DistHoistParamCastsBase<DistHoistParamCasts> {
+  using Base::Base;
+
   void runOnOperation() override {
     // Module k's @fwd_k and @bwd_k, by the index dist-outline-modules
     // records on both.
@@ -41,6 +43,12 @@ struct DistHoistParamCasts
       auto &[fwd, bwd] = pairs[k.getInt()];
       (f.getSymName().starts_with("bwd_") ? bwd : fwd) = f;
     }
+    FailureOr<Type> type = graph::everyReadType(&getContext(), everyRead);
+    if (failed(type)) {
+      getOperation().emitError() << "dist-hoist-param-casts: every-read is '"
+                                 << everyRead << "', not bf16 or f16";
+      return signalPassFailure();
+    }
     for (auto &[k, pair] : pairs) {
       auto [fwd, bwd] = pair;
       if (!fwd || !bwd || !startsWithForwardArgs(fwd, bwd)) {
@@ -52,8 +60,17 @@ struct DistHoistParamCasts
         return signalPassFailure();
       }
       unsigned at = fwd.getNumArguments(), hoisted = 0;
-      if (failed(graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted)))
+      if (failed(graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted, *type)))
         return signalPassFailure();
+      // The runtime's licence to leave the f32 weights unbound.
+      if (*type && graph::readsNoTrainable(fwd) && graph::readsNoTrainable(bwd))
+        for (func::FuncOp f : {fwd, bwd}) {
+          NamedAttrList outlined(
+              f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr));
+          outlined.set("copies_only", UnitAttr::get(&getContext()));
+          f->setAttr(DistDialect::kOutlinedAttr,
+                     outlined.getDictionary(&getContext()));
+        }
       numHoisted += hoisted;
       if (hoisted)
         ++numModules;

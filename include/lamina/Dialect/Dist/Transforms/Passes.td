@@ -270,9 +270,19 @@ def DistHoistParamCasts : Pass<"dist-hoist-param-casts", "mlir::ModuleOp"> {
     optimizer's kernel with each update (ZeRO 0, and the unsharded tied
     parameters) or cast once after the parameters' all-gather (ZeRO 1 and
     2); a micro-batch's forward, recomputation and backward no longer cast
-    every weight. Not for ZeRO 3 (the weights are gathered in f32 for each
-    run). After dist-outline-modules and autocast.
+    every weight. After dist-outline-modules and autocast.
+
+    With `every-read=bf16` (or f16), every weight a module reads gets a
+    copy and every read goes through it (graph::hoistParamCasts); both
+    functions' `dist.outlined` dictionaries then say `copies_only`, and
+    the runtime leaves the f32 weight arguments unbound. That is what lets
+    ZeRO 3 all-gather the copies (half the bytes of f32) instead of the
+    f32 weights.
   }];
+  let options = [
+    Option<"everyRead", "every-read", "std::string", /*default=*/"\"\"",
+           "bf16 or f16: every read of a weight goes through its copy">,
+  ];
   let statistics = [
     Statistic<"numHoisted", "hoisted", "parameter casts replaced by a copy">,
     Statistic<"numModules", "modules", "modules given copies">,

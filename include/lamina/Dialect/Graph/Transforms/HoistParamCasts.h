@@ -1,5 +1,4 @@
-//===- HoistParamCasts.h - parameters' narrow copies as arguments -*- C++
-//-*-===//
+//===- HoistParamCasts.h - narrow parameter copies as arguments -*- C++ -*-===//
 //
 // The rewrite behind graph-hoist-param-casts (single-process training) and
 // dist-hoist-param-casts (a distributed program's module functions): the
@@ -22,9 +21,28 @@ namespace lamina::graph {
 /// the functions still take one argument list where they did), inserted
 /// at `positions[i]` in funcs[i] (its end when `positions` is empty).
 /// `hoisted` counts the casts replaced; no copies, no change.
+///
+/// With `everyRead` (f16 or bf16), every trainable f32 argument gets a
+/// copy of that element type, cast or not, and every read of the weight
+/// goes through it (as FSDP's MixedPrecision(param_dtype=bf16) and
+/// Megatron's bf16 models read their weights): a cast to that type is the
+/// copy, a gather's data the copy gathered then widened (the same values,
+/// fewer bytes), any other read the copy widened to f32 once per
+/// function. The f32 arguments are left unread, so a runtime may leave
+/// them unbound (ZeRO 3 then gathers the copies instead).
 mlir::LogicalResult hoistParamCasts(llvm::ArrayRef<mlir::func::FuncOp> funcs,
                                     llvm::ArrayRef<unsigned> positions,
-                                    unsigned &hoisted);
+                                    unsigned &hoisted,
+                                    mlir::Type everyRead = {});
+
+/// The pass option every-read: "" (none: a null type), "bf16" or "f16";
+/// anything else fails.
+mlir::FailureOr<mlir::Type> everyReadType(mlir::MLIRContext *ctx,
+                                          llvm::StringRef name);
+
+/// Whether `f` reads none of its trainable f32 arguments (after
+/// hoistParamCasts with `everyRead`).
+bool readsNoTrainable(mlir::func::FuncOp f);
 
 } // namespace lamina::graph
 

@@ -280,6 +280,14 @@ def GraphHoistParamCasts : Pass<"graph-hoist-param-casts", "mlir::ModuleOp"> {
                           %wb: tensor<8x8xbf16> {graph.kind = "param_copy", graph.name = "w"}) {
     ```
   }];
+  let options = [
+    Option<"everyRead", "every-read", "std::string", /*default=*/"\"\"",
+           "bf16 or f16: every trainable f32 argument gets a copy of that "
+           "type and every read of it goes through the copy (a gather's "
+           "rows widened after gathering, any other read widened at entry), "
+           "as FSDP's param_dtype=bf16 reads weights; the f32 arguments "
+           "are then unread">,
+  ];
   let statistics = [
     Statistic<"numHoisted", "hoisted", "parameter casts replaced by a copy">,
     Statistic<"numFunctions", "functions", "functions given the copies">,
