@@ -789,10 +789,13 @@ int runCompile() {
   // Bias and residual adds into the GEMM's epilogue (and gradient sums
   // into the norms' backward), before elementwise fusion would take them.
   toRt.addPass(graph::createGraphFuseEpilogues());
+  // What a module keeps for its backward, narrowed as above.
+  if (train && dist && precision != "f32")
+    toRt.addPass(dist::createDistNarrowResiduals());
   // The weights' (and the epilogues' biases') bf16 copies come from the
   // optimizer's kernel, not from casts in every step (trainMain keeps
-  // them; a distributed program's executor keeps each module's, except
-  // under ZeRO 3, which gathers the f32 weights for every run).
+  // them; a distributed program's executor keeps each module's, and ZeRO
+  // 3 gathers them when they are all the functions read).
   // (As the runtime: ZeRO shards over data-parallel replicas only.)
   int effectiveZero = dist && dataParallel > 1 ? int(zeroLevel) : 0;
   std::string everyRead =

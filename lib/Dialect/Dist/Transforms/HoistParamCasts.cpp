@@ -9,12 +9,11 @@
 
 #include "lamina/Dialect/Graph/Transforms/HoistParamCasts.h"
 #include "lamina/Dialect/Dist/IR/DistDialect.h"
+#include "lamina/Dialect/Dist/Transforms/ModuleFunctions.h"
 #include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-
-#include <map>
 
 namespace lamina::dist {
 #define GEN_PASS_DEF_DISTHOISTPARAMCASTS
@@ -31,18 +30,7 @@ struct DistHoistParamCasts
   using Base::Base;
 
   void runOnOperation() override {
-    // Module k's @fwd_k and @bwd_k, by the index dist-outline-modules
-    // records on both.
-    std::map<int64_t, std::pair<func::FuncOp, func::FuncOp>> pairs;
-    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
-      auto outlined =
-          f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
-      auto k = outlined ? outlined.getAs<IntegerAttr>("module") : IntegerAttr();
-      if (!k)
-        continue;
-      auto &[fwd, bwd] = pairs[k.getInt()];
-      (f.getSymName().starts_with("bwd_") ? bwd : fwd) = f;
-    }
+    auto pairs = moduleFunctions(getOperation());
     FailureOr<Type> type = graph::everyReadType(&getContext(), everyRead);
     if (failed(type)) {
       getOperation().emitError() << "dist-hoist-param-casts: every-read is '"

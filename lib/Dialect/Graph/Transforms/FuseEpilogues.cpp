@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lamina/Dialect/Graph/Transforms/FuseEpilogues.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
@@ -20,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFUSEEPILOGUES
@@ -164,18 +166,35 @@ bool narrowResult(CastOp c) {
   return true;
 }
 
+/// The name of the function result `use` (an operand of a return) makes.
+StringAttr resultName(OpOperand &use) {
+  auto names =
+      use.getOwner()->getParentOfType<func::FuncOp>()->getAttrOfType<ArrayAttr>(
+          kOutputNamesAttr);
+  unsigned i = use.getOperandNumber();
+  return names && i < names.size() ? dyn_cast<StringAttr>(names[i])
+                                   : StringAttr();
+}
+
 /// Whether `v` reaches a function result through elementwise steps and
-/// casts only (a parameter gradient summed with another, an output).
-bool reachesResult(Value v) {
+/// casts only (a parameter gradient summed with another, an output); with
+/// `residuals` false, a distributed forward's `residual:N` results do not
+/// count (its backward reads them, as one function would read the value).
+bool reachesResult(Value v, bool residuals = true) {
   SmallVector<Value> work{v};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
     Value x = work.pop_back_val();
     if (!seen.insert(x).second)
       continue;
-    for (Operation *user : x.getUsers()) {
-      if (isa<func::ReturnOp>(user))
-        return true;
+    for (OpOperand &use : x.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<func::ReturnOp>(user)) {
+        StringAttr name = resultName(use);
+        if (residuals || !name || !name.getValue().starts_with("residual:"))
+          return true;
+        continue;
+      }
       if (isa<CastOp>(user) || !FusedElementwiseOp::stepOf(user).empty())
         llvm::append_range(work, user->getResults());
     }
@@ -206,6 +225,25 @@ Value buildNarrow(OpBuilder &b, Product p, RankedTensorType wide) {
   return buildProduct(b, p, wide.clone(narrow));
 }
 
+/// Every read of the f32 `wide` reads `narrow` through a widening cast of
+/// its own (graph-fuse-elementwise absorbs each as a widening load).
+void widenEachRead(Value wide, Value narrow) {
+  OpBuilder b(narrow.getContext());
+  for (OpOperand &use : llvm::make_early_inc_range(wide.getUses())) {
+    b.setInsertionPoint(use.getOwner());
+    use.set(
+        CastOp::create(b, use.getOwner()->getLoc(), wide.getType(), narrow));
+  }
+}
+
+/// Whether `v` is read, only by elementwise steps, and no function result
+/// is made of it (narrowActivation's condition on its readers).
+bool readOnlyElementwise(Value v) {
+  return !v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *user) {
+    return !FusedElementwiseOp::stepOf(user).empty();
+  }) && !reachesResult(v);
+}
+
 /// A product of T operands (no addend) whose f32 result only elementwise
 /// steps read, and that no function result is made of -> the product
 /// stored as T (its accumulator plus the T-rounded bias, rounded once) and
@@ -217,33 +255,33 @@ Value buildNarrow(OpBuilder &b, Product p, RankedTensorType wide) {
 bool narrowActivation(Operation *op) {
   std::optional<Product> p = narrowableProduct(op);
   Value result = op->getResult(0);
-  if (!p || result.use_empty() ||
-      !llvm::all_of(result.getUsers(),
-                    [](Operation *user) {
-                      return !FusedElementwiseOp::stepOf(user).empty();
-                    }) ||
-      reachesResult(result))
+  if (!p || !readOnlyElementwise(result))
     return false;
   OpBuilder b(op);
   Value stored = buildNarrow(b, *p, typeOf(result));
-  for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
-    b.setInsertionPoint(use.getOwner());
-    use.set(CastOp::create(b, op->getLoc(), typeOf(result), stored));
-  }
+  widenEachRead(result, stored);
   op->erase();
   return true;
 }
 
+/// `f`'s type after its entry block's arguments or its results changed.
+void syncFunctionType(func::FuncOp f) {
+  auto ret = cast<func::ReturnOp>(f.front().getTerminator());
+  f.setFunctionType(FunctionType::get(
+      f.getContext(), f.front().getArgumentTypes(), ret.getOperandTypes()));
+}
+
 /// A product of T operands (no addend) whose f32 result only cross-entropy
 /// ops read, as their logits, besides model outputs (`output:NAME`
-/// results) -> the product stored as T. The cross-entropy kernels widen it
-/// on load (their loss and its gradient stay f32); a function result made
-/// of it becomes T (the train step's `output:logits`, which `run
-/// --dump-outputs` widens back). PyTorch's autocast stores an LM head's
-/// logits in bf16 likewise: one rounding more than the f32 product, and
-/// the step's largest activation ([tokens, vocabulary]) written once and
-/// read twice at half the bytes.
-bool narrowLogits(Operation *op) {
+/// results) and the results `residual` accepts by name -> the product
+/// stored as T. The cross-entropy kernels widen it on load (their loss and
+/// its gradient stay f32); a function result made of it becomes T (the
+/// train step's `output:logits`, which `run --dump-outputs` widens back).
+/// PyTorch's autocast stores an LM head's logits in bf16 likewise: one
+/// rounding more than the f32 product, and the step's largest activation
+/// ([tokens, vocabulary]) written once and read twice at half the bytes.
+bool narrowLogits(Operation *op,
+                  llvm::function_ref<bool(StringRef)> residual = nullptr) {
   std::optional<Product> p = narrowableProduct(op);
   if (!p)
     return false;
@@ -253,16 +291,12 @@ bool narrowLogits(Operation *op) {
   for (OpOperand &use : result.getUses()) {
     Operation *user = use.getOwner();
     // Only a model output (`output:NAME`, which the driver reads by its
-    // type) may change type; any other result (a distributed module's
-    // residual, which its backward module reads as f32) keeps it.
+    // type) may change type, or a residual whose reader changes with it
+    // (narrowResidualLogits); any other result keeps it.
     if (isa<func::ReturnOp>(user)) {
-      auto names =
-          user->getParentOfType<func::FuncOp>()->getAttrOfType<ArrayAttr>(
-              kOutputNamesAttr);
-      unsigned i = use.getOperandNumber();
-      auto name = names && i < names.size() ? dyn_cast<StringAttr>(names[i])
-                                            : StringAttr();
-      if (!name || !name.getValue().starts_with("output:"))
+      StringAttr name = resultName(use);
+      if (!name || !(name.getValue().starts_with("output:") ||
+                     (residual && residual(name.getValue()))))
         return false;
       continue;
     }
@@ -286,12 +320,74 @@ bool narrowLogits(Operation *op) {
     use.set(stored);
   }
   op->erase();
-  if (ret) {
-    auto f = ret->getParentOfType<func::FuncOp>();
-    f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(),
-                                        ret->getOperandTypes()));
+  if (ret)
+    syncFunctionType(ret->getParentOfType<func::FuncOp>());
+  return true;
+}
+
+/// narrowActivation across a module's forward and backward: a product of T
+/// operands (no addend) that the forward returns as residuals (of
+/// `residuals`: the backward's arguments by name) and otherwise only
+/// elementwise steps read, no other result being made of it, and whose
+/// backward arguments only elementwise steps read likewise -> stored as T
+/// in both functions, each read widened. The backward's type is left to
+/// the caller.
+bool narrowResidualActivation(Operation *op,
+                              const llvm::StringMap<BlockArgument> &residuals) {
+  std::optional<Product> p = narrowableProduct(op);
+  if (!p)
+    return false;
+  Value result = op->getResult(0);
+  SmallVector<BlockArgument> args;
+  for (OpOperand &use : result.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<func::ReturnOp>(user)) {
+      StringAttr name = resultName(use);
+      auto it = name ? residuals.find(name.getValue()) : residuals.end();
+      if (it == residuals.end() || !readOnlyElementwise(it->second))
+        return false;
+      args.push_back(it->second);
+      continue;
+    }
+    if (FusedElementwiseOp::stepOf(user).empty() ||
+        llvm::any_of(user->getResults(),
+                     [](Value r) { return reachesResult(r, false); }))
+      return false;
+  }
+  if (args.empty())
+    return false;
+  OpBuilder b(op);
+  Value stored = buildNarrow(b, *p, typeOf(result));
+  auto fwd = op->getParentOfType<func::FuncOp>();
+  for (OpOperand &use : llvm::make_early_inc_range(result.getUses()))
+    if (isa<func::ReturnOp>(use.getOwner()))
+      use.set(stored);
+  widenEachRead(result, stored);
+  op->erase();
+  syncFunctionType(fwd);
+  for (BlockArgument a : args) {
+    RankedTensorType wide = typeOf(a);
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : a.getUses())
+      uses.push_back(&use);
+    a.setType(wide.clone(typeOf(stored).getElementType()));
+    OpBuilder ab(a.getContext());
+    for (OpOperand *use : uses) {
+      ab.setInsertionPoint(use->getOwner());
+      use->set(CastOp::create(ab, a.getLoc(), wide, a));
+    }
   }
   return true;
+}
+
+/// Whether `arg` is read, and only as the logits of cross-entropy
+/// gradients of element type `narrow`.
+bool readAsNarrowLogits(Value arg, Type narrow) {
+  return !arg.use_empty() && llvm::all_of(arg.getUses(), [&](OpOperand &use) {
+    auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(use.getOwner());
+    return grad && use.getOperandNumber() == 0 &&
+           typeOf(grad.getGradLogits()).getElementType() == narrow;
+  });
 }
 
 /// The same norm-gradient op with `addend` added to its input gradient,
@@ -372,6 +468,51 @@ bool swapTransposedProduct(TransposeOp t) {
   return true;
 }
 
+} // namespace
+
+unsigned lamina::graph::narrowResiduals(func::FuncOp fwd, func::FuncOp bwd) {
+  llvm::StringMap<BlockArgument> residuals;
+  for (BlockArgument a : bwd.getArguments()) {
+    auto kind = bwd.getArgAttrOfType<StringAttr>(a.getArgNumber(), kKindAttr);
+    auto name = bwd.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
+    if (kind && kind.getValue() == kKindResidual && name)
+      residuals[name.getValue()] = a;
+  }
+  SmallVector<Operation *> products;
+  fwd.walk([&](Operation *op) {
+    if (isa<MatMulOp, FusedMatMulOp>(op))
+      products.push_back(op);
+  });
+  unsigned narrowed = 0;
+  for (Operation *op : products) {
+    std::optional<Product> p = narrowableProduct(op);
+    if (!p)
+      continue;
+    Type narrow = typeOf(p->lhs).getElementType();
+    if (narrowResidualActivation(op, residuals)) {
+      ++narrowed;
+      continue;
+    }
+    // Logits: the gradients read the narrow argument as it is.
+    SmallVector<BlockArgument> args;
+    auto residual = [&](StringRef name) {
+      auto it = residuals.find(name);
+      if (it == residuals.end() || !readAsNarrowLogits(it->second, narrow))
+        return false;
+      args.push_back(it->second);
+      return true;
+    };
+    if (!narrowLogits(op, residual))
+      continue;
+    for (BlockArgument a : args)
+      a.setType(typeOf(a).clone(narrow));
+    ++narrowed;
+  }
+  syncFunctionType(bwd);
+  return narrowed;
+}
+
+namespace {
 struct GraphFuseEpilogues
     : lamina::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
   void runOnOperation() override {

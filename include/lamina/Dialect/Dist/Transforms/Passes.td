@@ -289,4 +289,38 @@ def DistHoistParamCasts : Pass<"dist-hoist-param-casts", "mlir::ModuleOp"> {
   ];
 }
 
+def DistNarrowResiduals : Pass<"dist-narrow-residuals", "mlir::ModuleOp"> {
+  let summary = "What a module keeps for its backward is stored in bf16/f16 "
+                "where one function would store it so";
+  let description = [{
+    Without recomputation (`--recompute none`) a module's forward returns
+    the values its backward reads as residuals. graph-fuse-epilogues
+    stores a bf16 product narrow when only elementwise steps read it (an
+    MLP's pre-activation) or only cross-entropy (the logits), but must keep
+    a function result's type; this pass narrows the pair: a product
+    `@fwd_k` returns as `residual:N` is stored in its operands' type when
+    its other readers there and the readers of `@bwd_k`'s argument
+    `residual:N` would allow it in one function, and the argument takes the
+    type too (graph::narrowResiduals). The module then computes what one
+    function computes (a backward recomputing the forward, a single-process
+    step), and keeps half the bytes of those values per micro-batch in
+    flight: the logits ([tokens, vocabulary], a language model's largest
+    activation) and each layer's MLP pre-activation. After
+    graph-fuse-epilogues.
+
+    ```mlir
+    func.func @fwd_1(...) -> (tensor<f32>, tensor<2x16x64xf32>) {
+      %logits = graph.matmul %h, %w : (tensor<2x16x32xbf16>, ...) -> tensor<2x16x64xf32>
+      ...
+      return %loss, %logits      // graph.output_names = ["loss", "residual:0"]
+    // becomes
+      %logits = graph.matmul %h, %w : (...) -> tensor<2x16x64xbf16>
+    func.func @bwd_1(..., %r: tensor<2x16x64xbf16> {graph.kind = "residual", graph.name = "residual:0"}, ...)
+    ```
+  }];
+  let statistics = [
+    Statistic<"numNarrowed", "narrowed", "residual products stored narrow">,
+  ];
+}
+
 #endif
