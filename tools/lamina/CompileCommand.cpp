@@ -953,6 +953,10 @@ int runCompile() {
                              ? " (" + zero +
                                    "all-gathered for each run instead of "
                                    "the f32 weights: half the bytes)"
+                         : effectiveZero > 0 && copiesOnly
+                             ? " (" + zero +
+                                   "all-gathered once a step instead of "
+                                   "the f32 parameters: half the bytes)"
                          : effectiveZero > 0
                              ? " (" + zero +
                                    "cast once a step, after the "

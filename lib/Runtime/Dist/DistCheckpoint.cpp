@@ -213,6 +213,8 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   // Level 3: every replica gathers its modules' shards on the device, then
   // reads them back.
   std::map<int, std::vector<float>> full;
+  if (Status s = ex.gatherParams(); !s.ok())
+    control.abort("--export: " + s.message());
   if (ex.zero == 3) {
     for (int k : ex.localModules) {
       ModuleState &M = ex.modules[size_t(k)];

@@ -474,6 +474,8 @@ Status Executor::setupCopies() {
           if (Status s = p.ownCopy.allocate(device, bytes); !s.ok())
             return s;
         ModuleState &M = modules[size_t(k)];
+        M.gathersCopies =
+            (zero == 1 || zero == 2) && spec.modules[k].copiesOnly;
         DeviceBuffer &copy = zero == 3 ? M.shardCopy : M.flatCopy;
         int64_t count = zero == 3 ? M.shards.shardCapacity : M.size;
         if (!p.shared && !copy.data())
@@ -483,6 +485,27 @@ Status Executor::setupCopies() {
             return s;
       }
   return refreshCopies();
+}
+
+Status Executor::gatherParams() {
+  for (int k : localModules) {
+    ModuleState &M = modules[size_t(k)];
+    if (!M.gathersCopies)
+      continue;
+    Request r;
+    if (Status s =
+            net.allGather(M.flatParam.data(), DType::F32, M.shards, dpGroup, r);
+        !s.ok())
+      return s;
+    if (Status s = net.wait(r,
+                            "the all-gather of module " + str(k) +
+                                "'s f32 parameters did not complete",
+                            "; a rank of data-parallel group " + str(pp) +
+                                " may have died");
+        !s.ok())
+      return s;
+  }
+  return Status::success();
 }
 
 Status Executor::castCopy(const DeviceBuffer &from, DeviceBuffer &to,
@@ -545,6 +568,9 @@ void Executor::setupSegments() {
         if (M.shardCopy.data())
           seg.copy = static_cast<char *>(M.shardCopy.data()) +
                      size_t(a - lo) * dtypeSize(copyType);
+        if (M.gathersCopies)
+          seg.copy = static_cast<char *>(M.flatCopy.data()) +
+                     size_t(a) * dtypeSize(copyType);
       }
       seg.countsForNorm = zero > 0 || dp == 0;
       seg.rank = p.arg->rank;
@@ -596,6 +622,9 @@ std::vector<NamedView> Executor::stateViews() {
 // The host copies stateViews() made room for (call it first), in one
 // direction or the other.
 Status Executor::transferState(bool toHost) {
+  if (toHost)
+    if (Status s = gatherParams(); !s.ok())
+      return s;
   auto transfer = [&](void *host, void *dev, size_t bytes) {
     return toHost ? device.download(host, dev, bytes)
                   : device.upload(dev, host, bytes);

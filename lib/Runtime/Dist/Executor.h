@@ -124,6 +124,11 @@ struct ModuleState {
   /// layout, level 3 the shard's (shards.shardCapacity elements), which
   /// the all-gather before each run assembles.
   DeviceBuffer flatCopy, shardCopy;
+  /// Levels 1-2 when the functions read only the copies
+  /// (ModuleSpec::copiesOnly): the step's all-gather moves flatCopy, the
+  /// optimizer having stored this rank's part, so flatParam outside the
+  /// shard holds the last gathered values until gatherParams().
+  bool gathersCopies = false;
   Request gradReq, paramReq;
   // Level 3.
   struct Gather {
@@ -149,8 +154,8 @@ struct Segment {
   std::vector<int64_t> shape;
   float *param = nullptr, *grad = nullptr; ///< device memory
   /// Where the update also stores the parameter rounded to the program's
-  /// copy type (null: nothing, or level 1-2 modules, cast after the
-  /// all-gather instead).
+  /// copy type (null: nothing, or level 1-2 modules that gather their f32
+  /// parameters and cast them after the all-gather instead).
   void *copy = nullptr;
   bool countsForNorm = true;
   int rank = 0; ///< the whole parameter's (--no-decay-vectors)
@@ -228,6 +233,9 @@ public:
   /// The full f32 value of the trainable `p` (this rank holds it; level 3
   /// all-gathers its module first: collective over the dp group).
   Status parameterToHost(const Param &p, float *out);
+  /// Levels 1-2 gathering copies: the f32 parameters of the other shards,
+  /// gathered (collective; checkpoints and exports need them whole).
+  Status gatherParams();
 
   // Statistics and trace.
   double busySeconds = 0, traceStart = 0;

@@ -70,7 +70,7 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
         v = floats(p.own);
       else {
         ModuleState &M = modules[size_t(p.module)];
-        if (zero != 3)
+        if (zero != 3 && !M.gathersCopies) // (else stale outside the shard)
           v = floats(M.flatParam) + p.flatOffset;
         else if (!M.shardCopy.data())
           v = floats(M.active) + p.flatOffset;
@@ -413,6 +413,9 @@ Status Executor::collective(const ActionSpec &a) {
       M.gathers.push_back(std::move(g));
       return Status::success();
     }
+    if (M.gathersCopies)
+      return net.allGather(M.flatCopy.data(), copyType, M.shards, dpGroup,
+                           M.paramReq);
     return net.allGather(M.flatParam.data(), DType::F32, M.shards, dpGroup,
                          M.paramReq);
   default:
@@ -674,9 +677,11 @@ Status Executor::runList(const ActionList &list, int64_t stepIndex,
       continue;
     if (Status s = waitForWeights(M.paramReq, k); !s.ok())
       return s;
-    // Levels 1-2: the gathered parameters' copy, one cast a step.
-    if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
-      return s;
+    // Levels 1-2: the gathered parameters' copy, one cast a step (unless
+    // the copies themselves were gathered).
+    if (!M.gathersCopies)
+      if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
+        return s;
   }
   record("collective-wait", "step-end", t0, now());
   if (!acts.empty() || !grads.empty() || !residuals.empty() ||
