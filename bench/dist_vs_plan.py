@@ -7,7 +7,9 @@ configurations: compile the SPMD program (`lamina compile --mode train
 --pp --dp --micro-batches --schedule --zero --recompute`), run a few steps
 under `mpirun` with `--stats`, plan the same configuration with
 `lamina plan --precision fp32 --micro-batch-size 2 --recompute full|none
---format json`, and print per global rank, side by side:
+--format json` (the bf16 configurations: compiled with `--precision bf16
+--param-reads=copies`, planned with `--precision bf16-copies`), and print
+per global rank, side by side:
 
 * bytes sent per step point-to-point and on data-parallel (and
   shared-parameter) collectives, measured (runtime counters, ring volumes)
@@ -50,6 +52,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 from lamina import distcheck  # noqa: E402  (rows, tables, host hardware)
 
 # name, schedule, pp, dp, micro-batches, zero, recompute (compile spelling)
+# [, "bf16": compiled with --precision bf16 --param-reads=copies, planned
+# with --precision bf16-copies]
 CONFIGS = [
     ("bf-p2-m4", "breadth-first", 2, 1, 4, 0, "modules"),
     ("gpipe-p2-m2", "gpipe", 2, 1, 2, 0, "none"),
@@ -59,6 +63,9 @@ CONFIGS = [
     ("layered-d2-z0", "layered", 1, 2, 2, 0, "modules"),
     ("layered-d2-z3", "layered", 1, 2, 2, 3, "modules"),
     ("bf-p2-d2-z3", "breadth-first", 2, 2, 4, 3, "modules"),
+    ("1f1b-p2-m4-bf16", "1f1b", 2, 1, 4, 0, "none", "bf16"),
+    ("layered-d2-z1-bf16", "layered", 1, 2, 2, 1, "modules", "bf16"),
+    ("bf-p2-d2-z3-bf16", "breadth-first", 2, 2, 4, 3, "modules", "bf16"),
 ]
 
 MODEL = dict(layers=5, hidden=32, heads=4, seq=16, batch=2, vocab=32)
@@ -79,14 +86,16 @@ def mpi_env():
 
 
 def measure(args, work, model, data, hw, cfg):
-    name, sched, pp, dp, m, zero, recompute = cfg
+    name, sched, pp, dp, m, zero, recompute = cfg[:7]
+    bf16 = cfg[7:] == ("bf16",)
     out = os.path.join(work, name)
     if not os.path.exists(os.path.join(out, "run")):
         run([args.lamina, "compile", model, "--mode", "train", "--loss",
              "causal-lm", "--logits", "logits", "--pp", str(pp), "--dp",
              str(dp), "--micro-batches", str(m), "--schedule", sched,
              "--zero", str(zero), "--recompute", recompute, "-o", out,
-             "--quiet"])
+             "--quiet"] +
+            (["--precision", "bf16", "--param-reads=copies"] if bf16 else []))
     stats = os.path.join(out, "stats.json")
     run(["mpirun", "--oversubscribe", "-np", str(pp * dp),
          os.path.join(out, "run"), "--data", data, "--steps",
@@ -99,7 +108,8 @@ def measure(args, work, model, data, hw, cfg):
                 str(MODEL["batch"]), "--schedule", sched, "--zero",
                 str(zero), "--recompute",
                 "full" if recompute == "modules" else "none",
-                "--precision", "fp32", "--hardware", hw, "--format", "json"]
+                "--precision", "bf16-copies" if bf16 else "fp32",
+                "--hardware", hw, "--format", "json"]
     plan = json.loads(run(plan_cmd))
     return measured, plan, plan_cmd
 
@@ -110,7 +120,9 @@ def rows_for(cfg, measured, plan):
 
 def table(cfg, rows):
     return [f"### {cfg[0]}: {cfg[1]} p{cfg[2]} d{cfg[3]} m{cfg[4]} "
-            f"zero{cfg[5]} recompute {cfg[6]}", ""] + distcheck.markdown(rows)
+            f"zero{cfg[5]} recompute {cfg[6]}" +
+            (" bf16 (plan: bf16-copies)" if cfg[7:] else ""), ""] + \
+        distcheck.markdown(rows)
 
 
 def main():

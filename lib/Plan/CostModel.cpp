@@ -31,11 +31,19 @@ namespace {
 /// and writes the fp32 state, reads the gradient, writes the bf16 weight.
 /// fp32 (the host backend): 4-byte everything, moments m and v (8 B), no
 /// master copy; the step reads and writes weight and moments and reads the
-/// gradient.
+/// gradient. bf16-copies (`lamina compile --precision bf16
+/// --param-reads=copies`): the modules read the weights' bf16 copies (which
+/// ZeRO all-gathers), but the values crossing stages and the gradients
+/// (and their reductions) are f32; fp32 master and moments; the step also
+/// reads an f32 gradient and writes the bf16 copy.
 constexpr PrecisionBytes kPrecisions[] = {
     {Precision::Bf16Mixed, "bf16-mixed", "bf16 mixed precision", 2, 2, 2, 12,
      2 * 12 + 2 + 2},
     {Precision::Fp32, "fp32", "fp32", 4, 4, 4, 8, 2 * (4 + 8) + 4},
+    {Precision::Bf16Copies, "bf16-copies",
+     "bf16 weight copies, fp32 values and gradients (lamina compile "
+     "--precision bf16 --param-reads=copies)",
+     4, 2, 4, 12, 2 * 12 + 4 + 2},
 };
 
 std::string fmtGiB(double bytes) {

@@ -75,7 +75,9 @@ static cl::opt<bool> noFuseAttention(
 static cl::opt<std::string> precisionName(
     "precision",
     cl::desc("bf16-mixed (bf16 values, fp32 master and Adam) | fp32 "
-             "(4-byte values, Adam m and v)"),
+             "(4-byte values, Adam m and v) | bf16-copies (what lamina "
+             "compile --precision bf16 --param-reads=copies trains: bf16 "
+             "weight copies, f32 values and gradients)"),
     cl::init("bf16-mixed"), cl::sub(planCommand));
 static cl::opt<std::string> hardwareName(
     "hardware", cl::desc("a100-80g | h100-sxm | h200 | FILE.json"),

@@ -27,6 +27,9 @@ namespace lamina::plan {
 enum class Precision {
   Bf16Mixed, ///< bf16 weights, gradients, activations; fp32 master and Adam
   Fp32,      ///< fp32 everything, Adam's m and v (no master copy)
+  /// What `lamina compile --precision bf16 --param-reads=copies` trains:
+  /// bf16 weight copies (gathered), f32 stage values and gradients.
+  Bf16Copies,
 };
 
 /// One row of the precision table: bytes per value or per parameter.
@@ -42,9 +45,9 @@ struct PrecisionBytes {
 };
 
 const PrecisionBytes &precisionBytes(Precision precision);
-/// "bf16-mixed" or "fp32"; nullopt for anything else.
+/// "bf16-mixed", "fp32" or "bf16-copies"; nullopt for anything else.
 std::optional<Precision> parsePrecision(const std::string &name);
-/// The accepted spellings, "bf16-mixed, fp32", for messages.
+/// The accepted spellings, "bf16-mixed, fp32, bf16-copies", for messages.
 std::string precisionNames();
 
 struct PlanConfig {
