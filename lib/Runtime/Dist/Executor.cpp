@@ -474,8 +474,6 @@ Status Executor::setupCopies() {
           if (Status s = p.ownCopy.allocate(device, bytes); !s.ok())
             return s;
         ModuleState &M = modules[size_t(k)];
-        M.gathersCopies =
-            (zero == 1 || zero == 2) && spec.modules[k].copiesOnly;
         DeviceBuffer &copy = zero == 3 ? M.shardCopy : M.flatCopy;
         int64_t count = zero == 3 ? M.shards.shardCapacity : M.size;
         if (!p.shared && !copy.data())
@@ -483,6 +481,8 @@ Status Executor::setupCopies() {
                   copy.allocate(device, size_t(count) * dtypeSize(copyType));
               !s.ok())
             return s;
+        M.gathersCopies = (zero == 1 || zero == 2) &&
+                          spec.modules[k].copiesOnly && M.flatCopy.data();
       }
   return refreshCopies();
 }
