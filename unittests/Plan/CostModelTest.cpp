@@ -240,7 +240,8 @@ TEST(CostModel, PrecisionTable) {
   EXPECT_EQ(parsePrecision("fp32"), Precision::Fp32);
   EXPECT_EQ(parsePrecision("bf16-mixed"), Precision::Bf16Mixed);
   EXPECT_FALSE(parsePrecision("fp16").has_value());
-  EXPECT_EQ(precisionNames(), "bf16-mixed, fp32");
+  EXPECT_EQ(parsePrecision("bf16-copies"), Precision::Bf16Copies);
+  EXPECT_EQ(precisionNames(), "bf16-mixed, fp32, bf16-copies");
   EXPECT_EQ(PlanConfig().precision, Precision::Bf16Mixed);
   const PrecisionBytes &f = precisionBytes(Precision::Fp32);
   EXPECT_STREQ(f.name, "fp32");
@@ -276,6 +277,18 @@ TEST(CostModel, PrecisionTable) {
                      pl.ranks[0].traffic.dataParallel / 2);
     EXPECT_DOUBLE_EQ(bf.ranks[0].memory.optimizer,
                      Nrank * 12 / (zero >= 1 ? d : 1));
+    // Lamina's bf16 programs: f32 values and gradient rings, bf16
+    // parameter gathers (one a step at levels 1-2, two at level 3).
+    c.precision = Precision::Bf16Copies;
+    Plan lc = evaluate(desc, c);
+    EXPECT_DOUBLE_EQ(lc.ranks[0].traffic.p2p, pl.ranks[0].traffic.p2p);
+    const double gathers = zero == 3 ? 2 : zero >= 1 ? 1 : 0;
+    EXPECT_DOUBLE_EQ(lc.ranks[0].traffic.dataParallel,
+                     pl.ranks[0].traffic.dataParallel -
+                         gathers * (d - 1) / d * Nrank * 2);
+    EXPECT_DOUBLE_EQ(lc.ranks[0].memory.weights,
+                     Nrank * 2 / (zero >= 3 ? d : 1));
+    EXPECT_DOUBLE_EQ(lc.ranks[0].memory.grads, mem.grads);
   }
   PlanConfig c = config(ScheduleKind::OneFOneB, 2, 2);
   c.precision = Precision::Fp32;

@@ -210,37 +210,36 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
 Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   const DistSpec &spec = ex.spec;
   ControlPlane &control = ex.control;
-  // Level 3: every replica gathers its modules' shards on the device, then
-  // reads them back.
+  // Sharded parameters (level 3, or levels 1-2 gathering the copies):
+  // every replica gathers its modules' shards on the device, then reads
+  // them back.
   std::map<int, std::vector<float>> full;
-  if (Status s = ex.gatherParams(); !s.ok())
-    control.abort("--export: " + s.message());
-  if (ex.zero == 3) {
-    for (int k : ex.localModules) {
-      ModuleState &M = ex.modules[size_t(k)];
-      DeviceBuffer g;
-      size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
-      Status s = g.allocate(ex.device, bytes);
-      if (s.ok())
-        s = ex.device.fillZero(g.data(), bytes);
-      if (s.ok())
-        s = ex.device.copy(static_cast<float *>(g.data()) +
-                               M.shards.offsets[size_t(ex.dp)],
-                           M.shardParam.data(),
-                           size_t(M.shards.counts[size_t(ex.dp)]) * sizeof(float));
-      Request r;
-      if (s.ok())
-        s = ex.net.allGather(g.data(), DType::F32, M.shards, ex.dpGroup, r);
-      if (s.ok())
-        s = ex.net.wait(r, "the export's all-gather did not complete",
-                        "; a rank may have died");
-      std::vector<float> &f = full[k];
-      f.resize(size_t(M.shards.fullCapacity));
-      if (s.ok())
-        s = ex.device.download(f.data(), g.data(), bytes);
-      if (!s.ok())
-        control.abort("--export: " + s.message());
-    }
+  for (int k : ex.localModules) {
+    ModuleState &M = ex.modules[size_t(k)];
+    if (!M.shardedParams)
+      continue;
+    DeviceBuffer g;
+    size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
+    Status s = g.allocate(ex.device, bytes);
+    if (s.ok())
+      s = ex.device.fillZero(g.data(), bytes);
+    if (s.ok())
+      s = ex.device.copy(
+          static_cast<float *>(g.data()) + M.shards.offsets[size_t(ex.dp)],
+          M.shardParam.data(),
+          size_t(M.shards.counts[size_t(ex.dp)]) * sizeof(float));
+    Request r;
+    if (s.ok())
+      s = ex.net.allGather(g.data(), DType::F32, M.shards, ex.dpGroup, r);
+    if (s.ok())
+      s = ex.net.wait(r, "the export's all-gather did not complete",
+                      "; a rank may have died");
+    std::vector<float> &f = full[k];
+    f.resize(size_t(M.shards.fullCapacity));
+    if (s.ok())
+      s = ex.device.download(f.data(), g.data(), bytes);
+    if (!s.ok())
+      control.abort("--export: " + s.message());
   }
   // Every trainable parameter once, in module and argument order, with the
   // pipeline rank that owns it (the lowest holder).
@@ -278,7 +277,7 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
     size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
     if (ex.rank == owner) {
       const Param &p = ex.params[size_t(ex.paramIndex.at(a.name))];
-      if (!p.shared && ex.zero == 3) {
+      if (!p.shared && ex.modules[size_t(p.module)].shardedParams) {
         src = full[p.module].data() + p.flatOffset;
       } else {
         owned.resize(size_t(p.size));

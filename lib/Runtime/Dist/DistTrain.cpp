@@ -77,17 +77,17 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
   double n = steps > 0 ? double(steps) : 1.0;
   char line[512];
   double idle = wall > 0 ? std::max(0.0, 1.0 - ex.busySeconds / wall) : 0;
-  std::snprintf(line, sizeof line,
-                "{\"rank\": %d, \"pp\": %d, \"dp\": %d, "
-                "\"p2p_bytes_per_step\": %.0f, "
-                "\"collective_bytes_per_step\": %.0f, "
-                "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
-                "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
-                "\"peak_activation_bytes\": %zu}",
-                ex.rank, ex.pp, ex.dp,
-                double(net.p2pBytesSent - ex.evalP2pBytes) / n,
-                (net.collectiveBytes - ex.evalCollectiveBytes) / n,
-                ex.busySeconds, wall, idle, ex.arenaBytes, ex.peakHeldBytes);
+  std::snprintf(
+      line, sizeof line,
+      "{\"rank\": %d, \"pp\": %d, \"dp\": %d, "
+      "\"p2p_bytes_per_step\": %.0f, "
+      "\"collective_bytes_per_step\": %.0f, "
+      "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
+      "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
+      "\"peak_activation_bytes\": %zu}",
+      ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent - ex.evalP2pBytes) / n,
+      (net.collectiveBytes - ex.evalCollectiveBytes - ex.copyGatherBytes) / n,
+      ex.busySeconds, wall, idle, ex.arenaBytes, ex.peakHeldBytes);
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();

@@ -378,7 +378,10 @@ Status Executor::setupParams() {
     }
     size_t fullBytes = full.size() * sizeof(float);
     size_t shardBytes = size_t(M.shards.shardCapacity) * sizeof(float);
-    if (zero == 3) {
+    M.gathersCopies =
+        (zero == 1 || zero == 2) && spec.modules[k].copiesOnly && M.size > 0;
+    M.shardedParams = zero == 3 || M.gathersCopies;
+    if (M.shardedParams) {
       std::vector<float> shard(size_t(M.shards.shardCapacity), 0.0f);
       std::copy(full.begin() + M.shards.offsets[size_t(dp)],
                 full.begin() + M.shards.offsets[size_t(dp)] +
@@ -387,11 +390,14 @@ Status Executor::setupParams() {
       if (Status s = M.shardParam.upload(device, shard.data(), shardBytes);
           !s.ok())
         return s;
+    } else if (Status s = M.flatParam.upload(device, full.data(), fullBytes);
+               !s.ok()) {
+      return s;
+    }
+    if (zero == 3) {
       if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
         return s;
     } else {
-      if (Status s = M.flatParam.upload(device, full.data(), fullBytes); !s.ok())
-        return s;
       if (Status s = allocateZeroed(M.flatGrad, fullBytes); !s.ok())
         return s;
       if (zero > 0) {
@@ -481,31 +487,32 @@ Status Executor::setupCopies() {
                   copy.allocate(device, size_t(count) * dtypeSize(copyType));
               !s.ok())
             return s;
-        M.gathersCopies = (zero == 1 || zero == 2) &&
-                          spec.modules[k].copiesOnly && M.flatCopy.data();
       }
   return refreshCopies();
 }
 
-Status Executor::gatherParams() {
-  for (int k : localModules) {
-    ModuleState &M = modules[size_t(k)];
-    if (!M.gathersCopies)
-      continue;
-    Request r;
-    if (Status s =
-            net.allGather(M.flatParam.data(), DType::F32, M.shards, dpGroup, r);
-        !s.ok())
-      return s;
-    if (Status s = net.wait(r,
+Status Executor::gatherCopies(int k) {
+  ModuleState &M = modules[size_t(k)];
+  int64_t count = M.shards.counts[size_t(dp)];
+  const Tensor shard{M.shardParam.data(), DType::F32, 1, &count};
+  const Tensor part{static_cast<char *>(M.flatCopy.data()) +
+                        size_t(M.shards.offsets[size_t(dp)]) *
+                            dtypeSize(copyType),
+                    copyType, 1, &count};
+  if (Status s = device.cast(shard, part); !s.ok())
+    return s;
+  Request r;
+  double before = net.collectiveBytes;
+  if (Status s =
+          net.allGather(M.flatCopy.data(), copyType, M.shards, dpGroup, r);
+      !s.ok())
+    return s;
+  copyGatherBytes += net.collectiveBytes - before;
+  return net.waitForCompute(r,
                             "the all-gather of module " + str(k) +
-                                "'s f32 parameters did not complete",
+                                "'s weight copies did not complete",
                             "; a rank of data-parallel group " + str(pp) +
                                 " may have died");
-        !s.ok())
-      return s;
-  }
-  return Status::success();
 }
 
 Status Executor::castCopy(const DeviceBuffer &from, DeviceBuffer &to,
@@ -519,6 +526,11 @@ Status Executor::castCopy(const DeviceBuffer &from, DeviceBuffer &to,
 Status Executor::refreshCopies() {
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
+    if (M.gathersCopies) { // this rank's part, then everyone's
+      if (Status s = gatherCopies(k); !s.ok())
+        return s;
+      continue;
+    }
     if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
       return s;
     // (The padding past this rank's count is gathered, never read.)
@@ -562,8 +574,9 @@ void Executor::setupSegments() {
           seg.copy = static_cast<char *>(M.flatCopy.data()) +
                      size_t(a) * dtypeSize(copyType);
       } else {
-        seg.param = zero == 3 ? static_cast<float *>(M.shardParam.data()) + (a - lo)
-                              : flatParam + a;
+        seg.param = M.shardedParams
+                        ? static_cast<float *>(M.shardParam.data()) + (a - lo)
+                        : flatParam + a;
         seg.grad = static_cast<float *>(M.shardGrad.data()) + (a - lo);
         if (M.shardCopy.data())
           seg.copy = static_cast<char *>(M.shardCopy.data()) +
@@ -595,7 +608,7 @@ std::vector<NamedView> Executor::stateViews() {
   std::vector<NamedView> views;
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    if (zero == 3) {
+    if (M.shardedParams) {
       M.hostParam.resize(size_t(M.shardLen));
       views.push_back({"shard." + str(k),
                        Tensor{M.hostParam.data(), DType::F32, 1, &M.shardLen}});
@@ -622,16 +635,13 @@ std::vector<NamedView> Executor::stateViews() {
 // The host copies stateViews() made room for (call it first), in one
 // direction or the other.
 Status Executor::transferState(bool toHost) {
-  if (toHost)
-    if (Status s = gatherParams(); !s.ok())
-      return s;
   auto transfer = [&](void *host, void *dev, size_t bytes) {
     return toHost ? device.download(host, dev, bytes)
                   : device.upload(dev, host, bytes);
   };
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    DeviceBuffer &dev = zero == 3 ? M.shardParam : M.flatParam;
+    DeviceBuffer &dev = M.shardedParams ? M.shardParam : M.flatParam;
     if (Status s = transfer(M.hostParam.data(), dev.data(),
                             M.hostParam.size() * sizeof(float));
         !s.ok())
@@ -660,9 +670,9 @@ Status Executor::parameterToHost(const Param &p, float *out) {
   if (p.shared)
     return device.download(out, p.own.data(), bytes);
   const ModuleState &M = modules[size_t(p.module)];
-  if (zero != 3)
+  if (!M.shardedParams)
     return device.download(
         out, static_cast<const float *>(M.flatParam.data()) + p.flatOffset,
         bytes);
-  return Status::error("internal: level 3 parameters are gathered by module");
+  return Status::error("internal: sharded parameters are gathered by module");
 }

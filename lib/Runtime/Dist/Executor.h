@@ -116,8 +116,8 @@ struct ModuleState {
   int64_t size = 0;        ///< elements of the flat layout
   ShardLayout shards;      ///< over the replicas
   /// Flat buffers hold shards.fullCapacity elements, shard buffers
-  /// shards.shardCapacity (zero padding). Level 3 has no flatParam, and a
-  /// flatGrad only while a step accumulates one.
+  /// shards.shardCapacity (zero padding). Level 3 (and gathersCopies) has
+  /// no flatParam; level 3 a flatGrad only while a step accumulates one.
   DeviceBuffer flatParam, flatGrad, shardParam, shardGrad;
   /// The flat parameters' f16/bf16 copy (Executor::copyType), when the
   /// module's functions read ParamCopy arguments: levels 0-2 the whole
@@ -126,9 +126,11 @@ struct ModuleState {
   DeviceBuffer flatCopy, shardCopy;
   /// Levels 1-2 when the functions read only the copies
   /// (ModuleSpec::copiesOnly): the step's all-gather moves flatCopy, the
-  /// optimizer having stored this rank's part, so flatParam outside the
-  /// shard holds the last gathered values until gatherParams().
+  /// optimizer having stored this rank's part, and the f32 parameters
+  /// are held as the shard only (no flatParam), as at level 3.
   bool gathersCopies = false;
+  bool shardedParams = false; ///< level 3 or gathersCopies: shardParam
+
   Request gradReq, paramReq;
   // Level 3.
   struct Gather {
@@ -233,15 +235,18 @@ public:
   /// The full f32 value of the trainable `p` (this rank holds it; level 3
   /// all-gathers its module first: collective over the dp group).
   Status parameterToHost(const Param &p, float *out);
-  /// Levels 1-2 gathering copies: the f32 parameters of the other shards,
-  /// gathered (collective; checkpoints and exports need them whole).
-  Status gatherParams();
+  /// Levels 1-2 gathering copies: module k's flat copy cast from this
+  /// rank's shard and all-gathered (collective; at the start and after a
+  /// restore).
+  Status gatherCopies(int k);
 
   // Statistics and trace.
   double busySeconds = 0, traceStart = 0;
   /// What the evaluations sent (not the training's: --stats).
   uint64_t evalP2pBytes = 0;
   double evalCollectiveBytes = 0;
+  /// And the copies' gathers outside the steps (gatherCopies).
+  double copyGatherBytes = 0;
   size_t heldBytes = 0, peakHeldBytes = 0;
   bool tracing = false;
   std::vector<TraceEvent> events;

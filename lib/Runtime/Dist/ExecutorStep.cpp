@@ -65,14 +65,14 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
     }
     case ArgKind::Trainable: {
       Param &p = params[size_t(paramIndex.at(a.name))];
-      float *v = nullptr; // unread when ZeRO 3 gathered the copies
+      float *v = nullptr; // unread where the copies are gathered
       if (p.shared)
         v = floats(p.own);
       else {
         ModuleState &M = modules[size_t(p.module)];
-        if (zero != 3 && !M.gathersCopies) // (else stale outside the shard)
+        if (!M.shardedParams)
           v = floats(M.flatParam) + p.flatOffset;
-        else if (!M.shardCopy.data())
+        else if (zero == 3 && !M.shardCopy.data()) // the gathered f32
           v = floats(M.active) + p.flatOffset;
       }
       args.push_back(Tensor{v, DType::F32, a.rank, a.shape});
