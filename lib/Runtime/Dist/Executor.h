@@ -19,11 +19,12 @@
 // never sharded, and its gradient is summed with one all-reduce over all of
 // its holders (every pipeline rank reading it, every replica) before the
 // optimizer. Functions that read ParamCopy arguments (--precision bf16/f16)
-// get them from a flat f16/bf16 copy per module (at level 3: per shard,
-// all-gathered for each run instead of the f32 weights, which such modules
-// never read: ModuleSpec::copiesOnly) and one per shared parameter, which
-// setupCopies/refreshCopies and the optimizer's update keep equal to the
-// cast of the f32 parameters.
+// get them from a flat f16/bf16 copy per module and one per shared
+// parameter, which setupCopies/refreshCopies and the optimizer's update keep
+// equal to the cast of the f32 parameters. Modules that read nothing else
+// (ModuleSpec::copiesOnly) at levels 1-3 keep only their shard of the f32
+// parameters and all-gather the copies instead: at level 3 the shard's
+// copy for each run, at levels 1-2 the flat copy once a step.
 //
 // Private to lamina_dist.
 //
