@@ -49,6 +49,15 @@ struct ShardLayout {
   int64_t fullCapacity = 0, shardCapacity = 0;
 };
 
+/// The types Communicator::allGather moves: f32 parameters, f16/bf16
+/// copies; anything else is an internal error.
+inline Status gatherable(DType type) {
+  if (type == DType::F32 || type == DType::BF16 || type == DType::F16)
+    return Status::success();
+  return Status::error("internal: an all-gather of " +
+                       std::string(dtypeName(type)));
+}
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -98,7 +107,7 @@ public:
                                Request &out) = 0;
   /// In place: this member's shard of `buf` (at its offset) is sent, the
   /// rest received. `layout` counts elements of `type` (F32, BF16 or F16:
-  /// ZeRO 3 gathers the weights' copies).
+  /// ZeRO gathers the weights' copies; gatherable()).
   virtual Status allGather(void *buf, DType type, const ShardLayout &layout,
                            int group, Request &out) = 0;
 

@@ -216,7 +216,7 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   std::map<int, std::vector<float>> full;
   for (int k : ex.localModules) {
     ModuleState &M = ex.modules[size_t(k)];
-    if (!M.shardedParams)
+    if (!ex.shardsParams(M))
       continue;
     DeviceBuffer g;
     size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
@@ -277,7 +277,7 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
     size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
     if (ex.rank == owner) {
       const Param &p = ex.params[size_t(ex.paramIndex.at(a.name))];
-      if (!p.shared && ex.modules[size_t(p.module)].shardedParams) {
+      if (!p.shared && ex.shardsParams(ex.modules[size_t(p.module)])) {
         src = full[p.module].data() + p.flatOffset;
       } else {
         owned.resize(size_t(p.size));

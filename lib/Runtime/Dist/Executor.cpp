@@ -380,8 +380,7 @@ Status Executor::setupParams() {
     size_t shardBytes = size_t(M.shards.shardCapacity) * sizeof(float);
     M.gathersCopies =
         (zero == 1 || zero == 2) && spec.modules[k].copiesOnly && M.size > 0;
-    M.shardedParams = zero == 3 || M.gathersCopies;
-    if (M.shardedParams) {
+    if (shardsParams(M)) {
       std::vector<float> shard(size_t(M.shards.shardCapacity), 0.0f);
       std::copy(full.begin() + M.shards.offsets[size_t(dp)],
                 full.begin() + M.shards.offsets[size_t(dp)] +
@@ -574,7 +573,7 @@ void Executor::setupSegments() {
           seg.copy = static_cast<char *>(M.flatCopy.data()) +
                      size_t(a) * dtypeSize(copyType);
       } else {
-        seg.param = M.shardedParams
+        seg.param = shardsParams(M)
                         ? static_cast<float *>(M.shardParam.data()) + (a - lo)
                         : flatParam + a;
         seg.grad = static_cast<float *>(M.shardGrad.data()) + (a - lo);
@@ -608,7 +607,7 @@ std::vector<NamedView> Executor::stateViews() {
   std::vector<NamedView> views;
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    if (M.shardedParams) {
+    if (shardsParams(M)) {
       M.hostParam.resize(size_t(M.shardLen));
       views.push_back({"shard." + str(k),
                        Tensor{M.hostParam.data(), DType::F32, 1, &M.shardLen}});
@@ -641,7 +640,7 @@ Status Executor::transferState(bool toHost) {
   };
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    DeviceBuffer &dev = M.shardedParams ? M.shardParam : M.flatParam;
+    DeviceBuffer &dev = shardsParams(M) ? M.shardParam : M.flatParam;
     if (Status s = transfer(M.hostParam.data(), dev.data(),
                             M.hostParam.size() * sizeof(float));
         !s.ok())
@@ -670,7 +669,7 @@ Status Executor::parameterToHost(const Param &p, float *out) {
   if (p.shared)
     return device.download(out, p.own.data(), bytes);
   const ModuleState &M = modules[size_t(p.module)];
-  if (!M.shardedParams)
+  if (!shardsParams(M))
     return device.download(
         out, static_cast<const float *>(M.flatParam.data()) + p.flatOffset,
         bytes);

@@ -130,8 +130,6 @@ struct ModuleState {
   /// optimizer having stored this rank's part, and the f32 parameters
   /// are held as the shard only (no flatParam), as at level 3.
   bool gathersCopies = false;
-  bool shardedParams = false; ///< level 3 or gathersCopies: shardParam
-
   Request gradReq, paramReq;
   // Level 3.
   struct Gather {
@@ -236,10 +234,11 @@ public:
   /// The full f32 value of the trainable `p` (this rank holds it; level 3
   /// all-gathers its module first: collective over the dp group).
   Status parameterToHost(const Param &p, float *out);
-  /// Levels 1-2 gathering copies: module k's flat copy cast from this
-  /// rank's shard and all-gathered (collective; at the start and after a
-  /// restore).
-  Status gatherCopies(int k);
+  /// Whether M's f32 parameters are held as this rank's shard only
+  /// (shardParam: level 3, or levels 1-2 gathering the copies).
+  bool shardsParams(const ModuleState &M) const {
+    return zero == 3 || M.gathersCopies;
+  }
 
   // Statistics and trace.
   double busySeconds = 0, traceStart = 0;
@@ -265,6 +264,10 @@ private:
   /// restore; at a step's end for levels 1-2, after the all-gather; level
   /// 3's shard copies only at the start and after a restore).
   Status refreshCopies();
+  /// Levels 1-2 gathering copies: module k's flat copy cast from this
+  /// rank's shard and all-gathered (collective; at the start and after a
+  /// restore).
+  Status gatherCopies(int k);
   /// `to` (a copy buffer; none: nothing) = the `count` f32 values of
   /// `from` cast to copyType.
   Status castCopy(const DeviceBuffer &from, DeviceBuffer &to,

@@ -70,7 +70,7 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
         v = floats(p.own);
       else {
         ModuleState &M = modules[size_t(p.module)];
-        if (!M.shardedParams)
+        if (!shardsParams(M))
           v = floats(M.flatParam) + p.flatOffset;
         else if (zero == 3 && !M.shardCopy.data()) // the gathered f32
           v = floats(M.active) + p.flatOffset;

@@ -162,9 +162,8 @@ Status MpiCommunicator::reduceScatter(const float *send, float *recv,
 Status MpiCommunicator::allGather(void *buf, DType type,
                                   const ShardLayout &layout, int group,
                                   Request &out) {
-  if (type != DType::F32 && type != DType::BF16 && type != DType::F16)
-    return Status::error("internal: an all-gather of " +
-                         std::string(dtypeName(type)));
+  if (Status s = gatherable(type); !s.ok())
+    return s;
   Op op;
   char *h;
   size_t bytes = size_t(layout.fullCapacity) * dtypeSize(type);

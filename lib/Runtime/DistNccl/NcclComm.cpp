@@ -183,14 +183,13 @@ public:
   }
   Status allGather(void *buf, DType type, const ShardLayout &layout, int group,
                    Request &out) override {
+    if (Status s = gatherable(type); !s.ok())
+      return s;
     nccl::Channel &ch = *channels.at(size_t(group));
     nccl::CommHandle h;
     nccl::DType t = type == DType::BF16  ? nccl::DType::BF16
                     : type == DType::F16 ? nccl::DType::F16
                                          : nccl::DType::F32;
-    if (type != DType::F32 && type != DType::BF16 && type != DType::F16)
-      return Status::error("internal: an all-gather of " +
-                           std::string(dtypeName(type)));
     char *base = static_cast<char *>(buf);
     if (Status s = streams->allGather(
             ch,

@@ -31,12 +31,10 @@ struct DistHoistParamCasts
 
   void runOnOperation() override {
     auto pairs = moduleFunctions(getOperation());
-    FailureOr<Type> type = graph::everyReadType(&getContext(), everyRead);
-    if (failed(type)) {
-      getOperation().emitError() << "dist-hoist-param-casts: every-read is '"
-                                 << everyRead << "', not bf16 or f16";
+    FailureOr<Type> type =
+        graph::everyReadType(getOperation(), getArgument(), everyRead);
+    if (failed(type))
       return signalPassFailure();
-    }
     for (auto &[k, pair] : pairs) {
       auto [fwd, bwd] = pair;
       if (!fwd || !bwd || !startsWithForwardArgs(fwd, bwd)) {

@@ -225,15 +225,23 @@ Value buildNarrow(OpBuilder &b, Product p, RankedTensorType wide) {
   return buildProduct(b, p, wide.clone(narrow));
 }
 
-/// Every read of the f32 `wide` reads `narrow` through a widening cast of
-/// its own (graph-fuse-elementwise absorbs each as a widening load).
-void widenEachRead(Value wide, Value narrow) {
+/// The reads `uses` (of an f32 value of type `wide`) read `narrow` through
+/// a widening cast each, at `loc` (graph-fuse-elementwise absorbs each as
+/// a widening load).
+void widenReads(ArrayRef<OpOperand *> uses, Value narrow, Type wide,
+                Location loc) {
   OpBuilder b(narrow.getContext());
-  for (OpOperand &use : llvm::make_early_inc_range(wide.getUses())) {
-    b.setInsertionPoint(use.getOwner());
-    use.set(
-        CastOp::create(b, use.getOwner()->getLoc(), wide.getType(), narrow));
+  for (OpOperand *use : uses) {
+    b.setInsertionPoint(use->getOwner());
+    use->set(CastOp::create(b, loc, wide, narrow));
   }
+}
+
+SmallVector<OpOperand *> usesOf(Value v) {
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : v.getUses())
+    uses.push_back(&use);
+  return uses;
 }
 
 /// Whether `v` is read, only by elementwise steps, and no function result
@@ -259,7 +267,7 @@ bool narrowActivation(Operation *op) {
     return false;
   OpBuilder b(op);
   Value stored = buildNarrow(b, *p, typeOf(result));
-  widenEachRead(result, stored);
+  widenReads(usesOf(result), stored, result.getType(), op->getLoc());
   op->erase();
   return true;
 }
@@ -292,7 +300,7 @@ bool narrowLogits(Operation *op,
     Operation *user = use.getOwner();
     // Only a model output (`output:NAME`, which the driver reads by its
     // type) may change type, or a residual whose reader changes with it
-    // (narrowResidualLogits); any other result keeps it.
+    // (narrowResiduals); any other result keeps it.
     if (isa<func::ReturnOp>(user)) {
       StringAttr name = resultName(use);
       if (!name || !(name.getValue().starts_with("output:") ||
@@ -362,20 +370,14 @@ bool narrowResidualActivation(Operation *op,
   for (OpOperand &use : llvm::make_early_inc_range(result.getUses()))
     if (isa<func::ReturnOp>(use.getOwner()))
       use.set(stored);
-  widenEachRead(result, stored);
+  widenReads(usesOf(result), stored, result.getType(), op->getLoc());
   op->erase();
   syncFunctionType(fwd);
-  for (BlockArgument a : args) {
+  for (BlockArgument a : args) { // the backward's argument likewise
     RankedTensorType wide = typeOf(a);
-    SmallVector<OpOperand *> uses;
-    for (OpOperand &use : a.getUses())
-      uses.push_back(&use);
+    SmallVector<OpOperand *> uses = usesOf(a);
     a.setType(wide.clone(typeOf(stored).getElementType()));
-    OpBuilder ab(a.getContext());
-    for (OpOperand *use : uses) {
-      ab.setInsertionPoint(use->getOwner());
-      use->set(CastOp::create(ab, a.getLoc(), wide, a));
-    }
+    widenReads(uses, a, wide, a.getLoc());
   }
   return true;
 }

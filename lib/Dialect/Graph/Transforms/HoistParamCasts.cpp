@@ -97,14 +97,16 @@ void readThroughCopy(Value weight, Value copy) {
 }
 } // namespace
 
-FailureOr<Type> lamina::graph::everyReadType(MLIRContext *ctx, StringRef name) {
+FailureOr<Type> lamina::graph::everyReadType(Operation *op, StringRef pass,
+                                             StringRef name) {
   if (name.empty())
     return Type();
   if (name == "bf16")
-    return Type(BFloat16Type::get(ctx));
+    return Type(BFloat16Type::get(op->getContext()));
   if (name == "f16")
-    return Type(Float16Type::get(ctx));
-  return failure();
+    return Type(Float16Type::get(op->getContext()));
+  return op->emitError() << pass << ": every-read is '" << name
+                         << "', not bf16 or f16";
 }
 
 bool lamina::graph::readsNoTrainable(func::FuncOp f) {
@@ -165,12 +167,10 @@ struct GraphHoistParamCasts
     for (func::FuncOp f : getOperation().getOps<func::FuncOp>())
       if (hasTrainable(f))
         funcs.push_back(f);
-    FailureOr<Type> type = everyReadType(&getContext(), everyRead);
-    if (failed(type)) {
-      getOperation().emitError() << "graph-hoist-param-casts: every-read is '"
-                                 << everyRead << "', not bf16 or f16";
+    FailureOr<Type> type =
+        everyReadType(getOperation(), getArgument(), everyRead);
+    if (failed(type))
       return signalPassFailure();
-    }
     unsigned hoisted = 0;
     if (failed(hoistParamCasts(funcs, {}, hoisted, *type)))
       return signalPassFailure();

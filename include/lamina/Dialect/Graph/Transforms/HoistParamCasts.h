@@ -35,10 +35,10 @@ mlir::LogicalResult hoistParamCasts(llvm::ArrayRef<mlir::func::FuncOp> funcs,
                                     unsigned &hoisted,
                                     mlir::Type everyRead = {});
 
-/// The pass option every-read: "" (none: a null type), "bf16" or "f16";
-/// anything else fails.
-mlir::FailureOr<mlir::Type> everyReadType(mlir::MLIRContext *ctx,
-                                          llvm::StringRef name);
+/// The option every-read of `pass` (run on `op`): "" (none: a null type),
+/// "bf16" or "f16"; anything else is an error on `op`.
+mlir::FailureOr<mlir::Type>
+everyReadType(mlir::Operation *op, llvm::StringRef pass, llvm::StringRef name);
 
 /// Whether `f` reads none of its trainable f32 arguments (after
 /// hoistParamCasts with `everyRead`).
