@@ -230,9 +230,19 @@ private:
   void buildStages();
   /// Pipeline ranks holding tied parameter `i` (replica 0's placement).
   std::vector<int> tiedHolders(size_t i) const;
-  /// Bytes each holder sends for the all-reduce of tied parameter `i`.
+  /// Holders of tied parameter `i` over all replicas.
+  int tiedGroup(size_t i) const { return int(tiedHolders(i).size()) * c.dp; }
+  /// Bytes each holder sends to synchronise tied parameter `i`: the
+  /// gradient's all-reduce (ZeRO 0), or its reduce-scatter and the updated
+  /// weights' all-gather (ZeRO >= 1: each holder updates its part).
   double tiedVolume(size_t i) const;
-  /// Seconds of rank r's tied-parameter all-reduces (in the optimizer step).
+  /// Of tied parameter `i`, the parameters (per GPU) a holder updates and
+  /// keeps optimizer state for: all, or its part at ZeRO >= 1.
+  double tiedUpdated(size_t i) const {
+    double n = c.zero >= 1 ? tiedGroup(i) : 1;
+    return double(tied[i].first->params) / c.tp / n;
+  }
+  /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
   void placeStats();
   void memory();
@@ -368,9 +378,10 @@ std::vector<int> Evaluator::tiedHolders(size_t i) const {
 }
 
 double Evaluator::tiedVolume(size_t i) const {
-  const double n = double(tiedHolders(i).size()) * c.dp;
-  return n > 1 ? 2.0 * (n - 1) / n * double(tied[i].first->params) / c.tp *
-                     prec.grad
+  const double n = tiedGroup(i);
+  const double perElement =
+      c.zero >= 1 ? prec.grad + prec.weight : 2.0 * prec.grad;
+  return n > 1 ? (n - 1) / n * double(tied[i].first->params) / c.tp * perElement
                : 0.0;
 }
 
@@ -378,7 +389,7 @@ double Evaluator::tiedSyncTime(int r) const {
   double seconds = 0;
   for (size_t i = 0; i < tied.size(); ++i) {
     std::vector<int> holders = tiedHolders(i);
-    const int n = int(holders.size()) * c.dp;
+    const int n = tiedGroup(i);
     if (n < 2 || !std::binary_search(holders.begin(), holders.end(), r))
       continue;
     // The group spans the job when it crosses pipeline ranks.
@@ -455,8 +466,8 @@ void Evaluator::placeStats() {
       }
     }
     rs.memory.activations = peak;
-    // Tied parameters: whole on every holder, one all-reduce per step over
-    // the holders of all replicas (before the optimizer step).
+    // Tied parameters: whole on every holder, synchronised once a step
+    // over the holders of all replicas (in the optimizer step).
     for (size_t i = 0; i < tied.size(); ++i) {
       std::vector<int> holders = tiedHolders(i);
       if (!std::binary_search(holders.begin(), holders.end(), r))
@@ -491,13 +502,21 @@ void Evaluator::memory() {
     double sharded = rs.params;
     for (int st : rs.stages)
       sharded -= plan.stages[st].sharedParams;
+    // Tied parameters: weights and gradients whole, the optimizer state
+    // (with the master weights) of the updated part.
     const double whole = rs.sharedParams;
+    double updated = 0;
+    for (size_t i = 0; i < tied.size(); ++i) {
+      std::vector<int> holders = tiedHolders(i);
+      if (std::binary_search(holders.begin(), holders.end(), rs.pipelineRank))
+        updated += tiedUpdated(i);
+    }
     mem.weights = sharded * prec.weight / (c.zero >= 3 ? d : 1) +
                   whole * prec.weight;
     mem.grads =
         sharded * prec.grad / (c.zero >= 2 ? d : 1) + whole * prec.grad;
     mem.optimizer = sharded * prec.optimizer / (c.zero >= 1 ? d : 1) +
-                    whole * prec.optimizer;
+                    updated * prec.optimizer;
     double transient = 0, largest = 0, second = 0;
     for (int st : rs.stages) {
       const Stage &s = plan.stages[st];
@@ -645,7 +664,7 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
         for (size_t i = 0; i < tied.size(); ++i) {
           std::vector<int> holders = tiedHolders(i);
           if (std::binary_search(holders.begin(), holders.end(), g % p))
-            whole += double(tied[i].first->params) / c.tp;
+            whole += tiedUpdated(i);
         }
         return (sharded / (c.zero >= 1 ? c.dp : 1) + whole) *
                    prec.optimizerStep / (hw.hbmBandwidth * hw.hbmEfficiency) +

@@ -322,17 +322,29 @@ TEST(CostModel, TiedParametersAreSynchronisedByTheirHolders) {
                            2 * (n - 1) / n * S * 4);
       EXPECT_DOUBLE_EQ(r.memory.weights,
                        2.0 * N * 4 / (zero == 3 ? d : 1) + S * 4);
-      EXPECT_DOUBLE_EQ(r.memory.optimizer, 2.0 * N * 8 / (zero ? d : 1) +
-                                               S * 8);
+      // Each of the n holders keeps the optimizer state of its part at
+      // ZeRO >= 1; the f32 weights stay whole (reduce-scatter plus
+      // all-gather: the all-reduce's bytes).
+      EXPECT_DOUBLE_EQ(r.memory.optimizer,
+                       2.0 * N * 8 / (zero ? d : 1) + S * 8 / (zero ? n : 1));
     }
   }
-  // One pipeline rank holds every reader: an all-reduce over the replicas,
-  // also at level 3 (never sharded).
+  // One pipeline rank holds every reader: synchronised over the replicas
+  // (the f32 reduce-scatter and all-gather: an all-reduce's bytes).
   PlanConfig c = config(ScheduleKind::Layered, 1, 2, d, 3);
   c.precision = Precision::Fp32;
   Plan layered = evaluate(desc, c);
   EXPECT_DOUBLE_EQ(layered.ranks[0].traffic.dataParallel,
                    3.0 * (d - 1) / d * 4 * N * 4 + 2.0 * (d - 1) / d * S * 4);
+  // bf16 copies: the f32 gradient's reduce-scatter, the bf16 copy's
+  // all-gather (4 + 2 bytes, not the all-reduce's 8).
+  c.precision = Precision::Bf16Copies;
+  Plan copies = evaluate(desc, c);
+  EXPECT_DOUBLE_EQ(copies.ranks[0].traffic.dataParallel,
+                   (d - 1.0) / d * 4 * N * (4 + 2 + 2) +
+                       (d - 1.0) / d * S * (4 + 2));
+  EXPECT_DOUBLE_EQ(copies.ranks[0].memory.optimizer,
+                   4.0 * N * 12 / d + S * 12.0 / d);
   // Without data parallelism and on one rank there is nothing to sum.
   Plan single = evaluate(desc, config(ScheduleKind::Layered, 1, 2));
   EXPECT_DOUBLE_EQ(single.ranks[0].traffic.dataParallel, 0);

@@ -77,7 +77,8 @@ struct Stage {
   std::vector<int> modules; ///< indices into ModelDesc::modules
   double params = 0;        ///< per GPU (divided by t)
   /// Of `params`, tied parameters read by other stages too (ModelDesc::
-  /// sharedParams): never sharded, outside the stage's collectives.
+  /// sharedParams): held whole, outside the stage's collectives (at ZeRO
+  /// >= 1 each holder keeps the optimizer state of its part only).
   double sharedParams = 0;
   double forward = 0;       ///< seconds, including tensor-parallel comm
   double backward = 0;      ///< seconds, including recompute
@@ -118,7 +119,7 @@ struct RankStats {
   std::vector<int> modules; ///< description modules on this rank
   double params = 0;        ///< per GPU
   /// Tied parameters held whole on this rank (its own and other ranks'),
-  /// per GPU; their gradient all-reduce is part of `traffic.dataParallel`.
+  /// per GPU; their synchronisation is part of `traffic.dataParallel`.
   double sharedParams = 0;
   RankMemory memory;
   RankTraffic traffic;

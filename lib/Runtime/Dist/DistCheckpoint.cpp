@@ -241,6 +241,12 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
     if (!s.ok())
       control.abort("--export: " + s.message());
   }
+  // Shared parameters held as parts: every holder gathers them (by name).
+  std::map<std::string, std::vector<float>> fullShared;
+  for (Param *p : ex.sharedByName())
+    if (p->ownCopiesOnly)
+      if (Status s = ex.gatherSharedToHost(*p, fullShared[p->name]); !s.ok())
+        control.abort("--export: " + s.message());
   // Every trainable parameter once, in module and argument order, with the
   // pipeline rank that owns it (the lowest holder).
   struct Item {
@@ -279,6 +285,8 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
       const Param &p = ex.params[size_t(ex.paramIndex.at(a.name))];
       if (!p.shared && ex.shardsParams(ex.modules[size_t(p.module)])) {
         src = full[p.module].data() + p.flatOffset;
+      } else if (p.ownCopiesOnly) {
+        src = fullShared[p.name].data();
       } else {
         owned.resize(size_t(p.size));
         if (Status s = ex.parameterToHost(p, owned.data()); !s.ok())

@@ -407,16 +407,9 @@ Status Executor::setupParams() {
   }
   for (Param &p : params) {
     OwnedTensor &t = inits[p.name];
-    if (!p.trainable) {
+    if (!p.trainable)
       if (Status s = p.constant.upload(device, t.data(), t.byteSize()); !s.ok())
         return s;
-    } else if (p.shared) {
-      size_t bytes = size_t(p.size) * sizeof(float);
-      if (Status s = p.own.upload(device, t.data(), bytes); !s.ok())
-        return s;
-      if (Status s = allocateZeroed(p.ownGrad, bytes); !s.ok())
-        return s;
-    }
   }
   // One communicator per distinct set of pipeline ranks holding a shared
   // trainable parameter (every rank takes part in every split, in order).
@@ -449,9 +442,53 @@ Status Executor::setupParams() {
     if (p.trainable && p.shared) {
       const std::vector<int> &set = sharedSets[p.name];
       p.holders = holderGroups[set];
-      p.countsForNorm = dp == 0 && pp == set.front();
+      if (Status s = setupShared(p, set, readers[p.name], inits[p.name]);
+          !s.ok())
+        return s;
     }
   return Status::success();
+}
+
+Status Executor::setupShared(Param &p, const std::vector<int> &set,
+                             const std::vector<int> &readers,
+                             const OwnedTensor &init) {
+  int n = net.groupSize(p.holders);
+  p.shardsOwn = zero >= 1 && n > 1;
+  int64_t capacity = p.size;
+  const float *value = static_cast<const float *>(init.data());
+  if (p.shardsOwn) {
+    p.holderShards = net.shardLayout(p.size, n);
+    capacity = p.holderShards.fullCapacity;
+    // The holders group ranks its members by global rank (dp * pp + pp).
+    p.holderIndex =
+        dp * int(set.size()) +
+        int(std::lower_bound(set.begin(), set.end(), pp) - set.begin());
+    p.ownCopiesOnly = true;
+    for (int k : readers)
+      p.ownCopiesOnly = p.ownCopiesOnly && spec.modules[k].copiesOnly;
+    int64_t offset = p.holderShards.offsets[size_t(p.holderIndex)];
+    p.partLen = p.holderShards.counts[size_t(p.holderIndex)];
+    size_t partBytes = size_t(p.holderShards.shardCapacity) * sizeof(float);
+    if (Status s = allocateZeroed(p.ownShardGrad, partBytes); !s.ok())
+      return s;
+    if (p.ownCopiesOnly) {
+      std::vector<float> part(size_t(p.holderShards.shardCapacity), 0.0f);
+      std::copy(value + offset, value + offset + p.partLen, part.begin());
+      if (Status s = p.ownShard.upload(device, part.data(), partBytes); !s.ok())
+        return s;
+    }
+  }
+  // Every holder counts the whole gradient's norm once: all its parts, or
+  // the first holder of replica 0 the whole.
+  p.countsForNorm = p.shardsOwn || (dp == 0 && pp == set.front());
+  size_t bytes = size_t(capacity) * sizeof(float);
+  if (!p.ownCopiesOnly) {
+    std::vector<float> whole(value, value + p.size);
+    whole.resize(size_t(capacity), 0.0f);
+    if (Status s = p.own.upload(device, whole.data(), bytes); !s.ok())
+      return s;
+  }
+  return allocateZeroed(p.ownGrad, bytes);
 }
 
 Status Executor::setupCopies() {
@@ -474,7 +511,9 @@ Status Executor::setupCopies() {
               " reads a copy of '" + a.name + "' this rank cannot keep");
         copyType = a.dtype;
         Param &p = params[size_t(it->second)];
-        size_t bytes = size_t(p.size) * dtypeSize(copyType);
+        size_t bytes =
+            size_t(p.shardsOwn ? p.holderShards.fullCapacity : p.size) *
+            dtypeSize(copyType);
         if (p.shared && !p.ownCopy.data())
           if (Status s = p.ownCopy.allocate(device, bytes); !s.ok())
             return s;
@@ -487,6 +526,11 @@ Status Executor::setupCopies() {
               !s.ok())
             return s;
       }
+  for (const Param &p : params)
+    if (p.ownCopiesOnly && !p.ownCopy.data())
+      return Status::error("the program is inconsistent: its modules read "
+                           "only the copy of '" +
+                           p.name + "', but not as a copy");
   return refreshCopies();
 }
 
@@ -538,10 +582,63 @@ Status Executor::refreshCopies() {
         !s.ok())
       return s;
   }
-  for (Param &p : params)
-    if (Status s = castCopy(p.own, p.ownCopy, p.size); !s.ok())
+  for (Param *p : sharedByName()) {
+    if (!p->ownCopiesOnly) {
+      if (Status s = castCopy(p->own, p->ownCopy, p->size); !s.ok())
+        return s;
+      continue;
+    }
+    // This holder's part, then everyone's (collective over the holders).
+    if (Status s = castShared(*p); !s.ok())
       return s;
+    double before = net.collectiveBytes;
+    if (Status s = gatherShared(*p); !s.ok())
+      return s;
+    if (Status s = waitShared(*p); !s.ok())
+      return s;
+    copyGatherBytes += net.collectiveBytes - before;
+  }
   return Status::success();
+}
+
+std::vector<Param *> Executor::sharedByName() {
+  // params follow the local modules' order, which differs between holders:
+  // the holders' collectives go by name.
+  std::vector<Param *> out;
+  for (Param &p : params)
+    if (p.trainable && p.shared)
+      out.push_back(&p);
+  std::sort(out.begin(), out.end(),
+            [](Param *a, Param *b) { return a->name < b->name; });
+  return out;
+}
+
+Status Executor::castShared(Param &p) {
+  return device.cast(
+      Tensor{p.ownShard.data(), DType::F32, 1, &p.partLen},
+      Tensor{static_cast<char *>(p.ownCopy.data()) +
+                 size_t(p.holderShards.offsets[size_t(p.holderIndex)]) *
+                     dtypeSize(copyType),
+             copyType, 1, &p.partLen});
+}
+
+Status Executor::gatherShared(Param &p) {
+  return p.ownCopiesOnly
+             ? net.allGather(p.ownCopy.data(), copyType, p.holderShards,
+                             p.holders, p.ownGatherReq)
+             : net.allGather(p.own.data(), DType::F32, p.holderShards,
+                             p.holders, p.ownGatherReq);
+}
+
+Status Executor::waitShared(Param &p) {
+  if (Status s = net.waitForCompute(p.ownGatherReq,
+                                    "the all-gather of shared parameter '" +
+                                        p.name + "' did not complete",
+                                    "; a rank holding it may have died");
+      !s.ok())
+    return s;
+  return p.ownCopiesOnly ? Status::success()
+                         : castCopy(p.own, p.ownCopy, p.size);
 }
 
 void Executor::setupSegments() {
@@ -599,6 +696,24 @@ void Executor::setupSegments() {
       seg.copy = p.ownCopy.data();
       seg.countsForNorm = p.countsForNorm;
       seg.rank = p.arg->rank;
+      if (p.shardsOwn) { // this holder's part
+        int64_t lo = p.holderShards.offsets[size_t(p.holderIndex)];
+        int64_t count = p.partLen;
+        if (count == 0)
+          continue;
+        if (count < p.size) {
+          seg.name +=
+              "[" + std::to_string(lo) + ":" + std::to_string(lo + count) + "]";
+          seg.shape = {count};
+        }
+        seg.param = p.ownCopiesOnly ? static_cast<float *>(p.ownShard.data())
+                                    : seg.param + lo;
+        seg.grad = static_cast<float *>(p.ownShardGrad.data());
+        // The gathered f32 parameter is cast after the gather instead.
+        seg.copy = p.ownCopiesOnly ? static_cast<char *>(p.ownCopy.data()) +
+                                         size_t(lo) * dtypeSize(copyType)
+                                   : nullptr;
+      }
       segments.push_back(std::move(seg));
     }
 }
@@ -622,6 +737,12 @@ std::vector<NamedView> Executor::stateViews() {
   }
   for (Param &p : params)
     if (p.trainable && p.shared) {
+      if (p.ownCopiesOnly) { // this holder's part
+        p.hostOwn.resize(size_t(p.partLen));
+        views.push_back({"shard." + p.name,
+                         Tensor{p.hostOwn.data(), DType::F32, 1, &p.partLen}});
+        continue;
+      }
       p.hostOwn.resize(size_t(p.size));
       views.push_back({p.name, Tensor{p.hostOwn.data(), DType::F32,
                                       p.arg->rank, p.arg->shape}});
@@ -648,7 +769,8 @@ Status Executor::transferState(bool toHost) {
   }
   for (Param &p : params)
     if (p.trainable && p.shared)
-      if (Status s = transfer(p.hostOwn.data(), p.own.data(),
+      if (Status s = transfer(p.hostOwn.data(),
+                              (p.ownCopiesOnly ? p.ownShard : p.own).data(),
                               p.hostOwn.size() * sizeof(float));
           !s.ok())
         return s;
@@ -664,8 +786,52 @@ Status Executor::transferState(bool toHost) {
   return toHost ? Status::success() : refreshCopies();
 }
 
+size_t Executor::stateBytes() const {
+  size_t bytes = 0;
+  for (int k : localModules) {
+    const ModuleState &M = modules[size_t(k)];
+    for (const DeviceBuffer *b : {&M.flatParam, &M.flatGrad, &M.shardParam,
+                                  &M.shardGrad, &M.flatCopy, &M.shardCopy})
+      bytes += b->bytes();
+  }
+  for (const Param &p : params)
+    for (const DeviceBuffer *b :
+         {&p.own, &p.ownGrad, &p.ownCopy, &p.ownShard, &p.ownShardGrad})
+      bytes += b->bytes();
+  for (const Tensor &t : deviceState)
+    bytes += t.byteSize();
+  return bytes;
+}
+
+Status Executor::gatherSharedToHost(Param &p, std::vector<float> &out) {
+  DeviceBuffer g;
+  size_t bytes = size_t(p.holderShards.fullCapacity) * sizeof(float);
+  Status s = g.allocate(device, bytes);
+  if (s.ok())
+    s = device.fillZero(g.data(), bytes);
+  if (s.ok())
+    s = device.copy(static_cast<float *>(g.data()) +
+                        p.holderShards.offsets[size_t(p.holderIndex)],
+                    p.ownShard.data(), size_t(p.partLen) * sizeof(float));
+  Request r;
+  if (s.ok())
+    s = net.allGather(g.data(), DType::F32, p.holderShards, p.holders, r);
+  if (s.ok())
+    s = net.wait(r,
+                 "the all-gather of shared parameter '" + p.name +
+                     "' did not complete",
+                 "; a rank holding it may have died");
+  out.resize(size_t(p.size));
+  if (s.ok())
+    s = device.download(out.data(), g.data(), out.size() * sizeof(float));
+  return s;
+}
+
 Status Executor::parameterToHost(const Param &p, float *out) {
   size_t bytes = size_t(p.size) * sizeof(float);
+  if (p.ownCopiesOnly)
+    return Status::error("internal: shared parameters held as parts are "
+                         "gathered by gatherSharedToHost");
   if (p.shared)
     return device.download(out, p.own.data(), bytes);
   const ModuleState &M = modules[size_t(p.module)];

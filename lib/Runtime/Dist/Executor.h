@@ -100,12 +100,29 @@ struct Param {
   bool shared = false; ///< read by more than one module
   int module = -1;     ///< the module reading it (not shared)
   int64_t flatOffset = 0, size = 0;
-  DeviceBuffer own, ownGrad;  ///< shared parameters
+  // Shared parameters: whole on every holder (own, ownGrad, ownCopy hold
+  // holderShards.fullCapacity elements when sharded, zero padding).
+  DeviceBuffer own, ownGrad;
   DeviceBuffer ownCopy; ///< shared, read as a ParamCopy: its f16/bf16 copy
   std::vector<float> hostOwn; ///< shared: what checkpoints read and write
   DeviceBuffer constant;      ///< constants
   int holders = -1;           ///< shared: group of all holders, all replicas
   bool countsForNorm = false; ///< shared: this rank counts it in --clip
+  /// Shared at ZeRO >= 1 with several holders: the gradient is
+  /// reduce-scattered over the holders, the optimizer updates (and keeps
+  /// state for) this holder's part only, and the parameter is all-gathered
+  /// after the update (ZeRO 1 for a tied parameter, which every holder
+  /// reads whole in each step).
+  bool shardsOwn = false;
+  /// shardsOwn and every reader reads the copy only (ModuleSpec::copiesOnly):
+  /// the f32 parameter is held as the part only (ownShard) and the update's
+  /// copies are gathered; else `own` stays whole and is gathered in f32.
+  bool ownCopiesOnly = false;
+  ShardLayout holderShards;            ///< shardsOwn: the cut over the holders
+  int holderIndex = -1;                ///< shardsOwn: this rank's member index
+  int64_t partLen = 0;                 ///< shardsOwn: the elements of this part
+  DeviceBuffer ownShard, ownShardGrad; ///< shardsOwn: this holder's part
+  Request ownGatherReq; ///< shardsOwn: the gather after the update
   /// Trainable: a backward of this step has written its gradient (the
   /// first writes it over whatever the buffer held; zeroGrads resets it).
   bool gradWritten = false;
@@ -234,6 +251,14 @@ public:
   /// The full f32 value of the trainable `p` (this rank holds it; level 3
   /// all-gathers its module first: collective over the dp group).
   Status parameterToHost(const Param &p, float *out);
+  /// Device bytes of the training state this rank keeps between steps:
+  /// parameters, their copies, gradients and optimizer state (--stats).
+  size_t stateBytes() const;
+  /// The shared trainables, by name: the order of their collectives.
+  std::vector<Param *> sharedByName();
+  /// The full f32 value of shared `p` held as parts (ownCopiesOnly),
+  /// gathered over its holders (collective over them).
+  Status gatherSharedToHost(Param &p, std::vector<float> &out);
   /// Whether M's f32 parameters are held as this rank's shard only
   /// (shardParam: level 3, or levels 1-2 gathering the copies).
   bool shardsParams(const ModuleState &M) const {
@@ -273,6 +298,16 @@ private:
   Status castCopy(const DeviceBuffer &from, DeviceBuffer &to,
                   const int64_t &count);
   void setupSegments();
+  /// A shared trainable's buffers and sharding (holders: the pipeline
+  /// ranks holding it; readers: the modules reading it).
+  Status setupShared(Param &p, const std::vector<int> &holders,
+                     const std::vector<int> &readers, const OwnedTensor &init);
+  /// shardsOwn parameters: this part cast into the copy (ownCopiesOnly);
+  /// the parameter's (or copy's) all-gather over the holders posted; its
+  /// wait, then the whole copy cast from the gathered f32 parameter.
+  Status castShared(Param &p);
+  Status gatherShared(Param &p);
+  Status waitShared(Param &p);
   Status zeroGrads();
   const FunctionSpec &fn(int module, bool backward) const {
     return backward ? spec.modules[module].backward

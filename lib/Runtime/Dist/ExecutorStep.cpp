@@ -475,20 +475,23 @@ Status Executor::optimizerStep(int64_t stepIndex) {
     if (zero == 3)
       pool.put(std::move(M.flatGrad));
   }
-  // Shared parameters: one sum over all holders (sorted by name: params
-  // were created in module order, so order them explicitly).
+  // Shared parameters: one sum over all holders, whole (ZeRO 0) or each
+  // holder's part (Param::shardsOwn).
   std::vector<Param *> shared;
-  for (Param &p : params)
-    if (p.trainable && p.shared && net.groupSize(p.holders) > 1)
-      shared.push_back(&p);
-  std::sort(shared.begin(), shared.end(),
-            [](Param *a, Param *b) { return a->name < b->name; });
+  for (Param *p : sharedByName())
+    if (net.groupSize(p->holders) > 1)
+      shared.push_back(p);
   std::vector<Request> reqs(shared.size());
-  for (size_t i = 0; i < shared.size(); ++i)
-    if (Status s = net.allReduce(floats(shared[i]->ownGrad), shared[i]->size,
-                                 shared[i]->holders, reqs[i]);
+  for (size_t i = 0; i < shared.size(); ++i) {
+    Param &p = *shared[i];
+    if (Status s =
+            p.shardsOwn
+                ? net.reduceScatter(floats(p.ownGrad), floats(p.ownShardGrad),
+                                    p.holderShards, p.holders, reqs[i])
+                : net.allReduce(floats(p.ownGrad), p.size, p.holders, reqs[i]);
         !s.ok())
       return s;
+  }
   for (size_t i = 0; i < reqs.size(); ++i)
     if (Status s = net.waitForCompute(reqs[i],
                                       "the gradient sum of shared parameter '" +
@@ -542,6 +545,12 @@ Status Executor::optimizerStep(int64_t stepIndex) {
                                          int(updates.size()));
       !s.ok())
     return s;
+  // The updated parts of the shared parameters, to every holder (waited
+  // for at the end of the step, with the modules' gathers).
+  for (Param *p : shared)
+    if (p->shardsOwn)
+      if (Status s = gatherShared(*p); !s.ok())
+        return s;
   double t2 = now();
   busySeconds += t2 - t1;
   record("optimizer", "OPT", t1, t2);
@@ -683,6 +692,10 @@ Status Executor::runList(const ActionList &list, int64_t stepIndex,
       if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
         return s;
   }
+  for (Param *p : sharedByName())
+    if (p->ownGatherReq.valid())
+      if (Status s = waitShared(*p); !s.ok())
+        return s;
   record("collective-wait", "step-end", t0, now());
   if (!acts.empty() || !grads.empty() || !residuals.empty() ||
       !postedRecvs.empty())
