@@ -26,9 +26,10 @@ per global rank, side by side:
   activations) and transient (largest intermediate).
 
 Nothing is left outside the plan for this model: the tied embedding/LM-head
-table, which
-the runtime keeps whole on every rank that reads it and sums with one
-all-reduce over all its holders, is priced the same way by the plan
+table, which the runtime keeps whole on every rank that reads it and
+synchronises over all its holders (an all-reduce at ZeRO 0; at ZeRO >= 1 a
+reduce-scatter and an all-gather of the updated part), is priced the same
+way by the plan
 (`ModelDesc::sharedParams`, docs/plan.md "Shared parameters"). One
 runtime difference this model does not show: a boundary whose bytes are not
 a multiple of 64 is sent with its packing padding (docs/performance.md,
