@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <sstream>
 
 namespace lamina::plan {
@@ -244,6 +245,7 @@ private:
   }
   /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
+  struct GradientBuffers;
   void placeStats();
   void memory();
   void metrics();
@@ -401,6 +403,64 @@ double Evaluator::tiedSyncTime(int r) const {
   return seconds;
 }
 
+/// ZeRO 2-3 gradient buffers along one rank's action list, as the runtime
+/// holds them: a run's first backward takes a full gradient (after
+/// retiring all reduce-scatters but the newest), its reduce-scatter adds
+/// the rank's part, the optimizer step retires everything.
+struct Evaluator::GradientBuffers {
+  struct InFlight {
+    double bytes;
+  };
+  std::vector<double> accumulating; ///< per stage: its full gradient, or 0
+  std::deque<InFlight> flight;
+  double held = 0, peak = 0;
+  const Evaluator &e;
+  explicit GradientBuffers(const Evaluator &e)
+      : accumulating(e.plan.stages.size(), 0.0), e(e) {}
+  double full(int stage) const {
+    const Stage &st = e.plan.stages[size_t(stage)];
+    return (st.params - st.sharedParams) * e.prec.grad;
+  }
+  /// The replica 0's part (MPI's and NCCL's cuts give it the larger one).
+  double part(int stage) const {
+    const Stage &st = e.plan.stages[size_t(stage)];
+    return std::ceil((st.params - st.sharedParams) / e.c.dp - 1e-9) *
+           e.prec.grad;
+  }
+  void retire(size_t keep) {
+    while (flight.size() > keep) {
+      held -= flight.front().bytes;
+      flight.pop_front();
+    }
+  }
+  void step(const Action &a) {
+    if (e.c.zero < 2 || e.c.dp < 2)
+      return;
+    switch (a.kind) {
+    case ActionKind::Backward:
+      if (accumulating[size_t(a.module)] == 0 && full(a.module) > 0) {
+        retire(1);
+        accumulating[size_t(a.module)] = full(a.module);
+        held += full(a.module);
+      }
+      break;
+    case ActionKind::ReduceScatter: {
+      double bytes = full(a.module) + part(a.module);
+      held += bytes - accumulating[size_t(a.module)];
+      accumulating[size_t(a.module)] = 0;
+      flight.push_back({bytes});
+      break;
+    }
+    case ActionKind::OptimizerStep:
+      retire(0);
+      break;
+    default:
+      break;
+    }
+    peak = std::max(peak, held);
+  }
+};
+
 // Per-rank traffic and in-flight checkpoints, walking replica 0's lists.
 void Evaluator::placeStats() {
   const auto &s = plan.schedule;
@@ -421,7 +481,9 @@ void Evaluator::placeStats() {
     // full activations on top when they are recomputed.
     double held = 0, peak = 0;
     int inFlight = 0;
+    GradientBuffers gradBuffers(*this);
     for (const Action &a : s.ranks[s.globalRank(r, 0)]) {
+      gradBuffers.step(a);
       const Stage *st = a.module >= 0 ? &plan.stages[a.module] : nullptr;
       const double keep = st ? (c.recompute ? st->checkpointBytes
                                             : st->activationBytes)
@@ -466,6 +528,7 @@ void Evaluator::placeStats() {
       }
     }
     rs.memory.activations = peak;
+    rs.memory.gradientBuffers = gradBuffers.peak;
     // Tied parameters: whole on every holder, synchronised once a step
     // over the holders of all replicas (in the optimizer step).
     for (size_t i = 0; i < tied.size(); ++i) {
@@ -530,11 +593,9 @@ void Evaluator::memory() {
       }
     }
     // Level 3 gathers a stage's full weights before it runs (two with
-    // prefetch) and holds one stage's full gradient until reduce-scattered.
+    // prefetch); levels 2-3's full gradients are gradientBuffers.
     if (c.zero >= 3 && c.dp > 1)
-      transient += (largest + second) * prec.weight + largest * prec.grad;
-    else if (c.zero == 2 && c.dp > 1)
-      transient += largest * prec.grad;
+      transient += (largest + second) * prec.weight;
     mem.transient = transient;
     plan.peakMemory = std::max(plan.peakMemory, mem.total());
   }

@@ -184,7 +184,7 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
                            gib(m.grads),
                            gib(m.optimizer),
                            gib(m.activations),
-                           gib(m.transient),
+                           gib(m.transient + m.gradientBuffers),
                            gib(m.total()),
                            bytesText(r.traffic.p2p),
                            bytesText(r.traffic.dataParallel),
@@ -365,6 +365,7 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
         .field("optimizer", r.memory.optimizer)
         .field("activations", r.memory.activations)
         .field("transient", r.memory.transient)
+        .field("gradient_buffers", r.memory.gradientBuffers)
         .field("total", r.memory.total())
         .endObject();
     w.key("traffic")

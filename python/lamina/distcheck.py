@@ -8,6 +8,10 @@ docs/plan.md), and prints per global rank, side by side:
 * bytes sent per step point-to-point and on data-parallel (and
   shared-parameter) collectives, measured against the plan's traffic of
   that rank's pipeline rank. These must be equal (exit status 1 if not);
+* at ZeRO 2-3, the peak bytes of full gradients and reduce-scatter results
+  held at once, against the plan's `gradient_buffers`: equal on replica 0,
+  within two elements' rounding of the shards elsewhere (the first
+  replicas' parts are one element longer; exit status 1 if not);
 * the idle fraction, measured `1 - compute/wall` against the plan's
   `idle / (busy + idle)`. These agree only in ordering: on a few CPU cores
   shared by several ranks, waits for descheduled peers and per-action
@@ -71,7 +75,9 @@ def rows(measured, plan):
             held=r["peak_activation_bytes"], arena=r["arena_bytes"],
             act_plan=mem["activations"], transient_plan=mem["transient"],
             weights_plan=mem["weights"], grads_plan=mem["grads"],
-            optim_plan=mem["optimizer"]))
+            optim_plan=mem["optimizer"],
+            grad_peak=r.get("peak_gradient_bytes", 0),
+            grad_plan=mem.get("gradient_buffers", 0)))
     return out
 
 
@@ -79,24 +85,34 @@ def same(a, b):
     return abs(a - b) <= 0.5  # the runtime prints whole bytes per step
 
 
+def grads_equal(row):
+    # Replica 0 holds the larger parts; the others may hold parts one f32
+    # element shorter (at most two parts are held at once).
+    tolerance = 0.5 if row["dp"] == 0 else 8.5
+    return abs(row["grad_peak"] - row["grad_plan"]) <= tolerance
+
+
 def bytes_equal(row):
-    return same(row["p2p"], row["p2p_plan"]) and same(row["dp_bytes"],
-                                                      row["dp_plan"])
+    return (same(row["p2p"], row["p2p_plan"])
+            and same(row["dp_bytes"], row["dp_plan"]) and grads_equal(row))
 
 
 def markdown(rs):
     """The table of bench/dist_vs_plan.py and docs/performance.md."""
     lines = ["| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
+             "| gradient buffers run / plan "
              "| idle run / plan | held + arena (run) | activ + transient "
              "(plan) |",
-             "|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|"]
     for r in rs:
         p2p = f"{r['p2p']:.0f} / {r['p2p_plan']:.0f}" + (
             "" if same(r["p2p"], r["p2p_plan"]) else " **DIFFERS**")
         dpb = f"{r['dp_bytes']:.0f} / {r['dp_plan']:.0f}" + (
             "" if same(r["dp_bytes"], r["dp_plan"]) else " **DIFFERS**")
+        grad = f"{r['grad_peak']:.0f} / {r['grad_plan']:.0f}" + (
+            "" if grads_equal(r) else " **DIFFERS**")
         lines.append(
-            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | "
+            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | {grad} | "
             f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
             f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
             f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
@@ -108,10 +124,14 @@ def text(rs):
     """A compact plain-text table: bytes and idle fraction per rank."""
     def pair(a, b):
         return f"{a:.0f} {'=' if same(a, b) else '!='} {b:.0f}"
+    def grads(r):
+        return (f"{r['grad_peak']:.0f} {'=' if grads_equal(r) else '!='} "
+                f"{r['grad_plan']:.0f}")
     head = ("rank (pp, dp)", "p2p B/step run vs plan",
-            "DP B/step run vs plan", "idle run / plan")
+            "DP B/step run vs plan", "grad buffers B run vs plan",
+            "idle run / plan")
     body = [(f"{r['rank']} ({r['pp']}, {r['dp']})", pair(r["p2p"],
-             r["p2p_plan"]), pair(r["dp_bytes"], r["dp_plan"]),
+             r["p2p_plan"]), pair(r["dp_bytes"], r["dp_plan"]), grads(r),
              f"{r['idle']:.0%} / {r['idle_plan']:.0%}") for r in rs]
     widths = [max(len(row[i]) for row in [head] + body)
               for i in range(len(head))]

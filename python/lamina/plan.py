@@ -51,6 +51,7 @@ class Memory:
     activations: float
     transient: float
     total: float
+    gradient_buffers: float = 0  # ZeRO 2-3 full gradients in flight
 
 
 @dataclass
@@ -197,7 +198,8 @@ def plot_memory(plan: Plan, out: str | None = None, ax=None):
     gib = 2.0 ** 30
     xs = [r.pipeline_rank for r in plan.ranks]
     bottom = [0.0] * len(xs)
-    for part in ("weights", "grads", "optimizer", "activations", "transient"):
+    for part in ("weights", "grads", "optimizer", "activations", "transient",
+                 "gradient_buffers"):
         vals = [getattr(r.memory, part) / gib for r in plan.ranks]
         ax.bar(xs, vals, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, vals)]

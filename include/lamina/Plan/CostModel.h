@@ -100,8 +100,14 @@ struct Stage {
 struct RankMemory {
   double weights = 0, grads = 0, optimizer = 0, activations = 0,
          transient = 0;
+  /// ZeRO 2-3: the peak of full gradients and reduce-scatter results held
+  /// at once (each run's full gradient lives from its first backward until
+  /// its reduce-scatter is retired, as the runtime's executor does:
+  /// Executor::retireScatters; `grads` counts the shards).
+  double gradientBuffers = 0;
   double total() const {
-    return weights + grads + optimizer + activations + transient;
+    return weights + grads + optimizer + activations + transient +
+           gradientBuffers;
   }
 };
 

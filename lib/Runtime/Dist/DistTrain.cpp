@@ -84,18 +84,19 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
       "\"collective_bytes_per_step\": %.0f, "
       "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
       "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
-      "\"peak_activation_bytes\": %zu, \"state_bytes\": %zu}",
+      "\"peak_activation_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
+      "\"state_bytes\": %zu}",
       ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent - ex.evalP2pBytes) / n,
       (net.collectiveBytes - ex.evalCollectiveBytes - ex.copyGatherBytes) / n,
       ex.busySeconds, wall, idle, ex.arenaBytes, ex.peakHeldBytes,
-      ex.stateBytes());
+      ex.peakGradBytes, ex.stateBytes());
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();
   for (int r = 0; r < control.size(); ++r) {
     int pp = r % ex.spec.pp, dp = r / ex.spec.pp;
     double p2p = 0, coll = 0, busy = 0, idleF = 0;
-    unsigned long long arena = 0, peak = 0, state = 0;
+    unsigned long long arena = 0, peak = 0, gradPeak = 0, state = 0;
     const char *j = all[size_t(r)].c_str();
     std::sscanf(std::strstr(j, "\"p2p_bytes_per_step\""),
                 "\"p2p_bytes_per_step\": %lf", &p2p);
@@ -109,12 +110,15 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 &arena);
     std::sscanf(std::strstr(j, "\"peak_activation_bytes\""),
                 "\"peak_activation_bytes\": %llu", &peak);
+    std::sscanf(std::strstr(j, "\"peak_gradient_bytes\""),
+                "\"peak_gradient_bytes\": %llu", &gradPeak);
     std::sscanf(std::strstr(j, "\"state_bytes\""), "\"state_bytes\": %llu",
                 &state);
     std::printf("stats: rank %d (pp %d, dp %d): p2p %.0f B/step, collective "
                 "%.0f B/step, compute %.3f s, idle %.1f%%, arena %llu B, peak "
-                "activations %llu B, state %llu B\n",
-                r, pp, dp, p2p, coll, busy, 100 * idleF, arena, peak, state);
+                "activations %llu B, peak gradients %llu B, state %llu B\n",
+                r, pp, dp, p2p, coll, busy, 100 * idleF, arena, peak, gradPeak,
+                state);
   }
   std::fflush(stdout);
   if (ex.o.stats.empty())

@@ -393,17 +393,13 @@ Status Executor::setupParams() {
                !s.ok()) {
       return s;
     }
-    if (zero == 3) {
-      if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
-        return s;
-    } else {
+    // Levels 2-3 take the full gradient from the pool for each run.
+    if (zero < 2)
       if (Status s = allocateZeroed(M.flatGrad, fullBytes); !s.ok())
         return s;
-      if (zero > 0) {
-        if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
-          return s;
-      }
-    }
+    if (zero > 0)
+      if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
+        return s;
   }
   for (Param &p : params) {
     OwnedTensor &t = inits[p.name];

@@ -142,6 +142,8 @@ struct ModuleState {
   /// layout, level 3 the shard's (shards.shardCapacity elements), which
   /// the all-gather before each run assembles.
   DeviceBuffer flatCopy, shardCopy;
+  /// Levels 2-3: the full f32 gradient is a pooled buffer, taken at the
+  /// first backward of a run and handed to its reduce-scatter.
   /// Levels 1-2 when the functions read only the copies
   /// (ModuleSpec::copiesOnly): the step's all-gather moves flatCopy, the
   /// optimizer having stored this rank's part, and the f32 parameters
@@ -156,11 +158,13 @@ struct ModuleState {
   std::deque<Gather> gathers;
   DeviceBuffer active;  ///< the full weights (or copies) of the current run
   int64_t shardLen = 0; ///< this rank's part of the flat layout
+  /// Levels 2-3: a run's full gradient being reduce-scattered into `part`
+  /// (issue order; Executor::retireScatters adds it to shardGrad).
   struct Scatter {
     DeviceBuffer full, part;
     Request req;
   };
-  std::vector<Scatter> scatters;
+  std::deque<Scatter> scatters;
   /// What checkpoints read and write: the shard (level 3) or the flat
   /// parameters.
   std::vector<float> hostParam;
@@ -273,6 +277,9 @@ public:
   /// And the copies' gathers outside the steps (gatherCopies).
   double copyGatherBytes = 0;
   size_t heldBytes = 0, peakHeldBytes = 0;
+  /// Levels 2-3: bytes (unpadded) of full gradients and reduce-scatter
+  /// results held at once, and their peak (--stats).
+  size_t gradBytes = 0, peakGradBytes = 0;
   bool tracing = false;
   std::vector<TraceEvent> events;
 
@@ -363,6 +370,18 @@ private:
   /// Evaluating: forwards keep no residuals and drop their inputs.
   bool evaluating = false;
   Status collective(const ActionSpec &a);
+  /// Levels 2-3: the oldest reduce-scatters waited for and added to their
+  /// modules' shard gradients (their buffers freed), all but the newest
+  /// `keep`. A backward taking a new full gradient keeps one in flight, so
+  /// a rank holds at most two full gradients with layered schedules; the
+  /// optimizer step keeps none.
+  Status retireScatters(size_t keep);
+  /// Modules of the in-flight scatters, in issue order.
+  std::deque<int> scatterOrder;
+  void countGrad(size_t bytes) {
+    gradBytes += bytes;
+    peakGradBytes = std::max(peakGradBytes, gradBytes);
+  }
   Status optimizerStep(int64_t stepIndex);
   Status progressSends(bool wait);
   Status zeroBuffer(DeviceBuffer &b) { return device.fillZero(b.data(), b.bytes()); }

@@ -221,11 +221,15 @@ Status Executor::backward(int k, int j) {
       dst = floats(p.ownGrad);
     else {
       ModuleState &M = modules[size_t(p.module)];
-      if (!M.flatGrad.data())
+      if (!M.flatGrad.data()) { // levels 2-3: a run's first backward
+        if (Status s = retireScatters(1); !s.ok())
+          return s;
         if (Status s = newZeroed(size_t(M.shards.fullCapacity) * sizeof(float),
                                  M.flatGrad);
             !s.ok())
           return s;
+        countGrad(size_t(M.size) * sizeof(float));
+      }
       dst = floats(M.flatGrad) + p.flatOffset;
     }
     // The step's first gradient of p is written as onto zeros, without
@@ -369,21 +373,25 @@ Status Executor::collective(const ActionSpec &a) {
   case ActionKind::AllReduce:
     return net.allReduce(floats(M.flatGrad), M.size, dpGroup, M.gradReq);
   case ActionKind::ReduceScatter:
-    if (zero == 3) {
+    if (zero >= 2) {
       ModuleState::Scatter s;
       s.full = std::move(M.flatGrad);
-      if (!s.full.data())
+      if (!s.full.data()) {
         if (Status st = newZeroed(fullBytes, s.full); !st.ok())
           return st;
+        countGrad(size_t(M.size) * sizeof(float));
+      }
       if (Status st = pool.get(size_t(M.shards.shardCapacity) * sizeof(float),
                                s.part);
           !st.ok())
         return st;
+      countGrad(size_t(M.shards.counts[size_t(dp)]) * sizeof(float));
       if (Status st = net.reduceScatter(floats(s.full), floats(s.part),
                                         M.shards, dpGroup, s.req);
           !st.ok())
         return st;
       M.scatters.push_back(std::move(s));
+      scatterOrder.push_back(a.module);
       return Status::success();
     }
     return net.reduceScatter(floats(M.flatGrad), floats(M.shardGrad), M.shards,
@@ -423,6 +431,33 @@ Status Executor::collective(const ActionSpec &a) {
   }
 }
 
+Status Executor::retireScatters(size_t keep) {
+  while (scatterOrder.size() > keep) {
+    int k = scatterOrder.front();
+    scatterOrder.pop_front();
+    ModuleState &M = modules[size_t(k)];
+    ModuleState::Scatter &sc = M.scatters.front();
+    if (Status s = net.waitForCompute(sc.req,
+                                      "the reduce-scatter of module " + str(k) +
+                                          "'s gradients did not complete",
+                                      "; a rank of data-parallel group " +
+                                          str(pp) + " may have died");
+        !s.ok())
+      return s;
+    int64_t count = M.shards.counts[size_t(dp)];
+    if (Status s =
+            device.accumulate(floats(M.shardGrad), floats(sc.part), count);
+        !s.ok())
+      return s;
+    // Later device work (and transfers, ordered after it) may reuse them.
+    pool.put(std::move(sc.part));
+    pool.put(std::move(sc.full));
+    gradBytes -= size_t(M.size + count) * sizeof(float);
+    M.scatters.pop_front();
+  }
+  return Status::success();
+}
+
 Status Executor::progressSends(bool wait) {
   size_t keep = 0;
   for (size_t i = 0; i < sends.size(); ++i) {
@@ -456,25 +491,12 @@ Status Executor::optimizerStep(int64_t stepIndex) {
                                         group);
           !s.ok())
         return s;
-    for (ModuleState::Scatter &sc : M.scatters) {
-      if (Status s = net.waitForCompute(sc.req,
-                                        "the reduce-scatter of module " +
-                                            str(k) +
-                                            "'s gradients did not complete",
-                                        group);
-          !s.ok())
-        return s;
-      if (Status s = device.accumulate(floats(M.shardGrad), floats(sc.part),
-                                       M.shards.counts[size_t(dp)]);
-          !s.ok())
-        return s;
-      pool.put(std::move(sc.part));
-      pool.put(std::move(sc.full));
-    }
-    M.scatters.clear();
-    if (zero == 3)
-      pool.put(std::move(M.flatGrad));
+    if (M.flatGrad.data() && zero >= 2)
+      return Status::error("internal: module " + str(k) +
+                           "'s gradient was never reduce-scattered");
   }
+  if (Status s = retireScatters(0); !s.ok())
+    return s;
   // Shared parameters: one sum over all holders, whole (ZeRO 0) or each
   // holder's part (Param::shardsOwn).
   std::vector<Param *> shared;
