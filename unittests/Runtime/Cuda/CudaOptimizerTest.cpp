@@ -379,9 +379,10 @@ TEST_F(CudaKernel, AccumulateScaledRoundsAsWritten) {
 /// What accumulateMany's sums are checked against, one call at a time:
 /// accumulateScaled, or binary Add for scale 1 (after a fill for intoZeros).
 void addOne(const GradientSum &s, cudaStream_t stream) {
-  if (s.intoZeros)
+  if (s.intoZeros) {
     EXPECT_EQ(cudaMemsetAsync(s.dst, 0, size_t(s.n) * sizeof(float), stream),
               cudaSuccess);
+  }
   if (s.scale != 1.0f) {
     EXPECT_OK(cu::accumulateScaled(s.dst, s.src, s.n, s.scale, stream));
   } else if (s.n) {
