@@ -376,6 +376,8 @@ private:
   /// a rank holds at most two full gradients with layered schedules; the
   /// optimizer step keeps none.
   Status retireScatters(size_t keep);
+  /// Levels 2-3: a pooled full gradient for module M's next run.
+  Status takeRunGradient(ModuleState &M);
   /// Modules of the in-flight scatters, in issue order.
   std::deque<int> scatterOrder;
   void countGrad(size_t bytes) {

@@ -224,11 +224,8 @@ Status Executor::backward(int k, int j) {
       if (!M.flatGrad.data()) { // levels 2-3: a run's first backward
         if (Status s = retireScatters(1); !s.ok())
           return s;
-        if (Status s = newZeroed(size_t(M.shards.fullCapacity) * sizeof(float),
-                                 M.flatGrad);
-            !s.ok())
+        if (Status s = takeRunGradient(M); !s.ok())
           return s;
-        countGrad(size_t(M.size) * sizeof(float));
       }
       dst = floats(M.flatGrad) + p.flatOffset;
     }
@@ -429,6 +426,24 @@ Status Executor::collective(const ActionSpec &a) {
   default:
     return Status::success();
   }
+}
+
+Status Executor::takeRunGradient(ModuleState &M) {
+  // No fill: this backward writes each of M's parameters' gradients as
+  // onto zeros; only the padding the reduce-scatter reads is zeroed.
+  size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
+  if (Status s = pool.get(bytes, M.flatGrad); !s.ok())
+    return s;
+  size_t used = size_t(M.size) * sizeof(float);
+  if (bytes > used)
+    if (Status s = device.fillZero(
+            static_cast<char *>(M.flatGrad.data()) + used, bytes - used);
+        !s.ok())
+      return s;
+  for (int pi : M.params)
+    params[size_t(pi)].gradWritten = false;
+  countGrad(used);
+  return Status::success();
 }
 
 Status Executor::retireScatters(size_t keep) {
