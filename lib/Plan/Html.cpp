@@ -162,7 +162,8 @@ std::string formatHtml(const Plan &p, const ModelDesc &desc) {
   o += "<h2>Pipeline ranks</h2>\n<p>Memory in GiB per GPU; traffic in GB "
        "sent per GPU per step.</p>\n<table>\n<tr><th>rank</th><th>modules"
        "</th><th>params</th><th>weights</th><th>grads</th><th>optimizer</th>"
-       "<th>activations</th><th>transient</th><th>total</th><th>p2p</th>"
+       "<th>activations</th><th>transient</th><th>gradient buffers</th>"
+       "<th>total</th><th>p2p</th>"
        "<th>data parallel</th><th>tensor parallel</th><th>busy s</th>"
        "<th>idle s</th></tr>\n";
   for (const RankStats &r : p.ranks) {
@@ -171,11 +172,11 @@ std::string formatHtml(const Plan &p, const ModelDesc &desc) {
     o += "<tr><td>" + std::to_string(r.pipelineRank) + "</td><td class=\"l\">" +
          esc(summarizeModules(desc, r.modules)) + "</td><td>" +
          num("%.4g", r.params) + "</td><td>" + g(r.memory.weights) +
-         "</td><td>" + g(r.memory.grads) + "</td><td>" +
-         g(r.memory.optimizer) + "</td><td>" + g(r.memory.activations) +
-         "</td><td>" + g(r.memory.transient) + "</td><td>" +
-         g(r.memory.total()) + "</td><td>" + gb(r.traffic.p2p) + "</td><td>" +
-         gb(r.traffic.dataParallel) + "</td><td>" +
+         "</td><td>" + g(r.memory.grads) + "</td><td>" + g(r.memory.optimizer) +
+         "</td><td>" + g(r.memory.activations) + "</td><td>" +
+         g(r.memory.transient) + "</td><td>" + g(r.memory.gradientBuffers) +
+         "</td><td>" + g(r.memory.total()) + "</td><td>" + gb(r.traffic.p2p) +
+         "</td><td>" + gb(r.traffic.dataParallel) + "</td><td>" +
          gb(r.traffic.tensorParallel) + "</td><td>" + num("%.4g", r.busy) +
          "</td><td>" + num("%.4g", r.idle) + "</td></tr>\n";
   }
