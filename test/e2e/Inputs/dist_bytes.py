@@ -1,6 +1,8 @@
 """The bytes two distributed runs' --stats files report per rank and step
 are the same (test/e2e/cuda-dist-gpu.test: the NCCL data plane moves what
-the MPI one moves).
+the MPI one moves), and so are the ZeRO 2-3 gradient buffers' peaks
+(unpadded: with two ranks a group NCCL's padded cut and MPI's even one
+give a rank parts of the same length).
 
   dist_bytes.py A.json B.json
 
@@ -15,7 +17,8 @@ def main():
         print(f"{len(a)} ranks vs {len(b)}")
         return
     for ra, rb in zip(a, b):
-        for key in ("p2p_bytes_per_step", "collective_bytes_per_step"):
+        for key in ("p2p_bytes_per_step", "collective_bytes_per_step",
+                    "peak_gradient_bytes"):
             if ra[key] != rb[key]:
                 print(f"rank {ra['rank']}: {key} {ra[key]} vs {rb[key]}")
                 return
