@@ -405,18 +405,23 @@ double Evaluator::tiedSyncTime(int r) const {
 
 /// ZeRO 2-3 gradient buffers along one rank's action list, as the runtime
 /// holds them: a run's first backward takes a full gradient (after
-/// retiring all reduce-scatters but the newest), its reduce-scatter adds
-/// the rank's part, the optimizer step retires everything.
+/// retiring all reduce-scatters but the newest), a reduce-scatter after the
+/// stage's first of the step adds the rank's part, the optimizer step
+/// retires everything.
 struct Evaluator::GradientBuffers {
   struct InFlight {
     double bytes;
   };
   std::vector<double> accumulating; ///< per stage: its full gradient, or 0
+  /// Per stage: reduce-scattered this step (the first lands in the shard
+  /// gradient, later ones in a part).
+  std::vector<bool> scattered;
   std::deque<InFlight> flight;
   double held = 0, peak = 0;
   const Evaluator &e;
   explicit GradientBuffers(const Evaluator &e)
-      : accumulating(e.plan.stages.size(), 0.0), e(e) {}
+      : accumulating(e.plan.stages.size(), 0.0),
+        scattered(e.plan.stages.size(), false), e(e) {}
   double full(int stage) const {
     const Stage &st = e.plan.stages[size_t(stage)];
     return (st.params - st.sharedParams) * e.prec.grad;
@@ -445,9 +450,11 @@ struct Evaluator::GradientBuffers {
       }
       break;
     case ActionKind::ReduceScatter: {
-      double bytes = full(a.module) + part(a.module);
+      double bytes =
+          full(a.module) + (scattered[size_t(a.module)] ? part(a.module) : 0);
       held += bytes - accumulating[size_t(a.module)];
       accumulating[size_t(a.module)] = 0;
+      scattered[size_t(a.module)] = true;
       flight.push_back({bytes});
       break;
     }

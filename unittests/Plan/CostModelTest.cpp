@@ -303,26 +303,28 @@ TEST(CostModel, PrecisionTable) {
 TEST(CostModel, ZeroTwoHoldsFullGradientsUntilTheirReduceScatterRetires) {
   // Four layers of N parameters, d = 2: a run's full gradient lives from
   // its first backward until its reduce-scatter retires, which a later
-  // run's first backward waits for (one scatter stays in flight).
+  // run's first backward waits for (one scatter stays in flight). A
+  // stage's first reduce-scatter of the step lands in its shard gradient;
+  // later ones (level 3 scatters each run) need a part of N/2.
   const int64_t N = 1000;
   ModelDesc desc = uniformLayers(4, 1, N, 64);
   for (int zero : {2, 3}) {
     SCOPED_TRACE("zero " + std::to_string(zero));
     PlanConfig c = config(ScheduleKind::Layered, 1, 2, 2, zero);
     c.precision = Precision::Fp32;
-    // Layered: a layer's full gradient and half in flight while the next
-    // accumulates, then its half: 3N f32 values.
+    // Layered: one layer's full gradient in flight while the next
+    // accumulates: 2N f32 values.
     Plan layered = evaluate(desc, c);
-    EXPECT_DOUBLE_EQ(layered.ranks[0].memory.gradientBuffers, 3.0 * N * 4);
+    EXPECT_DOUBLE_EQ(layered.ranks[0].memory.gradientBuffers, 2.0 * N * 4);
     EXPECT_DOUBLE_EQ(layered.ranks[0].memory.grads, 4.0 * N * 4 / 2);
     // 1F1B at level 2: every layer accumulates until the last
-    // micro-batch's backward; at the end every full gradient and every
-    // half. Level 3 reduce-scatters after each run (each micro-batch's
-    // backward here): 3N again, for m times the gradient traffic.
+    // micro-batch's backward: 4N. Level 3 reduce-scatters after each run
+    // (each micro-batch's backward here): the second micro-batch's
+    // scatters add parts, 2N + N/2 + N/2 at most.
     c.schedule = ScheduleKind::OneFOneB;
     Plan onef = evaluate(desc, c);
     EXPECT_DOUBLE_EQ(onef.ranks[0].memory.gradientBuffers,
-                     zero == 2 ? (4.0 * N + 4.0 * N / 2) * 4 : 3.0 * N * 4);
+                     (zero == 2 ? 4.0 : 3.0) * N * 4);
   }
   // Levels 0-1 keep the whole gradient as state instead.
   Plan z1 = evaluate(desc, config(ScheduleKind::Layered, 1, 2, 2, 1));

@@ -158,13 +158,17 @@ struct ModuleState {
   std::deque<Gather> gathers;
   DeviceBuffer active;  ///< the full weights (or copies) of the current run
   int64_t shardLen = 0; ///< this rank's part of the flat layout
-  /// Levels 2-3: a run's full gradient being reduce-scattered into `part`
-  /// (issue order; Executor::retireScatters adds it to shardGrad).
+  /// Levels 2-3: a run's full gradient being reduce-scattered (issue
+  /// order). The step's first one lands in shardGrad itself; a later one
+  /// (level 3, several runs a step) in `part`, which
+  /// Executor::retireScatters adds to shardGrad.
   struct Scatter {
     DeviceBuffer full, part;
     Request req;
+    size_t counted = 0; ///< its bytes in Executor::gradBytes
   };
   std::deque<Scatter> scatters;
+  bool scatteredThisStep = false;
   /// What checkpoints read and write: the shard (level 3) or the flat
   /// parameters.
   std::vector<float> hostParam;

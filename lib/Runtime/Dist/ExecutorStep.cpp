@@ -373,18 +373,28 @@ Status Executor::collective(const ActionSpec &a) {
     if (zero >= 2) {
       ModuleState::Scatter s;
       s.full = std::move(M.flatGrad);
+      s.counted = size_t(M.size) * sizeof(float);
       if (!s.full.data()) {
         if (Status st = newZeroed(fullBytes, s.full); !st.ok())
           return st;
-        countGrad(size_t(M.size) * sizeof(float));
+        countGrad(s.counted);
       }
-      if (Status st = pool.get(size_t(M.shards.shardCapacity) * sizeof(float),
-                               s.part);
-          !st.ok())
-        return st;
-      countGrad(size_t(M.shards.counts[size_t(dp)]) * sizeof(float));
-      if (Status st = net.reduceScatter(floats(s.full), floats(s.part),
-                                        M.shards, dpGroup, s.req);
+      // The step's first reduce-scatter of M writes its shard gradient
+      // (the same bits as 0 + part); later ones need a part to add.
+      float *into = floats(M.shardGrad);
+      if (M.scatteredThisStep) {
+        if (Status st = pool.get(size_t(M.shards.shardCapacity) * sizeof(float),
+                                 s.part);
+            !st.ok())
+          return st;
+        size_t partBytes = size_t(M.shards.counts[size_t(dp)]) * sizeof(float);
+        countGrad(partBytes);
+        s.counted += partBytes;
+        into = floats(s.part);
+      }
+      M.scatteredThisStep = true;
+      if (Status st =
+              net.reduceScatter(floats(s.full), into, M.shards, dpGroup, s.req);
           !st.ok())
         return st;
       M.scatters.push_back(std::move(s));
@@ -459,15 +469,15 @@ Status Executor::retireScatters(size_t keep) {
                                           str(pp) + " may have died");
         !s.ok())
       return s;
-    int64_t count = M.shards.counts[size_t(dp)];
-    if (Status s =
-            device.accumulate(floats(M.shardGrad), floats(sc.part), count);
-        !s.ok())
-      return s;
+    if (sc.part.data())
+      if (Status s = device.accumulate(floats(M.shardGrad), floats(sc.part),
+                                       M.shards.counts[size_t(dp)]);
+          !s.ok())
+        return s;
     // Later device work (and transfers, ordered after it) may reuse them.
     pool.put(std::move(sc.part));
     pool.put(std::move(sc.full));
-    gradBytes -= size_t(M.size + count) * sizeof(float);
+    gradBytes -= sc.counted;
     M.scatters.pop_front();
   }
   return Status::success();
@@ -602,6 +612,7 @@ Status Executor::zeroGrads() {
     p.gradWritten = false;
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
+    M.scatteredThisStep = false;
     if (M.shardGrad.data())
       if (Status s = zeroBuffer(M.shardGrad); !s.ok())
         return s;
