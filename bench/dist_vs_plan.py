@@ -13,8 +13,12 @@ per global rank, side by side:
 
 * bytes sent per step point-to-point and on data-parallel (and
   shared-parameter) collectives, measured (runtime counters, ring volumes)
-  against the plan's RankTraffic for that rank's pipeline rank. These must
-  be equal: the script exits 1 when any differs.
+  against the plan's RankTraffic for that rank's pipeline rank; the
+  training state a rank keeps (`state_bytes`) against the plan's weights +
+  grads + optimizer; at ZeRO 2-3 the peak of full gradients and
+  reduce-scatter parts against the plan's `gradient_buffers`. These must
+  be equal (lamina.distcheck.bytes_equal): the script exits 1 when any
+  differs.
 * the idle fraction: measured `1 - compute/wall` against the plan's
   `idle / (busy + idle)` on a hardware file for this host (`--hardware`;
   the default, lamina.distcheck.HOST_HARDWARE, describes a small CPU: what

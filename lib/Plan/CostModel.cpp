@@ -240,8 +240,23 @@ private:
   /// Of tied parameter `i`, the parameters (per GPU) a holder updates and
   /// keeps optimizer state for: all, or its part at ZeRO >= 1.
   double tiedUpdated(size_t i) const {
-    double n = c.zero >= 1 ? tiedGroup(i) : 1;
+    double n = shardsTied(i) ? tiedGroup(i) : 1;
     return double(tied[i].first->params) / c.tp / n;
+  }
+  /// The sharding level the runtime uses: none without data parallelism.
+  int zeroLevel() const { return c.dp > 1 ? c.zero : 0; }
+  /// Whether tied parameter `i`'s holders each update a part (ZeRO >= 1).
+  bool shardsTied(size_t i) const {
+    return zeroLevel() >= 1 && tiedGroup(i) > 1;
+  }
+  /// Replica 0's part of `total` parameters cut in `parts` (the runtime's
+  /// MPI cut: the first total % parts members one more), for member
+  /// `index`; fractional with tensor parallelism.
+  double partOf(double total, int parts, int index = 0) const {
+    if (c.tp != 1 || parts <= 1)
+      return total / std::max(parts, 1);
+    double base = std::floor(total / parts + 1e-9);
+    return base + (index < total - base * parts - 1e-9 ? 1 : 0);
   }
   /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
@@ -382,7 +397,7 @@ std::vector<int> Evaluator::tiedHolders(size_t i) const {
 double Evaluator::tiedVolume(size_t i) const {
   const double n = tiedGroup(i);
   const double perElement =
-      c.zero >= 1 ? prec.grad + prec.weight : 2.0 * prec.grad;
+      shardsTied(i) ? prec.grad + prec.weight : 2.0 * prec.grad;
   return n > 1 ? (n - 1) / n * double(tied[i].first->params) / c.tp * perElement
                : 0.0;
 }
@@ -429,8 +444,7 @@ struct Evaluator::GradientBuffers {
   /// The replica 0's part (MPI's and NCCL's cuts give it the larger one).
   double part(int stage) const {
     const Stage &st = e.plan.stages[size_t(stage)];
-    return std::ceil((st.params - st.sharedParams) / e.c.dp - 1e-9) *
-           e.prec.grad;
+    return e.partOf(st.params - st.sharedParams, e.c.dp) * e.prec.grad;
   }
   void retire(size_t keep) {
     while (flight.size() > keep) {
@@ -439,7 +453,7 @@ struct Evaluator::GradientBuffers {
     }
   }
   void step(const Action &a) {
-    if (e.c.zero < 2 || e.c.dp < 2)
+    if (e.zeroLevel() < 2)
       return;
     switch (a.kind) {
     case ActionKind::Backward:
@@ -564,29 +578,40 @@ void Evaluator::placeStats() {
 }
 
 void Evaluator::memory() {
-  const double d = c.dp;
+  const int zero = zeroLevel();
   for (RankStats &rs : plan.ranks) {
     RankMemory &mem = rs.memory;
-    // Sharded: the rank's parameters less the tied ones, which every
-    // holder keeps whole.
-    double sharded = rs.params;
-    for (int st : rs.stages)
-      sharded -= plan.stages[st].sharedParams;
-    // Tied parameters: weights and gradients whole, the optimizer state
-    // (with the master weights) of the updated part.
-    const double whole = rs.sharedParams;
-    double updated = 0;
+    // Each stage's parameters less the tied ones, as the runtime holds
+    // them (replica 0's shards): the weights (bf16-copies: their copies;
+    // the f32 masters are optimizer state) whole, or the shard at level 3;
+    // the gradient whole (level 1 also its reduce-scattered shard), or
+    // the shard at levels 2-3; the optimizer state whole or the shard.
+    mem.weights = mem.grads = mem.optimizer = 0;
+    for (int st : rs.stages) {
+      const double S = plan.stages[st].params - plan.stages[st].sharedParams;
+      const double shard = zero >= 1 ? partOf(S, c.dp) : S;
+      mem.weights += (zero >= 3 ? shard : S) * prec.weight;
+      mem.grads +=
+          (zero >= 2 ? shard : S + (zero == 1 ? shard : 0)) * prec.grad;
+      mem.optimizer += shard * prec.optimizer;
+    }
+    // Tied parameters: weights and gradient whole; at ZeRO >= 1 the part
+    // each holder updates has its gradient and optimizer state (with the
+    // master weights) only.
     for (size_t i = 0; i < tied.size(); ++i) {
       std::vector<int> holders = tiedHolders(i);
-      if (std::binary_search(holders.begin(), holders.end(), rs.pipelineRank))
-        updated += tiedUpdated(i);
+      auto at =
+          std::lower_bound(holders.begin(), holders.end(), rs.pipelineRank);
+      if (at == holders.end() || *at != rs.pipelineRank)
+        continue;
+      const double whole = double(tied[i].first->params) / c.tp;
+      const double part =
+          shardsTied(i) ? partOf(whole, tiedGroup(i), int(at - holders.begin()))
+                        : whole;
+      mem.weights += whole * prec.weight;
+      mem.grads += (whole + (shardsTied(i) ? part : 0)) * prec.grad;
+      mem.optimizer += part * prec.optimizer;
     }
-    mem.weights = sharded * prec.weight / (c.zero >= 3 ? d : 1) +
-                  whole * prec.weight;
-    mem.grads =
-        sharded * prec.grad / (c.zero >= 2 ? d : 1) + whole * prec.grad;
-    mem.optimizer = sharded * prec.optimizer / (c.zero >= 1 ? d : 1) +
-                    updated * prec.optimizer;
     double transient = 0, largest = 0, second = 0;
     for (int st : rs.stages) {
       const Stage &s = plan.stages[st];

@@ -12,6 +12,10 @@ docs/plan.md), and prints per global rank, side by side:
   held at once, against the plan's `gradient_buffers`: equal on replica 0,
   within two elements' rounding of the shards elsewhere (the first
   replicas' parts are one element longer; exit status 1 if not);
+* the training state a rank keeps (`state_bytes`: parameters, copies,
+  gradients, optimizer state) against the plan's weights + grads +
+  optimizer: equal on replica 0, within the shards' rounding (16 bytes a
+  module) elsewhere (exit status 1 if not);
 * the idle fraction, measured `1 - compute/wall` against the plan's
   `idle / (busy + idle)`. These agree only in ordering: on a few CPU cores
   shared by several ranks, waits for descheduled peers and per-action
@@ -77,7 +81,10 @@ def rows(measured, plan):
             weights_plan=mem["weights"], grads_plan=mem["grads"],
             optim_plan=mem["optimizer"],
             grad_peak=r.get("peak_gradient_bytes", 0),
-            grad_plan=mem.get("gradient_buffers", 0)))
+            grad_plan=mem.get("gradient_buffers", 0),
+            state=r.get("state_bytes", 0),
+            state_plan=mem["weights"] + mem["grads"] + mem["optimizer"],
+            modules=len(pr.get("modules", []))))
     return out
 
 
@@ -92,18 +99,26 @@ def grads_equal(row):
     return abs(row["grad_peak"] - row["grad_plan"]) <= tolerance
 
 
+def state_equal(row):
+    # Other replicas' shards may be one element shorter: per module at most
+    # the parameter, gradient and two optimizer slots (f32).
+    tolerance = 0.5 if row["dp"] == 0 else 16.0 * (row["modules"] + 1)
+    return abs(row["state"] - row["state_plan"]) <= tolerance
+
+
 def bytes_equal(row):
     return (same(row["p2p"], row["p2p_plan"])
-            and same(row["dp_bytes"], row["dp_plan"]) and grads_equal(row))
+            and same(row["dp_bytes"], row["dp_plan"]) and grads_equal(row)
+            and state_equal(row))
 
 
 def markdown(rs):
     """The table of bench/dist_vs_plan.py and docs/performance.md."""
     lines = ["| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
-             "| gradient buffers run / plan "
+             "| gradient buffers run / plan | state run / plan "
              "| idle run / plan | held + arena (run) | activ + transient "
              "(plan) |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     for r in rs:
         p2p = f"{r['p2p']:.0f} / {r['p2p_plan']:.0f}" + (
             "" if same(r["p2p"], r["p2p_plan"]) else " **DIFFERS**")
@@ -111,8 +126,11 @@ def markdown(rs):
             "" if same(r["dp_bytes"], r["dp_plan"]) else " **DIFFERS**")
         grad = f"{r['grad_peak']:.0f} / {r['grad_plan']:.0f}" + (
             "" if grads_equal(r) else " **DIFFERS**")
+        state = f"{r['state']:.0f} / {r['state_plan']:.0f}" + (
+            "" if state_equal(r) else " **DIFFERS**")
         lines.append(
             f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | {grad} | "
+            f"{state} | "
             f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
             f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
             f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
@@ -127,12 +145,16 @@ def text(rs):
     def grads(r):
         return (f"{r['grad_peak']:.0f} {'=' if grads_equal(r) else '!='} "
                 f"{r['grad_plan']:.0f}")
+    def state(r):
+        return (f"{r['state']:.0f} {'=' if state_equal(r) else '!='} "
+                f"{r['state_plan']:.0f}")
     head = ("rank (pp, dp)", "p2p B/step run vs plan",
             "DP B/step run vs plan", "grad buffers B run vs plan",
-            "idle run / plan")
+            "state B run vs plan", "idle run / plan")
     body = [(f"{r['rank']} ({r['pp']}, {r['dp']})", pair(r["p2p"],
              r["p2p_plan"]), pair(r["dp_bytes"], r["dp_plan"]), grads(r),
-             f"{r['idle']:.0%} / {r['idle_plan']:.0%}") for r in rs]
+             state(r), f"{r['idle']:.0%} / {r['idle_plan']:.0%}")
+            for r in rs]
     widths = [max(len(row[i]) for row in [head] + body)
               for i in range(len(head))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
@@ -179,7 +201,8 @@ def main(argv=None):
         print("bytes differ from the plan on rank " + ", ".join(bad),
               file=sys.stderr)
         return 1
-    print("every bytes figure equals the plan's. Idle: the plan's is the "
+    print("every bytes figure equals the plan's (traffic, gradient buffers, "
+          "state). Idle: the plan's is the "
           "schedule's bubble and exposed communication; the run's also "
           "counts copies, MPI progress and, with more ranks than cores, "
           "waits for descheduled peers (docs/performance.md)")
