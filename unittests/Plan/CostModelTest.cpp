@@ -379,6 +379,18 @@ TEST(CostModel, TiedParametersAreSynchronisedByTheirHolders) {
                        (d - 1.0) / d * S * (4 + 2));
   EXPECT_DOUBLE_EQ(copies.ranks[0].memory.optimizer,
                    4.0 * N * 12 / d + S * 12.0 / d);
+  // Without data parallelism the runtime does not shard, whatever --zero
+  // says: two pipeline holders all-reduce the table's f32 gradient and
+  // each keeps its whole optimizer state (not 4 + 2 bytes and a half).
+  PlanConfig pipeline = config(ScheduleKind::BreadthFirst, 2, 2, 1, 1);
+  pipeline.precision = Precision::Bf16Copies;
+  Plan nodp = evaluate(desc, pipeline);
+  for (const RankStats &r : nodp.ranks) {
+    EXPECT_DOUBLE_EQ(r.traffic.dataParallel, 2.0 * (2 - 1) / 2 * S * 4);
+    EXPECT_DOUBLE_EQ(r.memory.optimizer, 2.0 * N * 12 + S * 12.0);
+    EXPECT_DOUBLE_EQ(r.memory.grads, 2.0 * N * 4 + S * 4.0);
+    EXPECT_DOUBLE_EQ(r.memory.gradientBuffers, 0);
+  }
   // Without data parallelism and on one rank there is nothing to sum.
   Plan single = evaluate(desc, config(ScheduleKind::Layered, 1, 2));
   EXPECT_DOUBLE_EQ(single.ranks[0].traffic.dataParallel, 0);
