@@ -424,14 +424,11 @@ double Evaluator::tiedSyncTime(int r) const {
 /// stage's first of the step adds the rank's part, the optimizer step
 /// retires everything.
 struct Evaluator::GradientBuffers {
-  struct InFlight {
-    double bytes;
-  };
   std::vector<double> accumulating; ///< per stage: its full gradient, or 0
   /// Per stage: reduce-scattered this step (the first lands in the shard
   /// gradient, later ones in a part).
   std::vector<bool> scattered;
-  std::deque<InFlight> flight;
+  std::deque<double> flight; ///< bytes of the scatters in flight
   double held = 0, peak = 0;
   const Evaluator &e;
   explicit GradientBuffers(const Evaluator &e)
@@ -448,7 +445,7 @@ struct Evaluator::GradientBuffers {
   }
   void retire(size_t keep) {
     while (flight.size() > keep) {
-      held -= flight.front().bytes;
+      held -= flight.front();
       flight.pop_front();
     }
   }
@@ -469,7 +466,7 @@ struct Evaluator::GradientBuffers {
       held += bytes - accumulating[size_t(a.module)];
       accumulating[size_t(a.module)] = 0;
       scattered[size_t(a.module)] = true;
-      flight.push_back({bytes});
+      flight.push_back(bytes);
       break;
     }
     case ActionKind::OptimizerStep:
@@ -626,7 +623,7 @@ void Evaluator::memory() {
     }
     // Level 3 gathers a stage's full weights before it runs (two with
     // prefetch); levels 2-3's full gradients are gradientBuffers.
-    if (c.zero >= 3 && c.dp > 1)
+    if (zero >= 3)
       transient += (largest + second) * prec.weight;
     mem.transient = transient;
     plan.peakMemory = std::max(plan.peakMemory, mem.total());

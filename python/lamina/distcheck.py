@@ -73,14 +73,14 @@ def rows(measured, plan):
             rank=r["rank"], pp=r["pp"], dp=r["dp"],
             p2p=r["p2p_bytes_per_step"], p2p_plan=t["p2p_bytes"],
             dp_bytes=r["collective_bytes_per_step"],
-            dp_plan=t["data_parallel_bytes"],
+            dp_bytes_plan=t["data_parallel_bytes"],
             idle=r["idle_fraction"],
             idle_plan=pr["idle_s"] / step if step > 0 else 0.0,
             held=r["peak_activation_bytes"], arena=r["arena_bytes"],
             act_plan=mem["activations"], transient_plan=mem["transient"],
             weights_plan=mem["weights"], grads_plan=mem["grads"],
             optim_plan=mem["optimizer"],
-            grad_peak=r.get("peak_gradient_bytes", 0),
+            grad=r.get("peak_gradient_bytes", 0),
             grad_plan=mem.get("gradient_buffers", 0),
             state=r.get("state_bytes", 0),
             state_plan=mem["weights"] + mem["grads"] + mem["optimizer"],
@@ -92,24 +92,35 @@ def same(a, b):
     return abs(a - b) <= 0.5  # the runtime prints whole bytes per step
 
 
+def within(row, key, tolerance):
+    """row[key] against row[key + "_plan"]: exact on replica 0; other
+    replicas' shards may be one element shorter (`tolerance` bytes)."""
+    return abs(row[key] - row[key + "_plan"]) <= (
+        0.5 if row["dp"] == 0 else tolerance)
+
+
 def grads_equal(row):
-    # Replica 0 holds the larger parts; the others may hold parts one f32
-    # element shorter (at most two parts are held at once).
-    tolerance = 0.5 if row["dp"] == 0 else 8.5
-    return abs(row["grad_peak"] - row["grad_plan"]) <= tolerance
+    # At most two parts are held at once.
+    return within(row, "grad", 8.5)
 
 
 def state_equal(row):
-    # Other replicas' shards may be one element shorter: per module at most
-    # the parameter, gradient and two optimizer slots (f32).
-    tolerance = 0.5 if row["dp"] == 0 else 16.0 * (row["modules"] + 1)
-    return abs(row["state"] - row["state_plan"]) <= tolerance
+    # Per module at most the parameter, gradient and two optimizer slots.
+    return within(row, "state", 16.0 * (row["modules"] + 1))
+
+
+# The figures that must agree: (row key, its check). The plan's figure is
+# row[key + "_plan"].
+CHECKS = (
+    ("p2p", lambda r: same(r["p2p"], r["p2p_plan"])),
+    ("dp_bytes", lambda r: same(r["dp_bytes"], r["dp_bytes_plan"])),
+    ("grad", grads_equal),
+    ("state", state_equal),
+)
 
 
 def bytes_equal(row):
-    return (same(row["p2p"], row["p2p_plan"])
-            and same(row["dp_bytes"], row["dp_plan"]) and grads_equal(row)
-            and state_equal(row))
+    return all(ok(row) for _, ok in CHECKS)
 
 
 def markdown(rs):
@@ -120,17 +131,11 @@ def markdown(rs):
              "(plan) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rs:
-        p2p = f"{r['p2p']:.0f} / {r['p2p_plan']:.0f}" + (
-            "" if same(r["p2p"], r["p2p_plan"]) else " **DIFFERS**")
-        dpb = f"{r['dp_bytes']:.0f} / {r['dp_plan']:.0f}" + (
-            "" if same(r["dp_bytes"], r["dp_plan"]) else " **DIFFERS**")
-        grad = f"{r['grad_peak']:.0f} / {r['grad_plan']:.0f}" + (
-            "" if grads_equal(r) else " **DIFFERS**")
-        state = f"{r['state']:.0f} / {r['state_plan']:.0f}" + (
-            "" if state_equal(r) else " **DIFFERS**")
+        checked = " | ".join(
+            f"{r[k]:.0f} / {r[k + '_plan']:.0f}"
+            + ("" if ok(r) else " **DIFFERS**") for k, ok in CHECKS)
         lines.append(
-            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {p2p} | {dpb} | {grad} | "
-            f"{state} | "
+            f"| {r['rank']} ({r['pp']}, {r['dp']}) | {checked} | "
             f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
             f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
             f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
@@ -139,22 +144,14 @@ def markdown(rs):
 
 
 def text(rs):
-    """A compact plain-text table: bytes and idle fraction per rank."""
-    def pair(a, b):
-        return f"{a:.0f} {'=' if same(a, b) else '!='} {b:.0f}"
-    def grads(r):
-        return (f"{r['grad_peak']:.0f} {'=' if grads_equal(r) else '!='} "
-                f"{r['grad_plan']:.0f}")
-    def state(r):
-        return (f"{r['state']:.0f} {'=' if state_equal(r) else '!='} "
-                f"{r['state_plan']:.0f}")
+    """A compact plain-text table: the checked figures and idle fraction."""
     head = ("rank (pp, dp)", "p2p B/step run vs plan",
             "DP B/step run vs plan", "grad buffers B run vs plan",
             "state B run vs plan", "idle run / plan")
-    body = [(f"{r['rank']} ({r['pp']}, {r['dp']})", pair(r["p2p"],
-             r["p2p_plan"]), pair(r["dp_bytes"], r["dp_plan"]), grads(r),
-             state(r), f"{r['idle']:.0%} / {r['idle_plan']:.0%}")
-            for r in rs]
+    body = [(f"{r['rank']} ({r['pp']}, {r['dp']})",)
+            + tuple(f"{r[k]:.0f} {'=' if ok(r) else '!='} "
+                    f"{r[k + '_plan']:.0f}" for k, ok in CHECKS)
+            + (f"{r['idle']:.0%} / {r['idle_plan']:.0%}",) for r in rs]
     widths = [max(len(row[i]) for row in [head] + body)
               for i in range(len(head))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()

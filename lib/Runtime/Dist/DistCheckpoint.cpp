@@ -216,36 +216,20 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   std::map<int, std::vector<float>> full;
   for (int k : ex.localModules) {
     ModuleState &M = ex.modules[size_t(k)];
-    if (!ex.shardsParams(M))
-      continue;
-    DeviceBuffer g;
-    size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
-    Status s = g.allocate(ex.device, bytes);
-    if (s.ok())
-      s = ex.device.fillZero(g.data(), bytes);
-    if (s.ok())
-      s = ex.device.copy(
-          static_cast<float *>(g.data()) + M.shards.offsets[size_t(ex.dp)],
-          M.shardParam.data(),
-          size_t(M.shards.counts[size_t(ex.dp)]) * sizeof(float));
-    Request r;
-    if (s.ok())
-      s = ex.net.allGather(g.data(), DType::F32, M.shards, ex.dpGroup, r);
-    if (s.ok())
-      s = ex.net.wait(r, "the export's all-gather did not complete",
-                      "; a rank may have died");
-    std::vector<float> &f = full[k];
-    f.resize(size_t(M.shards.fullCapacity));
-    if (s.ok())
-      s = ex.device.download(f.data(), g.data(), bytes);
-    if (!s.ok())
-      control.abort("--export: " + s.message());
+    if (ex.shardsParams(M))
+      if (Status s = ex.gatherToHost(M.shardParam, M.shards, ex.dp, ex.dpGroup,
+                                     full[k]);
+          !s.ok())
+        control.abort("--export: " + s.message());
   }
   // Shared parameters held as parts: every holder gathers them (by name).
   std::map<std::string, std::vector<float>> fullShared;
   for (Param *p : ex.sharedByName())
     if (p->ownCopiesOnly)
-      if (Status s = ex.gatherSharedToHost(*p, fullShared[p->name]); !s.ok())
+      if (Status s =
+              ex.gatherToHost(p->ownShard, p->holderShards, p->holderIndex,
+                              p->holders, fullShared[p->name]);
+          !s.ok())
         control.abort("--export: " + s.message());
   // Every trainable parameter once, in module and argument order, with the
   // pipeline rank that owns it (the lowest holder).

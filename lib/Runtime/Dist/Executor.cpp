@@ -532,13 +532,10 @@ Status Executor::setupCopies() {
 
 Status Executor::gatherCopies(int k) {
   ModuleState &M = modules[size_t(k)];
-  int64_t count = M.shards.counts[size_t(dp)];
-  const Tensor shard{M.shardParam.data(), DType::F32, 1, &count};
-  const Tensor part{static_cast<char *>(M.flatCopy.data()) +
-                        size_t(M.shards.offsets[size_t(dp)]) *
-                            dtypeSize(copyType),
-                    copyType, 1, &count};
-  if (Status s = device.cast(shard, part); !s.ok())
+  const int64_t count = M.shards.counts[size_t(dp)];
+  if (Status s = castPart(M.shardParam, count, M.flatCopy,
+                          M.shards.offsets[size_t(dp)]);
+      !s.ok())
     return s;
   Request r;
   double before = net.collectiveBytes;
@@ -585,7 +582,9 @@ Status Executor::refreshCopies() {
       continue;
     }
     // This holder's part, then everyone's (collective over the holders).
-    if (Status s = castShared(*p); !s.ok())
+    if (Status s = castPart(p->ownShard, p->partLen, p->ownCopy,
+                            p->holderShards.offsets[size_t(p->holderIndex)]);
+        !s.ok())
       return s;
     double before = net.collectiveBytes;
     if (Status s = gatherShared(*p); !s.ok())
@@ -609,13 +608,12 @@ std::vector<Param *> Executor::sharedByName() {
   return out;
 }
 
-Status Executor::castShared(Param &p) {
-  return device.cast(
-      Tensor{p.ownShard.data(), DType::F32, 1, &p.partLen},
-      Tensor{static_cast<char *>(p.ownCopy.data()) +
-                 size_t(p.holderShards.offsets[size_t(p.holderIndex)]) *
-                     dtypeSize(copyType),
-             copyType, 1, &p.partLen});
+Status Executor::castPart(const DeviceBuffer &part, const int64_t &count,
+                          DeviceBuffer &copy, int64_t offset) {
+  return device.cast(Tensor{part.data(), DType::F32, 1, &count},
+                     Tensor{static_cast<char *>(copy.data()) +
+                                size_t(offset) * dtypeSize(copyType),
+                            copyType, 1, &count});
 }
 
 Status Executor::gatherShared(Param &p) {
@@ -799,27 +797,27 @@ size_t Executor::stateBytes() const {
   return bytes;
 }
 
-Status Executor::gatherSharedToHost(Param &p, std::vector<float> &out) {
+Status Executor::gatherToHost(const DeviceBuffer &part,
+                              const ShardLayout &layout, int index, int group,
+                              std::vector<float> &out) {
   DeviceBuffer g;
-  size_t bytes = size_t(p.holderShards.fullCapacity) * sizeof(float);
+  size_t bytes = size_t(layout.fullCapacity) * sizeof(float);
   Status s = g.allocate(device, bytes);
   if (s.ok())
     s = device.fillZero(g.data(), bytes);
   if (s.ok())
-    s = device.copy(static_cast<float *>(g.data()) +
-                        p.holderShards.offsets[size_t(p.holderIndex)],
-                    p.ownShard.data(), size_t(p.partLen) * sizeof(float));
+    s = device.copy(
+        static_cast<float *>(g.data()) + layout.offsets[size_t(index)],
+        part.data(), size_t(layout.counts[size_t(index)]) * sizeof(float));
   Request r;
   if (s.ok())
-    s = net.allGather(g.data(), DType::F32, p.holderShards, p.holders, r);
+    s = net.allGather(g.data(), DType::F32, layout, group, r);
   if (s.ok())
-    s = net.wait(r,
-                 "the all-gather of shared parameter '" + p.name +
-                     "' did not complete",
-                 "; a rank holding it may have died");
-  out.resize(size_t(p.size));
+    s = net.wait(r, "the export's all-gather did not complete",
+                 "; a rank may have died");
+  out.resize(size_t(layout.fullCapacity));
   if (s.ok())
-    s = device.download(out.data(), g.data(), out.size() * sizeof(float));
+    s = device.download(out.data(), g.data(), bytes);
   return s;
 }
 
@@ -827,7 +825,7 @@ Status Executor::parameterToHost(const Param &p, float *out) {
   size_t bytes = size_t(p.size) * sizeof(float);
   if (p.ownCopiesOnly)
     return Status::error("internal: shared parameters held as parts are "
-                         "gathered by gatherSharedToHost");
+                         "gathered by gatherToHost");
   if (p.shared)
     return device.download(out, p.own.data(), bytes);
   const ModuleState &M = modules[size_t(p.module)];

@@ -158,16 +158,7 @@ struct ModuleState {
   std::deque<Gather> gathers;
   DeviceBuffer active;  ///< the full weights (or copies) of the current run
   int64_t shardLen = 0; ///< this rank's part of the flat layout
-  /// Levels 2-3: a run's full gradient being reduce-scattered (issue
-  /// order). The step's first one lands in shardGrad itself; a later one
-  /// (level 3, several runs a step) in `part`, which
-  /// Executor::retireScatters adds to shardGrad.
-  struct Scatter {
-    DeviceBuffer full, part;
-    Request req;
-    size_t counted = 0; ///< its bytes in Executor::gradBytes
-  };
-  std::deque<Scatter> scatters;
+  /// Levels 2-3: reduce-scattered this step (Executor::Scatter).
   bool scatteredThisStep = false;
   /// What checkpoints read and write: the shard (level 3) or the flat
   /// parameters.
@@ -264,9 +255,12 @@ public:
   size_t stateBytes() const;
   /// The shared trainables, by name: the order of their collectives.
   std::vector<Param *> sharedByName();
-  /// The full f32 value of shared `p` held as parts (ownCopiesOnly),
-  /// gathered over its holders (collective over them).
-  Status gatherSharedToHost(Param &p, std::vector<float> &out);
+  /// The full f32 vector (layout.fullCapacity elements) of which this
+  /// rank holds `part`, member `index`'s cut of `layout`: all-gathered
+  /// over `group` (collective) and read back. The export's gather of
+  /// sharded parameters.
+  Status gatherToHost(const DeviceBuffer &part, const ShardLayout &layout,
+                      int index, int group, std::vector<float> &out);
   /// Whether M's f32 parameters are held as this rank's shard only
   /// (shardParam: level 3, or levels 1-2 gathering the copies).
   bool shardsParams(const ModuleState &M) const {
@@ -313,10 +307,13 @@ private:
   /// ranks holding it; readers: the modules reading it).
   Status setupShared(Param &p, const std::vector<int> &holders,
                      const std::vector<int> &readers, const OwnedTensor &init);
-  /// shardsOwn parameters: this part cast into the copy (ownCopiesOnly);
-  /// the parameter's (or copy's) all-gather over the holders posted; its
-  /// wait, then the whole copy cast from the gathered f32 parameter.
-  Status castShared(Param &p);
+  /// `count` f32 values of `part` cast into `copy` at element `offset`
+  /// (a rank's shard into the copy an all-gather then completes).
+  Status castPart(const DeviceBuffer &part, const int64_t &count,
+                  DeviceBuffer &copy, int64_t offset);
+  /// shardsOwn parameters: the parameter's (or copy's) all-gather over
+  /// the holders posted; its wait, then the whole copy cast from the
+  /// gathered f32 parameter.
   Status gatherShared(Param &p);
   Status waitShared(Param &p);
   Status zeroGrads();
@@ -382,8 +379,16 @@ private:
   Status retireScatters(size_t keep);
   /// Levels 2-3: a pooled full gradient for module M's next run.
   Status takeRunGradient(ModuleState &M);
-  /// Modules of the in-flight scatters, in issue order.
-  std::deque<int> scatterOrder;
+  /// Levels 2-3: a run's full gradient being reduce-scattered. The step's
+  /// first one of a module lands in its shardGrad; a later one (level 3,
+  /// several runs a step) in `part`, which retireScatters adds to it.
+  struct Scatter {
+    int module = -1;
+    DeviceBuffer full, part;
+    Request req;
+    size_t counted = 0; ///< its bytes in gradBytes
+  };
+  std::deque<Scatter> scatters; ///< in flight, in issue order
   void countGrad(size_t bytes) {
     gradBytes += bytes;
     peakGradBytes = std::max(peakGradBytes, gradBytes);

@@ -371,7 +371,8 @@ Status Executor::collective(const ActionSpec &a) {
     return net.allReduce(floats(M.flatGrad), M.size, dpGroup, M.gradReq);
   case ActionKind::ReduceScatter:
     if (zero >= 2) {
-      ModuleState::Scatter s;
+      Scatter s;
+      s.module = a.module;
       s.full = std::move(M.flatGrad);
       s.counted = size_t(M.size) * sizeof(float);
       if (!s.full.data()) {
@@ -397,8 +398,7 @@ Status Executor::collective(const ActionSpec &a) {
               net.reduceScatter(floats(s.full), into, M.shards, dpGroup, s.req);
           !st.ok())
         return st;
-      M.scatters.push_back(std::move(s));
-      scatterOrder.push_back(a.module);
+      scatters.push_back(std::move(s));
       return Status::success();
     }
     return net.reduceScatter(floats(M.flatGrad), floats(M.shardGrad), M.shards,
@@ -457,11 +457,10 @@ Status Executor::takeRunGradient(ModuleState &M) {
 }
 
 Status Executor::retireScatters(size_t keep) {
-  while (scatterOrder.size() > keep) {
-    int k = scatterOrder.front();
-    scatterOrder.pop_front();
+  while (scatters.size() > keep) {
+    Scatter &sc = scatters.front();
+    int k = sc.module;
     ModuleState &M = modules[size_t(k)];
-    ModuleState::Scatter &sc = M.scatters.front();
     if (Status s = net.waitForCompute(sc.req,
                                       "the reduce-scatter of module " + str(k) +
                                           "'s gradients did not complete",
@@ -478,7 +477,7 @@ Status Executor::retireScatters(size_t keep) {
     pool.put(std::move(sc.part));
     pool.put(std::move(sc.full));
     gradBytes -= sc.counted;
-    M.scatters.pop_front();
+    scatters.pop_front();
   }
   return Status::success();
 }
