@@ -386,12 +386,16 @@ Status lamina::rt::detail::checkNormBackward(
   if (Status s = checkNorm(name, input, axis, params, 3, gradInput, rows, n);
       !s.ok())
     return s;
+  // The result's gradient may be f16/bf16 for an f32 input (a narrow-
+  // stored product, widened on load).
+  bool narrow = input.dtype == DType::F32 && isNarrowFloat(gradResult.dtype);
   for (const Tensor *t : {&gradResult, addend})
-    if (t && (t->dtype != input.dtype || !sameShape(*t, input)))
-      return Status::error(std::string(name) + ": " +
-                           (t == addend ? "addend " : "gradient ") +
-                           describe(*t) + " differs from input " +
-                           describe(input));
+    if (t && ((t->dtype != input.dtype && !(t == &gradResult && narrow)) ||
+              !sameShape(*t, input)))
+      return Status::error(
+          std::string(name) + ": " + (t == addend ? "addend " : "gradient ") +
+          describe(*t) + " differs from input " + describe(input) +
+          (t == addend ? "" : " (f16/bf16 for f32)"));
   return Status::success();
 }
 
@@ -460,22 +464,25 @@ void rowStatistics(const T *x, int64_t n, bool rms, double epsilon,
 /// layer_norm: dx = rstd (dxh - mean(dxh) - xh mean(dxh xh)), xh = (x -
 /// mean) rstd; rms_norm: dx = r dxh - x r^3 mean(dxh x) -- the same
 /// expression with mean = 0, the first mean dropped and xh = x r. dxh = g
-/// scale; dscale = sum g xh, dbias = sum g.
-template <typename T>
+/// scale; dscale = sum g xh, dbias = sum g. D: g's type (T, or f16/bf16
+/// for f32 T, widened on load).
+template <typename T, typename D>
 void normBackwardT(bool rms, const Tensor &input, const Tensor &scale,
                    const Tensor &gradResult, double epsilon,
                    const Tensor &gradInput, const Tensor *gradScale,
                    const Tensor *gradBias, const Tensor *addend, int64_t rows,
                    int64_t n) {
   using C = Compute<T>;
-  const T *x = input.as<T>(), *g = scale.as<T>(), *dy = gradResult.as<T>();
+  const T *x = input.as<T>(), *g = scale.as<T>();
+  const D *dy = gradResult.as<D>();
   const T *add = addend ? addend->as<T>() : nullptr;
   T *dx = gradInput.as<T>();
   std::vector<double> stats(size_t(2 * rows));
   parallelFor(rows, std::max<int64_t>(1, kGrain / (6 * n)),
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
-                  const T *xr = x + r * n, *dyr = dy + r * n;
+                  const T *xr = x + r * n;
+                  const D *dyr = dy + r * n;
                   double mean, rstd;
                   rowStatistics(xr, n, rms, epsilon, mean, rstd);
                   stats[size_t(2 * r)] = mean;
@@ -510,7 +517,8 @@ void normBackwardT(bool rms, const Tensor &input, const Tensor &scale,
                   std::fill(ds.begin(), ds.end(), 0.0);
                   std::fill(db.begin(), db.end(), 0.0);
                   for (int64_t r = 0; r < rows; ++r) {
-                    const T *xr = x + r * n + c0, *dyr = dy + r * n + c0;
+                    const T *xr = x + r * n + c0;
+                    const D *dyr = dy + r * n + c0;
                     double mean = stats[size_t(2 * r)],
                            rstd = stats[size_t(2 * r + 1)];
                     for (int64_t c = 0; c < w; ++c) {
@@ -547,11 +555,10 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
         std::fill_n(static_cast<char *>(t->data), t->byteSize(), 0);
     return Status::success();
   }
-  dispatch(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (isFloatStorage<T>)
-      normBackwardT<T>(rms, input, scale, gradResult, epsilon, gradInput,
-                       gradScale, gradBias, addend, rows, n);
+  dispatchInOut(input, gradResult, [&](auto in, auto grad) {
+    normBackwardT<typename decltype(in)::type, typename decltype(grad)::type>(
+        rms, input, scale, gradResult, epsilon, gradInput, gradScale, gradBias,
+        addend, rows, n);
   });
   return Status::success();
 }

@@ -196,6 +196,52 @@ TEST(RuntimeNorm, BackwardAddsTheAddend) {
                "layer_norm_grad: addend");
 }
 
+TEST(RuntimeNorm, BackwardWidensANarrowGradientOnLoad) {
+  // An f32 input's result gradient in bf16/f16 (a product stored narrow,
+  // graph-fuse-epilogues): exactly the gradients of its widened f32 copy.
+  int64_t rows = 7, n = 20;
+  Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+      r = randomF32({rows, n});
+  Tensor rv = r.view();
+  for (DType t : {DType::BF16, DType::F16})
+    for (bool rms : {false, true}) {
+      Buf dy = randomOf(t, {rows, n}), wide(DType::F32, {rows, n});
+      EXPECT_OK(cast(dy.view(), wide.view()));
+      Buf dx(DType::F32, {rows, n}), want(DType::F32, {rows, n});
+      Buf gs(DType::F32, {n}), gb(DType::F32, {n}), ws(DType::F32, {n}),
+          wb(DType::F32, {n});
+      Tensor gsv = gs.view(), gbv = gb.view(), wsv = ws.view(), wbv = wb.view();
+      if (rms) {
+        EXPECT_OK(rmsNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                  dx.view(), &gsv, &rv));
+        EXPECT_OK(rmsNormBackward(x.view(), g.view(), wide.view(), 1, 1e-5,
+                                  want.view(), &wsv, &rv));
+      } else {
+        EXPECT_OK(layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                    dx.view(), &gsv, &gbv, &rv));
+        EXPECT_OK(layerNormBackward(x.view(), g.view(), wide.view(), 1, 1e-5,
+                                    want.view(), &wsv, &wbv, &rv));
+        EXPECT_EQ(gb.values<float>(), wb.values<float>());
+      }
+      EXPECT_EQ(dx.values<float>(), want.values<float>()) << rms;
+      EXPECT_EQ(gs.values<float>(), ws.values<float>()) << rms;
+    }
+  // Only the result's gradient may be narrower, and only of an f32 input.
+  Buf dx(DType::F32, {rows, n}), gs(DType::F32, {n}),
+      narrowAdd = randomOf(DType::BF16, {rows, n}),
+      dy = randomOf(DType::BF16, {rows, n});
+  Tensor gsv = gs.view(), av = narrowAdd.view();
+  EXPECT_ERROR(layerNormBackward(x.view(), g.view(), dy.view(), 1, 1e-5,
+                                 dx.view(), &gsv, nullptr, &av),
+               "layer_norm_grad: addend");
+  Buf hx = randomOf(DType::F16, {rows, n}), hg = randomOf(DType::F16, {n}),
+      hdx(DType::F16, {rows, n}), hgs(DType::F16, {n});
+  Tensor hgsv = hgs.view();
+  EXPECT_ERROR(rmsNormBackward(hx.view(), hg.view(), dy.view(), 1, 1e-5,
+                               hdx.view(), &hgsv),
+               "rms_norm_grad: gradient");
+}
+
 TEST(RuntimeNorm, NarrowResultsRoundTheF32Value) {
   // An f32 input's norm stored as f16/bf16: exactly the f32 result rounded
   // once (what the cast it replaces gives).

@@ -131,14 +131,16 @@ __global__ void rmsNormKernel(const T *x, const T *g, R *y, int64_t n,
 }
 
 /// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat =
-/// dy * g. Saves mean and rstd per row when `stats` is set.
-template <typename T>
-__global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
+/// dy * g. Saves mean and rstd per row when `stats` is set. D: dy's type
+/// (T, or f16/bf16 for f32 T, widened on load).
+template <typename T, typename D>
+__global__ void layerNormBackwardKernel(const T *x, const T *g, const D *dy,
                                         const T *add, T *dx, float2 *stats,
                                         int64_t n, float epsilon) {
   __shared__ float scratch[32];
   int64_t row = blockIdx.x;
-  const T *xr = x + row * n, *dyr = dy + row * n;
+  const T *xr = x + row * n;
+  const D *dyr = dy + row * n;
   float mean, rstd;
   rowMoments(xr, n, epsilon, scratch, mean, rstd);
   float s1 = 0, s2 = 0;
@@ -162,14 +164,15 @@ __global__ void layerNormBackwardKernel(const T *x, const T *g, const T *dy,
 }
 
 /// dx = rrms * (dxhat - x * rrms^2 * mean(dxhat * x)). Saves rrms per row
-/// (as .y; .x = 0) when `stats` is set.
-template <typename T>
-__global__ void rmsNormBackwardKernel(const T *x, const T *g, const T *dy,
+/// (as .y; .x = 0) when `stats` is set. D as layerNormBackwardKernel's.
+template <typename T, typename D>
+__global__ void rmsNormBackwardKernel(const T *x, const T *g, const D *dy,
                                       const T *add, T *dx, float2 *stats,
                                       int64_t n, float epsilon) {
   __shared__ float scratch[32];
   int64_t row = blockIdx.x;
-  const T *xr = x + row * n, *dyr = dy + row * n;
+  const T *xr = x + row * n;
+  const D *dyr = dy + row * n;
   float rrms = rowRrms(xr, n, epsilon, scratch);
   float s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -286,9 +289,10 @@ __global__ void normPackedKernel(const T *x, const T *g, const T *b, R *y,
 /// [chunks, n] (Rms: dg) or [chunks, 2n] (dg, then db). The bound keeps 640
 /// threads (5 rows of 128) on an SM: unbounded, ptxas gave the f32 layer
 /// norm at V = 4 141 registers, 3 rows an SM; at 96 it spills nothing.
-template <typename T, bool Rms, int V, int Threads>
+/// D: dy's type (T, or f16/bf16 for f32 T, widened on load).
+template <typename T, typename D, bool Rms, int V, int Threads>
 __global__ void __launch_bounds__(Threads, 640 / Threads)
-    normBackwardPackedKernel(const T *x, const T *g, const T *dy, const T *add,
+    normBackwardPackedKernel(const T *x, const T *g, const D *dy, const T *add,
                              T *dx, float *part, int64_t rows, int64_t n,
                              int64_t chunk, float epsilon) {
   __shared__ float scratch[32];
@@ -382,9 +386,9 @@ __global__ void storeParamGradsKernel(const float *sums, T *dg, T *db,
 /// the rows of chunk blockIdx.y ([c * chunk, (c + 1) * chunk)). With one
 /// chunk dg/db are written; otherwise the chunk's f32 sums go to part
 /// (rows 2c and 2c + 1 of [2 * chunks, n]) for normParamSumKernel.
-template <typename T>
+template <typename T, typename D>
 __global__ void
-normParamGradKernel(const T *x, const T *dy, const float2 *stats, T *dg, T *db,
+normParamGradKernel(const T *x, const D *dy, const float2 *stats, T *dg, T *db,
                     float *part, int64_t rows, int64_t n, int64_t chunk) {
   __shared__ float sg[16][33], sb[16][33];
   int64_t j = blockIdx.x * 32 + threadIdx.x;
@@ -773,20 +777,21 @@ Status packedNormBackward(const char *name, bool rms, const PackedNorm &plan,
           !s.ok())
         return s;
   float *part = static_cast<float *>(partials.ptr);
-  dispatchFloat(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatchInOut(input, gradResult, [&](auto in, auto grad) {
+    using T = typename decltype(in)::type;
+    using D = typename decltype(grad)::type;
     withPacks(plan, [&](auto v) {
       constexpr int V = decltype(v)::value;
       auto kernel = [&] {
         if constexpr (V == 4)
           if (plan.threads == 256)
-            return rms ? normBackwardPackedKernel<T, true, V, 256>
-                       : normBackwardPackedKernel<T, false, V, 256>;
-        return rms ? normBackwardPackedKernel<T, true, V, 128>
-                   : normBackwardPackedKernel<T, false, V, 128>;
+            return rms ? normBackwardPackedKernel<T, D, true, V, 256>
+                       : normBackwardPackedKernel<T, D, false, V, 256>;
+        return rms ? normBackwardPackedKernel<T, D, true, V, 128>
+                   : normBackwardPackedKernel<T, D, false, V, 128>;
       }();
       launchKernel(kernel, unsigned(blocks), plan.threads, 0, stream,
-                   input.as<T>(), scale.as<T>(), gradResult.as<T>(),
+                   input.as<T>(), scale.as<T>(), gradResult.as<D>(),
                    addend ? addend->as<T>() : nullptr, gradInput.as<T>(), part,
                    rows, n, chunk, float(epsilon));
     });
@@ -860,20 +865,22 @@ Status normBackward(const char *name, bool rms, const Tensor &input,
         !s.ok())
       return s;
   float *part = static_cast<float *>(partials.ptr);
-  dispatchFloat(input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto kernel = rms ? rmsNormBackwardKernel<T> : layerNormBackwardKernel<T>;
+  dispatchInOut(input, gradResult, [&](auto in, auto grad) {
+    using T = typename decltype(in)::type;
+    using D = typename decltype(grad)::type;
+    auto kernel =
+        rms ? rmsNormBackwardKernel<T, D> : layerNormBackwardKernel<T, D>;
     launchKernel(kernel, unsigned(rows), rowThreads(n), 0, stream,
-                 input.as<T>(), scale.as<T>(), gradResult.as<T>(),
+                 input.as<T>(), scale.as<T>(), gradResult.as<D>(),
                  addend ? addend->as<T>() : nullptr, gradInput.as<T>(), st, n,
                  float(epsilon));
     if (!wantParams)
       return;
     T *dg = gradScale ? gradScale->as<T>() : nullptr;
     T *db = gradBias ? gradBias->as<T>() : nullptr;
-    launchKernel(normParamGradKernel<T>,
+    launchKernel(normParamGradKernel<T, D>,
                  dim3(unsigned((n + 31) / 32), unsigned(chunks)), dim3(32, 16),
-                 0, stream, input.as<T>(), gradResult.as<T>(), st, dg, db, part,
+                 0, stream, input.as<T>(), gradResult.as<D>(), st, dg, db, part,
                  rows, n, chunk);
     if (part)
       launchKernel(normParamSumKernel<T>, gridFor(n), 256, 0, stream, part, dg,

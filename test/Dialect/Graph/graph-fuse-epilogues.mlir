@@ -323,3 +323,37 @@ func.func @wide_logits(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %labels: tens
   %loss2 = graph.softmax_cross_entropy %k, %labels {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<4xf32>
   return %g, %loss, %n, %loss2, %k : tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>, tensor<4xf32>, tensor<4x6xf32>
 }
+
+// -----
+
+// A product of bf16 operands read only as the result gradient of norm
+// gradients (the input gradient of the matmul a norm's output feeds) is
+// stored bf16, and the norm gradients read it as it is (their kernels
+// widen on load). Kept f32: one a norm gradient reads as its addend, one
+// something else reads too, one a function result returns.
+// CHECK-LABEL: func.func @narrow_norm_gradient
+// CHECK: %[[D:.*]] = graph.matmul %arg2, %arg3 : (tensor<4x6xbf16>, tensor<6x8xbf16>) -> tensor<4x8xbf16>
+// CHECK-NEXT: graph.layer_norm_grad %arg0, %arg1, %[[D]] {{.*}} : tensor<4x8xf32>, tensor<8xf32>, dy tensor<4x8xbf16> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+// CHECK-NEXT: graph.rms_norm_grad %arg0, %arg1, %[[D]] {{.*}} : tensor<4x8xf32>, tensor<8xf32>, dy tensor<4x8xbf16>{{$}}
+// CHECK-NEXT: %[[A:.*]] = graph.matmul %arg2, %arg3 : {{.*}} -> tensor<4x8xf32>
+// CHECK-NEXT: graph.layer_norm_grad %arg0, %arg1, %arg4 addend %[[A]] {{.*}} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+// CHECK-NEXT: %[[T:.*]] = graph.matmul %arg2, %arg3 : {{.*}} -> tensor<4x8xf32>
+// CHECK-NEXT: graph.rms_norm_grad %arg0, %arg1, %[[T]] {{.*}} : tensor<4x8xf32>, tensor<8xf32>{{$}}
+// CHECK-NEXT: graph.neg %[[T]]
+// CHECK-NEXT: %[[R:.*]] = graph.matmul %arg2, %arg3 : {{.*}} -> tensor<4x8xf32>
+// CHECK-NEXT: graph.rms_norm_grad %arg0, %arg1, %[[R]] {{.*}} : tensor<4x8xf32>, tensor<8xf32>{{$}}
+// RT-LABEL: func.func @narrow_norm_gradient
+// RT: rt.call "lamina::rt::gen::layerNormBackward"({{.*}} : memref<4x8xf32>, memref<8xf32>, memref<4x8xbf16>, memref<4x8xf32>, memref<8xf32>, memref<8xf32>{{$}}
+func.func @narrow_norm_gradient(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %h: tensor<4x6xbf16>, %w: tensor<6x8xbf16>, %g: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %d = graph.matmul %h, %w : (tensor<4x6xbf16>, tensor<6x8xbf16>) -> tensor<4x8xf32>
+  %a:3 = graph.layer_norm_grad %x, %s, %d {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %b:2 = graph.rms_norm_grad %x, %s, %d {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %e = graph.matmul %h, %w : (tensor<4x6xbf16>, tensor<6x8xbf16>) -> tensor<4x8xf32>
+  %c:3 = graph.layer_norm_grad %x, %s, %g addend %e {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %t = graph.matmul %h, %w : (tensor<4x6xbf16>, tensor<6x8xbf16>) -> tensor<4x8xf32>
+  %f:2 = graph.rms_norm_grad %x, %s, %t {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %n = graph.neg %t : tensor<4x8xf32>
+  %r = graph.matmul %h, %w : (tensor<4x6xbf16>, tensor<6x8xbf16>) -> tensor<4x8xf32>
+  %k:2 = graph.rms_norm_grad %x, %s, %r {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  return %a#0, %a#1, %b#0, %c#0, %f#0, %n, %r, %k#0 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

@@ -355,6 +355,21 @@ func.func @layer_norm_grad_scale(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
 }
 
 // -----
+// The result's gradient is the input's type, or f16/bf16 of an f32 input.
+func.func @layer_norm_grad_dy_wider(%a: tensor<2x3xbf16>, %s: tensor<3xbf16>, %g: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.layer_norm_grad' op gradient 'tensor<2x3xf32>' must be 'tensor<2x3xbf16>' (or f16/bf16 for an f32 input)}}
+  %0:2 = graph.layer_norm_grad %a, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3xbf16>, tensor<3xbf16>, dy tensor<2x3xf32> -> tensor<2x3xbf16>, tensor<3xbf16>
+  return
+}
+
+// -----
+func.func @rms_norm_grad_dy_shape(%a: tensor<2x3xf32>, %s: tensor<3xf32>, %g: tensor<3x2xbf16>) {
+  // expected-error @+1 {{'graph.rms_norm_grad' op gradient 'tensor<3x2xbf16>' must be 'tensor<2x3xf32>' (or f16/bf16 for an f32 input)}}
+  %0:2 = graph.rms_norm_grad %a, %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3xf32>, tensor<3xf32>, dy tensor<3x2xbf16>
+  return
+}
+
+// -----
 // Cross-entropy labels drop exactly the class dim.
 func.func @cross_entropy_labels(%a: tensor<2x3x5xf32>, %t: tensor<2x5xi64>) {
   // expected-error @+1 {{labels 'tensor<2x5xi64>' must be shaped like the logits 'tensor<2x3x5xf32>' without their last dim}}

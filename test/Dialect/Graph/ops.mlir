@@ -55,6 +55,12 @@ func.func @nn(%x: tensor<4x8x16xf32>, %w: tensor<16x32xf32>, %s: tensor<16xf32>)
   %gy:2 = graph.layer_norm_grad %x, %s, %0 {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8x16xf32>, tensor<16xf32> -> tensor<4x8x16xf32>, tensor<16xf32>
   // CHECK: graph.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = {{.*}} : f64} : tensor<4x8x16xf32>, tensor<16xf32>{{$}}
   %gz:2 = graph.rms_norm_grad %x, %s, %0 {axis = 2 : i64, epsilon = 1.0e-6 : f64} : tensor<4x8x16xf32>, tensor<16xf32>
+  // A narrow result gradient of an f32 input is spelled after the types.
+  %nb = graph.cast %0 : tensor<4x8x16xf32> to tensor<4x8x16xbf16>
+  // CHECK: graph.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64} : tensor<4x8x16xf32>, tensor<16xf32>, dy tensor<4x8x16xbf16> -> tensor<4x8x16xf32>, tensor<16xf32>{{$}}
+  %gn:2 = graph.layer_norm_grad %x, %s, %nb {axis = 2 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8x16xf32>, tensor<16xf32>, dy tensor<4x8x16xbf16> -> tensor<4x8x16xf32>, tensor<16xf32>
+  // CHECK: graph.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = {{.*}} : f64} : tensor<4x8x16xf32>, tensor<16xf32>, dy tensor<4x8x16xbf16>{{$}}
+  %gr:2 = graph.rms_norm_grad %x, %s, %nb {axis = 2 : i64, epsilon = 1.0e-6 : f64} : tensor<4x8x16xf32>, tensor<16xf32>, dy tensor<4x8x16xbf16>
   // CHECK: graph.matmul %{{.*}}, %{{.*}} : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
   %3 = graph.matmul %2, %w : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
   %4 = graph.softmax %3 {axis = 2 : i64} : tensor<4x8x32xf32>

@@ -402,6 +402,54 @@ TEST_F(CudaKernel, PackedNormsOfNarrowRowsMatchHost) {
     }
 }
 
+TEST_F(CudaKernel, NormBackwardOfNarrowGradientsMatchesHost) {
+  // An f32 input's result gradient in bf16/f16 (a product stored narrow):
+  // widened on load, in both kernel families, against the host kernels
+  // (which equal the gradients of the widened copy: NNTest). n = 1024 takes
+  // the packed kernels, 300 the packed ones with partial packs, 301 the
+  // one-block-a-row ones.
+  for (bool rowKernels : {false, true}) {
+    NormKernels kernels(rowKernels);
+    for (int64_t n : {1024, 300, 301})
+      for (DType t : {DType::BF16, DType::F16})
+        for (int variant = 0; variant < 4; ++variant) {
+          bool rms = variant & 1, add = variant & 2;
+          int64_t rows = 24;
+          Buf x = randomF32({rows, n}, -3, 3), g = randomF32({n}),
+              dy = randomOf(t, {rows, n}), r = randomF32({rows, n});
+          Buf hx(DType::F32, {rows, n}), hg(DType::F32, {n}),
+              hb(DType::F32, {n});
+          Tensor hgv = hg.view(), hbv = hb.view(), hr = r.view();
+          EXPECT_OK(rms ? rmsNormBackward(x.view(), g.view(), dy.view(), 1,
+                                          1e-5, hx.view(), &hgv,
+                                          add ? &hr : nullptr)
+                        : layerNormBackward(x.view(), g.view(), dy.view(), 1,
+                                            1e-5, hx.view(), &hgv, &hbv,
+                                            add ? &hr : nullptr));
+          Dev dx(x), dgm(g), ddy(dy), dr(r), ddx(DType::F32, {rows, n}),
+              ddg(DType::F32, {n}), ddb(DType::F32, {n});
+          Tensor gv = ddg.view(), bv = ddb.view(), rv = dr.view();
+          EXPECT_OK(rms ? cu::rmsNormBackward(dx.view(), dgm.view(), ddy.view(),
+                                              1, 1e-5, ddx.view(), &gv,
+                                              add ? &rv : nullptr, stream)
+                        : cu::layerNormBackward(dx.view(), dgm.view(),
+                                                ddy.view(), 1, 1e-5, ddx.view(),
+                                                &gv, &bv, add ? &rv : nullptr,
+                                                stream));
+          sync();
+          std::string what = std::string(dtypeName(t)) + " n " +
+                             std::to_string(n) + (rms ? " rms" : " layer") +
+                             (add ? " addend" : "") +
+                             (rowKernels ? " rows" : "");
+          EXPECT_TRUE(allClose(ddx.download(), hx, 1e-4, 1e-5)) << what;
+          EXPECT_TRUE(allClose(ddg.download(), hg, 1e-4, 1e-4)) << what;
+          if (!rms) {
+            EXPECT_TRUE(allClose(ddb.download(), hb, 1e-4, 1e-4)) << what;
+          }
+        }
+  }
+}
+
 TEST_F(CudaKernel, MisalignedNormsTakeTheRowKernels) {
   // A row one element off 4-element alignment cannot be loaded in packs.
   std::vector<int64_t> shape = {6, 512}, pshape = {512};

@@ -341,13 +341,23 @@ LogicalResult RMSNormOp::verify() {
                          "scale");
 }
 
-/// The backward of a norm: the forward op's checks on input and scale, and
-/// each parameter gradient typed like the scale.
+/// The backward of a norm: the forward op's checks on input and scale, the
+/// result's gradient typed like the input (or f16/bf16 of an f32 input's
+/// shape: a narrow-stored product, widened on load), and each parameter
+/// gradient typed like the scale.
 static LogicalResult verifyNormGrad(Operation *op, RankedTensorType input,
-                                    int64_t axis, Value scale,
+                                    int64_t axis, Value scale, Value gradResult,
                                     ArrayRef<Value> paramGrads) {
   if (failed(verifyNormParam(op, input, axis, scale, "scale")))
     return failure();
+  auto dy = cast<RankedTensorType>(gradResult.getType());
+  Type element = dy.getElementType();
+  bool narrow =
+      input.getElementType().isF32() && (element.isF16() || element.isBF16());
+  if (dy.getShape() != input.getShape() ||
+      (element != input.getElementType() && !narrow))
+    return op->emitOpError() << "gradient " << dy << " must be " << input
+                             << " (or f16/bf16 for an f32 input)";
   for (Value g : paramGrads)
     if (g && failed(verifyNormParam(op, input, axis, g, "parameter gradient")))
       return failure();
@@ -356,12 +366,12 @@ static LogicalResult verifyNormGrad(Operation *op, RankedTensorType input,
 
 LogicalResult LayerNormGradOp::verify() {
   return verifyNormGrad(*this, getInput().getType(), getAxis(), getScale(),
-                        {getGradScale(), getGradBias()});
+                        getGradResult(), {getGradScale(), getGradBias()});
 }
 
 LogicalResult RMSNormGradOp::verify() {
   return verifyNormGrad(*this, getInput().getType(), getAxis(), getScale(),
-                        {getGradScale()});
+                        getGradResult(), {getGradScale()});
 }
 
 /// Labels and the per-row value (the loss or its gradient) of softmax
@@ -693,6 +703,21 @@ static void printNormResult(OpAsmPrinter &printer, Operation *, Type result,
                             Type input) {
   if (result != input)
     printer << " -> " << result;
+}
+
+// `, dy type` after a norm gradient's operand types only when the result's
+// gradient is not typed like the input (a narrow-stored product).
+static ParseResult parseNormGradResult(OpAsmParser &parser, Type &gradResult,
+                                       Type input) {
+  if (succeeded(parser.parseOptionalComma()))
+    return failure(parser.parseKeyword("dy") || parser.parseType(gradResult));
+  gradResult = input;
+  return success();
+}
+static void printNormGradResult(OpAsmPrinter &printer, Operation *,
+                                Type gradResult, Type input) {
+  if (gradResult != input)
+    printer << ", dy " << gradResult;
 }
 
 #define GET_OP_CLASSES

@@ -272,6 +272,28 @@ bool narrowActivation(Operation *op) {
   return true;
 }
 
+/// A product of T operands (no addend) whose f32 result only norm
+/// gradients read, as the gradient of their result, and that no function
+/// result is made of -> the product stored as T, which the norm gradient
+/// kernels widen on load. PyTorch's autocast hands a norm's backward the
+/// T gradient of the matmul its output feeds likewise; the f32 product is
+/// neither written nor read ([tokens, hidden] at every norm of a
+/// transformer's backward).
+bool narrowNormGradient(Operation *op) {
+  std::optional<Product> p = narrowableProduct(op);
+  Value result = op->getResult(0);
+  if (!p || result.use_empty() ||
+      !llvm::all_of(result.getUses(), [](OpOperand &use) {
+        return isa<LayerNormGradOp, RMSNormGradOp>(use.getOwner()) &&
+               use.getOperandNumber() == 2; // grad_result
+      }))
+    return false;
+  OpBuilder b(op);
+  result.replaceAllUsesWith(buildNarrow(b, *p, typeOf(result)));
+  op->erase();
+  return true;
+}
+
 /// `f`'s type after its entry block's arguments or its results changed.
 void syncFunctionType(func::FuncOp f) {
   auto ret = cast<func::ReturnOp>(f.front().getTerminator());
@@ -548,6 +570,8 @@ struct GraphFuseEpilogues
         for (Operation *op : products) {
           if (narrowActivation(op))
             ++numActivations;
+          else if (narrowNormGradient(op))
+            ++numNormGradients;
           else
             numLogits += narrowLogits(op);
         }

@@ -366,7 +366,7 @@ def Graph_RMSNormOp : Graph_Op<"rms_norm",
 // same math decomposes into.
 
 def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad",
-    [Pure, AllTypesMatch<["input", "grad_result", "grad_input"]>,
+    [Pure, AllTypesMatch<["input", "grad_input"]>,
      AllTypesMatch<["scale", "grad_scale"]>,
      OptionalTypesMatchWith<"addend has the input's type", "input", "addend",
                             "$_self">]> {
@@ -379,6 +379,9 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad",
     input's type) is added to `grad_input`: the input's other gradient
     contributions (a residual connection's), which graph-fuse-epilogues
     moves here from the `graph.add` autodiff accumulates them with.
+    `grad_result` has the input's type or, for an f32 input, its shape in
+    f16/bf16 (a mixed-precision product graph-fuse-epilogues stores
+    narrow; widened on load).
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Graph_FloatTensor:$grad_result,
@@ -389,21 +392,23 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad",
                       Optional<Graph_FloatTensor>:$grad_bias);
   let assemblyFormat = [{
     $input `,` $scale `,` $grad_result (`addend` $addend^)? attr-dict `:`
-    type($input) `,` type($scale) `->` type(results)
+    type($input) `,` type($scale) ``
+    custom<NormGradResult>(type($grad_result), ref(type($input)))
+    `->` type(results)
   }];
   let hasVerifier = 1;
 }
 
 def Graph_RMSNormGradOp : Graph_Op<"rms_norm_grad",
-    [Pure, AllTypesMatch<["input", "grad_result", "grad_input"]>,
+    [Pure, AllTypesMatch<["input", "grad_input"]>,
      AllTypesMatch<["scale", "grad_scale"]>,
      OptionalTypesMatchWith<"addend has the input's type", "input", "addend",
                             "$_self">]> {
   let summary = "The gradients of graph.rms_norm";
   let description = [{
     `grad_input` and `grad_scale` (summed over the leading dims) from the
-    forward op's input, scale and the gradient of its result; `addend` as
-    graph.layer_norm_grad's.
+    forward op's input, scale and the gradient of its result; `addend` and
+    `grad_result`'s type as graph.layer_norm_grad's.
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Graph_FloatTensor:$grad_result,
@@ -413,7 +418,8 @@ def Graph_RMSNormGradOp : Graph_Op<"rms_norm_grad",
                       Graph_FloatTensor:$grad_scale);
   let assemblyFormat = [{
     $input `,` $scale `,` $grad_result (`addend` $addend^)? attr-dict `:`
-    type($input) `,` type($scale)
+    type($input) `,` type($scale) ``
+    custom<NormGradResult>(type($grad_result), ref(type($input)))
   }];
   let hasVerifier = 1;
 }

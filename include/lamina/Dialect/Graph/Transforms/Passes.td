@@ -215,6 +215,12 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
     residual addend, or one summed into a parameter gradient (a tied
     embedding's), stays f32.
 
+    Likewise such a product read only as the `grad_result` of norm
+    gradients (`graph.layer_norm_grad`, `graph.rms_norm_grad`: the norm's
+    output feeds the matmul whose input gradient this is) is stored narrow,
+    and the norm gradient kernels widen it on load, as PyTorch's autocast
+    hands a norm's backward the bf16 gradient of that matmul.
+
     Likewise such a product read only as the logits of
     `graph.softmax_cross_entropy` and of its (f16/bf16) gradient, besides
     function results, is stored narrow: the cross-entropy kernels widen it
@@ -249,6 +255,8 @@ def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
               "products read only by elementwise steps stored narrow">,
     Statistic<"numLogits", "logits",
               "products read only by cross-entropy stored narrow">,
+    Statistic<"numNormGradients", "norm-gradients",
+              "products read only by norm gradients stored narrow">,
   ];
 }
 
