@@ -54,7 +54,7 @@ main() {
     sanitize="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined"
     CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$build" \
       -DLAMINA_ENABLE_FUZZER=ON -DLAMINA_BUILD_TESTS=OFF \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DLAMINA_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
     ninja -C "$build" lamina-import-fuzzer
   fi

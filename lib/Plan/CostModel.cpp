@@ -581,20 +581,19 @@ void Evaluator::memory() {
     // Each stage's parameters less the tied ones, as the runtime holds
     // them (replica 0's shards): the weights (bf16-copies: their copies;
     // the f32 masters are optimizer state) whole, or the shard at level 3;
-    // the gradient whole (level 1 also its reduce-scattered shard), or
-    // the shard at levels 2-3; the optimizer state whole or the shard.
+    // the gradient whole (level 1 reduce-scatters it in place), or the
+    // shard at levels 2-3; the optimizer state whole or the shard.
     mem.weights = mem.grads = mem.optimizer = 0;
     for (int st : rs.stages) {
       const double S = plan.stages[st].params - plan.stages[st].sharedParams;
       const double shard = zero >= 1 ? partOf(S, c.dp) : S;
       mem.weights += (zero >= 3 ? shard : S) * prec.weight;
-      mem.grads +=
-          (zero >= 2 ? shard : S + (zero == 1 ? shard : 0)) * prec.grad;
+      mem.grads += (zero >= 2 ? shard : S) * prec.grad;
       mem.optimizer += shard * prec.optimizer;
     }
     // Tied parameters: weights and gradient whole; at ZeRO >= 1 the part
-    // each holder updates has its gradient and optimizer state (with the
-    // master weights) only.
+    // each holder updates (its gradient reduce-scattered in place) has
+    // optimizer state (with the master weights) only.
     for (size_t i = 0; i < tied.size(); ++i) {
       std::vector<int> holders = tiedHolders(i);
       auto at =
@@ -606,7 +605,7 @@ void Evaluator::memory() {
           shardsTied(i) ? partOf(whole, tiedGroup(i), int(at - holders.begin()))
                         : whole;
       mem.weights += whole * prec.weight;
-      mem.grads += (whole + (shardsTied(i) ? part : 0)) * prec.grad;
+      mem.grads += whole * prec.grad;
       mem.optimizer += part * prec.optimizer;
     }
     double transient = 0, largest = 0, second = 0;

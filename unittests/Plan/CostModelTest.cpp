@@ -123,9 +123,8 @@ TEST(CostModel, MemoryDecreasesWithZeroLevel) {
     previous = mem.total();
     const double N = 4.0 * (1 << 20); // four layers per rank
     EXPECT_DOUBLE_EQ(mem.optimizer, N * 12 / (zero >= 1 ? 8 : 1));
-    // Level 1 keeps the whole gradient and its reduce-scattered shard.
-    EXPECT_DOUBLE_EQ(mem.grads, zero == 1 ? N * 2 * (1 + 1.0 / 8)
-                                          : N * 2 / (zero >= 2 ? 8 : 1));
+    // Level 1 keeps the whole gradient, reduce-scattered in place.
+    EXPECT_DOUBLE_EQ(mem.grads, N * 2 / (zero >= 2 ? 8 : 1));
     EXPECT_DOUBLE_EQ(mem.weights, N * 2 / (zero >= 3 ? 8 : 1));
   }
 }
@@ -263,8 +262,7 @@ TEST(CostModel, PrecisionTable) {
     EXPECT_DOUBLE_EQ(pl.stages[0].sendBytes, act);
     const RankMemory &mem = pl.ranks[0].memory;
     EXPECT_DOUBLE_EQ(mem.weights, Nrank * 4 / (zero >= 3 ? d : 1));
-    EXPECT_DOUBLE_EQ(mem.grads, zero == 1 ? Nrank * 4 * (1 + 1.0 / d)
-                                          : Nrank * 4 / (zero >= 2 ? d : 1));
+    EXPECT_DOUBLE_EQ(mem.grads, Nrank * 4 / (zero >= 2 ? d : 1));
     EXPECT_DOUBLE_EQ(mem.optimizer, Nrank * 8 / (zero >= 1 ? d : 1));
     // Breadth-first crosses every layer boundary: per micro-batch rank 0
     // sends layers 0 and 2's outputs and the gradient of layer 2's input.

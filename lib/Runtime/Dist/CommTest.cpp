@@ -10,6 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Comm.h"
+#include "MpiComm.h"
+
+#include "lamina/Runtime/Device.h"
 
 #include <cmath>
 #include <cstdio>
@@ -130,6 +133,32 @@ int main(int argc, char **argv) {
         CHECK(g[size_t(offsets[size_t(q)] + i)] == float(1000 * q + i));
     expectBytes += double(n - 1) / n * S * 4;
     CHECK(std::fabs(comm.collectiveBytes - expectBytes) < 1e-6);
+  }
+
+  // The Communicator over MPI: a reduce-scatter in place (the shard's
+  // destination is the member's own part of the input, NCCL's convention,
+  // as ZeRO 1 and the tied parameters' parts use it) leaves the shard a
+  // separate destination gets, and the rest of the input as it was. MPI's
+  // buffers may not overlap, so on the host the shard goes through a copy.
+  {
+    MpiCommunicator net(comm, lamina::rt::hostDevice());
+    ShardLayout l = net.shardLayout(11, n);
+    std::vector<float> full(11), inPlace(11), part(size_t(l.shardCapacity));
+    for (int i = 0; i < 11; ++i)
+      full[size_t(i)] = inPlace[size_t(i)] = float(i * (rank + 1));
+    Request a, b;
+    CHECK(net.reduceScatter(full.data(), part.data(), l, 0, a).ok());
+    CHECK(net.wait(a, "reduce-scatter", "").ok());
+    float *mine = inPlace.data() + l.offsets[size_t(rank)];
+    CHECK(net.reduceScatter(inPlace.data(), mine, l, 0, b).ok());
+    CHECK(net.wait(b, "reduce-scatter in place", "").ok());
+    for (int i = 0; i < 11; ++i) {
+      int k = i - l.offsets[size_t(rank)];
+      bool own = k >= 0 && k < l.counts[size_t(rank)];
+      CHECK(inPlace[size_t(i)] == (own ? part[size_t(k)] : full[size_t(i)]));
+      if (own)
+        CHECK(part[size_t(k)] == float(i * n * (n + 1) / 2));
+    }
   }
 
   // Doubles (norms, losses).

@@ -101,7 +101,8 @@ public:
   virtual Status allReduceDouble(double *buf, int count, int group,
                                  Request &out) = 0;
   /// `send` (layout.fullCapacity elements) summed over `group`; this
-  /// member's shard lands in `recv`.
+  /// member's shard lands in `recv`, which may be in place: `send` at the
+  /// member's offset (NCCL's convention for an in-place reduce-scatter).
   virtual Status reduceScatter(const float *send, float *recv,
                                const ShardLayout &layout, int group,
                                Request &out) = 0;

@@ -397,9 +397,14 @@ Status Executor::setupParams() {
     if (zero < 2)
       if (Status s = allocateZeroed(M.flatGrad, fullBytes); !s.ok())
         return s;
-    if (zero > 0)
+    if (zero == 1)
+      M.gradShard = static_cast<float *>(M.flatGrad.data()) +
+                    M.shards.offsets[size_t(dp)];
+    if (zero >= 2) {
       if (Status s = allocateZeroed(M.shardGrad, shardBytes); !s.ok())
         return s;
+      M.gradShard = static_cast<float *>(M.shardGrad.data());
+    }
   }
   for (Param &p : params) {
     OwnedTensor &t = inits[p.name];
@@ -465,8 +470,6 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
     int64_t offset = p.holderShards.offsets[size_t(p.holderIndex)];
     p.partLen = p.holderShards.counts[size_t(p.holderIndex)];
     size_t partBytes = size_t(p.holderShards.shardCapacity) * sizeof(float);
-    if (Status s = allocateZeroed(p.ownShardGrad, partBytes); !s.ok())
-      return s;
     if (p.ownCopiesOnly) {
       std::vector<float> part(size_t(p.holderShards.shardCapacity), 0.0f);
       std::copy(value + offset, value + offset + p.partLen, part.begin());
@@ -484,7 +487,12 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
     if (Status s = p.own.upload(device, whole.data(), bytes); !s.ok())
       return s;
   }
-  return allocateZeroed(p.ownGrad, bytes);
+  if (Status s = allocateZeroed(p.ownGrad, bytes); !s.ok())
+    return s;
+  if (p.shardsOwn)
+    p.partGrad = static_cast<float *>(p.ownGrad.data()) +
+                 p.holderShards.offsets[size_t(p.holderIndex)];
+  return Status::success();
 }
 
 Status Executor::setupCopies() {
@@ -667,7 +675,7 @@ void Executor::setupSegments() {
         seg.param = shardsParams(M)
                         ? static_cast<float *>(M.shardParam.data()) + (a - lo)
                         : flatParam + a;
-        seg.grad = static_cast<float *>(M.shardGrad.data()) + (a - lo);
+        seg.grad = M.gradShard + (a - lo);
         if (M.shardCopy.data())
           seg.copy = static_cast<char *>(M.shardCopy.data()) +
                      size_t(a - lo) * dtypeSize(copyType);
@@ -702,7 +710,7 @@ void Executor::setupSegments() {
         }
         seg.param = p.ownCopiesOnly ? static_cast<float *>(p.ownShard.data())
                                     : seg.param + lo;
-        seg.grad = static_cast<float *>(p.ownShardGrad.data());
+        seg.grad = p.partGrad;
         // The gathered f32 parameter is cast after the gather instead.
         seg.copy = p.ownCopiesOnly ? static_cast<char *>(p.ownCopy.data()) +
                                          size_t(lo) * dtypeSize(copyType)
@@ -789,8 +797,7 @@ size_t Executor::stateBytes() const {
       bytes += b->bytes();
   }
   for (const Param &p : params)
-    for (const DeviceBuffer *b :
-         {&p.own, &p.ownGrad, &p.ownCopy, &p.ownShard, &p.ownShardGrad})
+    for (const DeviceBuffer *b : {&p.own, &p.ownGrad, &p.ownCopy, &p.ownShard})
       bytes += b->bytes();
   for (const Tensor &t : deviceState)
     bytes += t.byteSize();

@@ -121,7 +121,11 @@ struct Param {
   ShardLayout holderShards;            ///< shardsOwn: the cut over the holders
   int holderIndex = -1;                ///< shardsOwn: this rank's member index
   int64_t partLen = 0;                 ///< shardsOwn: the elements of this part
-  DeviceBuffer ownShard, ownShardGrad; ///< shardsOwn: this holder's part
+  DeviceBuffer ownShard; ///< shardsOwn, ownCopiesOnly: this holder's part
+  /// shardsOwn: where the reduce-scatter leaves this holder's part of the
+  /// summed gradient: in place, in ownGrad at the part's offset (NCCL's
+  /// in-place convention), so no second buffer holds it.
+  float *partGrad = nullptr;
   Request ownGatherReq; ///< shardsOwn: the gather after the update
   /// Trainable: a backward of this step has written its gradient (the
   /// first writes it over whatever the buffer held; zeroGrads resets it).
@@ -160,6 +164,12 @@ struct ModuleState {
   int64_t shardLen = 0; ///< this rank's part of the flat layout
   /// Levels 2-3: reduce-scattered this step (Executor::Scatter).
   bool scatteredThisStep = false;
+  /// Levels 1-3: this rank's shard of the step's summed gradient, which
+  /// the optimizer reads. Level 1 reduce-scatters in place, so it is
+  /// flatGrad at the shard's offset (the whole gradient lives for the
+  /// step anyway); levels 2-3 shardGrad, which outlives the pooled full
+  /// gradients.
+  float *gradShard = nullptr;
   /// What checkpoints read and write: the shard (level 3) or the flat
   /// parameters.
   std::vector<float> hostParam;

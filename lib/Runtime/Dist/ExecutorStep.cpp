@@ -401,8 +401,9 @@ Status Executor::collective(const ActionSpec &a) {
       scatters.push_back(std::move(s));
       return Status::success();
     }
-    return net.reduceScatter(floats(M.flatGrad), floats(M.shardGrad), M.shards,
-                             dpGroup, M.gradReq);
+    // In place: the shard lands over this rank's part of flatGrad.
+    return net.reduceScatter(floats(M.flatGrad), M.gradShard, M.shards, dpGroup,
+                             M.gradReq);
   case ActionKind::AllGather:
     if (zero == 3) {
       // The weights the functions read: their copies when that is all
@@ -532,7 +533,7 @@ Status Executor::optimizerStep(int64_t stepIndex) {
     Param &p = *shared[i];
     if (Status s =
             p.shardsOwn
-                ? net.reduceScatter(floats(p.ownGrad), floats(p.ownShardGrad),
+                ? net.reduceScatter(floats(p.ownGrad), p.partGrad,
                                     p.holderShards, p.holders, reqs[i])
                 : net.allReduce(floats(p.ownGrad), p.size, p.holders, reqs[i]);
         !s.ok())

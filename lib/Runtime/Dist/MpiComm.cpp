@@ -147,11 +147,16 @@ Status MpiCommunicator::reduceScatter(const float *send, float *recv,
   char *hs, *hr = reinterpret_cast<char *>(recv);
   if (Status s = stage(op, send, total, hs); !s.ok())
     return s;
-  if (staged) {
-    op.host.resize(total + mine);
-    hs = op.host.data();
-    hr = op.host.data() + total;
-    op.deviceResult = recv, op.resultOffset = total, op.resultBytes = mine;
+  // MPI's buffers may not overlap: an in-place call (recv within send) on
+  // the host gets its shard in op.host, copied to recv when it completes.
+  const char *from = reinterpret_cast<const char *>(send);
+  bool overlaps = hr >= from && hr < from + total;
+  if (staged || overlaps) {
+    size_t at = staged ? total : 0;
+    op.host.resize(at + mine);
+    hs = staged ? op.host.data() : hs;
+    hr = op.host.data() + at;
+    op.deviceResult = recv, op.resultOffset = at, op.resultBytes = mine;
   }
   op.req = comm.ireduceScatter(reinterpret_cast<const float *>(hs),
                                reinterpret_cast<float *>(hr), layout.counts, c);
