@@ -79,6 +79,8 @@ template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
   int64_t rank = type.getRank();
   if (rank == 0)
     return ctx.error() << "input must have rank >= 1";
+  if (!isa<FloatType>(type.getElementType()))
+    return ctx.error() << "input must be a float tensor, got " << type;
   auto axis = ctx.axis(ctx.attrInt("axis", ctx.opset < 13 ? 1 : -1), rank);
   if (!axis)
     return failure();
@@ -97,13 +99,33 @@ template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
 }
 
 /// Scale and bias broadcast to the normalised dims (input dims from `axis`)
-/// in ONNX; graph ops take them at exactly that shape.
-Value fitNormParam(NodeContext &ctx, Value v, int64_t axis) {
+/// in ONNX; graph ops take them at exactly that shape. `what` names the
+/// parameter in the error when it does not broadcast.
+Value fitNormParam(NodeContext &ctx, Value v, int64_t axis, StringRef what) {
   auto normShape = ctx.inputShape(0).drop_front(axis);
   auto t = cast<RankedTensorType>(v.getType());
   if (t.getShape() == normShape)
     return v;
+  ArrayRef<int64_t> shape = t.getShape();
+  bool fits = shape.size() <= normShape.size();
+  for (size_t i = 1; fits && i <= shape.size(); ++i)
+    fits = shape[shape.size() - i] == 1 ||
+           shape[shape.size() - i] == normShape[normShape.size() - i];
+  if (!fits) {
+    ctx.error() << what << " " << t
+                << " does not broadcast to the normalised dims [" << normShape
+                << "] (axis " << axis << ")";
+    return {};
+  }
   return ctx.build<graph::BroadcastOp>(t.clone(normShape), v);
+}
+
+/// A norm's input: a float tensor.
+LogicalResult checkNormInput(NodeContext &ctx) {
+  if (!isa<FloatType>(ctx.inputType(0).getElementType()))
+    return ctx.error() << "input must be a float tensor, got "
+                       << ctx.inputType(0);
+  return success();
 }
 
 /// LayerNormalization's optional Mean and InvStdDev outputs, in
@@ -138,6 +160,8 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale)
     return failure();
+  if (failed(checkNormInput(ctx)))
+    return failure();
   auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
@@ -146,9 +170,9 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
       failed(layerNormStatistics(ctx, x, *axis, epsilon)))
     return failure();
   Value bias = ctx.has(2) ? ctx.input(2) : Value();
-  scale = fitNormParam(ctx, scale, *axis);
-  if (bias)
-    bias = fitNormParam(ctx, bias, *axis);
+  scale = fitNormParam(ctx, scale, *axis, "scale");
+  if (bias && scale)
+    bias = fitNormParam(ctx, bias, *axis, "bias");
   if (!scale || (ctx.has(2) && !bias))
     return failure();
   Value r = ctx.build<graph::LayerNormOp>(
@@ -161,10 +185,12 @@ LogicalResult importRMSNorm(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale)
     return failure();
+  if (failed(checkNormInput(ctx)))
+    return failure();
   auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  scale = fitNormParam(ctx, scale, *axis);
+  scale = fitNormParam(ctx, scale, *axis, "scale");
   Value r = scale ? ctx.build<graph::RMSNormOp>(
                         x.getType(), x, scale, ctx.b.getI64IntegerAttr(*axis),
                         ctx.b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)))

@@ -319,6 +319,8 @@ LogicalResult importTrilu(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
+  if (ctx.inputType(0).getRank() < 2)
+    return ctx.error() << "input must have rank >= 2, got " << ctx.inputType(0);
   int64_t k = 0;
   if (ctx.has(1)) {
     auto kv = ctx.constInts(1);
