@@ -2,6 +2,7 @@
 
 #include "Importer.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
@@ -355,9 +356,30 @@ LogicalResult importScatterND(NodeContext &ctx) {
   Value data = ctx.input(0), indices = ctx.input(1), updates = ctx.input(2);
   if (!data || !indices || !updates)
     return failure();
-  return ctx.result(ctx.build<graph::ScatterNDOp>(
-                       data.getType(), data, indices, updates,
-                       ctx.attrString("reduction", "none")));
+  std::string reduction = ctx.attrString("reduction", "none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction)) {
+    std::string shown;
+    llvm::raw_string_ostream os(shown);
+    llvm::printEscapedString(reduction, os);
+    return ctx.error() << "unsupported reduction '" << shown
+                       << "' (none, add, mul, max or min)";
+  }
+  // updates: indices' shape without its last dim k, then data's from k.
+  auto dataType = ctx.inputType(0), indexType = ctx.inputType(1);
+  if (indexType.getRank() < 1 ||
+      indexType.getShape().back() > dataType.getRank())
+    return ctx.error() << "indices " << indexType
+                       << " need a last dim of at most the data rank ("
+                       << dataType << ")";
+  int64_t k = indexType.getShape().back();
+  SmallVector<int64_t> expected(indexType.getShape().drop_back());
+  llvm::append_range(expected, dataType.getShape().drop_front(k));
+  RankedTensorType want = dataType.clone(expected);
+  if (ctx.inputType(2) != want)
+    return ctx.error() << "updates " << ctx.inputType(2) << " should be "
+                       << want << " (indices' leading dims, then data's)";
+  return ctx.result(ctx.build<graph::ScatterNDOp>(data.getType(), data, indices,
+                                                  updates, reduction));
 }
 } // namespace
 

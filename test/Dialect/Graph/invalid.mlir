@@ -214,6 +214,21 @@ func.func @scatter_updates(%a: tensor<4xf32>, %i: tensor<2x1xi64>, %u: tensor<3x
 }
 
 // -----
+// ScatterND updates element type, and scalar indices (no index tuples).
+func.func @scatter_updates_type(%a: tensor<4xi64>, %i: tensor<2x1xi64>, %u: tensor<2xf32>) {
+  // expected-error @+1 {{updates type 'tensor<2xf32>' does not match indices and data}}
+  %0 = graph.scatter_nd %a, %i, %u {reduction = "none"} : (tensor<4xi64>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<4xi64>
+  return
+}
+
+// -----
+func.func @scatter_scalar_indices(%a: tensor<4xf32>, %i: tensor<i64>, %u: tensor<4xf32>) {
+  // expected-error @+1 {{index tuples longer than the data rank}}
+  %0 = graph.scatter_nd %a, %i, %u {reduction = "none"} : (tensor<4xf32>, tensor<i64>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
 // Trilu needs matrices.
 func.func @trilu_rank(%a: tensor<4xf32>) {
   // expected-error @+1 {{trilu needs rank >= 2}}

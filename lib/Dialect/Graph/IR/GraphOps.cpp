@@ -554,12 +554,13 @@ LogicalResult ScatterNDOp::verify() {
   auto data = getData().getType();
   auto indices = getIndices().getType();
   auto updates = getUpdates().getType();
-  int64_t k = indices.getShape().back();
-  if (indices.getRank() < 1 || k > data.getRank())
+  if (indices.getRank() < 1 || indices.getShape().back() > data.getRank())
     return emitOpError("index tuples longer than the data rank");
+  int64_t k = indices.getShape().back();
   SmallVector<int64_t> expected(indices.getShape().drop_back());
   llvm::append_range(expected, data.getShape().drop_front(k));
-  if (updates.getShape() != ArrayRef<int64_t>(expected))
+  if (updates.getShape() != ArrayRef<int64_t>(expected) ||
+      updates.getElementType() != data.getElementType())
     return emitOpError() << "updates type " << updates
                          << " does not match indices and data";
   return success();
