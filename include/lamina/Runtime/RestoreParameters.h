@@ -20,7 +20,9 @@
 // * an initializer of equal elements (a value no trained weight has, so
 //   only a merge shares it) read by several modules, or with no scopes by
 //   several nodes, becomes one per module (named `<module>.<leaf>`, the
-//   PyTorch name) or per node (`<name>.<k>`);
+//   PyTorch name) or per node (`<name>.<k>`) -- but not an embedding's
+//   table that a head also reads (a tie, whatever the value: a
+//   structure-only file's weights read as zeros);
 // * a linear layer whose zero bias the dynamo exporter's optimizer removed
 //   (the node's FX metadata still calls addmm or linear with a bias) gets
 //   it back, zero, named `<module>.bias`;

@@ -269,6 +269,23 @@ private:
     return Status::success();
   }
 
+  /// Whether `name` is an embedding's table (a Gather's data) that another
+  /// of its readers `nodes` reads otherwise (a tied LM head: a MatMul, a
+  /// Gemm, a Transpose before one). That is a tie, whatever its value: a
+  /// structure-only file's weights read as zeros (`lamina plan`, models
+  /// written with --no-weights-data), and an exporter merges by value only
+  /// the values fresh parameters share (norm weights, biases), not tables.
+  bool tiedTable(const std::string &name, const std::vector<int> &nodes) {
+    bool table = false, other = false;
+    for (int n : nodes) {
+      const NodeProto &node = graph.node(n);
+      bool lookup = node.op_type() == "Gather" && node.input_size() > 0 &&
+                    node.input(0) == name;
+      (lookup ? table : other) = true;
+    }
+    return table && other;
+  }
+
   /// Equal-element initializers read by several modules (or nodes).
   Status splitMerged() {
     std::map<std::string, std::vector<int>> readers;
@@ -279,7 +296,7 @@ private:
           readers[in].push_back(n);
     }
     for (auto &[name, nodes] : readers) {
-      if (nodes.size() < 2)
+      if (nodes.size() < 2 || tiedTable(name, nodes))
         continue;
       std::string bytes;
       if (Status s = readBytes(name, bytes); !s.ok())
