@@ -28,7 +28,9 @@
 //   it back, zero, named `<module>.bias`;
 // * a 2-D initializer read only as a matmul operand that is exactly the
 //   transpose (or a copy) of an embedding's table (a Gather's data) becomes
-//   a Transpose (Identity) node of that table.
+//   a Transpose (Identity) node of that table -- unless the table's
+//   elements are all equal (a structure-only file's zeros, which every head
+//   of the shape would equal: no evidence of a tie).
 //
 // Nodes in subgraphs and functions keep reading what they read: an
 // initializer they name is left alone. An embedding's padding_idx (its row

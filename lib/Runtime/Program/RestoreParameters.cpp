@@ -25,6 +25,14 @@ using ::onnx::TensorProto;
 
 namespace {
 
+/// Whether `bytes` holds one value of `size` bytes, repeated.
+bool allEqual(const std::string &bytes, size_t size) {
+  for (size_t k = size; k < bytes.size(); k += size)
+    if (std::memcmp(&bytes[k], &bytes[0], size) != 0)
+      return false;
+  return true;
+}
+
 /// Every name a node of `graph`'s subgraphs reads (outer-scope captures).
 void subgraphReads(const GraphProto &graph, std::set<std::string> &out) {
   for (const NodeProto &node : graph.node())
@@ -303,11 +311,7 @@ private:
         return Status::error("initializer '" + name + "': " + s.message());
       DType dtype = DType::F32;
       isWeight(name, &dtype);
-      size_t size = dtypeSize(dtype);
-      bool equal = true;
-      for (size_t k = size; equal && k < bytes.size(); k += size)
-        equal = std::memcmp(&bytes[k], &bytes[0], size) == 0;
-      if (!equal)
+      if (!allEqual(bytes, dtypeSize(dtype)))
         continue; // a real tie: random values are never merged by chance
       // Group the readers: by module when every one names it.
       std::string leaf = name.substr(name.find_last_of('.') + 1);
@@ -383,6 +387,11 @@ private:
           if (Status st = readBytes(table, tableBytes); !st.ok())
             return Status::error("initializer '" + table +
                                  "': " + st.message());
+        // A table of equal elements is no embedding that was trained or
+        // initialised: a structure-only file's zeros, which every head of
+        // the shape would equal.
+        if (allEqual(tableBytes, dtypeSize(tdt)))
+          break;
         std::string bytes;
         if (Status st = readBytes(name, bytes); !st.ok())
           return Status::error("initializer '" + name + "': " + st.message());

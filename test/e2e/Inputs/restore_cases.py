@@ -8,6 +8,9 @@
 g is ones read by two nodes without module scopes (a merge: split), w2 is
 random and read twice (a real tie: kept), head is emb's transpose bit for
 bit in tied.onnx (tied back) and one element off in untied.onnx (kept).
+OUT/zeros.onnx has emb and head all zeros (as a structure-only file's
+weights read: no evidence of a tie, kept apart), OUT/zeros_tied.onnx a
+zero emb the head reads through a Transpose (a tie: not split).
 OUT/bias.onnx has a Gemm without C whose FX metadata (as the dynamo
 exporter writes it) calls addmm with a bias (put back, zero), a MatMul
 whose linear's bias is its Add (kept), and an embedding with padding_idx 0
@@ -29,13 +32,16 @@ def lm(nodes, inits, vocab: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def build(head_exact: bool) -> onnx.ModelProto:
+def build(head_exact: bool, zeros: bool = False,
+          read_table: bool = False) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     v, d = 16, 8
     emb = rng.standard_normal((v, d)).astype(np.float32)
     head = emb.T.copy()
     if not head_exact:
         head[0, 0] += 1e-3
+    if zeros:  # a structure-only file's weights, as they read
+        emb, head = np.zeros_like(emb), np.zeros_like(head)
     inits = [numpy_helper.from_array(a, n) for n, a in (
         ("emb", emb), ("g", np.ones(d, np.float32)),
         ("w", rng.standard_normal((d, d)).astype(np.float32)),
@@ -51,6 +57,11 @@ def build(head_exact: bool) -> onnx.ModelProto:
         helper.make_node("Add", ["e", "f"], ["h"], name="sum"),
         helper.make_node("MatMul", ["h", "head"], ["logits"], name="lm_head"),
     ]
+    if read_table:  # the head reads the table itself, through a Transpose
+        inits = [t for t in inits if t.name != "head"]
+        nodes[-1:] = [
+            helper.make_node("Transpose", ["emb"], ["embT"], name="tie", perm=[1, 0]),
+            helper.make_node("MatMul", ["h", "embT"], ["logits"], name="lm_head")]
     return lm(nodes, inits, v)
 
 
@@ -97,6 +108,9 @@ def main():
     onnx.save(build(True), os.path.join(out, "tied.onnx"))
     onnx.save(build(False), os.path.join(out, "untied.onnx"))
     onnx.save(build_bias(), os.path.join(out, "bias.onnx"))
+    onnx.save(build(True, zeros=True), os.path.join(out, "zeros.onnx"))
+    onnx.save(build(True, zeros=True, read_table=True),
+              os.path.join(out, "zeros_tied.onnx"))
 
 
 if __name__ == "__main__":
