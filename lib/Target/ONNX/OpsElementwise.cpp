@@ -47,6 +47,12 @@ LogicalResult importWhere(NodeContext &ctx) {
   Value c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
   if (!c || !a || !b)
     return failure();
+  if (!ctx.inputType(0).getElementType().isInteger(1))
+    return ctx.error() << "condition must be a bool tensor, got "
+                       << ctx.inputType(0);
+  if (ctx.inputType(1).getElementType() != ctx.inputType(2).getElementType())
+    return ctx.error() << "X " << ctx.inputType(1) << " and Y "
+                       << ctx.inputType(2) << " must have one element type";
   Value r = ctx.build<graph::SelectOp>(Type(), c, a, b);
   return ctx.result(r);
 }
