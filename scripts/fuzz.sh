@@ -51,6 +51,18 @@ main() {
   # sanitizers through the project-wide flags; fuzz/CMakeLists.txt adds
   # -fsanitize=fuzzer to the fuzz target. libMLIR.so stays uninstrumented.
   if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
+    # clang-22 and its sanitizer/libFuzzer runtimes are not among the
+    # project's set-up packages (scripts/install-deps.sh): installed here,
+    # once, from Debian's packages.
+    if ! command -v clang++-22 >/dev/null ||
+       ! ls /usr/lib/llvm-22/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+         >/dev/null 2>&1; then
+      sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+      echo "fuzz.sh: apt-get install clang-22 libclang-rt-22-dev"
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+        clang-22 libclang-rt-22-dev >/dev/null
+    fi
     sanitize="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined"
     CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$build" \
       -DLAMINA_ENABLE_FUZZER=ON -DLAMINA_BUILD_TESTS=OFF \
