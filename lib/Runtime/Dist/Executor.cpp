@@ -616,7 +616,7 @@ std::vector<Param *> Executor::sharedByName() {
   return out;
 }
 
-Status Executor::castPart(const DeviceBuffer &part, const int64_t &count,
+Status Executor::castPart(const DeviceBuffer &part, int64_t count,
                           DeviceBuffer &copy, int64_t offset) {
   return device.cast(Tensor{part.data(), DType::F32, 1, &count},
                      Tensor{static_cast<char *>(copy.data()) +

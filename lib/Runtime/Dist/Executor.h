@@ -319,8 +319,8 @@ private:
                      const std::vector<int> &readers, const OwnedTensor &init);
   /// `count` f32 values of `part` cast into `copy` at element `offset`
   /// (a rank's shard into the copy an all-gather then completes).
-  Status castPart(const DeviceBuffer &part, const int64_t &count,
-                  DeviceBuffer &copy, int64_t offset);
+  Status castPart(const DeviceBuffer &part, int64_t count, DeviceBuffer &copy,
+                  int64_t offset);
   /// shardsOwn parameters: the parameter's (or copy's) all-gather over
   /// the holders posted; its wait, then the whole copy cast from the
   /// gathered f32 parameter.

@@ -516,7 +516,10 @@ Status Executor::optimizerStep(int64_t stepIndex) {
                                         group);
           !s.ok())
         return s;
-    if (M.flatGrad.data() && zero >= 2)
+    // Levels 2-3: the step's first reduce-scatter wrote the shard
+    // gradient (zeroGrads leaves it as the last step left it).
+    if (zero >= 2 &&
+        (M.flatGrad.data() || (M.size > 0 && !M.scatteredThisStep)))
       return Status::error("internal: module " + str(k) +
                            "'s gradient was never reduce-scattered");
   }
@@ -610,13 +613,10 @@ Status Executor::zeroGrads() {
   // the parameters stays as allocated, zero.
   for (Param &p : params)
     p.gradWritten = false;
-  for (int k : localModules) {
-    ModuleState &M = modules[size_t(k)];
-    M.scatteredThisStep = false;
-    if (M.shardGrad.data())
-      if (Status s = zeroBuffer(M.shardGrad); !s.ok())
-        return s;
-  }
+  // Nor do the shard gradients: each step's first reduce-scatter of a
+  // module writes its shard (levels 2-3), or lands in place (level 1).
+  for (int k : localModules)
+    modules[size_t(k)].scatteredThisStep = false;
   return Status::success();
 }
 

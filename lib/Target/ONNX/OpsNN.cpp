@@ -71,6 +71,14 @@ LogicalResult importGemm(NodeContext &ctx) {
 
 /// Softmax and LogSoftmax. Before opset 13 the input is coerced to 2-D at
 /// `axis` (default 1) and normalised over the flattened trailing dims.
+/// The node's input 0 is a float tensor (softmax's and the norms' math).
+LogicalResult requireFloatInput(NodeContext &ctx) {
+  if (!isa<FloatType>(ctx.inputType(0).getElementType()))
+    return ctx.error() << "input must be a float tensor, got "
+                       << ctx.inputType(0);
+  return success();
+}
+
 template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
@@ -79,8 +87,8 @@ template <typename Op> LogicalResult importSoftmax(NodeContext &ctx) {
   int64_t rank = type.getRank();
   if (rank == 0)
     return ctx.error() << "input must have rank >= 1";
-  if (!isa<FloatType>(type.getElementType()))
-    return ctx.error() << "input must be a float tensor, got " << type;
+  if (failed(requireFloatInput(ctx)))
+    return failure();
   auto axis = ctx.axis(ctx.attrInt("axis", ctx.opset < 13 ? 1 : -1), rank);
   if (!axis)
     return failure();
@@ -120,14 +128,6 @@ Value fitNormParam(NodeContext &ctx, Value v, int64_t axis, StringRef what) {
   return ctx.build<graph::BroadcastOp>(t.clone(normShape), v);
 }
 
-/// A norm's input: a float tensor.
-LogicalResult checkNormInput(NodeContext &ctx) {
-  if (!isa<FloatType>(ctx.inputType(0).getElementType()))
-    return ctx.error() << "input must be a float tensor, got "
-                       << ctx.inputType(0);
-  return success();
-}
-
 /// LayerNormalization's optional Mean and InvStdDev outputs, in
 /// `stash_type` precision, with the normalised dims kept as size 1.
 LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
@@ -160,7 +160,7 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale)
     return failure();
-  if (failed(checkNormInput(ctx)))
+  if (failed(requireFloatInput(ctx)))
     return failure();
   auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
   if (!axis)
@@ -185,7 +185,7 @@ LogicalResult importRMSNorm(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale)
     return failure();
-  if (failed(checkNormInput(ctx)))
+  if (failed(requireFloatInput(ctx)))
     return failure();
   auto axis = ctx.axis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
   if (!axis)

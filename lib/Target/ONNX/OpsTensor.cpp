@@ -357,24 +357,19 @@ LogicalResult importScatterND(NodeContext &ctx) {
   if (!data || !indices || !updates)
     return failure();
   std::string reduction = ctx.attrString("reduction", "none");
-  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction)) {
+  if (!graph::ScatterNDOp::isReduction(reduction)) {
     std::string shown;
     llvm::raw_string_ostream os(shown);
     llvm::printEscapedString(reduction, os);
     return ctx.error() << "unsupported reduction '" << shown
                        << "' (none, add, mul, max or min)";
   }
-  // updates: indices' shape without its last dim k, then data's from k.
-  auto dataType = ctx.inputType(0), indexType = ctx.inputType(1);
-  if (indexType.getRank() < 1 ||
-      indexType.getShape().back() > dataType.getRank())
-    return ctx.error() << "indices " << indexType
+  RankedTensorType want =
+      graph::ScatterNDOp::updatesType(ctx.inputType(0), ctx.inputType(1));
+  if (!want)
+    return ctx.error() << "indices " << ctx.inputType(1)
                        << " need a last dim of at most the data rank ("
-                       << dataType << ")";
-  int64_t k = indexType.getShape().back();
-  SmallVector<int64_t> expected(indexType.getShape().drop_back());
-  llvm::append_range(expected, dataType.getShape().drop_front(k));
-  RankedTensorType want = dataType.clone(expected);
+                       << ctx.inputType(0) << ")";
   if (ctx.inputType(2) != want)
     return ctx.error() << "updates " << ctx.inputType(2) << " should be "
                        << want << " (indices' leading dims, then data's)";

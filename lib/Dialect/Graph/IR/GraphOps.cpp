@@ -547,21 +547,29 @@ LogicalResult TriluOp::verify() {
   return success();
 }
 
-LogicalResult ScatterNDOp::verify() {
-  StringRef r = getReduction();
-  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-    return emitOpError() << "unknown reduction '" << r << "'";
-  auto data = getData().getType();
-  auto indices = getIndices().getType();
-  auto updates = getUpdates().getType();
+bool ScatterNDOp::isReduction(StringRef r) {
+  return llvm::is_contained({"none", "add", "mul", "max", "min"}, r);
+}
+
+RankedTensorType ScatterNDOp::updatesType(RankedTensorType data,
+                                          RankedTensorType indices) {
   if (indices.getRank() < 1 || indices.getShape().back() > data.getRank())
-    return emitOpError("index tuples longer than the data rank");
+    return {};
   int64_t k = indices.getShape().back();
-  SmallVector<int64_t> expected(indices.getShape().drop_back());
-  llvm::append_range(expected, data.getShape().drop_front(k));
-  if (updates.getShape() != ArrayRef<int64_t>(expected) ||
-      updates.getElementType() != data.getElementType())
-    return emitOpError() << "updates type " << updates
+  SmallVector<int64_t> shape(indices.getShape().drop_back());
+  llvm::append_range(shape, data.getShape().drop_front(k));
+  return data.clone(shape);
+}
+
+LogicalResult ScatterNDOp::verify() {
+  if (!isReduction(getReduction()))
+    return emitOpError() << "unknown reduction '" << getReduction() << "'";
+  RankedTensorType want =
+      updatesType(getData().getType(), getIndices().getType());
+  if (!want)
+    return emitOpError("index tuples longer than the data rank");
+  if (getUpdates().getType() != want)
+    return emitOpError() << "updates type " << getUpdates().getType()
                          << " does not match indices and data";
   return success();
 }

@@ -743,6 +743,15 @@ def Graph_ScatterNDOp : Graph_Op<"scatter_nd",
   let assemblyFormat =
       "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether `r` names a reduction the op has.
+    static bool isReduction(llvm::StringRef r);
+    /// The updates' type for `data` and `indices`: indices' dims but the
+    /// last (k), then data's from k; null when k exceeds data's rank or
+    /// indices have rank 0. The verifier's rule, for the importer too.
+    static mlir::RankedTensorType updatesType(mlir::RankedTensorType data,
+                                              mlir::RankedTensorType indices);
+  }];
 }
 
 #endif // LAMINA_GRAPH_OPS
