@@ -10,7 +10,8 @@ apt_packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools   # MLIR 22, lit, FileCheck
   protobuf-compiler libprotobuf-dev                        # ONNX's protobuf schema
   libgtest-dev                                             # unit tests
-  libopenblas-dev                                          # runtime GEMM (cblas)
+  libdnnl-dev                                              # runtime f32 GEMM (oneDNN)
+  libopenblas-dev                                          # runtime f64 GEMM (cblas)
   libopenmpi-dev openmpi-bin                               # distributed training runtime (MPI)
   libonnx-testdata                                         # ONNX backend node tests
 )

@@ -2,7 +2,7 @@
 //
 // graph.attention and graph.attention_grad: the scores of a block of query
 // rows at a time (kRowBlock x Sk, never the whole Sq x Sk matrix), each
-// product one OpenBLAS call, so the host runs attention at GEMM speed and in
+// product one GEMM call (Gemm.cpp), so the host runs attention at GEMM speed and in
 // O(block x Sk) memory. Work splits over threads by (batch, head, row
 // block) in the forward and by (batch, kv head) in the backward, which then
 // owns its dK and dV and adds their contributions in a fixed order.
@@ -14,8 +14,6 @@
 
 #include "Internal.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <limits>
 
@@ -24,21 +22,6 @@ using namespace lamina::rt::detail;
 
 namespace {
 constexpr int64_t kRowBlock = 64;
-
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-          const float *a, int64_t lda, const float *b, int64_t ldb,
-          float beta, float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a,
-              int(lda), b, int(ldb), beta, c, int(ldc));
-}
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-          const double *a, int64_t lda, const double *b, int64_t ldb,
-          double beta, double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a,
-              int(lda), b, int(ldb), beta, c, int(ldc));
-}
 
 /// `rows` rows of `width` elements, `stride` apart from element `offset`
 /// of `t`, in compute type C: the tensor's own memory (leading dim

@@ -1,55 +1,118 @@
-//===- Gemm.cpp - batched matmul on OpenBLAS ------------------------------===//
+//===- Gemm.cpp - batched matmul on oneDNN --------------------------------===//
 //
-// One cblas_{s,d}gemm per result batch (split over threads by batches, or
-// by rows/columns of one large product); when the rhs is shared by every
-// batch and the lhs is not broadcast, the batches stack into a single
-// [B*m, k] product, the linear-layer case. Transposed operands go to BLAS as
+// One GEMM per result batch (split over threads by batches, or by
+// rows/columns of one large product); when the rhs is shared by every batch
+// and the lhs is not broadcast, the batches stack into a single [B*m, k]
+// product, the linear-layer case. Transposed operands go to the GEMM as
 // transposed, never copied. f16/bf16 operands are widened to f32 first.
+//
+// f32 products run on oneDNN's sgemm, which JIT-compiles its kernels for the
+// instruction sets the CPU reports (AVX2, AVX-512, ...), not for a table of
+// CPU models: OpenBLAS fell back to its SSE3 kernels on virtual CPUs it did
+// not recognise, 4x slower. oneDNN has no f64 GEMM; f64 (reference and
+// conformance programs) stays on OpenBLAS.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 using namespace lamina::rt;
 using namespace lamina::rt::detail;
 
-// OpenBLAS always runs single-threaded: the runtime splits each product over
-// its own threads (parallelFor), so OpenBLAS's idle threads never spin
-// (sched_yield) against the elementwise kernels between calls.
+extern "C" char *openblas_get_corename(void);
+
+// The GEMM libraries always run single-threaded: the runtime splits each
+// product over its own threads (parallelFor), so no second thread pool
+// (oneDNN's OpenMP team, OpenBLAS's threads) spins against the elementwise
+// kernels between calls.
 void lamina::rt::detail::setBlasThreads(int) { openblas_set_num_threads(1); }
 
 namespace {
 std::once_flag blasInit;
 
-CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
-
-/// C[m, n] (leading dim ldc) = op(A) op(B) + beta C on one thread (beta 0
-/// or 1).
-void gemm(const float *a, int lda, bool ta, const float *b, int ldb, bool tb,
-          float *c, int ldc, int m, int n, int k, float beta) {
-  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb,
-              beta, c, ldc);
+/// oneDNN sizes its OpenMP team by the calling thread's omp_get_max_threads;
+/// every thread that calls it (the caller and parallelFor's workers) asks
+/// for one.
+void singleThreadedOneDnn() {
+  static thread_local bool once = [] {
+    omp_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
 }
-void gemm(const double *a, int lda, bool ta, const double *b, int ldb, bool tb,
-          double *c, int ldc, int m, int n, int k, double beta) {
-  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb,
-              beta, c, ldc);
+} // namespace
+
+void lamina::rt::detail::gemm(bool ta, bool tb, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a,
+                              int64_t lda, const float *b, int64_t ldb,
+                              float beta, float *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  singleThreadedOneDnn();
+  dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha,
+                               a, std::max<int64_t>(lda, 1), b,
+                               std::max<int64_t>(ldb, 1), beta, c, ldc);
+  if (s != dnnl_success) { // the callers checked the shapes: a runtime bug
+    std::fprintf(stderr, "lamina runtime: dnnl_sgemm failed (status %d) for "
+                         "%lldx%lldx%lld\n",
+                 int(s), (long long)m, (long long)n, (long long)k);
+    std::abort();
+  }
 }
 
+void lamina::rt::detail::gemm(bool ta, bool tb, int64_t m, int64_t n,
+                              int64_t k, double alpha, const double *a,
+                              int64_t lda, const double *b, int64_t ldb,
+                              double beta, double *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  std::call_once(blasInit, [] { openblas_set_num_threads(1); });
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a,
+              int(std::max<int64_t>(lda, 1)), b,
+              int(std::max<int64_t>(ldb, 1)), beta, c, int(ldc));
+}
+
+std::string lamina::rt::gemmKernels() {
+  const dnnl_version_t *v = dnnl_version();
+  const char *isa = "sse4.1";
+  switch (dnnl_get_effective_cpu_isa()) {
+  case dnnl_cpu_isa_avx: isa = "avx"; break;
+  case dnnl_cpu_isa_avx2: isa = "avx2"; break;
+  case dnnl_cpu_isa_avx2_vnni: isa = "avx2_vnni"; break;
+  case dnnl_cpu_isa_avx512_mic:
+  case dnnl_cpu_isa_avx512_mic_4ops: isa = "avx512_mic"; break;
+  case dnnl_cpu_isa_avx512_core: isa = "avx512_core"; break;
+  case dnnl_cpu_isa_avx512_core_vnni: isa = "avx512_core_vnni"; break;
+  case dnnl_cpu_isa_avx512_core_bf16: isa = "avx512_core_bf16"; break;
+  case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
+  default: break;
+  }
+  const char *core = openblas_get_corename();
+  return "oneDNN " + std::to_string(v->major) + "." +
+         std::to_string(v->minor) + "." + std::to_string(v->patch) + " " +
+         isa + " (f32), OpenBLAS " + (core ? core : "?") + " (f64)";
+}
+
+namespace {
 /// One dense product C[m, n] = op(A) op(B), split over threads by rows of C
 /// (or by columns when there are fewer rows than columns); each piece is a
-/// single-threaded BLAS call on a sub-matrix.
+/// single-threaded GEMM on a sub-matrix.
 template <typename E>
 void gemmParallel(const E *a, bool ta, const E *b, bool tb, E *c, int64_t m,
                   int64_t n, int64_t k, E beta) {
-  int lda = int(ta ? m : k), ldb = int(tb ? k : n), ldc = int(n);
+  int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
   // Pieces of at least ~2 MFLOP, so small products stay on one thread.
   int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(
       getNumThreads(), 2 * m * n * k / (int64_t(1) << 21)));
@@ -62,11 +125,11 @@ void gemmParallel(const E *a, bool ta, const E *b, bool tb, E *c, int64_t m,
       if (hi == lo)
         continue;
       if (byRows)
-        gemm(ta ? a + lo : a + lo * k, lda, ta, b, ldb, tb, c + lo * n, ldc,
-             int(hi - lo), int(n), int(k), beta);
+        gemm(ta, tb, hi - lo, n, k, E(1), ta ? a + lo : a + lo * k, lda, b,
+             ldb, beta, c + lo * n, ldc);
       else
-        gemm(a, lda, ta, tb ? b + lo * k : b + lo, ldb, tb, c + lo, ldc,
-             int(m), int(hi - lo), int(k), beta);
+        gemm(ta, tb, m, hi - lo, k, E(1), a, lda, tb ? b + lo * k : b + lo,
+             ldb, beta, c + lo, ldc);
     }
   });
 }
@@ -83,9 +146,8 @@ struct BatchPlan {
 template <typename E>
 void matmulT(const E *a, const E *b, E *c, const BatchPlan &p,
              bool accumulate) {
-  std::call_once(blasInit, [] { openblas_set_num_threads(1); });
   E beta = accumulate ? E(1) : E(0);
-  if (p.k == 0) { // BLAS needs lda >= 1; the product of empty sums is 0
+  if (p.k == 0) { // the product of empty sums is 0
     if (!accumulate)
       std::fill(c, c + p.batches * p.m * p.n, E(0));
     return;

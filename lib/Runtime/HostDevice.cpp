@@ -29,9 +29,15 @@
 using namespace lamina::rt;
 
 namespace {
+std::string hostKernels(const std::string &device) {
+  return device + ", " + std::to_string(getNumThreads()) + " threads, GEMM " +
+         gemmKernels();
+}
+
 class HostDevice : public Device {
 public:
   std::string describe() const override { return "host"; }
+  std::string kernels() const override { return hostKernels(describe()); }
   bool isHost() const override { return true; }
   Status setThreads(int threads) override {
     setNumThreads(threads);
@@ -147,6 +153,7 @@ public:
 class StagedDevice final : public HostDevice {
 public:
   std::string describe() const override { return "host (staged)"; }
+  std::string kernels() const override { return hostKernels(describe()); }
   bool isHost() const override { return false; }
   Status allocate(size_t bytes, void **out) override {
     if (Status s = HostDevice::allocate(bytes, out); !s.ok())

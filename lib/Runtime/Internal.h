@@ -114,7 +114,7 @@ template <typename F> decltype(auto) dispatchSize(size_t size, F &&f) {
 //===----------------------------------------------------------------------===//
 
 /// Elements of simple work per thread below which splitting does not pay
-/// (spawning a thread costs tens of microseconds).
+/// (waking a worker and the cache lines it pulls cost microseconds).
 constexpr int64_t kGrain = 1 << 15;
 
 /// Runs body(begin, end) over [0, n) in contiguous chunks of at least
@@ -122,8 +122,18 @@ constexpr int64_t kGrain = 1 << 15;
 void parallelFor(int64_t n, int64_t minChunk,
                  const std::function<void(int64_t, int64_t)> &body);
 
-/// OpenBLAS's thread count (Gemm.cpp), kept equal to getNumThreads().
+/// Keeps the GEMM libraries single-threaded (Gemm.cpp): the runtime splits
+/// products over its own threads.
 void setBlasThreads(int n);
+
+/// C[m, n] (leading dim ldc) = alpha op(A) op(B) + beta C on the calling
+/// thread (Gemm.cpp): oneDNN for f32, OpenBLAS for f64.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+          float *c, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+          const double *a, int64_t lda, const double *b, int64_t ldb,
+          double beta, double *c, int64_t ldc);
 
 //===----------------------------------------------------------------------===//
 // Checks and messages

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 using namespace lamina::rt;
@@ -38,32 +41,142 @@ void lamina::rt::setNumThreads(int n) {
   setBlasThreads(getNumThreads());
 }
 
+namespace {
+/// The persistent workers behind parallelFor. Starting threads per call cost
+/// tens of microseconds each, more than most kernels of a small model take.
+/// A job is published as a ticket (generation << 32 | chunks << 16 | next
+/// chunk); workers claim chunks by compare-and-swap on it, so a late worker
+/// can never claim a chunk of the next job with the previous job's
+/// generation, and reads the job's fields only once it holds a chunk (the
+/// publisher waits for every chunk, so they are stable then). Idle workers
+/// spin for a few tens of microseconds (the gap between two kernels), then
+/// sleep, so oversubscribed ranks do not burn each other's cores.
+class ThreadPool {
+public:
+  /// Runs body over `chunks` chunks of [0, n) on the caller and up to
+  /// chunks - 1 workers; returns false (running nothing) when the pool is
+  /// busy with another caller's job.
+  bool run(int chunks, int64_t n,
+           const std::function<void(int64_t, int64_t)> &body) {
+    std::unique_lock<std::mutex> busy(busyMutex, std::try_to_lock);
+    if (!busy.owns_lock())
+      return false;
+    resize(getNumThreads() - 1);
+    job = &body;
+    jobN = n;
+    pending.store(chunks, std::memory_order_relaxed);
+    uint64_t gen = ((ticket.load(std::memory_order_relaxed) >> 32) + 1) &
+                   0xffffffffu;
+    ticket.store(gen << 32 | uint64_t(chunks) << 16,
+                 std::memory_order_seq_cst);
+    if (sleeping.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard<std::mutex> lock(sleepMutex); }
+      wake.notify_all();
+    }
+    inParallelRegion = true;
+    work(gen);
+    inParallelRegion = false;
+    // The chunks are even, so the wait is short; yield when it is not (a
+    // worker descheduled by an oversubscribed machine).
+    for (int spins = 0; pending.load(std::memory_order_acquire) != 0; ++spins)
+      if (spins > 4096)
+        std::this_thread::yield();
+    return true;
+  }
+
+private:
+  std::vector<std::thread> workers;
+  std::mutex busyMutex, sleepMutex;
+  std::condition_variable wake;
+  std::atomic<uint64_t> ticket{0};
+  std::atomic<int> pending{0}, sleeping{0};
+  bool stopping = false; // under sleepMutex
+  const std::function<void(int64_t, int64_t)> *job = nullptr;
+  int64_t jobN = 0;
+
+  /// Claims and runs chunks of generation `gen` until none is left.
+  void work(uint64_t gen) {
+    for (;;) {
+      uint64_t t = ticket.load(std::memory_order_acquire);
+      int64_t chunks = int64_t(t >> 16 & 0xffff), c = int64_t(t & 0xffff);
+      if (t >> 32 != gen || c >= chunks)
+        return;
+      if (!ticket.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel))
+        continue;
+      int64_t base = jobN / chunks, extra = jobN % chunks;
+      auto begin = [&](int64_t i) { return i * base + std::min(i, extra); };
+      (*job)(begin(c), begin(c + 1));
+      pending.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  void workerLoop() {
+    inParallelRegion = true;
+    uint64_t seen = ticket.load(std::memory_order_acquire) >> 32;
+    for (;;) {
+      auto start = std::chrono::steady_clock::now();
+      uint64_t gen = seen;
+      for (int i = 0; gen == seen; ++i) {
+        gen = ticket.load(std::memory_order_acquire) >> 32;
+        if (gen != seen || (i & 63) != 63)
+          continue;
+        if (std::chrono::steady_clock::now() - start >
+            std::chrono::microseconds(50))
+          break;
+      }
+      if (gen == seen) {
+        std::unique_lock<std::mutex> lock(sleepMutex);
+        sleeping.fetch_add(1, std::memory_order_seq_cst);
+        wake.wait(lock, [&] {
+          return stopping ||
+                 ticket.load(std::memory_order_seq_cst) >> 32 != seen;
+        });
+        sleeping.fetch_sub(1, std::memory_order_relaxed);
+        if (stopping)
+          return;
+        gen = ticket.load(std::memory_order_acquire) >> 32;
+      }
+      seen = gen;
+      work(gen);
+    }
+  }
+
+  /// Keeps exactly `n` workers (called with busyMutex held).
+  void resize(int n) {
+    if (int(workers.size()) == n)
+      return;
+    {
+      std::lock_guard<std::mutex> lock(sleepMutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    for (std::thread &w : workers)
+      w.join();
+    workers.clear();
+    stopping = false;
+    for (int i = 0; i < n; ++i)
+      workers.emplace_back([this] { workerLoop(); });
+  }
+};
+
+ThreadPool &pool() {
+  // Never destroyed: workers may still be asleep when the process exits.
+  static ThreadPool *p = new ThreadPool;
+  return *p;
+}
+} // namespace
+
 void lamina::rt::detail::parallelFor(
     int64_t n, int64_t minChunk,
     const std::function<void(int64_t, int64_t)> &body) {
   if (n <= 0)
     return;
   int64_t chunks = n / std::max<int64_t>(minChunk, 1);
-  int threads =
-      inParallelRegion ? 1 : int(std::min<int64_t>(getNumThreads(), chunks));
-  if (threads <= 1) {
+  int threads = inParallelRegion
+                    ? 1
+                    : int(std::min<int64_t>({getNumThreads(), chunks, 0xffff}));
+  if (threads <= 1 || !pool().run(threads, n, body))
     body(0, n);
-    return;
-  }
-  int64_t base = n / threads, extra = n % threads;
-  auto begin = [&](int t) { return t * base + std::min<int64_t>(t, extra); };
-  std::vector<std::thread> workers;
-  workers.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      inParallelRegion = true;
-      body(begin(t), begin(t + 1));
-    });
-  inParallelRegion = true;
-  body(0, begin(1));
-  inParallelRegion = false;
-  for (std::thread &w : workers)
-    w.join();
 }
 
 //===----------------------------------------------------------------------===//

@@ -34,6 +34,9 @@ public:
 
   /// "host" or "cuda:0 (NVIDIA H200)", for messages.
   virtual std::string describe() const = 0;
+  /// What runs the kernels (the programs' --kernels): the device, and on
+  /// the host its threads and the GEMM kernel family picked for this CPU.
+  virtual std::string kernels() const { return describe(); }
   /// True when device memory is host memory: drivers then use host buffers
   /// in place instead of copying them.
   virtual bool isHost() const = 0;

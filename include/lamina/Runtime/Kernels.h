@@ -17,7 +17,8 @@
 //   logSoftmaxBackward (either input) and scatterND (data). Other kernels
 //   need disjoint memory.
 // * Large tensors are split over threads (setNumThreads); matmul splits
-//   its products over the same threads and runs OpenBLAS single-threaded.
+//   its products over the same threads and runs oneDNN (f32) or OpenBLAS
+//   (f64) single-threaded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,16 +30,22 @@
 
 #include <stdint.h>
 
+#include <string>
+
 namespace lamina::rt {
 
 //===----------------------------------------------------------------------===//
 // Threading
 //===----------------------------------------------------------------------===//
 
-/// Threads the runtime may use, for its own loops and for OpenBLAS. n < 1
+/// Threads the runtime may use, for its own loops and for its GEMMs. n < 1
 /// means the hardware concurrency (the default).
 void setNumThreads(int n);
 int getNumThreads();
+
+/// The GEMM libraries and the kernel family each picked for this CPU, e.g.
+/// "oneDNN 2.6.3 avx512_core (f32), OpenBLAS SkylakeX (f64)".
+std::string gemmKernels();
 
 //===----------------------------------------------------------------------===//
 // Elementwise

@@ -173,6 +173,8 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
       std::fputs(trainUsage(true).c_str(), stdout);
     return 0;
   }
+  if (o.kernels)
+    return root ? printKernels(o, device) : 0;
   // Before the rendezvous: every rank knows the world size already.
   if (control.size() != spec.numRanks) {
     if (root) {

@@ -35,7 +35,7 @@ namespace {
 
 const char *const kUsage =
     "usage: run --input NAME=FILE ... --output-dir DIR [--model FILE]\n"
-    "           [--threads N] [--repeat N] [--time] [--help]\n"
+    "           [--threads N] [--repeat N] [--time] [--kernels] [--help]\n"
     "\n"
     "  --input NAME=FILE  value of model input NAME: a .npy file or a\n"
     "                     serialized ONNX TensorProto (.pb); once per input\n"
@@ -45,13 +45,15 @@ const char *const kUsage =
     "                     model the program was compiled from)\n"
     "  --threads N        kernel threads (default: all cores)\n"
     "  --repeat N         run the model N times (outputs of the last run)\n"
-    "  --time             print the mean time per run in ms to stderr\n";
+    "  --time             print the mean time per run in ms to stderr\n"
+    "  --kernels          print what runs the kernels (device, threads, the\n"
+    "                     GEMM kernel family picked for this CPU) and exit\n";
 
 struct Options {
   std::vector<std::string> inputs; // "NAME=FILE" as given
   std::string outputDir, model;
   int threads = 0, repeat = 1;
-  bool time = false, help = false;
+  bool time = false, help = false, kernels = false;
 };
 
 /// A positive count below 10^9 (an int), as --threads and --repeat take.
@@ -73,6 +75,8 @@ std::string parseOptions(int argc, char **argv, Options &o) {
       o.help = true;
     } else if (args.isFlag("--time")) {
       o.time = true;
+    } else if (args.isFlag("--kernels")) {
+      o.kernels = true;
     } else if (arg == "--input") {
       if (!args.take(v))
         return "--input needs NAME=FILE";
@@ -95,7 +99,7 @@ std::string parseOptions(int argc, char **argv, Options &o) {
       return "unknown argument '" + std::string(args.raw()) + "'";
     }
   }
-  if (!o.help && o.outputDir.empty())
+  if (!o.help && !o.kernels && o.outputDir.empty())
     return "--output-dir is required";
   return "";
 }
@@ -336,8 +340,9 @@ Status Driver::run() {
   auto end = std::chrono::steady_clock::now();
   if (options.time) {
     double ms = std::chrono::duration<double, std::milli>(end - start).count();
-    std::fprintf(stderr, "time: %.3f ms per run (mean of %d)\n",
-                 ms / options.repeat, options.repeat);
+    std::fprintf(stderr, "time: %.3f ms per run (mean of %d) on %s\n",
+                 ms / options.repeat, options.repeat,
+                 device.kernels().c_str());
   }
   return Status::success();
 }
@@ -456,6 +461,15 @@ int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec,
   }
   if (options.help) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (options.kernels) {
+    if (options.threads > 0)
+      if (Status s = device.setThreads(options.threads); !s.ok()) {
+        std::fprintf(stderr, "error: --threads: %s\n", s.message().c_str());
+        return 2;
+      }
+    std::printf("%s\n", device.kernels().c_str());
     return 0;
   }
   Driver driver(spec, options, device);

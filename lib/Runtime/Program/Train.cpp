@@ -637,6 +637,8 @@ int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
     std::fputs(trainUsage(false).c_str(), stdout);
     return 0;
   }
+  if (options.kernels)
+    return printKernels(options, device);
   if (Status s = ::train(spec, train, options, device); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;

@@ -59,7 +59,10 @@ const char *const kUsage =
     "  --export FILE.onnx     write the model with the trained weights\n"
     "  --model FILE           ONNX file to read the initial weights from\n"
     "                         (default: the model compiled from)\n"
-    "  --threads N            kernel threads (default: all cores)\n";
+    "  --threads N            kernel threads (default: all cores)\n"
+    "  --kernels              print what runs the kernels (device, threads,\n"
+    "                         the GEMM kernel family picked for this CPU)\n"
+    "                         and exit\n";
 
 const char *const kSingleUsage =
     "  --grad-accum N         sum the gradients of N batches into each\n"
@@ -117,6 +120,8 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       o.help = true;
     else if (args.isFlag("--resume"))
       o.resume = true;
+    else if (args.isFlag("--kernels"))
+      o.kernels = true;
     else if (args.isFlag("--no-decay-vectors"))
       o.noDecayVectors = true;
     else if (arg == "--data")
@@ -184,7 +189,7 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
     if (!err.empty())
       return err;
   }
-  if (o.help)
+  if (o.help || o.kernels)
     return "";
   if (o.data.empty())
     return "--data is required";
@@ -235,6 +240,16 @@ Status lamina::rt::makeDirs(const std::string &dir) {
   return Status::success();
 }
 
+
+int lamina::rt::printKernels(const TrainOptions &o, Device &device) {
+  if (o.threads > 0)
+    if (Status s = device.setThreads(int(o.threads)); !s.ok()) {
+      std::fprintf(stderr, "error: --threads: %s\n", s.message().c_str());
+      return 2;
+    }
+  std::printf("%s\n", device.kernels().c_str());
+  return 0;
+}
 
 std::string lamina::rt::trainUsage(bool dist) {
   return std::string(kUsage) + (dist ? kDistUsage : kSingleUsage);

@@ -11,6 +11,7 @@
 #ifndef LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
 #define LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
 
+#include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Optimizer.h"
 #include "lamina/Runtime/Program.h"
 #include "lamina/Runtime/Status.h"
@@ -31,6 +32,7 @@ struct TrainOptions {
           checkpointEvery = 0, threads = 0;
   double lr = 1e-3, minLr = 0, weightDecay = -1, momentum = 0, clip = 0;
   bool resume = false, help = false, noDecayVectors = false;
+  bool kernels = false; // --kernels: print what runs the kernels, exit
   // Validation: --eval-batches batches of --eval-data, before the first
   // step, every --eval-every steps and after the last.
   std::string evalData;
@@ -48,6 +50,10 @@ struct TrainOptions {
 /// The usage text of `run` for a training program; `dist` adds the flags
 /// of distributed programs.
 std::string trainUsage(bool dist);
+
+/// --kernels: sets --threads on the device, prints what runs the kernels
+/// (Device::kernels); the program's exit status.
+int printKernels(const TrainOptions &o, Device &device);
 
 /// Parses argv into `o`; returns "" or the error. The flags of distributed
 /// programs (--trace, --stats, --comm-timeout) are accepted only when
