@@ -35,6 +35,26 @@ import time
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def cpu_model() -> str:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def cpu_flags() -> str:
+    """The vector extensions that decide the GEMM kernels."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                want = ["avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"]
+                return " ".join(w + ("=yes" if w in have else "=no")
+                                for w in want)
+    return "flags unknown"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -86,24 +106,28 @@ def main() -> int:
            "--output-dir", out, "--threads", str(args.threads), "--repeat",
            str(args.repeat), "--time"]
 
-    # OpenBLAS picks its kernels by CPU detection unless OPENBLAS_CORETYPE
-    # says otherwise; some environments pin an older core (this project's
-    # machines set Haswell, i.e. AVX2 kernels on AVX-512 CPUs). Both are
-    # timed: "detected" with the variable removed, "environment" as given.
-    detected_env = {k: v for k, v in os.environ.items()
-                    if k != "OPENBLAS_CORETYPE"}
-    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    # Nothing here sets a threading or BLAS variable; those inherited are
+    # reported, since they could change what the peers run.
+    inherited = sorted(k for k in os.environ
+                       if k.startswith(("OPENBLAS_", "OMP_", "MKL_", "DNNL_",
+                                        "ONEDNN_")))
 
-    def time_lamina(env=None):
+    kernels = ""
+
+    def time_lamina():
+        nonlocal kernels
         # os.wait4 gives this child's own peak RSS (not the compiler's).
         child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True,
-                                 env=env or detected_env)
+                                 stderr=subprocess.PIPE, text=True)
         stderr = child.stderr.read()
         _, status, usage = os.wait4(child.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             sys.exit("run failed: " + stderr)
-        return float(re.search(r"([\d.]+) ms", stderr).group(1)), usage.ru_maxrss
+        # "time: X ms per run (mean of N) on host, T threads, GEMM ..."
+        m = re.search(r"([\d.]+) ms per run \(mean of \d+\)(?: on (.*))?",
+                      stderr)
+        kernels = m.group(2) or ""
+        return float(m.group(1)), usage.ru_maxrss
 
     # Peak RSS from a run before this process holds onnxruntime's session:
     # a forked child counts the parent's pages until it execs.
@@ -122,13 +146,10 @@ def main() -> int:
             result = sess.run(None, {"input_ids": ids})[0]
         return (time.perf_counter() - t0) * 1000 / args.repeat, result
 
-    lamina_times, pinned_times, ort_times = [], [], []
+    lamina_times, ort_times = [], []
     for _ in range(args.rounds):
         ms, _ = time_lamina()
         lamina_times.append(ms)
-        if pinned:
-            ms, _ = time_lamina(dict(os.environ))
-            pinned_times.append(ms)
         ms, ref = time_ort()
         ort_times.append(ms)
     median = lambda v: sorted(v)[len(v) // 2]
@@ -144,19 +165,16 @@ def main() -> int:
           "seq %d; %d threads; median of %d rounds of %d runs" % (
               args.layers, args.batch, args.seq, args.threads, args.rounds,
               args.repeat))
-    print("  %-12s %10.1f ms   (rounds: %s; OpenBLAS kernels by CPU "
-          "detection)" % ("lamina", lamina_ms, ", ".join(
-              "%.0f" % t for t in lamina_times)))
-    if pinned:
-        print("  %-12s %10.1f ms   (rounds: %s; OPENBLAS_CORETYPE=%s as the "
-              "environment sets it: ratio %.2f)" % (
-                  "lamina", median(pinned_times), ", ".join(
-                      "%.0f" % t for t in pinned_times), pinned,
-                  median(pinned_times) / ort_ms))
-    print("  %-12s %10.1f ms   (rounds: %s)" % ("onnxruntime", ort_ms, ", ".join(
-        "%.0f" % t for t in ort_times)))
-    print("  ratio lamina / onnxruntime: %.2f (goal <= 1.5)  %s" % (
-        lamina_ms / ort_ms, "PASS" if lamina_ms / ort_ms <= 1.5 else "MISS"))
+    print("  cpu: %s; %s" % (cpu_model(), cpu_flags()))
+    print("  inherited threading/BLAS variables: %s" % (
+        ", ".join(inherited) if inherited else "none"))
+    print("  %-12s %10.1f ms   (rounds: %s; %s)" % ("lamina", lamina_ms,
+          ", ".join("%.0f" % t for t in lamina_times), kernels))
+    print("  %-12s %10.1f ms   (rounds: %s; onnxruntime %s)" % (
+        "onnxruntime", ort_ms, ", ".join("%.0f" % t for t in ort_times),
+        ort.__version__))
+    print("  ratio lamina / onnxruntime: %.2f (goal <= 1.0)  %s" % (
+        lamina_ms / ort_ms, "PASS" if lamina_ms / ort_ms <= 1.0 else "MISS"))
     print("  outputs agree: max rel error %.2e" % rel)
     print("memory plan:")
     print("  arena peak %.1f MiB for %s of intermediate values (%.1fx reuse)"

@@ -30,8 +30,9 @@ using namespace lamina::rt;
 
 namespace {
 std::string hostKernels(const std::string &device) {
-  return device + ", " + std::to_string(getNumThreads()) + " threads, GEMM " +
-         gemmKernels();
+  int n = getNumThreads();
+  return device + ", " + std::to_string(n) + (n == 1 ? " thread" : " threads") +
+         ", GEMM " + gemmKernels();
 }
 
 class HostDevice : public Device {
