@@ -116,13 +116,17 @@ private:
     for (;;) {
       auto start = std::chrono::steady_clock::now();
       uint64_t gen = seen;
+      // A few microseconds of plain spinning, then yielding between looks:
+      // on an idle core yield returns at once, on an oversubscribed one
+      // (ranks sharing cores) it hands the core to the thread that has work.
       for (int i = 0; gen == seen; ++i) {
         gen = ticket.load(std::memory_order_acquire) >> 32;
-        if (gen != seen || (i & 63) != 63)
+        if (gen != seen || i < 256)
           continue;
         if (std::chrono::steady_clock::now() - start >
             std::chrono::microseconds(50))
           break;
+        std::this_thread::yield();
       }
       if (gen == seen) {
         std::unique_lock<std::mutex> lock(sleepMutex);

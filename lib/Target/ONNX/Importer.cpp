@@ -36,7 +36,9 @@ using ::onnx::TensorProto;
 
 namespace {
 constexpr int64_t kMinOpset = 11, kMaxOpset = 23;
-constexpr int64_t kMinIR = 3, kMaxIR = 11;
+// IR 12-14 (onnx 1.19-1.23) add only element types (FLOAT8E8M0, INT2/UINT2,
+// FLOAT6), which elementTypeOf refuses by name.
+constexpr int64_t kMinIR = 3, kMaxIR = 14;
 /// Non-float initializers up to this size become graph.constant ops (they
 /// are masks, position ids and shape data the folds need to see).
 constexpr uint64_t kMaxConstantBytes = 1 << 20;
@@ -337,18 +339,55 @@ FailureOr<SmallVector<const NodeProto *>> ModelImporter::sortNodes(
   // graphs already in order keep their order.
   size_t n = nodes.size();
   llvm::StringMap<size_t> producer;
+  // Old exporters (PyTorch 1.6) repeat Constant output names. onnxruntime
+  // takes the last definition for every reader, so the importer does too:
+  // an earlier Constant whose output is defined again is dropped, with a
+  // warning. Any other node producing a name twice is an error.
+  std::vector<bool> dropped(n, false);
+  SmallVector<std::string> redefined;
+  auto isConstant = [](const NodeProto &node) {
+    return node.op_type() == "Constant" && isDefaultDomain(node.domain()) &&
+           node.output_size() == 1;
+  };
   for (size_t i = 0; i < n; ++i)
-    for (const auto &out : nodes[i].output())
-      if (!out.empty() && !producer.try_emplace(out, i).second) {
-        std::string name = nodes[i].name();
-        return emitError(nodeLoc(name))
-               << "value '" << out << "' is produced twice (second time by "
-               << "node '" << name << "'" << (where.empty() ? "" : " in ")
-               << where << ")";
+    for (const auto &out : nodes[i].output()) {
+      if (out.empty())
+        continue;
+      auto [it, fresh] = producer.try_emplace(out, i);
+      if (fresh)
+        continue;
+      if (isConstant(nodes[i]) && isConstant(nodes[it->second])) {
+        dropped[it->second] = true;
+        it->second = i;
+        redefined.push_back(out);
+        continue;
       }
+      std::string name = nodes[i].name();
+      return emitError(nodeLoc(name))
+             << "value '" << out << "' is produced twice (second time by "
+             << "node '" << name << "'" << (where.empty() ? "" : " in ")
+             << where << "); only repeated Constant outputs are accepted "
+             << "(the last one wins, as in onnxruntime)";
+    }
+  if (!redefined.empty()) {
+    auto diag = emitWarning(FileLineColLoc::get(ctx, displayName, 0, 0))
+                << redefined.size() << " value"
+                << (redefined.size() == 1 ? " is" : "s are")
+                << " defined by more than one Constant node"
+                << (where.empty() ? "" : " in ") << where
+                << "; the last definition wins for every reader, as in "
+                   "onnxruntime: ";
+    size_t shown = std::min<size_t>(redefined.size(), 8);
+    for (size_t k = 0; k < shown; ++k)
+      diag << (k ? ", '" : "'") << redefined[k] << "'";
+    if (shown < redefined.size())
+      diag << ", ... " << redefined.size() - shown << " more";
+  }
   std::vector<SmallVector<size_t>> users(n);
   std::vector<size_t> pending(n, 0);
   for (size_t i = 0; i < n; ++i) {
+    if (dropped[i])
+      continue;
     llvm::SmallSetVector<size_t, 8> deps;
     auto addDep = [&](StringRef name) {
       auto it = producer.find(name);
@@ -371,11 +410,14 @@ FailureOr<SmallVector<const NodeProto *>> ModelImporter::sortNodes(
     }
   }
   std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
-  for (size_t i = 0; i < n; ++i)
-    if (!pending[i])
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    kept += !dropped[i];
+    if (!pending[i] && !dropped[i])
       ready.push(i);
+  }
   SmallVector<const NodeProto *> order;
-  order.reserve(n);
+  order.reserve(kept);
   while (!ready.empty()) {
     size_t i = ready.top();
     ready.pop();
@@ -384,7 +426,7 @@ FailureOr<SmallVector<const NodeProto *>> ModelImporter::sortNodes(
       if (--pending[u] == 0)
         ready.push(u);
   }
-  if (order.size() != n) {
+  if (order.size() != kept) {
     auto diag = emitError(FileLineColLoc::get(ctx, displayName, 0, 0))
                 << "the graph" << (where.empty() ? "" : " of ") << where
                 << " has a cycle through nodes: ";

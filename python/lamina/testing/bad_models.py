@@ -172,6 +172,24 @@ def out_of_order():
     return model
 
 
+def duplicate_constants(second_is_constant=True):
+    """PyTorch 1.6's repeated Constant names: c is defined as 1, read, then
+    defined again as 2 and read again. onnxruntime's last definition wins
+    for both readers: y = (x + 2) * 2. With `second_is_constant` false the
+    second definition is an Identity, which stays an error."""
+    def const(name, value):
+        return helper.make_node(
+            "Constant", [], ["c"], name=name,
+            value=helper.make_tensor("v", TensorProto.FLOAT, [], [value]))
+    second = const("c2", 2.0) if second_is_constant else helper.make_node(
+        "Identity", ["x"], ["c"], name="c2")
+    nodes = [const("c1", 1.0),
+             helper.make_node("Add", ["x", "c"], ["t"], name="add"),
+             second,
+             helper.make_node("Mul", ["t", "c"], ["y"], name="mul")]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])], check=False)
+
+
 # ------------------------------------------------- structured control flow
 def nested_functions():
     """out = Outer(x, y; alpha=2.5) = Inner(x; alpha) + y = x * 2.5 + y."""
@@ -247,6 +265,10 @@ CASES = {
     "cycle.onnx": cycle,
     "opset_too_old.onnx": lambda: _add_model(7, 3),
     "opset_too_new.onnx": lambda: _add_model(30, onnx.IR_VERSION),
+    "ir_current.onnx": lambda: _add_model(17, 14),
+    "ir_too_new.onnx": lambda: _add_model(17, 15),
+    "duplicate_constants.onnx": duplicate_constants,
+    "duplicate_outputs.onnx": lambda: duplicate_constants(False),
     "out_of_order.onnx": out_of_order,
     "nested_functions.onnx": nested_functions,
     "if_const.onnx": if_const,
