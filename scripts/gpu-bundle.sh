@@ -2,7 +2,7 @@
 # Builds, on a machine with Lamina's build dependencies and the CUDA toolkit
 # (no GPU needed), everything scripts/gpu-check.sh runs, for a GPU node
 # that has a driver, the CUDA libraries and PyTorch but no MLIR, protobuf,
-# OpenBLAS or OpenMPI (a cluster's compute node, a container):
+# oneDNN, OpenBLAS or OpenMPI (a cluster's compute node, a container):
 #
 #   scripts/gpu-bundle.sh [-o BUNDLE] [--archive FILE.tar.xz] [BUILD_DIR]
 #   # copy BUNDLE (or the archive) and the source tree to the GPU node, then
@@ -16,7 +16,7 @@
 #           (bench/gpu_bench.py --build-only); its weights are generated on
 #           the GPU node (bench/gpt1b.py, seed 0) and passed with --model
 #   lib/    the shared libraries those programs load that a GPU node need
-#           not have (protobuf, OpenBLAS, OpenMPI, ...): not glibc,
+#           not have (protobuf, oneDNN, OpenBLAS, OpenMPI, ...): not glibc,
 #           libstdc++ or the CUDA libraries (cudart, cuBLAS(Lt), NCCL), which
 #           the node's toolkit or PyTorch's wheels provide (gpu-check.sh
 #           finds them)
