@@ -36,8 +36,6 @@ extern "C" char *openblas_get_corename(void);
 // product over its own threads (parallelFor), so no second thread pool
 // (oneDNN's OpenMP team, OpenBLAS's threads) spins against the elementwise
 // kernels between calls.
-void lamina::rt::detail::setBlasThreads(int) { openblas_set_num_threads(1); }
-
 namespace {
 std::once_flag blasInit;
 

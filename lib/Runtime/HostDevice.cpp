@@ -29,16 +29,14 @@
 using namespace lamina::rt;
 
 namespace {
-std::string hostKernels(const std::string &device) {
-  int n = getNumThreads();
-  return device + ", " + std::to_string(n) + (n == 1 ? " thread" : " threads") +
-         ", GEMM " + gemmKernels();
-}
-
 class HostDevice : public Device {
 public:
   std::string describe() const override { return "host"; }
-  std::string kernels() const override { return hostKernels(describe()); }
+  std::string kernels() const override {
+    int n = getNumThreads();
+    return describe() + ", " + std::to_string(n) +
+           (n == 1 ? " thread" : " threads") + ", GEMM " + gemmKernels();
+  }
   bool isHost() const override { return true; }
   Status setThreads(int threads) override {
     setNumThreads(threads);
@@ -154,7 +152,6 @@ public:
 class StagedDevice final : public HostDevice {
 public:
   std::string describe() const override { return "host (staged)"; }
-  std::string kernels() const override { return hostKernels(describe()); }
   bool isHost() const override { return false; }
   Status allocate(size_t bytes, void **out) override {
     if (Status s = HostDevice::allocate(bytes, out); !s.ok())

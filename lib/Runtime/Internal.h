@@ -122,10 +122,6 @@ constexpr int64_t kGrain = 1 << 15;
 void parallelFor(int64_t n, int64_t minChunk,
                  const std::function<void(int64_t, int64_t)> &body);
 
-/// Keeps the GEMM libraries single-threaded (Gemm.cpp): the runtime splits
-/// products over its own threads.
-void setBlasThreads(int n);
-
 /// C[m, n] (leading dim ldc) = alpha op(A) op(B) + beta C on the calling
 /// thread (Gemm.cpp): oneDNN for f32, OpenBLAS for f64.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

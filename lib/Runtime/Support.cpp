@@ -38,7 +38,6 @@ int lamina::rt::getNumThreads() {
 
 void lamina::rt::setNumThreads(int n) {
   requestedThreads.store(n < 1 ? 0 : n, std::memory_order_relaxed);
-  setBlasThreads(getNumThreads());
 }
 
 namespace {

@@ -88,6 +88,10 @@ int programMain(int argc, char **argv, const ProgramSpec &spec);
 int programMain(int argc, char **argv, const ProgramSpec &spec,
                 Device &device);
 
+/// `run --kernels` of every program: sets `threads` (when > 0) on the device
+/// and prints what runs the kernels (Device::kernels); the exit code.
+int printKernels(Device &device, int64_t threads);
+
 /// What a training program's loss is, which says how micro-batches weigh
 /// (distributed programs, run --grad-accum): by their labels' count, or
 /// alike.

@@ -174,7 +174,7 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
     return 0;
   }
   if (o.kernels)
-    return root ? printKernels(o, device) : 0;
+    return root ? printKernels(device, o.threads) : 0;
   // Before the rendezvous: every rank knows the world size already.
   if (control.size() != spec.numRanks) {
     if (root) {

@@ -452,6 +452,16 @@ int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec) {
   return programMain(argc, argv, spec, hostDevice());
 }
 
+int lamina::rt::printKernels(Device &device, int64_t threads) {
+  if (threads > 0)
+    if (Status s = device.setThreads(int(threads)); !s.ok()) {
+      std::fprintf(stderr, "error: --threads: %s\n", s.message().c_str());
+      return 2;
+    }
+  std::printf("%s\n", device.kernels().c_str());
+  return 0;
+}
+
 int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec,
                             Device &device) {
   Options options;
@@ -463,15 +473,8 @@ int lamina::rt::programMain(int argc, char **argv, const ProgramSpec &spec,
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (options.kernels) {
-    if (options.threads > 0)
-      if (Status s = device.setThreads(options.threads); !s.ok()) {
-        std::fprintf(stderr, "error: --threads: %s\n", s.message().c_str());
-        return 2;
-      }
-    std::printf("%s\n", device.kernels().c_str());
-    return 0;
-  }
+  if (options.kernels)
+    return printKernels(device, options.threads);
   Driver driver(spec, options, device);
   Status s = driver.checkSpec();
   if (s.ok())

@@ -638,7 +638,7 @@ int lamina::rt::trainMain(int argc, char **argv, const ProgramSpec &spec,
     return 0;
   }
   if (options.kernels)
-    return printKernels(options, device);
+    return printKernels(device, options.threads);
   if (Status s = ::train(spec, train, options, device); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;

@@ -241,16 +241,6 @@ Status lamina::rt::makeDirs(const std::string &dir) {
 }
 
 
-int lamina::rt::printKernels(const TrainOptions &o, Device &device) {
-  if (o.threads > 0)
-    if (Status s = device.setThreads(int(o.threads)); !s.ok()) {
-      std::fprintf(stderr, "error: --threads: %s\n", s.message().c_str());
-      return 2;
-    }
-  std::printf("%s\n", device.kernels().c_str());
-  return 0;
-}
-
 std::string lamina::rt::trainUsage(bool dist) {
   return std::string(kUsage) + (dist ? kDistUsage : kSingleUsage);
 }

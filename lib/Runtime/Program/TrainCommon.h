@@ -11,7 +11,6 @@
 #ifndef LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
 #define LAMINA_LIB_RUNTIME_PROGRAM_TRAINCOMMON_H
 
-#include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Optimizer.h"
 #include "lamina/Runtime/Program.h"
 #include "lamina/Runtime/Status.h"
@@ -50,10 +49,6 @@ struct TrainOptions {
 /// The usage text of `run` for a training program; `dist` adds the flags
 /// of distributed programs.
 std::string trainUsage(bool dist);
-
-/// --kernels: sets --threads on the device, prints what runs the kernels
-/// (Device::kernels); the program's exit status.
-int printKernels(const TrainOptions &o, Device &device);
 
 /// Parses argv into `o`; returns "" or the error. The flags of distributed
 /// programs (--trace, --stats, --comm-timeout) are accepted only when
