@@ -1,12 +1,12 @@
 """Load a `lamina plan --format json` file into Python objects and plot it.
 
-    from lamina.plan import load_plan, plot_timeline, plot_memory
+    from lamina.planfile import load_plan, plot_timeline, plot_memory
     plan = load_plan("plan.json")
     print(plan.summary.step_time_s, [r.memory.total for r in plan.ranks])
     plot_timeline(plan, "timeline.png")
     plot_memory(plan, "memory.png")
 
-or `python3 -m lamina.plan plan.json [--timeline T.png] [--memory M.png]`.
+or `python3 -m lamina.planfile plan.json [--timeline T.png] [--memory M.png]`.
 The schema (version 1) is documented in docs/plan.md. Plotting needs
 matplotlib; loading does not.
 """
@@ -215,7 +215,7 @@ def plot_memory(plan: Plan, out: str | None = None, ax=None):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m lamina.plan",
+    ap = argparse.ArgumentParser(prog="python3 -m lamina.planfile",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("plan", help="JSON from lamina plan --format json")
     ap.add_argument("--timeline", metavar="PNG")
