@@ -16,7 +16,9 @@ apt_packages=(
   libonnx-testdata                                         # ONNX backend node tests
 )
 pip_packages=(onnx onnxruntime numpy
-  nvidia-cudnn-frontend)  # cuDNN's header-only C++ frontend (fused attention)
+  nvidia-cudnn-frontend   # cuDNN's header-only C++ frontend (fused attention)
+  pytest safetensors      # python/tests (the Python package's tests)
+  tqdm matplotlib)        # the Python package's progress bars and plots
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -32,10 +34,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python=${PYTHON:-python3}
-if ! "$python" -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
+# find_spec, not import: a second run stays fast.
+if ! "$python" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in
+    ('onnx', 'onnxruntime', 'numpy', 'pytest', 'safetensors', 'tqdm', 'matplotlib')))" 2>/dev/null ||
    ! "$python" -m pip show -q nvidia-cudnn-frontend >/dev/null 2>&1; then
   echo "install-deps: pip install ${pip_packages[*]}"
   # Debian's own python3 refuses pip installs (PEP 668) unless told to.
   "$python" -m pip install -q "${pip_packages[@]}" 2>/dev/null ||
     "$python" -m pip install -q --break-system-packages "${pip_packages[@]}"
+fi
+
+# The Python package (python/, docs/python.md), editable: it is used from
+# this checkout, where it finds the tools in build/bin.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ "$(cd / && "$python" -c 'import importlib.util as u, os; s = u.find_spec("lamina"); print(os.path.dirname(os.path.dirname(os.path.realpath(s.origin))) if s else "")' 2>/dev/null)" != "$root/python" ]; then
+  echo "install-deps: pip install -e $root/python"
+  "$python" -m pip install -q --no-deps -e "$root/python" 2>/dev/null ||
+    "$python" -m pip install -q --no-deps --no-build-isolation --break-system-packages -e "$root/python"
 fi
