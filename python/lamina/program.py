@@ -63,7 +63,10 @@ def prepare_model(model: Any, folder: str, *, example_inputs: Any = None,
         if example_inputs is None:
             raise TypeError("a torch.nn.Module needs example_inputs (a tensor "
                             "or a tuple of tensors) to be exported")
-        path = os.path.join(folder, "source.onnx")
+        # named after the class (plans name the model after the file)
+        os.makedirs(os.path.join(folder, "source"), exist_ok=True)
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", type(model).__name__.lower())
+        path = os.path.join(folder, "source", f"{stem}.onnx")
         names = export_module(model, example_inputs, path, dims=dims,
                               input_names=input_names,
                               output_names=output_names,

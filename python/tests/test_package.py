@@ -251,3 +251,25 @@ def test_torch_module_two_ranks(host_run):
     worst = max(abs(a.loss - b.loss) / b.loss for a, b in zip(records, host_records))
     assert len(records) == 20 and worst <= 1e-5, worst
     _check_round_trip(prog, tmp, "dist", 2)
+
+
+@needs_torch
+def test_docs_example(tmp_path):
+    """docs/python.md's example runs as written (from a folder holding README.md)."""
+    import re
+    import subprocess
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("safetensors")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "python.md"), encoding="utf-8") as f:
+        doc = f.read()
+    code = re.search(r"## Example.*?```python\n(.*?)```", doc, re.S).group(1)
+    shutil.copy(os.path.join(root, "README.md"), tmp_path / "README.md")
+    (tmp_path / "example.py").write_text(code)
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rel = float(re.search(r"max relative difference (\S+)", proc.stdout).group(1))
+    assert rel <= 1e-6 and "step 300: validation loss" in proc.stdout
+    for name in ("loss.png", "plan.png", "plan.html", "gpt.safetensors"):
+        assert (tmp_path / "gpt-example" / name).stat().st_size > 0
