@@ -115,7 +115,7 @@ def test_errors_carry_the_tools_message(gpt2_onnx, tmp_path):
     prog = lamina.compile(gpt2_onnx, logits="logits", out_dir=tmp_path / "p")
     with pytest.raises(lamina.LaminaError, match="vocabulary|beyond|out of") as e:
         prog.train(np.array([1, 2, 3, 40] * 20), 2, progress=False).wait()
-    assert e.value.returncode == 1 and "--data" not in str(e.value.command[:1])
+    assert e.value.returncode == 1 and e.value.command[0] == prog.executable
     with pytest.raises(lamina.LaminaError, match="no such file"):
         lamina.compile(str(tmp_path / "missing.onnx"))
 
@@ -125,6 +125,19 @@ def test_stopping_early(gpt2_onnx, tmp_path):
     with prog.train(CORPUS, 100000, threads=1, progress=False) as run:
         first = next(run)
     assert first.step == 1 and run._proc.poll() is not None
+
+
+def test_checkpoints_and_resume(gpt2_onnx, tmp_path, capsys):
+    prog = lamina.compile(gpt2_onnx, logits="logits", out_dir=tmp_path / "p")
+    full = prog.train(CORPUS, 8, seed=2, threads=1, progress=False).wait()
+    ckpt = tmp_path / "ckpt"
+    prog.train(CORPUS, 4, seed=2, threads=1, checkpoint_dir=ckpt,
+               checkpoint_every=2, progress=True).wait()  # a tqdm bar
+    rest = prog.train(CORPUS, 8, seed=2, threads=1, checkpoint_dir=ckpt,
+                      resume=True, progress=False)
+    assert [r.step for r in rest.wait()] == [5, 6, 7, 8]
+    assert [r.loss for r in rest.records] == [r.loss for r in full[4:]]
+    assert any("resumed from step 4" in line for line in rest.log)
 
 
 def test_plan_and_search(gpt2_onnx, tmp_path):
@@ -139,9 +152,12 @@ def test_plan_and_search(gpt2_onnx, tmp_path):
                           gpus=2, global_batch=8, top=2)
     assert 1 <= len(plans) <= 2
     assert all(isinstance(x, lamina.Plan) and x.summary["fits"] for x in plans)
-    if "matplotlib" in sys.modules or pytest.importorskip("matplotlib"):
-        p.plot(tmp_path / "plan.png")
-        assert (tmp_path / "plan.png").stat().st_size > 0
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return  # plotting is optional
+    p.plot(tmp_path / "plan.png")
+    assert (tmp_path / "plan.png").stat().st_size > 0
 
 
 # -- a torch module, trained on the host and on 2 MPI ranks ---------------
