@@ -265,17 +265,46 @@ std::optional<ScheduleKind> parseScheduleKind(std::string_view name) {
   return std::nullopt;
 }
 
+Expected<Placement> placementFor(const ScheduleConfig &config) {
+  const int L = config.numModules, p = config.pipelineRanks;
+  const bool contiguous = config.kind == ScheduleKind::GPipe ||
+                          config.kind == ScheduleKind::OneFOneB;
+  if (!config.placement)
+    return !contiguous                  ? placeModular(L, p)
+           : config.moduleCost.empty() ? placeContiguous(L, p)
+                                       : placeBalanced(config.moduleCost, p);
+  const Placement &pl = *config.placement;
+  if (pl.numRanks != p || pl.numModules() != L)
+    return Status::error("the placement is for " +
+                         std::to_string(pl.numModules()) + " modules on " +
+                         std::to_string(pl.numRanks) +
+                         " ranks; the schedule has L = " + std::to_string(L) +
+                         ", p = " + std::to_string(p));
+  std::string name = scheduleKindName(config.kind);
+  for (int l = 0; l < L; ++l) {
+    int r = pl.rankOf[l];
+    bool ok = contiguous ? r < p && (l == 0 ? r == 0
+                                            : r == pl.rankOf[l - 1] ||
+                                                  r == pl.rankOf[l - 1] + 1)
+                         : r == l % p;
+    if (!ok)
+      return Status::error(
+          name + (contiguous ? " needs contiguous blocks of modules on "
+                               "ascending ranks"
+                             : " needs module l on rank l mod p (the modular "
+                               "placement)") +
+          "; the placement puts module " + std::to_string(l) + " on rank " +
+          std::to_string(r));
+  }
+  return pl;
+}
+
 Expected<Schedule> generateComputeOrder(const ScheduleConfig &config) {
   if (Status s = validate(config); !s)
     return s;
-  const int L = config.numModules, p = config.pipelineRanks;
+  const int p = config.pipelineRanks;
   const int m = config.microBatches, d = config.dataParallel;
-  const bool contiguous = config.kind == ScheduleKind::GPipe ||
-                          config.kind == ScheduleKind::OneFOneB;
-  Expected<Placement> pl =
-      !contiguous ? placeModular(L, p)
-      : config.moduleCost.empty() ? placeContiguous(L, p)
-                                  : placeBalanced(config.moduleCost, p);
+  Expected<Placement> pl = placementFor(config);
   if (!pl)
     return pl.status();
 

@@ -21,7 +21,6 @@
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
-#include "lamina/Dialect/Graph/Transforms/PrepareTrain.h"
 #include "lamina/Eval/Evaluator.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/Program.h" // outputFileName
@@ -104,6 +103,12 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   ScopedDiagnosticHandler diagnostics(&context, [](Diagnostic &diag) {
+    // Remarks say what a pass changed (a buffer not trained, a padding
+    // index), as lamina compile's summary does.
+    if (diag.getSeverity() == DiagnosticSeverity::Remark) {
+      llvm::errs() << "lamina-eval: " << diag.str() << "\n";
+      return success();
+    }
     llvm::errs() << "lamina-eval: "
                  << (diag.getSeverity() == DiagnosticSeverity::Error ? "error"
                                                                      : "note")
@@ -159,27 +164,25 @@ int main(int argc, char **argv) {
       return fail("give either --loss KIND or --loss-output NAME");
     if (!lossKind.empty() && logitsName.empty())
       return fail("--loss needs --logits NAME");
-    if (!asExported) {
-      std::vector<std::string> frozen;
-      graph::freezeKnownBuffers(func, frozen);
-      for (const std::string &name : frozen)
-        llvm::errs() << "lamina-eval: not trained: " << name
-                     << " (a buffer, not a parameter, in PyTorch)\n";
-      if (failed(graph::markPaddingIndices(func, restored.paddingIndices,
-                                           restored.paddingIndices.size())))
-        return 1;
-    }
+    // What lamina compile's graph and train phases do before autodiff,
+    // without the fusions (the evaluator runs the ops as written).
     PassManager pm(&context);
-    if (!lossKind.empty()) {
-      graph::GraphAddLossOptions lossOptions;
-      lossOptions.kind = lossKind;
-      lossOptions.logits = logitsName;
-      lossOptions.labels = labelsName;
-      pm.addPass(graph::createGraphAddLoss(lossOptions));
+    if (!asExported) {
+      pm.addPass(graph::createGraphFreezeBuffers());
+      if (!restored.paddingIndices.empty()) {
+        graph::GraphMarkPaddingOptions pads;
+        for (const auto &[table, index] : restored.paddingIndices)
+          pads.knownPaddingIdx.push_back(table + "=" + std::to_string(index));
+        pm.addPass(graph::createGraphMarkPadding(pads));
+      }
     }
-    graph::GraphAutodiffOptions autodiffOptions;
-    autodiffOptions.loss = lossOutput.empty() ? std::string("loss") : lossOutput.getValue();
-    pm.addPass(graph::createGraphAutodiff(autodiffOptions));
+    graph::GraphAddLossOptions lossOptions;
+    lossOptions.kind = lossKind.empty() ? std::string("output") : lossKind.getValue();
+    lossOptions.logits = logitsName;
+    lossOptions.labels = labelsName;
+    lossOptions.output = lossOutput;
+    pm.addPass(graph::createGraphAddLoss(lossOptions));
+    pm.addPass(graph::createGraphAutodiff());
     if (failed(pm.run(*module)))
       return 1;
     evalFunction = "train_step";

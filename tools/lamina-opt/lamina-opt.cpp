@@ -5,6 +5,7 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtDialect.h"
+#include "lamina/Pipeline/Pipeline.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,8 @@ int main(int argc, char **argv) {
   lamina::graph::registerGraphPasses();
   lamina::dist::registerDistPasses();
   lamina::registerConversionPasses();
+  // lamina compile's phases: --lamina-graph ... --lamina-emitc.
+  lamina::registerPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Lamina optimizer driver\n", registry));
 }

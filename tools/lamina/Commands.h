@@ -2,6 +2,9 @@
 #ifndef LAMINA_TOOLS_LAMINA_COMMANDS_H
 #define LAMINA_TOOLS_LAMINA_COMMANDS_H
 
+#include <string>
+#include <vector>
+
 namespace mlir {
 class MLIRContext;
 } // namespace mlir
@@ -14,8 +17,10 @@ int runCompile(); // CompileCommand.cpp
 int runPlan();    // PlanCommand.cpp
 
 /// Prints the context's diagnostics as "lamina: error: <message>" (the
-/// message names the ONNX node; notes follow). Diagnostics.cpp.
-void installDiagnosticPrinter(mlir::MLIRContext &context);
+/// message names the ONNX node; notes follow); remarks (what a pass
+/// changed) go to `remarks` when given. Diagnostics.cpp.
+void installDiagnosticPrinter(mlir::MLIRContext &context,
+                              std::vector<std::string> *remarks = nullptr);
 } // namespace lamina::tool
 
 #endif

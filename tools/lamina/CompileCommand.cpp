@@ -1,10 +1,11 @@
 //===- CompileCommand.cpp - lamina compile --------------------------------===//
 //
-// ONNX -> graph (import, graph-verify-imported) -> rt (convert-graph-to-rt:
-// kernel calls on a planned arena) -> EmitC (convert-rt-to-emitc) -> C++,
-// then the C++ compiler builds OUTDIR/run against the runtime libraries of
-// this build (lamina/Config.h says where they are). OUTDIR/build.sh is the
-// exact build command, kept so the program can be rebuilt by hand.
+// ONNX -> import -> the phases of lamina/Pipeline/Pipeline.h (graph, train,
+// dist, rt, emitc) -> C++, then the C++ compiler builds OUTDIR/run against
+// the runtime libraries of this build (lamina/Config.h says where they
+// are). OUTDIR/build.sh is the exact build command, kept so the program can
+// be rebuilt by hand. This file maps the flags onto the pipeline's options,
+// checks them, and prints what the compile did.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,8 +19,8 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
-#include "lamina/Dialect/Graph/Transforms/PrepareTrain.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Pipeline/Pipeline.h"
 #include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Schedule/Schedule.h"
 #include "lamina/Target/ONNX/ONNXImporter.h"
@@ -154,6 +155,13 @@ static cl::opt<bool> cudaEmulator(
              "--pp/--dp its ranks talk through the NCCL emulator, one process "
              "per rank (docs/cuda.md, \"The kernel emulator\")"),
     cl::sub(compileCommand));
+static cl::opt<std::string> compileTo(
+    "compile-to",
+    cl::desc("stop after PHASE (graph, train, dist, rt or emitc) and print "
+             "its IR, with locations, on stdout instead of building a "
+             "program; lamina-opt's --lamina-PHASE pipelines continue from "
+             "it"),
+    cl::value_desc("PHASE"), cl::sub(compileCommand));
 static cl::opt<bool> noBuild("no-build",
                              cl::desc("write model.cpp and build.sh only"),
                              cl::sub(compileCommand));
@@ -415,90 +423,11 @@ static std::string checkTrainFlags(bool train) {
   return "";
 }
 
-/// Before autodiff: the window inputs filled; --freeze turns matching
-/// trainable arguments of @forward into constants, and so are known
-/// buffers (`buffers`, unless --as-exported); gathers of the tables in
-/// `pads` (restoreParameters' and --padding-idx's) get their padding
-/// index; the vocabulary (the logits' last dim) is read for the training
-/// driver's token-id check (0 when there are no logits).
-static LogicalResult
-prepareTrain(ModuleOp module, int64_t &vocab, std::vector<std::string> &buffers,
-             std::vector<std::pair<std::string, int64_t>> &pads,
-             std::vector<std::string> &filled) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!forward)
-    return module.emitError("lamina compile: no @forward function");
-  Builder b(module.getContext());
-  if (failed(graph::fillWindowInputs(forward, labelsName, filled)))
-    return failure();
-  if (!freezeRegex.empty()) {
-    llvm::Regex re(freezeRegex);
-    unsigned frozen = 0, trainable = 0;
-    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-      auto kind = forward.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-      auto name = forward.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-      if (!kind || kind.getValue() != graph::kKindTrainable)
-        continue;
-      if (name && re.match(name.getValue())) {
-        forward.setArgAttr(i, graph::kKindAttr,
-                           b.getStringAttr(graph::kKindConstant));
-        ++frozen;
-      } else {
-        ++trainable;
-      }
-    }
-    if (frozen == 0)
-      return forward.emitError("lamina compile: --freeze '")
-             << freezeRegex << "' matches no trainable initializer";
-    if (trainable == 0)
-      return forward.emitError("lamina compile: --freeze '")
-             << freezeRegex << "' freezes every initializer: nothing to train";
-  }
-  if (!asExported)
-    graph::freezeKnownBuffers(forward, buffers);
-  // PyTorch's embedding padding indices (restoreParameters, --padding-idx):
-  // the lookups' gradient skips that row.
-  size_t given = pads.size();
-  for (const std::string &flag : paddingIdx) {
-    auto [name, index] = StringRef(flag).rsplit('=');
-    int64_t value;
-    if (name.empty() || index.getAsInteger(10, value) || value < 0)
-      return forward.emitError("lamina compile: --padding-idx '")
-             << flag << "' is not NAME=INDEX with INDEX >= 0";
-    pads.push_back({name.str(), value});
-  }
-  if (failed(graph::markPaddingIndices(forward, pads, given)))
-    return failure();
-  if (!logitsName.empty())
-    if (auto names = forward->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr))
-      for (unsigned i = 0; i < names.size(); ++i)
-        if (auto s = dyn_cast<StringAttr>(names[i]);
-            s && s.getValue() == logitsName)
-          if (auto t = dyn_cast<RankedTensorType>(
-                  forward.getFunctionType().getResult(i));
-              t && t.getRank() > 0 && !t.isDynamicDim(t.getRank() - 1))
-            vocab = t.getShape().back();
-  return success();
-}
-
-/// --precision bf16|f16: graph-autocast's options.
-static graph::GraphAutocastOptions autocastOptions() {
-  graph::GraphAutocastOptions options;
-  options.precision = precision;
-  return options;
-}
-
 /// Any of the distributed flags makes a distributed (SPMD, MPI) program.
 static bool isDistributed() {
   return pipelineRanks.getNumOccurrences() || dataParallel.getNumOccurrences() ||
          microBatches.getNumOccurrences() || scheduleName.getNumOccurrences() ||
          zeroLevel.getNumOccurrences() || recomputeMode.getNumOccurrences();
-}
-
-static bool recomputeModules() {
-  if (!recomputeMode.empty())
-    return recomputeMode == "modules";
-  return scheduleName == "breadth-first" || scheduleName == "layered";
 }
 
 /// The distributed flags agree with each other; "" when they do. The
@@ -546,11 +475,37 @@ static std::string checkParamReads(bool train) {
   return "";
 }
 
-/// Whether every read of a weight goes through its copy (--param-reads).
-static bool readsCopiesOnly(int effectiveZero) {
-  if (!paramReads.empty())
-    return paramReads == "copies";
-  return paramCopies && effectiveZero == 3;
+/// The flags as the pipeline's options; `known` adds the padding indices
+/// the restore found in the export's metadata.
+static void setPipelineOptions(CompileOptions &o, bool dist,
+                               StringRef modelFile,
+                               const rt::RestoredParameters &known) {
+  o.mode = mode;
+  o.target = target;
+  o.precision = precision;
+  o.fuseAttention = !noFuseAttention;
+  o.loss = lossKind;
+  o.logits = logitsName;
+  o.labels = labelsName;
+  o.lossOutput = lossOutput;
+  o.ignoreIndex = ignoreIndex;
+  o.freeze = freezeRegex;
+  o.paddingIdx = ArrayRef<std::string>(paddingIdx);
+  std::vector<std::string> found;
+  for (const auto &[table, index] : known.paddingIndices)
+    found.push_back(table + "=" + std::to_string(index));
+  o.knownPaddingIdx = ArrayRef<std::string>(found);
+  o.asExported = asExported;
+  o.distributed = dist;
+  o.schedule = scheduleName;
+  o.pp = pipelineRanks;
+  o.dp = dataParallel;
+  o.microBatches = microBatches;
+  o.zero = zeroLevel;
+  o.recompute = recomputeMode;
+  o.paramCopies = paramCopies;
+  o.paramReads = paramReads;
+  o.modelPath = modelFile.str();
 }
 
 int runCompile() {
@@ -595,6 +550,12 @@ int runCompile() {
     llvm::errs() << "lamina compile: --cuda-emulator needs --target cuda\n";
     return 2;
   }
+  std::optional<Phase> stopAfter;
+  if (!compileTo.empty() && !(stopAfter = parsePhase(compileTo))) {
+    llvm::errs() << "lamina compile: unknown --compile-to '" << compileTo
+                 << "' (expected " << phaseNames() << ")\n";
+    return 2;
+  }
   if (cuda) {
 #ifndef LAMINA_CUDA_LINK_LIBRARIES
     llvm::errs() << "lamina compile: this lamina was built without the CUDA "
@@ -630,7 +591,10 @@ int runCompile() {
   registry.insert<rt_ir::RtDialect, emitc::EmitCDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  installDiagnosticPrinter(context);
+  // What the passes changed (filled inputs, frozen buffers, padding
+  // indices) comes back as remarks, printed in the summary.
+  std::vector<std::string> remarks;
+  installDiagnosticPrinter(context, &remarks);
   // A diagnostic names the ONNX node or the flag; a dump of the whole
   // module would bury it.
   context.printOpOnDiagnostic(false);
@@ -641,7 +605,6 @@ int runCompile() {
   // Training: the parameters the exporter merged or untied are put back in
   // a copy of the model, which the program then reads and exports.
   rt::RestoredParameters restored;
-  std::vector<std::string> buffers, filled;
   // The copy goes again if the compile fails: no half-written output.
   struct RemoveUnlessKept {
     std::string path;
@@ -697,154 +660,35 @@ int runCompile() {
   if (!module)
     return 1;
 
-  TimingScope lowerTimer = root.nest("lower to rt (memory plan)");
-  PassManager toRt(&context);
-  toRt.enableTiming(lowerTimer);
-  int64_t vocab = 0;
-  if (train) {
-    PassManager verify(&context);
-    verify.addPass(graph::createGraphVerifyImported());
-    if (failed(verify.run(*module)))
+  // The phases, one pass manager each: the timing and the summary read the
+  // IR between them, and --compile-to stops after one.
+  CompileOptions pipeline;
+  setPipelineOptions(pipeline, dist, absModel, restored);
+  PlanFigures figures;
+  std::string distSummary;
+  for (int p = int(Phase::Graph); p <= int(Phase::EmitC); ++p) {
+    Phase phase = Phase(p);
+    TimingScope phaseTimer = root.nest(("phase " + phaseName(phase)).str());
+    PassManager pm(&context);
+    pm.enableTiming(phaseTimer);
+    addPhasePasses(pm, phase, pipeline);
+    if (failed(pm.run(*module)))
       return 1;
-    if (failed(prepareTrain(*module, vocab, buffers, restored.paddingIndices,
-                            filled)))
-      return 1;
-    PassManager autodiff(&context);
-    // The filled inputs' constants folded through the mask arithmetic, so
-    // the fusion below sees what it is (causal).
-    if (!filled.empty())
-      autodiff.addPass(createCanonicalizerPass());
-    // Attention fused before autocast and autodiff: one low-precision
-    // graph.attention, one graph.attention_grad.
-    if (!noFuseAttention)
-      autodiff.addPass(graph::createGraphFuseAttention());
-    // GELU and the written-out norms fused before autodiff too: one op and
-    // its gradient rule, not the differentiated chain and its intermediates.
-    autodiff.addPass(graph::createGraphFuseNorms());
-    autodiff.addPass(graph::createGraphFuseGelu());
-    // Mixed precision on @forward: autodiff then makes the backward's
-    // matmuls low-precision too; parameters stay f32.
-    if (precision != "f32")
-      autodiff.addPass(graph::createGraphAutocast(autocastOptions()));
-    if (lossOutput.empty()) {
-      graph::GraphAddLossOptions lossOptions;
-      lossOptions.kind = lossKind;
-      lossOptions.logits = logitsName;
-      lossOptions.labels = labelsName;
-      lossOptions.ignoreIndex = ignoreIndex;
-      autodiff.addPass(graph::createGraphAddLoss(lossOptions));
+    phaseTimer.stop();
+    if (stopAfter == phase) {
+      // With the locations (the ONNX node names): later phases name them
+      // in diagnostics and in the program's kernel checks.
+      module->print(llvm::outs(), OpPrintingFlags().enableDebugInfo());
+      llvm::outs() << "\n";
+      restoredCopy.keep = true;
+      return 0;
     }
-    if (dist) {
-      dist::DistOutlineModulesOptions outline;
-      outline.recompute = recomputeModules();
-      outline.loss = lossOutput.empty() ? std::string("loss")
-                                        : std::string(lossOutput);
-      autodiff.addPass(dist::createDistOutlineModules(outline));
-      if (failed(autodiff.run(*module)))
-        return 1;
-      // The schedule over the outlined modules, as IR: compute order,
-      // communication, then the deadlock/matching simulation.
-      PassManager scheduling(&context);
-      dist::DistScheduleOptions schedOptions;
-      schedOptions.scheduleKind = scheduleName;
-      schedOptions.pp = pipelineRanks;
-      schedOptions.dp = dataParallel;
-      schedOptions.microBatches = microBatches;
-      schedOptions.zero = zeroLevel;
-      schedOptions.modules =
-          (*module)->getAttrOfType<IntegerAttr>(dist::DistDialect::kNumModulesAttr).getInt();
-      scheduling.addPass(dist::createDistSchedule(schedOptions));
-      scheduling.addPass(dist::createDistInsertComm());
-      scheduling.addPass(dist::createDistVerifySchedule());
-      if (failed(scheduling.run(*module)))
-        return 1;
-    } else {
-      graph::GraphAutodiffOptions adOptions;
-      adOptions.loss = lossOutput.empty() ? std::string("loss")
-                                          : std::string(lossOutput);
-      // The logits stay available to `run --dump-outputs`.
-      adOptions.keepOutputs = true;
-      autodiff.addPass(graph::createGraphAutodiff(adOptions));
-      autodiff.addPass(graph::createGraphVerifyTrainStep());
-      if (failed(autodiff.run(*module)))
-        return 1;
-      // The forward, reduced to its loss, is the evaluation entry
-      // (`run --eval-data`): validation losses without the gradients.
-      if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
-        if (failed(graph::keepOnlyLoss(forward, adOptions.loss, "eval_step")))
-          return 1;
+    if (phase == Phase::Rt) {
+      figures = readFigures(*module);
+      distSummary = dist ? describeDistProgram(*module) : "";
     }
-  } else {
-    toRt.addPass(graph::createGraphVerifyImported());
-    if (!noFuseAttention)
-      toRt.addPass(graph::createGraphFuseAttention());
-    toRt.addPass(graph::createGraphFuseNorms());
-    if (precision != "f32")
-      toRt.addPass(graph::createGraphAutocast(autocastOptions()));
   }
-  toRt.addPass(graph::createGraphFuseGelu());
-  // Last on the graph: after autodiff and autocast (no gradient rule).
-  if (precision != "f32")
-    toRt.addPass(graph::createGraphFoldMatMulCasts());
-  // Bias and residual adds into the GEMM's epilogue (and gradient sums
-  // into the norms' backward), before elementwise fusion would take them.
-  toRt.addPass(graph::createGraphFuseEpilogues());
-  // What a module keeps for its backward, narrowed as above.
-  if (train && dist && precision != "f32")
-    toRt.addPass(dist::createDistNarrowResiduals());
-  // The weights' (and the epilogues' biases') bf16 copies come from the
-  // optimizer's kernel, not from casts in every step (trainMain keeps
-  // them; a distributed program's executor keeps each module's, and ZeRO
-  // 3 gathers them when they are all the functions read).
-  // (As the runtime: ZeRO shards over data-parallel replicas only.)
-  int effectiveZero = dist && dataParallel > 1 ? int(zeroLevel) : 0;
-  std::string everyRead =
-      readsCopiesOnly(effectiveZero) ? std::string(precision) : "";
-  if (train && !dist && precision != "f32" && paramCopies)
-    toRt.addPass(graph::createGraphHoistParamCasts({everyRead}));
-  // ZeRO 3 gathers what the functions read: copies only when that is all.
-  bool distCopies = effectiveZero < 3 || !everyRead.empty();
-  if (train && dist && precision != "f32" && paramCopies && distCopies)
-    toRt.addPass(dist::createDistHoistParamCasts({everyRead}));
-  // cuDNN reads q, k and v from the fused projection at a row stride.
-  if (cuda)
-    toRt.addPass(graph::createGraphPackAttention());
-  toRt.addPass(graph::createGraphFuseElementwise());
-  toRt.addPass(createConvertGraphToRt());
-  if (failed(toRt.run(*module)))
-    return 1;
-  lowerTimer.stop();
-  PlanFigures figures = readFigures(*module);
-  std::string distSummary = dist ? describeDistProgram(*module) : "";
-
   TimingScope emitTimer = root.nest("emit C++");
-  PassManager toEmitC(&context);
-  ConvertRtToEmitCOptions emitOptions;
-  emitOptions.modelPath = std::string(absModel);
-  emitOptions.target = std::string(target);
-  if (dist) {
-    emitOptions.mode = "dist";
-    emitOptions.recompute = recomputeModules();
-    emitOptions.loss = !lossOutput.empty() ? std::string("output")
-                                           : std::string(lossKind);
-    if (lossOutput.empty() && lossKind == "cross-entropy")
-      emitOptions.labelsInput = labelsName;
-    emitOptions.ignoreIndex = ignoreIndex;
-    emitOptions.vocab = vocab;
-  } else if (train) {
-    emitOptions.entryName = "train_step";
-    emitOptions.evalEntryName = "eval_step";
-    emitOptions.mode = "train";
-    emitOptions.loss =
-        !lossOutput.empty() ? std::string("output") : std::string(lossKind);
-    if (lossOutput.empty() && lossKind == "cross-entropy")
-      emitOptions.labelsInput = labelsName;
-    emitOptions.ignoreIndex = ignoreIndex;
-    emitOptions.vocab = vocab;
-  }
-  toEmitC.addPass(createConvertRtToEmitC(emitOptions));
-  if (failed(toEmitC.run(*module)))
-    return 1;
   std::string cpp;
   llvm::raw_string_ostream cppStream(cpp);
   if (failed(emitc::translateToCpp(*module, cppStream)))
@@ -902,7 +746,8 @@ int runCompile() {
                                   pipelineRanks * dataParallel, scheduleName,
                                   pipelineRanks, dataParallel, microBatches,
                                   zeroLevel,
-                                  recomputeModules() ? "modules" : "none",
+                                  pipeline.recomputeModules() ? "modules"
+                                                              : "none",
                                   std::string(target))
                                   .str()
                             : " (" + target + ", train)\n");
@@ -921,19 +766,14 @@ int runCompile() {
           llvm::outs() << "    " << (*list)[i] << "\n";
         }
     }
-    for (const auto &[table, index] : restored.paddingIndices)
-      llvm::outs() << "  padding_idx " << index << " of embedding '" << table
-                   << "': lookups of token " << index
-                   << " do not train its row, as in PyTorch\n";
-    for (const std::string &input : filled)
-      llvm::outs() << "  input " << input << "\n";
-    for (const std::string &name : buffers)
-      llvm::outs() << "  not trained: " << name
-                   << " (a buffer, not a parameter, in PyTorch)\n";
+    for (const std::string &remark : remarks)
+      llvm::outs() << "  " << remark << "\n";
     if (cuda && cudaEmulator)
       llvm::outs() << "  built against the CPU kernel emulator "
                       "(--cuda-emulator): the CUDA kernels, slowly, no GPU\n";
     llvm::outs() << "  kernel calls: " << figures.calls << "\n";
+    std::string everyRead = pipeline.everyRead();
+    int effectiveZero = pipeline.effectiveZero();
     bool copiesOnly = train && !everyRead.empty() && figures.copyBytes;
     if (precision != "f32")
       llvm::outs() << "  precision: " << precision

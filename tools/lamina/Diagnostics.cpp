@@ -8,8 +8,14 @@
 
 using namespace mlir;
 
-void lamina::tool::installDiagnosticPrinter(MLIRContext &context) {
-  context.getDiagEngine().registerHandler([](Diagnostic &diag) {
+void lamina::tool::installDiagnosticPrinter(MLIRContext &context,
+                                            std::vector<std::string> *remarks) {
+  context.getDiagEngine().registerHandler([remarks](Diagnostic &diag) {
+    // What a pass changed (a remark) goes to the command's summary.
+    if (remarks && diag.getSeverity() == DiagnosticSeverity::Remark) {
+      remarks->push_back(diag.str());
+      return success();
+    }
     auto print = [](Diagnostic &d) {
       const char *severity = d.getSeverity() == DiagnosticSeverity::Error ? "error"
                              : d.getSeverity() == DiagnosticSeverity::Warning

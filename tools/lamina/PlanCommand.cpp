@@ -12,6 +12,7 @@
 
 #include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Pipeline/Pipeline.h"
 #include "lamina/Plan/CostModel.h"
 #include "lamina/Plan/Report.h"
 #include "lamina/Plan/Search.h"
@@ -176,13 +177,15 @@ std::optional<plan::ModelDesc> describe() {
       onnx::importModelFile(context, restored.path(), options);
   if (!module)
     return std::nullopt;
-  // Cost what lamina compile runs: one graph.attention per attention (no
-  // stored scores) and one graph.gelu per GELU (no kept chain).
+  // Cost what lamina compile --mode train runs: its graph phase (buffers
+  // not trained, window inputs filled, one graph.attention per attention
+  // with no stored scores, one graph.gelu per GELU with no kept chain).
+  // The plan prices precision itself, so no autocast here.
   PassManager pm(&context);
-  if (!noFuseAttention)
-    pm.addPass(graph::createGraphFuseAttention());
-  pm.addPass(graph::createGraphFuseNorms());
-  pm.addPass(graph::createGraphFuseGelu());
+  CompileOptions graphOptions;
+  graphOptions.mode = "train";
+  graphOptions.fuseAttention = !noFuseAttention;
+  addPhasePasses(pm, Phase::Graph, graphOptions);
   if (failed(pm.run(*module)))
     return std::nullopt;
   dist::DescribeOptions describeOptions;

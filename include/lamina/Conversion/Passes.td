@@ -80,6 +80,12 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     `main` hands `lamina::rt::cuda::device()` to the driver, which keeps
     arguments, arena and optimizer state in device memory.
 
+    A training program's loss settings (its kind, the labels input, the
+    vocabulary token ids are checked against, the ignored label) come from
+    the module's `graph.train` (graph-add-loss), and whether the backwards
+    recompute from `dist.outlined` (dist-outline-modules): the IR, not
+    options, carries them.
+
     Splat constants of more than 64 bytes are not written out: the program
     holds their one element and `gen::splat` fills a shared buffer on first
     use (a 1B GPT's training graph has gigabytes of zeros). A function with
@@ -92,29 +98,20 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     Option<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
            "The ONNX file the program reads its weights from (recorded in "
            "the program; its --model flag overrides it)">,
-    Option<"entryName", "entry", "std::string", /*default=*/"\"forward\"",
-           "The function that becomes the program's entry">,
+    Option<"entryName", "entry", "std::string", /*default=*/"\"\"",
+           "The function that becomes the program's entry (default: "
+           "@train_step for a training program, else @forward)">,
     Option<"evalEntryName", "eval-entry", "std::string", /*default=*/"\"\"",
            "mode=train: a function computing only the loss, with the "
            "entry's arguments, that becomes the program's evaluation "
-           "entry (`run --eval-data`); none when the module has none">,
-    Option<"mode", "mode", "std::string", /*default=*/"\"inference\"",
+           "entry (`run --eval-data`; default: @eval_step when the module "
+           "has one)">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
            "inference: `main` calls lamina::rt::programMain; train: the "
-           "entry is a train step and `main` calls lamina::rt::trainMain">,
-    Option<"labelsInput", "labels-input", "std::string", /*default=*/"\"\"",
-           "mode=train: the entry input that takes the labels (none: a "
-           "causal LM, labels are the inputs shifted)">,
-    Option<"vocab", "vocab", "int64_t", /*default=*/"0",
-           "mode=train/dist: the vocabulary size token ids are checked "
-           "against (0: unknown)">,
-    Option<"recompute", "recompute", "bool", /*default=*/"true",
-           "mode=dist: the backward functions recompute (recorded in the "
-           "program)">,
-    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
-           "mode=train/dist: causal-lm, cross-entropy or output (how the "
-           "runtime weighs micro-batches)">,
-    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
-           "mode=train/dist: the label value that does not count">,
+           "entry is a train step and `main` calls lamina::rt::trainMain; "
+           "dist: the outlined modules and their schedule. Default: dist "
+           "when the module holds a dist.schedule, train when it has "
+           "graph.train, else inference">,
     Option<"target", "target", "std::string", /*default=*/"\"host\"",
            "host (CPU kernels) or cuda (device kernels on a stream; "
            "inference and train modes)">,

@@ -123,7 +123,17 @@ struct ScheduleConfig {
   /// Optional per-module cost; gpipe and 1f1b then use placeBalanced instead
   /// of placeContiguous. Ignored by the modular schedules.
   std::vector<double> moduleCost;
+  /// The placement decided before the schedule (dist-partition); when
+  /// absent, placementFor applies the schedule's own rule.
+  std::optional<Placement> placement;
 };
+
+/// The modules' pipeline ranks for `config`: its given placement, checked
+/// (contiguous blocks for gpipe and 1f1b, module l on rank l mod p for the
+/// modular schedules), or the rule: placeModular for interleaved-1f1b,
+/// breadth-first and layered, placeBalanced with moduleCost, else
+/// placeContiguous.
+Expected<Placement> placementFor(const ScheduleConfig &config);
 
 struct Schedule {
   ScheduleConfig config;

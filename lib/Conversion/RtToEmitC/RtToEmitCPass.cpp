@@ -756,8 +756,37 @@ struct ConvertRtToEmitCPass
           << target << "'";
       return signalPassFailure();
     }
+    // The mode follows from the IR unless given: a verified schedule is a
+    // distributed program, graph.train a training one.
+    std::string mode = this->mode;
+    if (mode.empty())
+      mode = !module.getOps<dist::ScheduleOp>().empty() ? "dist"
+             : graph::trainAttrOf(module)               ? "train"
+                                                        : "inference";
+    if (mode != "inference" && mode != "train" && mode != "dist") {
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be "
+                                       "inference, train or dist, got '")
+          << mode << "'";
+      return signalPassFailure();
+    }
+    graph::TrainAttr train = graph::trainAttrOf(module);
+    if (mode != "inference" && !train) {
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=")
+          << mode << " needs the module's graph.train (the loss the program "
+                     "computes; run graph-add-loss)";
+      return signalPassFailure();
+    }
+    // Consumed here, as the schedule is: the C++ program holds it.
+    if (train)
+      module->removeAttr(graph::kTrainAttr);
     if (mode == "dist")
-      return runDist(module);
+      return runDist(module, train);
+    std::string entryName = this->entryName,
+                evalEntryName = this->evalEntryName;
+    if (entryName.empty())
+      entryName = mode == "train" ? "train_step" : "forward";
+    if (evalEntryName.empty() && mode == "train")
+      evalEntryName = "eval_step";
     func::FuncOp entry, evalEntry;
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.getName() == entryName)
@@ -778,37 +807,30 @@ struct ConvertRtToEmitCPass
     if (failed(checkRtFunction(entry)) ||
         (evalEntry && failed(checkRtFunction(evalEntry))))
       return signalPassFailure();
-    if (mode != "inference" && mode != "train") {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be inference, train "
-                       "or dist, got '")
-          << mode << "'";
-      return signalPassFailure();
-    }
-    ProgramEmitter emitter(module, entry, modelPath, mode == "train",
-                           labelsInput, vocab, target == "cuda");
+    bool training = mode == "train";
+    ProgramEmitter emitter(module, entry, modelPath, training,
+                           training ? train.getLabels() : StringRef(),
+                           training ? train.getVocab() : 0, target == "cuda");
     emitter.callsPerFunction = callsPerFunction;
-    FailureOr<std::string> kind = lossKindEnumerator(module);
-    if (failed(kind))
-      return signalPassFailure();
-    emitter.lossKind = *kind;
-    emitter.ignoreIndex = ignoreIndex;
+    if (training) {
+      emitter.lossKind = lossKindEnumerator(train);
+      emitter.ignoreIndex = train.getIgnoreIndex();
+    }
     if (failed(emitter.run(evalEntry)))
       signalPassFailure();
   }
 
-  /// The runtime's LossKind enumerator for the `loss` option.
-  FailureOr<std::string> lossKindEnumerator(ModuleOp module) {
-    if (loss == "causal-lm")
-      return std::string("CausalLM");
-    if (loss == "cross-entropy")
-      return std::string("CrossEntropy");
-    if (loss == "output")
-      return std::string("Output");
-    mlir::emitError(module.getLoc(),
-                    "convert-rt-to-emitc: loss must be "
-                    "causal-lm, cross-entropy or output, got '")
-        << loss << "'";
-    return failure();
+  /// The runtime's LossKind enumerator for graph.train's loss.
+  static std::string lossKindEnumerator(graph::TrainAttr train) {
+    switch (train.getLoss()) {
+    case graph::LossKind::CausalLM:
+      return "CausalLM";
+    case graph::LossKind::CrossEntropy:
+      return "CrossEntropy";
+    case graph::LossKind::Output:
+      return "Output";
+    }
+    llvm_unreachable("LossKind");
   }
 
   LogicalResult checkRtFunction(func::FuncOp f) {
@@ -819,7 +841,7 @@ struct ConvertRtToEmitCPass
     return success();
   }
 
-  void runDist(ModuleOp module) {
+  void runDist(ModuleOp module, graph::TrainAttr train) {
     SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
     if (funcs.empty()) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist found no functions");
@@ -849,14 +871,15 @@ struct ConvertRtToEmitCPass
     }
     schedules[0].erase();
     opts.schedule = &*sched;
-    opts.recompute = recompute;
-    FailureOr<std::string> kind = lossKindEnumerator(module);
-    if (failed(kind))
-      return signalPassFailure();
-    opts.lossKind = *kind;
-    opts.labelsInput = labelsInput;
-    opts.vocab = vocab;
-    opts.ignoreIndex = ignoreIndex;
+    // dist-outline-modules recorded whether the backwards recompute.
+    for (func::FuncOp f : funcs)
+      if (auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined"))
+        if (auto r = outlined.getAs<BoolAttr>("recompute"))
+          opts.recompute = r.getValue();
+    opts.lossKind = lossKindEnumerator(train);
+    opts.labelsInput = train.getLabels().str();
+    opts.vocab = train.getVocab();
+    opts.ignoreIndex = train.getIgnoreIndex();
     ProgramEmitter emitter(module, funcs.front(), modelPath, false, "", 0,
                            target == "cuda");
     emitter.callsPerFunction = callsPerFunction;

@@ -26,10 +26,14 @@ def build(arch: str, *, layers: int = 2, hidden: int = 64, heads: int = 4,
           batch: int = 2, dynamic: bool = False, opset: int = 17,
           ir_version: int | None = None, seed: int = 0,
           no_weights_data: bool = False,
-          shuffle_nodes: bool = False) -> onnx.ModelProto:
+          shuffle_nodes: bool = False,
+          mask_fill: float | None = None) -> onnx.ModelProto:
     """Build a model. ``no_weights_data`` declares weights without allocating
     them (then ``save`` must be used, it points them at a sparse file);
-    ``shuffle_nodes`` lists nodes in a random non-topological order."""
+    ``shuffle_nodes`` lists nodes in a random non-topological order;
+    ``mask_fill`` is the value GPT-2's causal mask writes over masked scores
+    (default the f32 minimum; -1e4 is the classic Transformers
+    ``masked_bias``)."""
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; choose from {sorted(ARCHS)}")
     if kv_heads is None:
@@ -46,6 +50,10 @@ def build(arch: str, *, layers: int = 2, hidden: int = 64, heads: int = 4,
                seq=seq, vocab=vocab, batch=batch)
     g = GraphBuilder(opset, seed=seed, dynamic=dynamic,
                      materialize=not no_weights_data)
+    if mask_fill is not None:
+        if arch != "gpt2":
+            raise ValueError("--mask-fill applies to gpt2 only")
+        g.mask_fill = mask_fill
     ARCHS[arch](g, cfg)
     doc = f"lamina.models {arch} " + " ".join(f"{k}={v}" for k, v in cfg.items())
     model = g.make_model(ir_version=ir_version, doc=doc)

@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     store.add_argument("--no-weights-data", action="store_true",
                        help="declare weights in a sparse OUT.onnx.data; "
                             "no weight is allocated or written")
+    p.add_argument("--mask-fill", type=float, default=None,
+                   help="gpt2: the value the causal mask writes over masked "
+                        "scores (default: the f32 minimum; -1e4 is the "
+                        "classic Transformers masked_bias)")
     p.add_argument("--shuffle-nodes", action="store_true",
                    help="list nodes in a random non-topological order")
     p.add_argument("--check", action="store_true",
@@ -54,7 +58,8 @@ def main(argv=None) -> int:
                       vocab=args.vocab, batch=args.batch, dynamic=args.dynamic,
                       opset=args.opset, ir_version=args.ir_version,
                       seed=args.seed, no_weights_data=args.no_weights_data,
-                      shuffle_nodes=args.shuffle_nodes)
+                      shuffle_nodes=args.shuffle_nodes,
+                      mask_fill=args.mask_fill)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -35,6 +35,8 @@ class GraphBuilder:
             raise ValueError(f"opset {opset} not supported (11..23)")
         self.opset = opset
         self.dynamic = dynamic
+        # What a boolean attention mask writes over masked scores.
+        self.mask_fill = float(np.finfo(np.float32).min)
         self.materialize = materialize
         self._rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []

@@ -42,7 +42,7 @@ def attend(g: GraphBuilder, q: str, k_t: str, v: str, head_dim: int, *,
     else:
         scores = g.op("Div", scores, g.const(np.sqrt(head_dim)))
     if where_mask is not None:
-        scores = g.op("Where", where_mask, g.const(np.finfo(np.float32).min), scores)
+        scores = g.op("Where", where_mask, g.const(np.float32(g.mask_fill)), scores)
     if add_mask is not None:
         scores = g.op("Add", scores, add_mask)
     probs = g.op("Softmax", scores, axis=-1)

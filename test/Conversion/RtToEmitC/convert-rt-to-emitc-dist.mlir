@@ -1,8 +1,10 @@
-// mode=dist: the outlined module functions, the DistSpec tables and the
+// A verified schedule makes the mode dist (graph.train says the model
+// computes its own loss; dist.outlined that the backwards recompute): the
+// outlined module functions, the DistSpec tables and the
 // action lists of the verified schedule (here gpipe over 2 pipeline ranks,
 // 2 micro-batches); the dist.schedule op itself is consumed.
-// RUN: lamina-opt %s -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 modules=2" -dist-insert-comm -dist-verify-schedule -convert-graph-to-rt "-convert-rt-to-emitc=mode=dist loss=output model-path=/m.onnx" | lamina-translate --mlir-to-cpp | FileCheck %s
-// RUN: not lamina-opt %s -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -convert-graph-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
+// RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
 
 // CHECK: #include "lamina/Runtime/DistProgram.h"
 // CHECK: static void lamina_fwd_0(

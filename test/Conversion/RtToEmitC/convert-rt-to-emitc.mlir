@@ -1,14 +1,11 @@
 // RUN: lamina-opt %s -convert-graph-to-rt -convert-rt-to-emitc=model-path=/models/m.onnx | FileCheck %s --check-prefix=EMITC
 // RUN: lamina-opt %s -convert-graph-to-rt -convert-rt-to-emitc=model-path=/models/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s --check-prefix=CPP
-// RUN: lamina-opt %s -convert-graph-to-rt '-convert-rt-to-emitc=model-path=/models/m.onnx mode=train labels-input=x vocab=50 loss=cross-entropy ignore-index=7' | lamina-translate --mlir-to-cpp | FileCheck %s --check-prefix=TRAIN
+// RUN: not lamina-opt %s -convert-graph-to-rt '-convert-rt-to-emitc=model-path=/models/m.onnx mode=train entry=forward' 2>&1 | FileCheck %s --check-prefix=NOTRAIN
 // RUN: not lamina-opt %s -convert-graph-to-rt -convert-rt-to-emitc=mode=eval 2>&1 | FileCheck %s --check-prefix=MODE
 
-// mode=train: main hands a TrainSpec to trainMain instead.
-// TRAIN: static const lamina::rt::ProgramSpec lamina_program =
-// TRAIN: static const lamina::rt::TrainSpec lamina_train = {"x", 50, nullptr, lamina::rt::LossKind::CrossEntropy, int64_t(7LL)};
-// TRAIN: main(
-// TRAIN: lamina::rt::trainMain({{.*}}, lamina_program, lamina_train);
-// TRAIN-NOT: programMain
+// A training program's loss comes from the module's graph.train
+// (convert-rt-to-emitc-train.mlir); without it, mode=train is refused.
+// NOTRAIN: mode=train needs the module's graph.train (the loss the program computes; run graph-add-loss)
 // MODE: mode must be inference, train or dist, got 'eval'
 
 // EMITC: emitc.include "lamina/Runtime/Generated.h"

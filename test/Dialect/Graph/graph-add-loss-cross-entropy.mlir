@@ -3,13 +3,15 @@
 // RUN: not lamina-opt %s -graph-add-loss="kind=cross-entropy" 2>&1 | FileCheck %s --check-prefix=NOLABELS
 // RUN: not lamina-opt %s -graph-add-loss="kind=cross-entropy labels=z" 2>&1 | FileCheck %s --check-prefix=NOINPUT
 // RUN: not lamina-opt %s -graph-add-loss="logits=out" 2>&1 | FileCheck %s --check-prefix=NOLOGITS
-// KIND: error: graph-add-loss: unknown kind 'mse' (causal-lm or cross-entropy)
+// KIND: error: graph-add-loss: unknown kind 'mse' (causal-lm, cross-entropy or output)
 // NOLABELS: error: graph-add-loss: cross-entropy needs the 'labels' option naming an input
 // NOINPUT: error: graph-add-loss: no input named 'z'
 // NOLOGITS: error: graph-add-loss: no output named 'out'
 
 // kind=cross-entropy: the labels input as given (no shift), its own ignore
-// index; graph-autodiff then differentiates the new loss output.
+// index; graph-autodiff then differentiates the new loss output. The module
+// records the loss for the passes after it and the generated program.
+// CHECK: module attributes {graph.train = #graph.train<loss = cross_entropy, output = "loss", labels = "y", vocab = 8, ignore_index = -1>}
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: graph.output_names = ["logits", "loss"]
 // CHECK-NOT: graph.slice

@@ -126,6 +126,20 @@ LogicalResult verifyModuleIndex(Operation *op, Attribute value) {
 
 LogicalResult verifyPlacement(Operation *op, Attribute value) {
   auto placement = dyn_cast<PlacementAttr>(value);
+  // On the module op: the outlined modules' placement (dist-partition
+  // after dist-outline-modules), one rank each.
+  if (auto outlined = op->getAttrOfType<IntegerAttr>(
+          DistDialect::kNumModulesAttr);
+      isa<ModuleOp>(op) && outlined) {
+    if (!placement)
+      return op->emitError() << "'dist.placement' must be a #dist.placement";
+    if (int64_t(placement.getRanks().size()) != outlined.getInt())
+      return op->emitError() << "'dist.placement' places "
+                             << placement.getRanks().size()
+                             << " modules; the module has "
+                             << outlined.getInt();
+    return success();
+  }
   ArrayAttr chain = chainOf(op);
   if (!placement || !chain)
     return op->emitError() << "'dist.placement' must be a #dist.placement on "
@@ -179,8 +193,8 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kOutlinedAttr) {
-    // {module, name, num_in, num_out, num_residuals} on an outlined module
-    // function (dist-outline-modules).
+    // {module, name, num_in, num_out, num_residuals[, recompute]} on an
+    // outlined module function (dist-outline-modules).
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!isa<func::FuncOp>(op) || !dict)
       return op->emitError() << "'dist.outlined' must be a dictionary on a "
@@ -193,6 +207,8 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     }
     if (!dict.getAs<StringAttr>("name"))
       return op->emitError() << "'dist.outlined' needs a string 'name'";
+    if (Attribute r = dict.get("recompute"); r && !isa<BoolAttr>(r))
+      return op->emitError() << "'dist.outlined' 'recompute' must be a bool";
     return success();
   }
   if (name == kNumModulesAttr) {

@@ -103,7 +103,13 @@ static FailureOr<Value> findLoss(func::FuncOp forward, StringRef lossName) {
 
 FailureOr<SmallVector<ModulePart>>
 DistOutlineModules::split(func::FuncOp forward) {
-  FailureOr<Value> loss = findLoss(forward, this->loss);
+  // graph-add-loss recorded which output the loss is.
+  std::string lossName = this->loss;
+  if (auto train = graph::trainAttrOf(forward->getParentOp());
+      train && lossName.empty())
+    lossName = train.getOutput().str();
+  FailureOr<Value> loss =
+      findLoss(forward, lossName.empty() ? StringRef("loss") : lossName);
   if (failed(loss))
     return failure();
   FailureOr<ModuleChain> chain =
@@ -390,7 +396,8 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
        b.getNamedAttr("name", b.getStringAttr(part.name)),
        b.getNamedAttr("num_in", b.getI64IntegerAttr(numIn)),
        b.getNamedAttr("num_out", b.getI64IntegerAttr(part.boundaryOut.size())),
-       b.getNamedAttr("num_residuals", b.getI64IntegerAttr(residuals.size()))});
+       b.getNamedAttr("num_residuals", b.getI64IntegerAttr(residuals.size())),
+       b.getNamedAttr("recompute", b.getBoolAttr(recompute))});
   bwd->setAttr(DistDialect::kOutlinedAttr, outlined);
 
   // Forward: boundary outputs, then residuals.

@@ -26,6 +26,10 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
 
   void runOnOperation() override {
     auto func = getOperation().lookupSymbol<func::FuncOp>(functionName);
+    // After dist-outline-modules: the outlined modules, on the module op,
+    // which dist-schedule reads (the one placement of the program).
+    if (!func && getOperation()->hasAttr(DistDialect::kNumModulesAttr))
+      return placeOutlined();
     if (!func) {
       mlir::emitError(getOperation().getLoc())
           << "dist-partition: no function @" << functionName;
@@ -57,6 +61,54 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
       return signalPassFailure();
     func->setAttr(DistDialect::kPlacementAttr,
                   PlacementAttr::get(&getContext(), numRanks, *kind, *ranks));
+  }
+
+  void placeOutlined() {
+    ModuleOp module = getOperation();
+    int64_t numModules =
+        module->getAttrOfType<IntegerAttr>(DistDialect::kNumModulesAttr).getInt();
+    std::optional<PlacementKind> kind = symbolizePlacementKind(placement);
+    if (!kind) {
+      module.emitError() << "dist-partition: unknown --placement='"
+                         << placement
+                         << "'; expected contiguous, modular or balanced";
+      return signalPassFailure();
+    }
+    if (pp < 1 || pp > numModules) {
+      module.emitError() << "dist-partition: pp=" << int64_t(pp)
+                         << " needs between 1 and the " << numModules
+                         << " outlined modules";
+      return signalPassFailure();
+    }
+    int ranks = static_cast<int>(pp), count = static_cast<int>(numModules);
+    schedule::Expected<schedule::Placement> result =
+        schedule::Status::error("no placement");
+    if (*kind == PlacementKind::Balanced) {
+      // Each module's forward and backward FLOPs.
+      std::vector<double> cost(count, 0.0);
+      for (auto f : module.getOps<func::FuncOp>()) {
+        auto outlined =
+            f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
+        if (!outlined)
+          continue;
+        int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
+        f.walk([&](graph::CostOpInterface op) {
+          cost[k] += static_cast<double>(op.getFlops());
+        });
+      }
+      result = schedule::placeBalanced(cost, ranks);
+    } else {
+      result = *kind == PlacementKind::Modular
+                   ? schedule::placeModular(count, ranks)
+                   : schedule::placeContiguous(count, ranks);
+    }
+    if (!result.ok()) {
+      module.emitError() << "dist-partition: " << result.error();
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> rankOf(result->rankOf.begin(), result->rankOf.end());
+    module->setAttr(DistDialect::kPlacementAttr,
+                    PlacementAttr::get(&getContext(), pp, *kind, rankOf));
   }
 
   FailureOr<SmallVector<int64_t>> place(func::FuncOp func, ArrayAttr chain,

@@ -51,6 +51,11 @@ struct DistSchedule : dist::impl::DistScheduleBase<DistSchedule> {
       return signalPassFailure();
     }
     int64_t numModules = modules;
+    // After dist-outline-modules: the modules it outlined.
+    if (auto outlined = module->getAttrOfType<IntegerAttr>(
+            DistDialect::kNumModulesAttr);
+        numModules == 0 && outlined)
+      numModules = outlined.getInt();
     if (numModules == 0) {
       FailureOr<int64_t> layers = chainLayers(module);
       if (failed(layers))
@@ -75,6 +80,22 @@ struct DistSchedule : dist::impl::DistScheduleBase<DistSchedule> {
     config.dataParallel = static_cast<int>(dp);
     config.microBatches = static_cast<int>(microBatches);
     config.zeroLevel = static_cast<int>(zero);
+    // The program's placement, decided by dist-partition: the schedule
+    // orders the modules where it put them (and refuses one it cannot).
+    if (auto placed =
+            module->getAttrOfType<PlacementAttr>(DistDialect::kPlacementAttr)) {
+      if (placed.getPp() != pp) {
+        module.emitError() << "dist-schedule: the module's dist.placement is "
+                              "for pp="
+                           << placed.getPp() << ", not pp=" << int64_t(pp);
+        return signalPassFailure();
+      }
+      schedule::Placement given;
+      given.numRanks = static_cast<int>(pp);
+      for (int64_t r : placed.getRanks())
+        given.rankOf.push_back(static_cast<int>(r));
+      config.placement = std::move(given);
+    }
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     schedule::Expected<ScheduleOp> op =
         buildComputeSchedule(builder, module.getLoc(), config);

@@ -4,17 +4,46 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace lamina::graph;
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.cpp.inc"
+#include "lamina/Dialect/Graph/IR/GraphEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "lamina/Dialect/Graph/IR/GraphAttrs.cpp.inc"
 
 void GraphDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "lamina/Dialect/Graph/IR/GraphOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "lamina/Dialect/Graph/IR/GraphAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                LossKind loss, StringRef output,
+                                StringRef labels, int64_t vocab,
+                                int64_t ignoreIndex) {
+  if (output.empty())
+    return emitError() << "#graph.train needs the loss output's name";
+  if ((loss == LossKind::CrossEntropy) != !labels.empty())
+    return emitError() << "#graph.train: a labels input goes with "
+                          "cross_entropy, and only with it";
+  if (vocab < 0)
+    return emitError() << "#graph.train: vocab must be >= 0";
+  return success();
+}
+
+TrainAttr lamina::graph::trainAttrOf(Operation *module) {
+  return module ? module->getAttrOfType<TrainAttr>(kTrainAttr) : TrainAttr();
 }
 
 Operation *GraphDialect::materializeConstant(OpBuilder &builder, Attribute value,
@@ -52,6 +81,12 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
 
 LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kTrainAttr) {
+    if (!isa<ModuleOp>(op) || !isa<TrainAttr>(attr.getValue()))
+      return op->emitError() << "'" << kTrainAttr
+                             << "' must be a #graph.train on the module";
+    return success();
+  }
   if (attr.getName() != kOutputNamesAttr)
     return op->emitError() << "unknown graph attribute '" << attr.getName()
                            << "'";

@@ -56,8 +56,39 @@ struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
       getOperation().emitError("graph-add-loss: no single-block func.func @forward");
       return signalPassFailure();
     }
+    if (kind == "output") {
+      if (failed(recordOutputLoss(forward)))
+        signalPassFailure();
+      return;
+    }
     if (failed(addLoss(forward)))
       signalPassFailure();
+  }
+
+  /// kind=output: the model computes its loss; check it and record it.
+  LogicalResult recordOutputLoss(func::FuncOp f) {
+    if (output.empty())
+      return f.emitError("graph-add-loss: kind=output needs the 'output' "
+                         "option naming the model's loss output");
+    if (!logits.empty() || !labels.empty())
+      return f.emitError("graph-add-loss: kind=output takes no 'logits' or "
+                         "'labels'; the model computes its own loss");
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      if (outputName(f, i) != output)
+        continue;
+      auto type = dyn_cast<RankedTensorType>(f.getResultTypes()[i]);
+      if (!type || type.getRank() != 0 ||
+          !(type.getElementType().isF32() || type.getElementType().isF64()))
+        return f.emitError() << "graph-add-loss: the loss output '" << output
+                             << "' must be a scalar f32 or f64, not "
+                             << f.getResultTypes()[i];
+      getOperation()->setAttr(
+          kTrainAttr, TrainAttr::get(&getContext(), LossKind::Output, output,
+                                     "", 0, ignoreIndex));
+      return success();
+    }
+    return f.emitError() << "graph-add-loss: no output named '" << output
+                         << "' (the loss output)";
   }
 
   StringRef outputName(func::FuncOp f, unsigned i) {
@@ -100,7 +131,7 @@ struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
     bool causal = kind == "causal-lm";
     if (!causal && kind != "cross-entropy")
       return f.emitError() << "graph-add-loss: unknown kind '" << kind
-                           << "' (causal-lm or cross-entropy)";
+                           << "' (causal-lm, cross-entropy or output)";
     if (!causal && labels.empty())
       return f.emitError("graph-add-loss: cross-entropy needs the 'labels' "
                          "option naming an input");
@@ -201,6 +232,16 @@ struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
                                         TypeRange(ValueRange(results))));
     f.removeResAttrsAttr();
     f->setAttr(kOutputNamesAttr, b.getArrayAttr(names));
+    // What the training program's driver needs: the labels' source, the
+    // vocabulary token ids are checked against, the ignored label.
+    auto logitsType = typeOf(logitsValue);
+    getOperation()->setAttr(
+        kTrainAttr,
+        TrainAttr::get(&getContext(),
+                       kind == "causal-lm" ? LossKind::CausalLM
+                                           : LossKind::CrossEntropy,
+                       "loss", kind == "causal-lm" ? StringRef() : StringRef(labels),
+                       logitsType.getShape().back(), ignoreIndex));
     return success();
   }
 };

@@ -255,6 +255,10 @@ struct GraphAutodiff
     };
     ArrayRef<Type> results = forward.getFunctionType().getResults();
     std::optional<unsigned> found;
+    // graph-add-loss recorded which output the loss is.
+    std::string loss = this->loss;
+    if (TrainAttr train = trainAttrOf(getOperation()); train && loss.empty())
+      loss = train.getOutput().str();
     if (!loss.empty()) {
       for (unsigned i = 0; i < results.size(); ++i)
         if (nameOf(i) == loss)

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/Format.h"
 
 #include <cmath>
 #include <functional>
@@ -38,6 +39,12 @@ namespace {
 /// Fill values at or below this mask a score as surely as -inf does: exp of
 /// the difference to any unmasked f32 score is 0.
 constexpr double kMaskedBelow = -1e30;
+/// A causal mask filling at or below this (GPT-2's `masked_bias`, -1e4) is
+/// taken as -inf too: a masked key's probability exp(fill - max) is 0 in
+/// f32 once the row's largest kept score exceeds the fill by kUnderflow,
+/// so the probabilities are the model's (the compile says so).
+constexpr double kCausalFillBelow = -1e4;
+constexpr double kUnderflow = 104;
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
@@ -220,35 +227,43 @@ ElementFn elementFn(Value v, int depth = 0) {
 
 /// Whether mask `v` ([..., Sq, Sk], leading dims 1) is, element for
 /// element, `pred(i, j)` as a boolean or, as a float, 0 where `pred` is
-/// false and masked (<= kMaskedBelow) where it is true.
-bool maskMatchesUncached(Value v, int64_t sq, int64_t sk,
-                         llvm::function_ref<bool(int64_t, int64_t)> pred) {
+/// false and masked (<= kCausalFillBelow) where it is true. The answer is
+/// the largest masked value (-inf for a boolean), nullopt for no match.
+std::optional<double>
+maskMatchesUncached(Value v, int64_t sq, int64_t sk,
+                    llvm::function_ref<bool(int64_t, int64_t)> pred) {
   auto t = typeOf(v);
   if (t.getRank() < 2 ||
       t.getShape().take_back(2) != ArrayRef<int64_t>{sq, sk})
-    return false;
+    return std::nullopt;
   ElementFn f = elementFn(v);
   if (!f)
-    return false;
+    return std::nullopt;
   bool boolean = t.getElementType().isInteger(1);
   if (!boolean && !isa<FloatType>(t.getElementType()))
-    return false;
+    return std::nullopt;
+  double fill = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < sq; ++i)
     for (int64_t j = 0; j < sk; ++j) {
       double x = f(i, j);
       bool want = pred(i, j);
-      if (boolean ? (x != 0) != want : want ? !(x <= kMaskedBelow) : x != 0)
-        return false;
+      if (boolean ? (x != 0) != want
+                  : want ? !(x <= kCausalFillBelow) : x != 0)
+        return std::nullopt;
+      if (!boolean && want)
+        fill = std::max(fill, x);
     }
-  return true;
+  return fill;
 }
 
 /// maskMatchesUncached's answers by (mask, Sq, Sk, predicate kind): every
 /// layer reads the same mask.
-using MaskCache = std::map<std::tuple<void *, int64_t, int64_t, int>, bool>;
+using MaskCache = std::map<std::tuple<void *, int64_t, int64_t, int>,
+                           std::optional<double>>;
 
-bool maskMatches(MaskCache &cache, int kind, Value v, int64_t sq, int64_t sk,
-                 llvm::function_ref<bool(int64_t, int64_t)> pred) {
+std::optional<double>
+maskMatches(MaskCache &cache, int kind, Value v, int64_t sq, int64_t sk,
+            llvm::function_ref<bool(int64_t, int64_t)> pred) {
   auto key = std::make_tuple(v.getAsOpaquePointer(), sq, sk, kind);
   auto it = cache.find(key);
   if (it != cache.end())
@@ -270,6 +285,9 @@ struct Match {
   Value q, kT, v, bias;
   double scale = 1;
   bool causal = false;
+  /// The causal mask's largest masked value (-inf: a boolean mask or a
+  /// fill <= kMaskedBelow; else taken as -inf, see kCausalFillBelow).
+  double causalFill = -std::numeric_limits<double>::infinity();
   /// A boolean mask that is not causal (BERT's padding): the bias becomes
   /// `select(boolMask, fill, 0)` (0 and fill swapped when its true keys are
   /// kept), built from the condition before its broadcast.
@@ -302,20 +320,46 @@ std::optional<double> scalarFactor(Value v, Value &operand) {
   return std::nullopt;
 }
 
+/// `x` as remarks print numbers: -10000, -3.40282e+38.
+std::string number(double x) {
+  std::string out;
+  llvm::raw_string_ostream(out) << llvm::format("%g", x);
+  return out;
+}
+
+/// Whether `softmax` looks like attention's: its probabilities are the left
+/// operand of a matmul. Only those are reported when left unfused.
+bool looksLikeAttention(SoftmaxOp softmax) {
+  return llvm::any_of(softmax->getUsers(), [&](Operation *user) {
+    auto mm = dyn_cast<MatMulOp>(user);
+    return mm && mm.getLhs() == softmax.getResult();
+  });
+}
+
 /// From the softmax down to the scores: masks (in either order), then the
 /// scale, then matmul(q, k^T), whose operands may carry scales of their own
-/// (DistilBERT divides q).
-std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
-  auto type = typeOf(softmax.getResult());
-  if (type.getRank() != 4 || softmax.getAxis() != 3 ||
-      !softmax.getResult().hasOneUse())
+/// (DistilBERT divides q). When it does not match, `why` says what stopped
+/// it (empty when the softmax is not attention's).
+std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache,
+                                std::string &why) {
+  if (!looksLikeAttention(softmax))
     return std::nullopt;
+  auto fail = [&](const llvm::Twine &reason) -> std::optional<Match> {
+    why = reason.str();
+    return std::nullopt;
+  };
+  auto type = typeOf(softmax.getResult());
+  if (type.getRank() != 4 || softmax.getAxis() != 3)
+    return fail("the scores are not [batch, heads, queries, keys] with the "
+                "softmax over the keys");
+  if (!softmax.getResult().hasOneUse())
+    return fail("the probabilities are read elsewhere too (the model "
+                "returns or reuses them)");
   auto output = dyn_cast<MatMulOp>(*softmax->getUsers().begin());
   // (A widening matmul, narrow operands and an f32 result, is not attention's
   // out, which has q's type.)
-  if (!output || output.getLhs() != softmax.getResult() ||
-      output.getType().getElementType() != type.getElementType())
-    return std::nullopt;
+  if (output.getType().getElementType() != type.getElementType())
+    return fail("the probabilities' matmul changes the element type");
   ArrayRef<int64_t> shape = type.getShape();
   int64_t sq = shape[2], sk = shape[3];
   // Keys j > i + sk - sq are the causal mask's; each row keeps one when
@@ -326,10 +370,18 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
   m.v = output.getRhs();
   m.chain = {output, softmax};
   Value cur = softmax.getInput();
+  auto markCausal = [&](double fill) {
+    m.causal = true;
+    m.causalFill = fill;
+  };
   for (;;) {
     Operation *def = cur.getDefiningOp();
-    if (!def || !cur.hasOneUse())
-      return std::nullopt;
+    if (!def)
+      break;
+    if (!cur.hasOneUse())
+      return fail("an intermediate value of the chain (" +
+                  def->getName().getStringRef() +
+                  ") is read elsewhere too");
     if (auto sel = dyn_cast<SelectOp>(def)) {
       // select(mask, fill, s) with the masked keys true, or
       // select(mask, s, fill) with the kept keys true.
@@ -340,15 +392,24 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
         scores = sel.getRhs();
       else if ((fill = chain::scalar(sel.getRhs())))
         scores = sel.getLhs(), keepIsTrue = true;
-      if (!fill || !(*fill <= kMaskedBelow) ||
-          scores.getType() != cur.getType())
-        return std::nullopt;
-      if (!m.causal && sq <= sk &&
-          maskMatches(cache, keepIsTrue ? 1 : 0, sel.getCondition(), sq, sk,
-                      [&](int64_t i, int64_t j) {
-                        return masked(i, j) != keepIsTrue;
-                      })) {
-        m.causal = true;
+      if (!fill || scores.getType() != cur.getType())
+        return fail("a select on the scores does not fill with one constant");
+      if (!(*fill <= kCausalFillBelow))
+        return fail("a mask fills with " + number(*fill) +
+                    ", above -1e4: its keys keep weight");
+      bool causal = !m.causal && sq <= sk &&
+                    maskMatches(cache, keepIsTrue ? 1 : 0, sel.getCondition(),
+                                sq, sk, [&](int64_t i, int64_t j) {
+                                  return masked(i, j) != keepIsTrue;
+                                });
+      if (causal) {
+        markCausal(*fill);
+      } else if (!(*fill <= kMaskedBelow)) {
+        // Added as a bias, a fill this small would not absorb the score:
+        // a row with every key masked would differ from the model's.
+        return fail("a boolean mask that is not causal fills with " +
+                    number(*fill) +
+                    ", above -1e30 (use the dtype's minimum or -inf)");
       } else if (!m.bias && !m.boolMask) {
         // Masked keys get `fill` added instead of replacing the score:
         // the same probabilities wherever a row keeps a key.
@@ -356,12 +417,12 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
         if (auto bcast = cond.getDefiningOp<BroadcastOp>())
           cond = bcast.getInput();
         if (typeOf(cond).getRank() > 4)
-          return std::nullopt;
+          return fail("a boolean mask of rank above 4");
         m.boolMask = cond;
         m.fill = *fill;
         m.keepIsTrue = keepIsTrue;
       } else {
-        return std::nullopt;
+        return fail("more than one mask besides the causal one");
       }
       m.chain.push_back(sel);
       cur = scores;
@@ -373,8 +434,10 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
                                   std::pair(add.getRhs(), add.getLhs())}) {
         if (scores.getType() != cur.getType() || mask == scores)
           continue;
-        if (!m.causal && sq <= sk && maskMatches(cache, 2, mask, sq, sk, masked)) {
-          m.causal = true;
+        std::optional<double> causalFill;
+        if (!m.causal && sq <= sk &&
+            (causalFill = maskMatches(cache, 2, mask, sq, sk, masked))) {
+          markCausal(*causalFill);
         } else if (!m.bias && !m.boolMask && isBias(mask, shape)) {
           m.bias = mask;
         } else {
@@ -385,7 +448,9 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
         break;
       }
       if (!matched)
-        return std::nullopt;
+        return fail("a term added to the scores is learned (depends on a "
+                    "trainable parameter), does not broadcast to them, or is "
+                    "a second mask");
       m.chain.push_back(add);
       continue;
     }
@@ -398,8 +463,11 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
     cur = unscaled;
   }
   auto scores = cur.getDefiningOp<MatMulOp>();
-  if (!scores || !cur.hasOneUse())
-    return std::nullopt;
+  if (!scores)
+    return fail("the scores are not a matmul of q and k^T (after the masks "
+                "and a scale by a scalar constant)");
+  if (!cur.hasOneUse())
+    return fail("the scores are read elsewhere too");
   m.scores = scores;
   m.q = scores.getLhs();
   m.kT = scores.getRhs();
@@ -417,12 +485,27 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache) {
   if (qt.getRank() != 4 || kt.getRank() != 4 || vt.getRank() != 4 ||
       qt.getShape().take_front(2) != shape.take_front(2) ||
       kt.getShape().take_front(2) != shape.take_front(2) ||
-      vt.getShape().take_front(2) != shape.take_front(2) ||
-      qt.getElementType() != type.getElementType() ||
+      vt.getShape().take_front(2) != shape.take_front(2))
+    return fail("q, k and v are not [batch, heads, seq, dim] with the "
+                "scores' batch and heads (a broadcasting matmul)");
+  if (qt.getElementType() != type.getElementType() ||
       kt.getElementType() != type.getElementType() ||
       vt.getElementType() != type.getElementType())
-    return std::nullopt;
+    return fail("q, k, v and the scores differ in element type");
   return m;
+}
+
+/// The ONNX node an op came from, for remarks: "node 'NAME'".
+std::string nodeOf(Operation *op) {
+  Location loc = op->getLoc();
+  while (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    loc = callsite.getCallee();
+  if (auto fused = dyn_cast<FusedLoc>(loc);
+      fused && !fused.getLocations().empty())
+    loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return "node '" + name.getName().getValue().str() + "'";
+  return "a " + op->getName().getStringRef().str();
 }
 
 /// `x` [B, Hk*g, S, D] that repeats each of Hk kv heads g times
@@ -509,10 +592,26 @@ struct GraphFuseAttention
       SmallVector<SoftmaxOp> softmaxes;
       func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
       bool changed = false;
+      // Unfused chains by reason (the first node, how many), and the
+      // causal masks whose fill was taken as -inf.
+      std::map<std::string, std::pair<std::string, int>> unfused;
+      int largeFills = 0;
+      double largestFill = -std::numeric_limits<double>::infinity();
       for (SoftmaxOp softmax : softmaxes) {
-        std::optional<Match> m = matchChain(softmax, cache);
-        if (!m)
+        std::string why;
+        std::optional<Match> m = matchChain(softmax, cache, why);
+        if (!m) {
+          if (!why.empty()) {
+            auto &entry = unfused[why];
+            if (entry.second++ == 0)
+              entry.first = nodeOf(softmax);
+          }
           continue;
+        }
+        if (m->causal && m->causalFill > kMaskedBelow) {
+          ++largeFills;
+          largestFill = std::max(largestFill, m->causalFill);
+        }
         OpBuilder b(m->output);
         Location loc = m->scores.getLoc();
         Value k = sharedKvHeads(untransposeKeys(b, loc, m->kT));
@@ -555,6 +654,24 @@ struct GraphFuseAttention
           ++numCausal;
         changed = true;
       }
+      // Say what the fusion changed and what it left (issue: no silent
+      // performance cliffs, no silent change of what the model computes).
+      if (largeFills)
+        func.emitRemark()
+            << largeFills << " attention chain" << (largeFills > 1 ? "s" : "")
+            << " fused with a causal mask filling " << number(largestFill)
+            << " taken as -inf: the probabilities are the model's while "
+               "every row's largest kept score exceeds the fill by "
+            << number(kUnderflow) << " (exp underflows to 0 in f32)";
+      for (const auto &[why, where] : unfused)
+        func.emitRemark() << "attention at " << where.first
+                          << (where.second > 1
+                                  ? " (and " + std::to_string(where.second - 1) +
+                                        " more)"
+                                  : std::string())
+                          << " not fused: " << why
+                          << "; it runs as matmul, softmax, matmul and keeps "
+                             "the [batch, heads, queries, keys] scores";
       if (!changed)
         continue;
       // The masks, transposes and kv-head repeats that only fed the chains.

@@ -1,131 +1,265 @@
 //===- PrepareTrain.cpp - @forward made ready for training ----------------===//
-
-#include "lamina/Dialect/Graph/Transforms/PrepareTrain.h"
+//
+// graph-fill-window-inputs, graph-freeze, graph-freeze-buffers,
+// graph-mark-padding and graph-eval-step: what `lamina compile --mode train`
+// does to an imported export around the loss and autodiff. Each says what it
+// changed as a remark on @forward (the compile's summary prints them).
+//
+//===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/Support/Regex.h"
+
+namespace lamina::graph {
+#define GEN_PASS_DEF_GRAPHFILLWINDOWINPUTS
+#define GEN_PASS_DEF_GRAPHFREEZE
+#define GEN_PASS_DEF_GRAPHFREEZEBUFFERS
+#define GEN_PASS_DEF_GRAPHMARKPADDING
+#define GEN_PASS_DEF_GRAPHEVALSTEP
+#include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace lamina::graph
 
 using namespace mlir;
 using namespace lamina::graph;
 
-LogicalResult
-lamina::graph::fillWindowInputs(func::FuncOp forward, StringRef labels,
-                                std::vector<std::string> &filled) {
-  OpBuilder b(forward.getContext());
-  b.setInsertionPointToStart(&forward.getBody().front());
-  llvm::BitVector erase(forward.getNumArguments());
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto kind = forward.getArgAttrOfType<StringAttr>(i, kKindAttr);
-    auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
-    auto type = dyn_cast<RankedTensorType>(forward.getArgument(i).getType());
-    if (!kind || kind.getValue() != kKindInput || !name || !type ||
-        !type.getElementType().isSignlessInteger() || type.getRank() != 2 ||
-        (!labels.empty() && name.getValue() == labels))
-      continue;
-    StringRef n = name.getValue();
-    std::string what;
-    Attribute value;
-    Type element = type.getElementType();
-    if (n == "attention_mask") {
-      value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 1));
-      what = "all ones (no padding in a window of packed tokens)";
-    } else if (n == "token_type_ids") {
-      value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 0));
-      what = "all zeros (one segment)";
-    } else if (n == "position_ids") {
-      SmallVector<APInt> positions;
-      unsigned width = element.getIntOrFloatBitWidth();
-      for (int64_t r = 0; r < type.getDimSize(0); ++r)
-        for (int64_t c = 0; c < type.getDimSize(1); ++c)
-          positions.push_back(APInt(width, uint64_t(c)));
-      value = DenseElementsAttr::get(type, positions);
-      what = "0 to " + std::to_string(type.getDimSize(1) - 1) +
-             " in every row (each window starts a sequence)";
-    } else {
-      continue;
-    }
-    Value c = ConstantOp::create(b, forward.getArgument(i).getLoc(),
-                                 cast<ElementsAttr>(value));
-    forward.getArgument(i).replaceAllUsesWith(c);
-    erase.set(i);
-    filled.push_back(n.str() + ": " + what);
+namespace {
+/// The module's single-block @forward, or an error naming `pass`.
+func::FuncOp forwardOf(ModuleOp module, StringRef pass) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || !forward.getBody().hasOneBlock()) {
+    module.emitError() << pass << ": no single-block func.func @forward";
+    return {};
   }
-  if (erase.any() && failed(forward.eraseArguments(erase)))
-    return forward.emitError("cannot remove the filled inputs");
-  return success();
+  return forward;
 }
 
+StringRef argName(func::FuncOp f, unsigned i) {
+  auto name = f.getArgAttrOfType<StringAttr>(i, kNameAttr);
+  return name ? name.getValue() : StringRef();
+}
+
+bool isKind(func::FuncOp f, unsigned i, StringRef kind) {
+  auto attr = f.getArgAttrOfType<StringAttr>(i, kKindAttr);
+  return attr && attr.getValue() == kind;
+}
+
+struct GraphFillWindowInputs
+    : lamina::graph::impl::GraphFillWindowInputsBase<GraphFillWindowInputs> {
+  using Base::Base;
+  void runOnOperation() override {
+    func::FuncOp forward = forwardOf(getOperation(), getArgument());
+    if (!forward)
+      return signalPassFailure();
+    OpBuilder b(forward.getContext());
+    b.setInsertionPointToStart(&forward.getBody().front());
+    llvm::BitVector erase(forward.getNumArguments());
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      StringRef n = argName(forward, i);
+      auto type = dyn_cast<RankedTensorType>(forward.getArgument(i).getType());
+      if (!isKind(forward, i, kKindInput) || n.empty() || !type ||
+          !type.getElementType().isSignlessInteger() || type.getRank() != 2 ||
+          (!labels.empty() && n == labels))
+        continue;
+      std::string what;
+      Attribute value;
+      Type element = type.getElementType();
+      if (n == "attention_mask") {
+        value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 1));
+        what = "all ones (no padding in a window of packed tokens)";
+      } else if (n == "token_type_ids") {
+        value = DenseElementsAttr::get(type, b.getIntegerAttr(element, 0));
+        what = "all zeros (one segment)";
+      } else if (n == "position_ids") {
+        SmallVector<APInt> positions;
+        unsigned width = element.getIntOrFloatBitWidth();
+        for (int64_t r = 0; r < type.getDimSize(0); ++r)
+          for (int64_t c = 0; c < type.getDimSize(1); ++c)
+            positions.push_back(APInt(width, uint64_t(c)));
+        value = DenseElementsAttr::get(type, positions);
+        what = "0 to " + std::to_string(type.getDimSize(1) - 1) +
+               " in every row (each window starts a sequence)";
+      } else {
+        continue;
+      }
+      Value c = ConstantOp::create(b, forward.getArgument(i).getLoc(),
+                                   cast<ElementsAttr>(value));
+      forward.getArgument(i).replaceAllUsesWith(c);
+      erase.set(i);
+      forward.emitRemark() << "input " << n << ": " << what;
+    }
+    if (erase.none())
+      return;
+    if (failed(forward.eraseArguments(erase))) {
+      forward.emitError("graph-fill-window-inputs: cannot remove the filled "
+                        "inputs");
+      return signalPassFailure();
+    }
+    // The constants folded through the mask arithmetic, so the attention
+    // fusion sees what the mask is (causal).
+    OpPassManager fold(func::FuncOp::getOperationName());
+    fold.addPass(createCanonicalizerPass());
+    if (failed(runPipeline(fold, forward)))
+      signalPassFailure();
+  }
+};
+
+struct GraphFreeze : lamina::graph::impl::GraphFreezeBase<GraphFreeze> {
+  using Base::Base;
+  void runOnOperation() override {
+    func::FuncOp forward = forwardOf(getOperation(), getArgument());
+    if (!forward)
+      return signalPassFailure();
+    llvm::Regex re(regex);
+    if (std::string err; regex.empty() || !re.isValid(err)) {
+      forward.emitError() << "--freeze '" << regex
+                          << "' is not a valid regex"
+                          << (err.empty() ? "" : ": " + err);
+      return signalPassFailure();
+    }
+    Builder b(forward.getContext());
+    unsigned frozen = 0, trainable = 0;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      if (!isKind(forward, i, kKindTrainable))
+        continue;
+      if (re.match(argName(forward, i))) {
+        forward.setArgAttr(i, kKindAttr, b.getStringAttr(kKindConstant));
+        ++frozen;
+      } else {
+        ++trainable;
+      }
+    }
+    if (frozen == 0) {
+      forward.emitError() << "--freeze '" << regex
+                          << "' matches no trainable initializer";
+      return signalPassFailure();
+    }
+    if (trainable == 0) {
+      forward.emitError() << "--freeze '" << regex
+                          << "' freezes every initializer: nothing to train";
+      return signalPassFailure();
+    }
+    forward.emitRemark() << "not trained: " << frozen
+                         << " initializers matching --freeze '" << regex
+                         << "'";
+  }
+};
+
 /// Rotary frequencies: `inv_freq` in every Hugging Face rotary embedding.
-static bool isKnownBuffer(StringRef name) {
+bool isKnownBuffer(StringRef name) {
   return name == "inv_freq" || name.ends_with(".inv_freq") ||
          name.ends_with("/inv_freq");
 }
 
-void lamina::graph::freezeKnownBuffers(func::FuncOp forward,
-                                       std::vector<std::string> &frozen) {
-  Builder b(forward.getContext());
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto kind = forward.getArgAttrOfType<StringAttr>(i, kKindAttr);
-    auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
-    if (kind && kind.getValue() == kKindTrainable && name &&
-        isKnownBuffer(name.getValue())) {
-      forward.setArgAttr(i, kKindAttr, b.getStringAttr(kKindConstant));
-      frozen.push_back(name.getValue().str());
+struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
+  void runOnOperation() override {
+    func::FuncOp forward = forwardOf(getOperation(), getArgument());
+    if (!forward)
+      return signalPassFailure();
+    Builder b(forward.getContext());
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (isKind(forward, i, kKindTrainable) &&
+          isKnownBuffer(argName(forward, i))) {
+        forward.setArgAttr(i, kKindAttr, b.getStringAttr(kKindConstant));
+        forward.emitRemark() << "not trained: " << argName(forward, i)
+                             << " (a buffer, not a parameter, in PyTorch)";
+      }
+  }
+};
+
+struct GraphMarkPadding : lamina::graph::impl::GraphMarkPaddingBase<GraphMarkPadding> {
+  using Base::Base;
+  void runOnOperation() override {
+    func::FuncOp forward = forwardOf(getOperation(), getArgument());
+    if (!forward)
+      return signalPassFailure();
+    // User flags first: those must each find a lookup.
+    struct Pad {
+      std::string table;
+      int64_t index;
+      bool required, used = false;
+    };
+    std::vector<Pad> pads;
+    for (auto [list, required] : {std::pair(&paddingIdx, true),
+                                  std::pair(&knownPaddingIdx, false)})
+      for (const std::string &entry : *list) {
+        auto [name, index] = StringRef(entry).rsplit('=');
+        int64_t value;
+        if (name.empty() || index.getAsInteger(10, value) || value < 0) {
+          forward.emitError() << "--padding-idx '" << entry
+                              << "' is not NAME=INDEX with INDEX >= 0";
+          return signalPassFailure();
+        }
+        pads.push_back({name.str(), value, required});
+      }
+    Builder b(forward.getContext());
+    forward.walk([&](GatherOp gather) {
+      auto table = dyn_cast<BlockArgument>(gather.getData());
+      if (!table || gather.getAxis() != 0)
+        return;
+      StringRef name = argName(forward, table.getArgNumber());
+      for (Pad &pad : pads)
+        if (!name.empty() && name == pad.table) {
+          gather.setPaddingIdxAttr(b.getI64IntegerAttr(pad.index));
+          pad.used = true;
+        }
+    });
+    for (const Pad &pad : pads) {
+      if (pad.used)
+        forward.emitRemark() << "padding_idx " << pad.index
+                             << " of embedding '" << pad.table
+                             << "': lookups of token " << pad.index
+                             << " do not train its row, as in PyTorch";
+      else if (pad.required) {
+        forward.emitError() << "--padding-idx: no embedding lookup (a Gather "
+                               "on axis 0) reads an initializer named '"
+                            << pad.table << "'";
+        return signalPassFailure();
+      }
     }
   }
-}
+};
 
-LogicalResult lamina::graph::markPaddingIndices(
-    func::FuncOp forward, ArrayRef<std::pair<std::string, int64_t>> pads,
-    size_t firstRequired) {
-  Builder b(forward.getContext());
-  std::vector<bool> used(pads.size(), false);
-  forward.walk([&](GatherOp gather) {
-    auto table = dyn_cast<BlockArgument>(gather.getData());
-    if (!table || gather.getAxis() != 0)
-      return;
-    auto name =
-        forward.getArgAttrOfType<StringAttr>(table.getArgNumber(), kNameAttr);
-    for (size_t k = 0; k < pads.size(); ++k)
-      if (name && name.getValue() == pads[k].first) {
-        gather.setPaddingIdxAttr(b.getI64IntegerAttr(pads[k].second));
-        used[k] = true;
-      }
-  });
-  for (size_t k = firstRequired; k < pads.size(); ++k)
-    if (!used[k])
-      return forward.emitError("--padding-idx: no embedding "
-                               "lookup (a Gather on axis 0) reads an "
-                               "initializer named '")
-             << pads[k].first << "'";
-  return success();
-}
-
-LogicalResult lamina::graph::keepOnlyLoss(func::FuncOp forward, StringRef loss,
-                                          StringRef name) {
-  auto names = forward->getAttrOfType<ArrayAttr>(kOutputNamesAttr);
-  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
-  std::optional<unsigned> found;
-  for (unsigned i = 0; names && i < names.size(); ++i)
-    if (auto s = dyn_cast<StringAttr>(names[i]); s && s.getValue() == loss)
-      found = i;
-  if (!found)
-    return forward.emitError("lamina compile: @")
-           << forward.getName() << " has no output named '" << loss << "'";
-  Value value = ret.getOperand(*found);
-  ret->setOperands(value);
-  forward.setFunctionType(FunctionType::get(
-      forward.getContext(), forward.getArgumentTypes(), {value.getType()}));
-  forward.removeResAttrsAttr();
-  Builder b(forward.getContext());
-  forward->setAttr(kOutputNamesAttr, b.getStrArrayAttr({loss}));
-  forward.setSymName(name);
-  // What only the dropped outputs read.
-  IRRewriter rewriter(forward.getContext());
-  (void)runRegionDCE(rewriter, forward.getBody());
-  return success();
-}
+struct GraphEvalStep : lamina::graph::impl::GraphEvalStepBase<GraphEvalStep> {
+  using Base::Base;
+  void runOnOperation() override {
+    func::FuncOp forward = forwardOf(getOperation(), getArgument());
+    if (!forward)
+      return signalPassFailure();
+    std::string lossName = loss;
+    if (TrainAttr train = trainAttrOf(getOperation()); train && lossName.empty())
+      lossName = train.getOutput().str();
+    auto names = forward->getAttrOfType<ArrayAttr>(kOutputNamesAttr);
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    std::optional<unsigned> found;
+    for (unsigned i = 0; names && i < names.size(); ++i)
+      if (auto s = dyn_cast<StringAttr>(names[i]); s && s.getValue() == lossName)
+        found = i;
+    if (!found) {
+      forward.emitError() << "graph-eval-step: @forward has no output named '"
+                          << lossName << "' (run graph-add-loss first)";
+      return signalPassFailure();
+    }
+    Value value = ret.getOperand(*found);
+    ret->setOperands(value);
+    forward.setFunctionType(FunctionType::get(
+        forward.getContext(), forward.getArgumentTypes(), {value.getType()}));
+    forward.removeResAttrsAttr();
+    Builder b(forward.getContext());
+    forward->setAttr(kOutputNamesAttr, b.getStrArrayAttr({lossName}));
+    forward.setSymName(name);
+    // What only the dropped outputs read.
+    IRRewriter rewriter(forward.getContext());
+    (void)runRegionDCE(rewriter, forward.getBody());
+  }
+};
+} // namespace

@@ -59,6 +59,13 @@ def DistPartition : Pass<"dist-partition", "mlir::ModuleOp"> {
     No layer is dropped or duplicated whatever `L` and `pp` are: the
     placement has one rank per module and the verifier checks it.
 
+    After `dist-outline-modules` (no `@forward` left, `dist.num_modules` on
+    the module) it places the outlined modules instead and records the
+    placement on the module op, where `dist-schedule` reads it: the
+    program's one placement. `lamina compile` runs it so, with `contiguous`
+    for gpipe and 1f1b and `modular` for the other schedules; `balanced`
+    weighs each module's forward and backward FLOPs.
+
     ```mlir
     // 7 layers on 3 ranks, contiguous:
     dist.placement = #dist.placement<pp = 3, contiguous,
@@ -103,12 +110,18 @@ def DistDescribeModel : Pass<"dist-describe-model", "mlir::ModuleOp"> {
 def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
   let summary = "Writes the compute order of a training step as a dist.schedule";
   let description = [{
-    Generates, with the schedule library (docs/schedules.md), the placement
-    and the per-rank order of forwards and backwards of `schedule` over `pp`
+    Generates, with the schedule library (docs/schedules.md), the per-rank
+    order of forwards and backwards of `schedule` over `pp`
     pipeline ranks, `dp` data-parallel replicas and `micro-batches`
     micro-batches, and appends it to the top-level module as a `dist.schedule`
     with one `dist.rank` per global rank: compute actions only, then
     `dist.optimizer_step`. `dist-insert-comm` adds the communication.
+
+    The modules stay where the module's `dist.placement` puts them
+    (`dist-partition` after `dist-outline-modules`); a placement the
+    schedule cannot run (not contiguous for gpipe and 1f1b, not modular for
+    the others) is an error. Without one, the schedule's own rule places
+    them (contiguous or modular), as `lamina plan` does.
 
     `modules` is the number of modules `L`; 0 takes the layers of the
     `dist.chain` on `@function` (written by `dist-discover-modules`; an
@@ -147,7 +160,9 @@ def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "Data-parallel sharding level (0-3)">,
     Option<"modules", "modules", "int64_t", /*default=*/"0",
-           "Number of modules L (0: the layers of @function's dist.chain)">,
+           "Number of modules L (0: dist.num_modules after "
+           "dist-outline-modules, else the layers of @function's "
+           "dist.chain)">,
     Option<"functionName", "function", "std::string", /*default=*/"\"forward\"",
            "The function whose chain gives L when modules is 0">,
   ];
@@ -242,8 +257,9 @@ def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
     Option<"moduleRegex", "module-regex", "std::string", /*default=*/"",
            "Regex whose first capture group names a layer (when @forward "
            "has no dist.chain yet)">,
-    Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
-           "The output that is the loss">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "The output that is the loss (default: graph.train's, else "
+           "'loss')">,
   ];
   let statistics = [
     Statistic<"numModules", "modules", "Modules outlined">,

@@ -9,6 +9,7 @@
 #define LAMINA_GRAPH_BASE
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
 include "lamina/Dialect/Graph/IR/GraphInterfaces.td"
 
 def Graph_Dialect : Dialect {
@@ -23,8 +24,10 @@ def Graph_Dialect : Dialect {
 
     Function arguments carry `graph.name` (the ONNX name) and `graph.kind`
     (`input`, `trainable` or `constant`); the function carries
-    `graph.output_names`.
+    `graph.output_names`. A training module carries `graph.train`
+    (`#graph.train<...>`: the loss the program computes).
   }];
+  let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
   let hasRegionArgAttrVerify = 1;
   let hasOperationAttrVerify = 1;

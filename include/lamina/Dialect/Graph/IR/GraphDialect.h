@@ -2,9 +2,15 @@
 #ifndef LAMINA_DIALECT_GRAPH_IR_GRAPHDIALECT_H
 #define LAMINA_DIALECT_GRAPH_IR_GRAPHDIALECT_H
 
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h.inc"
+#include "lamina/Dialect/Graph/IR/GraphEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "lamina/Dialect/Graph/IR/GraphAttrs.h.inc"
 
 namespace lamina::graph {
 /// Argument attributes on the functions the importer produces.
@@ -12,6 +18,8 @@ inline constexpr llvm::StringLiteral kNameAttr = "graph.name";
 inline constexpr llvm::StringLiteral kKindAttr = "graph.kind";
 /// Function attribute: the ONNX names of the results, in order.
 inline constexpr llvm::StringLiteral kOutputNamesAttr = "graph.output_names";
+/// Module attribute of a training module: its TrainAttr (graph-add-loss).
+inline constexpr llvm::StringLiteral kTrainAttr = "graph.train";
 /// Values of `graph.kind`.
 inline constexpr llvm::StringLiteral kKindInput = "input";
 inline constexpr llvm::StringLiteral kKindTrainable = "trainable";
@@ -26,6 +34,9 @@ inline constexpr llvm::StringLiteral kKindCotangent = "cotangent";
 /// f16/bf16 copy of the trainable argument of the same name, which the
 /// driver keeps current.
 inline constexpr llvm::StringLiteral kKindParamCopy = "param_copy";
+
+/// The module's `graph.train`, or null before graph-add-loss.
+TrainAttr trainAttrOf(mlir::Operation *module);
 } // namespace lamina::graph
 
 #endif

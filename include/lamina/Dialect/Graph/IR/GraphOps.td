@@ -12,6 +12,7 @@
 #define LAMINA_GRAPH_OPS
 
 include "lamina/Dialect/Graph/IR/GraphBase.td"
+include "lamina/Dialect/Graph/IR/GraphAttrs.td"
 include "lamina/Dialect/Graph/IR/GraphInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"

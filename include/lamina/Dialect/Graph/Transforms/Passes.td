@@ -45,13 +45,25 @@ def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
       other boolean mask filling <= -1e30 (BERT's padding mask) becomes the
       bias `select(mask, fill, 0)` of its un-broadcast shape (a fill that
       large absorbs every score added to it, so the probabilities are the
-      select's). Chains with other masks are left alone.
+      select's). A causal mask filling with a finite large negative
+      value (`-1e4` and below: GPT-2's `masked_bias`, onnxruntime's GPT-2
+      test models) is causal too: a masked key's probability
+      `exp(fill - max)` is exactly 0 in f32 once the row's largest kept
+      score exceeds the fill by 104, so the probabilities are the model's
+      under that condition, which a remark states. Chains with other masks
+      are left alone.
     * Scalar factors on the scores, on q or on `k^T` (DistilBERT divides q)
       multiply into `scale`.
     * When q, k and v are all transposes `[0, 2, 1, 3]` of `[B, S, heads,
       D]` values and every user of the output transposes it back (GPT-2's
       and BERT's exports), the op is `seq_major` on those values and the
       four transposes go (and, after autodiff, their gradients).
+
+    A softmax whose probabilities feed a matmul but whose chain does not
+    match gets a remark naming its ONNX node and what stopped the match
+    (one per reason, with a count), since the unfused chain stores the
+    scores and runs far slower at long sequences; `lamina compile` prints
+    these in its summary.
 
     Run it before `graph-autocast` and `graph-autodiff` (so the backward is
     `graph.attention_grad`); `lamina compile` does, unless
@@ -534,7 +546,14 @@ def GraphAddLoss : Pass<"graph-add-loss", "mlir::ModuleOp"> {
     token are dropped along the sequence dim (the second to last of the
     logits). With `kind=cross-entropy` the labels are the input argument
     named by `labels`. The other outputs stay, and `graph-autodiff` then
-    differentiates the loss (the only scalar output).
+    differentiates the loss (the only scalar output). With `kind=output`
+    the model computes its own loss, the scalar output named by `output`,
+    and nothing is added.
+
+    Either way the module gets `graph.train` (`#graph.train<...>`): the
+    loss kind and output, the labels input, the vocabulary (the logits'
+    last dim) and the ignored label, which the later passes and
+    `convert-rt-to-emitc` read instead of options.
 
     ```mlir
     // kind=causal-lm on logits: tensor<2x8x64xf32>, input_ids: tensor<2x8xi64>
@@ -548,8 +567,11 @@ def GraphAddLoss : Pass<"graph-add-loss", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"causal-lm\"",
-           "causal-lm (labels: the token input shifted by one) or "
-           "cross-entropy (labels: the input named by 'labels')">,
+           "causal-lm (labels: the token input shifted by one), "
+           "cross-entropy (labels: the input named by 'labels') or output "
+           "(the model's own loss output, named by 'output')">,
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "kind=output: the name of the model's scalar loss output">,
     Option<"logits", "logits", "std::string", /*default=*/"\"\"",
            "Name of the logits output; default: the only float output of "
            "rank >= 2">,
@@ -558,6 +580,111 @@ def GraphAddLoss : Pass<"graph-add-loss", "mlir::ModuleOp"> {
            "(causal-lm; default: the only integer input)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "Label value that contributes nothing to the loss">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Training preparation: what `lamina compile --mode train` (and lamina-eval
+// --loss) do to an imported export before the loss and autodiff, so both
+// train what PyTorch trains (docs/training.md). Each reports what it changed
+// as a remark on @forward, which `lamina compile` prints in its summary.
+//===----------------------------------------------------------------------===//
+
+def GraphFillWindowInputs
+    : Pass<"graph-fill-window-inputs", "mlir::ModuleOp"> {
+  let summary = "Makes the mask, position and segment inputs of a window of "
+                "packed tokens constants";
+  let description = [{
+    The `[batch, seq]` integer inputs of `@forward` named `attention_mask`,
+    `position_ids` and `token_type_ids` (never the one named by `labels`)
+    become the constants a window of packed tokens gives them: ones,
+    `0..seq-1` in every row, zeros. They leave the signature and the pass
+    canonicalizes `@forward` when it filled any, so the masks fold and one
+    token input is left for the training driver. Each filled input gets a
+    remark
+    (`input attention_mask: all ones ...`).
+
+    ```mlir
+    func.func @forward(%ids: tensor<2x8xi64> {graph.kind = "input", graph.name = "input_ids"},
+                       %mask: tensor<2x8xi64> {graph.kind = "input", graph.name = "attention_mask"})
+    // becomes
+    func.func @forward(%ids: tensor<2x8xi64> {graph.kind = "input", graph.name = "input_ids"}) {
+      %mask = graph.constant dense<1> : tensor<2x8xi64>
+    ```
+  }];
+  let options = [
+    Option<"labels", "labels", "std::string", /*default=*/"\"\"",
+           "The labels input, which is never filled">,
+  ];
+}
+
+def GraphFreeze : Pass<"graph-freeze", "mlir::ModuleOp"> {
+  let summary = "Trainable arguments whose name matches a regex become "
+                "constants";
+  let description = [{
+    `lamina compile --freeze REGEX`: every `trainable` argument of
+    `@forward` whose `graph.name` matches `regex` (anywhere in the name)
+    becomes `constant`, so autodiff computes no gradient for it and the
+    optimizer leaves it alone. A regex that matches nothing, or freezes
+    every parameter, is an error.
+  }];
+  let options = [
+    Option<"regex", "regex", "std::string", /*default=*/"\"\"",
+           "The names to freeze (llvm::Regex syntax)">,
+  ];
+}
+
+def GraphFreezeBuffers : Pass<"graph-freeze-buffers", "mlir::ModuleOp"> {
+  let summary = "Buffers that exporters write as initializers are not "
+                "trained";
+  let description = [{
+    Trainable arguments of `@forward` that are buffers, not parameters, in
+    the PyTorch modules exporters write them from (the rotary embeddings'
+    `inv_freq`) become `constant`, each with a remark (`not trained: NAME
+    (a buffer, not a parameter, in PyTorch)`). `--as-exported` leaves this
+    pass out.
+  }];
+}
+
+def GraphMarkPadding : Pass<"graph-mark-padding", "mlir::ModuleOp"> {
+  let summary = "Embedding lookups of PyTorch's padding index train nothing";
+  let description = [{
+    Sets `padding_idx` on every axis-0 `graph.gather` of `@forward` whose
+    table is the argument named in a `NAME=INDEX` entry, so the gradient
+    skips that row (PyTorch's `nn.Embedding(padding_idx=...)`), with a
+    remark per table. Entries of `padding-idx` (the user's flags) must each
+    find a lookup; entries of `known-padding-idx` (what the compile found in
+    the export's metadata) need not.
+
+    ```mlir
+    %e = graph.gather %emb, %ids {axis = 0 : i64} ...
+    // padding-idx=emb=0
+    %e = graph.gather %emb, %ids {axis = 0 : i64, padding_idx = 0 : i64} ...
+    ```
+  }];
+  let options = [
+    ListOption<"paddingIdx", "padding-idx", "std::string",
+               "NAME=INDEX: table NAME's lookups of INDEX train nothing; "
+               "each must find a lookup">,
+    ListOption<"knownPaddingIdx", "known-padding-idx", "std::string",
+               "NAME=INDEX found in the export's metadata (may find no "
+               "lookup)">,
+  ];
+}
+
+def GraphEvalStep : Pass<"graph-eval-step", "mlir::ModuleOp"> {
+  let summary = "@forward, reduced to its loss, becomes the evaluation entry";
+  let description = [{
+    After `graph-add-loss` and `graph-autodiff`: `@forward` keeps only its
+    loss output (graph.train's, or the option's) and what it reads, and is
+    renamed `name`. A training program computes validation losses with it
+    (`run --eval-data`) without the gradients.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "The loss output (default: graph.train's)">,
+    Option<"name", "name", "std::string", /*default=*/"\"eval_step\"",
+           "The evaluation function's name">,
   ];
 }
 

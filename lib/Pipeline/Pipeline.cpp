@@ -1,0 +1,239 @@
+//===- Pipeline.cpp - lamina compile's pass pipeline ----------------------===//
+//
+// The order of the passes and why is documented in docs/architecture.md
+// ("The pass pipeline"); each phase below says what it leaves.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Pipeline/Pipeline.h"
+
+#include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Dist/Transforms/Passes.h"
+#include "lamina/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+
+namespace lamina {
+
+StringRef phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Graph:
+    return "graph";
+  case Phase::Train:
+    return "train";
+  case Phase::Dist:
+    return "dist";
+  case Phase::Rt:
+    return "rt";
+  case Phase::EmitC:
+    return "emitc";
+  }
+  llvm_unreachable("Phase");
+}
+
+std::optional<Phase> parsePhase(StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("graph", Phase::Graph)
+      .Case("train", Phase::Train)
+      .Case("dist", Phase::Dist)
+      .Case("rt", Phase::Rt)
+      .Case("emitc", Phase::EmitC)
+      .Default(std::nullopt);
+}
+
+StringRef phaseNames() { return "graph, train, dist, rt or emitc"; }
+
+bool CompileOptions::recomputeModules() const {
+  if (!recompute.empty())
+    return recompute == "modules";
+  return schedule == "breadth-first" || schedule == "layered";
+}
+
+int CompileOptions::effectiveZero() const {
+  return dist() && dp > 1 ? int(zero) : 0;
+}
+
+std::string CompileOptions::everyRead() const {
+  bool copiesOnly = !paramReads.empty()
+                        ? paramReads == "copies"
+                        : paramCopies && effectiveZero() == 3;
+  return copiesOnly ? std::string(precision) : std::string();
+}
+
+static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
+  pm.addPass(graph::createGraphVerifyImported());
+  if (o.train()) {
+    // What the exporters wrote that PyTorch does not train, and the inputs
+    // a window of packed tokens fixes (folded through the masks, so the
+    // attention fusion sees a causal mask).
+    pm.addPass(graph::createGraphFillWindowInputs({o.labels}));
+    if (!o.freeze.empty())
+      pm.addPass(graph::createGraphFreeze({o.freeze}));
+    if (!o.asExported)
+      pm.addPass(graph::createGraphFreezeBuffers());
+    if (!o.paddingIdx.empty() || !o.knownPaddingIdx.empty()) {
+      graph::GraphMarkPaddingOptions pads;
+      pads.paddingIdx.assign(o.paddingIdx.begin(), o.paddingIdx.end());
+      pads.knownPaddingIdx.assign(o.knownPaddingIdx.begin(),
+                                  o.knownPaddingIdx.end());
+      pm.addPass(graph::createGraphMarkPadding(pads));
+    }
+  }
+  // Attention, the written-out norms and GELU fused before autocast and
+  // autodiff: one low-precision op and its gradient rule, not the
+  // differentiated chain and its intermediates.
+  if (o.fuseAttention)
+    pm.addPass(graph::createGraphFuseAttention());
+  pm.addPass(graph::createGraphFuseNorms());
+  if (o.train())
+    pm.addPass(graph::createGraphFuseGelu());
+  // Mixed precision on @forward: autodiff then makes the backward's
+  // matmuls low-precision too; parameters stay f32.
+  if (o.precision != "f32")
+    pm.addPass(graph::createGraphAutocast({o.precision}));
+}
+
+static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
+  if (!o.train())
+    return;
+  graph::GraphAddLossOptions loss;
+  loss.kind = o.lossOutput.empty() ? std::string(o.loss) : "output";
+  loss.logits = o.logits;
+  loss.labels = o.labels;
+  loss.output = o.lossOutput;
+  loss.ignoreIndex = o.ignoreIndex;
+  pm.addPass(graph::createGraphAddLoss(loss));
+  if (o.dist()) {
+    dist::DistOutlineModulesOptions outline;
+    outline.recompute = o.recomputeModules();
+    pm.addPass(dist::createDistOutlineModules(outline));
+    return;
+  }
+  graph::GraphAutodiffOptions autodiff;
+  // The logits stay available to `run --dump-outputs`.
+  autodiff.keepOutputs = true;
+  pm.addPass(graph::createGraphAutodiff(autodiff));
+  pm.addPass(graph::createGraphVerifyTrainStep());
+  // The forward, reduced to its loss, is the evaluation entry
+  // (`run --eval-data`): validation losses without the gradients.
+  pm.addPass(graph::createGraphEvalStep());
+}
+
+static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
+  if (!o.dist())
+    return;
+  // The one placement of the modules on the pipeline ranks, which the
+  // schedule reads; then the schedule over them, as IR: compute order,
+  // communication, then the deadlock/matching simulation.
+  dist::DistPartitionOptions place;
+  place.pp = o.pp;
+  place.placement =
+      o.schedule == "gpipe" || o.schedule == "1f1b" ? "contiguous" : "modular";
+  pm.addPass(dist::createDistPartition(place));
+  dist::DistScheduleOptions sched;
+  sched.scheduleKind = o.schedule;
+  sched.pp = o.pp;
+  sched.dp = o.dp;
+  sched.microBatches = o.microBatches;
+  sched.zero = o.zero;
+  pm.addPass(dist::createDistSchedule(sched));
+  pm.addPass(dist::createDistInsertComm());
+  pm.addPass(dist::createDistVerifySchedule());
+}
+
+static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
+  bool lowPrecision = o.precision != "f32";
+  pm.addPass(graph::createGraphFuseGelu());
+  // Last on the graph: after autodiff and autocast (no gradient rule).
+  if (lowPrecision)
+    pm.addPass(graph::createGraphFoldMatMulCasts());
+  // Bias and residual adds into the GEMM's epilogue (and gradient sums
+  // into the norms' backward), before elementwise fusion would take them.
+  pm.addPass(graph::createGraphFuseEpilogues());
+  // What a module keeps for its backward, narrowed as above.
+  if (o.dist() && lowPrecision)
+    pm.addPass(dist::createDistNarrowResiduals());
+  // The weights' (and the epilogues' biases') low-precision copies come
+  // from the optimizer's kernel, not from casts in every step; ZeRO 3
+  // gathers the copies when they are all the functions read.
+  std::string everyRead = o.everyRead();
+  if (o.train() && !o.dist() && lowPrecision && o.paramCopies)
+    pm.addPass(graph::createGraphHoistParamCasts({everyRead}));
+  bool distCopies = o.effectiveZero() < 3 || !everyRead.empty();
+  if (o.dist() && lowPrecision && o.paramCopies && distCopies)
+    pm.addPass(dist::createDistHoistParamCasts({everyRead}));
+  // cuDNN reads q, k and v from the fused projection at a row stride.
+  if (o.cuda())
+    pm.addPass(graph::createGraphPackAttention());
+  pm.addPass(graph::createGraphFuseElementwise());
+  pm.addPass(createConvertGraphToRt());
+}
+
+static void addEmitCPhase(OpPassManager &pm, const CompileOptions &o) {
+  ConvertRtToEmitCOptions emit;
+  emit.modelPath = o.modelPath;
+  emit.target = o.target;
+  pm.addPass(createConvertRtToEmitC(emit));
+}
+
+void addPhasePasses(OpPassManager &pm, Phase phase, const CompileOptions &o) {
+  switch (phase) {
+  case Phase::Graph:
+    return addGraphPhase(pm, o);
+  case Phase::Train:
+    return addTrainPhase(pm, o);
+  case Phase::Dist:
+    return addDistPhase(pm, o);
+  case Phase::Rt:
+    return addRtPhase(pm, o);
+  case Phase::EmitC:
+    return addEmitCPhase(pm, o);
+  }
+}
+
+void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
+                          Phase first, Phase last) {
+  for (int p = int(first); p <= int(last); ++p)
+    addPhasePasses(pm, Phase(p), options);
+}
+
+void registerPipelines() {
+  auto phase = [](Phase p) {
+    return [p](OpPassManager &pm, const CompileOptions &o) {
+      addPhasePasses(pm, p, o);
+    };
+  };
+  static PassPipelineRegistration<CompileOptions> graphPhase(
+      "lamina-graph",
+      "lamina compile's graph phase: verify the import, prepare it for "
+      "training, fuse, autocast",
+      phase(Phase::Graph));
+  static PassPipelineRegistration<CompileOptions> trainPhase(
+      "lamina-train",
+      "lamina compile's train phase: the loss, then autodiff (or, "
+      "distributed, the outlined modules)",
+      phase(Phase::Train));
+  static PassPipelineRegistration<CompileOptions> distPhase(
+      "lamina-dist",
+      "lamina compile's dist phase: the verified schedule and its "
+      "communication",
+      phase(Phase::Dist));
+  static PassPipelineRegistration<CompileOptions> rtPhase(
+      "lamina-rt",
+      "lamina compile's rt phase: the last graph fusions, then kernel calls "
+      "on a planned arena",
+      phase(Phase::Rt));
+  static PassPipelineRegistration<CompileOptions> emitcPhase(
+      "lamina-emitc", "lamina compile's emitc phase: the C++ program as EmitC",
+      phase(Phase::EmitC));
+  static PassPipelineRegistration<CompileOptions> all(
+      "lamina-compile", "Every phase of lamina compile, graph to emitc",
+      [](OpPassManager &pm, const CompileOptions &o) {
+        buildCompilePipeline(pm, o);
+      });
+}
+
+} // namespace lamina
