@@ -89,6 +89,12 @@ public:
         options(options), displayName(displayName) {}
 
   OwningOpRef<ModuleOp> run();
+  /// Makes `v`, if it is a trainable initializer's argument, a constant.
+  void keepConstant(Value v) {
+    for (Argument &a : arguments)
+      if (a.value == v && a.kind == graph::kKindTrainable)
+        a.kind = graph::kKindConstant;
+  }
 
   MLIRContext *ctx;
   OpBuilder builder;
@@ -136,6 +142,7 @@ private:
 
 OpBuilder &builderOf(ModelImporter &importer) { return importer.builder; }
 TensorReader &tensorReaderOf(ModelImporter &importer) { return importer.reader; }
+void keepConstant(ModelImporter &importer, Value v) { importer.keepConstant(v); }
 } // namespace lamina::onnx
 
 static std::string functionKey(StringRef domain, StringRef name,

@@ -32,6 +32,10 @@ class ModelImporter;
 mlir::OpBuilder &builderOf(ModelImporter &importer);
 /// The reader for tensors stored in the model (Constant node values).
 TensorReader &tensorReaderOf(ModelImporter &importer);
+/// Keeps an initializer that the model only reads as data (a loss's class
+/// weights) out of training: its argument becomes `constant`, not
+/// `trainable`. No effect on any other value.
+void keepConstant(ModelImporter &importer, mlir::Value v);
 
 /// One node being imported: its inputs, attributes (with function-call
 /// references already resolved) and the builder.
@@ -151,6 +155,12 @@ void registerShapeOps(OpRegistry &registry);
 /// list means all axes.
 std::optional<llvm::SmallVector<int64_t>>
 normaliseAxes(NodeContext &ctx, llvm::ArrayRef<int64_t> axes, int64_t rank);
+
+/// Index tuples [I..., r] for an `indices` tensor I of rank r: position i
+/// addresses (i_0, .., indices[i], .., i_{r-1}) with indices[i] at `axis`,
+/// so GatherElements/ScatterElements (and the losses' class picks) are
+/// gather_nd/scatter_nd, whose gradients and kernels every backend has.
+mlir::Value elementTuples(NodeContext &ctx, mlir::Value indices, int64_t axis);
 
 } // namespace lamina::onnx
 

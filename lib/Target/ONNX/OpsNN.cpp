@@ -2,6 +2,10 @@
 
 #include "Importer.h"
 
+#include "llvm/ADT/StringExtras.h"
+
+#include <limits>
+
 using namespace mlir;
 using namespace lamina;
 using namespace lamina::onnx;
@@ -329,6 +333,146 @@ LogicalResult importCumSum(NodeContext &ctx) {
                                        ctx.attrInt("reverse", 0) != 0);
   return ctx.result(r);
 }
+/// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (opset 12, 13):
+/// scores [N, C, d...], labels [N, d...], optional class weights [C]. The
+/// per-position loss is graph.softmax_cross_entropy over the classes moved
+/// last (its gradient is one fused op) or, for NLL, the negated pick of the
+/// label's entry (gather_nd); then weights, the ignored positions and the
+/// reduction as graph ops. "mean" divides by the summed weights of the
+/// positions not ignored (their count without weights), as ONNX and
+/// onnxruntime do: all ignored gives 0/0 = NaN there too.
+LogicalResult importClassLoss(NodeContext &ctx, bool softmax) {
+  Value scores = ctx.input(0), labels = ctx.input(1);
+  if (!scores || !labels)
+    return failure();
+  auto st = ctx.inputType(0), lt = ctx.inputType(1);
+  int64_t rank = st.getRank();
+  Type et = st.getElementType();
+  if (rank < 2 || !isa<FloatType>(et))
+    return ctx.error() << "scores must be a float tensor [N, C, d...], got "
+                       << st;
+  SmallVector<int64_t> lossShape(st.getShape());
+  lossShape.erase(lossShape.begin() + 1);
+  if (lt.getShape() != ArrayRef<int64_t>(lossShape) ||
+      !lt.getElementType().isSignlessInteger() ||
+      (lt.getElementType().getIntOrFloatBitWidth() != 32 &&
+       lt.getElementType().getIntOrFloatBitWidth() != 64))
+    return ctx.error() << "labels " << lt << " must be i32 or i64 shaped ["
+                       << lossShape << "] (scores without the class dim)";
+  std::string reduction = ctx.attrString("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
+    std::string shown;
+    llvm::raw_string_ostream os(shown);
+    llvm::printEscapedString(reduction, os);
+    return ctx.error() << "unsupported reduction '" << shown
+                       << "' (none, sum or mean)";
+  }
+  int64_t classes = st.getDimSize(1);
+  Value weights = ctx.has(2) ? ctx.input(2) : Value();
+  if (ctx.has(2) && (!weights || ctx.inputType(2) != st.clone({classes})))
+    return weights ? ctx.error() << "weights " << ctx.inputType(2)
+                                 << " must be " << st.clone({classes})
+                   : failure();
+  // Class weights are data, as in PyTorch: a float initializer would
+  // otherwise be trained.
+  if (weights)
+    keepConstant(ctx.importer, weights);
+  // Without ignore_index no label is ignored: onnxruntime reads whatever a
+  // label outside [0, C) addresses; here that stays a run-time error.
+  bool hasIgnore = ctx.attr("ignore_index") != nullptr;
+  int64_t ignoreIndex = hasIgnore ? ctx.attrInt("ignore_index", 0)
+                                  : std::numeric_limits<int64_t>::min() + 1;
+  // The ignored mask and the labels with class 0 in the ignored places
+  // (wherever they index something), built only where needed.
+  bool needMask = hasIgnore && (!softmax || weights || reduction == "mean");
+  Value ignored, safeLabels = labels;
+  if (needMask) {
+    ignored = ctx.build<graph::EqualOp>(
+        Type(), labels, ctx.scalar(double(ignoreIndex), lt.getElementType()));
+    if (!ignored)
+      return failure();
+  }
+  if (needMask && (!softmax || weights)) {
+    safeLabels = ctx.build<graph::SelectOp>(
+        Type(), ignored, ctx.scalar(0, lt.getElementType()), labels);
+    if (!safeLabels)
+      return failure();
+  }
+
+  Value loss;
+  if (softmax) {
+    Value logits = scores;
+    if (rank > 2) {
+      SmallVector<int64_t> perm{0};
+      for (int64_t d = 2; d < rank; ++d)
+        perm.push_back(d);
+      perm.push_back(1);
+      logits = ctx.build<graph::TransposeOp>(Type(), scores, perm);
+    }
+    Type lossElem = et.isF16() || et.isBF16() ? Float32Type::get(et.getContext())
+                                              : et;
+    loss = logits ? ctx.build<graph::SoftmaxCrossEntropyOp>(
+                        RankedTensorType::get(lossShape, lossElem), logits,
+                        labels, ignoreIndex)
+                  : Value();
+    if (loss && ctx.wantsOutput(1))
+      ctx.setOutput(1, ctx.build<graph::LogSoftmaxOp>(st, scores, int64_t(1)));
+  } else {
+    SmallVector<int64_t> column(lossShape);
+    column.insert(column.begin() + 1, 1);
+    Value at = ctx.reshape(safeLabels, column);
+    Value tuples = at ? elementTuples(ctx, at, 1) : Value();
+    Value picked = tuples ? ctx.build<graph::GatherNDOp>(Type(), scores, tuples,
+                                                         int64_t(0))
+                          : Value();
+    picked = picked ? ctx.reshape(picked, lossShape) : Value();
+    loss = map<graph::NegOp>(ctx, picked);
+    if (loss && hasIgnore)
+      loss = ctx.build<graph::SelectOp>(Type(), ignored,
+                                        ctx.scalar(0, et), loss);
+  }
+  if (!loss)
+    return failure();
+  Type lossElem = cast<RankedTensorType>(loss.getType()).getElementType();
+
+  // Per-position weights: weights[label], 0 where ignored.
+  Value w;
+  if (weights) {
+    w = ctx.build<graph::GatherOp>(Type(), ctx.cast(weights, lossElem),
+                                   safeLabels, int64_t(0), nullptr);
+    if (w && hasIgnore)
+      w = ctx.build<graph::SelectOp>(Type(), ignored, ctx.scalar(0, lossElem), w);
+    loss = w ? ctx.build<graph::MulOp>(Type(), loss, w) : Value();
+  }
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < int64_t(lossShape.size()); ++d)
+    all.push_back(d);
+  if (loss && reduction != "none") {
+    Value sum = ctx.build<graph::ReduceSumOp>(Type(), loss, all, false);
+    Value denom;
+    if (reduction == "mean" && weights) {
+      denom = ctx.build<graph::ReduceSumOp>(Type(), w, all, false);
+    } else if (reduction == "mean" && hasIgnore) {
+      Value kept = ctx.build<graph::NotOp>(ignored.getType(), ignored);
+      kept = kept ? ctx.cast(kept, lossElem) : Value();
+      denom = kept ? ctx.build<graph::ReduceSumOp>(Type(), kept, all, false)
+                   : Value();
+    } else if (reduction == "mean") {
+      denom = ctx.scalar(double(lt.getNumElements()), lossElem);
+    }
+    loss = sum && (reduction == "sum" || denom)
+               ? (denom ? ctx.build<graph::DivOp>(Type(), sum, denom) : sum)
+               : Value();
+  }
+  return ctx.result(loss ? ctx.cast(loss, et) : Value());
+}
+
+LogicalResult importSoftmaxCrossEntropyLoss(NodeContext &ctx) {
+  return importClassLoss(ctx, /*softmax=*/true);
+}
+LogicalResult importNegativeLogLikelihoodLoss(NodeContext &ctx) {
+  return importClassLoss(ctx, /*softmax=*/false);
+}
 } // namespace
 
 void lamina::onnx::registerNNOps(OpRegistry &r) {
@@ -349,4 +493,6 @@ void lamina::onnx::registerNNOps(OpRegistry &r) {
   r.add("ReduceLogSum", importReduceLogSum);
   r.add("ReduceLogSumExp", importReduceLogSumExp);
   r.add("CumSum", importCumSum);
+  r.add("SoftmaxCrossEntropyLoss", importSoftmaxCrossEntropyLoss);
+  r.add("NegativeLogLikelihoodLoss", importNegativeLogLikelihoodLoss);
 }

@@ -376,7 +376,107 @@ LogicalResult importScatterND(NodeContext &ctx) {
   return ctx.result(ctx.build<graph::ScatterNDOp>(data.getType(), data, indices,
                                                   updates, reduction));
 }
+/// GatherElements/ScatterElements: indices of data's rank whose dims fit
+/// data's except along `axis` (onnxruntime's check); the normalised axis.
+std::optional<int64_t> elementsAxis(NodeContext &ctx) {
+  auto data = ctx.inputType(0), indices = ctx.inputType(1);
+  if (data.getRank() < 1 || indices.getRank() != data.getRank()) {
+    ctx.error() << "indices " << indices << " must have the rank of data "
+                << data << " (at least 1)";
+    return std::nullopt;
+  }
+  auto axis = ctx.axis(ctx.attrInt("axis", 0), data.getRank());
+  if (!axis)
+    return std::nullopt;
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != *axis && indices.getDimSize(d) > data.getDimSize(d)) {
+      ctx.error() << "indices " << indices << " exceed data " << data
+                  << " in dim " << d;
+      return std::nullopt;
+    }
+  return axis;
+}
+
+LogicalResult importGatherElements(NodeContext &ctx) {
+  Value data = ctx.input(0), indices = ctx.input(1);
+  if (!data || !indices)
+    return failure();
+  auto axis = elementsAxis(ctx);
+  if (!axis)
+    return failure();
+  auto type = ctx.inputType(0).clone(ctx.inputShape(1));
+  if (type.getNumElements() == 0)
+    return ctx.result(ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
+  Value tuples = elementTuples(ctx, indices, *axis);
+  return ctx.result(tuples ? ctx.build<graph::GatherNDOp>(Type(), data, tuples,
+                                                         int64_t(0))
+                           : Value());
+}
+
+LogicalResult importScatterElements(NodeContext &ctx) {
+  Value data = ctx.input(0), indices = ctx.input(1), updates = ctx.input(2);
+  if (!data || !indices || !updates)
+    return failure();
+  auto axis = elementsAxis(ctx);
+  if (!axis)
+    return failure();
+  if (ctx.inputShape(2) != ctx.inputShape(1) ||
+      ctx.inputType(2).getElementType() != ctx.inputType(0).getElementType())
+    return ctx.error() << "updates " << ctx.inputType(2)
+                       << " must have the indices' shape and data's type";
+  // scatter_nd's reductions are ScatterElements' (opset 16: add, mul;
+  // 18: max, min), with the same rule for repeated positions.
+  std::string reduction = ctx.attrString("reduction", "none");
+  if (!graph::ScatterNDOp::isReduction(reduction)) {
+    std::string shown;
+    llvm::raw_string_ostream os(shown);
+    llvm::printEscapedString(reduction, os);
+    return ctx.error() << "unsupported reduction '" << shown
+                       << "' (none, add, mul, max or min)";
+  }
+  if (ctx.inputType(1).getNumElements() == 0)
+    return ctx.result(data);
+  Value tuples = elementTuples(ctx, indices, *axis);
+  return ctx.result(tuples ? ctx.build<graph::ScatterNDOp>(data.getType(), data,
+                                                          tuples, updates,
+                                                          reduction)
+                           : Value());
+}
 } // namespace
+
+Value lamina::onnx::elementTuples(NodeContext &ctx, Value indices,
+                                  int64_t axis) {
+  auto type = cast<RankedTensorType>(indices.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = type.getRank();
+  Type et = type.getElementType();
+  SmallVector<int64_t> column(shape);
+  column.push_back(1);
+  SmallVector<Value> parts;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value part = indices;
+    if (d != axis) {
+      // 0 .. shape[d]-1 along dim d, broadcast over the others (a small
+      // constant; the broadcast folds only while the result is small).
+      SmallVector<int64_t> iotaShape(rank, 1);
+      iotaShape[d] = shape[d];
+      SmallVector<APInt> values;
+      for (int64_t i = 0; i < shape[d]; ++i)
+        values.push_back(APInt(et.getIntOrFloatBitWidth(), uint64_t(i)));
+      auto iotaType = RankedTensorType::get(iotaShape, et);
+      part = ctx.constantOf(DenseElementsAttr::get(iotaType, values));
+      if (iotaType != type)
+        part = ctx.build<graph::BroadcastOp>(type, part);
+    }
+    part = part ? ctx.reshape(part, column) : Value();
+    if (!part)
+      return {};
+    parts.push_back(part);
+  }
+  if (parts.size() == 1)
+    return parts[0];
+  return ctx.build<graph::ConcatOp>(Type(), parts, rank);
+}
 
 void lamina::onnx::registerTensorOps(OpRegistry &r) {
   r.add("Reshape", importReshape);
@@ -393,4 +493,6 @@ void lamina::onnx::registerTensorOps(OpRegistry &r) {
   r.add("Gather", importGather);
   r.add("GatherND", importGatherND);
   r.add("ScatterND", importScatterND);
+  r.add("GatherElements", importGatherElements);
+  r.add("ScatterElements", importScatterElements);
 }
