@@ -74,11 +74,14 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
       pm.addPass(graph::createGraphFreeze({o.freeze}));
     if (!o.asExported)
       pm.addPass(graph::createGraphFreezeBuffers());
-    if (!o.paddingIdx.empty() || !o.knownPaddingIdx.empty()) {
+    if (!o.paddingIdx.empty() || !o.knownPaddingIdx.empty() ||
+        !o.unknownPadding.empty()) {
       graph::GraphMarkPaddingOptions pads;
       pads.paddingIdx.assign(o.paddingIdx.begin(), o.paddingIdx.end());
       pads.knownPaddingIdx.assign(o.knownPaddingIdx.begin(),
                                   o.knownPaddingIdx.end());
+      pads.unknownPadding.assign(o.unknownPadding.begin(),
+                                 o.unknownPadding.end());
       pm.addPass(graph::createGraphMarkPadding(pads));
     }
   }

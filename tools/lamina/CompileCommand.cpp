@@ -495,6 +495,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   for (const auto &[table, index] : known.paddingIndices)
     found.push_back(table + "=" + std::to_string(index));
   o.knownPaddingIdx = ArrayRef<std::string>(found);
+  o.unknownPadding = ArrayRef<std::string>(known.unknownPaddingIndex);
   o.asExported = asExported;
   o.distributed = dist;
   o.schedule = scheduleName;
@@ -754,7 +755,8 @@ int runCompile() {
     llvm::outs() << distSummary;
     if (restored.changed()) {
       llvm::outs() << "  parameters restored in " << absModel
-                   << " (the program reads and exports it): "
+                   << " (the program reads and exports it; --as-exported "
+                      "trains the file as it is): "
                    << restored.summary() << "\n";
       for (const auto *list :
            {&restored.untied, &restored.tied, &restored.restored})

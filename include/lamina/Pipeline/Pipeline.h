@@ -87,6 +87,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   ListOption<std::string> knownPaddingIdx{
       *this, "known-padding-idx",
       llvm::cl::desc("NAME=INDEX found in the export's metadata")};
+  ListOption<std::string> unknownPadding{
+      *this, "unknown-padding",
+      llvm::cl::desc("embedding tables whose padding index the export does "
+                     "not say (reported)")};
   Option<bool> asExported{
       *this, "as-exported",
       llvm::cl::desc("train every initializer as the file has it")};

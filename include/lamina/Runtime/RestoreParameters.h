@@ -64,6 +64,10 @@ struct RestoredParameters {
   /// metadata shows: lookups of that index must not train the row. Not in
   /// the ONNX file (it cannot say it); the compile marks the Gather.
   std::vector<std::pair<std::string, int64_t>> paddingIndices;
+  /// Embedding tables (2-D weights read by an axis-0 Gather) whose lookups
+  /// carry no FX metadata (TorchScript exports): PyTorch's padding_idx, if
+  /// any, is unknown.
+  std::vector<std::string> unknownPaddingIndex;
   bool changed() const {
     return !untied.empty() || !tied.empty() || !restored.empty();
   }

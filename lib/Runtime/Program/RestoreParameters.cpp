@@ -181,6 +181,23 @@ private:
         continue;
       what.paddingIndices.push_back({node.input(0), std::stoll(index)});
     }
+    // Lookups of a weight table with no FX node behind them (TorchScript
+    // exports, hand-built files): whether PyTorch had a padding_idx is
+    // unknown, which the compile says.
+    std::set<std::string> listed;
+    for (const NodeProto &node : graph.node()) {
+      bool axis0 = true;
+      for (const auto &attr : node.attribute())
+        if (attr.name() == "axis" && attr.i() != 0)
+          axis0 = false;
+      if (node.op_type() != "Gather" || node.input_size() != 2 || !axis0 ||
+          !metadata(node, "pkg.torch.onnx.fx_node").empty())
+        continue;
+      std::vector<int64_t> shape;
+      if (isWeight(node.input(0), nullptr, &shape) && shape.size() == 2 &&
+          listed.insert(node.input(0)).second)
+        what.unknownPaddingIndex.push_back(node.input(0));
+    }
   }
 
   /// Dynamo: a linear layer whose bias its optimizer removed because it was

@@ -6,7 +6,7 @@
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=balanced" | FileCheck %s --check-prefix=BALANCED
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=contiguous" -dist-schedule="schedule=breadth-first pp=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=WRONG
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=4 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=PP
-// RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=5" 2>&1 | FileCheck %s --check-prefix=TOOMANY
+// RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=5" -dist-schedule="schedule=1f1b pp=5" 2>&1 | FileCheck %s --check-prefix=TOOMANY
 
 // MODULAR: module attributes {dist.num_modules = 4 : i64, dist.placement = #dist.placement<pp = 2, modular, ranks = [0, 1, 0, 1]>
 // MODULAR: dist.schedule "breadth-first" modules = 4, pp = 2, dp = 1, micro_batches = 2, zero = 0, placement = [0, 1, 0, 1]
@@ -16,7 +16,7 @@
 // BALANCED: dist.placement = #dist.placement<pp = 2, balanced, ranks = [0, 0, 1, 1]>
 // WRONG: dist-schedule: invalid options schedule=breadth-first pp=2 dp=1 micro-batches=2 zero=0 modules=4: breadth-first needs module l on rank l mod p (the modular placement); the placement puts module 1 on rank 0
 // PP: dist-schedule: the module's dist.placement is for pp=2, not pp=4
-// TOOMANY: dist-partition: pp=5 needs between 1 and the 4 outlined modules
+// TOOMANY: dist-schedule: invalid options schedule=1f1b pp=5 dp=1 micro-batches=1 zero=0 modules=4: 1f1b needs at least one module per pipeline rank: L = 4 < p = 5
 
 func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
                    %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},

@@ -7,6 +7,8 @@
 // RUN: not lamina-opt %s -graph-mark-padding="padding-idx=head=0" 2>&1 | FileCheck %s --check-prefix=PADNAME
 // RUN: not lamina-opt %s -graph-mark-padding="padding-idx=emb" 2>&1 | FileCheck %s --check-prefix=PADVALUE
 // RUN: lamina-opt %s -graph-mark-padding="known-padding-idx=head=0" 2>&1 | FileCheck %s --check-prefix=KNOWN
+// RUN: lamina-opt %s --mlir-print-op-on-diagnostic=false -graph-mark-padding="unknown-padding=emb,head" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: lamina-opt %s --mlir-print-op-on-diagnostic=false -graph-mark-padding="unknown-padding=emb padding-idx=emb=1" 2>&1 | FileCheck %s --check-prefix=GIVEN
 
 // The mask and positions are constants folded into their readers; the
 // tokens stay; inv_freq is no longer trained; lookups of token 0 train no row.
@@ -29,6 +31,12 @@
 // A padding index from the export's metadata need not find a lookup.
 // KNOWN-NOT: error
 // KNOWN-NOT: remark
+// A table the export says nothing about (TorchScript) and that is looked
+// up: the remark names the flag; a table nothing gathers from is not named.
+// UNKNOWN: remark: embedding 'emb': the export does not say whether PyTorch's embedding had a padding_idx (TorchScript exports drop it); if it had, --padding-idx emb=INDEX keeps that row untrained, as PyTorch does
+// UNKNOWN-NOT: embedding 'head'
+// GIVEN-NOT: the export does not say
+// GIVEN: remark: padding_idx 1 of embedding 'emb'
 
 func.func @forward(%emb: tensor<8x4xf32> {graph.kind = "trainable", graph.name = "emb"},
                    %head: tensor<4x8xf32> {graph.kind = "trainable", graph.name = "head"},

@@ -74,10 +74,11 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
                          << "'; expected contiguous, modular or balanced";
       return signalPassFailure();
     }
-    if (pp < 1 || pp > numModules) {
+    // More ranks than modules is the schedule's to refuse (it names the
+    // schedule); the placements leave the last ranks empty.
+    if (pp < 1) {
       module.emitError() << "dist-partition: pp=" << int64_t(pp)
-                         << " needs between 1 and the " << numModules
-                         << " outlined modules";
+                         << " must be at least 1";
       return signalPassFailure();
     }
     int ranks = static_cast<int>(pp), count = static_cast<int>(numModules);

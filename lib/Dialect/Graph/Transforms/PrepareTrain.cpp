@@ -20,6 +20,8 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/Support/Regex.h"
 
+#include <set>
+
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFILLWINDOWINPUTS
 #define GEN_PASS_DEF_GRAPHFREEZE
@@ -213,6 +215,24 @@ struct GraphMarkPadding : lamina::graph::impl::GraphMarkPaddingBase<GraphMarkPad
           pad.used = true;
         }
     });
+    // Tables the export says nothing about: looked up, and no index given.
+    std::set<std::string> unknown(unknownPadding.begin(), unknownPadding.end());
+    std::vector<std::string> unsaid;
+    forward.walk([&](GatherOp gather) {
+      auto table = dyn_cast<BlockArgument>(gather.getData());
+      if (!table || gather.getAxis() != 0 || gather.getPaddingIdxAttr())
+        return;
+      std::string name = argName(forward, table.getArgNumber()).str();
+      if (unknown.erase(name))
+        unsaid.push_back(name);
+    });
+    for (const std::string &name : unsaid)
+      forward.emitRemark()
+          << "embedding '" << name
+          << "': the export does not say whether PyTorch's embedding had a "
+             "padding_idx (TorchScript exports drop it); if it had, "
+             "--padding-idx "
+          << name << "=INDEX keeps that row untrained, as PyTorch does";
     for (const Pad &pad : pads) {
       if (pad.used)
         forward.emitRemark() << "padding_idx " << pad.index

@@ -654,7 +654,10 @@ def GraphMarkPadding : Pass<"graph-mark-padding", "mlir::ModuleOp"> {
     skips that row (PyTorch's `nn.Embedding(padding_idx=...)`), with a
     remark per table. Entries of `padding-idx` (the user's flags) must each
     find a lookup; entries of `known-padding-idx` (what the compile found in
-    the export's metadata) need not.
+    the export's metadata) need not. A table named in `unknown-padding`
+    (its lookups carry no metadata, as in TorchScript exports) that no
+    entry covers gets a remark: the export cannot say whether PyTorch's
+    embedding had a padding index, and `--padding-idx` says it.
 
     ```mlir
     %e = graph.gather %emb, %ids {axis = 0 : i64} ...
@@ -669,6 +672,10 @@ def GraphMarkPadding : Pass<"graph-mark-padding", "mlir::ModuleOp"> {
     ListOption<"knownPaddingIdx", "known-padding-idx", "std::string",
                "NAME=INDEX found in the export's metadata (may find no "
                "lookup)">,
+    ListOption<"unknownPadding", "unknown-padding", "std::string",
+               "Tables whose padding index the export does not say "
+               "(TorchScript): each one looked up without a padding index "
+               "gets a remark naming the flag">,
   ];
 }
 
