@@ -62,6 +62,17 @@ std::string describeType(DType dtype, const int64_t *shape, int rank);
 /// decides that, this function reports U16.
 Status readNpy(const std::string &path, OwnedTensor &out);
 
+/// A .npy file's header, checked as readNpy checks it (the data it
+/// promises lies inside the file): its dtype, shape, and where the data
+/// starts, for readers that map the data rather than read it.
+struct NpyInfo {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t dataOffset = 0;
+  uint64_t fileSize = 0;
+};
+Status readNpyHeader(const std::string &path, NpyInfo &info);
+
 /// Writes `t` to `path` as a format 1.0 .npy in C order. bf16 has no numpy
 /// dtype: it is written as '<u2' holding the bf16 bit patterns (exact;
 /// `np.load(f).view(ml_dtypes.bfloat16)` recovers the values).

@@ -104,8 +104,7 @@ static uint64_t fingerprintOf(Executor &ex, std::vector<NamedView> &views) {
 Status lamina::rt::dist::saveDistCheckpoint(Executor &ex, int64_t step) {
   std::string dir = stepDir(ex.o.checkpointDir, step);
   std::vector<NamedView> views = ex.stateViews();
-  std::vector<uint8_t> rng(sizeof(uint64_t));
-  std::memcpy(rng.data(), &ex.rng.state, sizeof(uint64_t));
+  std::vector<uint8_t> rng = ex.data->state();
   Status s = ex.stateToHost();
   if (s.ok())
     s = makeDirs(dir);
@@ -174,8 +173,7 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
       std::fprintf(stderr, "warning: rank %d: %s; trying an older one\n",
                    ex.rank, s.message().c_str());
       verdict = 1;
-    } else if (ck.fingerprint != fingerprint || ck.rng.size() != 8 ||
-               ck.step != uint64_t(st)) {
+    } else if (ck.fingerprint != fingerprint || ck.step != uint64_t(st)) {
       verdict = 0;
     }
     int all = allMin(ex.control, verdict);
@@ -189,12 +187,15 @@ Status lamina::rt::dist::resumeDistCheckpoint(Executor &ex, int64_t &step,
                        : Status::success());
     if (all == 1)
       continue;
-    Status r = restoreTensors(ck, views.data(), int(views.size()));
+    Status r = ex.data->restore(ck.rng);
+    if (!r.ok())
+      r = Status::error("checkpoint '" + path + "': " + r.message());
+    if (r.ok())
+      r = restoreTensors(ck, views.data(), int(views.size()));
     if (r.ok())
       r = ex.stateToDevice();
     if (Status a = agree(ex.control, r); !a.ok())
       return a;
-    std::memcpy(&ex.rng.state, ck.rng.data(), sizeof(uint64_t));
     step = st;
     found = true;
     return Status::success();

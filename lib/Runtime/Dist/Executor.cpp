@@ -66,45 +66,59 @@ Status Executor::setup() {
       spec.dp < 1 || spec.zero < 0 || spec.zero > 3)
     return Status::error("the program's distributed configuration is invalid");
 
-  // The token input fixes the micro-batch and sequence length.
-  const ArgSpec *tok = nullptr;
-  for (int k = 0; k < spec.numModules && !tok; ++k) {
+  // The inputs, over every module: one name, one type.
+  for (int k = 0; k < spec.numModules; ++k) {
     const FunctionSpec &f = spec.modules[k].forward;
     for (int i = 0; i < f.numArgs; ++i) {
       const ArgSpec &a = f.args[i];
       if (a.kind != ArgKind::Input)
         continue;
-      bool isLabels = spec.labelsInput && !std::strcmp(a.name, spec.labelsInput);
-      bool isTokens = spec.tokensInput ? !std::strcmp(a.name, spec.tokensInput)
-                                       : !isLabels;
-      if (isTokens) {
-        tok = &a;
-        break;
+      BatchSlot b{a.name, a.dtype,
+                  std::vector<int64_t>(a.shape + (a.rank > 0),
+                                       a.shape + a.rank)};
+      auto it = slotIndex.find(a.name);
+      if (it != slotIndex.end()) {
+        const BatchSlot &seen = slots[size_t(it->second)];
+        if (seen.dtype != b.dtype || seen.example != b.example)
+          return Status::error("the program is inconsistent: modules read "
+                               "input '" + b.name + "' with different types");
+        continue;
       }
+      if (a.rank < 1 || (!slots.empty() && a.shape[0] != microBatch))
+        return Status::error("input '" + std::string(a.name) + "' is " +
+                             describeType(a.dtype, a.shape, a.rank) +
+                             "; every input is a micro-batch [batch, ...] "
+                             "of the same size");
+      microBatch = a.shape[0];
+      slotIndex[b.name] = int(slots.size());
+      slots.push_back(std::move(b));
     }
   }
-  if (!tok)
-    return Status::error("the program's modules read no token input");
-  if (tok->rank != 2 || (tok->dtype != DType::I64 && tok->dtype != DType::I32))
-    return Status::error("input '" + std::string(tok->name) + "' is " +
-                         describeType(tok->dtype, tok->shape, tok->rank) +
-                         "; token batches are [batch, seq] of i64 or i32");
-  tokenType = tok->dtype;
-  microBatch = tok->shape[0];
-  seq = tok->shape[1];
+  if (slots.empty())
+    return Status::error("the program's modules read no input");
   globalBatch = microBatch * spec.microBatches * spec.dp;
-  vocab = tokenVocab(spec.vocab, tokenType);
-  if (Status s = openTokenData(o, o.data, data, seq, vocab); !s.ok())
+  TrainSpec ts{spec.labelsInput, spec.vocab, nullptr, spec.loss,
+               spec.ignoreIndex};
+  LabelInfo labels = labelInfo(ts, slots);
+  counted = countedSlot(slots, labels, skipFirst);
+  const BatchSlot &perRow = slots[size_t(std::max(counted, 0))];
+  seq = numElements(perRow.example.data(), int(perRow.example.size()));
+  if (Status s = openBatches(o, false, slots, labels, data); !s.ok())
     return s;
   if (!o.evalData.empty())
-    if (Status s = openTokenData(o, o.evalData, evalData, seq, vocab); !s.ok())
+    if (Status s = openBatches(o, true, slots, labels, evalData); !s.ok())
       return Status::error("--eval-data: " + s.message());
-  tokens.allocate(tokenType, {globalBatch, seq});
-  labels.allocate(tokenType, {globalBatch, seq});
-  if (Status s = deviceTokens.allocate(device, tokens.byteSize()); !s.ok())
-    return s;
-  if (Status s = deviceLabels.allocate(device, labels.byteSize()); !s.ok())
-    return s;
+  batchHost.resize(slots.size());
+  batchDevice.resize(slots.size());
+  for (size_t k = 0; k < slots.size(); ++k) {
+    std::vector<int64_t> shape = slots[k].example;
+    shape.insert(shape.begin(), globalBatch);
+    batchHost[k].allocate(slots[k].dtype, shape);
+    batchViews.push_back(batchHost[k].view());
+    if (Status s = batchDevice[k].allocate(device, batchHost[k].byteSize());
+        !s.ok())
+      return s;
+  }
   int m = spec.microBatches;
   if (Status s = deviceLoss.allocate(device, size_t(m) * sizeof(float)); !s.ok())
     return s;
@@ -113,7 +127,6 @@ Status Executor::setup() {
     return s;
   if (Status s = deviceNorm.allocate(device, sizeof(double)); !s.ok())
     return s;
-  rng = SplitMix64(uint64_t(o.seed));
 
   // Tags matter to the MPI data plane only (NCCL matches in order; its
   // program may run without MPI initialised).

@@ -36,6 +36,7 @@
 #include "Communicator.h"
 #include "ControlPlane.h"
 
+#include "../Program/Batches.h"
 #include "../Program/TrainCommon.h"
 
 #include "lamina/Runtime/Checkpoint.h"
@@ -229,8 +230,9 @@ public:
   Device &device;
   int rank = 0, pp = 0, dp = 0, zero = 0; ///< zero: effective level
   int dpGroup = -1;                        ///< net's group of this stage
-  int64_t microBatch = 0, seq = 0, globalBatch = 0, vocab = 0;
-  DType tokenType = DType::I64;
+  /// seq: the positions (elements) of one example of the input the loss
+  /// counts, for the logged tokens/s.
+  int64_t microBatch = 0, seq = 0, globalBatch = 0;
   /// The type of the parameters' copies the functions read (ParamCopy
   /// arguments, dist-hoist-param-casts); F32 when they read none.
   DType copyType = DType::F32;
@@ -244,10 +246,17 @@ public:
   std::vector<Segment> segments;
   Optimizer opt;
   LrSchedule sched;
-  TokenData data, evalData;
-  SplitMix64 rng;
-  OwnedTensor tokens, labels;         ///< the global batch, sampled here
-  DeviceBuffer deviceTokens, deviceLabels; ///< and on the device
+  /// Every input the modules read (by name), the global batch of each,
+  /// drawn here by every rank alike, and on the device; a module reads its
+  /// micro-batch's rows.
+  std::vector<BatchSlot> slots;
+  std::map<std::string, int> slotIndex;
+  std::unique_ptr<BatchSource> data, evalData;
+  std::vector<OwnedTensor> batchHost;
+  std::vector<Tensor> batchViews;
+  std::vector<DeviceBuffer> batchDevice;
+  int counted = -1; ///< the slot lossWeights counts (countedSlot)
+  bool skipFirst = false;
   DeviceBuffer arena;
   size_t arenaBytes = 0;
   BufferPool pool;
@@ -374,7 +383,7 @@ private:
   void buildEvalList();
   /// The global batch drawn from `from` by `r`, on the device, with the
   /// micro-batches' loss weights.
-  Status loadBatch(TokenData &from, SplitMix64 &r);
+  Status loadBatch(BatchSource &from);
   /// Runs `list` (the step's actions), then waits for what it leaves in
   /// flight; `loss` the global loss of the batch (collective).
   Status runList(const ActionList &list, int64_t stepIndex, double &loss);

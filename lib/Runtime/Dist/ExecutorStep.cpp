@@ -55,12 +55,12 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
       break;
     }
     case ArgKind::Input: {
-      bool isLabels = spec.labelsInput && !std::strcmp(a.name, spec.labelsInput);
-      const DeviceBuffer &src = isLabels ? deviceLabels : deviceTokens;
+      int k = slotIndex.at(a.name);
       int64_t row = (int64_t(dp) * spec.microBatches + j) * microBatch;
-      char *base = static_cast<char *>(src.data());
-      args.push_back(Tensor{base + size_t(row * seq) * dtypeSize(tokenType),
-                            a.dtype, a.rank, a.shape});
+      size_t rowBytes = batchHost[size_t(k)].byteSize() / size_t(globalBatch);
+      char *base = static_cast<char *>(batchDevice[size_t(k)].data());
+      args.push_back(Tensor{base + size_t(row) * rowBytes, a.dtype, a.rank,
+                            a.shape});
       break;
     }
     case ArgKind::Trainable: {
@@ -620,23 +620,20 @@ Status Executor::zeroGrads() {
   return Status::success();
 }
 
-Status Executor::loadBatch(TokenData &from, SplitMix64 &r) {
+Status Executor::loadBatch(BatchSource &from) {
   int m = spec.microBatches;
-  if (Status s = from.sample(r, vocab, tokens.view(), labels.view()); !s.ok())
+  if (Status s = from.next(batchViews); !s.ok())
     return s;
-  if (Status s = device.upload(deviceTokens.data(), tokens.data(),
-                               tokens.byteSize());
-      !s.ok())
-    return s;
-  if (spec.labelsInput)
-    if (Status s = device.upload(deviceLabels.data(), labels.data(),
-                                 labels.byteSize());
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (Status s = device.upload(batchDevice[k].data(), batchHost[k].data(),
+                                 batchHost[k].byteSize());
         !s.ok())
       return s;
   // Loss weights: count_j / count_total over the whole global batch; this
   // replica's micro-batches.
-  std::vector<float> all = lossWeights(spec.loss, tokens.view(), labels.view(),
-                                       microBatch, spec.ignoreIndex);
+  std::vector<float> all =
+      lossWeights(spec.loss, batchViews[size_t(std::max(counted, 0))],
+                  skipFirst, microBatch, spec.ignoreIndex);
   lossOf.assign(size_t(m), 0.0f);
   weightOf.assign(all.begin() + size_t(dp) * size_t(m),
                   all.begin() + size_t(dp + 1) * size_t(m));
@@ -645,7 +642,7 @@ Status Executor::loadBatch(TokenData &from, SplitMix64 &r) {
 }
 
 Status Executor::step(int64_t stepIndex, double &loss) {
-  if (Status s = loadBatch(data, rng); !s.ok())
+  if (Status s = loadBatch(*data); !s.ok())
     return s;
   if (Status s = zeroGrads(); !s.ok())
     return s;
@@ -653,7 +650,7 @@ Status Executor::step(int64_t stepIndex, double &loss) {
 }
 
 Status Executor::evaluate(double &loss) {
-  SplitMix64 r = evalSampler();
+  evalData->rewind();
   // Not the training's compute time, bytes or memory (--stats).
   double busy = busySeconds;
   auto p2p = net.p2pBytesSent;
@@ -663,7 +660,7 @@ Status Executor::evaluate(double &loss) {
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
     double one = 0;
-    Status s = loadBatch(evalData, r);
+    Status s = loadBatch(*evalData);
     if (s.ok())
       s = runList(evalList, -1, one);
     if (!s.ok()) {

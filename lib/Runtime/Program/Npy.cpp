@@ -180,7 +180,7 @@ std::string lamina::rt::describeType(DType dtype, const int64_t *shape,
   return s + dtypeName(dtype) + ">";
 }
 
-Status lamina::rt::readNpy(const std::string &path, OwnedTensor &out) {
+Status lamina::rt::readNpyHeader(const std::string &path, NpyInfo &info) {
   File file;
   uint64_t size = 0;
   if (Status s = file.openForRead(path, size); !s.ok())
@@ -238,15 +238,33 @@ Status lamina::rt::readNpy(const std::string &path, OwnedTensor &out) {
   int64_t n = checkedNumElements(header.shape.data(), int(header.shape.size()));
   if (n < 0)
     return bad("more than 2^48 elements");
-  // Checked before allocating: a header must not make us allocate more
-  // than the file holds.
+  // Checked before anything is allocated or mapped: a header must not
+  // promise more than the file holds.
   uint64_t bytes = uint64_t(n) * dtypeSize(type->dtype),
            dataStart = start + headerLen;
   if (size - dataStart < bytes)
     return bad("data has " + std::to_string(size - dataStart) +
                " bytes, the shape needs " + std::to_string(bytes));
-  out.allocate(type->dtype, std::move(header.shape));
-  if (Status s = file.readAt(out.data(), bytes, dataStart); !s.ok())
+  info.dtype = type->dtype;
+  info.shape = std::move(header.shape);
+  info.dataOffset = dataStart;
+  info.fileSize = size;
+  return Status::success();
+}
+
+Status lamina::rt::readNpy(const std::string &path, OwnedTensor &out) {
+  NpyInfo info;
+  if (Status s = readNpyHeader(path, info); !s.ok())
+    return s;
+  File file;
+  uint64_t size = 0;
+  if (Status s = file.openForRead(path, size); !s.ok())
+    return s;
+  out.allocate(info.dtype, std::move(info.shape));
+  uint64_t bytes = out.byteSize();
+  if (size < info.dataOffset + bytes)
+    return Status::error("'" + path + "' changed while it was read");
+  if (Status s = file.readAt(out.data(), bytes, info.dataOffset); !s.ok())
     return s;
   if (out.dtype == DType::I1) {
     auto *p = static_cast<uint8_t *>(out.data());

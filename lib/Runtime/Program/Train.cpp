@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Batches.h"
 #include "TrainCommon.h"
 
 #include "lamina/Runtime/Checkpoint.h"
@@ -156,42 +157,41 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       return Status::error("the program is inconsistent: output '" +
                            std::string(out.name) + "' lies outside the arena");
   }
-  // Which input is the token batch and which the labels.
-  int tokensArg = -1, labelsArg = -1;
+  // The inputs every batch fills (Batches.h), in argument order; all
+  // share the batch dim.
+  std::vector<BatchSlot> feeds;
+  int64_t batch = 0;
   for (int i : inputArgs) {
-    if (ts.labelsInput && std::strcmp(spec.args[i].name, ts.labelsInput) == 0)
-      labelsArg = i;
-    else if (tokensArg < 0)
-      tokensArg = i;
-    else
-      return Status::error("the model has more than one non-label input ('" +
-                           std::string(spec.args[tokensArg].name) + "', '" +
-                           spec.args[i].name +
-                           "'); the training driver feeds one token batch");
+    const ArgSpec &a = spec.args[i];
+    if (a.rank < 1 || (!feeds.empty() && a.shape[0] != batch))
+      return Status::error("input '" + std::string(a.name) + "' is " +
+                           describeType(a.dtype, a.shape, a.rank) +
+                           "; every input is a batch [batch, ...] of the "
+                           "same batch size");
+    batch = a.shape[0];
+    feeds.push_back(
+        BatchSlot{a.name, a.dtype, std::vector<int64_t>(a.shape + 1,
+                                                        a.shape + a.rank)});
   }
-  if (tokensArg < 0)
-    return Status::error("the model has no token input to feed");
-  if (ts.labelsInput && labelsArg < 0)
+  if (feeds.empty())
+    return Status::error("the model has no input to feed");
+  LabelInfo labelsOf = labelInfo(ts, feeds);
+  if (ts.labelsInput &&
+      std::none_of(feeds.begin(), feeds.end(), [&](const BatchSlot &b) {
+        return b.name == ts.labelsInput;
+      }))
     return Status::error("the program has no labels input '" +
                          std::string(ts.labelsInput) + "'");
-  const ArgSpec &tok = spec.args[tokensArg];
-  if (tok.rank != 2 || (tok.dtype != DType::I64 && tok.dtype != DType::I32))
-    return Status::error("input '" + std::string(tok.name) + "' is " +
-                         describeType(tok.dtype, tok.shape, tok.rank) +
-                         "; token batches are [batch, seq] of i64 or i32");
-  if (labelsArg >= 0) {
-    const ArgSpec &l = spec.args[labelsArg];
-    if (l.dtype != tok.dtype || l.rank != 2 || l.shape[0] != tok.shape[0] ||
-        l.shape[1] != tok.shape[1])
-      return Status::error("labels input '" + std::string(l.name) +
-                           "' must have the type of '" + tok.name + "'");
-  }
-  int64_t batch = tok.shape[0], seq = tok.shape[1];
-  int64_t vocab = tokenVocab(ts.vocab, tok.dtype);
+  bool skipFirst = false;
+  int counted = countedSlot(feeds, labelsOf, skipFirst);
+  // Throughput counts the counted input's positions (tokens), else
+  // examples.
+  const BatchSlot &perRow = feeds[size_t(std::max(counted, 0))];
+  int64_t seq = numElements(perRow.example.data(), int(perRow.example.size()));
 
   // Data.
-  TokenData data, evalData;
-  if (Status s = openTokenData(o, o.data, data, seq, vocab); !s.ok())
+  std::unique_ptr<BatchSource> data, evalData;
+  if (Status s = openBatches(o, false, feeds, labelsOf, data); !s.ok())
     return s;
   const ProgramSpec *eval = ts.eval;
   if (!o.evalData.empty()) {
@@ -200,7 +200,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
                            "(recompile it with this lamina)");
     if (Status s = checkEvalEntry(spec, *eval); !s.ok())
       return s;
-    if (Status s = openTokenData(o, o.evalData, evalData, seq, vocab); !s.ok())
+    if (Status s = openBatches(o, true, feeds, labelsOf, evalData); !s.ok())
       return Status::error("--eval-data: " + s.message());
   }
 
@@ -210,16 +210,19 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   if (Status s = readInitializers(modelPath, inits); !s.ok())
     return Status::error("cannot read the weights: " + s.message());
   std::vector<Tensor> values(size_t(spec.numArgs));
-  OwnedTensor tokens, labels;
-  tokens.allocate(tok.dtype, {batch, seq});
-  labels.allocate(tok.dtype, {batch, seq});
+  // One batch of every input (inputs[k]: slot k, argument inputArgs[k]).
+  std::vector<OwnedTensor> inputs(feeds.size());
+  std::vector<Tensor> inputViews;
+  for (size_t k = 0; k < feeds.size(); ++k) {
+    const ArgSpec &a = spec.args[inputArgs[k]];
+    inputs[k].allocate(a.dtype, std::vector<int64_t>(a.shape, a.shape + a.rank));
+    inputViews.push_back(inputs[k].view());
+    values[size_t(inputArgs[k])] = inputViews.back();
+  }
   for (int i = 0; i < spec.numArgs; ++i) {
     const ArgSpec &a = spec.args[i];
-    if (a.kind == ArgKind::Input) {
-      values[size_t(i)] = Tensor{i == tokensArg ? tokens.data() : labels.data(),
-                                 a.dtype, a.rank, a.shape};
+    if (a.kind == ArgKind::Input)
       continue;
-    }
     if (a.kind == ArgKind::ParamCopy)
       continue; // made on the device from the parameter, below
     auto it = inits.find(a.name);
@@ -314,7 +317,6 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       return Status::error("--checkpoint-dir: " + s.message());
 
   // Resume.
-  SplitMix64 rng(uint64_t(o.seed));
   int64_t step = 0;
   if (o.resume) {
     Checkpoint ck;
@@ -327,13 +329,12 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
     if (!s.ok())
       return s;
     if (found) {
-      if (ck.rng.size() != sizeof(uint64_t))
+      if (Status r = data->restore(ck.rng); !r.ok())
         return Status::error("checkpoint in '" + o.checkpointDir +
-                             "' has no sampler state");
+                             "': " + r.message());
       if (Status r = restoreTensors(ck, state.data(), int(state.size()));
           !r.ok())
         return r;
-      std::memcpy(&rng.state, ck.rng.data(), sizeof(uint64_t));
       step = int64_t(ck.step);
       if (Status u = sync(false); !u.ok())
         return u;
@@ -353,9 +354,8 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   auto save = [&](int64_t at) -> Status {
     if (Status s = sync(true); !s.ok())
       return s;
-    std::vector<uint8_t> r(sizeof(uint64_t));
-    std::memcpy(r.data(), &rng.state, sizeof(uint64_t));
-    return saveCheckpoint(o.checkpointDir, 2, uint64_t(at), fingerprint, r,
+    return saveCheckpoint(o.checkpointDir, 2, uint64_t(at), fingerprint,
+                          data->state(),
                           state.data(), int(state.size()));
   };
 
@@ -380,10 +380,15 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   const int64_t accum = o.gradAccum;
   std::vector<DeviceBuffer> accumBuffers;
   std::vector<Tensor> updateGrads = grads;
-  OwnedTensor allTokens, allLabels;
+  std::vector<OwnedTensor> all(feeds.size()); // accum batches at once
+  std::vector<Tensor> allViews;
   if (accum > 1) {
-    allTokens.allocate(tok.dtype, {accum * batch, seq});
-    allLabels.allocate(tok.dtype, {accum * batch, seq});
+    for (size_t k = 0; k < feeds.size(); ++k) {
+      std::vector<int64_t> shape = inputs[k].shape;
+      shape[0] *= accum;
+      all[k].allocate(inputs[k].dtype, shape);
+      allViews.push_back(all[k].view());
+    }
     accumBuffers.resize(grads.size());
     for (size_t k = 0; k < grads.size(); ++k) {
       if (Status s = accumBuffers[k].allocate(device, grads[k].byteSize());
@@ -392,18 +397,17 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       updateGrads[k].data = accumBuffers[k].data();
     }
   }
-  // A batch: sampled on the host, copied to the device.
-  const Tensor &deviceTokens = deviceValues[size_t(tokensArg)];
+  // A batch: drawn on the host, copied to the device.
   auto toDeviceBatch = [&]() -> Status {
-    if (Status s = mirror.toDevice(tokens.view(), deviceTokens); !s.ok())
-      return s;
-    return labelsArg < 0 ? Status::success()
-                         : mirror.toDevice(labels.view(),
-                                           deviceValues[size_t(labelsArg)]);
+    for (size_t k = 0; k < feeds.size(); ++k)
+      if (Status s = mirror.toDevice(inputViews[k],
+                                     deviceValues[size_t(inputArgs[k])]);
+          !s.ok())
+        return s;
+    return Status::success();
   };
   auto nextBatch = [&]() -> Status {
-    if (Status s = data.sample(rng, vocab, tokens.view(), labels.view());
-        !s.ok())
+    if (Status s = data->next(inputViews); !s.ok())
       return s;
     return toDeviceBatch();
   };
@@ -413,12 +417,10 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   EvalSchedule evals(o);
   auto evaluate = [&](int64_t at) -> Status {
     auto begin = std::chrono::steady_clock::now();
-    SplitMix64 evalRng = evalSampler();
+    evalData->rewind();
     double sum = 0;
     for (int64_t k = 0; k < o.evalBatches; ++k) {
-      if (Status s =
-              evalData.sample(evalRng, vocab, tokens.view(), labels.view());
-          !s.ok())
+      if (Status s = evalData->next(inputViews); !s.ok())
         return Status::error("--eval-data: " + s.message());
       if (Status s = toDeviceBatch(); !s.ok())
         return s;
@@ -459,20 +461,19 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
   // --grad-accum: the N batches drawn as one of N times the rows (the
   // same windows, in order), each run in turn.
   auto accumulateStep = [&](float &loss) -> Status {
-    if (Status s = data.sample(rng, vocab, allTokens.view(), allLabels.view());
-        !s.ok())
+    if (Status s = data->next(allViews); !s.ok())
       return s;
-    std::vector<float> weights = lossWeights(
-        ts.loss, allTokens.view(), allLabels.view(), batch, ts.ignoreIndex);
+    std::vector<float> weights =
+        lossWeights(ts.loss, allViews[size_t(std::max(counted, 0))],
+                    skipFirst, batch, ts.ignoreIndex);
     double sum = 0;
-    size_t part = tokens.byteSize();
     for (int64_t j = 0; j < accum; ++j) {
-      std::memcpy(
-          tokens.data(),
-          static_cast<const char *>(allTokens.data()) + size_t(j) * part, part);
-      std::memcpy(
-          labels.data(),
-          static_cast<const char *>(allLabels.data()) + size_t(j) * part, part);
+      for (size_t k = 0; k < feeds.size(); ++k) {
+        size_t part = inputs[k].byteSize();
+        std::memcpy(inputs[k].data(),
+                    static_cast<const char *>(all[k].data()) + size_t(j) * part,
+                    part);
+      }
       if (Status s = toDeviceBatch(); !s.ok())
         return s;
       float one;
@@ -578,10 +579,11 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
         !s.ok())
       return s;
     std::string dir = o.dumpOutputs + "/";
-    if (Status s = writeNpy(dir + outputFileName(spec.args[tokensArg].name),
-                            tokens.view());
-        !s.ok())
-      return s;
+    for (size_t k = 0; k < feeds.size(); ++k)
+      if (Status s = writeNpy(dir + outputFileName(feeds[k].name.c_str()),
+                              inputViews[k]);
+          !s.ok())
+        return s;
     for (int i = spec.numOutputs - kept; i < spec.numOutputs; ++i) {
       const OutputSpec &out = spec.outputs[i];
       OwnedTensor t;

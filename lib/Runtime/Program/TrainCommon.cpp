@@ -21,14 +21,24 @@ using namespace lamina::rt;
 namespace {
 
 const char *const kUsage =
-    "usage: run --data FILE --steps N [options]\n"
+    "usage: run (--data FILE | --data-dir DIR) --steps N [options]\n"
     "\n"
-    "Trains the compiled model. The batch size and sequence length are the\n"
-    "compiled input shape [batch, seq] (set them when compiling, e.g. with\n"
-    "--dim); they cannot change here.\n"
+    "Trains the compiled model. The batch size and the inputs' shapes are\n"
+    "the compiled ones (set them when compiling, e.g. with --dim); they\n"
+    "cannot change here.\n"
     "\n"
-    "  --data FILE            flat file of little-endian token ids, no header\n"
+    "  --data FILE            flat file of little-endian token ids, no header,\n"
+    "                         cut into examples by --recipe\n"
     "  --data-dtype T         uint16 (default) or uint32\n"
+    "  --recipe R             causal-lm (default), masked-lm or seq2seq with\n"
+    "                         --data; classification with --data-dir\n"
+    "  --mask-rate X          masked-lm: share of positions chosen (0.15)\n"
+    "  --mask-token ID        masked-lm: the mask token's id\n"
+    "  --decoder-start-token ID  seq2seq: the decoder's first input id\n"
+    "  --vocab N              ids lie below N (when the program does not\n"
+    "                         know its vocabulary)\n"
+    "  --data-dir DIR         one DIR/<input>.npy per model input, [N, ...]:\n"
+    "                         N examples, sampled in shuffled epochs\n"
     "  --steps N              train until step N (required)\n"
     "  --lr X                 peak learning rate (default 1e-3)\n"
     "  --lr-schedule S        after the warm-up: constant (default), cosine\n"
@@ -49,7 +59,8 @@ const char *const kUsage =
     "  --checkpoint-dir DIR   where checkpoints are written\n"
     "  --checkpoint-every N   checkpoint every N steps (and at the end)\n"
     "  --resume               continue from the newest checkpoint in DIR\n"
-    "  --eval-data FILE       validation tokens (same format): their mean\n"
+    "  --eval-data PATH       validation data of the training data's form\n"
+    "                         (a token file or a folder): their mean\n"
     "                         loss before the first step, every\n"
     "                         --eval-every steps and after the last\n"
     "  --eval-every N         steps between evaluations (default: only\n"
@@ -128,6 +139,18 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
       err = str(o.data);
     else if (arg == "--data-dtype")
       err = str(o.dataDtype);
+    else if (arg == "--data-dir")
+      err = str(o.dataDir);
+    else if (arg == "--recipe")
+      err = str(o.recipe);
+    else if (arg == "--mask-rate")
+      err = real(o.maskRate);
+    else if (arg == "--mask-token")
+      err = integer(o.maskToken, 0);
+    else if (arg == "--decoder-start-token")
+      err = integer(o.decoderStart, 0);
+    else if (arg == "--vocab")
+      err = integer(o.vocab, 1);
     else if (arg == "--lr-schedule")
       err = str(o.schedule);
     else if (arg == "--optimizer")
@@ -191,8 +214,25 @@ std::string lamina::rt::parseTrainOptions(int argc, char **argv,
   }
   if (o.help || o.kernels)
     return "";
-  if (o.data.empty())
-    return "--data is required";
+  if (o.data.empty() == o.dataDir.empty())
+    return o.data.empty() ? "--data FILE or --data-dir DIR is required"
+                          : "--data and --data-dir do not go together";
+  if (!o.recipe.empty() && o.recipe != "causal-lm" &&
+      o.recipe != "masked-lm" && o.recipe != "seq2seq" &&
+      o.recipe != "classification")
+    return "--recipe must be causal-lm, masked-lm, seq2seq or "
+           "classification, got '" + o.recipe + "'";
+  if (!o.dataDir.empty() && !o.recipe.empty() && o.recipe != "classification")
+    return "--recipe " + o.recipe + " cuts a token file (--data); --data-dir "
+           "gives every input's values";
+  if (o.dataDir.empty() && o.recipe == "classification")
+    return "--recipe classification reads arrays: give --data-dir";
+  if (o.recipe != "masked-lm" && (o.maskToken >= 0 || o.maskRate != 0.15))
+    return "--mask-rate and --mask-token go with --recipe masked-lm";
+  if (!(o.maskRate > 0 && o.maskRate <= 1))
+    return "--mask-rate must be in (0, 1]";
+  if (o.recipe != "seq2seq" && o.decoderStart >= 0)
+    return "--decoder-start-token goes with --recipe seq2seq";
   if (o.steps < 0)
     return "--steps is required";
   if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
@@ -291,32 +331,22 @@ Status lamina::rt::checkInitializer(const ArgSpec &a, const OwnedTensor *init,
   return Status::success();
 }
 
-Status lamina::rt::openTokenData(const TrainOptions &o, const std::string &path,
-                                 TokenData &data, int64_t seq, int64_t vocab) {
-  if (Status s =
-          data.open(path, o.dataDtype == "uint16" ? DType::U16 : DType::U32);
-      !s.ok())
-    return s;
-  return data.checkFits(seq, vocab);
-}
-
-std::vector<float> lamina::rt::lossWeights(LossKind loss, const Tensor &tokens,
-                                           const Tensor &labels,
-                                           int64_t rowsPerPart,
+std::vector<float> lamina::rt::lossWeights(LossKind loss, const Tensor &counted,
+                                           bool skipFirst, int64_t rowsPerPart,
                                            int64_t ignoreIndex) {
-  int64_t rows = tokens.shape[0], seq = tokens.shape[1];
+  int64_t rows = counted.shape[0];
   size_t parts = size_t(rows / rowsPerPart);
   if (loss == LossKind::Output)
     return std::vector<float>(parts, float(1.0 / double(parts)));
-  bool causal = loss == LossKind::CausalLM;
-  const Tensor &lab = causal ? tokens : labels;
+  int64_t width = rows ? counted.numElements() / rows : 0;
   std::vector<int64_t> counts(parts, 0);
   int64_t total = 0;
   for (int64_t row = 0; row < rows; ++row)
-    for (int64_t col = causal ? 1 : 0; col < seq; ++col) {
-      int64_t v = lab.dtype == DType::I64
-                      ? static_cast<const int64_t *>(lab.data)[row * seq + col]
-                      : static_cast<const int32_t *>(lab.data)[row * seq + col];
+    for (int64_t col = skipFirst ? 1 : 0; col < width; ++col) {
+      int64_t i = row * width + col;
+      int64_t v = counted.dtype == DType::I64
+                      ? static_cast<const int64_t *>(counted.data)[i]
+                      : static_cast<const int32_t *>(counted.data)[i];
       if (v != ignoreIndex) {
         ++counts[size_t(row / rowsPerPart)];
         ++total;

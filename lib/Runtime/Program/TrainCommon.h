@@ -36,6 +36,12 @@ struct TrainOptions {
   // step, every --eval-every steps and after the last.
   std::string evalData;
   int64_t evalEvery = 0, evalBatches = 20;
+  // Where batches come from (Batches.h): a token file and a recipe, or a
+  // folder of one .npy per input; the masked-LM and seq2seq recipes'
+  // settings; the vocabulary when the program does not know it.
+  std::string dataDir, recipe;
+  double maskRate = 0.15;
+  int64_t maskToken = -1, decoderStart = -1, vocab = 0;
   // Single-process programs only: after training, run one more batch
   // without updating and write its inputs and the model's outputs here;
   // batches whose gradients sum into one update.
@@ -73,19 +79,15 @@ Status lrSchedule(const TrainOptions &o, LrSchedule &out);
 /// largest the token dtype can hold.
 int64_t tokenVocab(int64_t compiled, DType tokenType);
 
-/// Opens `path` (--data or --eval-data, of --data-dtype) and checks it
-/// fits windows of `seq` tokens with ids below `vocab`.
-Status openTokenData(const TrainOptions &o, const std::string &path,
-                     TokenData &data, int64_t seq, int64_t vocab);
-
-/// Each of `rows / rowsPerPart` parts' share of the loss over `rows` token
-/// rows (`tokens`, or `labels` for CrossEntropy; [rows, seq], i64 or i32):
-/// its labels not equal to `ignoreIndex` over all of them (the causal LM's
-/// from column 1 on), so that the weighted sum of the parts' mean losses,
-/// and of their gradients, is the mean over all rows; alike for the
-/// model's own loss (Output). Zero everywhere when no label counts.
-std::vector<float> lossWeights(LossKind loss, const Tensor &tokens,
-                               const Tensor &labels, int64_t rowsPerPart,
+/// Each of `rows / rowsPerPart` parts' share of the loss over the
+/// `counted.shape[0]` rows of a batch: its labels not equal to
+/// `ignoreIndex` over all of them (`counted`: the labels input, or a causal
+/// LM's tokens, whose first position labels nothing: `skipFirst`), so that
+/// the weighted sum of the parts' mean losses, and of their gradients, is
+/// the mean over all rows; alike for the model's own loss (Output), when
+/// `counted` only gives the rows. Zero everywhere when no label counts.
+std::vector<float> lossWeights(LossKind loss, const Tensor &counted,
+                               bool skipFirst, int64_t rowsPerPart,
                                int64_t ignoreIndex);
 
 /// When a training driver validates (--eval-data): before a fresh run's
