@@ -718,8 +718,17 @@ Status lamina::rt::openBatches(const TrainOptions &o, bool eval,
       return Status::error("'" + path + "' is not a folder (" +
                            (eval ? "--eval-data" : "--data-dir") +
                            " of .npy arrays)");
+    // --vocab bounds the labels (and a causal LM's ids) of a program that
+    // does not know its vocabulary.
+    LabelInfo bounded = labels;
+    if (o.vocab > 0 && labels.vocab > 0 && o.vocab != labels.vocab)
+      return Status::error("--vocab " + str(o.vocab) +
+                           ": the program's vocabulary is " +
+                           str(labels.vocab));
+    if (bounded.vocab <= 0)
+      bounded.vocab = o.vocab;
     auto a = std::make_unique<ArraySource>();
-    if (Status s = a->open(o, path, slots, labels); !s.ok())
+    if (Status s = a->open(o, path, slots, bounded); !s.ok())
       return s;
     if (o.recipe == "classification") {
       // Class labels: one per example.
