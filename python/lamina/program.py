@@ -255,6 +255,36 @@ def _token_file(data: Any, folder: str, name: str) -> tuple[str, str]:
     return path, dtype
 
 
+def _npy_name(name: str) -> str:
+    """The file ``run --data-dir`` reads input ``name`` from (as the driver's
+    outputFileName escapes it)."""
+    out = ""
+    for i, b in enumerate(name.encode()):
+        c = chr(b)
+        keep = c.isascii() and (c.isalnum() or c in "_.-") and not (i == 0 and c == ".")
+        out += c if keep else f"%{b:02X}"
+    return out + ".npy"
+
+
+def _data_source(data: Any, folder: str, name: str) -> tuple[str, str, str]:
+    """(flag, path, --data-dtype) for a token file or ids (``--data``), or a
+    folder of arrays or a mapping input name -> array (``--data-dir``,
+    written next to the program)."""
+    if isinstance(data, Mapping):
+        path = os.path.join(folder, name)
+        os.makedirs(path, exist_ok=True)
+        for f in os.listdir(path):
+            if f.endswith(".npy"):
+                os.remove(os.path.join(path, f))
+        for key, value in data.items():
+            np.save(os.path.join(path, _npy_name(key)), np.asarray(value))
+        return "--data-dir", path, ""
+    if isinstance(data, (str, os.PathLike)) and os.path.isdir(data):
+        return "--data-dir", os.fspath(data), ""
+    path, dtype = _token_file(data, folder, name)
+    return "--data", path, dtype
+
+
 class Program:
     """A compiled Lamina program in ``out_dir`` (see :func:`compile`)."""
 
@@ -308,12 +338,19 @@ class Program:
               threads: int | None = None, stats: PathLike | None = None,
               trace: PathLike | None = None,
               launcher: str | Sequence[str] | None = None,
-              progress: bool | None = None) -> TrainingRun:
+              progress: bool | None = None, recipe: str | None = None,
+              mask_rate: float | None = None, mask_token: int | None = None,
+              decoder_start_token: int | None = None,
+              vocab: int | None = None) -> TrainingRun:
         """Trains for ``steps`` steps (until step ``steps`` when resuming).
 
-        ``data``/``eval_data``: a token file (docs/training.md, "Data
-        format") or a 1-D integer array (written next to the program). The
-        other arguments are ``run``'s flags of the same names. ``launcher``:
+        ``data``/``eval_data`` (docs/training.md, "Training data"): a token
+        file or a 1-D integer array, cut into examples by ``recipe``
+        (``causal-lm``, ``masked-lm``, ``seq2seq``); or a folder of
+        ``<input>.npy`` arrays, or a mapping from every model input's name
+        to an ``[N, ...]`` array (both ``run --data-dir``; the mapping is
+        written next to the program). The other arguments are ``run``'s
+        flags of the same names. ``launcher``:
         ``"mpirun"`` (the default for a distributed program; ``mpirun -np
         P*D``), or a command prefix such as ``["srun", "-n", "4"]``.
         ``progress``: a ``tqdm`` bar (default: when stderr is a terminal or
@@ -323,9 +360,9 @@ class Program:
         if self.mode != "train":
             raise LaminaError("train(): this program was compiled with "
                               f"mode={self.mode!r}")
-        data_path, dtype = _token_file(data, self.out_dir, "data")
-        cmd = [self.executable, "--data", data_path, "--steps", str(int(steps)),
-               "--log-every", str(int(log_every))]
+        data_flag, data_path, dtype = _data_source(data, self.out_dir, "data")
+        cmd = [self.executable, data_flag, data_path, "--steps",
+               str(int(steps)), "--log-every", str(int(log_every))]
         if dtype:
             cmd += ["--data-dtype", dtype]
         flags = {"--lr": lr, "--lr-schedule": lr_schedule, "--warmup": warmup,
@@ -336,7 +373,10 @@ class Program:
                  "--checkpoint-every": checkpoint_every,
                  "--eval-every": eval_every, "--eval-batches": eval_batches,
                  "--grad-accum": grad_accum, "--threads": threads,
-                 "--stats": stats, "--trace": trace}
+                 "--stats": stats, "--trace": trace, "--recipe": recipe,
+                 "--mask-rate": mask_rate, "--mask-token": mask_token,
+                 "--decoder-start-token": decoder_start_token,
+                 "--vocab": vocab}
         for flag, value in flags.items():
             if value is not None:
                 cmd += [flag, os.fspath(value) if isinstance(value, os.PathLike)
@@ -346,7 +386,11 @@ class Program:
         if resume:
             cmd.append("--resume")
         if eval_data is not None:
-            eval_path, eval_dtype = _token_file(eval_data, self.out_dir, "eval")
+            eval_flag, eval_path, eval_dtype = _data_source(
+                eval_data, self.out_dir, "eval")
+            if eval_flag != data_flag:
+                raise ValueError("eval_data must have data's form (token ids, "
+                                 "or arrays by input name)")
             if eval_dtype and eval_dtype != (dtype or "uint16"):
                 raise ValueError("eval_data needs another id width than data")
             cmd += ["--eval-data", eval_path]

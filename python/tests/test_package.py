@@ -18,7 +18,7 @@ import pytest
 
 import lamina
 from lamina.safetensors_io import load_file, save_file
-from lamina.testing.sampler import SplitMix64, windows
+from lamina.testing.sampler import SplitMix64, epoch_order, windows
 
 try:
     import torch
@@ -106,6 +106,48 @@ def test_onnx_file_trains_and_exports(gpt2_onnx, tmp_path):
     # A program reopened from its folder has the same weights.
     again = lamina.load(tmp_path / "p").state_dict()
     assert all(np.array_equal(again[k], inits[k]) for k in inits)
+
+
+@needs_torch
+def test_named_inputs_train_as_torch(tmp_path):
+    """An MLP on float features with class labels, fed a mapping of arrays
+    by input name (run --data-dir): PyTorch's losses on the same batches."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rs = np.random.RandomState(3)
+    w1, b1 = rs.randn(8, 5).astype(np.float32), rs.randn(8).astype(np.float32)
+    w2, b2 = rs.randn(3, 8).astype(np.float32), rs.randn(3).astype(np.float32)
+    x = rs.randn(10, 5).astype(np.float32)
+    y = rs.randint(0, 3, 10)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+         helper.make_node("Relu", ["h"], ["a"]),
+         helper.make_node("Gemm", ["a", "w2", "b2"], ["logits"], transB=1)],
+        "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5]),
+                helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(v, k)
+         for k, v in dict(w1=w1, b1=b1, w2=w2, b2=b2).items()])
+    path = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), path)
+    prog = lamina.compile(path, loss="cross-entropy", logits="logits",
+                          labels="y", out_dir=tmp_path / "p")
+    got = [r.loss for r in prog.train({"x": x, "y": y.astype(np.int32)}, 8,
+                                      lr=0.1, optimizer="sgd", seed=4,
+                                      progress=False) if r.loss is not None]
+    params = [torch.tensor(v, requires_grad=True) for v in (w1, b1, w2, b2)]
+    opt = torch.optim.SGD(params, lr=0.1)
+    order, want = epoch_order(4, 10), []
+    for _ in range(8):
+        idx = [next(order) for _ in range(2)]
+        h = F.relu(torch.tensor(x[idx]) @ params[0].T + params[1])
+        loss = F.cross_entropy(h @ params[2].T + params[3], torch.tensor(y[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    assert np.allclose(got, want, rtol=1e-5, atol=0)
 
 
 def test_errors_carry_the_tools_message(gpt2_onnx, tmp_path):

@@ -44,3 +44,17 @@ def windows(tokens, batch: int, seq: int, rng: SplitMix64) -> np.ndarray:
         s = rng.below(n - seq)
         out[b] = tokens[s:s + seq]
     return out
+
+
+def epoch_order(seed: int, n: int):
+    """The examples `run --data-dir --seed SEED` visits, one at a time
+    (lib/Runtime/Program/Batches.cpp): shuffled epochs, each a Fisher-Yates
+    shuffle of range(n) drawn from one SplitMix64(seed); a batch is the
+    next `batch` of them, running on into the next epoch."""
+    rng = SplitMix64(seed)
+    while True:
+        order = list(range(n))
+        for i in range(n, 1, -1):
+            j = rng.below(i)
+            order[i - 1], order[j] = order[j], order[i - 1]
+        yield from order
