@@ -34,10 +34,20 @@ namespace lamina::rt {
 /// message limit), every initializer of 1 KiB or more goes instead to a
 /// sibling file `<destPath>.data` (ONNX external data, offsets 64-byte
 /// aligned) and only the rest stays inline. Every file is written
-/// atomically; the data file before the model that names it.
+/// atomically; the data file before the model that names it. A
+/// `destPath` ending in `.safetensors` gets exportSafetensors instead.
 Status exportOnnx(const std::string &sourcePath, const std::string &destPath,
                   const NamedView *replacements, int n,
                   uint64_t inlineLimit = (uint64_t(1) << 31) - (64u << 20));
+
+/// Writes `destPath` in the safetensors format: every initializer of the
+/// model at `sourcePath` whose dtype safetensors has, under its name, with
+/// the value in `replacements` where one is given (same dtype and shape, or
+/// nothing is written); atomically (lib/Runtime/Program/SafetensorsExport.cpp).
+/// exportOnnx calls it for a destination ending in `.safetensors`.
+Status exportSafetensors(const std::string &sourcePath,
+                         const std::string &destPath,
+                         const NamedView *replacements, int n);
 
 /// Reads every initializer of the model at `path` (main graph first, then
 /// subgraphs) whose element type Lamina supports, under the program

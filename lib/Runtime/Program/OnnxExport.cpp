@@ -96,6 +96,11 @@ Status lamina::rt::exportOnnx(const std::string &sourcePath,
                               const std::string &destPath,
                               const NamedView *replacements, int n,
                               uint64_t inlineLimit) {
+  const std::string safetensors = ".safetensors";
+  if (destPath.size() > safetensors.size() &&
+      destPath.compare(destPath.size() - safetensors.size(),
+                       safetensors.size(), safetensors) == 0)
+    return exportSafetensors(sourcePath, destPath, replacements, n);
   auto fail = [&](const std::string &why) {
     return Status::error("cannot export '" + destPath + "': " + why);
   };

@@ -68,6 +68,8 @@ const char *const kUsage =
     "  --eval-batches N       batches per evaluation, the same windows each\n"
     "                         time (default 20)\n"
     "  --export FILE.onnx     write the model with the trained weights\n"
+    "                         (FILE.safetensors: the weights alone, under\n"
+    "                         the initializers' names)\n"
     "  --model FILE           ONNX file to read the initial weights from\n"
     "                         (default: the model compiled from)\n"
     "  --threads N            kernel threads (default: all cores)\n"
