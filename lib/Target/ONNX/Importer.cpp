@@ -35,7 +35,14 @@ using ::onnx::NodeProto;
 using ::onnx::TensorProto;
 
 namespace {
-constexpr int64_t kMinOpset = 11, kMaxOpset = 23;
+// Opsets 24-28 (onnx 1.19-1.23) change the supported ops only by element
+// types the importer refuses (float8e8m0, int2/uint2, float6: Cast, CastLike,
+// Constant, ConstantOfShape, Flatten, Identity, Reshape, Shape, Size,
+// Squeeze, Transpose, Unsqueeze), by Cast's round_mode (float8e8m0 only), by
+// dropping integer types (ReduceLogSum, ReduceLogSumExp at 28), and by
+// Range's float16/bfloat16 with stash_type (27), which importRange handles.
+// scripts/opset-changes.py lists what the next opset changes.
+constexpr int64_t kMinOpset = 11, kMaxOpset = 28;
 // IR 12-14 (onnx 1.19-1.23) add only element types (FLOAT8E8M0, INT2/UINT2,
 // FLOAT6), which elementTypeOf refuses by name.
 constexpr int64_t kMinIR = 3, kMaxIR = 14;
@@ -274,6 +281,15 @@ void ModelImporter::scanUnsupported(
       llvm::StringMap<int64_t> fnOpsets = opsets;
       for (const auto &op : fn->opset_import())
         fnOpsets[isDefaultDomain(op.domain()) ? "" : op.domain()] = op.version();
+      int64_t fnOpset = fnOpsets.lookup("");
+      if (fnOpset < kMinOpset || fnOpset > kMaxOpset) {
+        emitError(nodeLoc(fn->name()))
+            << "function '" << fn->name() << "' imports default-domain opset "
+            << fnOpset << ", which is not supported (supported: " << kMinOpset
+            << "-" << kMaxOpset << ")";
+        failed = true;
+        continue;
+      }
       scanUnsupported(fn->node(), fnOpsets,
                       "function '" + fn->name() + "'", seenFunctions,
                       failed);

@@ -144,10 +144,29 @@ LogicalResult importRange(NodeContext &ctx) {
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   auto type = RankedTensorType::get({n}, et);
   if (auto ft = dyn_cast<FloatType>(et)) {
+    // Opset 27 admits float16/bfloat16 and computes their values in
+    // `stash_type` (FLOAT by default, or DOUBLE), then rounds to T once.
+    // Before 27 those types are not Range's; they keep the double path.
+    bool inSingle = false;
+    if (ft.getWidth() == 16 && ctx.opset >= 27) {
+      int64_t stash = ctx.attrInt("stash_type", ::onnx::TensorProto::FLOAT);
+      if (stash == ::onnx::TensorProto::FLOAT)
+        inSingle = true;
+      else if (stash != ::onnx::TensorProto::DOUBLE)
+        return ctx.error() << "Range at opset " << ctx.opset << ": stash_type "
+                           << stash << " (" << dataTypeName(stash)
+                           << ") is not supported (FLOAT or DOUBLE)";
+    }
     SmallVector<APFloat> values;
+    bool lost;
+    APFloat s32(static_cast<float>(s)), d32(static_cast<float>(d));
     for (int64_t i = 0; i < n; ++i) {
       APFloat v(s + i * d);
-      bool lost;
+      if (inSingle) { // start + i * delta, each step rounded to float
+        v = APFloat(static_cast<float>(i));
+        v.multiply(d32, APFloat::rmNearestTiesToEven);
+        v.add(s32, APFloat::rmNearestTiesToEven);
+      }
       v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
       values.push_back(v);
     }
