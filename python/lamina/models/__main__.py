@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--dynamic", action="store_true",
                    help="symbolic 'batch' and 'seq' dims; shapes computed in-graph")
-    p.add_argument("--opset", type=int, default=17, help="11..23")
+    p.add_argument("--opset", type=int, default=17, help="11..28")
     p.add_argument("--ir-version", type=int, default=None,
                    help="default: the minimum the opset allows")
     p.add_argument("--seed", type=int, default=0)

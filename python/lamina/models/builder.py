@@ -31,8 +31,8 @@ class GraphBuilder:
 
     def __init__(self, opset: int, *, seed: int = 0, dynamic: bool = False,
                  materialize: bool = True):
-        if not 11 <= opset <= 23:
-            raise ValueError(f"opset {opset} not supported (11..23)")
+        if not 11 <= opset <= 28:
+            raise ValueError(f"opset {opset} not supported (11..28)")
         self.opset = opset
         self.dynamic = dynamic
         # What a boolean attention mask writes over masked scores.

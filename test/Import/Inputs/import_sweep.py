@@ -15,7 +15,7 @@ SMALL = dict(layers=2, hidden=32, heads=4, seq=8, vocab=64, batch=2)
 
 def variants():
     for arch in ("gpt2", "bert", "llama"):
-        for opset in (13, 17, 18, 23):
+        for opset in (13, 17, 18, 23, 28):
             for dynamic in (False, True):
                 yield f"{arch} opset{opset} {'dynamic' if dynamic else 'static'}", \
                     arch, dict(SMALL, opset=opset, dynamic=dynamic)
