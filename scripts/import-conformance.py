@@ -65,7 +65,8 @@ BUILTIN_OPS = {"If"}
 # design: an element type it does not model (string, float8, complex), a
 # graph input that is not a tensor, a value that must be a compile-time
 # constant (shapes, axes, If conditions: Lamina compiles static shapes) but is
-# a graph input, or an opset outside the supported 11-23.
+# a graph input, or an opset outside the supported range (kMinOpset-kMaxOpset
+# in lib/Target/ONNX/Importer.cpp).
 OUT_OF_SCOPE_ERROR = re.compile(
     r"unsupported type|unsupported tensor element type|is not a tensor"
     r"|known at compile time|compile-time constant"
@@ -87,6 +88,14 @@ def supported_ops(src_root):
         text = re.sub(r"//[^\n]*", " ", text)
         ops.update(pattern.findall(text))
     return ops, files
+
+
+def importer_opsets(src_root=SRC_ROOT):
+    """(kMinOpset, kMaxOpset) as lib/Target/ONNX/Importer.cpp declares them."""
+    path = os.path.join(src_root, "lib", "Target", "ONNX", "Importer.cpp")
+    with open(path, encoding="utf-8") as f:
+        m = re.search(r"kMinOpset\s*=\s*(\d+),\s*kMaxOpset\s*=\s*(\d+)", f.read())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def node_test_dirs(extra_dirs):
@@ -613,8 +622,8 @@ def write_markdown(path, results, supported, table, roots, counts, op_files):
         "it does not model (string, float8, complex), a non-tensor graph "
         "input (sequence, optional), a shape, axes, k or If-condition input "
         "that is a graph input rather than a compile-time constant (Lamina "
-        "compiles static shapes), or an opset outside 11-23. These are "
-        "expected errors.")
+        "compiles static shapes), or an opset outside %d-%d. These are "
+        "expected errors." % importer_opsets())
     add("")
     add("Op types are collected from the main graph, all subgraphs and the "
         "bodies of model-local functions; the supported set is parsed from "
