@@ -69,7 +69,10 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
     // What the exporters wrote that PyTorch does not train, and the inputs
     // a window of packed tokens fixes (folded through the masks, so the
     // attention fusion sees a causal mask).
-    pm.addPass(graph::createGraphFillWindowInputs({o.labels}));
+    graph::GraphFillWindowInputsOptions fill;
+    fill.labels = o.labels;
+    fill.keep.assign(o.keepInputs.begin(), o.keepInputs.end());
+    pm.addPass(graph::createGraphFillWindowInputs(fill));
     if (!o.freeze.empty())
       pm.addPass(graph::createGraphFreeze({o.freeze}));
     if (!o.asExported)

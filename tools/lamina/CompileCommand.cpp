@@ -175,6 +175,14 @@ static cl::opt<bool> noFuseAttention(
              "instead of one graph.attention (graph-fuse-attention)"),
     cl::sub(compileCommand));
 
+static cl::list<std::string> keepInputs(
+    "keep-input",
+    cl::desc("--mode train: keep the input NAME (attention_mask, "
+             "position_ids or token_type_ids) as an input the data feeds "
+             "(padded batches, run --data-dir) instead of the constant a "
+             "window of packed tokens gives it"),
+    cl::value_desc("NAME"), cl::sub(compileCommand));
+
 static cl::list<std::string> paddingIdx(
     "padding-idx",
     cl::desc("--mode train: embedding table NAME had padding_idx INDEX in "
@@ -389,11 +397,11 @@ static std::string checkTrainFlags(bool train) {
   bool any = !lossKind.empty() || !logitsName.empty() || !labelsName.empty() ||
              !lossOutput.empty() || !freezeRegex.empty() ||
              ignoreIndex.getNumOccurrences() || !paddingIdx.empty() ||
-             asExported;
+             !keepInputs.empty() || asExported;
   if (!train)
     return any ? "--loss, --logits, --labels, --loss-output, --freeze, "
-                 "--ignore-index, --padding-idx and --as-exported need "
-                 "--mode train"
+                 "--ignore-index, --padding-idx, --keep-input and "
+                 "--as-exported need --mode train"
                : "";
   if (!lossOutput.empty()) {
     if (!lossKind.empty() || !logitsName.empty() || !labelsName.empty())
@@ -490,6 +498,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.lossOutput = lossOutput;
   o.ignoreIndex = ignoreIndex;
   o.freeze = freezeRegex;
+  o.keepInputs = ArrayRef<std::string>(keepInputs);
   o.paddingIdx = ArrayRef<std::string>(paddingIdx);
   std::vector<std::string> found;
   for (const auto &[table, index] : known.paddingIndices)

@@ -78,6 +78,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> ignoreIndex{*this, "ignore-index",
                               llvm::cl::desc("the ignored label"),
                               llvm::cl::init(-100)};
+  ListOption<std::string> keepInputs{
+      *this, "keep-inputs",
+      llvm::cl::desc("mask, position or segment inputs left as inputs")};
   Option<std::string> freeze{
       *this, "freeze",
       llvm::cl::desc("initializers matching this regex are not trained")};

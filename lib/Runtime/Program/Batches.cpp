@@ -558,7 +558,8 @@ Status ArraySource::open(const TrainOptions &o, const std::string &dir,
               str(i % width) + ", but the training compile fixed input '" +
               name + "' to " + str(want) +
               " there (graph-fill-window-inputs: a window of packed "
-              "tokens); such data cannot be trained yet");
+              "tokens); compile with --keep-input " +
+              name + " to feed it");
       }
     }
   }

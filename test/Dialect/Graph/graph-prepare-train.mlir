@@ -1,6 +1,8 @@
 // What lamina compile --mode train does to an export before the loss, one
 // pass each, with the remarks its summary prints.
 // RUN: lamina-opt %s --mlir-print-op-on-diagnostic=false -graph-fill-window-inputs -graph-freeze-buffers -graph-mark-padding="padding-idx=emb=0" 2>&1 | FileCheck %s
+// RUN: lamina-opt %s --mlir-print-op-on-diagnostic=false -graph-fill-window-inputs="keep=attention_mask" 2>&1 | FileCheck %s --check-prefix=KEEP
+// RUN: not lamina-opt %s -graph-fill-window-inputs="keep=mask" 2>&1 | FileCheck %s --check-prefix=NOKEEP
 // RUN: lamina-opt %s --mlir-print-op-on-diagnostic=false -graph-freeze="regex=^head" 2>&1 | FileCheck %s --check-prefix=FREEZE
 // RUN: not lamina-opt %s -graph-freeze="regex=nothing" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // RUN: not lamina-opt %s -graph-freeze="regex=." 2>&1 | FileCheck %s --check-prefix=ALL
@@ -22,6 +24,12 @@
 // CHECK: graph.gather {{.*}}padding_idx = 0
 // CHECK-NOT: attention_mask
 
+// --keep-input: the mask stays an input (padded batches), the positions
+// are filled.
+// KEEP: remark: input position_ids: 0 to 2
+// KEEP-NOT: remark: input attention_mask
+// KEEP: graph.kind = "input", graph.name = "attention_mask"
+// NOKEEP: error: --keep-input: the model has no input named 'mask'
 // FREEZE: remark: not trained: 1 initializers matching --freeze '^head'
 // FREEZE: graph.kind = "constant", graph.name = "head"
 // NOMATCH: error: --freeze 'nothing' matches no trainable initializer

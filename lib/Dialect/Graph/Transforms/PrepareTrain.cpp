@@ -62,6 +62,16 @@ struct GraphFillWindowInputs
     func::FuncOp forward = forwardOf(getOperation(), getArgument());
     if (!forward)
       return signalPassFailure();
+    for (const std::string &name : keep) {
+      bool found = false;
+      for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+        found |= isKind(forward, i, kKindInput) && argName(forward, i) == name;
+      if (!found) {
+        forward.emitError() << "--keep-input: the model has no input named '"
+                            << name << "'";
+        return signalPassFailure();
+      }
+    }
     OpBuilder b(forward.getContext());
     b.setInsertionPointToStart(&forward.getBody().front());
     llvm::BitVector erase(forward.getNumArguments());
@@ -70,7 +80,7 @@ struct GraphFillWindowInputs
       auto type = dyn_cast<RankedTensorType>(forward.getArgument(i).getType());
       if (!isKind(forward, i, kKindInput) || n.empty() || !type ||
           !type.getElementType().isSignlessInteger() || type.getRank() != 2 ||
-          (!labels.empty() && n == labels))
+          (!labels.empty() && n == labels) || llvm::is_contained(keep, n))
         continue;
       std::string what;
       Attribute value;

@@ -600,7 +600,9 @@ def GraphFillWindowInputs
     become the constants a window of packed tokens gives them: ones,
     `0..seq-1` in every row, zeros. They leave the signature and the pass
     canonicalizes `@forward` when it filled any, so the masks fold and one
-    token input is left for the training driver. Each filled input gets a
+    token input is left for the training driver. Inputs named in `keep`
+    stay inputs (`lamina compile --keep-input`: padded batches fed by
+    name, `run --data-dir`). Each filled input gets a
     remark
     (`input attention_mask: all ones ...`).
 
@@ -615,6 +617,8 @@ def GraphFillWindowInputs
   let options = [
     Option<"labels", "labels", "std::string", /*default=*/"\"\"",
            "The labels input, which is never filled">,
+    ListOption<"keep", "keep", "std::string",
+               "Inputs left as inputs (padded batches fed by name)">,
   ];
 }
 
