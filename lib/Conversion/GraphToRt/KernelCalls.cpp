@@ -10,6 +10,7 @@
 #include "lamina/Conversion/GraphToRt/GraphToRt.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/IR/NodeName.h"
 #include "lamina/Runtime/Kernels.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -362,18 +363,6 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
 }
 
 std::string lamina::describeOrigin(Operation *op) {
-  Location loc = op->getLoc();
-  while (auto callsite = dyn_cast<CallSiteLoc>(loc))
-    loc = callsite.getCallee();
-  if (auto fused = dyn_cast<FusedLoc>(loc);
-      fused && !fused.getLocations().empty())
-    loc = fused.getLocations().front();
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  if (auto name = dyn_cast<NameLoc>(loc))
-    os << "node '" << name.getName().getValue() << "'";
-  else
-    os << loc;
-  os << " (" << op->getName() << ")";
-  return s;
+  return graph::nodeNameOf(op) + " (" + op->getName().getStringRef().str() +
+         ")";
 }

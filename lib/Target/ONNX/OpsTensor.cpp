@@ -352,18 +352,27 @@ LogicalResult importGatherND(NodeContext &ctx) {
                                                 ctx.attrInt("batch_dims", 0)));
 }
 
+/// ScatterND's and ScatterElements' `reduction` (the same set, with the
+/// same rule for repeated positions), or an error naming it.
+std::optional<std::string> scatterReduction(NodeContext &ctx) {
+  std::string reduction = ctx.attrString("reduction", "none");
+  if (graph::ScatterNDOp::isReduction(reduction))
+    return reduction;
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(reduction, os);
+  ctx.error() << "unsupported reduction '" << shown
+              << "' (none, add, mul, max or min)";
+  return std::nullopt;
+}
+
 LogicalResult importScatterND(NodeContext &ctx) {
   Value data = ctx.input(0), indices = ctx.input(1), updates = ctx.input(2);
   if (!data || !indices || !updates)
     return failure();
-  std::string reduction = ctx.attrString("reduction", "none");
-  if (!graph::ScatterNDOp::isReduction(reduction)) {
-    std::string shown;
-    llvm::raw_string_ostream os(shown);
-    llvm::printEscapedString(reduction, os);
-    return ctx.error() << "unsupported reduction '" << shown
-                       << "' (none, add, mul, max or min)";
-  }
+  std::optional<std::string> reduction = scatterReduction(ctx);
+  if (!reduction)
+    return failure();
   RankedTensorType want =
       graph::ScatterNDOp::updatesType(ctx.inputType(0), ctx.inputType(1));
   if (!want)
@@ -374,7 +383,7 @@ LogicalResult importScatterND(NodeContext &ctx) {
     return ctx.error() << "updates " << ctx.inputType(2) << " should be "
                        << want << " (indices' leading dims, then data's)";
   return ctx.result(ctx.build<graph::ScatterNDOp>(data.getType(), data, indices,
-                                                  updates, reduction));
+                                                  updates, *reduction));
 }
 /// GatherElements/ScatterElements: indices of data's rank whose dims fit
 /// data's except along `axis` (onnxruntime's check); the normalised axis.
@@ -426,20 +435,15 @@ LogicalResult importScatterElements(NodeContext &ctx) {
                        << " must have the indices' shape and data's type";
   // scatter_nd's reductions are ScatterElements' (opset 16: add, mul;
   // 18: max, min), with the same rule for repeated positions.
-  std::string reduction = ctx.attrString("reduction", "none");
-  if (!graph::ScatterNDOp::isReduction(reduction)) {
-    std::string shown;
-    llvm::raw_string_ostream os(shown);
-    llvm::printEscapedString(reduction, os);
-    return ctx.error() << "unsupported reduction '" << shown
-                       << "' (none, add, mul, max or min)";
-  }
+  std::optional<std::string> reduction = scatterReduction(ctx);
+  if (!reduction)
+    return failure();
   if (ctx.inputType(1).getNumElements() == 0)
     return ctx.result(data);
   Value tuples = elementTuples(ctx, indices, *axis);
   return ctx.result(tuples ? ctx.build<graph::ScatterNDOp>(data.getType(), data,
                                                           tuples, updates,
-                                                          reduction)
+                                                          *reduction)
                            : Value());
 }
 } // namespace

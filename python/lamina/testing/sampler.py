@@ -33,6 +33,10 @@ class SplitMix64:
             if x < limit:
                 return x % n
 
+    def uniform(self) -> float:
+        """Uniform in [0, 1): the top 53 bits (the recipes' draws)."""
+        return (self.next() >> 11) * 2.0 ** -53
+
 
 def windows(tokens, batch: int, seq: int, rng: SplitMix64) -> np.ndarray:
     """TokenData::sample's inputs: per row, start = rng.below(N - seq),

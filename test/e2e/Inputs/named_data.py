@@ -18,8 +18,8 @@ token recipes); prints "ok" or the reason it is not.
                              the batch `run --dump-outputs DUMP` wrote after
                              N steps is batch N+1 of recipe R drawn as
                              docs/training.md states it
-The sampler (SplitMix64, Fisher-Yates epochs) is written again here from
-the documentation.
+The sampler (SplitMix64, Fisher-Yates epochs) is lamina.testing.sampler's,
+the Python twin of the one the other tests check against.
 """
 import json
 import os
@@ -28,41 +28,7 @@ import sys
 
 import numpy as np
 
-M64 = (1 << 64) - 1
-
-
-class SplitMix64:
-    def __init__(self, seed):
-        self.state = seed & M64
-
-    def next(self):
-        self.state = (self.state + 0x9E3779B97F4A7C15) & M64
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-        return z ^ (z >> 31)
-
-    def below(self, n):
-        limit = M64 - M64 % n
-        while True:
-            x = self.next()
-            if x < limit:
-                return x % n
-
-    def uniform(self):
-        return (self.next() >> 11) * 2.0 ** -53
-
-
-def epoch_order(seed, n):
-    """Examples in the order --data-dir visits them: shuffled epochs."""
-    rng = SplitMix64(seed)
-    while True:
-        order = list(range(n))
-        for i in range(n, 1, -1):
-            j = rng.below(i)
-            order[i - 1], order[j] = order[j], order[i - 1]
-        yield from order
-
+from lamina.testing.sampler import SplitMix64, epoch_order
 
 BATCH, FEATURES, HIDDEN, CLASSES, N = 4, 6, 8, 3, 22
 

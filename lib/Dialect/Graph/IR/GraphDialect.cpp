@@ -1,6 +1,7 @@
 //===- GraphDialect.cpp - graph dialect -----------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
+#include "lamina/Dialect/Graph/IR/NodeName.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -100,4 +101,18 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "'" << kOutputNamesAttr
                            << "' needs one string per result";
   return success();
+}
+
+std::string lamina::graph::nodeNameOf(Operation *op) {
+  Location loc = op->getLoc();
+  while (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    loc = callsite.getCallee();
+  if (auto fused = dyn_cast<FusedLoc>(loc);
+      fused && !fused.getLocations().empty())
+    loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return "node '" + name.getName().getValue().str() + "'";
+  std::string s;
+  llvm::raw_string_ostream(s) << loc;
+  return s;
 }

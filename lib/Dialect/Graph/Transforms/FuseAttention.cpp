@@ -11,6 +11,7 @@
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/IR/Literal.h"
+#include "lamina/Dialect/Graph/IR/NodeName.h"
 #include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
@@ -495,19 +496,6 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache,
   return m;
 }
 
-/// The ONNX node an op came from, for remarks: "node 'NAME'".
-std::string nodeOf(Operation *op) {
-  Location loc = op->getLoc();
-  while (auto callsite = dyn_cast<CallSiteLoc>(loc))
-    loc = callsite.getCallee();
-  if (auto fused = dyn_cast<FusedLoc>(loc);
-      fused && !fused.getLocations().empty())
-    loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return "node '" + name.getName().getValue().str() + "'";
-  return "a " + op->getName().getStringRef().str();
-}
-
 /// `x` [B, Hk*g, S, D] that repeats each of Hk kv heads g times
 /// (reshape -> broadcast -> reshape, as exporters write repeat_kv): the
 /// [B, Hk, S, D] tensor; else `x` itself.
@@ -604,7 +592,7 @@ struct GraphFuseAttention
           if (!why.empty()) {
             auto &entry = unfused[why];
             if (entry.second++ == 0)
-              entry.first = nodeOf(softmax);
+              entry.first = nodeNameOf(softmax);
           }
           continue;
         }
