@@ -1,172 +1,217 @@
 #!/usr/bin/env python3
-"""Hugging Face architectures trained by lamina against PyTorch.
+"""Hugging Face architectures trained by Lamina against PyTorch.
 
-    python3 scripts/hf-survey.py [--lamina build/bin/lamina] [--work DIR]
-        [--pp P --micro-batches M] [ARCH ...]
+    python3 scripts/hf-survey.py [--task causal-lm|masked-lm|seq2seq|image-classification]
+        [--loss logits|own|both] [--exporter torchscript|dynamo|both]
+        [--pp P --micro-batches M] [--config KEY=VALUE ...] [--static]
+        [--steps 10] [--lr 0.1] [--markdown] [--lamina build/bin/lamina]
+        [--work DIR] [ARCH ...]
 
-Needs torch, transformers and onnxscript (PyPI; not needed by CI). For each
-architecture, a tiny randomly initialised causal LM (2 layers, hidden 32,
-vocab 64, eager attention) is exported with the TorchScript and the dynamo
-exporter (python/lamina/export_real_models.py), trained in PyTorch for 10
-SGD steps (lr 0.1) on the batches a compiled `run --data --seed 1` draws,
-then compiled with `lamina compile --mode train` and trained the same way.
-Prints one line per export: whether attention fused (and as causal), what
-the compile restored, and the worst relative difference of the losses.
-With --pp P --micro-batches M the program is a P-rank pipeline (1F1B) of
-M micro-batches of batch/M rows, run under mpirun: the same losses.
-The committed reference of this kind is test/e2e/hf-training-reference.test
-(GPT-2 and LLaMA); this survey covers more architectures, by hand.
+Needs torch, transformers and onnxscript (`pip install transformers
+onnxscript`; PyPI, not CI requirements: the survey is run by hand). ARCH is
+any Transformers model type (`bert`, `t5`, `vit`, ... as
+`AutoConfig.for_model` spells it; default: the task's surveyed ones, see
+hf_survey/models.py DEFAULTS). For each architecture a tiny randomly
+initialised model of the task's Auto class (2 layers, hidden 32, vocab 64,
+eager attention, no dropout; scripts/hf_survey/models.py) is exported with
+the TorchScript (opset 14) and the dynamo (opset 18) exporter, returning
+
+  logits  `lamina compile --loss causal-lm --logits logits` (causal LM) or
+          `--loss cross-entropy --logits logits --labels labels` (a
+          `labels` input added to the graph);
+  own     the model's own loss (`model(..., labels=labels).loss`),
+          `lamina compile --loss-output loss`;
+
+trained in PyTorch for 10 SGD steps (lr 0.1) on exactly the batches the
+compiled `run --seed 1` draws (the causal-LM window, the masked-LM and
+seq2seq recipes on a token file, shuffled epochs of `--data-dir` arrays for
+images; scripts/hf_survey/data.py), then compiled with `lamina compile
+--mode train` and trained the same way. Prints one line per export: whether
+attention fused, what the compile restored, PyTorch's first and last loss
+and the worst relative difference of the losses (ok: within 1e-5), or the
+first line of the error of the step that failed. With --pp P
+--micro-batches M the program is a P-rank 1F1B pipeline of M micro-batches
+of 4/M rows run under mpirun: the same losses. --markdown prints the lines
+as rows of docs/model-survey.md's table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
-import warnings
+import traceback
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(SRC, "python"))
+sys.path.insert(0, os.path.join(SRC, "scripts"))
 
-from lamina import export_real_models as E  # noqa: E402
-
-V = 64
-CHECK = os.path.join(SRC, "test", "e2e", "Inputs", "hf_reference.py")
+RTOL = 1e-5
 
 
-def configs(tf):
-    c = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2,
-             num_attention_heads=4, intermediate_size=64,
-             max_position_embeddings=64)
-    return {
-        "gpt2": (tf.GPT2Config, tf.GPT2LMHeadModel, E.GPT2),
-        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM, E.LLAMA),
-        "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM,
-                  dict(c, num_key_value_heads=2, tie_word_embeddings=True)),
-        "mistral": (tf.MistralConfig, tf.MistralForCausalLM,
-                    dict(c, num_key_value_heads=2, sliding_window=None)),
-        # pad_token_id 0 (the default), which the corpus holds: PyTorch's
-        # padding_idx keeps token 0's embedding row untrained.
-        "gemma": (tf.GemmaConfig, tf.GemmaForCausalLM,
-                  dict(c, num_key_value_heads=1, head_dim=8)),
-        "phi": (tf.PhiConfig, tf.PhiForCausalLM, dict(c)),
-        "gpt_neox": (tf.GPTNeoXConfig, tf.GPTNeoXForCausalLM, dict(c)),
-        "opt": (tf.OPTConfig, tf.OPTForCausalLM,
-                dict(vocab_size=V, hidden_size=32, num_hidden_layers=2,
-                     num_attention_heads=4, ffn_dim=64,
-                     max_position_embeddings=64, word_embed_proj_dim=32)),
-        "bloom": (tf.BloomConfig, tf.BloomForCausalLM,
-                  dict(vocab_size=V, hidden_size=32, n_layer=2, n_head=4)),
-        "falcon": (tf.FalconConfig, tf.FalconForCausalLM,
-                   dict(vocab_size=V, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=4, new_decoder_architecture=False,
-                        multi_query=True, alibi=False)),
-        "gpt_bigcode": (tf.GPTBigCodeConfig, tf.GPTBigCodeForCausalLM,
-                        dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
-                             n_positions=64, multi_query=True)),
-        "gptj": (tf.GPTJConfig, tf.GPTJForCausalLM,
-                 dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
-                      n_positions=64, rotary_dim=4)),
-    }
+def first_error(text):
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if "## Exception summary" in lines:  # the dynamo exporter's
+        return lines[lines.index("## Exception summary") + 1][:240]
+    for ln in lines:
+        if "error" in ln.lower():
+            return ln[:240]
+    return (lines[-1] if lines else "?")[:240]
 
 
-def make(arch):
-    import torch
-    import transformers as tf
-
-    config_cls, model_cls, kw = configs(tf)[arch]
-    torch.manual_seed(0)
-    return E.logits_only(model_cls(E.eager(config_cls(**kw))))
+def losses_of(path):
+    return [float(m.group(1)) for line in open(path, errors="replace")
+            if (m := re.match(r"step \d+ loss (\S+) ", line))]
 
 
-def reference(arch, tokens, steps=10, lr=0.1):
-    losses = E.train_losses(make(arch), tokens, "sgd", lr, steps, vocab=V)
-    return dict(batch=E.BATCH, seq=E.SEQ, seed=E.SEED, vocab=V, tokens=tokens,
-                runs=dict(sgd=dict(lr=lr, steps=steps, losses=losses)))
+def compile_flags(task, own):
+    if own:
+        return ["--loss-output", "loss"]
+    if task == "causal-lm":
+        return ["--loss", "causal-lm", "--logits", "logits"]
+    return ["--loss", "cross-entropy", "--logits", "logits", "--labels",
+            "labels"]
 
 
-def survey(arch, lamina, work, pp=1, micro=1):
-    import torch
+def one(a, task, arch, exporter, own, ref, data_flags, out):
+    """Export, compile, train one model; returns (status, details)."""
+    from hf_survey import data as D
+    from hf_survey import models as M
 
-    out = os.path.join(work, arch)
+    rows = M.BATCH // a.micro_batches
+    model, spec = M.build(task, arch, M.parse_overrides(a.config), own=own)
+    tag = f"{exporter}-{'own' if own else 'logits'}"
+    path = os.path.join(out, f"{tag}.onnx")
+    try:
+        M.export(model, task, exporter, path, static=rows if a.static else None)
+        if not own and task != "causal-lm":
+            M.add_labels_input(path, task)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        if a.verbose:
+            traceback.print_exc()
+        return "export failed", f"{type(e).__name__}: {first_error(str(e))}"
+    syms = M.symbolic_dims(path)
+    dims = []
+    for name, size in (("batch", rows), ("seq", M.SEQ), ("tgt", M.TGT)):
+        if name in syms:
+            dims += ["--dim", f"{name}={size}"]
+    dist = (["--pp", str(a.pp), "--micro-batches", str(a.micro_batches),
+             "--schedule", "1f1b"] if a.pp > 1 else [])
+    pad = M.padding_flags(model) if exporter == "torchscript" else []
+    prog = os.path.join(out, f"train-{tag}")
+    cmd = [a.lamina, "compile", path, "--mode", "train",
+           *compile_flags(task, own), *dims, "-o", prog, *dist, *pad]
+    if a.verbose:
+        print("  $", " ".join(cmd))
+    c = subprocess.run(cmd, capture_output=True, text=True)
+    if c.returncode:
+        return "compile failed", first_error(c.stderr or c.stdout)
+    cpp = ""
+    for f in ("model.cpp", "program.cpp"):
+        if os.path.exists(os.path.join(prog, f)):
+            cpp = open(os.path.join(prog, f)).read()
+    fused = len(re.findall(r"gen::attention\(", cpp))
+    m = re.search(r"(\d+) split off .*?(\d+) tied back, (\d+) zero biases",
+                  c.stdout)
+    restored = (f"split {m.group(1)}, tied {m.group(2)}, biases {m.group(3)}"
+                if m else "-")
+    launch = (["mpirun", "--oversubscribe", "--allow-run-as-root", "-np",
+               str(a.pp)] if a.pp > 1 else [])
+    log = os.path.join(out, f"{tag}.log")
+    run = [*launch, os.path.join(prog, "run"), *data_flags,
+           *D.recipe_flags(task, spec, own), "--optimizer", "sgd", "--lr",
+           str(a.lr), "--steps", str(a.steps), "--seed", str(a.seed),
+           "--log-every", "1", "--threads", "1"]
+    if a.verbose:
+        print("  $", " ".join(run))
+    with open(log, "w") as f:
+        r = subprocess.run(run, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode:
+        return "run failed", first_error(open(log, errors="replace").read())
+    got = losses_of(log)
+    if len(got) != len(ref):
+        return "run failed", f"{len(got)} losses logged, PyTorch has {len(ref)}"
+    worst = max(abs(g - w) / abs(w) for g, w in zip(got, ref))
+    return ("ok" if worst <= RTOL else "differs"), dict(
+        fused=fused, restored=restored, worst=worst)
+
+
+def survey(a, task, arch):
+    from hf_survey import data as D
+    from hf_survey import models as M
+
+    out = os.path.join(a.work, task, arch)
     os.makedirs(out, exist_ok=True)
-    model = make(arch)
-    ids = torch.randint(0, V, (2, 16), generator=torch.Generator().manual_seed(0))
-    ref = os.path.join(out, "ref.json")
-    with open(ref, "w") as f:
-        json.dump(reference(arch, E.corpus()), f)
-    data = os.path.join(out, "data.bin")
-    subprocess.run([sys.executable, CHECK, "data", ref, data], check=True)
-    args = subprocess.run([sys.executable, CHECK, "args", ref, "sgd"], check=True,
-                          capture_output=True, text=True).stdout.split()
-    for exporter, export in (("torchscript", E.export_torchscript),
-                             ("dynamo", E.export_dynamo)):
-        path = os.path.join(out, f"{exporter}.onnx")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                export(model, ids, path)
-        except Exception as e:  # noqa: BLE001 - report and go on
-            print(f"{arch:12} {exporter:11} export failed: {type(e).__name__}")
-            continue
-        prog = os.path.join(out, f"train-{exporter}")
-        dist = (["--pp", str(pp), "--micro-batches", str(micro), "--schedule",
-                 "1f1b"] if pp > 1 else [])
-        # TorchScript exports carry no padding_idx (dynamo's metadata does).
-        pad = getattr(model.inner.get_input_embeddings(), "padding_idx", None)
-        if exporter == "torchscript" and pad is not None:
-            table = next(n for n, p in model.named_parameters()
-                         if p is model.inner.get_input_embeddings().weight)
-            dist += ["--padding-idx", f"{table}={pad}"]
-        c = subprocess.run([lamina, "compile", path, "--mode", "train", "--loss",
-                            "causal-lm", "--logits", "logits", "--dim",
-                            f"batch={E.BATCH // micro}", "--dim", f"seq={E.SEQ}",
-                            "-o", prog, *dist],
-                           capture_output=True, text=True)
-        if c.returncode:
-            print(f"{arch:12} {exporter:11} compile failed: "
-                  f"{(c.stderr.strip().splitlines() or ['?'])[0][:150]}")
-            continue
-        cpp = open(os.path.join(prog, "model.cpp")).read()
-        launch = (["mpirun", "--oversubscribe", "--allow-run-as-root", "-np",
-                   str(pp)] if pp > 1 else [])
-        fused = len(re.findall(r"gen::attention\(", cpp))
-        causal = len(re.findall(r"gen::attention\(.*, true, lamina", cpp))
-        m = re.search(r"(\d+) split off .*?(\d+) tied back, (\d+) zero biases", c.stdout)
-        restored = f"split {m.group(1)} tied {m.group(2)} biases {m.group(3)}" if m else "nothing"
-        log = os.path.join(out, f"{exporter}.log")
-        with open(log, "w") as f:
-            r = subprocess.run([*launch, os.path.join(prog, "run"), "--data", data, *args],
-                               stdout=f, stderr=subprocess.STDOUT)
-        if r.returncode:
-            print(f"{arch:12} {exporter:11} run failed (see {log})")
-            continue
-        chk = subprocess.run([sys.executable, CHECK, "check", ref, "sgd", log, "1e-5"],
-                             capture_output=True, text=True)
-        worst = re.search(r"worst rel difference (\S+)", chk.stderr)
-        print(f"{arch:12} {exporter:11} attention {fused} (causal {causal}), "
-              f"{restored:25} worst {worst.group(1) if worst else '?':9} "
-              f"{chk.stdout.strip()}")
+    data_flags = D.write(task, out)
+    try:
+        model, spec = M.build(task, arch, M.parse_overrides(a.config), own=True)
+        ref = D.train(model, task, spec, out, a.seed, a.steps, a.lr)
+    except Exception as e:  # noqa: BLE001
+        if a.verbose:
+            traceback.print_exc()
+        print(f"{task} {arch}: PyTorch failed: {type(e).__name__}: "
+              f"{first_error(str(e))}")
+        return
+    exporters = ["torchscript", "dynamo"] if a.exporter == "both" else [a.exporter]
+    losses = {"logits": [False], "own": [True], "both": [False, True]}[a.loss]
+    where = f"pp {a.pp} x {a.micro_batches} mb" if a.pp > 1 else "1 process"
+    for exporter in exporters:
+        for own in losses:
+            status, info = one(a, task, arch, exporter, own, ref, data_flags, out)
+            loss = "own loss" if own else "logits"
+            if isinstance(info, dict):
+                detail = (f"attention {info['fused']}, restored {info['restored']}, "
+                          f"PyTorch {ref[0]:.4f} -> {ref[-1]:.4f}")
+                worst = f"{info['worst']:.1e}"
+            else:
+                detail, worst = info, "-"
+            if a.markdown:
+                print(f"| {arch} | {task} | {exporter} | {loss} | {where} | "
+                      f"{status} | {worst} | {detail.replace('|', '/')} |")
+            else:
+                print(f"{task:12} {arch:12} {exporter:11} {loss:8} {where}: "
+                      f"{status:14} worst {worst:8} {detail}")
+            sys.stdout.flush()
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("arch", nargs="*")
+    p.add_argument("--task", default="causal-lm",
+                   choices=["causal-lm", "masked-lm", "seq2seq",
+                            "image-classification"])
+    p.add_argument("--loss", default=None, choices=["logits", "own", "both"],
+                   help="default: logits for causal-lm, both otherwise")
+    p.add_argument("--exporter", default="both",
+                   choices=["torchscript", "dynamo", "both"])
+    p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="a config attribute (Python literal), after the tiny sizes")
+    p.add_argument("--static", action="store_true",
+                   help="export at the training shape (no symbolic dims)")
     p.add_argument("--lamina", default=os.path.join(SRC, "build", "bin", "lamina"))
     p.add_argument("--work", default="/tmp/lamina-hf-survey")
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--micro-batches", type=int, default=1)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--markdown", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args()
+    if a.loss is None:
+        a.loss = "logits" if a.task == "causal-lm" else "both"
     try:
-        import transformers as tf
+        import transformers  # noqa: F401
     except ImportError as e:
         print(f"needs torch, transformers and onnxscript: {e}", file=sys.stderr)
         return 2
-    for arch in a.arch or list(configs(tf)):
-        survey(arch, a.lamina, a.work, a.pp, a.micro_batches)
+    from hf_survey import models as M
+
+    for arch in a.arch or M.DEFAULTS[a.task]:
+        survey(a, a.task, arch)
     return 0
 
 
