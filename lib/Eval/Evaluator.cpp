@@ -341,6 +341,48 @@ struct Runner {
                                      outs[0], &outs[1],
                                      o.getAddend() ? &addend : nullptr);
         })
+        // Vision.
+        .Case([&](ConvOp o) {
+          rt::Tensor bias;
+          if (o.getBias())
+            bias = env.lookup(o.getBias())->view();
+          return rt::conv(in(0), in(1), o.getBias() ? &bias : nullptr,
+                          o.getStrides().data(), o.getDilations().data(),
+                          o.getPads().data(), o.getGroup(), out);
+        })
+        .Case([&](ConvGradInputOp o) {
+          return rt::convBackwardInput(in(0), in(1), o.getStrides().data(),
+                                       o.getDilations().data(),
+                                       o.getPads().data(), o.getGroup(), out);
+        })
+        .Case([&](ConvGradWeightOp o) {
+          return rt::convBackwardWeight(in(0), in(1), o.getStrides().data(),
+                                        o.getDilations().data(),
+                                        o.getPads().data(), o.getGroup(), out);
+        })
+        .Case([&](MaxPoolOp o) {
+          return rt::maxPool(in(0), o.getKernelShape().data(),
+                             o.getStrides().data(), o.getDilations().data(),
+                             o.getPads().data(), out);
+        })
+        .Case([&](MaxPoolGradOp o) {
+          return rt::maxPoolBackward(in(0), in(1), o.getKernelShape().data(),
+                                     o.getStrides().data(),
+                                     o.getDilations().data(),
+                                     o.getPads().data(), out);
+        })
+        .Case([&](AvgPoolOp o) {
+          return rt::avgPool(in(0), o.getKernelShape().data(),
+                             o.getStrides().data(), o.getDilations().data(),
+                             o.getPads().data(), o.getCountIncludePad(), out);
+        })
+        .Case([&](AvgPoolGradOp o) {
+          return rt::avgPoolBackward(in(0), o.getKernelShape().data(),
+                                     o.getStrides().data(),
+                                     o.getDilations().data(),
+                                     o.getPads().data(),
+                                     o.getCountIncludePad(), out);
+        })
         .Case([&](AttentionOp o) {
           rt::Tensor bias;
           if (o.getBias())

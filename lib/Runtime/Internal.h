@@ -131,6 +131,53 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
           const double *a, int64_t lda, const double *b, int64_t ldb,
           double beta, double *c, int64_t ldc);
 
+/// A convolution's or pool's geometry over three spatial dims (D, H, W);
+/// 1-D and 2-D ops have leading dims of size 1 (kernel 1, stride 1, no
+/// pads). `channels` are the input's; `outChannels` the result's.
+struct WindowGeometry {
+  int64_t batch = 0, channels = 0, outChannels = 0, group = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1};
+  int64_t padBegin[3] = {0, 0, 0}, padEnd[3] = {0, 0, 0};
+  LAMINA_HD int64_t inSize() const { return in[0] * in[1] * in[2]; }
+  LAMINA_HD int64_t outSize() const { return out[0] * out[1] * out[2]; }
+  LAMINA_HD int64_t kernelSize() const {
+    return kernel[0] * kernel[1] * kernel[2];
+  }
+};
+/// graph.conv's operands: float `input` [N, C, S...] (1 to 3 spatial dims),
+/// `weight` [M, C/group, K...], `bias` [M] (nullptr: none) and `result`
+/// [N, M, O...] with O the floor-mode window count, all of one element
+/// type. The backward kernels pass their gradInput / gradWeight as `input`
+/// / `weight` and gradResult as `result`.
+Status checkConv(const char *name, const Tensor &input, const Tensor &weight,
+                 const Tensor *bias, const int64_t *strides,
+                 const int64_t *dilations, const int64_t *pads, int64_t group,
+                 const Tensor &result, WindowGeometry &g);
+/// A pool's: float `input` [N, C, S...] and `result` [N, C, O...] of one
+/// element type, O the floor- or ceil-mode window count.
+Status checkPool(const char *name, const Tensor &input, const int64_t *kernel,
+                 const int64_t *strides, const int64_t *dilations,
+                 const int64_t *pads, const Tensor &result, WindowGeometry &g);
+/// The average pool's divisor of output position (od, oh, ow): the
+/// window's taps inside the input or, `includePad`, inside the padded
+/// input.
+LAMINA_HD inline int64_t poolDivisor(const WindowGeometry &g, int64_t od,
+                                     int64_t oh, int64_t ow, bool includePad) {
+  int64_t o[3] = {od, oh, ow}, count = 1;
+  for (int d = 0; d < 3; ++d) {
+    int64_t lo = includePad ? -g.padBegin[d] : 0;
+    int64_t hi = includePad ? g.in[d] + g.padEnd[d] : g.in[d];
+    int64_t n = 0;
+    for (int64_t k = 0; k < g.kernel[d]; ++k) {
+      int64_t p = o[d] * g.stride[d] - g.padBegin[d] + k * g.dilation[d];
+      n += p >= lo && p < hi;
+    }
+    count *= n;
+  }
+  return count;
+}
+
 //===----------------------------------------------------------------------===//
 // Checks and messages
 //===----------------------------------------------------------------------===//

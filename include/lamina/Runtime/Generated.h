@@ -61,6 +61,15 @@ inline Status layerNorm(const Tensor &input, const Tensor &scale,
 inline const Tensor *optional(const Tensor &t) { return &t; }
 inline const Tensor *optional(std::nullptr_t) { return nullptr; }
 
+/// graph.conv with its bias a tensor or nullptr.
+template <typename Bias>
+inline Status conv(const Tensor &input, const Tensor &weight, const Bias &bias,
+                   const int64_t *strides, const int64_t *dilations,
+                   const int64_t *pads, int64_t group, const Tensor &result) {
+  return rt::conv(input, weight, optional(bias), strides, dilations, pads,
+                  group, result);
+}
+
 /// The norms' fused gradients as the lowering passes them: the addend
 /// (after gradResult) and gradBias each a tensor or nullptr, the parameter
 /// gradients as tensors.

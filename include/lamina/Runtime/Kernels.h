@@ -286,6 +286,49 @@ Status scatterND(const Tensor &data, const Tensor &indices,
                  const Tensor &updates, ScatterReduction reduction,
                  const Tensor &result);
 
+//===----------------------------------------------------------------------===//
+// Vision (Vision.cpp): convolution and pooling over 1 to 3 spatial dims
+//===----------------------------------------------------------------------===//
+
+// The geometry of graph.conv and the pools: `strides` and `dilations` hold
+// one value per spatial dim, `pads` the begin pads then the end pads; f32
+// and f64 (im2col and the GEMM above).
+
+/// result [N, M, O...] = input [N, C, S...] (*) weight [M, C/group, K...]
+/// (+ bias [M] unless nullptr).
+Status conv(const Tensor &input, const Tensor &weight, const Tensor *bias,
+            const int64_t *strides, const int64_t *dilations,
+            const int64_t *pads, int64_t group, const Tensor &result);
+/// graph.conv_grad_input: the input's gradient (shaped as the input).
+Status convBackwardInput(const Tensor &weight, const Tensor &gradResult,
+                         const int64_t *strides, const int64_t *dilations,
+                         const int64_t *pads, int64_t group,
+                         const Tensor &gradInput);
+/// graph.conv_grad_weight: the weight's gradient, summed over the batch.
+Status convBackwardWeight(const Tensor &input, const Tensor &gradResult,
+                          const int64_t *strides, const int64_t *dilations,
+                          const int64_t *pads, int64_t group,
+                          const Tensor &gradWeight);
+/// graph.max_pool; the result's spatial dims say whether ceil_mode was on.
+Status maxPool(const Tensor &input, const int64_t *kernel,
+               const int64_t *strides, const int64_t *dilations,
+               const int64_t *pads, const Tensor &result);
+/// graph.max_pool_grad: each window's gradient to its first maximum.
+Status maxPoolBackward(const Tensor &input, const Tensor &gradResult,
+                       const int64_t *kernel, const int64_t *strides,
+                       const int64_t *dilations, const int64_t *pads,
+                       const Tensor &gradInput);
+/// graph.avg_pool.
+Status avgPool(const Tensor &input, const int64_t *kernel,
+               const int64_t *strides, const int64_t *dilations,
+               const int64_t *pads, bool countIncludePad,
+               const Tensor &result);
+/// graph.avg_pool_grad.
+Status avgPoolBackward(const Tensor &gradResult, const int64_t *kernel,
+                       const int64_t *strides, const int64_t *dilations,
+                       const int64_t *pads, bool countIncludePad,
+                       const Tensor &gradInput);
+
 } // namespace lamina::rt
 
 #endif // LAMINA_RUNTIME_KERNELS_H

@@ -278,6 +278,52 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                       {c.in(0), c.in(1), c.in(2), c.i64(o.getIgnoreIndex()),
                        c.out()});
       })
+      // Vision: the window attributes as arrays, the bias optional.
+      .Case([&](ConvOp o) {
+        Attribute bias = o.getBias() ? c.in(2) : Attribute(b.getUnitAttr());
+        return c.call("gen::conv",
+                      {c.in(0), c.in(1), bias, c.array(o.getStrides()),
+                       c.array(o.getDilations()), c.array(o.getPads()),
+                       c.i64(o.getGroup()), c.out()});
+      })
+      .Case([&](ConvGradInputOp o) {
+        return c.call("convBackwardInput",
+                      {c.in(0), c.in(1), c.array(o.getStrides()),
+                       c.array(o.getDilations()), c.array(o.getPads()),
+                       c.i64(o.getGroup()), c.out()});
+      })
+      .Case([&](ConvGradWeightOp o) {
+        return c.call("convBackwardWeight",
+                      {c.in(0), c.in(1), c.array(o.getStrides()),
+                       c.array(o.getDilations()), c.array(o.getPads()),
+                       c.i64(o.getGroup()), c.out()});
+      })
+      .Case([&](MaxPoolOp o) {
+        return c.call("maxPool", {c.in(0), c.array(o.getKernelShape()),
+                                  c.array(o.getStrides()),
+                                  c.array(o.getDilations()),
+                                  c.array(o.getPads()), c.out()});
+      })
+      .Case([&](MaxPoolGradOp o) {
+        return c.call("maxPoolBackward",
+                      {c.in(0), c.in(1), c.array(o.getKernelShape()),
+                       c.array(o.getStrides()), c.array(o.getDilations()),
+                       c.array(o.getPads()), c.out()});
+      })
+      .Case([&](AvgPoolOp o) {
+        return c.call("avgPool", {c.in(0), c.array(o.getKernelShape()),
+                                  c.array(o.getStrides()),
+                                  c.array(o.getDilations()),
+                                  c.array(o.getPads()),
+                                  c.flag(o.getCountIncludePad()), c.out()});
+      })
+      .Case([&](AvgPoolGradOp o) {
+        return c.call("avgPoolBackward",
+                      {c.in(0), c.array(o.getKernelShape()),
+                       c.array(o.getStrides()), c.array(o.getDilations()),
+                       c.array(o.getPads()), c.flag(o.getCountIncludePad()),
+                       c.out()});
+      })
       // Reductions.
       .Case([&](ReduceSumOp o) { return c.reduce("Sum", o); })
       .Case([&](ReduceMeanOp o) { return c.reduce("Mean", o); })

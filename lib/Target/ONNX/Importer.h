@@ -150,6 +150,7 @@ void registerElementwiseOps(OpRegistry &registry);
 void registerNNOps(OpRegistry &registry);
 void registerTensorOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);
+void registerVisionOps(OpRegistry &registry);
 
 /// Normalises ONNX reduction axes (attribute or input) for `rank`; an empty
 /// list means all axes.

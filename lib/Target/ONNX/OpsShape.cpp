@@ -243,6 +243,7 @@ const OpRegistry &OpRegistry::get() {
     registerNNOps(r);
     registerTensorOps(r);
     registerShapeOps(r);
+    registerVisionOps(r);
     return r;
   }();
   return registry;

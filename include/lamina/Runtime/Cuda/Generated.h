@@ -161,6 +161,16 @@ inline Status fusedElementwiseSum(const Tensor &result, const Tensor &sum,
                    std::make_index_sequence<sizeof...(Args) - 1>());
 }
 
+/// graph.conv with its bias a tensor or nullptr.
+template <typename Bias>
+inline Status conv(const Tensor &input, const Tensor &weight, const Bias &bias,
+                   const int64_t *strides, const int64_t *dilations,
+                   const int64_t *pads, int64_t group, const Tensor &result,
+                   cudaStream_t stream) {
+  return cuda::conv(input, weight, rt::gen::optional(bias), strides,
+                    dilations, pads, group, result, stream);
+}
+
 } // namespace gen
 } // namespace lamina::rt::cuda
 

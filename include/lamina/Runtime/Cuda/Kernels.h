@@ -320,6 +320,37 @@ Status scatterND(const Tensor &data, const Tensor &indices,
                  const Tensor &updates, ScatterReduction reduction,
                  const Tensor &result, cudaStream_t stream);
 
+/// Convolution and pooling (Vision.cu): the host kernels' geometry and
+/// checks; f32, f16 and bf16, accumulating in f32. Direct kernels, one
+/// thread per element written (deterministic, no scratch).
+Status conv(const Tensor &input, const Tensor &weight, const Tensor *bias,
+            const int64_t *strides, const int64_t *dilations,
+            const int64_t *pads, int64_t group, const Tensor &result,
+            cudaStream_t stream);
+Status convBackwardInput(const Tensor &weight, const Tensor &gradResult,
+                         const int64_t *strides, const int64_t *dilations,
+                         const int64_t *pads, int64_t group,
+                         const Tensor &gradInput, cudaStream_t stream);
+Status convBackwardWeight(const Tensor &input, const Tensor &gradResult,
+                          const int64_t *strides, const int64_t *dilations,
+                          const int64_t *pads, int64_t group,
+                          const Tensor &gradWeight, cudaStream_t stream);
+Status maxPool(const Tensor &input, const int64_t *kernel,
+               const int64_t *strides, const int64_t *dilations,
+               const int64_t *pads, const Tensor &result, cudaStream_t stream);
+Status maxPoolBackward(const Tensor &input, const Tensor &gradResult,
+                       const int64_t *kernel, const int64_t *strides,
+                       const int64_t *dilations, const int64_t *pads,
+                       const Tensor &gradInput, cudaStream_t stream);
+Status avgPool(const Tensor &input, const int64_t *kernel,
+               const int64_t *strides, const int64_t *dilations,
+               const int64_t *pads, bool countIncludePad, const Tensor &result,
+               cudaStream_t stream);
+Status avgPoolBackward(const Tensor &gradResult, const int64_t *kernel,
+                       const int64_t *strides, const int64_t *dilations,
+                       const int64_t *pads, bool countIncludePad,
+                       const Tensor &gradInput, cudaStream_t stream);
+
 } // namespace lamina::rt::cuda
 
 #endif // LAMINA_RUNTIME_CUDA_KERNELS_H

@@ -183,3 +183,46 @@ NO_FLOPS(TriluOp)
 NO_FLOPS(GatherOp)
 NO_FLOPS(GatherNDOp)
 #undef NO_FLOPS
+
+// Convolutions count 2 per multiply-add of every output against its
+// window (the gradients the same products, ordered differently) plus the
+// bias add; pools one per window position read.
+static int64_t windowSize(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape.drop_front(2))
+    n *= d;
+  return n;
+}
+static int64_t convFlops(RankedTensorType weight, RankedTensorType result) {
+  return 2 * result.getNumElements() * weight.getDimSize(1) *
+         windowSize(weight.getShape());
+}
+int64_t ConvOp::getFlops() {
+  return convFlops(getWeight().getType(), getResult().getType()) +
+         (getBias() ? elements(getResult()) : 0);
+}
+int64_t ConvGradInputOp::getFlops() {
+  return convFlops(getWeight().getType(), getGradResult().getType());
+}
+int64_t ConvGradWeightOp::getFlops() {
+  return convFlops(getGradWeight().getType(), getGradResult().getType());
+}
+static int64_t kernelSize(ArrayRef<int64_t> kernel) {
+  int64_t n = 1;
+  for (int64_t k : kernel)
+    n *= k;
+  return n;
+}
+int64_t MaxPoolOp::getFlops() {
+  return elements(getResult()) * kernelSize(getKernelShape());
+}
+int64_t AvgPoolOp::getFlops() {
+  return elements(getResult()) * (kernelSize(getKernelShape()) + 1);
+}
+// The backward recomputes each window's maximum, or spreads its share.
+int64_t MaxPoolGradOp::getFlops() {
+  return elements(getGradResult()) * kernelSize(getKernelShape());
+}
+int64_t AvgPoolGradOp::getFlops() {
+  return elements(getGradResult()) * (kernelSize(getKernelShape()) + 1);
+}

@@ -372,6 +372,49 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradients(
   return success();
 }
 
+// Convolution: the input's gradient is the transposed convolution of the
+// result's with the weight, the weight's the correlation of the input with
+// it, the bias's its sum over the batch and spatial dims.
+LogicalResult ConvOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                     SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  Value g = gradients[0];
+  out.push_back(ConvGradInputOp::create(
+      gb.b, getInput().getType(), getWeight(), g, getStridesAttr(),
+      getDilationsAttr(), getPadsAttr(), getGroupAttr()));
+  out.push_back(ConvGradWeightOp::create(
+      gb.b, getWeight().getType(), getInput(), g, getStridesAttr(),
+      getDilationsAttr(), getPadsAttr(), getGroupAttr()));
+  if (getBias()) {
+    SmallVector<int64_t> axes = {0};
+    for (int64_t d = 2; d < typeOf(g).getRank(); ++d)
+      axes.push_back(d);
+    out.push_back(gb.reduceSum(g, axes, /*keepdims=*/false));
+  }
+  return success();
+}
+
+LogicalResult MaxPoolOp::buildGradients(OpBuilder &builder,
+                                        ValueRange gradients,
+                                        SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(MaxPoolGradOp::create(
+      gb.b, getInput().getType(), getInput(), gradients[0], getKernelShapeAttr(),
+      getStridesAttr(), getDilationsAttr(), getPadsAttr(), getCeilModeAttr()));
+  return success();
+}
+
+LogicalResult AvgPoolOp::buildGradients(OpBuilder &builder,
+                                        ValueRange gradients,
+                                        SmallVectorImpl<Value> &out) {
+  GradBuilder gb(*this, builder);
+  out.push_back(AvgPoolGradOp::create(
+      gb.b, getInput().getType(), gradients[0], getKernelShapeAttr(),
+      getStridesAttr(), getDilationsAttr(), getPadsAttr(), getCeilModeAttr(),
+      getCountIncludePadAttr()));
+  return success();
+}
+
 bool lamina::graph::dependsOnTrainable(Value v) {
   SmallVector<Value> work = {v};
   llvm::DenseSet<Value> seen;

@@ -281,6 +281,176 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *,
 }
 
 //===----------------------------------------------------------------------===//
+// Vision
+//===----------------------------------------------------------------------===//
+
+LogicalResult lamina::graph::inferWindow(std::optional<Location> loc,
+                                         RankedTensorType input,
+                                         ArrayRef<int64_t> kernel,
+                                         ArrayRef<int64_t> strides,
+                                         ArrayRef<int64_t> dilations,
+                                         ArrayRef<int64_t> pads, bool ceilMode,
+                                         SmallVectorImpl<int64_t> &spatial) {
+  int64_t rank = input.getRank();
+  if (rank < 3 || rank > 5)
+    return inferError(loc, "window ops take [N, C, S...] with 1 to 3 "
+                           "spatial dims, got rank " + Twine(rank));
+  size_t s = size_t(rank - 2);
+  if (kernel.size() != s || strides.size() != s || dilations.size() != s ||
+      pads.size() != 2 * s)
+    return inferError(loc, "window attributes need one kernel size, stride "
+                           "and dilation per spatial dim and two pads");
+  for (size_t i = 0; i < s; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 ||
+        pads[i + s] < 0)
+      return inferError(loc, "window kernel, strides and dilations must be "
+                             ">= 1 and pads >= 0");
+    int64_t in = input.getDimSize(int64_t(i) + 2);
+    int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t room = in + pads[i] + pads[i + s] - span;
+    if (room < 0)
+      return inferError(loc, "window of " + Twine(span) +
+                                 " does not fit spatial dim " + Twine(i) +
+                                 " of " + Twine(in) + " with its pads");
+    int64_t out = (ceilMode ? (room + strides[i] - 1) / strides[i]
+                            : room / strides[i]) + 1;
+    // A ceil_mode window must start inside the input or its begin pad.
+    if (ceilMode && (out - 1) * strides[i] >= in + pads[i])
+      --out;
+    spatial.push_back(out);
+  }
+  return success();
+}
+
+LogicalResult lamina::graph::inferConv(std::optional<Location> loc,
+                                       RankedTensorType input,
+                                       RankedTensorType weight,
+                                       ArrayRef<int64_t> strides,
+                                       ArrayRef<int64_t> dilations,
+                                       ArrayRef<int64_t> pads, int64_t group,
+                                       SmallVectorImpl<Type> &types) {
+  if (weight.getRank() != input.getRank())
+    return inferError(loc, "conv weight must have the input's rank");
+  if (weight.getElementType() != input.getElementType())
+    return inferError(loc, "conv operands have different element types");
+  int64_t c = input.getDimSize(1), m = weight.getDimSize(0);
+  if (group < 1 || c % group || m % group || weight.getDimSize(1) * group != c)
+    return inferError(loc, "conv of " + Twine(c) + " input channels in " +
+                               Twine(group) + " groups needs a weight of [M, " +
+                               Twine(group > 0 ? c / group : 0) +
+                               ", ...] with M a multiple of the groups");
+  SmallVector<int64_t> spatial;
+  if (failed(inferWindow(loc, input, weight.getShape().drop_front(2), strides,
+                         dilations, pads, false, spatial)))
+    return failure();
+  SmallVector<int64_t> shape = {input.getDimSize(0), m};
+  shape.append(spatial);
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto weight = tensorType(adaptor.getWeight());
+  if (Value bias = adaptor.getBias()) {
+    auto bt = tensorType(bias);
+    if (bt.getRank() != 1 || weight.getRank() < 1 ||
+        bt.getDimSize(0) != weight.getDimSize(0) ||
+        bt.getElementType() != weight.getElementType())
+      return inferError(loc, "conv bias must be [M] of the weight's type");
+  }
+  return inferConv(loc, tensorType(adaptor.getInput()), weight,
+                   adaptor.getStrides(), adaptor.getDilations(),
+                   adaptor.getPads(), adaptor.getGroup(), types);
+}
+
+/// A gradient op's verifier: the forward op's result type, inferred from
+/// the types the gradient op names, must be grad_result's.
+static LogicalResult verifyForwardType(Operation *op, LogicalResult inferred,
+                                       ArrayRef<Type> types, Type gradResult) {
+  if (failed(inferred))
+    return failure();
+  if (types.front() != gradResult)
+    return op->emitOpError("grad_result ")
+           << gradResult << " is not the forward result " << types.front();
+  return success();
+}
+
+LogicalResult ConvGradInputOp::verify() {
+  SmallVector<Type> types;
+  return verifyForwardType(
+      *this,
+      inferConv(getLoc(), getGradInput().getType(), getWeight().getType(),
+                getStrides(), getDilations(), getPads(), getGroup(), types),
+      types, getGradResult().getType());
+}
+
+LogicalResult ConvGradWeightOp::verify() {
+  SmallVector<Type> types;
+  return verifyForwardType(
+      *this,
+      inferConv(getLoc(), getInput().getType(), getGradWeight().getType(),
+                getStrides(), getDilations(), getPads(), getGroup(), types),
+      types, getGradResult().getType());
+}
+
+/// A pool's result type over `input`.
+static LogicalResult inferPool(std::optional<Location> loc,
+                               RankedTensorType input, ArrayRef<int64_t> kernel,
+                               ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> dilations,
+                               ArrayRef<int64_t> pads, bool ceilMode,
+                               SmallVectorImpl<Type> &types) {
+  SmallVector<int64_t> shape;
+  if (input.getRank() >= 2)
+    shape.append({input.getDimSize(0), input.getDimSize(1)});
+  if (failed(inferWindow(loc, input, kernel, strides, dilations, pads, ceilMode,
+                         shape)))
+    return failure();
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferPool(loc, tensorType(adaptor.getInput()),
+                   adaptor.getKernelShape(), adaptor.getStrides(),
+                   adaptor.getDilations(), adaptor.getPads(),
+                   adaptor.getCeilMode(), types);
+}
+
+LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferPool(loc, tensorType(adaptor.getInput()),
+                   adaptor.getKernelShape(), adaptor.getStrides(),
+                   adaptor.getDilations(), adaptor.getPads(),
+                   adaptor.getCeilMode(), types);
+}
+
+LogicalResult MaxPoolGradOp::verify() {
+  SmallVector<Type> types;
+  return verifyForwardType(
+      *this,
+      inferPool(getLoc(), getInput().getType(), getKernelShape(), getStrides(),
+                getDilations(), getPads(), getCeilMode(), types),
+      types, getGradResult().getType());
+}
+
+LogicalResult AvgPoolGradOp::verify() {
+  SmallVector<Type> types;
+  return verifyForwardType(
+      *this,
+      inferPool(getLoc(), getGradInput().getType(), getKernelShape(),
+                getStrides(), getDilations(), getPads(), getCeilMode(), types),
+      types, getGradResult().getType());
+}
+
+//===----------------------------------------------------------------------===//
 // Verifiers
 //===----------------------------------------------------------------------===//
 

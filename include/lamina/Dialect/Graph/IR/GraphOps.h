@@ -33,6 +33,26 @@ bool narrowOrSameResult(mlir::TypeRange inferred, mlir::TypeRange actual);
 /// Whether `v` is computed from a function argument marked trainable
 /// (graph.kind): a value that needs a gradient.
 bool dependsOnTrainable(mlir::Value v);
+
+/// The spatial result dims of a window over `input` ([N, C, S...], one to
+/// three spatial dims): graph.conv's (`kernel` the weight's spatial dims)
+/// and the pools'. Fails with a message at `loc` when an attribute has the
+/// wrong length or range, or a window does not fit.
+llvm::LogicalResult inferWindow(std::optional<mlir::Location> loc,
+                                mlir::RankedTensorType input,
+                                llvm::ArrayRef<int64_t> kernel,
+                                llvm::ArrayRef<int64_t> strides,
+                                llvm::ArrayRef<int64_t> dilations,
+                                llvm::ArrayRef<int64_t> pads, bool ceilMode,
+                                llvm::SmallVectorImpl<int64_t> &spatial);
+/// graph.conv's result type for `input` and `weight`, appended to `types`.
+llvm::LogicalResult inferConv(std::optional<mlir::Location> loc,
+                              mlir::RankedTensorType input,
+                              mlir::RankedTensorType weight,
+                              llvm::ArrayRef<int64_t> strides,
+                              llvm::ArrayRef<int64_t> dilations,
+                              llvm::ArrayRef<int64_t> pads, int64_t group,
+                              llvm::SmallVectorImpl<mlir::Type> &types);
 } // namespace lamina::graph
 
 namespace lamina::graph::detail {

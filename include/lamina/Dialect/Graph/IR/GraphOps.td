@@ -755,4 +755,148 @@ def Graph_ScatterNDOp : Graph_Op<"scatter_nd",
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Vision: convolution and pooling over 1 to 3 spatial dims
+//===----------------------------------------------------------------------===//
+
+// The window geometry every op below shares, ONNX's: per spatial dim a
+// stride, a dilation and pads (all begins, then all ends). Output position
+// o of a spatial dim reads input positions `o * stride - pad_begin + j *
+// dilation`, j < kernel; positions outside the input are padding.
+defvar Graph_WindowArgs = (ins DenseI64ArrayAttr:$strides,
+                               DenseI64ArrayAttr:$dilations,
+                               DenseI64ArrayAttr:$pads);
+
+def Graph_ConvOp : Graph_Op<"conv",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
+  let summary = "Grouped, strided, dilated, padded convolution (ONNX Conv)";
+  let description = [{
+    `input [N, C, S...]` (1 to 3 spatial dims), `weight [M, C/group, K...]`,
+    optional `bias [M]`; the result is `[N, M, O...]` with `O = (S +
+    pad_begin + pad_end - dilation * (K - 1) - 1) / stride + 1` (floor).
+    Output channel `m` reads the `C/group` input channels of group `m /
+    (M/group)`. Cross-correlation, as ONNX and PyTorch define it.
+
+    ```mlir
+    %y = graph.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64,
+           pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+         : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>)
+         -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$input,
+                            Graph_FloatTensor:$weight,
+                            Optional<Graph_FloatTensor>:$bias),
+                       Graph_WindowArgs, (ins I64Attr:$group));
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Graph_ConvGradInputOp : Graph_Op<"conv_grad_input", [Pure]> {
+  let summary = "The input gradient of graph.conv";
+  let description = [{
+    The transposed convolution of `grad_result` with `weight`: the gradient
+    of a graph.conv's input, whose type the result states (strides make
+    the input's size ambiguous). The attributes are the forward op's.
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$weight,
+                            Graph_FloatTensor:$grad_result),
+                       Graph_WindowArgs, (ins I64Attr:$group));
+  let results = (outs Graph_FloatTensor:$grad_input);
+  let assemblyFormat = [{
+    $weight `,` $grad_result attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_ConvGradWeightOp : Graph_Op<"conv_grad_weight", [Pure]> {
+  let summary = "The weight gradient of graph.conv";
+  let description = [{
+    The correlation of the forward op's `input` with `grad_result`, summed
+    over the batch: the gradient of its weight, whose type the result
+    states. The attributes are the forward op's.
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$input,
+                            Graph_FloatTensor:$grad_result),
+                       Graph_WindowArgs, (ins I64Attr:$group));
+  let results = (outs Graph_FloatTensor:$grad_weight);
+  let assemblyFormat = [{
+    $input `,` $grad_result attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_MaxPoolOp : Graph_Op<"max_pool",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
+  let summary = "Maximum over each window (ONNX MaxPool)";
+  let description = [{
+    `input [N, C, S...]` (1 to 3 spatial dims) to `[N, C, O...]`; padding
+    never wins. `O` is graph.conv's with `kernel_shape` for K, rounded up
+    instead of down under `ceil_mode` (a window that would start beyond
+    the input and the begin padding is dropped, as PyTorch and onnxruntime
+    do).
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$input,
+                            DenseI64ArrayAttr:$kernel_shape),
+                       Graph_WindowArgs, (ins UnitAttr:$ceil_mode));
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Graph_MaxPoolGradOp : Graph_Op<"max_pool_grad",
+    [Pure, AllTypesMatch<["input", "grad_input"]>]> {
+  let summary = "The gradient of graph.max_pool";
+  let description = [{
+    Each window's gradient goes to its maximum (the first one, in window
+    order, on ties: PyTorch's choice), recomputed from the forward op's
+    `input`; windows that overlap add.
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$input,
+                            Graph_FloatTensor:$grad_result,
+                            DenseI64ArrayAttr:$kernel_shape),
+                       Graph_WindowArgs, (ins UnitAttr:$ceil_mode));
+  let results = (outs Graph_FloatTensor:$grad_input);
+  let assemblyFormat = [{
+    $input `,` $grad_result attr-dict `:` type($input) `,` type($grad_result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_AvgPoolOp : Graph_Op<"avg_pool",
+    [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
+  let summary = "Mean over each window (ONNX AveragePool)";
+  let description = [{
+    The result shape as graph.max_pool's. The divisor counts the window's
+    positions inside the input, or with `count_include_pad` those inside
+    the padded input (begin pads to end pads; what a `ceil_mode` window
+    reads beyond the end pads is never counted, as PyTorch does).
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$input,
+                            DenseI64ArrayAttr:$kernel_shape),
+                       Graph_WindowArgs,
+                       (ins UnitAttr:$ceil_mode, UnitAttr:$count_include_pad));
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Graph_AvgPoolGradOp : Graph_Op<"avg_pool_grad", [Pure]> {
+  let summary = "The gradient of graph.avg_pool";
+  let description = [{
+    Spreads each window's gradient over its counted positions (divided by
+    the forward op's divisor); the result states the input's type.
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$grad_result,
+                            DenseI64ArrayAttr:$kernel_shape),
+                       Graph_WindowArgs,
+                       (ins UnitAttr:$ceil_mode, UnitAttr:$count_include_pad));
+  let results = (outs Graph_FloatTensor:$grad_input);
+  let assemblyFormat = [{
+    $grad_result attr-dict `:` type($grad_result) `->` type($grad_input)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LAMINA_GRAPH_OPS
