@@ -113,7 +113,10 @@ def one(a, task, arch, exporter, own, ref, data_flags, out):
     for f in ("model.cpp", "program.cpp"):
         if os.path.exists(os.path.join(prog, f)):
             cpp = open(os.path.join(prog, f)).read()
-    fused = len(re.findall(r"gen::attention\(", cpp))
+    # In the train step (the eval step repeats the forward's).
+    step = cpp[max(cpp.find("lamina_eval_program"), 0):]
+    fused = len(re.findall(r"gen::attention\(", step))
+    causal = len(re.findall(r"gen::attention\(.*, true, lamina", step))
     m = re.search(r"(\d+) split off .*?(\d+) tied back, (\d+) zero biases",
                   c.stdout)
     restored = (f"split {m.group(1)}, tied {m.group(2)}, biases {m.group(3)}"
@@ -136,7 +139,7 @@ def one(a, task, arch, exporter, own, ref, data_flags, out):
         return "run failed", f"{len(got)} losses logged, PyTorch has {len(ref)}"
     worst = max(abs(g - w) / abs(w) for g, w in zip(got, ref))
     return ("ok" if worst <= RTOL else "differs"), dict(
-        fused=fused, restored=restored, worst=worst)
+        fused=f"{fused} ({causal} causal)", restored=restored, worst=worst)
 
 
 def survey(a, task, arch):

@@ -75,8 +75,11 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(graph::createGraphFillWindowInputs(fill));
     if (!o.freeze.empty())
       pm.addPass(graph::createGraphFreeze({o.freeze}));
-    if (!o.asExported)
-      pm.addPass(graph::createGraphFreezeBuffers());
+    if (!o.asExported) {
+      graph::GraphFreezeBuffersOptions buffers;
+      buffers.buffers.assign(o.knownBuffers.begin(), o.knownBuffers.end());
+      pm.addPass(graph::createGraphFreezeBuffers(buffers));
+    }
     if (!o.paddingIdx.empty() || !o.knownPaddingIdx.empty() ||
         !o.unknownPadding.empty()) {
       graph::GraphMarkPaddingOptions pads;

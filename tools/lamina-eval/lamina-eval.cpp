@@ -168,7 +168,9 @@ int main(int argc, char **argv) {
     // without the fusions (the evaluator runs the ops as written).
     PassManager pm(&context);
     if (!asExported) {
-      pm.addPass(graph::createGraphFreezeBuffers());
+      graph::GraphFreezeBuffersOptions buffers;
+      buffers.buffers.assign(restored.buffers.begin(), restored.buffers.end());
+      pm.addPass(graph::createGraphFreezeBuffers(buffers));
       if (!restored.paddingIndices.empty()) {
         graph::GraphMarkPaddingOptions pads;
         for (const auto &[table, index] : restored.paddingIndices)

@@ -505,6 +505,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
     found.push_back(table + "=" + std::to_string(index));
   o.knownPaddingIdx = ArrayRef<std::string>(found);
   o.unknownPadding = ArrayRef<std::string>(known.unknownPaddingIndex);
+  o.knownBuffers = ArrayRef<std::string>(known.buffers);
   o.asExported = asExported;
   o.distributed = dist;
   o.schedule = scheduleName;

@@ -90,6 +90,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   ListOption<std::string> knownPaddingIdx{
       *this, "known-padding-idx",
       llvm::cl::desc("NAME=INDEX found in the export's metadata")};
+  ListOption<std::string> knownBuffers{
+      *this, "known-buffers",
+      llvm::cl::desc("initializers the export marks as PyTorch buffers "
+                     "(not trained)")};
   ListOption<std::string> unknownPadding{
       *this, "unknown-padding",
       llvm::cl::desc("embedding tables whose padding index the export does "

@@ -35,7 +35,10 @@
 // Nodes in subgraphs and functions keep reading what they read: an
 // initializer they name is left alone. An embedding's padding_idx (its row
 // is not trained by lookups of it) is returned, not written: ONNX has no
-// way to say it.
+// way to say it; nor is a buffer the dynamo export marks as one (a
+// graph input's or value_info's metadata
+// `pkg.torch.export.graph_signature.InputSpec.kind = BUFFER`, as BART's
+// `final_logits_bias`), which PyTorch does not train.
 //
 // Implemented in lib/Runtime/Program (library lamina_program).
 //
@@ -68,6 +71,9 @@ struct RestoredParameters {
   /// carry no FX metadata (TorchScript exports): PyTorch's padding_idx, if
   /// any, is unknown.
   std::vector<std::string> unknownPaddingIndex;
+  /// Initializers the dynamo export marks as PyTorch buffers (registered
+  /// with register_buffer, not parameters): not trained.
+  std::vector<std::string> buffers;
   bool changed() const {
     return !untied.empty() || !tied.empty() || !restored.empty();
   }

@@ -91,6 +91,7 @@ public:
 
   Status run() {
     notePaddingIndices();
+    noteBuffers();
     if (Status s = restoreZeroBiases(); !s.ok())
       return s;
     if (Status s = splitIdentities(); !s.ok())
@@ -154,6 +155,24 @@ private:
       if (prop.key() == key)
         return prop.value();
     return "";
+  }
+
+  /// Dynamo: initializers that were buffers in PyTorch (the exported
+  /// program's input kind, in the value's metadata), which it does not
+  /// train.
+  void noteBuffers() {
+    std::set<std::string> listed;
+    auto note = [&](const ::onnx::ValueInfoProto &value) {
+      for (const auto &prop : value.metadata_props())
+        if (prop.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
+            prop.value() == "BUFFER" && inits.count(value.name()) &&
+            listed.insert(value.name()).second)
+          what.buffers.push_back(value.name());
+    };
+    for (const auto &value : graph.input())
+      note(value);
+    for (const auto &value : graph.value_info())
+      note(value);
   }
 
   /// Dynamo: an embedding with a padding_idx (the FX node's third

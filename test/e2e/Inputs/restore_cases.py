@@ -14,7 +14,9 @@ zero emb the head reads through a Transpose (a tie: not split).
 OUT/bias.onnx has a Gemm without C whose FX metadata (as the dynamo
 exporter writes it) calls addmm with a bias (put back, zero), a MatMul
 whose linear's bias is its Add (kept), and an embedding with padding_idx 0
-(its row not trained by lookups).
+(its row not trained by lookups). OUT/buffer.onnx is tied.onnx plus a
+zero bias [1, 16] added to the logits that the dynamo exporter's metadata
+marks as a PyTorch buffer (BART's final_logits_bias: not trained).
 """
 import os
 import sys
@@ -102,12 +104,31 @@ def build_bias() -> onnx.ModelProto:
     return lm(nodes, inits, v)
 
 
+def build_buffer() -> onnx.ModelProto:
+    m = build(True)
+    g = m.graph
+    g.initializer.append(numpy_helper.from_array(
+        np.zeros((1, 16), np.float32), "final_logits_bias"))
+    g.node[-1].output[0] = "lm"
+    g.node.append(helper.make_node("Add", ["lm", "final_logits_bias"],
+                                   ["logits"], name="bias"))
+    for name, kind in (("final_logits_bias", "BUFFER"), ("w", "PARAMETER")):
+        v = g.value_info.add()
+        v.CopyFrom(helper.make_tensor_value_info(
+            name, TensorProto.FLOAT, [1, 16] if kind == "BUFFER" else [8, 8]))
+        entry = v.metadata_props.add()
+        entry.key = "pkg.torch.export.graph_signature.InputSpec.kind"
+        entry.value = kind
+    return m
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     onnx.save(build(True), os.path.join(out, "tied.onnx"))
     onnx.save(build(False), os.path.join(out, "untied.onnx"))
     onnx.save(build_bias(), os.path.join(out, "bias.onnx"))
+    onnx.save(build_buffer(), os.path.join(out, "buffer.onnx"))
     onnx.save(build(True, zeros=True), os.path.join(out, "zeros.onnx"))
     onnx.save(build(True, zeros=True, read_table=True),
               os.path.join(out, "zeros_tied.onnx"))

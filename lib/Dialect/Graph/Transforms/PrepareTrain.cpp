@@ -173,14 +173,17 @@ bool isKnownBuffer(StringRef name) {
 }
 
 struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
+  using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = forwardOf(getOperation(), getArgument());
     if (!forward)
       return signalPassFailure();
     Builder b(forward.getContext());
+    std::set<std::string> marked(buffers.begin(), buffers.end());
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
       if (isKind(forward, i, kKindTrainable) &&
-          isKnownBuffer(argName(forward, i))) {
+          (isKnownBuffer(argName(forward, i)) ||
+           marked.count(argName(forward, i).str()))) {
         forward.setArgAttr(i, kKindAttr, b.getStringAttr(kKindConstant));
         forward.emitRemark() << "not trained: " << argName(forward, i)
                              << " (a buffer, not a parameter, in PyTorch)";
