@@ -285,6 +285,90 @@ LogicalResult importSlice(NodeContext &ctx) {
   return ctx.result(ctx.build<graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
 }
 
+/// Pad (opset 11 on: pads, constant_value and, from 18, axes as inputs),
+/// `constant` mode: per padded axis a concat of constant blocks around the
+/// input (negative pads crop it first: a slice), so the gradient is the
+/// concat's and the slice's. `reflect`, `edge` and `wrap` are refused.
+LogicalResult importPad(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto pads = ctx.constInts(1);
+  if (!x || !pads)
+    return failure();
+  std::string mode = ctx.attrString("mode", "constant");
+  if (mode != "constant")
+    return ctx.error() << "mode '" << mode
+                       << "' is not supported (only 'constant')";
+  RankedTensorType type = ctx.inputType(0);
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> axes;
+  if (ctx.opset >= 18 && ctx.has(3)) {
+    auto a = ctx.constInts(3);
+    if (!a)
+      return failure();
+    for (int64_t v : *a) {
+      auto axis = ctx.axis(v, rank);
+      if (!axis)
+        return failure();
+      if (llvm::is_contained(axes, *axis))
+        return ctx.error() << "axis " << *axis << " listed twice";
+      axes.push_back(*axis);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  size_t n = axes.size();
+  if (pads->size() != 2 * n)
+    return ctx.error() << "pads holds " << pads->size() << " values for "
+                       << n << " axes (a begin and an end per axis)";
+  Attribute fill = ctx.b.getZeroAttr(type.getElementType());
+  if (ctx.has(2)) {
+    DenseElementsAttr c = ctx.constant(2);
+    if (!c)
+      return ctx.error() << "constant_value must be a constant";
+    if (c.getNumElements() != 1 ||
+        c.getElementType() != type.getElementType())
+      return ctx.error() << "constant_value must be one "
+                         << type.getElementType() << ", got " << c.getType();
+    fill = *c.getValues<Attribute>().begin();
+  }
+  if (!fill)
+    return ctx.error() << "cannot pad " << type.getElementType();
+  Value v = x;
+  for (size_t k = 0; k < n; ++k) {
+    int64_t axis = axes[k], before = (*pads)[k], after = (*pads)[k + n];
+    SmallVector<int64_t> shape(cast<RankedTensorType>(v.getType()).getShape());
+    if (before < 0 || after < 0) {
+      int64_t start = before < 0 ? -before : 0;
+      int64_t size = shape[axis] - start - (after < 0 ? -after : 0);
+      if (size <= 0)
+        return ctx.error() << "pads " << before << ", " << after
+                           << " leave nothing of axis " << axis << " (size "
+                           << shape[axis] << ")";
+      v = sliceAxis(ctx, v, axis, start, size);
+      if (!v)
+        return failure();
+      shape[axis] = size;
+    }
+    SmallVector<Value> parts;
+    auto block = [&](int64_t size) {
+      SmallVector<int64_t> s(shape);
+      s[axis] = size;
+      return ctx.constantOf(DenseElementsAttr::get(type.clone(s), fill));
+    };
+    if (before > 0)
+      parts.push_back(block(before));
+    parts.push_back(v);
+    if (after > 0)
+      parts.push_back(block(after));
+    if (parts.size() > 1)
+      v = ctx.build<graph::ConcatOp>(Type(), parts, axis);
+    if (!v)
+      return failure();
+  }
+  return ctx.result(v);
+}
+
 LogicalResult importExpand(NodeContext &ctx) {
   Value x = ctx.input(0);
   auto shape = ctx.constInts(1);
@@ -493,6 +577,7 @@ void lamina::onnx::registerTensorOps(OpRegistry &r) {
   r.add("Slice", importSlice);
   r.add("Expand", importExpand);
   r.add("Tile", importTile);
+  r.add("Pad", importPad);
   r.add("Trilu", importTrilu);
   r.add("Gather", importGather);
   r.add("GatherND", importGatherND);
