@@ -365,6 +365,13 @@ struct Runner {
                              o.getStrides().data(), o.getDilations().data(),
                              o.getPads().data(), out);
         })
+        .Case([&](MaxPoolIndicesOp o) {
+          return rt::maxPoolIndices(in(0), o.getKernelShape().data(),
+                                    o.getStrides().data(),
+                                    o.getDilations().data(),
+                                    o.getPads().data(), o.getColumnMajor(),
+                                    out);
+        })
         .Case([&](MaxPoolGradOp o) {
           return rt::maxPoolBackward(in(0), in(1), o.getKernelShape().data(),
                                      o.getStrides().data(),

@@ -154,8 +154,8 @@ Status checkConv(const char *name, const Tensor &input, const Tensor &weight,
                  const Tensor *bias, const int64_t *strides,
                  const int64_t *dilations, const int64_t *pads, int64_t group,
                  const Tensor &result, WindowGeometry &g);
-/// A pool's: float `input` [N, C, S...] and `result` [N, C, O...] of one
-/// element type, O the floor- or ceil-mode window count.
+/// A pool's: `input` [N, C, S...] (not i1) and `result` [N, C, O...] of
+/// one element type, O the floor- or ceil-mode window count.
 Status checkPool(const char *name, const Tensor &input, const int64_t *kernel,
                  const int64_t *strides, const int64_t *dilations,
                  const int64_t *pads, const Tensor &result, WindowGeometry &g);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 using namespace lamina::rt;
 using namespace lamina::rt::detail;
@@ -127,7 +128,7 @@ Status lamina::rt::detail::checkPool(const char *name, const Tensor &input,
     floorOk &= result.shape[2 + i] == outFloor[i];
     ceilOk &= result.shape[2 + i] == outCeil[i];
   }
-  if (!isFloat(input.dtype) || result.dtype != input.dtype ||
+  if (input.dtype == DType::I1 || result.dtype != input.dtype ||
       result.rank != input.rank || result.shape[0] != g.batch ||
       result.shape[1] != g.channels || !(floorOk || ceilOk))
     return Status::error(std::string(name) + ": " + describe(input) +
@@ -401,6 +402,12 @@ void forEachTapOf(const WindowGeometry &g, int64_t od, int64_t oh, int64_t ow,
   }
 }
 
+template <typename T> bool isNaN(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(v);
+  return false;
+}
+
 /// The first maximum of a window (NaN wins, as in PyTorch), or -1 for a
 /// window of padding only.
 template <typename T>
@@ -408,10 +415,17 @@ int64_t argmaxOf(const WindowGeometry &g, const T *x, int64_t od, int64_t oh,
                  int64_t ow) {
   int64_t best = -1;
   forEachTapOf(g, od, oh, ow, [&](int64_t i) {
-    if (best < 0 || x[i] > x[best] || (std::isnan(x[i]) && !std::isnan(x[best])))
+    if (best < 0 || x[i] > x[best] || (isNaN(x[i]) && !isNaN(x[best])))
       best = i;
   });
   return best;
+}
+
+/// What a window of padding only gives: -inf, or the type's lowest.
+template <typename T> T lowest() {
+  if constexpr (std::is_floating_point_v<T>)
+    return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
 }
 
 /// Runs body(plane) over the N*C planes on the thread pool.
@@ -431,7 +445,27 @@ void maxPoolT(const WindowGeometry &g, const T *x, T *y) {
     T *yp = y + p * g.outSize();
     forEachWindow(g, [&](int64_t o, int64_t od, int64_t oh, int64_t ow) {
       int64_t i = argmaxOf(g, xp, od, oh, ow);
-      yp[o] = i < 0 ? -std::numeric_limits<T>::infinity() : xp[i];
+      yp[o] = i < 0 ? lowest<T>() : xp[i];
+    });
+  });
+}
+
+/// Each window's argmax in the whole flattened input; `columnMajor`
+/// reverses the spatial dims within a plane (ONNX storage_order 1).
+template <typename T>
+void maxPoolIndicesT(const WindowGeometry &g, const T *x, bool columnMajor,
+                     int64_t *indices) {
+  forEachPlane(g, [&](int64_t p) {
+    const T *xp = x + p * g.inSize();
+    int64_t *ip = indices + p * g.outSize();
+    forEachWindow(g, [&](int64_t o, int64_t od, int64_t oh, int64_t ow) {
+      int64_t i = std::max<int64_t>(argmaxOf(g, xp, od, oh, ow), 0);
+      if (columnMajor) {
+        int64_t w = i % g.in[2], h = i / g.in[2] % g.in[1],
+                d = i / g.in[2] / g.in[1];
+        i = (w * g.in[1] + h) * g.in[0] + d;
+      }
+      ip[o] = p * g.inSize() + i;
     });
   });
 }
@@ -491,12 +525,39 @@ Status lamina::rt::maxPool(const Tensor &input, const int64_t *kernel,
                             pads, result, g);
       !st.ok())
     return st;
-  if (Status st = hostFloatOnly("max_pool", input); !st.ok())
+  if (isNarrowFloat(input.dtype))
+    return hostFloatOnly("max_pool", input);
+  dispatch(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_arithmetic_v<T>)
+      maxPoolT(g, input.as<T>(), result.as<T>());
+  });
+  return Status::success();
+}
+
+Status lamina::rt::maxPoolIndices(const Tensor &input, const int64_t *kernel,
+                                  const int64_t *strides,
+                                  const int64_t *dilations,
+                                  const int64_t *pads, bool columnMajor,
+                                  const Tensor &indices) {
+  // The pooled result's shape, in the input's type for checkPool.
+  Tensor pooled = indices;
+  pooled.dtype = input.dtype;
+  WindowGeometry g;
+  if (Status st = checkPool("max_pool_indices", input, kernel, strides,
+                            dilations, pads, pooled, g);
+      !st.ok())
     return st;
-  if (input.dtype == DType::F32)
-    maxPoolT(g, input.as<float>(), result.as<float>());
-  else
-    maxPoolT(g, input.as<double>(), result.as<double>());
+  if (indices.dtype != DType::I64)
+    return Status::error("max_pool_indices: indices " + describe(indices) +
+                         " must be i64");
+  if (isNarrowFloat(input.dtype))
+    return hostFloatOnly("max_pool_indices", input);
+  dispatch(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_arithmetic_v<T>)
+      maxPoolIndicesT(g, input.as<T>(), columnMajor, indices.as<int64_t>());
+  });
   return Status::success();
 }
 

@@ -336,7 +336,7 @@ def check_bad_models(tmp):
     assert r.shape == (2, 5, 7)
     m = onnx.load(p("unsupported_ops.onnx"))
     assert {(n.name, n.op_type) for n in m.graph.node} >= {
-        ("conv_node", "Conv"), ("lstm_node", "LSTM"), ("nms_node", "NonMaxSuppression")}
+        ("conv_node", "ConvTranspose"), ("lstm_node", "LSTM"), ("nms_node", "NonMaxSuppression")}
     m = onnx.load(p("vendor_op.onnx"))
     assert (m.graph.node[0].name, m.graph.node[0].domain) == ("fused_mm", "com.microsoft")
     m = onnx.load(p("out_of_order.onnx"))

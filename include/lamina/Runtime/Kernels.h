@@ -309,10 +309,16 @@ Status convBackwardWeight(const Tensor &input, const Tensor &gradResult,
                           const int64_t *strides, const int64_t *dilations,
                           const int64_t *pads, int64_t group,
                           const Tensor &gradWeight);
-/// graph.max_pool; the result's spatial dims say whether ceil_mode was on.
+/// graph.max_pool (f32, f64 and integers); the result's spatial dims say
+/// whether ceil_mode was on.
 Status maxPool(const Tensor &input, const int64_t *kernel,
                const int64_t *strides, const int64_t *dilations,
                const int64_t *pads, const Tensor &result);
+/// graph.max_pool_indices: i64 `indices` shaped as maxPool's result.
+Status maxPoolIndices(const Tensor &input, const int64_t *kernel,
+                      const int64_t *strides, const int64_t *dilations,
+                      const int64_t *pads, bool columnMajor,
+                      const Tensor &indices);
 /// graph.max_pool_grad: each window's gradient to its first maximum.
 Status maxPoolBackward(const Tensor &input, const Tensor &gradResult,
                        const int64_t *kernel, const int64_t *strides,

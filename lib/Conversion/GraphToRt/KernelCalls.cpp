@@ -304,6 +304,13 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                                   c.array(o.getDilations()),
                                   c.array(o.getPads()), c.out()});
       })
+      .Case([&](MaxPoolIndicesOp o) {
+        return c.call("maxPoolIndices",
+                      {c.in(0), c.array(o.getKernelShape()),
+                       c.array(o.getStrides()), c.array(o.getDilations()),
+                       c.array(o.getPads()), c.flag(o.getColumnMajor()),
+                       c.out()});
+      })
       .Case([&](MaxPoolGradOp o) {
         return c.call("maxPoolBackward",
                       {c.in(0), c.in(1), c.array(o.getKernelShape()),

@@ -224,6 +224,27 @@ __global__ void poolKernel(WindowGeometry g, const T *x, bool avg,
   }
 }
 
+/// graph.max_pool_indices: each window's argmax in the flattened input.
+template <typename T>
+__global__ void poolIndicesKernel(WindowGeometry g, const T *x,
+                                  bool columnMajor, int64_t *indices,
+                                  int64_t n) {
+  int64_t p = g.outSize(), in = g.inSize();
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o[3];
+    split3(e % p, g.out, o);
+    int64_t plane = e / p, i = argmaxOf(g, x + plane * in, o);
+    i = i < 0 ? 0 : i;
+    if (columnMajor) {
+      int64_t at[3];
+      split3(i, g.in, at);
+      i = (at[2] * g.in[1] + at[1]) * g.in[0] + at[0];
+    }
+    indices[e] = plane * in + i;
+  }
+}
+
 /// The pools' input gradient, one thread per input element: the output
 /// windows that read it, in window order.
 template <typename T>
@@ -394,6 +415,36 @@ Status lamina::rt::cuda::maxPool(const Tensor &input, const int64_t *kernel,
                                  const Tensor &result, cudaStream_t stream) {
   return poolForward("max_pool", false, input, kernel, strides, dilations,
                      pads, false, result, stream);
+}
+
+Status lamina::rt::cuda::maxPoolIndices(const Tensor &input,
+                                        const int64_t *kernel,
+                                        const int64_t *strides,
+                                        const int64_t *dilations,
+                                        const int64_t *pads, bool columnMajor,
+                                        const Tensor &indices,
+                                        cudaStream_t stream) {
+  Tensor pooled = indices;
+  pooled.dtype = input.dtype;
+  WindowGeometry g;
+  if (Status s = checkPool("max_pool_indices", input, kernel, strides,
+                           dilations, pads, pooled, g);
+      !s.ok())
+    return s;
+  if (indices.dtype != DType::I64)
+    return Status::error("max_pool_indices: indices " + describe(indices) +
+                         " must be i64");
+  if (Status s = deviceFloatOnly("max_pool_indices", input); !s.ok())
+    return s;
+  int64_t n = indices.numElements();
+  if (n == 0)
+    return Status::success();
+  dispatchFloat(input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launchKernel(poolIndicesKernel<T>, gridFor(n), 256, 0, stream, g,
+                 input.as<T>(), columnMajor, indices.as<int64_t>(), n);
+  });
+  return launched("max_pool_indices");
 }
 
 Status lamina::rt::cuda::maxPoolBackward(

@@ -109,11 +109,15 @@ std::optional<Window> readWindow(NodeContext &ctx, ArrayRef<int64_t> inShape,
 
 /// Checks the data input of a window op: float, [N, C, S...] with 1 to 3
 /// spatial dims.
-LogicalResult checkSpatialInput(NodeContext &ctx, StringRef what) {
+LogicalResult checkSpatialInput(NodeContext &ctx, StringRef what,
+                                bool bytes = false) {
   auto type = ctx.inputType(0);
-  if (!isa<FloatType>(type.getElementType()))
-    return ctx.error() << what << " of " << type
-                       << " is not supported (float inputs only)";
+  // MaxPool takes int8 and uint8 too (opset 12).
+  bool byte = bytes && type.getElementType().isInteger(8);
+  if (!isa<FloatType>(type.getElementType()) && !byte)
+    return ctx.error() << what << " of " << type << " is not supported ("
+                       << (bytes ? "float, int8 or uint8" : "float")
+                       << " inputs only)";
   if (type.getRank() < 3 || type.getRank() > 5)
     return ctx.error() << what << " needs [N, C, S...] with 1 to 3 spatial "
                        << "dims, got " << type;
@@ -141,17 +145,31 @@ LogicalResult importConv(NodeContext &ctx) {
 
 LogicalResult importMaxPool(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x || failed(checkSpatialInput(ctx, "MaxPool")))
+  if (!x || failed(checkSpatialInput(ctx, "MaxPool", /*bytes=*/true)))
     return failure();
-  if (ctx.wantsOutput(1))
-    return ctx.error() << "the Indices output is not supported";
   auto window = readWindow(ctx, ctx.inputShape(0), std::nullopt,
                            /*hasDilations=*/true, /*hasCeilMode=*/true);
   if (!window)
     return failure();
-  return ctx.result(ctx.build<graph::MaxPoolOp>(
-      Type(), x, window->kernel, window->strides, window->dilations,
-      window->pads, window->ceilMode));
+  Value y = ctx.build<graph::MaxPoolOp>(Type(), x, window->kernel,
+                                        window->strides, window->dilations,
+                                        window->pads, window->ceilMode);
+  if (!y)
+    return failure();
+  ctx.setOutput(0, y);
+  if (!ctx.wantsOutput(1))
+    return success();
+  int64_t order = ctx.attrInt("storage_order", 0);
+  if (order != 0 && order != 1)
+    return ctx.error() << "storage_order must be 0 or 1, got " << order;
+  auto type = cast<RankedTensorType>(y.getType());
+  Value indices = ctx.build<graph::MaxPoolIndicesOp>(
+      type.clone(ctx.b.getI64Type()), x, window->kernel, window->strides,
+      window->dilations, window->pads, window->ceilMode, order == 1);
+  if (!indices)
+    return failure();
+  ctx.setOutput(1, indices);
+  return success();
 }
 
 LogicalResult importAveragePool(NodeContext &ctx) {

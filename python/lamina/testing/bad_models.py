@@ -50,13 +50,14 @@ def _weights(shape, seed=SEED):
 
 # ------------------------------------------------------------ valid-but-odd
 def unsupported_ops():
-    """Conv/LSTM/NonMaxSuppression (unsupported) around Relu/Reshape (supported)."""
+    """ConvTranspose/LSTM/NonMaxSuppression (unsupported) around Relu/Reshape
+    (supported)."""
     w = numpy_helper.from_array(_weights([4, 3, 3, 3]), "conv.weight")
     shape = numpy_helper.from_array(np.array([6, 1, 24], np.int64), "lstm_in_shape")
     lw = numpy_helper.from_array(_weights([1, 32, 24]), "lstm.W")
     lr = numpy_helper.from_array(_weights([1, 32, 8]), "lstm.R")
     nodes = [
-        helper.make_node("Conv", ["x", "conv.weight"], ["conv_out"], name="conv_node"),
+        helper.make_node("ConvTranspose", ["x", "conv.weight"], ["conv_out"], name="conv_node"),
         helper.make_node("Relu", ["conv_out"], ["relu_out"], name="relu_node"),
         helper.make_node("Reshape", ["relu_out", "lstm_in_shape"], ["seq_in"],
                          name="reshape_node"),

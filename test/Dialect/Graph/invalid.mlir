@@ -632,3 +632,86 @@ func.func @packed_attention_out(%x: tensor<2x5x64xbf16>) {
   %o, %l = graph.packed_attention %x {heads = 4 : i64, kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x5x64xbf16>) -> (tensor<2x4x5x8xbf16>, tensor<2x4x5xf32>)
   return
 }
+
+// -----
+// A convolution's weight has C / group input channels.
+func.func @conv_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{conv of 4 input channels in 2 groups needs a weight of [M, 2, ...] with M a multiple of the groups}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.conv %x, %w {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return
+}
+
+// -----
+// The bias has one value per output channel.
+func.func @conv_bias(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{conv bias must be [M] of the weight's type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>, tensor<4xf32>) -> tensor<1x6x3x3xf32>
+  return
+}
+
+// -----
+// Window attributes: one per spatial dim, pads twice that.
+func.func @conv_pads(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{window attributes need one kernel size, stride and dilation per spatial dim and two pads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return
+}
+
+// -----
+// Four spatial dims are more than the window ops take.
+func.func @pool_rank(%x: tensor<1x1x2x2x2x2xf32>) {
+  // expected-error @+2 {{window ops take [N, C, S...] with 1 to 3 spatial dims, got rank 6}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.max_pool %x {dilations = array<i64: 1, 1, 1, 1>, kernel_shape = array<i64: 1, 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<1x1x2x2x2x2xf32> -> tensor<1x1x2x2x2x2xf32>
+  return
+}
+
+// -----
+// A window larger than the padded input.
+func.func @pool_fit(%x: tensor<1x1x4x4xf32>) {
+  // expected-error @+2 {{window of 5 does not fit spatial dim 0 of 4 with its pads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.avg_pool %x {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 5, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<1x1x4x4xf32> -> tensor<1x1x1x4xf32>
+  return
+}
+
+// -----
+// Strides, dilations and kernels are positive, pads not negative.
+func.func @pool_stride(%x: tensor<1x1x4x4xf32>) {
+  // expected-error @+2 {{window kernel, strides and dilations must be >= 1 and pads >= 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.max_pool %x {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 0, 1>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+// A gradient op's grad_result is the forward op's result.
+func.func @conv_grad_input_shape(%w: tensor<6x4x3x3xf32>, %g: tensor<1x6x4x4xf32>) {
+  // expected-error @+1 {{grad_result 'tensor<1x6x4x4xf32>' is not the forward result 'tensor<1x6x3x3xf32>'}}
+  %0 = graph.conv_grad_input %w, %g {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<6x4x3x3xf32>, tensor<1x6x4x4xf32>) -> tensor<1x4x5x5xf32>
+  return
+}
+
+// -----
+func.func @conv_grad_weight_shape(%x: tensor<1x4x5x5xf32>, %g: tensor<1x6x3x3xf32>) {
+  // expected-error @+1 {{grad_result 'tensor<1x6x3x3xf32>' is not the forward result 'tensor<1x6x4x4xf32>'}}
+  %0 = graph.conv_grad_weight %x, %g {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<1x6x3x3xf32>) -> tensor<6x4x2x2xf32>
+  return
+}
+
+// -----
+func.func @max_pool_grad_shape(%x: tensor<1x1x4x4xf32>, %g: tensor<1x1x3x3xf32>) {
+  // expected-error @+1 {{grad_result 'tensor<1x1x3x3xf32>' is not the forward result 'tensor<1x1x2x2xf32>'}}
+  %0 = graph.max_pool_grad %x, %g {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+func.func @avg_pool_grad_shape(%g: tensor<1x1x3x3xf32>) {
+  // expected-error @+1 {{grad_result 'tensor<1x1x3x3xf32>' is not the forward result 'tensor<1x1x2x2xf32>'}}
+  %0 = graph.avg_pool_grad %g {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x1x3x3xf32> -> tensor<1x1x4x4xf32>
+  return
+}

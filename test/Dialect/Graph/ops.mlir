@@ -162,3 +162,31 @@ func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: ten
   %od, %lsed = graph.attention %qd, %kd, %kd {causal, scale = 0.5 : f64} : (tensor<1x2x3x8xf64>, tensor<1x1x5x8xf64>, tensor<1x1x5x8xf64>) -> (tensor<1x2x3x8xf64>, tensor<1x2x3xf64>)
   return %o, %ob, %gq, %gk, %gv, %gqb, %oh, %lsed : tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x16xf32>, tensor<1x2x4x8xf16>, tensor<1x2x3xf64>
 }
+
+// Vision: a grouped, strided, dilated convolution with a bias and its two
+// gradients; a 1-D convolution; the pools (ceil_mode, count_include_pad)
+// and their gradients.
+// CHECK-LABEL: func @vision
+func.func @vision(%x: tensor<2x4x7x7xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>,
+                  %g: tensor<2x6x2x3xf32>, %x1: tensor<1x2x9xf64>, %w1: tensor<3x2x3xf64>,
+                  %gp: tensor<2x4x4x4xf32>)
+    -> (tensor<2x6x2x3xf32>, tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<1x3x4xf64>,
+        tensor<2x4x7x7xf32>, tensor<2x4x7x7xf32>, tensor<2x4x4x4xf32>) {
+  // CHECK: graph.conv %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 2, 1>, group = 2 : i64, pads = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<2x6x2x3xf32>
+  %y = graph.conv %x, %w, %b {dilations = array<i64: 2, 1>, group = 2 : i64, pads = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<2x6x2x3xf32>
+  // CHECK: graph.conv_grad_input %{{.*}}, %{{.*}} {{{.*}}group = 2 : i64{{.*}}} : (tensor<6x2x3x3xf32>, tensor<2x6x2x3xf32>) -> tensor<2x4x7x7xf32>
+  %dx = graph.conv_grad_input %w, %g {dilations = array<i64: 2, 1>, group = 2 : i64, pads = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 2>} : (tensor<6x2x3x3xf32>, tensor<2x6x2x3xf32>) -> tensor<2x4x7x7xf32>
+  // CHECK: graph.conv_grad_weight %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x7x7xf32>, tensor<2x6x2x3xf32>) -> tensor<6x2x3x3xf32>
+  %dw = graph.conv_grad_weight %x, %g {dilations = array<i64: 2, 1>, group = 2 : i64, pads = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x2x3xf32>) -> tensor<6x2x3x3xf32>
+  // CHECK: graph.conv %{{.*}}, %{{.*}} {{{.*}}} : (tensor<1x2x9xf64>, tensor<3x2x3xf64>) -> tensor<1x3x4xf64>
+  %y1 = graph.conv %x1, %w1 {dilations = array<i64: 1>, group = 1 : i64, pads = array<i64: 0, 0>, strides = array<i64: 2>} : (tensor<1x2x9xf64>, tensor<3x2x3xf64>) -> tensor<1x3x4xf64>
+  // CHECK: graph.max_pool %{{.*}} {ceil_mode, {{.*}}} : tensor<2x4x7x7xf32> -> tensor<2x4x4x4xf32>
+  %m = graph.max_pool %x {ceil_mode, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<2x4x7x7xf32> -> tensor<2x4x4x4xf32>
+  // CHECK: graph.max_pool_grad %{{.*}}, %{{.*}} {ceil_mode, {{.*}}} : tensor<2x4x7x7xf32>, tensor<2x4x4x4xf32>
+  %dm = graph.max_pool_grad %x, %gp {ceil_mode, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<2x4x7x7xf32>, tensor<2x4x4x4xf32>
+  // CHECK: graph.avg_pool %{{.*}} {count_include_pad, {{.*}}} : tensor<2x4x7x7xf32> -> tensor<2x4x4x4xf32>
+  %a = graph.avg_pool %x {count_include_pad, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x7x7xf32> -> tensor<2x4x4x4xf32>
+  // CHECK: graph.avg_pool_grad %{{.*}} {count_include_pad, {{.*}}} : tensor<2x4x4x4xf32> -> tensor<2x4x7x7xf32>
+  %da = graph.avg_pool_grad %gp {count_include_pad, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x4x4xf32> -> tensor<2x4x7x7xf32>
+  return %y, %dx, %dw, %y1, %dm, %da, %a : tensor<2x6x2x3xf32>, tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<1x3x4xf64>, tensor<2x4x7x7xf32>, tensor<2x4x7x7xf32>, tensor<2x4x4x4xf32>
+}

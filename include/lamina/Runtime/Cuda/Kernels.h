@@ -338,6 +338,10 @@ Status convBackwardWeight(const Tensor &input, const Tensor &gradResult,
 Status maxPool(const Tensor &input, const int64_t *kernel,
                const int64_t *strides, const int64_t *dilations,
                const int64_t *pads, const Tensor &result, cudaStream_t stream);
+Status maxPoolIndices(const Tensor &input, const int64_t *kernel,
+                      const int64_t *strides, const int64_t *dilations,
+                      const int64_t *pads, bool columnMajor,
+                      const Tensor &indices, cudaStream_t stream);
 Status maxPoolBackward(const Tensor &input, const Tensor &gradResult,
                        const int64_t *kernel, const int64_t *strides,
                        const int64_t *dilations, const int64_t *pads,

@@ -216,6 +216,9 @@ static int64_t kernelSize(ArrayRef<int64_t> kernel) {
 int64_t MaxPoolOp::getFlops() {
   return elements(getResult()) * kernelSize(getKernelShape());
 }
+int64_t MaxPoolIndicesOp::getFlops() {
+  return elements(getIndices()) * kernelSize(getKernelShape());
+}
 int64_t AvgPoolOp::getFlops() {
   return elements(getResult()) * (kernelSize(getKernelShape()) + 1);
 }

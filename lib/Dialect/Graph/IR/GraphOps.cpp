@@ -432,6 +432,20 @@ LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *,
                    adaptor.getCeilMode(), types);
 }
 
+LogicalResult MaxPoolIndicesOp::verify() {
+  SmallVector<Type> types;
+  if (failed(inferPool(getLoc(), getInput().getType(), getKernelShape(),
+                       getStrides(), getDilations(), getPads(), getCeilMode(),
+                       types)))
+    return failure();
+  auto pooled = cast<RankedTensorType>(types.front());
+  if (getIndices().getType() !=
+      pooled.clone(IntegerType::get(getContext(), 64)))
+    return emitOpError("indices must be i64 shaped as the pooled result ")
+           << pooled;
+  return success();
+}
+
 LogicalResult MaxPoolGradOp::verify() {
   SmallVector<Type> types;
   return verifyForwardType(

@@ -833,17 +833,34 @@ def Graph_MaxPoolOp : Graph_Op<"max_pool",
     [Pure, InferTypeOpAdaptor, Graph_Differentiable]> {
   let summary = "Maximum over each window (ONNX MaxPool)";
   let description = [{
-    `input [N, C, S...]` (1 to 3 spatial dims) to `[N, C, O...]`; padding
-    never wins. `O` is graph.conv's with `kernel_shape` for K, rounded up
+    `input [N, C, S...]` (1 to 3 spatial dims, any numeric type) to `[N,
+    C, O...]`; padding never wins. `O` is graph.conv's with `kernel_shape` for K, rounded up
     instead of down under `ceil_mode` (a window that would start beyond
     the input and the begin padding is dropped, as PyTorch and onnxruntime
     do).
   }];
-  let arguments = !con((ins Graph_FloatTensor:$input,
+  let arguments = !con((ins Graph_Tensor:$input,
                             DenseI64ArrayAttr:$kernel_shape),
                        Graph_WindowArgs, (ins UnitAttr:$ceil_mode));
-  let results = (outs Graph_FloatTensor:$result);
+  let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Graph_MaxPoolIndicesOp : Graph_Op<"max_pool_indices", [Pure]> {
+  let summary = "Where each graph.max_pool window's maximum is (ONNX's Indices)";
+  let description = [{
+    i64, shaped as graph.max_pool's result: the position of the window's
+    first maximum in the whole input flattened, each (image, channel)
+    plane row-major or, with `column_major` (ONNX `storage_order` 1), with
+    its spatial dims reversed.
+  }];
+  let arguments = !con((ins Graph_Tensor:$input,
+                            DenseI64ArrayAttr:$kernel_shape),
+                       Graph_WindowArgs,
+                       (ins UnitAttr:$ceil_mode, UnitAttr:$column_major));
+  let results = (outs Graph_IndexTensor:$indices);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($indices)";
+  let hasVerifier = 1;
 }
 
 def Graph_MaxPoolGradOp : Graph_Op<"max_pool_grad",
