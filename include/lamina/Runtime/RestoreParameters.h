@@ -23,8 +23,9 @@
 //   PyTorch name) or per node (`<name>.<k>`) -- but not an embedding's
 //   table that a head also reads (a tie, whatever the value: a
 //   structure-only file's weights read as zeros);
-// * a linear layer whose zero bias the dynamo exporter's optimizer removed
-//   (the node's FX metadata still calls addmm or linear with a bias) gets
+// * a linear layer or a convolution whose zero bias the dynamo exporter's
+//   optimizer removed (the node's FX metadata still calls addmm, linear or
+//   conv2d with a bias) gets
 //   it back, zero, named `<module>.bias`;
 // * a 2-D initializer read only as a matmul operand that is exactly the
 //   transpose (or a copy) of an embedding's table (a Gather's data) becomes

@@ -220,7 +220,8 @@ private:
   }
 
   /// Dynamo: a linear layer whose bias its optimizer removed because it was
-  /// zero (the FX node, in the metadata, still calls addmm or linear with a
+  /// zero, or a Conv (ViT's patch embedding) whose bias it removed
+  /// (the FX node, in the metadata, still calls addmm, linear or conv with a
   /// bias; the Gemm has no C, or the MatMul no Add). The bias comes back, zero,
   /// named
   /// `<module>.bias`.
@@ -249,10 +250,30 @@ private:
                        std::string::npos);
       bool matmul = node.op_type() == "MatMul" && node.input_size() == 2 &&
                     linearWithBias;
+      // conv1d/2d/3d(x, w, b, ...) or convolution(x, w, b, ...): the bias
+      // is the third argument, a value unless None (the rewriter's
+      // RemoveOptionalBiasFromConv drops a zero one from the Conv).
+      bool conv = false;
+      if (node.op_type() == "Conv" && node.input_size() == 2)
+        for (const char *target : {"conv1d", "conv2d", "conv3d", "convolution"}) {
+          std::string call = std::string("target=torch.ops.aten.") + target +
+                             ".default](args = (";
+          size_t at = fx.find(call);
+          if (at == std::string::npos)
+            continue;
+          std::string args = fx.substr(at + call.size());
+          size_t first = args.find(", ");
+          size_t second = first == std::string::npos
+                              ? std::string::npos
+                              : args.find(", ", first + 2);
+          conv = second != std::string::npos &&
+                 args.compare(second + 2, 1, "%") == 0;
+        }
       DType dtype;
       std::vector<int64_t> ws;
-      if ((!gemm && !matmul) || module.empty() || withAdd.count(fx) ||
-          !isWeight(node.input(1), &dtype, &ws) || ws.size() != 2) {
+      if ((!gemm && !matmul && !conv) || module.empty() || withAdd.count(fx) ||
+          !isWeight(node.input(1), &dtype, &ws) ||
+          (conv ? ws.size() < 3 : ws.size() != 2)) {
         nodes.push_back(std::move(node));
         continue;
       }
@@ -260,7 +281,8 @@ private:
       for (const auto &attr : node.attribute())
         if (attr.name() == "transB")
           transB = attr.i() != 0;
-      int64_t n = transB ? ws[0] : ws[1];
+      // A Conv's bias has one value per output channel (weight dim 0).
+      int64_t n = conv || transB ? ws[0] : ws[1];
       std::string name = unique(module + ".bias");
       TensorProto bias;
       bias.set_name(name);
@@ -271,7 +293,7 @@ private:
       inits[name] = graph.initializer_size();
       *graph.add_initializer() = std::move(bias);
       what.restored.push_back(name);
-      if (gemm) {
+      if (gemm || conv) {
         node.add_input(name);
         nodes.push_back(std::move(node));
         continue;

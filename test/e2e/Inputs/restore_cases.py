@@ -17,6 +17,10 @@ whose linear's bias is its Add (kept), and an embedding with padding_idx 0
 (its row not trained by lookups). OUT/buffer.onnx is tied.onnx plus a
 zero bias [1, 16] added to the logits that the dynamo exporter's metadata
 marks as a PyTorch buffer (BART's final_logits_bias: not trained).
+OUT/conv_bias.onnx is a Conv without its bias whose FX metadata calls
+conv2d with one (ViT's patch embedding after the dynamo exporter's
+RemoveOptionalBiasFromConv: put back, zero, one per output channel) and
+one whose call has bias None (kept without), averaged into `loss`.
 """
 import os
 import sys
@@ -122,6 +126,26 @@ def build_buffer() -> onnx.ModelProto:
     return m
 
 
+def build_conv_bias() -> onnx.ModelProto:
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("patch.weight", rng.standard_normal((4, 3, 2, 2)).astype(np.float32)),
+        ("plain.weight", rng.standard_normal((4, 4, 1, 1)).astype(np.float32)))]
+    nodes = [
+        fx(helper.make_node("Conv", ["x", "patch.weight"], ["y"], name="node_conv",
+                            strides=[2, 2]),
+           "conv2d", "%x, %p_patch_weight, %p_patch_bias, [2, 2]",
+           ["", "patch", "conv2d"]),
+        fx(helper.make_node("Conv", ["y", "plain.weight"], ["z"], name="node_conv_1"),
+           "conv2d", "%conv2d, %p_plain_weight, None", ["", "plain", "conv2d"]),
+        helper.make_node("ReduceMean", ["z"], ["loss"], name="mean", keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 4])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -129,6 +153,7 @@ def main():
     onnx.save(build(False), os.path.join(out, "untied.onnx"))
     onnx.save(build_bias(), os.path.join(out, "bias.onnx"))
     onnx.save(build_buffer(), os.path.join(out, "buffer.onnx"))
+    onnx.save(build_conv_bias(), os.path.join(out, "conv_bias.onnx"))
     onnx.save(build(True, zeros=True), os.path.join(out, "zeros.onnx"))
     onnx.save(build(True, zeros=True, read_table=True),
               os.path.join(out, "zeros_tied.onnx"))
