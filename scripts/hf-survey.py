@@ -4,6 +4,7 @@
     python3 scripts/hf-survey.py [--task causal-lm|masked-lm|seq2seq|image-classification]
         [--loss logits|own|both] [--exporter torchscript|dynamo|both]
         [--pp P --micro-batches M] [--config KEY=VALUE ...] [--static]
+        [--compile-flag=FLAG ...]
         [--steps 10] [--lr 0.1] [--markdown] [--lamina build/bin/lamina]
         [--work DIR] [ARCH ...]
 
@@ -103,7 +104,8 @@ def one(a, task, arch, exporter, own, ref, data_flags, out):
     pad = M.padding_flags(model) if exporter == "torchscript" else []
     prog = os.path.join(out, f"train-{tag}")
     cmd = [a.lamina, "compile", path, "--mode", "train",
-           *compile_flags(task, own), *dims, "-o", prog, *dist, *pad]
+           *compile_flags(task, own), *dims, "-o", prog, *dist, *pad,
+           *(a.compile_flag or [])]
     if a.verbose:
         print("  $", " ".join(cmd))
     c = subprocess.run(cmd, capture_output=True, text=True)
@@ -151,7 +153,9 @@ def survey(a, task, arch):
     data_flags = D.write(task, out)
     try:
         model, spec = M.build(task, arch, M.parse_overrides(a.config), own=True)
-        ref = D.train(model, task, spec, out, a.seed, a.steps, a.lr)
+        # Batch norm's statistics are each micro-batch's in a pipeline.
+        micro = a.micro_batches if M.has_batchnorm(model) else 1
+        ref = D.train(model, task, spec, out, a.seed, a.steps, a.lr, micro)
     except Exception as e:  # noqa: BLE001
         if a.verbose:
             traceback.print_exc()
@@ -192,6 +196,8 @@ def main() -> int:
                    choices=["torchscript", "dynamo", "both"])
     p.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="a config attribute (Python literal), after the tiny sizes")
+    p.add_argument("--compile-flag", action="append", metavar="FLAG",
+                   help="passed on to lamina compile (--compile-flag=--freeze=X)")
     p.add_argument("--static", action="store_true",
                    help="export at the training shape (no symbolic dims)")
     p.add_argument("--lamina", default=os.path.join(SRC, "build", "bin", "lamina"))

@@ -107,11 +107,14 @@ def batches(task, spec, out, seed, steps, rows=BATCH):
                    "labels": labels}
 
 
-def train(model, task, spec, out, seed, steps, lr):
+def train(model, task, spec, out, seed, steps, lr, micro=1):
     """PyTorch's SGD losses training `model` (build(..., own=True)) on the
     batches above. The model's own loss is Transformers' (labels=); for a
     causal LM that is the cross-entropy of position t against token t + 1,
-    what `--loss causal-lm` computes."""
+    what `--loss causal-lm` computes. With micro > 1 each batch runs as
+    `micro` chunks whose losses are weighted by their counted labels, as a
+    pipeline's micro-batches are (only batch norm, whose statistics are
+    the chunk's, tells the two apart)."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -120,7 +123,12 @@ def train(model, task, spec, out, seed, steps, lr):
     for batch in batches(task, spec, out, seed, steps):
         args = [torch.from_numpy(np.ascontiguousarray(batch[n]))
                 for n in model.input_names]
-        loss = model(*args)
+        if micro > 1:
+            chunks = list(zip(*(a.chunk(micro) for a in args)))
+            counts = [(c[-1] != IGNORE).sum() for c in chunks]
+            loss = sum(model(*c) * n for c, n in zip(chunks, counts)) / sum(counts)
+        else:
+            loss = model(*args)
         opt.zero_grad()
         loss.backward()
         opt.step()

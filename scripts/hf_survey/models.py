@@ -91,8 +91,9 @@ def config(arch, extra=None):
     import transformers as tf
 
     base = tf.AutoConfig.for_model(arch)
-    kw = {k: v for k, v in TINY.items() if hasattr(base, k)
-          and not isinstance(getattr(type(base), k, None), property)}
+    # Not the read-only properties (Falcon's head_dim).
+    kw = {k: v for k, v in TINY.items() if hasattr(base, k) and getattr(
+        getattr(type(base), k, None), "fset", True) is not None}
     kw.update(OVERRIDES.get(arch, {}))
     kw.update(extra or {})
     cfg = tf.AutoConfig.for_model(arch, **kw)
