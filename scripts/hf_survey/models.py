@@ -175,7 +175,7 @@ def build(task, arch, extra=None, own=False):
     return wrapped, Spec(task, cfg)
 
 
-def example(task, spec, batch=2):
+def example(task, batch=2):
     """Inputs to trace the export with (the dims stay symbolic)."""
     import torch
 
@@ -205,7 +205,7 @@ def export(model, task, exporter, path, static=None):
 
     spec_inputs = {**INPUTS[task], "labels": LABELS[task]}
     names = model.input_names
-    ex = example(task, None, static or 2)
+    ex = example(task, static or 2)
     args = tuple(ex[n] for n in names)
     out = "loss" if names[-1] == "labels" else "logits"
     dims = {n: {i: d for i, d in enumerate(spec_inputs[n]) if d}
