@@ -24,6 +24,8 @@ StringRef phaseName(Phase phase) {
     return "graph";
   case Phase::Train:
     return "train";
+  case Phase::Fuse:
+    return "fuse";
   case Phase::Dist:
     return "dist";
   case Phase::Rt:
@@ -38,13 +40,14 @@ std::optional<Phase> parsePhase(StringRef name) {
   return llvm::StringSwitch<std::optional<Phase>>(name)
       .Case("graph", Phase::Graph)
       .Case("train", Phase::Train)
+      .Case("fuse", Phase::Fuse)
       .Case("dist", Phase::Dist)
       .Case("rt", Phase::Rt)
       .Case("emitc", Phase::EmitC)
       .Default(std::nullopt);
 }
 
-StringRef phaseNames() { return "graph, train, dist, rt or emitc"; }
+StringRef phaseNames() { return "graph, train, fuse, dist, rt or emitc"; }
 
 bool CompileOptions::recomputeModules() const {
   if (!recompute.empty())
@@ -151,9 +154,13 @@ static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(dist::createDistSchedule(sched));
   pm.addPass(dist::createDistInsertComm());
   pm.addPass(dist::createDistVerifySchedule());
+  // Each pipeline rank's step over values, built from the functions as
+  // the kernels will run them (the opt phase); the same simulation again.
+  pm.addPass(dist::createDistBuildSteps());
+  pm.addPass(dist::createDistVerifySchedule());
 }
 
-static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
+static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
   bool lowPrecision = o.precision != "f32";
   pm.addPass(graph::createGraphFuseGelu());
   // Last on the graph: after autodiff and autocast (no gradient rule).
@@ -178,6 +185,9 @@ static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
   if (o.cuda())
     pm.addPass(graph::createGraphPackAttention());
   pm.addPass(graph::createGraphFuseElementwise());
+}
+
+static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(createConvertGraphToRt());
 }
 
@@ -194,6 +204,8 @@ void addPhasePasses(OpPassManager &pm, Phase phase, const CompileOptions &o) {
     return addGraphPhase(pm, o);
   case Phase::Train:
     return addTrainPhase(pm, o);
+  case Phase::Fuse:
+    return addFusePhase(pm, o);
   case Phase::Dist:
     return addDistPhase(pm, o);
   case Phase::Rt:
@@ -225,15 +237,18 @@ void registerPipelines() {
       "lamina compile's train phase: the loss, then autodiff (or, "
       "distributed, the outlined modules)",
       phase(Phase::Train));
+  static PassPipelineRegistration<CompileOptions> fusePhase(
+      "lamina-fuse",
+      "lamina compile's fuse phase: the last graph fusions and casts, the "
+      "functions as the kernels will run them",
+      phase(Phase::Fuse));
   static PassPipelineRegistration<CompileOptions> distPhase(
       "lamina-dist",
       "lamina compile's dist phase: the verified schedule and its "
-      "communication",
+      "communication, as one step per pipeline rank",
       phase(Phase::Dist));
   static PassPipelineRegistration<CompileOptions> rtPhase(
-      "lamina-rt",
-      "lamina compile's rt phase: the last graph fusions, then kernel calls "
-      "on a planned arena",
+      "lamina-rt", "lamina compile's rt phase: kernel calls on a planned arena",
       phase(Phase::Rt));
   static PassPipelineRegistration<CompileOptions> emitcPhase(
       "lamina-emitc", "lamina compile's emitc phase: the C++ program as EmitC",

@@ -157,7 +157,7 @@ static cl::opt<bool> cudaEmulator(
     cl::sub(compileCommand));
 static cl::opt<std::string> compileTo(
     "compile-to",
-    cl::desc("stop after PHASE (graph, train, dist, rt or emitc) and print "
+    cl::desc("stop after PHASE (graph, train, fuse, dist, rt or emitc) and print "
              "its IR, with locations, on stdout instead of building a "
              "program; lamina-opt's --lamina-PHASE pipelines continue from "
              "it"),
@@ -264,7 +264,7 @@ static std::string describeDistProgram(ModuleOp module) {
   });
   std::string out;
   llvm::raw_string_ostream os(out);
-  for (auto sched : module.getOps<dist::ScheduleOp>()) {
+  for (auto sched : module.getOps<dist::ProgramOp>()) {
     ArrayRef<int64_t> placement = sched.getPlacement();
     int64_t ranks = 0;
     for (int64_t r : placement)

@@ -3,8 +3,9 @@
 // The phases of `lamina compile`, each a list of passes built from one
 // options struct. `lamina compile`, `lamina plan` and `lamina-eval` build
 // their pass managers from them, and lamina-opt registers them as pass
-// pipelines (`--lamina-graph`, `--lamina-train`, `--lamina-dist`,
-// `--lamina-rt`, `--lamina-emitc`, `--lamina-compile` for all), so any
+// pipelines (`--lamina-graph`, `--lamina-train`, `--lamina-fuse`,
+// `--lamina-dist`, `--lamina-rt`, `--lamina-emitc`, `--lamina-compile` for
+// all), so any
 // phase can be reproduced from the previous phase's IR:
 //
 //   lamina compile m.onnx --mode train ... --compile-to=graph -o d > g.mlir
@@ -33,19 +34,25 @@ enum class Phase {
   /// distributed, the outlined per-module @fwd_k / @bwd_k (nothing for
   /// inference).
   Train,
-  /// Distributed: the verified dist.schedule with its communication
-  /// (nothing otherwise).
+  /// The functions as the kernels will run them: the last graph fusions
+  /// (GELU, epilogues, elementwise), low-precision casts folded into the
+  /// matmuls or hoisted into parameter copies, residuals narrowed.
+  Fuse,
+  /// Distributed: the verified schedule with its communication, as one
+  /// dist.step per pipeline rank over values (a dist.program; nothing
+  /// otherwise).
   Dist,
-  /// Kernel calls on a planned arena (`rt` dialect).
+  /// Kernel calls on a planned arena (`rt` dialect); a dist.program's
+  /// calls then name the rt functions.
   Rt,
   /// EmitC: what `mlir-translate --mlir-to-cpp` prints as the program.
   EmitC,
 };
 
-/// "graph", "train", "dist", "rt" or "emitc".
+/// "graph", "train", "fuse", "dist", "rt" or "emitc".
 llvm::StringRef phaseName(Phase phase);
 std::optional<Phase> parsePhase(llvm::StringRef name);
-/// "graph, train, dist, rt or emitc".
+/// "graph, train, fuse, dist, rt or emitc".
 llvm::StringRef phaseNames();
 
 /// Every setting a phase reads, spelled as lamina-opt's pipeline options;

@@ -760,7 +760,7 @@ struct ConvertRtToEmitCPass
     // distributed program, graph.train a training one.
     std::string mode = this->mode;
     if (mode.empty())
-      mode = !module.getOps<dist::ScheduleOp>().empty() ? "dist"
+      mode = !module.getOps<dist::ProgramOp>().empty() ? "dist"
              : graph::trainAttrOf(module)               ? "train"
                                                         : "inference";
     if (mode != "inference" && mode != "train" && mode != "dist") {
@@ -851,25 +851,25 @@ struct ConvertRtToEmitCPass
       if (failed(checkRtFunction(f)))
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
-    // The action lists come from the verified schedule in the IR.
-    SmallVector<dist::ScheduleOp> schedules(module.getOps<dist::ScheduleOp>());
-    if (schedules.size() != 1) {
+    // The action lists come from the verified steps in the IR.
+    SmallVector<dist::ProgramOp> programs(module.getOps<dist::ProgramOp>());
+    if (programs.size() != 1) {
       mlir::emitError(module.getLoc())
-          << "convert-rt-to-emitc: mode=dist needs exactly one dist.schedule "
-             "(run dist-schedule, dist-insert-comm, dist-verify-schedule); "
-             "found "
-          << schedules.size();
+          << "convert-rt-to-emitc: mode=dist needs exactly one dist.program "
+             "(run dist-schedule, dist-insert-comm, dist-verify-schedule, "
+             "dist-build-steps); found "
+          << programs.size();
       return signalPassFailure();
     }
-    FailureOr<schedule::Schedule> sched = dist::readSchedule(schedules[0]);
+    FailureOr<schedule::Schedule> sched = dist::readSchedule(programs[0]);
     if (failed(sched))
       return signalPassFailure();
     if (schedule::Status s = schedule::verifySchedule(*sched); !s) {
-      schedules[0].emitError("convert-rt-to-emitc: the schedule is invalid: ")
+      programs[0].emitError("convert-rt-to-emitc: the schedule is invalid: ")
           << s.message();
       return signalPassFailure();
     }
-    schedules[0].erase();
+    programs[0].erase();
     opts.schedule = &*sched;
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)

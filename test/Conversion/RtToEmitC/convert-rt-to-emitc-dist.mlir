@@ -1,9 +1,9 @@
-// A verified schedule makes the mode dist (graph.train says the model
-// computes its own loss; dist.outlined that the backwards recompute): the
-// outlined module functions, the DistSpec tables and the
-// action lists of the verified schedule (here gpipe over 2 pipeline ranks,
-// 2 micro-batches); the dist.schedule op itself is consumed.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -convert-graph-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
+// A dist.program makes the mode dist (graph.train says the model computes
+// its own loss; dist.outlined that the backwards recompute): the outlined
+// module functions, the DistSpec tables and the action lists its steps run
+// (here gpipe over 2 pipeline ranks, 2 micro-batches); the dist.program op
+// itself is consumed. Its calls verify against the rt functions.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
 
 // CHECK: #include "lamina/Runtime/DistProgram.h"
@@ -21,7 +21,7 @@
 // CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, "x",
 // CHECK: lamina::rt::distTrainMain(
 
-// NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one dist.schedule (run dist-schedule, dist-insert-comm, dist-verify-schedule); found 0
+// NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one dist.program (run dist-schedule, dist-insert-comm, dist-verify-schedule, dist-build-steps); found 0
 
 func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
                    %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},

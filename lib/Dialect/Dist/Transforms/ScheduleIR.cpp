@@ -28,8 +28,24 @@ Payload payloadOf(TransferPayload p) {
                                           : Payload::ActivationGrad;
 }
 
-Action actionOf(Operation *op) {
-  return llvm::TypeSwitch<Operation *, Action>(op)
+/// The action an op of a dist.rank or dist.step stands for; none for the
+/// ops that only make values (dist.batch, dist.param, ...). Peers are as
+/// written (global ranks in a dist.rank, pipeline ranks in a dist.step).
+std::optional<Action> actionOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<Action>>(op)
+      .Case([](CallOp c) {
+        int k = narrow(c.getModule()), mb = narrow(c.getMb());
+        return c.isBackward() ? Action::backward(k, mb)
+                              : Action::forward(k, mb);
+      })
+      .Case([](P2PSendOp s) {
+        return Action::send(payloadOf(s.getPayload()), narrow(s.getBoundary()),
+                            narrow(s.getMb()), narrow(s.getPeer()));
+      })
+      .Case([](P2PRecvOp r) {
+        return Action::recv(payloadOf(r.getPayload()), narrow(r.getBoundary()),
+                            narrow(r.getMb()), narrow(r.getPeer()));
+      })
       .Case([](ForwardOp f) {
         return Action::forward(narrow(f.getModule()), narrow(f.getMb()));
       })
@@ -49,7 +65,56 @@ Action actionOf(Operation *op) {
         return Action::reduceScatter(narrow(c.getModule()));
       })
       .Case([](AllReduceOp c) { return Action::allReduce(narrow(c.getModule())); })
-      .Default([](Operation *) { return Action::optimizerStep(); });
+      .Case([](OptimizerStepOp) { return Action::optimizerStep(); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The ops of a step that are actions, in order.
+SmallVector<Operation *> actionOps(StepOp step) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : step.getBody().front())
+    if (actionOf(&op))
+      ops.push_back(&op);
+  return ops;
+}
+
+/// Copies the configuration a dist.schedule or dist.program holds.
+template <typename OpTy> schedule::Schedule configOf(OpTy op) {
+  schedule::Schedule s;
+  schedule::ScheduleConfig &c = s.config;
+  c.kind = *schedule::parseScheduleKind(op.getKind().str());
+  c.numModules = narrow(op.getNumModules());
+  c.pipelineRanks = narrow(op.getPp());
+  c.dataParallel = narrow(op.getDp());
+  c.microBatches = narrow(op.getMicroBatches());
+  c.zeroLevel = narrow(op.getZero());
+  s.placement.numRanks = c.pipelineRanks;
+  for (int64_t r : op.getPlacement())
+    s.placement.rankOf.push_back(narrow(r));
+  s.ranks.resize(c.pipelineRanks * c.dataParallel);
+  return s;
+}
+
+/// Emits `message` on the op that `find(rank, index)` or
+/// `findRank(rank)` selects from the message's first "rank G (pp P, dp D)
+/// action #I" or "rank G (pp ...", else on `fallback`.
+InFlightDiagnostic
+emitOnNamedOp(Operation *fallback, StringRef message,
+              llvm::function_ref<Operation *(int64_t, int64_t)> find,
+              llvm::function_ref<Operation *(int64_t)> findRank) {
+  SmallVector<StringRef, 3> m;
+  int64_t rank = 0, index = 0;
+  const llvm::Regex action("rank ([0-9]+) \\(pp [0-9]+, dp [0-9]+\\) "
+                           "action #([0-9]+)");
+  if (action.match(message, &m) && !m[1].getAsInteger(10, rank) &&
+      !m[2].getAsInteger(10, index))
+    if (Operation *target = find(rank, index))
+      return target->emitError(message);
+  const llvm::Regex rankOnly("rank ([0-9]+) \\(pp ");
+  if (rankOnly.match(message, &m) && !m[1].getAsInteger(10, rank))
+    if (Operation *target = findRank(rank))
+      return target->emitError(message);
+  return fallback->emitError(message);
 }
 
 void buildAction(OpBuilder &b, Location loc, const Action &a) {
@@ -89,22 +154,32 @@ void buildAction(OpBuilder &b, Location loc, const Action &a) {
 FailureOr<schedule::Schedule> dist::readSchedule(ScheduleOp op) {
   if (failed(mlir::verify(op)))
     return failure();
-  schedule::Schedule s;
-  schedule::ScheduleConfig &c = s.config;
-  c.kind = *schedule::parseScheduleKind(op.getKind().str());
-  c.numModules = narrow(op.getNumModules());
-  c.pipelineRanks = narrow(op.getPp());
-  c.dataParallel = narrow(op.getDp());
-  c.microBatches = narrow(op.getMicroBatches());
-  c.zeroLevel = narrow(op.getZero());
-  s.placement.numRanks = c.pipelineRanks;
-  for (int64_t r : op.getPlacement())
-    s.placement.rankOf.push_back(narrow(r));
-  s.ranks.resize(op.getNumRanks());
+  schedule::Schedule s = configOf(op);
   for (auto rank : op.getBody().front().getOps<RankOp>()) {
     std::vector<Action> &list = s.ranks[rank.getRank()];
     for (Operation &action : rank.getBody().front())
-      list.push_back(actionOf(&action));
+      list.push_back(*actionOf(&action));
+  }
+  return s;
+}
+
+FailureOr<schedule::Schedule> dist::readSchedule(ProgramOp op) {
+  if (failed(mlir::verify(op)))
+    return failure();
+  schedule::Schedule s = configOf(op);
+  const int pp = s.config.pipelineRanks;
+  for (auto step : op.getBody().front().getOps<StepOp>()) {
+    std::vector<Action> list;
+    for (Operation *action : actionOps(step))
+      list.push_back(*actionOf(action));
+    // Replica d runs the same step; its peers are in its own replica.
+    for (int d = 0; d < s.config.dataParallel; ++d) {
+      std::vector<Action> &out = s.ranks[d * pp + step.getPpRank()];
+      out = list;
+      for (Action &a : out)
+        if (a.kind == ActionKind::Send || a.kind == ActionKind::Recv)
+          a.peer += d * pp;
+    }
   }
   return s;
 }
@@ -153,18 +228,27 @@ Operation *dist::findAction(ScheduleOp op, int64_t rank, int64_t index) {
 }
 
 InFlightDiagnostic dist::emitScheduleError(ScheduleOp op, StringRef message) {
-  SmallVector<StringRef, 3> m;
-  int64_t rank = 0, index = 0;
-  const llvm::Regex action("rank ([0-9]+) \\(pp [0-9]+, dp [0-9]+\\) "
-                           "action #([0-9]+)");
-  if (action.match(message, &m) && !m[1].getAsInteger(10, rank) &&
-      !m[2].getAsInteger(10, index))
-    if (Operation *target = findAction(op, rank, index))
-      return target->emitError(message);
-  const llvm::Regex rankOnly("rank ([0-9]+) \\(pp ");
-  if (rankOnly.match(message, &m) && !m[1].getAsInteger(10, rank))
-    for (auto r : op.getBody().front().getOps<RankOp>())
-      if (r.getRank() == rank)
-        return r.emitError(message);
-  return op.emitError(message);
+  return emitOnNamedOp(
+      op, message,
+      [&](int64_t rank, int64_t index) { return findAction(op, rank, index); },
+      [&](int64_t rank) -> Operation * {
+        for (auto r : op.getBody().front().getOps<RankOp>())
+          if (r.getRank() == rank)
+            return r;
+        return nullptr;
+      });
+}
+
+InFlightDiagnostic dist::emitScheduleError(ProgramOp op, StringRef message) {
+  auto stepOf = [&](int64_t rank) { return op.getStep(rank % op.getPp()); };
+  return emitOnNamedOp(
+      op, message,
+      [&](int64_t rank, int64_t index) -> Operation * {
+        StepOp step = stepOf(rank);
+        if (!step)
+          return nullptr;
+        SmallVector<Operation *> ops = actionOps(step);
+        return index < int64_t(ops.size()) ? ops[index] : nullptr;
+      },
+      [&](int64_t rank) -> Operation * { return stepOf(rank); });
 }

@@ -167,19 +167,26 @@ struct DistVerifySchedule
   void runOnOperation() override {
     markAllAnalysesPreserved();
     bool ok = true;
-    for (ScheduleOp op : schedulesIn(getOperation())) {
-      FailureOr<schedule::Schedule> s = readSchedule(op);
-      if (failed(s)) {
-        ok = false;
-        continue;
-      }
-      if (schedule::Status st = schedule::verifySchedule(*s); !st) {
-        emitScheduleError(op, st.message());
-        ok = false;
-      }
-    }
+    for (ScheduleOp op : schedulesIn(getOperation()))
+      ok &= check(op);
+    // The steps dist-build-steps made of one: the same simulation.
+    SmallVector<ProgramOp> programs;
+    getOperation().walk([&](ProgramOp op) { programs.push_back(op); });
+    for (ProgramOp op : programs)
+      ok &= check(op);
     if (!ok)
       signalPassFailure();
+  }
+
+  template <typename OpTy> bool check(OpTy op) {
+    FailureOr<schedule::Schedule> s = readSchedule(op);
+    if (failed(s))
+      return false;
+    if (schedule::Status st = schedule::verifySchedule(*s); !st) {
+      emitScheduleError(op, st.message());
+      return false;
+    }
+    return true;
   }
 };
 } // namespace

@@ -108,8 +108,12 @@ def Dist_RankOp : Dist_Op<"rank", [NoTerminator, SingleBlock,
   let hasVerifier = 1;
 }
 
-class Dist_ActionOp<string mnemonic, list<Trait> traits = []>
-    : Dist_Op<mnemonic, !listconcat(traits, [HasParent<"RankOp">])> {
+// Forwards, backwards and transfers appear in dist.rank lists only (a
+// dist.step has dist.call and dist.p2p_* over values); the collectives and
+// the optimizer step in both.
+class Dist_ActionOp<string mnemonic,
+                    Trait parent = HasParent<"RankOp">>
+    : Dist_Op<mnemonic, [parent]> {
   let hasVerifier = 1;
 }
 
@@ -160,7 +164,7 @@ def Dist_SendOp : Dist_TransferOp<"send", "to", "Sends">;
 def Dist_RecvOp : Dist_TransferOp<"recv", "from", "Receives">;
 
 class Dist_CollectiveOp<string mnemonic, string what>
-    : Dist_ActionOp<mnemonic> {
+    : Dist_ActionOp<mnemonic, ParentOneOf<["RankOp", "StepOp"]>> {
   let summary = "Data-parallel " # what # " of one module";
   let description = [{
     The }] # what # [{ of module `module` over the data-parallel group of
@@ -183,7 +187,8 @@ def Dist_ReduceScatterOp
 def Dist_AllReduceOp
     : Dist_CollectiveOp<"all_reduce", "all-reduce of the gradients">;
 
-def Dist_OptimizerStepOp : Dist_ActionOp<"optimizer_step"> {
+def Dist_OptimizerStepOp
+    : Dist_ActionOp<"optimizer_step", ParentOneOf<["RankOp", "StepOp"]>> {
   let summary = "The optimizer step of every module on the rank";
   let description = [{
     Updates the parameters of every module placed on this rank's pipeline
@@ -197,5 +202,7 @@ def Dist_OptimizerStepOp : Dist_ActionOp<"optimizer_step"> {
   let assemblyFormat = "attr-dict";
   let hasVerifier = 0;
 }
+
+include "lamina/Dialect/Dist/IR/DistStepOps.td"
 
 #endif // LAMINA_DIST_OPS

@@ -197,17 +197,19 @@ def DistInsertComm : Pass<"dist-insert-comm", "mlir::ModuleOp"> {
 }
 
 def DistVerifySchedule : Pass<"dist-verify-schedule", "mlir::ModuleOp"> {
-  let summary = "Proves every dist.schedule complete and deadlock-free";
+  let summary = "Proves every dist.schedule and dist.program complete and "
+                "deadlock-free";
   let description = [{
-    Reads each `dist.schedule` back and runs the schedule library's
+    Reads each `dist.schedule` (and each `dist.program`'s steps, expanded
+    to every data-parallel replica) back and runs the schedule library's
     verifier (`verifySchedule`, docs/schedules.md): action fields against
     the placement and sharding level, one send per receive, equal
     collective counts in every data-parallel group, then a simulation with
     buffered sends and blocking receives and collectives that finds missing
     dependencies, collective mismatches and deadlocks. A failure is an error
     with the verifier's text, attached to the action op it names (else to
-    the `dist.rank`, else to the schedule). Always terminates. The IR is
-    unchanged.
+    the `dist.rank` or `dist.step`, else to the schedule). Always
+    terminates. The IR is unchanged.
 
     ```
     error: deadlock: no rank can progress; 2 of 2 ranks blocked:
@@ -215,6 +217,54 @@ def DistVerifySchedule : Pass<"dist-verify-schedule", "mlir::ModuleOp"> {
       wait cycle: rank 0 -> rank 1 -> rank 0
     ```
   }];
+}
+
+def DistBuildSteps : Pass<"dist-build-steps", "mlir::ModuleOp"> {
+  let summary = "Turns the verified dist.schedule into one dist.step per "
+                "pipeline rank over values";
+  let description = [{
+    Replaces the module's `dist.schedule` (after `dist-insert-comm` and
+    `dist-verify-schedule`) with a `dist.program` of the same configuration
+    holding one `dist.step` per pipeline rank (docs/dist-step-design.md):
+    the rank's actions in the schedule's order, over SSA values.
+
+    * a forward is a `dist.call @fwd_k [mb]` of the outlined function, its
+      operands taken by the callee's argument kinds: boundaries from the
+      previous module's call on the rank or from a `dist.p2p_recv`, inputs
+      from `dist.batch`, weights from `dist.param` (one per weight and
+      step, at its top);
+    * a backward is a `dist.call @bwd_k [mb]` of the forward's operands, its
+      residual results and the cotangents (the next module's boundary
+      gradients, received ones, or for the last module a
+      `dist.loss_weight`); a `dist.accumulate` takes its parameter
+      gradients;
+    * transfers send and receive those values, peers as pipeline ranks;
+      collectives and the optimizer step stay as they are.
+
+    Data-parallel replicas must run the same list with peers in their own
+    replica (every generated schedule does); a replica that differs, a
+    compute whose operand was never produced on the rank (a backward before
+    its forward, a boundary neither computed nor received) or a module
+    without its `@fwd_k`/`@bwd_k` is an error naming the action.
+
+    ```mlir
+    dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1,
+        zero = 0, placement = [0, 1] {
+      dist.step 0 {
+        %w = dist.param trainable "model.layers.0.w" : tensor<4x4xf32>
+        %x = dist.batch "x"[0] : tensor<2x4xf32>
+        %b = dist.call @fwd_0 [0] (%w, %x) : (tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+        dist.p2p_send activation 0, 0 to 1 (%b) : tensor<2x4xf32>
+        %g = dist.p2p_recv gradient 0, 0 from 1 : tensor<2x4xf32>
+        %gw = dist.call @bwd_0 [0] (%w, %x, %g) : (...) -> tensor<4x4xf32>
+        dist.accumulate %gw : tensor<4x4xf32>
+        dist.optimizer_step
+      }
+      dist.step 1 { ... }
+    }
+    ```
+  }];
+  let dependentDialects = ["::lamina::dist::DistDialect"];
 }
 
 def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {

@@ -23,6 +23,12 @@ namespace lamina::dist {
 /// Fails, with an error on the op, when the op does not verify.
 mlir::FailureOr<schedule::Schedule> readSchedule(ScheduleOp op);
 
+/// The schedule a dist.program's steps run: `ranks[d * pp + p]` are the
+/// actions of `dist.step p` (its calls, transfers, collectives and
+/// optimizer step) with peers in replica `d`. The calls' callees must
+/// resolve (the module verifies).
+mlir::FailureOr<schedule::Schedule> readSchedule(ProgramOp op);
+
 /// Builds the op for `s` at the builder's insertion point, one `dist.rank`
 /// per list in rank order. `s` must have a valid config and placement and
 /// actions with fields in range (as the generator's and readSchedule's have).
@@ -44,6 +50,10 @@ mlir::Operation *findAction(ScheduleOp op, int64_t rank, int64_t index);
 /// action op; else the first "rank G (pp ..." selects that dist.rank; else
 /// the error goes on `op`.
 mlir::InFlightDiagnostic emitScheduleError(ScheduleOp op,
+                                           llvm::StringRef message);
+/// The same for a dist.program: global rank G is step G mod pp, and action
+/// #I its I-th action op.
+mlir::InFlightDiagnostic emitScheduleError(ProgramOp op,
                                            llvm::StringRef message);
 
 } // namespace lamina::dist
