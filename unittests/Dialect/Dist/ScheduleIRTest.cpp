@@ -118,6 +118,20 @@ TEST(ScheduleSplit, LoweringRefusesNonComputeLists) {
   EXPECT_FALSE(lowerComputeOrder(c).ok());
 }
 
+/// dist-schedule for `c`, dist-insert-comm, dist-verify-schedule.
+void addSchedulePasses(PassManager &pm, const ScheduleConfig &c) {
+  dist::DistScheduleOptions options;
+  options.scheduleKind = scheduleKindName(c.kind);
+  options.pp = c.pipelineRanks;
+  options.dp = c.dataParallel;
+  options.microBatches = c.microBatches;
+  options.zero = c.zeroLevel;
+  options.modules = c.numModules;
+  pm.addPass(dist::createDistSchedule(options));
+  pm.addPass(dist::createDistInsertComm());
+  pm.addPass(dist::createDistVerifySchedule());
+}
+
 class ScheduleIRTest : public ::testing::Test {
 protected:
   ScheduleIRTest() { ctx.loadDialect<dist::DistDialect, func::FuncDialect>(); }
@@ -147,16 +161,7 @@ TEST_F(ScheduleIRTest, PassesEqualGenerateSchedule) {
   for (const ScheduleConfig &c : grid()) {
     OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
     PassManager pm(&ctx);
-    dist::DistScheduleOptions options;
-    options.scheduleKind = scheduleKindName(c.kind);
-    options.pp = c.pipelineRanks;
-    options.dp = c.dataParallel;
-    options.microBatches = c.microBatches;
-    options.zero = c.zeroLevel;
-    options.modules = c.numModules;
-    pm.addPass(dist::createDistSchedule(options));
-    pm.addPass(dist::createDistInsertComm());
-    pm.addPass(dist::createDistVerifySchedule());
+    addSchedulePasses(pm, c);
     ASSERT_TRUE(succeeded(pm.run(*module))) << name(c);
     auto op = *module->getOps<dist::ScheduleOp>().begin();
     FailureOr<Schedule> read = dist::readSchedule(op);
@@ -204,16 +209,7 @@ TEST_F(ScheduleIRTest, StepsRunTheSchedule) {
         parseSourceString<ModuleOp>(outlinedModules(c.numModules), &ctx);
     ASSERT_TRUE(module) << name(c);
     PassManager pm(&ctx);
-    dist::DistScheduleOptions options;
-    options.scheduleKind = scheduleKindName(c.kind);
-    options.pp = c.pipelineRanks;
-    options.dp = c.dataParallel;
-    options.microBatches = c.microBatches;
-    options.zero = c.zeroLevel;
-    options.modules = c.numModules;
-    pm.addPass(dist::createDistSchedule(options));
-    pm.addPass(dist::createDistInsertComm());
-    pm.addPass(dist::createDistVerifySchedule());
+    addSchedulePasses(pm, c);
     pm.addPass(dist::createDistBuildSteps());
     pm.addPass(dist::createDistVerifySchedule());
     ASSERT_TRUE(succeeded(pm.run(*module))) << name(c);
