@@ -111,7 +111,46 @@ def batchnorm_cases():
                {}, ["y"], opset=11, constants=("mean", "var"))
 
 
+def device_model(out):
+    """One model of the ops' less common forms (1-D and 3-D convolutions,
+    ceil_mode, count_include_pad, dilations, MaxPool's Indices), for
+    compare_ort on the CUDA kernel emulator (vision-cuda-emulated.test)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    rng = np.random.default_rng(5)
+    w = {"w1": rng.standard_normal((4, 2, 3)), "w3": rng.standard_normal((2, 4, 2, 2, 3)),
+         "w2": rng.standard_normal((6, 2, 3, 3)), "b2": rng.standard_normal(6)}
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Reshape", ["x", "s1"], ["x1"]),
+        helper.make_node("Conv", ["x1", "w1"], ["c1"], strides=[2], pads=[1, 2], group=2),
+        helper.make_node("Reshape", ["x", "s3"], ["x3"]),
+        helper.make_node("Conv", ["x3", "w3"], ["c3"], pads=[0, 1, 1, 1, 0, 1]),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], strides=[2, 1],
+                         dilations=[1, 2], pads=[1, 0, 2, 1], group=2),
+        helper.make_node("MaxPool", ["x"], ["m", "mi"], kernel_shape=[3, 2],
+                         strides=[2, 2], ceil_mode=1, storage_order=1),
+        helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], count_include_pad=1, strides=[2, 2],
+                         ceil_mode=1),
+        helper.make_node("AveragePool", ["x"], ["ad"], kernel_shape=[2, 2],
+                         dilations=[2, 1]),
+    ]
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
+    inits += [numpy_helper.from_array(np.array([2, 4, 48], np.int64), "s1"),
+              numpy_helper.from_array(np.array([2, 4, 3, 4, 4], np.int64), "s3")]
+    g = helper.make_graph(
+        nodes, "vision", [helper.make_tensor_value_info("x", f, [2, 4, 6, 8])],
+        [helper.make_tensor_value_info(o, f, None) for o in ("c1", "c3", "c2", "m", "a", "ad")]
+        + [helper.make_tensor_value_info("mi", TensorProto.INT64, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    onnx.save(m, out)
+
+
 def main():
+    if sys.argv[1] == "device-model":
+        return device_model(sys.argv[2])
     lamina_eval, work = sys.argv[1], sys.argv[2]
     pattern = sys.argv[3] if len(sys.argv) > 3 else ""
     os.makedirs(work, exist_ok=True)
