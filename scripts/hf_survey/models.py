@@ -19,7 +19,7 @@ BATCH, SEQ, TGT = 4, 16, 8
 IMAGE, CHANNELS, CLASSES = 32, 3, 10
 
 TINY = dict(
-    vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    vocab_size=V, decoder_vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
     intermediate_size=64, max_position_embeddings=64, head_dim=8,
     # encoder-decoder spellings (T5, BART, ...)
     d_model=32, d_ff=64, d_kv=8, num_layers=2, num_decoder_layers=2,
@@ -102,6 +102,22 @@ def config(arch, extra=None):
                 or k == "drop_path_rate"):
             if isinstance(getattr(cfg, k, None), float):
                 setattr(cfg, k, 0.0)
+    # Special token ids of the full-size vocabulary (Marian's pad 58100)
+    # wrapped into the tiny one.
+    for k in ("pad_token_id", "bos_token_id", "eos_token_id",
+              "decoder_start_token_id"):
+        if k not in (extra or {}) and isinstance(getattr(cfg, k, None), int) \
+                and getattr(cfg, k) >= V:
+            setattr(cfg, k, getattr(cfg, k) % V)
+    # A full-size default of more key/value heads than the tiny query heads
+    # (Mixtral's 8).
+    kv, heads = (getattr(cfg, k, None) for k in ("num_key_value_heads",
+                                                  "num_attention_heads"))
+    if isinstance(kv, int) and isinstance(heads, int) and kv > heads:
+        cfg.num_key_value_heads = heads
+    # Auto classes with several candidates (DeiT's) pick by this list.
+    if getattr(cfg, "architectures", None) is None:
+        cfg.architectures = []
     cfg._attn_implementation = "eager"  # plain MatMul/Softmax, no SDPA op
     cfg.use_cache = False
     return cfg
