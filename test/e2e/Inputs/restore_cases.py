@@ -16,7 +16,9 @@ exporter writes it) calls addmm with a bias (put back, zero), a MatMul
 whose linear's bias is its Add (kept), and an embedding with padding_idx 0
 (its row not trained by lookups). OUT/buffer.onnx is tied.onnx plus a
 zero bias [1, 16] added to the logits that the dynamo exporter's metadata
-marks as a PyTorch buffer (BART's final_logits_bias: not trained).
+marks as a PyTorch buffer (BART's final_logits_bias: not trained);
+OUT/buffer_named.onnx the same without the metadata, the bias named
+inner.final_logits_bias (known by its name, as inv_freq is).
 OUT/conv_bias.onnx is a Conv without its bias whose FX metadata calls
 conv2d with one (ViT's patch embedding after the dynamo exporter's
 RemoveOptionalBiasFromConv: put back, zero, one per output channel) and
@@ -153,6 +155,13 @@ def main():
     onnx.save(build(False), os.path.join(out, "untied.onnx"))
     onnx.save(build_bias(), os.path.join(out, "bias.onnx"))
     onnx.save(build_buffer(), os.path.join(out, "buffer.onnx"))
+    named = build_buffer()  # a TorchScript export: the name alone
+    del named.graph.value_info[:]
+    for t in named.graph.initializer:
+        if t.name == "final_logits_bias":
+            t.name = "inner.final_logits_bias"
+    named.graph.node[-1].input[1] = "inner.final_logits_bias"
+    onnx.save(named, os.path.join(out, "buffer_named.onnx"))
     onnx.save(build_conv_bias(), os.path.join(out, "conv_bias.onnx"))
     onnx.save(build(True, zeros=True), os.path.join(out, "zeros.onnx"))
     onnx.save(build(True, zeros=True, read_table=True),

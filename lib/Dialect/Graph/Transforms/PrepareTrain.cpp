@@ -166,10 +166,16 @@ struct GraphFreeze : lamina::graph::impl::GraphFreezeBase<GraphFreeze> {
   }
 };
 
-/// Rotary frequencies: `inv_freq` in every Hugging Face rotary embedding.
+/// Rotary frequencies: `inv_freq` in every Hugging Face rotary embedding;
+/// `final_logits_bias`, the zero bias BART-style models (BART, mBART,
+/// Marian, Pegasus) add to their logits.
 bool isKnownBuffer(StringRef name) {
-  return name == "inv_freq" || name.ends_with(".inv_freq") ||
-         name.ends_with("/inv_freq");
+  for (StringRef buffer : {"inv_freq", "final_logits_bias"})
+    if (name == buffer || (name.ends_with(buffer) &&
+                           (name.drop_back(buffer.size()).ends_with(".") ||
+                            name.drop_back(buffer.size()).ends_with("/"))))
+      return true;
+  return false;
 }
 
 struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {

@@ -644,7 +644,8 @@ def GraphFreezeBuffers : Pass<"graph-freeze-buffers", "mlir::ModuleOp"> {
   let description = [{
     Trainable arguments of `@forward` that are buffers, not parameters, in
     the PyTorch modules exporters write them from (the rotary embeddings'
-    `inv_freq`, and those named in `buffers`: what a dynamo export's
+    `inv_freq`, BART-style models' `final_logits_bias`, and those named in
+    `buffers`: what a dynamo export's
     metadata marks as buffers, such as BART's `final_logits_bias`) become
     `constant`, each with a remark (`not trained: NAME (a buffer, not a
     parameter, in PyTorch)`). `--as-exported` leaves this pass out.
