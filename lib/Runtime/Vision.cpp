@@ -160,49 +160,72 @@ bool isPointwise(const WindowGeometry &g) {
   return true;
 }
 
-/// Visits (column-matrix row, output position, input offset or -1 for
-/// padding) for the `cg` channels of one group's input planes.
-template <typename F>
-void forEachTap(const WindowGeometry &g, int64_t cg, F &&f) {
-  int64_t row = 0;
+/// The output positions [lo, hi) along dim d whose tap k lands inside the
+/// input: o * stride - padBegin + k * dilation in [0, in).
+void validRange(const WindowGeometry &g, int d, int64_t k, int64_t &lo,
+                int64_t &hi) {
+  int64_t shift = k * g.dilation[d] - g.padBegin[d]; // input pos of o = 0
+  int64_t s = g.stride[d];
+  lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
+  hi = g.in[d] - shift <= 0 ? 0 : (g.in[d] - shift + s - 1) / s;
+  lo = std::min(lo, g.out[d]);
+  hi = std::max(lo, std::min(hi, g.out[d]));
+}
+
+/// Calls row(r, c, kd, kh, kw) for each column-matrix row r: input channel
+/// c of one group times kernel tap (kd, kh, kw).
+template <typename F> void forEachRow(const WindowGeometry &g, F &&row) {
+  int64_t r = 0, cg = g.channels / g.group;
   for (int64_t c = 0; c < cg; ++c)
     for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
       for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
-        for (int64_t kw = 0; kw < g.kernel[2]; ++kw, ++row) {
-          int64_t col = 0;
-          for (int64_t od = 0; od < g.out[0]; ++od) {
-            int64_t id = od * g.stride[0] - g.padBegin[0] + kd * g.dilation[0];
-            bool inD = id >= 0 && id < g.in[0];
-            for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-              int64_t ih =
-                  oh * g.stride[1] - g.padBegin[1] + kh * g.dilation[1];
-              bool inH = inD && ih >= 0 && ih < g.in[1];
-              int64_t base = ((c * g.in[0] + id) * g.in[1] + ih) * g.in[2];
-              for (int64_t ow = 0; ow < g.out[2]; ++ow, ++col) {
-                int64_t iw =
-                    ow * g.stride[2] - g.padBegin[2] + kw * g.dilation[2];
-                f(row, col, inH && iw >= 0 && iw < g.in[2] ? base + iw : -1);
-              }
-            }
-          }
+        for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
+          row(r++, c, kd, kh, kw);
+}
+
+/// im2col (Col2Im false: col[r, o] = x at tap r of output o, 0 in the
+/// padding) or its adjoint (true: x at tap r of output o += col[r, o]).
+/// Each row walks the output positions a run of `ow` at a time, the valid
+/// part clipped once per run rather than tested per element.
+template <bool Col2Im, typename T>
+void windowColumns(const WindowGeometry &g, T *x, T *col) {
+  int64_t cols = g.outSize();
+  forEachRow(g, [&](int64_t r, int64_t c, int64_t kd, int64_t kh,
+                    int64_t kw) {
+    int64_t dLo, dHi, hLo, hHi, wLo, wHi;
+    validRange(g, 0, kd, dLo, dHi);
+    validRange(g, 1, kh, hLo, hHi);
+    validRange(g, 2, kw, wLo, wHi);
+    T *cr = col + r * cols;
+    if (!Col2Im)
+      std::fill(cr, cr + cols, T(0));
+    int64_t sw = g.stride[2];
+    for (int64_t od = dLo; od < dHi; ++od) {
+      int64_t id = od * g.stride[0] - g.padBegin[0] + kd * g.dilation[0];
+      for (int64_t oh = hLo; oh < hHi; ++oh) {
+        int64_t ih = oh * g.stride[1] - g.padBegin[1] + kh * g.dilation[1];
+        T *xrow = x + ((c * g.in[0] + id) * g.in[1] + ih) * g.in[2] +
+                  (kw * g.dilation[2] - g.padBegin[2]);
+        T *crow = cr + (od * g.out[1] + oh) * g.out[2];
+        for (int64_t ow = wLo; ow < wHi; ++ow) {
+          if (Col2Im)
+            xrow[ow * sw] += crow[ow];
+          else
+            crow[ow] = xrow[ow * sw];
         }
+      }
+    }
+  });
 }
 
 template <typename T>
 void im2col(const WindowGeometry &g, const T *x, T *col) {
-  int64_t cols = g.outSize();
-  forEachTap(g, g.channels / g.group, [&](int64_t r, int64_t c, int64_t at) {
-    col[r * cols + c] = at < 0 ? T(0) : x[at];
-  });
+  windowColumns<false>(g, const_cast<T *>(x), col);
 }
 
 template <typename T>
 void col2imAdd(const WindowGeometry &g, const T *col, T *x) {
-  int64_t cols = g.outSize();
-  forEachTap(g, g.channels / g.group, [&](int64_t r, int64_t c, int64_t at) {
-    if (at >= 0)
-      x[at] += col[r * cols + c];
-  });
+  windowColumns<true>(g, x, const_cast<T *>(col));
 }
 
 template <typename T>
