@@ -32,8 +32,14 @@ attention fused, what the compile restored, PyTorch's first and last loss
 and the worst relative difference of the losses (ok: within 1e-5), or the
 first line of the error of the step that failed. With --pp P
 --micro-batches M the program is a P-rank 1F1B pipeline of M micro-batches
-of 4/M rows run under mpirun: the same losses. --markdown prints the lines
-as rows of docs/model-survey.md's table.
+of 4/M rows run under mpirun: the same losses (a model with batch norm,
+whose statistics are then each micro-batch's, is trained in PyTorch on the
+same micro-batches). --loss defaults to logits for causal-lm and both
+otherwise; a model with batch norm is trained and exported in train mode
+(batch statistics). --static exports at the training shape, --config sets
+a config attribute after the tiny sizes, --compile-flag passes a flag on
+to `lamina compile` (`--compile-flag=--freeze=embed_positions`).
+--markdown prints the lines as rows of docs/model-survey.md's tables.
 """
 
 from __future__ import annotations
