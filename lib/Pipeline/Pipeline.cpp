@@ -151,6 +151,8 @@ static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
   sched.dp = o.dp;
   sched.microBatches = o.microBatches;
   sched.zero = o.zero;
+  // The evaluation step (run --eval-data) too, verified like the training.
+  sched.eval = true;
   pm.addPass(dist::createDistSchedule(sched));
   pm.addPass(dist::createDistInsertComm());
   pm.addPass(dist::createDistVerifySchedule());

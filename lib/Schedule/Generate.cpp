@@ -402,6 +402,41 @@ Expected<Schedule> lowerComputeOrder(const Schedule &compute) {
   return s;
 }
 
+Expected<Schedule> generateEvalSchedule(const ScheduleConfig &config) {
+  if (Status s = validate(config); !s)
+    return s;
+  Expected<Placement> pl = placementFor(config);
+  if (!pl)
+    return pl.status();
+  const int L = config.numModules, p = config.pipelineRanks;
+  const int m = config.microBatches, d = config.dataParallel;
+  Schedule s;
+  s.config = config;
+  s.config.forwardOnly = true;
+  s.placement = *pl;
+  s.ranks.resize(static_cast<size_t>(p) * d);
+  for (int dp = 0; dp < d; ++dp)
+    for (int r = 0; r < p; ++r) {
+      std::vector<Action> &list = s.ranks[s.globalRank(r, dp)];
+      for (int l = 0; l < L; ++l) {
+        if (pl->rankOf[l] != r)
+          continue;
+        if (config.zeroLevel == 3 && d > 1)
+          list.push_back(Action::allGather(l));
+        for (int mb = 0; mb < m; ++mb) {
+          if (l > 0 && pl->rankOf[l - 1] != r)
+            list.push_back(Action::recv(Payload::Activation, l - 1, mb,
+                                        s.globalRank(pl->rankOf[l - 1], dp)));
+          list.push_back(Action::forward(l, mb));
+          if (l + 1 < L && pl->rankOf[l + 1] != r)
+            list.push_back(Action::send(Payload::Activation, l, mb,
+                                        s.globalRank(pl->rankOf[l + 1], dp)));
+        }
+      }
+    }
+  return s;
+}
+
 Expected<Schedule> generateSchedule(const ScheduleConfig &config) {
   Expected<Schedule> compute = generateComputeOrder(config);
   if (!compute)

@@ -150,6 +150,13 @@ private:
     const Action &a = act(g, i);
     const int pp = s.pipelineRank(g);
     auto inRange = [](int v, int n) { return v >= 0 && v < n; };
+    if (s.config.forwardOnly &&
+        (a.kind == ActionKind::Backward || a.kind == ActionKind::OptimizerStep ||
+         a.kind == ActionKind::ReduceScatter ||
+         a.kind == ActionKind::AllReduce ||
+         (a.isP2P() && a.payload != Payload::Activation)))
+      return fail(g, i, "a forward-only (evaluation) step has no backward, "
+                        "gradient or optimizer action");
     if (a.isCompute() && a.kind != ActionKind::OptimizerStep) {
       if (!inRange(a.module, L) || !inRange(a.microBatch, m))
         return fail(g, i, "module or micro-batch out of range");
@@ -189,7 +196,11 @@ private:
                                                      : Payload::WeightGrads;
       if (a.payload != want)
         return fail(g, i, "wrong payload for this collective");
-      if ((a.kind == ActionKind::AllReduce) != (level == 0))
+      if (s.config.forwardOnly && level != 3)
+        return fail(g, i, "a forward-only step gathers weights only at "
+                          "sharding level 3");
+      if (!s.config.forwardOnly &&
+          (a.kind == ActionKind::AllReduce) != (level == 0))
         return fail(g, i, "sharding level " + str(level) + " uses " +
                               (level == 0 ? "all-reduce" : "reduce-scatter") +
                               " for gradients" +
@@ -546,10 +557,12 @@ private:
           if (r.fwd[slot(l, mb)] < 0)
             return Status::error(rankName(s, g) + " never runs " +
                                  describeAction(Action::forward(l, mb)));
-          if (r.bwd[slot(l, mb)] < 0)
+          if (!s.config.forwardOnly && r.bwd[slot(l, mb)] < 0)
             return Status::error(rankName(s, g) + " never runs " +
                                  describeAction(Action::backward(l, mb)));
         }
+      if (s.config.forwardOnly)
+        continue;
       if (r.optimizer < 0)
         return Status::error(rankName(s, g) + " never runs OptimizerStep");
       if (d > 1 && (level == 1 || level == 2))

@@ -280,4 +280,45 @@ TEST(Verify, RandomEditsNeverHang) {
   EXPECT_GT(accepted, 0); // some swaps are harmless, e.g. two collectives
 }
 
+// The evaluation step verifies as a forward-only schedule for every kind
+// the grid generates, and not as a training one (no backward).
+TEST(Verify, EvalSchedulesAreForwardOnly) {
+  int checked = 0;
+  for (ScheduleKind k : test::kAllKinds)
+    for (int L : {1, 2, 4})
+      for (int p : {1, 2})
+        for (int d : {1, 2})
+          for (int zero : {0, 3}) {
+            ScheduleConfig c = test::config(k, L, p, 2, d, zero);
+            Expected<Schedule> eval = generateEvalSchedule(c);
+            if (!generateSchedule(c).ok()) {
+              EXPECT_FALSE(eval.ok());
+              continue;
+            }
+            ASSERT_TRUE(eval.ok()) << eval.error();
+            EXPECT_TRUE(eval->config.forwardOnly);
+            EXPECT_TRUE(verifySchedule(*eval).ok())
+                << verifySchedule(*eval).message() << formatSchedule(*eval);
+            Schedule training = *eval;
+            training.config.forwardOnly = false;
+            EXPECT_CONTAINS(failure(training), "never runs Backward");
+            ++checked;
+          }
+  EXPECT_GT(checked, 20);
+}
+
+// A forward-only step refuses what only training does, and still needs
+// every forward.
+TEST(Verify, EvalScheduleRejectsTrainingActions) {
+  ScheduleConfig c = test::config(ScheduleKind::GPipe, 2, 2, 1);
+  Schedule s = *generateEvalSchedule(c);
+  Schedule withBackward = s;
+  withBackward.ranks[1].push_back(Action::backward(1, 0));
+  EXPECT_CONTAINS(failure(withBackward), "forward-only (evaluation) step");
+  Schedule missing = s;
+  missing.ranks[0].clear();
+  missing.ranks[1].clear();
+  EXPECT_CONTAINS(failure(missing), "never runs Forward");
+}
+
 } // namespace

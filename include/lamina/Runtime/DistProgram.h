@@ -108,6 +108,10 @@ struct DistSpec {
   const char *tokensInput; ///< the token-id input
   int64_t vocab;           ///< 0: unknown (ids not checked)
   int64_t ignoreIndex;     ///< labels equal to it do not count
+  /// The evaluation (forward-only) step's lists, as actions/actionBegin:
+  /// the compiler's verified forward_only schedule (`run --eval-data`).
+  const ActionSpec *evalActions;
+  const int *evalActionBegin; ///< numRanks + 1 entries
 };
 
 /// `mpirun -np P*D OUTDIR/run --data FILE --steps N ...`: the training

@@ -126,6 +126,9 @@ struct ScheduleConfig {
   /// The placement decided before the schedule (dist-partition); when
   /// absent, placementFor applies the schedule's own rule.
   std::optional<Placement> placement;
+  /// An evaluation (forward-only) step: every forward once, no backward,
+  /// no gradient reduction, no optimizer step (generateEvalSchedule).
+  bool forwardOnly = false;
 };
 
 /// The modules' pipeline ranks for `config`: its given placement, checked
@@ -171,6 +174,15 @@ Expected<Schedule> generateComputeOrder(const ScheduleConfig &config);
 /// Forward/Backward (module and micro-batch in range) and one final
 /// OptimizerStep, or there are not p * d lists.
 Expected<Schedule> lowerComputeOrder(const Schedule &compute);
+
+/// The evaluation step over the training schedule's placement: each rank
+/// runs its modules in ascending order, every micro-batch through one
+/// before the next (at sharding level 3 with d > 1, one all-gather per
+/// module first), receiving each input and sending each output that lives
+/// on another pipeline rank. The result has config.forwardOnly set;
+/// verifySchedule checks it as a forward-only step. Fails for the
+/// configurations generateSchedule refuses.
+Expected<Schedule> generateEvalSchedule(const ScheduleConfig &config);
 
 /// Short token, e.g. "F3.1", "Sa2.0>1" (send activation of boundary 2, mb 0
 /// to rank 1), "Rg2.0<3", "AG4", "RS4", "AR4", "OPT". See docs/schedules.md.

@@ -111,8 +111,10 @@ public:
   /// mode=dist: every outlined module function, the DistSpec and a `main`
   /// calling lamina::rt::distTrainMain (cuda: lamina::rt::cuda::'s).
   struct DistOptions {
-    /// The verified schedule read back from the IR.
+    /// The verified schedules read back from the IR's steps: training and
+    /// (when compiled) evaluation.
     const schedule::Schedule *schedule = nullptr;
+    const schedule::Schedule *evalSchedule = nullptr;
     bool recompute = true;
     std::string lossKind = "CausalLM", labelsInput;
     int64_t vocab = 0, ignoreIndex = -100;
@@ -697,33 +699,45 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
             .str();
   }
   specArray("lamina_modules", "lamina::rt::ModuleSpec", numModules, moduleInit);
-  std::string actions, begins = "0", ranks;
-  int64_t numActions = 0;
-  for (const auto &list : sched.ranks) {
-    for (const schedule::Action &a : list)
-      actions += llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}}",
-                               numActions++ ? ", " : "", unsigned(a.kind),
-                               unsigned(a.payload), a.module, a.microBatch,
-                               a.peer)
-                     .str();
-    begins += ", " + std::to_string(numActions);
-  }
+  // Per global rank, one slice of a flat action array: the names of the
+  // array and of its slice starts.
+  auto tables = [&](const schedule::Schedule &sc, StringRef prefix) {
+    std::string actions, begins = "0";
+    int64_t numActions = 0;
+    for (const auto &list : sc.ranks) {
+      for (const schedule::Action &a : list)
+        actions += llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}}",
+                                 numActions++ ? ", " : "", unsigned(a.kind),
+                                 unsigned(a.payload), a.module, a.microBatch,
+                                 a.peer)
+                       .str();
+      begins += ", " + std::to_string(numActions);
+    }
+    std::string table = specArray((prefix + "actions").str(),
+                                  "lamina::rt::ActionSpec", numActions, actions);
+    return table + ", " +
+           specArray((prefix + "action_begin").str(), "int",
+                     sc.numRanks() + 1, begins);
+  };
+  std::string train = tables(sched, "lamina_");
+  std::string eval = opts.evalSchedule
+                         ? tables(*opts.evalSchedule, "lamina_eval_")
+                         : std::string("nullptr, nullptr");
+  std::string ranks;
   for (int64_t k = 0; k < numModules; ++k)
     ranks += (k ? ", " : "") + std::to_string(sched.placement.rankOf[k]);
-  specArray("lamina_actions", "lamina::rt::ActionSpec", numActions, actions);
-  specArray("lamina_action_begin", "int", sched.numRanks() + 1, begins);
   specArray("lamina_module_rank", "int", numModules, ranks);
   const schedule::ScheduleConfig &c = sched.config;
   std::string spec = llvm::formatv(
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-      "lamina_actions, lamina_action_begin, {8}, lamina_module_rank, "
+      "{14}, {8}, lamina_module_rank, "
       "lamina::rt::LossKind::{9}, {10}, {11}, int64_t({12}LL), "
-      "int64_t({13}LL)}",
+      "int64_t({13}LL), {15}}",
       cString(modelPath), numModules, c.pipelineRanks, c.dataParallel,
       c.microBatches, c.zeroLevel, cString(schedule::scheduleKindName(c.kind)),
       opts.recompute ? "true" : "false", sched.numRanks(), opts.lossKind,
       opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
-      cString(tokens), opts.vocab, opts.ignoreIndex);
+      cString(tokens), opts.vocab, opts.ignoreIndex, train, eval);
   emitc::GlobalOp::create(globals, loc, "lamina_dist",
                           emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
                           opaque(spec), false, true, true);
@@ -851,25 +865,36 @@ struct ConvertRtToEmitCPass
       if (failed(checkRtFunction(f)))
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
-    // The action lists come from the verified steps in the IR.
+    // The action lists come from the verified steps in the IR: the
+    // training program and, when compiled, the evaluation one.
     SmallVector<dist::ProgramOp> programs(module.getOps<dist::ProgramOp>());
-    if (programs.size() != 1) {
+    auto isTraining = [](dist::ProgramOp op) { return !op.getForwardOnly(); };
+    int64_t training = llvm::count_if(programs, isTraining);
+    if (training != 1 || programs.size() > 2) {
       mlir::emitError(module.getLoc())
-          << "convert-rt-to-emitc: mode=dist needs exactly one dist.program "
-             "(run dist-schedule, dist-insert-comm, dist-verify-schedule, "
-             "dist-build-steps); found "
-          << programs.size();
+          << "convert-rt-to-emitc: mode=dist needs exactly one training "
+             "dist.program (run dist-schedule, dist-insert-comm, "
+             "dist-verify-schedule, dist-build-steps) and at most one "
+             "forward_only one; found "
+          << training << " and " << programs.size() - training;
       return signalPassFailure();
     }
-    FailureOr<schedule::Schedule> sched = dist::readSchedule(programs[0]);
-    if (failed(sched))
-      return signalPassFailure();
-    if (schedule::Status s = schedule::verifySchedule(*sched); !s) {
-      programs[0].emitError("convert-rt-to-emitc: the schedule is invalid: ")
-          << s.message();
-      return signalPassFailure();
+    FailureOr<schedule::Schedule> sched, evalSched;
+    for (dist::ProgramOp program : programs) {
+      FailureOr<schedule::Schedule> &s =
+          isTraining(program) ? sched : evalSched;
+      s = dist::readSchedule(program);
+      if (failed(s))
+        return signalPassFailure();
+      if (schedule::Status st = schedule::verifySchedule(*s); !st) {
+        program.emitError("convert-rt-to-emitc: the schedule is invalid: ")
+            << st.message();
+        return signalPassFailure();
+      }
+      program.erase();
     }
-    programs[0].erase();
+    if (succeeded(evalSched))
+      opts.evalSchedule = &*evalSched;
     opts.schedule = &*sched;
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)

@@ -150,8 +150,14 @@ Status Executor::setup() {
     return s;
   if (Status s = connectTransfers(); !s.ok())
     return s;
-  if (!o.evalData.empty())
-    buildEvalList();
+  if (!o.evalData.empty()) {
+    if (!spec.evalActions || !spec.evalActionBegin)
+      return Status::error("--eval-data: the program has no evaluation step "
+                           "(compiled without dist-schedule's eval)");
+    evalList.begin = spec.evalActions + spec.evalActionBegin[rank];
+    evalList.end = spec.evalActions + spec.evalActionBegin[rank + 1];
+    evalList.chainRecvs();
+  }
   return lrSchedule(o, sched);
 }
 
@@ -213,34 +219,6 @@ void Executor::ActionList::chainRecvs() {
   }
   for (auto &[peer, a] : later)
     firstRecvs.push_back(a);
-}
-
-void Executor::buildEvalList() {
-  using schedule::Payload;
-  const int L = spec.numModules, m = spec.microBatches;
-  auto add = [&](ActionKind kind, Payload payload, int module, int mb,
-                 int peer) {
-    evalActions.push_back(
-        ActionSpec{uint8_t(kind), uint8_t(payload), module, mb, peer});
-  };
-  for (int k = 0; k < L; ++k) {
-    if (spec.moduleRank[k] != pp)
-      continue;
-    if (zero == 3)
-      add(ActionKind::AllGather, Payload::Weights, k, 0, -1);
-    for (int j = 0; j < m; ++j) {
-      if (k > 0 && spec.moduleRank[k - 1] != pp)
-        add(ActionKind::Recv, Payload::Activation, k - 1, j,
-            dp * spec.pp + spec.moduleRank[k - 1]);
-      add(ActionKind::Forward, Payload::None, k, j, -1);
-      if (k + 1 < L && spec.moduleRank[k + 1] != pp)
-        add(ActionKind::Send, Payload::Activation, k, j,
-            dp * spec.pp + spec.moduleRank[k + 1]);
-    }
-  }
-  evalList.begin = evalActions.data();
-  evalList.end = evalActions.data() + evalActions.size();
-  evalList.chainRecvs();
 }
 
 Status Executor::setupModules() {

@@ -370,17 +370,10 @@ private:
     std::map<const ActionSpec *, const ActionSpec *> nextRecv;
     void chainRecvs();
   };
-  /// The schedule's list, and the evaluation's (buildEvalList).
+  /// The schedule's list, and the evaluation's: both the compiler's
+  /// verified steps (DistSpec::actions, DistSpec::evalActions).
   ActionList trainList, evalList;
   const ActionList *running = nullptr;
-  std::vector<ActionSpec> evalActions;
-  /// The forward-only list: per local module in chain order, its weights
-  /// gathered (ZeRO-3), then each micro-batch's forward between the
-  /// receive of its input and the send of its output. Every rank takes
-  /// (module, micro-batch) pairs in the same order, so a wait is only
-  /// ever for a pair before its own: no deadlock; the transfers are the
-  /// training's forward ones (the same pairs of ranks, tags and order).
-  void buildEvalList();
   /// The global batch drawn from `from` by `r`, on the device, with the
   /// micro-batches' loss weights.
   Status loadBatch(BatchSource &from);

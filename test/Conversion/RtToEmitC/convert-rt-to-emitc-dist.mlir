@@ -3,7 +3,7 @@
 // module functions, the DistSpec tables and the action lists its steps run
 // (here gpipe over 2 pipeline ranks, 2 micro-batches); the dist.program op
 // itself is consumed. Its calls verify against the rt functions.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
 
 // CHECK: #include "lamina/Runtime/DistProgram.h"
@@ -17,11 +17,15 @@
 // Rank 0: F0.0 Sa0.0>1 F0.1 Sa0.1>1 Rg0.0<1 B0.0 Rg0.1<1 B0.1 OPT.
 // CHECK: static const lamina::rt::ActionSpec lamina_actions[18] = {{[{][{]}}0, 0, 0, 0, -1}, {2, 1, 0, 0, 1},
 // CHECK: static const int lamina_action_begin[3] = {0, 9, 18};
+// The evaluation step's lists: rank 0 F0.0 Sa0.0>1 F0.1 Sa0.1>1, rank 1
+// Ra0.0<0 F1.0 Ra0.1<0 F1.1.
+// CHECK: static const lamina::rt::ActionSpec lamina_eval_actions[8] = {{[{][{]}}0, 0, 0, 0, -1}, {2, 1, 0, 0, 1}, {0, 0, 0, 1, -1}, {2, 1, 0, 1, 1}, {3, 1, 0, 0, 0}, {0, 0, 1, 0, -1}, {3, 1, 0, 1, 0}, {0, 0, 1, 1, -1}};
+// CHECK: static const int lamina_eval_action_begin[3] = {0, 4, 8};
 // CHECK: static const int lamina_module_rank[2] = {0, 1};
-// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, "x",
+// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, "x", int64_t(0LL), int64_t(-100LL), lamina_eval_actions, lamina_eval_action_begin};
 // CHECK: lamina::rt::distTrainMain(
 
-// NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one dist.program (run dist-schedule, dist-insert-comm, dist-verify-schedule, dist-build-steps); found 0
+// NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one training dist.program (run dist-schedule, dist-insert-comm, dist-verify-schedule, dist-build-steps) and at most one forward_only one; found 0 and 0
 
 func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
                    %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},

@@ -3,7 +3,7 @@
 // RUN: lamina-opt %s -split-input-file -dist-build-steps -verify-diagnostics
 
 // No schedule to build from.
-// expected-error @below {{dist-build-steps needs exactly one dist.schedule (run dist-schedule, dist-insert-comm, dist-verify-schedule); found 0}}
+// expected-error @below {{dist-build-steps needs exactly one training dist.schedule (run dist-schedule, dist-insert-comm, dist-verify-schedule) and at most one forward_only one; found 0 and 0}}
 module {
 }
 

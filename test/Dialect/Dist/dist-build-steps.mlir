@@ -7,8 +7,10 @@
 // (dist-verify-schedule simulates them).
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -dist-verify-schedule | FileCheck %s
 // Breadth-first at ZeRO 3 over 2 replicas: the collectives stay where the
-// schedule puts them, one step serves both replicas.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -dist-verify-schedule | FileCheck %s --check-prefix=ZERO3
+// schedule puts them, one step serves both replicas. With eval, the
+// evaluation step (forward_only) is built and verified the same way: each
+// module gathered once, every micro-batch forwarded and sent.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -dist-verify-schedule | FileCheck %s --check-prefixes=ZERO3,EVAL
 // The steps round-trip.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps | lamina-opt | FileCheck %s
 
@@ -59,7 +61,27 @@
 // ZERO3: dist.step 1 {
 // ZERO3:   dist.reduce_scatter 1
 // ZERO3-NEXT: dist.optimizer_step
-// ZERO3-NOT: dist.step
+// ZERO3-NOT: dist.step 0
+
+// EVAL-LABEL: dist.program "breadth-first" forward_only modules = 2, pp = 2, dp = 2, micro_batches = 2, zero = 3
+// EVAL-NEXT: dist.step 0 {
+// EVAL-NEXT:   %[[W:.*]] = dist.param "trainable" "model.layers.0.w"
+// EVAL-NEXT:   dist.all_gather 0
+// EVAL-NEXT:   %[[X0:.*]] = dist.batch "x"[0]
+// EVAL-NEXT:   %[[A0:.*]] = dist.call @fwd_0[0] (%[[W]], %[[X0]])
+// EVAL-NEXT:   dist.p2p_send activation 0, 0 to 1 (%[[A0]])
+// EVAL-NEXT:   %[[X1:.*]] = dist.batch "x"[1]
+// EVAL-NEXT:   %[[A1:.*]] = dist.call @fwd_0[1] (%[[W]], %[[X1]])
+// EVAL-NEXT:   dist.p2p_send activation 0, 1 to 1 (%[[A1]])
+// EVAL-NEXT: }
+// EVAL-NEXT: dist.step 1 {
+// EVAL:        dist.all_gather 1
+// EVAL-NEXT:   dist.p2p_recv activation 0, 0 from 0
+// EVAL-NEXT:   dist.call @fwd_1[0]
+// EVAL-NEXT:   dist.p2p_recv activation 0, 1 from 0
+// EVAL-NEXT:   dist.call @fwd_1[1]
+// EVAL-NEXT: }
+// EVAL-NOT: dist.loss_weight
 
 func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
                    %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},

@@ -277,20 +277,28 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<ScheduleOp> schedules(module.getOps<ScheduleOp>());
-    if (schedules.size() != 1) {
+    int64_t training = llvm::count_if(
+        schedules, [](ScheduleOp op) { return !op.getForwardOnly(); });
+    if (training != 1 || schedules.size() > 2) {
       mlir::emitError(module.getLoc())
-          << "dist-build-steps needs exactly one dist.schedule (run "
-             "dist-schedule, dist-insert-comm, dist-verify-schedule); found "
-          << schedules.size();
+          << "dist-build-steps needs exactly one training dist.schedule (run "
+             "dist-schedule, dist-insert-comm, dist-verify-schedule) and at "
+             "most one forward_only one; found "
+          << training << " and " << schedules.size() - training;
       return signalPassFailure();
     }
-    ScheduleOp sched = schedules.front();
+    for (ScheduleOp sched : schedules)
+      if (failed(build(module, sched)))
+        return signalPassFailure();
+  }
+
+  LogicalResult build(ModuleOp module, ScheduleOp sched) {
     FailureOr<schedule::Schedule> s = readSchedule(sched);
     if (failed(s))
-      return signalPassFailure();
+      return failure();
     FailureOr<SmallVector<ModuleFns>> fns = moduleFunctions(module, *s);
     if (failed(fns) || failed(checkReplicas(sched, *s)))
-      return signalPassFailure();
+      return failure();
 
     OpBuilder b(sched);
     const schedule::ScheduleConfig &c = s->config;
@@ -298,7 +306,7 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
                                    s->placement.rankOf.end());
     auto program = ProgramOp::create(
         b, sched.getLoc(), sched.getKind(), c.numModules, c.pipelineRanks,
-        c.dataParallel, c.microBatches, c.zeroLevel, placement);
+        c.dataParallel, c.microBatches, c.zeroLevel, placement, c.forwardOnly);
     b.setInsertionPointToEnd(&program.getBody().emplaceBlock());
     for (int p = 0; p < c.pipelineRanks; ++p) {
       auto step = StepOp::create(b, sched.getLoc(), p);
@@ -310,10 +318,11 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
           (at ? at : sched.getOperation())->emitError("dist-build-steps: ")
               << err;
           program.erase();
-          return signalPassFailure();
+          return failure();
         }
     }
     sched.erase();
+    return success();
   }
 
   /// fwd_k and bwd_k of every module of the schedule.

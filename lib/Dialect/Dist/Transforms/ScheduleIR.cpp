@@ -88,6 +88,7 @@ template <typename OpTy> schedule::Schedule configOf(OpTy op) {
   c.dataParallel = narrow(op.getDp());
   c.microBatches = narrow(op.getMicroBatches());
   c.zeroLevel = narrow(op.getZero());
+  c.forwardOnly = op.getForwardOnly();
   s.placement.numRanks = c.pipelineRanks;
   for (int64_t r : op.getPlacement())
     s.placement.rankOf.push_back(narrow(r));
@@ -193,7 +194,7 @@ ScheduleOp dist::buildSchedule(OpBuilder &builder, Location loc,
   auto op = ScheduleOp::create(builder, loc,
                                schedule::scheduleKindName(c.kind), c.numModules,
                                c.pipelineRanks, c.dataParallel, c.microBatches,
-                               c.zeroLevel, placement);
+                               c.zeroLevel, placement, c.forwardOnly);
   builder.setInsertionPointToEnd(&op.getBody().emplaceBlock());
   for (int g = 0; g < s.numRanks(); ++g) {
     OpBuilder::InsertionGuard rankGuard(builder);

@@ -109,6 +109,18 @@ struct DistSchedule : dist::impl::DistScheduleBase<DistSchedule> {
                          << " modules=" << numModules << ": " << op.error();
       return signalPassFailure();
     }
+    // The evaluation step over the same placement, complete with its
+    // transfers (no compute-only form: nothing to lower).
+    if (eval) {
+      config.placement = readSchedule(*op)->placement;
+      schedule::Expected<schedule::Schedule> forward =
+          schedule::generateEvalSchedule(config);
+      if (!forward) {
+        module.emitError() << "dist-schedule: " << forward.error();
+        return signalPassFailure();
+      }
+      buildSchedule(builder, module.getLoc(), *forward);
+    }
   }
 
   /// L from @function's dist.chain: its layers (every module when the chain
@@ -144,6 +156,9 @@ struct DistInsertComm : dist::impl::DistInsertCommBase<DistInsertComm> {
       return signalPassFailure();
     }
     for (ScheduleOp op : ops) {
+      // dist-schedule writes the evaluation step complete.
+      if (op.getForwardOnly())
+        continue;
       FailureOr<schedule::Schedule> compute = readSchedule(op);
       if (failed(compute))
         return signalPassFailure();

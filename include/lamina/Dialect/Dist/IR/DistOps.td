@@ -71,10 +71,11 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [NoTerminator, SingleBlock,
   let arguments = (ins StrAttr:$kind, Dist_I64Attr:$num_modules,
                    Dist_I64Attr:$pp, Dist_I64Attr:$dp,
                    Dist_I64Attr:$micro_batches, Dist_I64Attr:$zero,
-                   DenseI64ArrayAttr:$placement);
+                   DenseI64ArrayAttr:$placement, UnitAttr:$forward_only);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $kind `modules` `=` $num_modules `,` `pp` `=` $pp `,` `dp` `=` $dp `,`
+    $kind (`forward_only` $forward_only^)?
+    `modules` `=` $num_modules `,` `pp` `=` $pp `,` `dp` `=` $dp `,`
     `micro_batches` `=` $micro_batches `,` `zero` `=` $zero `,`
     `placement` `=` $placement attr-dict-with-keyword $body
   }];

@@ -20,8 +20,9 @@ def Dist_ProgramOp : Dist_Op<"program", [NoTerminator, SingleBlock,
                                         NoRegionArguments]> {
   let summary = "The per-pipeline-rank steps of one training step";
   let description = [{
-    The schedule of a `dist.schedule` (same attributes) as one `dist.step`
-    per pipeline rank `0 <= p < pp`. The `dp` data-parallel replicas of a
+    The schedule of a `dist.schedule` (same attributes; `forward_only` for
+    the evaluation step) as one `dist.step` per pipeline rank
+    `0 <= p < pp`. The `dp` data-parallel replicas of a
     pipeline rank run the same step: transfers name pipeline ranks of the
     sender's own replica, collectives its data-parallel group.
 
@@ -42,10 +43,11 @@ def Dist_ProgramOp : Dist_Op<"program", [NoTerminator, SingleBlock,
   let arguments = (ins StrAttr:$kind, Dist_I64Attr:$num_modules,
                    Dist_I64Attr:$pp, Dist_I64Attr:$dp,
                    Dist_I64Attr:$micro_batches, Dist_I64Attr:$zero,
-                   DenseI64ArrayAttr:$placement);
+                   DenseI64ArrayAttr:$placement, UnitAttr:$forward_only);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $kind `modules` `=` $num_modules `,` `pp` `=` $pp `,` `dp` `=` $dp `,`
+    $kind (`forward_only` $forward_only^)?
+    `modules` `=` $num_modules `,` `pp` `=` $pp `,` `dp` `=` $dp `,`
     `micro_batches` `=` $micro_batches `,` `zero` `=` $zero `,`
     `placement` `=` $placement attr-dict-with-keyword $body
   }];

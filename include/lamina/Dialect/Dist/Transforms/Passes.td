@@ -131,6 +131,12 @@ def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
     a multiple of `pp`, layered with `pp > 1`, fewer modules than pipeline
     ranks) is an error that names the options.
 
+    With `eval`, a second, `forward_only` schedule follows: the evaluation
+    (validation loss) step over the same placement, complete with its
+    transfers (`generateEvalSchedule`: each rank's modules in order, every
+    micro-batch through one before the next, a gather per module at ZeRO
+    3); `dist-insert-comm` leaves it as it is.
+
     ```mlir
     // -dist-schedule="schedule=gpipe pp=2 micro-batches=1 modules=2"
     dist.schedule "gpipe" modules = 2, pp = 2, dp = 1,
@@ -165,6 +171,9 @@ def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
            "dist.chain)">,
     Option<"functionName", "function", "std::string", /*default=*/"\"forward\"",
            "The function whose chain gives L when modules is 0">,
+    Option<"eval", "eval", "bool", /*default=*/"false",
+           "Also write the evaluation step (a forward_only dist.schedule "
+           "over the same placement, with its transfers)">,
   ];
 }
 
