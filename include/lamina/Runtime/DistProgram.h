@@ -105,7 +105,6 @@ struct DistSpec {
   const int *moduleRank;  ///< pipeline rank of each module
   LossKind loss;
   const char *labelsInput; ///< CrossEntropy: the labels input, else nullptr
-  const char *tokensInput; ///< the token-id input
   int64_t vocab;           ///< 0: unknown (ids not checked)
   int64_t ignoreIndex;     ///< labels equal to it do not count
   /// The evaluation (forward-only) step's lists, as actions/actionBegin:

@@ -632,7 +632,6 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
     bool copiesOnly = true; ///< both functions (dist-hoist-param-casts)
   };
   std::map<int64_t, Info> modules;
-  std::string tokens;
   std::set<std::string> inputs;
   for (func::FuncOp f : funcs) {
     auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined");
@@ -667,17 +666,11 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
         !specs.count("bwd_" + std::to_string(k)))
       return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: module ")
              << k << " lacks @fwd_" << k << " or @bwd_" << k;
-  for (const std::string &in : inputs)
-    if (in != opts.labelsInput) {
-      if (!tokens.empty())
-        return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the model has more than "
-                                "one non-label input ('")
-               << tokens << "', '" << in
-               << "'); the training driver feeds one token batch";
-      tokens = in;
-    }
-  if (tokens.empty())
-    return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the model has no token input");
+  // The runtime feeds every input by name (run --data or --data-dir).
+  if (inputs.empty())
+    return mlir::emitError(module.getLoc(),
+                           "convert-rt-to-emitc: the module functions read no "
+                           "model input");
   const schedule::Schedule &sched = *opts.schedule;
   if (sched.config.numModules != numModules)
     return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the schedule has ")
@@ -730,14 +723,14 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   const schedule::ScheduleConfig &c = sched.config;
   std::string spec = llvm::formatv(
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-      "{14}, {8}, lamina_module_rank, "
-      "lamina::rt::LossKind::{9}, {10}, {11}, int64_t({12}LL), "
-      "int64_t({13}LL), {15}}",
+      "{13}, {8}, lamina_module_rank, "
+      "lamina::rt::LossKind::{9}, {10}, int64_t({11}LL), "
+      "int64_t({12}LL), {14}}",
       cString(modelPath), numModules, c.pipelineRanks, c.dataParallel,
       c.microBatches, c.zeroLevel, cString(schedule::scheduleKindName(c.kind)),
       opts.recompute ? "true" : "false", sched.numRanks(), opts.lossKind,
       opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
-      cString(tokens), opts.vocab, opts.ignoreIndex, train, eval);
+      opts.vocab, opts.ignoreIndex, train, eval);
   emitc::GlobalOp::create(globals, loc, "lamina_dist",
                           emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
                           opaque(spec), false, true, true);

@@ -214,6 +214,15 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
   Executor ex(spec, o, control, *net, device);
   if (!agree(control, ex.setup()).ok())
     return 1;
+  // The model's own loss is a mean per micro-batch: weighing them by their
+  // counted labels is exact for a token-mean cross-entropy only. Say so.
+  if (root && spec.loss == LossKind::Output && ex.counted >= 0 &&
+      spec.microBatches * spec.dp > 1)
+    std::printf("loss: the model's own; micro-batches weighted by their "
+                "labels other than %lld (exact for a token-mean "
+                "cross-entropy with that ignore index, as Transformers "
+                "computes)\n",
+                static_cast<long long>(spec.ignoreIndex));
   if (!o.checkpointDir.empty()) {
     Status s = root ? makeDirs(o.checkpointDir) : Status::success();
     if (!s.ok())

@@ -233,7 +233,6 @@ int main(int argc, char **argv) {
   spec.moduleRank = moduleRank.data();
   spec.loss = LossKind::CausalLM;
   spec.labelsInput = nullptr;
-  spec.tokensInput = "tokens";
   spec.vocab = V;
   spec.ignoreIndex = kIgnore;
   // argv[0] then the training flags.

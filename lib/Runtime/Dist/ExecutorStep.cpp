@@ -633,7 +633,7 @@ Status Executor::loadBatch(BatchSource &from) {
   // replica's micro-batches.
   std::vector<float> all =
       lossWeights(spec.loss, batchViews[size_t(std::max(counted, 0))],
-                  skipFirst, microBatch, spec.ignoreIndex);
+                  skipFirst, microBatch, spec.ignoreIndex, counted >= 0);
   lossOf.assign(size_t(m), 0.0f);
   weightOf.assign(all.begin() + size_t(dp) * size_t(m),
                   all.begin() + size_t(dp + 1) * size_t(m));

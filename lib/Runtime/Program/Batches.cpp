@@ -694,8 +694,15 @@ LabelInfo lamina::rt::labelInfo(const TrainSpec &ts,
 int lamina::rt::countedSlot(const std::vector<BatchSlot> &slots,
                             const LabelInfo &labels, bool &skipFirst) {
   skipFirst = false;
-  if (labels.loss == LossKind::Output)
+  // The model's own loss: its labels input when it has one (by name), whose
+  // counted labels weigh the parts as a token-mean cross-entropy's do.
+  if (labels.loss == LossKind::Output) {
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (!labels.input.empty() && slots[i].name == labels.input &&
+          isInt(slots[i].dtype))
+        return int(i);
     return -1;
+  }
   for (size_t i = 0; i < slots.size(); ++i)
     if (labels.loss == LossKind::CrossEntropy ? slots[i].name == labels.input
                                               : isInt(slots[i].dtype)) {

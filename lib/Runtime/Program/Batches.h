@@ -65,9 +65,9 @@ Status openBatches(const TrainOptions &o, bool eval,
                    std::unique_ptr<BatchSource> &out);
 
 /// The slot whose values the loss counts to weigh micro-batches
-/// (lossWeights): the labels input, or a causal LM's token input; -1 for
-/// the model's own loss. `skipFirst`: a causal LM's first position labels
-/// nothing.
+/// (lossWeights): the labels input (for the model's own loss too, when an
+/// integer input is named as its labels), or a causal LM's token input;
+/// else -1. `skipFirst`: a causal LM's first position labels nothing.
 int countedSlot(const std::vector<BatchSlot> &slots, const LabelInfo &labels,
                 bool &skipFirst);
 

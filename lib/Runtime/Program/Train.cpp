@@ -465,7 +465,7 @@ Status train(const ProgramSpec &spec, const TrainSpec &ts,
       return s;
     std::vector<float> weights =
         lossWeights(ts.loss, allViews[size_t(std::max(counted, 0))],
-                    skipFirst, batch, ts.ignoreIndex);
+                    skipFirst, batch, ts.ignoreIndex, counted >= 0);
     double sum = 0;
     for (int64_t j = 0; j < accum; ++j) {
       for (size_t k = 0; k < feeds.size(); ++k) {

@@ -335,10 +335,11 @@ Status lamina::rt::checkInitializer(const ArgSpec &a, const OwnedTensor *init,
 
 std::vector<float> lamina::rt::lossWeights(LossKind loss, const Tensor &counted,
                                            bool skipFirst, int64_t rowsPerPart,
-                                           int64_t ignoreIndex) {
+                                           int64_t ignoreIndex,
+                                           bool countsLabels) {
   int64_t rows = counted.shape[0];
   size_t parts = size_t(rows / rowsPerPart);
-  if (loss == LossKind::Output)
+  if (loss == LossKind::Output && !countsLabels)
     return std::vector<float>(parts, float(1.0 / double(parts)));
   int64_t width = rows ? counted.numElements() / rows : 0;
   std::vector<int64_t> counts(parts, 0);

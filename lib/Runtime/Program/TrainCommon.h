@@ -84,11 +84,14 @@ int64_t tokenVocab(int64_t compiled, DType tokenType);
 /// `ignoreIndex` over all of them (`counted`: the labels input, or a causal
 /// LM's tokens, whose first position labels nothing: `skipFirst`), so that
 /// the weighted sum of the parts' mean losses, and of their gradients, is
-/// the mean over all rows; alike for the model's own loss (Output), when
-/// `counted` only gives the rows. Zero everywhere when no label counts.
+/// the mean over all rows. The model's own loss (Output) is weighed so
+/// when `countsLabels` (its labels input: exact for a token-mean
+/// cross-entropy with that ignore index, as Transformers' models compute),
+/// else uniformly (`counted` then only gives the rows). Zero everywhere
+/// when no label counts.
 std::vector<float> lossWeights(LossKind loss, const Tensor &counted,
                                bool skipFirst, int64_t rowsPerPart,
-                               int64_t ignoreIndex);
+                               int64_t ignoreIndex, bool countsLabels = true);
 
 /// When a training driver validates (--eval-data): before a fresh run's
 /// first step, after every --eval-every-th step and after the last, once

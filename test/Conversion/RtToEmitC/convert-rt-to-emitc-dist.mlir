@@ -22,7 +22,7 @@
 // CHECK: static const lamina::rt::ActionSpec lamina_eval_actions[8] = {{[{][{]}}0, 0, 0, 0, -1}, {2, 1, 0, 0, 1}, {0, 0, 0, 1, -1}, {2, 1, 0, 1, 1}, {3, 1, 0, 0, 0}, {0, 0, 1, 0, -1}, {3, 1, 0, 1, 0}, {0, 0, 1, 1, -1}};
 // CHECK: static const int lamina_eval_action_begin[3] = {0, 4, 8};
 // CHECK: static const int lamina_module_rank[2] = {0, 1};
-// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, "x", int64_t(0LL), int64_t(-100LL), lamina_eval_actions, lamina_eval_action_begin};
+// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL), lamina_eval_actions, lamina_eval_action_begin};
 // CHECK: lamina::rt::distTrainMain(
 
 // NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one training dist.program (run dist-schedule, dist-insert-comm, dist-verify-schedule, dist-build-steps) and at most one forward_only one; found 0 and 0
