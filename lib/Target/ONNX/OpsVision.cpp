@@ -235,6 +235,15 @@ LogicalResult importBatchNorm(NodeContext &ctx) {
   if (ctx.opset >= 14 && !training &&
       (ctx.wantsOutput(1) || ctx.wantsOutput(2)))
     return ctx.error() << "running statistics outputs need training_mode 1";
+  // What a training run changes from PyTorch's: the statistics it would
+  // update stay as they are (the compile's summary prints remarks).
+  if (training)
+    emitRemark(ctx.loc) << "batch norm '" << ctx.name
+                        << "' normalises with each batch's statistics; "
+                           "training does not update its running mean and "
+                           "variance ('"
+                        << ctx.node.input(3) << "', '" << ctx.node.input(4)
+                        << "'): a trained model exports the initial ones";
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   double momentum = ctx.attrFloat("momentum", 0.9f);
   // Per-channel values as [1, C, 1, ...] so they broadcast over x, in x's
