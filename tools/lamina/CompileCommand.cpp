@@ -265,6 +265,9 @@ static std::string describeDistProgram(ModuleOp module) {
   std::string out;
   llvm::raw_string_ostream os(out);
   for (auto sched : module.getOps<dist::ProgramOp>()) {
+    // The evaluation step runs on the same placement.
+    if (sched.getForwardOnly())
+      continue;
     ArrayRef<int64_t> placement = sched.getPlacement();
     int64_t ranks = 0;
     for (int64_t r : placement)

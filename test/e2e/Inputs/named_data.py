@@ -107,6 +107,16 @@ def losses_of(path):
     return out
 
 
+def check_losses(want, log):
+    """Prints "ok" when every loss LOG logged is WANT's within 1e-5."""
+    got = losses_of(log)
+    if len(got) != len(want):
+        sys.exit(f"{len(got)} losses logged, the reference has {len(want)}")
+    worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+    print(f"worst relative difference {worst:.1e}")
+    print("ok" if worst <= 1e-5 else f"too far: {got} vs {want}")
+
+
 def bert_mlm(out):
     from onnx import TensorProto, helper, numpy_helper
     from lamina.models import build
@@ -244,12 +254,7 @@ def main():
         np.save(os.path.join(sys.argv[3], "labels.npy"),
                 np.asarray(ref["labels"], np.int32))
     elif what == "losses":
-        want, got = ref[sys.argv[3]], losses_of(sys.argv[4])
-        if len(got) != len(want):
-            sys.exit(f"{len(got)} losses logged, the reference has {len(want)}")
-        worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
-        print(f"worst relative difference {worst:.1e}")
-        print("ok" if worst <= 1e-5 else f"too far: {got} vs {want}")
+        check_losses(ref[sys.argv[3]], sys.argv[4])
     else:
         sys.exit(__doc__)
 

@@ -34,7 +34,7 @@ namespace {
 /// (include/lamina/Runtime/DistProgram.h).
 struct ModuleFns {
   func::FuncOp fwd, bwd;
-  int64_t numIn = 0, numOut = 0, numResiduals = 0;
+  int64_t numIn = 0, numOut = 0; // residuals: the forward results after numOut
 };
 
 StringRef argKind(func::FuncOp f, unsigned i) {
@@ -345,7 +345,6 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
       (backward ? m.bwd : m.fwd) = f;
       m.numIn = outlined.getAs<IntegerAttr>("num_in").getInt();
       m.numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
-      m.numResiduals = outlined.getAs<IntegerAttr>("num_residuals").getInt();
     }
     for (auto [k, m] : llvm::enumerate(fns))
       if (!m.fwd || !m.bwd) {
