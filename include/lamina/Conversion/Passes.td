@@ -51,6 +51,47 @@ def ConvertGraphToRt : Pass<"convert-graph-to-rt", "mlir::ModuleOp"> {
   ];
 }
 
+def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
+  let summary = "Lower each pipeline rank's dist.step to an rt step function";
+  let description = [{
+    After convert-graph-to-rt: every `dist.step` of a `dist.program`
+    (dist-build-steps) becomes a `func.func @lamina_step_P` (the
+    `forward_only` program's: `@lamina_eval_step_P`) taking the rank's
+    `!rt.step`, with `rt.step_pp = P`. Its body is the step's actions in
+    schedule order as `rt.step_*` ops, with two decisions made here
+    (`lamina::schedule::lowerStep`):
+
+    * receives are posted ahead: the first from each peer at the start,
+      the next from a peer right before the previous one is waited for
+      (`rt.step_post_recv`, then `rt.step_recv`), so a transfer overlaps
+      the work before its use and each pair's transfers stay in order;
+    * at ZeRO 3, `rt.step_use_weights k` before the first call of each run
+      of module k's forwards or backwards: the wait for the all-gather the
+      schedule started.
+
+    `dist.call @f[mb]` becomes `rt.step_call %s @f [mb]`, the transfers and
+    collectives their `rt.step_*` twins. The values the steps pass between
+    calls (boundaries, residuals, gradients) are the runtime's buffers, not
+    yet the step's memory plan. The training program's settings go to the
+    module's `rt.dist` dictionary (kind, modules, pp, dp, micro_batches,
+    zero, placement) and the `dist.program`s are erased.
+
+    ```mlir
+    func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
+      rt.step_post_recv %s gradient 0, 0 from 1
+      rt.step_call %s @fwd_0 [0]
+      rt.step_send %s 0, 0 to 1
+      rt.step_recv %s gradient 0, 0 from 1
+      rt.step_call %s @bwd_0 [0]
+      rt.step_optimizer %s
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::lamina::rt_ir::RtDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
   let summary = "Lower rt functions to EmitC: one C++ program per module";
   let description = [{
@@ -66,11 +107,16 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     result is a complete program.
 
     `mode=dist` lowers every function of dist-outline-modules (`@fwd_k`,
-    `@bwd_k`) instead, emits the `lamina::rt::DistSpec` tables
+    `@bwd_k`) and every step function of convert-dist-to-rt instead: each
+    `rt.step_*` op becomes a call of the runtime's step library
+    (`lamina::rt::step::forward(s, module, mb)`, `send`, `postRecv`,
+    `recv`, `allGather`, ...). It emits the `lamina::rt::DistSpec` tables
     (include/lamina/Runtime/DistProgram.h): per module its two functions,
-    and per rank the action list of the module's one `dist.schedule`
-    (dist-schedule, dist-insert-comm, dist-verify-schedule), which it
-    verifies again and removes; `main` calls `lamina::rt::distTrainMain`.
+    per pipeline rank its step function (and its evaluation step's), and
+    the pairs of pipeline ranks the steps send over; `main` calls
+    `lamina::rt::distTrainMain`. With `target=cuda` it refuses steps whose
+    transfers between two ranks are received in another order than sent
+    (NCCL matches them in order).
 
     `target=cuda` (inference and train) emits the same program for the CUDA
     backend: every kernel call goes to its `lamina::rt::cuda::` twin
@@ -109,8 +155,9 @@ def ConvertRtToEmitC : Pass<"convert-rt-to-emitc", "mlir::ModuleOp"> {
     Option<"mode", "mode", "std::string", /*default=*/"\"\"",
            "inference: `main` calls lamina::rt::programMain; train: the "
            "entry is a train step and `main` calls lamina::rt::trainMain; "
-           "dist: the outlined modules and their schedule. Default: dist "
-           "when the module holds a dist.schedule, train when it has "
+           "dist: the outlined modules and their step functions. Default: "
+           "dist when the module has `rt.dist` (convert-dist-to-rt), train "
+           "when it has "
            "graph.train, else inference">,
     Option<"target", "target", "std::string", /*default=*/"\"host\"",
            "host (CPU kernels) or cuda (device kernels on a stream; "

@@ -2,12 +2,14 @@
 //
 // `lamina compile --mode train --pp P --dp D ...` emits one SPMD C++ program:
 // for every module of the chain a forward and a backward function (each with
-// its own arena size), the per-rank action lists of the verified schedule,
-// and a DistSpec describing them; `main` calls distTrainMain. Every rank runs
-// the same binary and picks its list by its MPI rank. docs/distributed.md.
+// its own arena size), per pipeline rank its compiled step (the verified
+// schedule's actions as calls of the step library below), and a DistSpec
+// describing them; `main` calls distTrainMain. Every rank runs the same
+// binary and picks its step by its rank. docs/distributed.md.
 //
 // The contract between the compiler (dist-outline-modules,
-// convert-rt-to-emitc mode=dist) and the runtime (lib/Runtime/Dist):
+// convert-dist-to-rt, convert-rt-to-emitc mode=dist) and the runtime
+// (lib/Runtime/Dist):
 //
 // Module k's forward, args in this order:
 //   [Boundary  x numIn ]  the activations module k-1 hands over (none for k=0)
@@ -80,15 +82,13 @@ struct ModuleSpec {
   bool copiesOnly;
 };
 
-/// One action; kind and payload are lamina::schedule::ActionKind / Payload
-/// values (include/lamina/Schedule/Schedule.h), fields as documented there.
-struct ActionSpec {
-  uint8_t kind;
-  uint8_t payload;
-  int32_t module;
-  int32_t microBatch;
-  int32_t peer;
-};
+/// One rank's state in a step: its executor (lib/Runtime/Dist), which
+/// holds the parameters, gradients, optimizer, the buffers in flight and
+/// the communicator.
+struct StepState;
+/// A compiled step of one pipeline rank (convert-dist-to-rt): its actions
+/// in schedule order as calls of the functions below.
+using StepFn = void (*)(StepState *);
 
 struct DistSpec {
   const char *modelPath; ///< as ProgramSpec::modelPath
@@ -97,21 +97,51 @@ struct DistSpec {
   int pp, dp, microBatches, zero;
   const char *schedule; ///< "gpipe", "1f1b", ... (schedule::scheduleKindName)
   bool recompute;
-  /// Global rank g = dp_index * pp + pp_index (Schedule.h) runs
-  /// actions[actionBegin[g] .. actionBegin[g+1]).
-  const ActionSpec *actions;
-  const int *actionBegin; ///< numRanks + 1 entries
-  int numRanks;           ///< pp * dp
-  const int *moduleRank;  ///< pipeline rank of each module
+  /// Per pipeline rank its training step; the dp replicas of a pipeline
+  /// rank run the same one. Global rank g = dp_index * pp + pp_index.
+  const StepFn *steps;
+  /// Per pipeline rank its evaluation (forward-only) step, or nullptr.
+  const StepFn *evalSteps;
+  /// The directed pairs of pipeline ranks the steps send over, as
+  /// (from, to) pairs: numEdges * 2 entries. The communicator connects them
+  /// (in every replica) before the first step.
+  const int *edges;
+  int numEdges;
+  int numRanks;          ///< pp * dp
+  const int *moduleRank; ///< pipeline rank of each module
   LossKind loss;
   const char *labelsInput; ///< CrossEntropy: the labels input, else nullptr
   int64_t vocab;           ///< 0: unknown (ids not checked)
   int64_t ignoreIndex;     ///< labels equal to it do not count
-  /// The evaluation (forward-only) step's lists, as actions/actionBegin:
-  /// the compiler's verified forward_only schedule (`run --eval-data`).
-  const ActionSpec *evalActions;
-  const int *evalActionBegin; ///< numRanks + 1 entries
 };
+
+/// The step library: what a compiled step calls, in its order. A failed call
+/// records its error in the state and makes the later calls of the step do
+/// nothing; the driver reports it (every rank exits). Peers are pipeline
+/// ranks of the caller's replica; `gradient` selects a boundary's gradient
+/// instead of its activations.
+namespace step {
+/// Module `module`'s forward (backward) on micro-batch `mb`: binds its
+/// arguments (the micro-batch's inputs, the received boundary, the
+/// parameters, residuals and cotangents) and keeps its outputs.
+void forward(StepState *s, int module, int mb);
+void backward(StepState *s, int module, int mb);
+/// Starts sending boundary `boundary`'s values of micro-batch `mb`.
+void send(StepState *s, int gradient, int boundary, int mb, int peer);
+/// Posts a receive that a later recv of the same transfer waits for.
+void postRecv(StepState *s, int gradient, int boundary, int mb, int peer);
+/// Waits for a receive (posting it first when no postRecv did).
+void recv(StepState *s, int gradient, int boundary, int mb, int peer);
+/// The data-parallel collectives of a module (started, not waited for).
+void allGather(StepState *s, int module);
+void reduceScatter(StepState *s, int module);
+void allReduce(StepState *s, int module);
+/// ZeRO 3: waits for the module's oldest all-gather; its calls read it
+/// until the next useWeights or the optimizer step.
+void useWeights(StepState *s, int module);
+/// The optimizer step of every module on the rank.
+void optimizerStep(StepState *s);
+} // namespace step
 
 /// `mpirun -np P*D OUTDIR/run --data FILE --steps N ...`: the training
 /// flags of trainMain plus --trace FILE and --comm-timeout S

@@ -8,13 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "StepFunctions.h"
+
 #include "lamina/Conversion/Passes.h"
-#include "lamina/Dialect/Dist/IR/DistOps.h"
-#include "lamina/Dialect/Dist/Transforms/ScheduleIR.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
-#include "lamina/Schedule/Schedule.h"
-#include "lamina/Schedule/Simulate.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -111,10 +109,10 @@ public:
   /// mode=dist: every outlined module function, the DistSpec and a `main`
   /// calling lamina::rt::distTrainMain (cuda: lamina::rt::cuda::'s).
   struct DistOptions {
-    /// The verified schedules read back from the IR's steps: training and
-    /// (when compiled) evaluation.
-    const schedule::Schedule *schedule = nullptr;
-    const schedule::Schedule *evalSchedule = nullptr;
+    /// The training program's settings (convert-dist-to-rt's `rt.dist`).
+    std::string kind;
+    int64_t numModules = 0, pp = 1, dp = 1, microBatches = 1, zero = 0;
+    std::vector<int64_t> placement;
     bool recompute = true;
     std::string lossKind = "CausalLM", labelsInput;
     int64_t vocab = 0, ignoreIndex = -100;
@@ -671,11 +669,24 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
     return mlir::emitError(module.getLoc(),
                            "convert-rt-to-emitc: the module functions read no "
                            "model input");
-  const schedule::Schedule &sched = *opts.schedule;
-  if (sched.config.numModules != numModules)
-    return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the schedule has ")
-           << sched.config.numModules << " modules, the program "
-           << numModules;
+  if (opts.numModules != numModules)
+    return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist has ")
+           << opts.numModules << " modules, the program " << numModules;
+  if (int64_t(opts.placement.size()) != numModules)
+    return mlir::emitError(module.getLoc(),
+                           "convert-rt-to-emitc: rt.dist's placement has ")
+           << opts.placement.size() << " entries for " << numModules
+           << " modules";
+  // The step functions, after the module functions they call.
+  std::map<std::string, std::pair<int64_t, bool>> callees;
+  for (const auto &[k, info] : modules) {
+    callees["fwd_" + std::to_string(k)] = {k, false};
+    callees["bwd_" + std::to_string(k)] = {k, true};
+  }
+  FailureOr<StepFunctions> steps =
+      lowerStepFunctions(module, callees, opts.pp, cuda);
+  if (failed(steps))
+    return failure();
 
   // Tables after the last function: they name the functions.
   globals = OpBuilder(ctx());
@@ -692,45 +703,33 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
             .str();
   }
   specArray("lamina_modules", "lamina::rt::ModuleSpec", numModules, moduleInit);
-  // Per global rank, one slice of a flat action array: the names of the
-  // array and of its slice starts.
-  auto tables = [&](const schedule::Schedule &sc, StringRef prefix) {
-    std::string actions, begins = "0";
-    int64_t numActions = 0;
-    for (const auto &list : sc.ranks) {
-      for (const schedule::Action &a : list)
-        actions += llvm::formatv("{0}{{{1}, {2}, {3}, {4}, {5}}",
-                                 numActions++ ? ", " : "", unsigned(a.kind),
-                                 unsigned(a.payload), a.module, a.microBatch,
-                                 a.peer)
-                       .str();
-      begins += ", " + std::to_string(numActions);
-    }
-    std::string table = specArray((prefix + "actions").str(),
-                                  "lamina::rt::ActionSpec", numActions, actions);
-    return table + ", " +
-           specArray((prefix + "action_begin").str(), "int",
-                     sc.numRanks() + 1, begins);
+  // Per pipeline rank its step function; replicas run the same one.
+  auto stepTable = [&](const std::vector<std::string> &names,
+                       StringRef table) {
+    return specArray(table, "lamina::rt::StepFn", int64_t(names.size()),
+                     llvm::join(names, ", "));
   };
-  std::string train = tables(sched, "lamina_");
-  std::string eval = opts.evalSchedule
-                         ? tables(*opts.evalSchedule, "lamina_eval_")
-                         : std::string("nullptr, nullptr");
+  std::string train = stepTable(steps->train, "lamina_steps");
+  std::string eval = stepTable(steps->eval, "lamina_eval_steps");
+  std::string edges;
+  for (const auto &[from, to] : steps->edges)
+    edges += (edges.empty() ? "" : ", ") + std::to_string(from) + ", " +
+             std::to_string(to);
+  std::string edgeTable = specArray("lamina_edges", "int",
+                                    2 * int64_t(steps->edges.size()), edges);
   std::string ranks;
   for (int64_t k = 0; k < numModules; ++k)
-    ranks += (k ? ", " : "") + std::to_string(sched.placement.rankOf[k]);
+    ranks += (k ? ", " : "") + std::to_string(opts.placement[size_t(k)]);
   specArray("lamina_module_rank", "int", numModules, ranks);
-  const schedule::ScheduleConfig &c = sched.config;
   std::string spec = llvm::formatv(
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-      "{13}, {8}, lamina_module_rank, "
-      "lamina::rt::LossKind::{9}, {10}, int64_t({11}LL), "
-      "int64_t({12}LL), {14}}",
-      cString(modelPath), numModules, c.pipelineRanks, c.dataParallel,
-      c.microBatches, c.zeroLevel, cString(schedule::scheduleKindName(c.kind)),
-      opts.recompute ? "true" : "false", sched.numRanks(), opts.lossKind,
+      "{8}, {9}, {10}, {11}, {12}, lamina_module_rank, "
+      "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL)}",
+      cString(modelPath), numModules, opts.pp, opts.dp, opts.microBatches,
+      opts.zero, cString(opts.kind), opts.recompute ? "true" : "false", train,
+      eval, edgeTable, steps->edges.size(), opts.pp * opts.dp, opts.lossKind,
       opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
-      opts.vocab, opts.ignoreIndex, train, eval);
+      opts.vocab, opts.ignoreIndex);
   emitc::GlobalOp::create(globals, loc, "lamina_dist",
                           emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
                           opaque(spec), false, true, true);
@@ -767,7 +766,7 @@ struct ConvertRtToEmitCPass
     // distributed program, graph.train a training one.
     std::string mode = this->mode;
     if (mode.empty())
-      mode = !module.getOps<dist::ProgramOp>().empty() ? "dist"
+      mode = module->hasAttr("rt.dist") ? "dist"
              : graph::trainAttrOf(module)               ? "train"
                                                         : "inference";
     if (mode != "inference" && mode != "train" && mode != "dist") {
@@ -849,7 +848,11 @@ struct ConvertRtToEmitCPass
   }
 
   void runDist(ModuleOp module, graph::TrainAttr train) {
-    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    // The module functions; the step functions are lowered after them.
+    SmallVector<func::FuncOp> funcs;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!f->hasAttr("rt.step_pp"))
+        funcs.push_back(f);
     if (funcs.empty()) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist found no functions");
       return signalPassFailure();
@@ -858,37 +861,40 @@ struct ConvertRtToEmitCPass
       if (failed(checkRtFunction(f)))
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
-    // The action lists come from the verified steps in the IR: the
-    // training program and, when compiled, the evaluation one.
-    SmallVector<dist::ProgramOp> programs(module.getOps<dist::ProgramOp>());
-    auto isTraining = [](dist::ProgramOp op) { return !op.getForwardOnly(); };
-    int64_t training = llvm::count_if(programs, isTraining);
-    if (training != 1 || programs.size() > 2) {
-      mlir::emitError(module.getLoc())
-          << "convert-rt-to-emitc: mode=dist needs exactly one training "
-             "dist.program (run dist-schedule, dist-insert-comm, "
-             "dist-verify-schedule, dist-build-steps) and at most one "
-             "forward_only one; found "
-          << training << " and " << programs.size() - training;
+    auto dist = module->getAttrOfType<DictionaryAttr>("rt.dist");
+    auto i64 = [&](StringRef key) -> FailureOr<int64_t> {
+      if (auto v = dist ? dist.getAs<IntegerAttr>(key) : IntegerAttr())
+        return v.getInt();
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist needs "
+                                       "the module's rt.dist with '")
+          << key << "' (run convert-dist-to-rt)";
+      return failure();
+    };
+    FailureOr<int64_t> numModules = i64("modules"), pp = i64("pp"),
+                       dp = i64("dp"), m = i64("micro_batches"),
+                       zero = i64("zero");
+    auto kind = dist ? dist.getAs<StringAttr>("kind") : StringAttr();
+    auto placement =
+        dist ? dist.getAs<DenseI64ArrayAttr>("placement") : DenseI64ArrayAttr();
+    if (failed(numModules) || failed(pp) || failed(dp) || failed(m) ||
+        failed(zero))
+      return signalPassFailure();
+    if (!kind || !placement || *pp < 1 || *dp < 1 || *m < 1 || *zero < 0 ||
+        *zero > 3) {
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist is "
+                                       "incomplete or out of range: ")
+          << dist;
       return signalPassFailure();
     }
-    FailureOr<schedule::Schedule> sched, evalSched;
-    for (dist::ProgramOp program : programs) {
-      FailureOr<schedule::Schedule> &s =
-          isTraining(program) ? sched : evalSched;
-      s = dist::readSchedule(program);
-      if (failed(s))
-        return signalPassFailure();
-      if (schedule::Status st = schedule::verifySchedule(*s); !st) {
-        program.emitError("convert-rt-to-emitc: the schedule is invalid: ")
-            << st.message();
-        return signalPassFailure();
-      }
-      program.erase();
-    }
-    if (succeeded(evalSched))
-      opts.evalSchedule = &*evalSched;
-    opts.schedule = &*sched;
+    opts.kind = kind.getValue().str();
+    opts.numModules = *numModules;
+    opts.pp = *pp;
+    opts.dp = *dp;
+    opts.microBatches = *m;
+    opts.zero = *zero;
+    opts.placement.assign(placement.asArrayRef().begin(),
+                          placement.asArrayRef().end());
+    module->removeAttr("rt.dist");
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)
       if (auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined"))

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lamina::rt::dist {
@@ -34,11 +35,6 @@ namespace lamina::rt::dist {
 struct Request {
   int64_t id = -1;
   bool valid() const { return id >= 0; }
-};
-
-/// One point-to-point transfer of a step (global ranks, the executor's tag).
-struct Transfer {
-  int from, to, tag;
 };
 
 /// How a flat f32 vector is cut into one shard per member of a group.
@@ -76,11 +72,12 @@ public:
   virtual Status split(int color, int key, int &group) = 0;
   virtual int groupSize(int group) const = 0;
 
-  /// Collective: every rank's sends and receives of a step, each rank's in
-  /// its list's order, before the first transfer (a transport matching
-  /// transfers in order checks and connects them here).
-  virtual Status connect(const std::vector<std::vector<Transfer>> &sends,
-                         const std::vector<std::vector<Transfer>> &recvs) = 0;
+  /// Collective: the directed (from, to) pairs of global ranks that
+  /// transfer in a step, the same list on every rank, before the first
+  /// transfer (a transport with one connection per pair makes them here).
+  /// The compiler has checked that each pair's transfers are received in
+  /// the order they are sent (NCCL matches them in order).
+  virtual Status connect(const std::vector<std::pair<int, int>> &edges) = 0;
 
   /// The cut of `total` elements over `parts` this transport's
   /// reduce-scatter and all-gather use.

@@ -3,7 +3,8 @@
 // A distributed training program without the compiler: four modules whose
 // forward and backward functions are written here (an embedding tied with
 // the last module, tanh layers with and without residuals, a causal-LM-like
-// loss honouring an ignore index), the schedule from LaminaSchedule, and
+// loss honouring an ignore index), the schedule from LaminaSchedule as step
+// functions making the calls a compiled step would (lowerStep), and
 // distTrainMain. Run with `--pp P --dp D --m M --b B --zero Z --schedule S`
 // before the training flags; the same model with pp = dp = m = 1 and batch
 // B*M*D is the single-process reference (test/Runtime/dist-exec.test).
@@ -12,6 +13,7 @@
 
 #include "lamina/Runtime/DistProgram.h"
 #include "lamina/Schedule/Schedule.h"
+#include "lamina/Schedule/StepCalls.h"
 
 #include <cmath>
 #include <cstdio>
@@ -24,6 +26,54 @@ using namespace lamina::rt;
 namespace sch = lamina::schedule;
 
 namespace {
+
+/// Per pipeline rank, the calls its compiled step would make
+/// (schedule::lowerStep, as convert-dist-to-rt lowers a verified list).
+std::vector<std::vector<sch::StepCall>> stepCalls;
+
+void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
+  using K = sch::CallKind;
+  for (const sch::StepCall &c : calls) {
+    int grad = c.payload == sch::Payload::ActivationGrad;
+    switch (c.kind) {
+    case K::Forward:
+      step::forward(s, c.module, c.microBatch);
+      break;
+    case K::Backward:
+      step::backward(s, c.module, c.microBatch);
+      break;
+    case K::Send:
+      step::send(s, grad, c.module, c.microBatch, c.peer);
+      break;
+    case K::PostRecv:
+      step::postRecv(s, grad, c.module, c.microBatch, c.peer);
+      break;
+    case K::Recv:
+      step::recv(s, grad, c.module, c.microBatch, c.peer);
+      break;
+    case K::AllGather:
+      step::allGather(s, c.module);
+      break;
+    case K::ReduceScatter:
+      step::reduceScatter(s, c.module);
+      break;
+    case K::AllReduce:
+      step::allReduce(s, c.module);
+      break;
+    case K::UseWeights:
+      step::useWeights(s, c.module);
+      break;
+    case K::OptimizerStep:
+      step::optimizerStep(s);
+      break;
+    }
+  }
+}
+
+/// The step function of pipeline rank P (a StepFn has no other argument).
+template <int P> void stepOf(StepState *s) { runCalls(s, stepCalls[P]); }
+constexpr int kMaxPp = 4;
+const StepFn kSteps[kMaxPp] = {stepOf<0>, stepOf<1>, stepOf<2>, stepOf<3>};
 constexpr int64_t H = 8, V = 16, S = 8, kIgnore = 3;
 int64_t B = 2; // micro-batch rows
 int64_t shapeTok[2], shapeH[2], shapeEmb[2] = {V, H}, shapeW[1] = {H};
@@ -206,15 +256,24 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "schedule: %s\n", sched.error().c_str());
     return 2;
   }
-  static std::vector<ActionSpec> actions;
-  static std::vector<int> begin;
-  for (const auto &list : sched->ranks) {
-    begin.push_back(int(actions.size()));
-    for (const sch::Action &x : list)
-      actions.push_back({uint8_t(x.kind), uint8_t(x.payload), x.module,
-                         x.microBatch, x.peer});
+  if (pp > kMaxPp) {
+    std::fprintf(stderr, "at most %d pipeline ranks\n", kMaxPp);
+    return 2;
   }
-  begin.push_back(int(actions.size()));
+  // Replica 0's lists: their peers are pipeline ranks. The pairs of
+  // pipeline ranks the steps send over.
+  static std::vector<int> edges;
+  for (int p = 0; p < pp; ++p) {
+    stepCalls.push_back(sch::lowerStep(sched->ranks[size_t(p)], zero));
+    for (const sch::Action &x : sched->ranks[size_t(p)])
+      if (x.kind == sch::ActionKind::Send) {
+        bool known = false;
+        for (size_t e = 0; e < edges.size(); e += 2)
+          known |= edges[e] == p && edges[e + 1] == x.peer;
+        if (!known)
+          edges.insert(edges.end(), {p, x.peer});
+      }
+  }
   static std::vector<int> moduleRank = sched->placement.rankOf;
   static std::string modelPath = std::getenv("LAMINA_EXEC_TEST_MODEL")
                                      ? std::getenv("LAMINA_EXEC_TEST_MODEL")
@@ -227,8 +286,10 @@ int main(int argc, char **argv) {
   spec.pp = pp, spec.dp = dp, spec.microBatches = m, spec.zero = zero;
   spec.schedule = schedName.c_str();
   spec.recompute = false;
-  spec.actions = actions.data();
-  spec.actionBegin = begin.data();
+  spec.steps = kSteps;
+  spec.evalSteps = nullptr;
+  spec.edges = edges.data();
+  spec.numEdges = int(edges.size() / 2);
   spec.numRanks = pp * dp;
   spec.moduleRank = moduleRank.data();
   spec.loss = LossKind::CausalLM;

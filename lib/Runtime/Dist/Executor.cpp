@@ -150,14 +150,9 @@ Status Executor::setup() {
     return s;
   if (Status s = connectTransfers(); !s.ok())
     return s;
-  if (!o.evalData.empty()) {
-    if (!spec.evalActions || !spec.evalActionBegin)
-      return Status::error("--eval-data: the program has no evaluation step "
-                           "(compiled without dist-schedule's eval)");
-    evalList.begin = spec.evalActions + spec.evalActionBegin[rank];
-    evalList.end = spec.evalActions + spec.evalActionBegin[rank + 1];
-    evalList.chainRecvs();
-  }
+  if (!o.evalData.empty() && !spec.evalSteps)
+    return Status::error("--eval-data: the program has no evaluation step "
+                         "(compiled without dist-schedule's eval)");
   return lrSchedule(o, sched);
 }
 
@@ -189,36 +184,13 @@ Status Executor::setupOptimizer() {
 }
 
 Status Executor::connectTransfers() {
-  int n = spec.numRanks;
-  std::vector<std::vector<Transfer>> sends(static_cast<size_t>(n)),
-      recvs(static_cast<size_t>(n));
-  for (int g = 0; g < n; ++g)
-    for (int i = spec.actionBegin[g]; i < spec.actionBegin[g + 1]; ++i) {
-      const ActionSpec &a = spec.actions[i];
-      int peer = a.peer; // a global rank, as Comm::isend takes it
-      if (ActionKind(a.kind) == ActionKind::Send)
-        sends[size_t(g)].push_back({g, peer, tagOf(a)});
-      else if (ActionKind(a.kind) == ActionKind::Recv)
-        recvs[size_t(g)].push_back({peer, g, tagOf(a)});
-    }
-  trainList.begin = spec.actions + spec.actionBegin[rank];
-  trainList.end = spec.actions + spec.actionBegin[rank + 1];
-  trainList.chainRecvs();
-  return net.connect(sends, recvs);
-}
-
-void Executor::ActionList::chainRecvs() {
-  // This rank's receives chained per peer, in list order (postRecv).
-  std::map<int, const ActionSpec *> later;
-  for (const ActionSpec *a = end; a-- != begin;) {
-    if (ActionKind(a->kind) != ActionKind::Recv)
-      continue;
-    auto it = later.find(a->peer);
-    nextRecv[a] = it == later.end() ? nullptr : it->second;
-    later[a->peer] = a;
-  }
-  for (auto &[peer, a] : later)
-    firstRecvs.push_back(a);
+  // The steps' pairs of pipeline ranks, in every replica.
+  std::vector<std::pair<int, int>> edges;
+  for (int d = 0; d < spec.dp; ++d)
+    for (int e = 0; e < spec.numEdges; ++e)
+      edges.push_back({d * spec.pp + spec.edges[2 * e],
+                       d * spec.pp + spec.edges[2 * e + 1]});
+  return net.connect(edges);
 }
 
 Status Executor::setupModules() {

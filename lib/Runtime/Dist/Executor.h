@@ -55,6 +55,17 @@
 
 namespace lamina::rt::dist {
 
+/// One call of the step library (DistProgram.h, namespace step) as the
+/// executor's methods take it: kind and payload are
+/// lamina::schedule::ActionKind / Payload values, peer a global rank.
+struct ActionSpec {
+  uint8_t kind;
+  uint8_t payload;
+  int32_t module;
+  int32_t microBatch;
+  int32_t peer;
+};
+
 /// Device buffers recycled by size: activations, boundaries and gathered
 /// weights come and go every micro-batch, and a GPU allocation (or free)
 /// would synchronise the device each time. A buffer goes back only when no
@@ -214,13 +225,33 @@ public:
   /// Checks the spec, creates the communicators (collective over the
   /// world), loads this rank's weights, builds the optimizer.
   Status setup();
-  /// One training step: samples the global batch, runs the action list,
-  /// applies the optimizer. `loss` is the global loss (every rank).
+  /// One training step: samples the global batch, runs this rank's compiled
+  /// step, which applies the optimizer. `loss` is the global loss (every
+  /// rank).
   Status step(int64_t stepIndex, double &loss);
   /// The validation loss (--eval-data): the mean over --eval-batches
-  /// global batches, drawn by evalSampler(), of the forward-only list's
-  /// loss (every rank; collective).
+  /// global batches, drawn by evalSampler(), of the evaluation step's loss
+  /// (every rank; collective).
   Status evaluate(double &loss);
+
+  /// What the step library's calls do (StepLibrary.cpp). Peers in `a` are
+  /// global ranks.
+  Status forward(int module, int mb);
+  Status backward(int module, int mb);
+  Status send(const ActionSpec &a);
+  Status recv(const ActionSpec &a);
+  /// Posts the receive `a` (a later recv of the same transfer waits for it).
+  Status postRecv(const ActionSpec &a);
+  Status collective(const ActionSpec &a);
+  /// ZeRO 3: module k's oldest all-gather waited for and made the weights
+  /// its calls read; the previous run's are freed.
+  Status useWeights(int k);
+  Status optimizerStep();
+  /// Tests the sends in flight, freeing the finished ones (after each call).
+  Status progressSends(bool wait);
+  /// This rank's pipeline rank and replica index.
+  int pipelineRank() const { return pp; }
+  int replica() const { return dp; }
 
   // Configuration.
   const DistSpec &spec;
@@ -353,36 +384,19 @@ private:
   /// `n` function outputs (offsets in the arena) packed into a new buffer.
   Status packOutputs(const FunctionSpec &f, int first, const Packed &lay,
                      DeviceBuffer &out);
-  Status forward(int module, int mb);
-  Status backward(int module, int mb);
-  Status ensureRun(int module, bool backward);
   void endRun();
-  Status send(const ActionSpec &a);
-  Status recv(const ActionSpec &a);
-  /// Receives are posted ahead of their action: the first from each peer
-  /// at the step's start, the next when the previous one is used.
-  Status postRecv(const ActionSpec &a);
-  /// An action list of this rank and its receives: the first from each
-  /// peer, and each one's next from its peer (null: none), in list order.
-  struct ActionList {
-    const ActionSpec *begin = nullptr, *end = nullptr;
-    std::vector<const ActionSpec *> firstRecvs;
-    std::map<const ActionSpec *, const ActionSpec *> nextRecv;
-    void chainRecvs();
-  };
-  /// The schedule's list, and the evaluation's: both the compiler's
-  /// verified steps (DistSpec::actions, DistSpec::evalActions).
-  ActionList trainList, evalList;
-  const ActionList *running = nullptr;
+  /// ZeRO 3: aborts unless module k's gathered weights are in use.
+  void checkRun(int k);
   /// The global batch drawn from `from` by `r`, on the device, with the
   /// micro-batches' loss weights.
   Status loadBatch(BatchSource &from);
-  /// Runs `list` (the step's actions), then waits for what it leaves in
-  /// flight; `loss` the global loss of the batch (collective).
-  Status runList(const ActionList &list, int64_t stepIndex, double &loss);
+  /// Runs `fn` (this rank's compiled step), then waits for what it leaves
+  /// in flight; `loss` the global loss of the batch (collective).
+  Status runStep(StepFn fn, int64_t stepIndex, double &loss);
+  /// The step being run (optimizerStep's learning rate): -1 evaluating.
+  int64_t stepIndex = -1;
   /// Evaluating: forwards keep no residuals and drop their inputs.
   bool evaluating = false;
-  Status collective(const ActionSpec &a);
   /// Levels 2-3: the oldest reduce-scatters waited for and added to their
   /// modules' shard gradients (their buffers freed), all but the newest
   /// `keep`. A backward taking a new full gradient keeps one in flight, so
@@ -405,8 +419,6 @@ private:
     gradBytes += bytes;
     peakGradBytes = std::max(peakGradBytes, gradBytes);
   }
-  Status optimizerStep(int64_t stepIndex);
-  Status progressSends(bool wait);
   Status zeroBuffer(DeviceBuffer &b) { return device.fillZero(b.data(), b.bytes()); }
   /// A persistent zeroed buffer (gradients), outside the pool.
   Status allocateZeroed(DeviceBuffer &b, size_t bytes) {
@@ -447,7 +459,7 @@ private:
     DeviceBuffer buffer;
     Request req;
   };
-  std::map<const ActionSpec *, PostedRecv> postedRecvs;
+  std::map<std::pair<int, int>, PostedRecv> postedRecvs; ///< (peer, tag)
   std::vector<float> lossOf; ///< per micro-batch of this replica
   std::vector<float> weightOf;
   /// Device copies: the losses the last module's forwards wrote, the loss
@@ -458,10 +470,18 @@ private:
   std::vector<DeviceBuffer> stateBuffers;
   std::vector<Tensor> deviceState;
   double lossSum = 0;
-  int runModule = -1;
-  bool runBackward = false;
+  int runModule = -1; ///< ZeRO 3: whose gathered weights are in use
 };
 
 } // namespace lamina::rt::dist
+
+namespace lamina::rt {
+/// What a compiled step's calls carry (DistProgram.h): the rank's executor
+/// and the first error, after which the step's later calls do nothing.
+struct StepState {
+  dist::Executor &ex;
+  Status status = Status::success();
+};
+} // namespace lamina::rt
 
 #endif // LAMINA_LIB_RUNTIME_DIST_EXECUTOR_H

@@ -1,10 +1,10 @@
-//===- ExecutorStep.cpp - the action interpreter of one rank --------------===//
+//===- ExecutorStep.cpp - what one rank's step calls do -------------------===//
 //
-// Executor.h: one training step. Functions run on the device (launch: no
-// wait), their outputs are copied out of the arena into pooled device
-// buffers, transfers and collectives go through the Communicator, whose
-// waits make the device's later work see the data (waitForCompute); each
-// receive is posted when the previous one from its peer is used, so its
+// Executor.h: the calls of a compiled step (StepLibrary.cpp). Functions run
+// on the device (launch: no wait), their outputs are copied out of the arena
+// into pooled device buffers, transfers and collectives go through the
+// Communicator, whose waits make the device's later work see the data
+// (waitForCompute); the step posts each receive ahead of its wait, so its
 // transfer overlaps the work in between. The host waits only at the
 // optimizer (for the gradient reductions), for finished sends, and at the
 // end of the step (the losses).
@@ -49,7 +49,7 @@ Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
     case ArgKind::Boundary: {
       auto it = acts.find({k - 1, j});
       if (it == acts.end())
-        control.abort("the action list runs module " + str(k) + ", micro-batch " +
+        control.abort("the step runs module " + str(k) + ", micro-batch " +
                    str(j) + " before its input arrived");
       args.push_back(actLayout[size_t(k - 1)].view(it->second, size_t(boundary++)));
       break;
@@ -132,6 +132,7 @@ Status Executor::packOutputs(const FunctionSpec &f, int first,
 
 Status Executor::forward(int k, int j) {
   const ModuleSpec &m = spec.modules[k];
+  checkRun(k);
   std::vector<Tensor> args;
   if (Status s = bindForwardArgs(k, j, args); !s.ok())
     return s;
@@ -171,6 +172,7 @@ Status Executor::forward(int k, int j) {
 
 Status Executor::backward(int k, int j) {
   const ModuleSpec &m = spec.modules[k];
+  checkRun(k);
   bool last = k == spec.numModules - 1;
   std::vector<Tensor> args;
   if (Status s = bindForwardArgs(k, j, args); !s.ok())
@@ -178,7 +180,7 @@ Status Executor::backward(int k, int j) {
   auto res = residuals.find({k, j});
   if (m.numResiduals > 0) {
     if (res == residuals.end())
-      control.abort("the action list runs the backward of module " + str(k) +
+      control.abort("the step runs the backward of module " + str(k) +
                  ", micro-batch " + str(j) + " before its forward");
     for (int i = 0; i < m.numResiduals; ++i)
       args.push_back(resLayout.at(k).view(res->second, size_t(i)));
@@ -189,7 +191,7 @@ Status Executor::backward(int k, int j) {
     args.push_back(Tensor{floats(deviceWeight) + j, DType::F32, a.rank, a.shape});
   } else {
     if (cot == grads.end())
-      control.abort("the action list runs the backward of module " + str(k) +
+      control.abort("the step runs the backward of module " + str(k) +
                  ", micro-batch " + str(j) + " before its gradient arrived");
     for (int i = 0; i < m.numOut; ++i)
       args.push_back(gradLayout[size_t(k)].view(cot->second, size_t(i)));
@@ -253,6 +255,12 @@ Status Executor::backward(int k, int j) {
   return Status::success();
 }
 
+void Executor::checkRun(int k) {
+  if (zero == 3 && runModule != k)
+    control.abort("the step runs module " + str(k) +
+                  " without its gathered weights (no useWeights before it)");
+}
+
 void Executor::endRun() {
   if (runModule >= 0 && zero == 3) {
     ModuleState &M = modules[size_t(runModule)];
@@ -269,18 +277,15 @@ Status Executor::waitForWeights(Request &req, int k) {
                                 " may have died");
 }
 
-Status Executor::ensureRun(int k, bool bwd) {
-  if (runModule == k && runBackward == bwd)
-    return Status::success();
+Status Executor::useWeights(int k) {
   endRun();
   runModule = k;
-  runBackward = bwd;
   if (zero != 3)
     return Status::success();
   ModuleState &M = modules[size_t(k)];
   if (M.gathers.empty())
-    control.abort("the action list runs module " + str(k) +
-               " without gathering its weights first");
+    control.abort("the step uses module " + str(k) +
+                  "'s weights without gathering them first");
   double t0 = now();
   if (Status s = waitForWeights(M.gathers.front().req, k); !s.ok())
     return s;
@@ -291,11 +296,12 @@ Status Executor::ensureRun(int k, bool bwd) {
 }
 
 Status Executor::send(const ActionSpec &a) {
+  double t0 = now();
   bool act = Payload(a.payload) == Payload::Activation;
   auto &map = act ? acts : grads;
   auto it = map.find({a.module, a.microBatch});
   if (it == map.end())
-    control.abort("the action list sends the " + payloadWord(a) + " of boundary " +
+    control.abort("the step sends the " + payloadWord(a) + " of boundary " +
                str(a.module) + ", micro-batch " + str(a.microBatch) +
                " before computing it");
   SendRecord r{std::move(it->second), Request{},
@@ -310,6 +316,7 @@ Status Executor::send(const ActionSpec &a) {
     return s;
   r.peer = a.peer;
   sends.push_back(std::move(r));
+  record("send", actionName(a), t0, now());
   return Status::success();
 }
 
@@ -324,27 +331,22 @@ Status Executor::postRecv(const ActionSpec &a) {
       !s.ok())
     return s;
   hold(p.buffer);
-  postedRecvs[&a] = std::move(p);
+  postedRecvs[{a.peer, tagOf(a)}] = std::move(p);
   return Status::success();
 }
 
 Status Executor::recv(const ActionSpec &a) {
   bool act = Payload(a.payload) == Payload::Activation;
   double t0 = now();
-  auto it = postedRecvs.find(&a);
+  std::pair<int, int> key{a.peer, tagOf(a)};
+  auto it = postedRecvs.find(key);
   if (it == postedRecvs.end()) {
     if (Status s = postRecv(a); !s.ok())
       return s;
-    it = postedRecvs.find(&a);
+    it = postedRecvs.find(key);
   }
   PostedRecv p = std::move(it->second);
   postedRecvs.erase(it);
-  // The next receive from this peer is posted now, one action list entry
-  // ahead of its use: its transfer runs while the work before it does. In
-  // the list's order, as NCCL matches one pair's transfers in order.
-  if (const ActionSpec *next = running->nextRecv.at(&a))
-    if (Status s = postRecv(*next); !s.ok())
-      return s;
   DeviceBuffer b = std::move(p.buffer);
   Request r = p.req;
   if (Status s = net.waitForCompute(
@@ -363,7 +365,7 @@ Status Executor::recv(const ActionSpec &a) {
 Status Executor::collective(const ActionSpec &a) {
   ModuleState &M = modules[size_t(a.module)];
   if (spec.moduleRank[a.module] != pp)
-    control.abort("the action list has a collective of module " + str(a.module) +
+    control.abort("the step has a collective of module " + str(a.module) +
                ", which pipeline rank " + str(pp) + " does not hold");
   size_t fullBytes = size_t(M.shards.fullCapacity) * sizeof(float);
   switch (ActionKind(a.kind)) {
@@ -502,7 +504,7 @@ Status Executor::progressSends(bool wait) {
   return Status::success();
 }
 
-Status Executor::optimizerStep(int64_t stepIndex) {
+Status Executor::optimizerStep() {
   endRun();
   double t0 = now();
   std::string group = "; a rank of data-parallel group " + str(pp) +
@@ -646,7 +648,7 @@ Status Executor::step(int64_t stepIndex, double &loss) {
     return s;
   if (Status s = zeroGrads(); !s.ok())
     return s;
-  return runList(trainList, stepIndex, loss);
+  return runStep(spec.steps[pp], stepIndex, loss);
 }
 
 Status Executor::evaluate(double &loss) {
@@ -662,7 +664,7 @@ Status Executor::evaluate(double &loss) {
     double one = 0;
     Status s = loadBatch(*evalData);
     if (s.ok())
-      s = runList(evalList, -1, one);
+      s = runStep(spec.evalSteps[pp], -1, one);
     if (!s.ok()) {
       evaluating = false;
       return Status::error("evaluation: " + s.message());
@@ -678,49 +680,13 @@ Status Executor::evaluate(double &loss) {
   return Status::success();
 }
 
-Status Executor::runList(const ActionList &list, int64_t stepIndex,
-                         double &loss) {
+Status Executor::runStep(StepFn fn, int64_t index, double &loss) {
   int m = spec.microBatches;
-  running = &list;
-  for (const ActionSpec *a : list.firstRecvs)
-    if (Status s = postRecv(*a); !s.ok())
-      return s;
-  for (const ActionSpec *a = list.begin; a != list.end; ++a) {
-    Status s = Status::success();
-    switch (ActionKind(a->kind)) {
-    case ActionKind::Forward:
-      s = ensureRun(a->module, false);
-      if (s.ok())
-        s = forward(a->module, a->microBatch);
-      break;
-    case ActionKind::Backward:
-      s = ensureRun(a->module, true);
-      if (s.ok())
-        s = backward(a->module, a->microBatch);
-      break;
-    case ActionKind::Send: {
-      double t0 = now();
-      s = send(*a);
-      record("send", actionName(*a), t0, now());
-      break;
-    }
-    case ActionKind::Recv:
-      s = recv(*a);
-      break;
-    case ActionKind::AllGather:
-    case ActionKind::ReduceScatter:
-    case ActionKind::AllReduce:
-      s = collective(*a);
-      break;
-    case ActionKind::OptimizerStep:
-      s = optimizerStep(stepIndex);
-      break;
-    }
-    if (s.ok())
-      s = progressSends(false);
-    if (!s.ok())
-      return s;
-  }
+  stepIndex = index;
+  StepState state{*this};
+  fn(&state);
+  if (!state.status.ok())
+    return state.status;
   endRun();
   double t0 = now();
   if (Status s = progressSends(true); !s.ok())
@@ -744,8 +710,7 @@ Status Executor::runList(const ActionList &list, int64_t stepIndex,
   record("collective-wait", "step-end", t0, now());
   if (!acts.empty() || !grads.empty() || !residuals.empty() ||
       !postedRecvs.empty())
-    return Status::error("the action list leaves activations behind at the "
-                         "end of the step");
+    return Status::error("the step leaves activations behind at its end");
   // The one read-back of the step (it waits for the device).
   std::string what = evaluating ? std::string("the evaluation")
                                 : "step " + std::to_string(stepIndex + 1);

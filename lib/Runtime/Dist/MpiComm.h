@@ -29,8 +29,7 @@ public:
   const char *name() const override { return "mpi"; }
   Status split(int color, int key, int &group) override;
   int groupSize(int group) const override;
-  Status connect(const std::vector<std::vector<Transfer>> &,
-                 const std::vector<std::vector<Transfer>> &) override {
+  Status connect(const std::vector<std::pair<int, int>> &) override {
     return Status::success(); // MPI matches by tag
   }
   ShardLayout shardLayout(int64_t total, int parts) const override {

@@ -114,8 +114,7 @@ public:
     return channels.at(size_t(group))->size;
   }
 
-  Status connect(const std::vector<std::vector<Transfer>> &sends,
-                 const std::vector<std::vector<Transfer>> &recvs) override;
+  Status connect(const std::vector<std::pair<int, int>> &edges) override;
 
   ShardLayout shardLayout(int64_t total, int parts) const override {
     return paddedShards(total, parts);
@@ -291,27 +290,10 @@ private:
 };
 
 Status NcclCommunicator::connect(
-    const std::vector<std::vector<Transfer>> &sends,
-    const std::vector<std::vector<Transfer>> &recvs) {
-  // Per directed pair: the tags in the sender's order and the receiver's.
-  std::map<std::pair<int, int>, std::vector<int>> sent, received;
-  for (const auto &list : sends)
-    for (const Transfer &t : list)
-      sent[{t.from, t.to}].push_back(t.tag);
-  for (const auto &list : recvs)
-    for (const Transfer &t : list)
-      received[{t.from, t.to}].push_back(t.tag);
-  for (const auto &[edge, tags] : sent)
-    if (received[edge] != tags)
-      return Status::error(
-          "the action lists send from rank " + std::to_string(edge.first) +
-          " to rank " + std::to_string(edge.second) +
-          " in another order than they are received; NCCL matches "
-          "transfers in order (run this schedule on the host backend)");
+    const std::vector<std::pair<int, int>> &edges) {
   // Rounds of disjoint pairs, the same on every rank: one split each.
-  std::vector<std::pair<int, int>> left;
-  for (const auto &[edge, tags] : sent)
-    left.push_back(edge);
+  std::set<std::pair<int, int>> unique(edges.begin(), edges.end());
+  std::vector<std::pair<int, int>> left(unique.begin(), unique.end());
   const int me = control.rank();
   DeviceBuffer byte;
   if (Status s = byte.allocate(device, 64); !s.ok())

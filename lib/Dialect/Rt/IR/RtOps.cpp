@@ -2,6 +2,7 @@
 
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -84,3 +85,52 @@ LogicalResult CallOp::verify() {
 
 #define GET_OP_CLASSES
 #include "lamina/Dialect/Rt/IR/RtOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// The step ops (RtStepOps.td)
+//===----------------------------------------------------------------------===//
+
+static LogicalResult nonNegative(Operation *op, StringRef what, int64_t v) {
+  if (v < 0)
+    return op->emitOpError(what) << " must be non-negative, got " << v;
+  return success();
+}
+
+LogicalResult StepCallOp::verify() { return nonNegative(*this, "mb", getMb()); }
+
+LogicalResult
+StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto fn = symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this,
+                                                             getCalleeAttr());
+  if (!fn)
+    return emitOpError("calls '") << getCallee() << "', which is no function";
+  if (!fn->hasAttr("dist.outlined"))
+    return emitOpError("calls @")
+           << getCallee() << ", which is no outlined module function";
+  return success();
+}
+
+template <typename Op>
+static LogicalResult verifyTransfer(Op op) {
+  if (failed(nonNegative(op, "boundary", op.getBoundary())) ||
+      failed(nonNegative(op, "mb", op.getMb())))
+    return failure();
+  return nonNegative(op, "peer", op.getPeer());
+}
+
+LogicalResult StepSendOp::verify() { return verifyTransfer(*this); }
+LogicalResult StepPostRecvOp::verify() { return verifyTransfer(*this); }
+LogicalResult StepRecvOp::verify() { return verifyTransfer(*this); }
+LogicalResult StepAllGatherOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
+LogicalResult StepReduceScatterOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
+LogicalResult StepAllReduceOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
+LogicalResult StepUseWeightsOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
+LogicalResult StepOptimizerOp::verify() { return success(); }

@@ -100,4 +100,6 @@ def Rt_CallOp : Rt_Op<"call"> {
   let hasVerifier = 1;
 }
 
+include "lamina/Dialect/Rt/IR/RtStepOps.td"
+
 #endif // LAMINA_RT_OPS

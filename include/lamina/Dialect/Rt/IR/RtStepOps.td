@@ -1,0 +1,127 @@
+//===- RtStepOps.td - rt dialect: a rank's distributed step -*- tablegen -*-===//
+//
+// convert-dist-to-rt turns each pipeline rank's dist.step into a function
+// of these ops, in schedule order; convert-rt-to-emitc lowers each to a call
+// of the runtime's step library (include/lamina/Runtime/DistProgram.h,
+// namespace lamina::rt::step), which owns the buffers in flight and the
+// communicator. docs/distributed.md, "The compiled step".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_RT_STEP_OPS
+#define LAMINA_RT_STEP_OPS
+
+include "mlir/IR/SymbolInterfaces.td"
+
+def Rt_StepType : TypeDef<Rt_Dialect, "Step"> {
+  let mnemonic = "step";
+  let summary = "one rank's state in a distributed step";
+  let description = [{
+    The argument of a step function (a `func.func` with `rt.step_pp`): the rank's parameters,
+    gradients, optimizer, the boundaries and residuals in flight and its
+    communicator, held by the runtime.
+  }];
+}
+
+class Rt_StepOp<string mnemonic, list<Trait> traits = []>
+    : Rt_Op<mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+def Rt_StepCallOp : Rt_StepOp<"step_call",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a module's forward or backward on one micro-batch";
+  let description = [{
+    Runs the rt function `callee` (an outlined `@fwd_k` or `@bwd_k`, with
+    its `dist.outlined`) on micro-batch `mb`: the runtime binds its
+    boundary, input, parameter, residual and cotangent arguments and keeps
+    its outputs (boundaries to send, residuals for the backward, gradients
+    added to the module's).
+
+    ```mlir
+    rt.step_call %s @fwd_0 [1]
+    ```
+  }];
+  let arguments = (ins Rt_StepType:$state, FlatSymbolRefAttr:$callee,
+                   I64Attr:$mb);
+  let assemblyFormat = "$state $callee `[` $mb `]` attr-dict";
+}
+
+class Rt_StepTransferOp<string mnemonic, string dir, string what>
+    : Rt_StepOp<mnemonic> {
+  let summary = what # " boundary values of one micro-batch";
+  let arguments = (ins Rt_StepType:$state, UnitAttr:$gradient,
+                   I64Attr:$boundary, I64Attr:$mb, I64Attr:$peer);
+  let assemblyFormat = "$state (`gradient` $gradient^)? $boundary `,` $mb `"
+                       # dir # "` $peer attr-dict";
+}
+
+def Rt_StepSendOp : Rt_StepTransferOp<"step_send", "to", "Sends"> {
+  let description = [{
+    Starts sending boundary `boundary`'s activations (its gradients with
+    `gradient`) of micro-batch `mb` to pipeline rank `peer` of this replica;
+    the runtime frees the buffer once the transfer is done.
+
+    ```mlir
+    rt.step_send %s 0, 1 to 1
+    ```
+  }];
+}
+
+def Rt_StepPostRecvOp
+    : Rt_StepTransferOp<"step_post_recv", "from", "Starts receiving"> {
+  let description = [{
+    Posts the receive that a later `rt.step_recv` of the same transfer
+    waits for, so the transfer runs while the work between them does.
+
+    ```mlir
+    rt.step_post_recv %s gradient 0, 1 from 1
+    ```
+  }];
+}
+
+def Rt_StepRecvOp : Rt_StepTransferOp<"step_recv", "from", "Waits for"> {
+  let description = [{
+    Waits for a receive (posting it first if no `rt.step_post_recv` did);
+    the values are then the boundary arguments (or cotangents) of the
+    calls of micro-batch `mb`.
+
+    ```mlir
+    rt.step_recv %s gradient 0, 1 from 1
+    ```
+  }];
+}
+
+class Rt_StepModuleOp<string mnemonic, string what> : Rt_StepOp<mnemonic> {
+  let summary = what;
+  let arguments = (ins Rt_StepType:$state, I64Attr:$module);
+  let assemblyFormat = "$state $module attr-dict";
+}
+
+def Rt_StepAllGatherOp : Rt_StepModuleOp<"step_all_gather",
+    "starts the data-parallel all-gather of a module's parameters"> {
+  let description = [{
+    ZeRO 3: gathers the module's weights for its next run (an
+    `rt.step_use_weights` waits for them); levels 1-2: its parameters after
+    the optimizer step.
+  }];
+}
+def Rt_StepReduceScatterOp : Rt_StepModuleOp<"step_reduce_scatter",
+    "starts the data-parallel reduce-scatter of a module's gradients">;
+def Rt_StepAllReduceOp : Rt_StepModuleOp<"step_all_reduce",
+    "starts the data-parallel all-reduce of a module's gradients">;
+def Rt_StepUseWeightsOp : Rt_StepModuleOp<"step_use_weights",
+    "ZeRO 3: the module's oldest all-gather waited for and read from now on"> {
+  let description = [{
+    Before the first call of each run of a module's forwards (or
+    backwards); the weights of the previous run are freed.
+  }];
+}
+
+def Rt_StepOptimizerOp : Rt_StepOp<"step_optimizer"> {
+  let summary = "the optimizer step of every module on the rank";
+  let arguments = (ins Rt_StepType:$state);
+  let assemblyFormat = "$state attr-dict";
+}
+
+#endif // LAMINA_RT_STEP_OPS

@@ -1,0 +1,58 @@
+//===- StepCalls.h - one rank's actions as its compiled step's calls -----===//
+//
+// A verified action list says what a rank does; its compiled step also says
+// when each receive is posted and when ZeRO 3's gathered weights are taken.
+// lowerStep makes those two decisions, so convert-dist-to-rt and the
+// runtime's hand-written test program (lamina-dist-exec-test) lower a list
+// the same way. docs/schedules.md, "The compiled step".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_SCHEDULE_STEPCALLS_H
+#define LAMINA_SCHEDULE_STEPCALLS_H
+
+#include "lamina/Schedule/Schedule.h"
+
+#include <vector>
+
+namespace lamina::schedule {
+
+enum class CallKind : unsigned char {
+  Forward,
+  Backward,
+  Send,
+  PostRecv, ///< start receiving (the transfer runs while later work does)
+  Recv,     ///< wait for a posted receive (posting it first if it is not)
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  UseWeights, ///< ZeRO 3: wait for the module's oldest all-gather, read it
+  OptimizerStep,
+};
+
+/// One call of a rank's step; fields as Action's (peer: as in the list).
+struct StepCall {
+  CallKind kind = CallKind::Forward;
+  Payload payload = Payload::None;
+  int module = -1;
+  int microBatch = -1;
+  int peer = -1;
+};
+
+const char *callKindName(CallKind kind);
+
+/// The calls of one rank's action list:
+/// * every receive is posted ahead: the first from each peer (ascending
+///   peers) at the start, the next from a peer right before the previous
+///   one is waited for, so a transfer overlaps the work before its use
+///   while each pair's transfers stay in list order (NCCL matches them in
+///   order);
+/// * at ZeRO level 3, a UseWeights before the first call of each run (the
+///   consecutive forwards, or backwards, of one module, transfers and
+///   collectives between them not counting); the optimizer step ends a run.
+std::vector<StepCall> lowerStep(const std::vector<Action> &list,
+                                int zeroLevel);
+
+} // namespace lamina::schedule
+
+#endif // LAMINA_SCHEDULE_STEPCALLS_H

@@ -1,0 +1,179 @@
+//===- StepFunctions.cpp - rt step functions to EmitC ---------------------===//
+
+#include "StepFunctions.h"
+
+#include "lamina/Dialect/Rt/IR/RtOps.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <set>
+#include <tuple>
+
+using namespace mlir;
+using namespace lamina;
+
+namespace {
+
+/// A transfer's identity within a directed pair.
+using Tag = std::tuple<bool, int64_t, int64_t>; // gradient, boundary, mb
+
+class StepLowering {
+public:
+  StepLowering(ModuleOp module,
+               const std::map<std::string, std::pair<int64_t, bool>> &callees)
+      : ctx(module.getContext()), callees(callees) {}
+
+  /// `f`'s emitc twin, built before it; `f` is left for the caller.
+  LogicalResult lower(func::FuncOp f, int64_t p) {
+    OpBuilder b(f);
+    Type state = emitc::PointerType::get(
+        emitc::OpaqueType::get(ctx, "lamina::rt::StepState"));
+    auto fn = emitc::FuncOp::create(b, f.getLoc(), f.getName(),
+                                    b.getFunctionType({state}, {}));
+    fn.setSpecifiersAttr(b.getStrArrayAttr({"static"}));
+    Block *body = fn.addEntryBlock();
+    OpBuilder eb = OpBuilder::atBlockEnd(body);
+    Value s = body->getArgument(0);
+    auto num = [&](int64_t v) -> Attribute {
+      return emitc::OpaqueAttr::get(ctx, std::to_string(v));
+    };
+    auto call = [&](Location loc, StringRef callee,
+                    ArrayRef<Attribute> rest) {
+      SmallVector<Attribute> args = {eb.getIndexAttr(0)};
+      args.append(rest.begin(), rest.end());
+      emitc::CallOpaqueOp::create(eb, loc, TypeRange{},
+                                  ("lamina::rt::step::" + callee).str(),
+                                  ValueRange{s}, eb.getArrayAttr(args));
+    };
+    for (Operation &op : f.getBody().front().without_terminator()) {
+      Location loc = op.getLoc();
+      LogicalResult r =
+          llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+              .Case([&](rt_ir::StepCallOp c) -> LogicalResult {
+                auto it = callees.find(c.getCallee().str());
+                if (it == callees.end())
+                  return c.emitError("convert-rt-to-emitc: @")
+                         << c.getCallee() << " is not an outlined module "
+                         << "function of this program";
+                call(loc, it->second.second ? "backward" : "forward",
+                     {num(it->second.first), num(c.getMb())});
+                return success();
+              })
+              .Case([&](rt_ir::StepSendOp t) {
+                sent[{p, t.getPeer()}].push_back(tagOf(t));
+                return transfer(call, loc, "send", t, num);
+              })
+              .Case([&](rt_ir::StepPostRecvOp t) {
+                return transfer(call, loc, "postRecv", t, num);
+              })
+              .Case([&](rt_ir::StepRecvOp t) {
+                received[{t.getPeer(), p}].push_back(tagOf(t));
+                return transfer(call, loc, "recv", t, num);
+              })
+              .Case([&](rt_ir::StepAllGatherOp c) {
+                call(loc, "allGather", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepReduceScatterOp c) {
+                call(loc, "reduceScatter", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepAllReduceOp c) {
+                call(loc, "allReduce", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepUseWeightsOp c) {
+                call(loc, "useWeights", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepOptimizerOp) {
+                call(loc, "optimizerStep", {});
+                return success();
+              })
+              .Default([&](Operation *other) {
+                return other->emitError("convert-rt-to-emitc: ")
+                       << other->getName() << " in a step function";
+              });
+      if (failed(r))
+        return failure();
+    }
+    emitc::ReturnOp::create(eb, f.getLoc(), Value());
+    return success();
+  }
+
+  /// Per directed pair, the transfers in the sender's order and the
+  /// receiver's (one program at a time).
+  std::map<std::pair<int64_t, int64_t>, std::vector<Tag>> sent, received;
+
+private:
+  template <typename Op> static Tag tagOf(Op t) {
+    return Tag{t.getGradient(), t.getBoundary(), t.getMb()};
+  }
+  template <typename Call, typename Op, typename Num>
+  static LogicalResult transfer(Call &call, Location loc, StringRef callee,
+                                Op t, Num &num) {
+    call(loc, callee,
+         {num(t.getGradient() ? 1 : 0), num(t.getBoundary()), num(t.getMb()),
+          num(t.getPeer())});
+    return success();
+  }
+
+  MLIRContext *ctx;
+  const std::map<std::string, std::pair<int64_t, bool>> &callees;
+};
+
+} // namespace
+
+FailureOr<StepFunctions> lamina::lowerStepFunctions(
+    ModuleOp module,
+    const std::map<std::string, std::pair<int64_t, bool>> &callees,
+    int64_t pp, bool cuda) {
+  StepFunctions out;
+  out.train.resize(size_t(pp));
+  out.eval.resize(size_t(pp));
+  std::set<std::pair<int64_t, int64_t>> edges;
+  for (bool eval : {false, true}) {
+    StepLowering lowering(module, callees);
+    SmallVector<func::FuncOp> steps;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f->hasAttr("rt.step_pp") && f->hasAttr("rt.forward_only") == eval)
+        steps.push_back(f);
+    for (func::FuncOp f : steps) {
+      int64_t p = f->getAttrOfType<IntegerAttr>("rt.step_pp").getInt();
+      std::vector<std::string> &names = eval ? out.eval : out.train;
+      if (p < 0 || p >= pp || !names[size_t(p)].empty())
+        return f.emitError("convert-rt-to-emitc: step function @")
+               << f.getName() << " has pipeline rank " << p
+               << ", out of range or repeated (pp = " << pp << ")";
+      if (failed(lowering.lower(f, p)))
+        return failure();
+      names[size_t(p)] = f.getName().str();
+      f.erase();
+    }
+    std::vector<std::string> &names = eval ? out.eval : out.train;
+    bool any = llvm::any_of(names, [](auto &n) { return !n.empty(); });
+    if ((any || !eval) &&
+        llvm::any_of(names, [](auto &n) { return n.empty(); }))
+      return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the ")
+             << (eval ? "evaluation" : "training")
+             << " step lacks a pipeline rank's function (run "
+                "convert-dist-to-rt)";
+    if (!any)
+      names.clear();
+    for (const auto &[edge, tags] : lowering.sent) {
+      edges.insert(edge);
+      if (cuda && lowering.received[edge] != tags)
+        return mlir::emitError(module.getLoc(), "convert-rt-to-emitc: the ")
+               << (eval ? "evaluation" : "training")
+               << " step sends from pipeline rank " << edge.first
+               << " to pipeline rank " << edge.second
+               << " in another order than they are received; NCCL matches "
+                  "transfers in order (compile this schedule for the host)";
+    }
+  }
+  out.edges.assign(edges.begin(), edges.end());
+  return out;
+}

@@ -1,0 +1,100 @@
+//===- StepLibrary.cpp - the calls of a compiled step ---------------------===//
+//
+// DistProgram.h, namespace step: what the step functions convert-dist-to-rt
+// generates call, in schedule order. Each forwards to the rank's Executor
+// and then tests the sends in flight (freeing finished ones); the first
+// error stops the step (StepState::status), which Executor::runStep
+// returns.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Executor.h"
+
+#include "lamina/Schedule/Schedule.h"
+
+using namespace lamina::rt;
+using namespace lamina::rt::dist;
+using lamina::schedule::ActionKind;
+using lamina::schedule::Payload;
+
+namespace {
+
+template <typename F> void run(StepState *s, F &&call) {
+  if (!s->status.ok())
+    return;
+  Status st = call(s->ex);
+  if (st.ok())
+    st = s->ex.progressSends(false);
+  s->status = std::move(st);
+}
+
+/// The executor's form of a transfer: its peer as a global rank of this
+/// replica.
+ActionSpec transfer(const Executor &ex, ActionKind kind, int gradient,
+                    int boundary, int mb, int peer) {
+  Payload payload = gradient ? Payload::ActivationGrad : Payload::Activation;
+  return ActionSpec{uint8_t(kind), uint8_t(payload), boundary, mb,
+                    ex.replica() * ex.spec.pp + peer};
+}
+
+ActionSpec collective(ActionKind kind, int module) {
+  return ActionSpec{uint8_t(kind), uint8_t(Payload::None), module, -1, -1};
+}
+
+} // namespace
+
+void step::forward(StepState *s, int module, int mb) {
+  run(s, [&](Executor &ex) { return ex.forward(module, mb); });
+}
+
+void step::backward(StepState *s, int module, int mb) {
+  run(s, [&](Executor &ex) { return ex.backward(module, mb); });
+}
+
+void step::send(StepState *s, int gradient, int boundary, int mb, int peer) {
+  run(s, [&](Executor &ex) {
+    return ex.send(
+        transfer(ex, ActionKind::Send, gradient, boundary, mb, peer));
+  });
+}
+
+void step::postRecv(StepState *s, int gradient, int boundary, int mb,
+                    int peer) {
+  run(s, [&](Executor &ex) {
+    return ex.postRecv(
+        transfer(ex, ActionKind::Recv, gradient, boundary, mb, peer));
+  });
+}
+
+void step::recv(StepState *s, int gradient, int boundary, int mb, int peer) {
+  run(s, [&](Executor &ex) {
+    return ex.recv(
+        transfer(ex, ActionKind::Recv, gradient, boundary, mb, peer));
+  });
+}
+
+void step::allGather(StepState *s, int module) {
+  run(s, [&](Executor &ex) {
+    return ex.collective(collective(ActionKind::AllGather, module));
+  });
+}
+
+void step::reduceScatter(StepState *s, int module) {
+  run(s, [&](Executor &ex) {
+    return ex.collective(collective(ActionKind::ReduceScatter, module));
+  });
+}
+
+void step::allReduce(StepState *s, int module) {
+  run(s, [&](Executor &ex) {
+    return ex.collective(collective(ActionKind::AllReduce, module));
+  });
+}
+
+void step::useWeights(StepState *s, int module) {
+  run(s, [&](Executor &ex) { return ex.useWeights(module); });
+}
+
+void step::optimizerStep(StepState *s) {
+  run(s, [&](Executor &ex) { return ex.optimizerStep(); });
+}
