@@ -69,7 +69,7 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
       of module k's forwards or backwards: the wait for the all-gather the
       schedule started.
 
-    `dist.call @f[mb]` becomes `rt.step_call %s @f [mb]`, the transfers and
+    `dist.call @f[mb]` becomes `rt.step_call %s @f[mb]`, the transfers and
     collectives their `rt.step_*` twins. The values the steps pass between
     calls (boundaries, residuals, gradients) are the runtime's buffers, not
     yet the step's memory plan. The training program's settings go to the
@@ -79,10 +79,10 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     ```mlir
     func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
       rt.step_post_recv %s gradient 0, 0 from 1
-      rt.step_call %s @fwd_0 [0]
+      rt.step_call %s @fwd_0[0]
       rt.step_send %s 0, 0 to 1
       rt.step_recv %s gradient 0, 0 from 1
-      rt.step_call %s @bwd_0 [0]
+      rt.step_call %s @bwd_0[0]
       rt.step_optimizer %s
       return
     }

@@ -118,20 +118,22 @@ struct DistSpec {
 /// The step library: what a compiled step calls, in its order. A failed call
 /// records its error in the state and makes the later calls of the step do
 /// nothing; the driver reports it (every rank exits). Peers are pipeline
-/// ranks of the caller's replica; `gradient` selects a boundary's gradient
-/// instead of its activations.
+/// ranks of the caller's replica.
 namespace step {
+/// What a transfer moves: boundary `boundary`'s activations (module
+/// `boundary`'s outputs) or their gradients.
+enum class Payload : int { Activation, Gradient };
 /// Module `module`'s forward (backward) on micro-batch `mb`: binds its
 /// arguments (the micro-batch's inputs, the received boundary, the
 /// parameters, residuals and cotangents) and keeps its outputs.
 void forward(StepState *s, int module, int mb);
 void backward(StepState *s, int module, int mb);
 /// Starts sending boundary `boundary`'s values of micro-batch `mb`.
-void send(StepState *s, int gradient, int boundary, int mb, int peer);
+void send(StepState *s, Payload what, int boundary, int mb, int peer);
 /// Posts a receive that a later recv of the same transfer waits for.
-void postRecv(StepState *s, int gradient, int boundary, int mb, int peer);
+void postRecv(StepState *s, Payload what, int boundary, int mb, int peer);
 /// Waits for a receive (posting it first when no postRecv did).
-void recv(StepState *s, int gradient, int boundary, int mb, int peer);
+void recv(StepState *s, Payload what, int boundary, int mb, int peer);
 /// The data-parallel collectives of a module (started, not waited for).
 void allGather(StepState *s, int module);
 void reduceScatter(StepState *s, int module);

@@ -50,8 +50,7 @@ const char *callKindName(CallKind kind);
 /// * at ZeRO level 3, a UseWeights before the first call of each run (the
 ///   consecutive forwards, or backwards, of one module, transfers and
 ///   collectives between them not counting); the optimizer step ends a run.
-std::vector<StepCall> lowerStep(const std::vector<Action> &list,
-                                int zeroLevel);
+std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel);
 
 } // namespace lamina::schedule
 

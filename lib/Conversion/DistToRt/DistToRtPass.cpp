@@ -153,8 +153,7 @@ struct ConvertDistToRtPass
                 b.getNamedAttr("micro_batches",
                                b.getI64IntegerAttr(c.microBatches)),
                 b.getNamedAttr("zero", b.getI64IntegerAttr(c.zeroLevel)),
-                b.getNamedAttr("placement",
-                               b.getDenseI64ArrayAttr(placement)),
+                b.getNamedAttr("placement", b.getDenseI64ArrayAttr(placement)),
             }));
       }
     }

@@ -862,20 +862,26 @@ struct ConvertRtToEmitCPass
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
     auto dist = module->getAttrOfType<DictionaryAttr>("rt.dist");
-    auto i64 = [&](StringRef key) -> FailureOr<int64_t> {
-      if (auto v = dist ? dist.getAs<IntegerAttr>(key) : IntegerAttr())
-        return v.getInt();
+    if (!dist) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist needs "
-                                       "the module's rt.dist with '")
-          << key << "' (run convert-dist-to-rt)";
+                                       "the module's rt.dist and step "
+                                       "functions (run convert-dist-to-rt)");
+      return signalPassFailure();
+    }
+    auto i64 = [&](StringRef key) -> FailureOr<int64_t> {
+      if (auto v = dist.getAs<IntegerAttr>(key))
+        return v.getInt();
+      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist has no "
+                                       "integer '")
+          << key << "'";
       return failure();
     };
     FailureOr<int64_t> numModules = i64("modules"), pp = i64("pp"),
                        dp = i64("dp"), m = i64("micro_batches"),
                        zero = i64("zero");
-    auto kind = dist ? dist.getAs<StringAttr>("kind") : StringAttr();
-    auto placement =
-        dist ? dist.getAs<DenseI64ArrayAttr>("placement") : DenseI64ArrayAttr();
+    // (Each missing key is reported once; the checks below need all.)
+    auto kind = dist.getAs<StringAttr>("kind");
+    auto placement = dist.getAs<DenseI64ArrayAttr>("placement");
     if (failed(numModules) || failed(pp) || failed(dp) || failed(m) ||
         failed(zero))
       return signalPassFailure();

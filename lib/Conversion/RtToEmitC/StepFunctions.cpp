@@ -40,8 +40,7 @@ public:
     auto num = [&](int64_t v) -> Attribute {
       return emitc::OpaqueAttr::get(ctx, std::to_string(v));
     };
-    auto call = [&](Location loc, StringRef callee,
-                    ArrayRef<Attribute> rest) {
+    auto call = [&](Location loc, StringRef callee, ArrayRef<Attribute> rest) {
       SmallVector<Attribute> args = {eb.getIndexAttr(0)};
       args.append(rest.begin(), rest.end());
       emitc::CallOpaqueOp::create(eb, loc, TypeRange{},
@@ -116,8 +115,11 @@ private:
   static LogicalResult transfer(Call &call, Location loc, StringRef callee,
                                 Op t, Num &num) {
     call(loc, callee,
-         {num(t.getGradient() ? 1 : 0), num(t.getBoundary()), num(t.getMb()),
-          num(t.getPeer())});
+         {emitc::OpaqueAttr::get(t.getContext(),
+                                 t.getGradient()
+                                     ? "lamina::rt::step::Payload::Gradient"
+                                     : "lamina::rt::step::Payload::Activation"),
+          num(t.getBoundary()), num(t.getMb()), num(t.getPeer())});
     return success();
   }
 
@@ -129,8 +131,8 @@ private:
 
 FailureOr<StepFunctions> lamina::lowerStepFunctions(
     ModuleOp module,
-    const std::map<std::string, std::pair<int64_t, bool>> &callees,
-    int64_t pp, bool cuda) {
+    const std::map<std::string, std::pair<int64_t, bool>> &callees, int64_t pp,
+    bool cuda) {
   StepFunctions out;
   out.train.resize(size_t(pp));
   out.eval.resize(size_t(pp));

@@ -34,7 +34,9 @@ std::vector<std::vector<sch::StepCall>> stepCalls;
 void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
   using K = sch::CallKind;
   for (const sch::StepCall &c : calls) {
-    int grad = c.payload == sch::Payload::ActivationGrad;
+    step::Payload grad = c.payload == sch::Payload::ActivationGrad
+                             ? step::Payload::Gradient
+                             : step::Payload::Activation;
     switch (c.kind) {
     case K::Forward:
       step::forward(s, c.module, c.microBatch);

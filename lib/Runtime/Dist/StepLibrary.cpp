@@ -30,9 +30,10 @@ template <typename F> void run(StepState *s, F &&call) {
 
 /// The executor's form of a transfer: its peer as a global rank of this
 /// replica.
-ActionSpec transfer(const Executor &ex, ActionKind kind, int gradient,
+ActionSpec transfer(const Executor &ex, ActionKind kind, step::Payload what,
                     int boundary, int mb, int peer) {
-  Payload payload = gradient ? Payload::ActivationGrad : Payload::Activation;
+  Payload payload = what == step::Payload::Gradient ? Payload::ActivationGrad
+                                                    : Payload::Activation;
   return ActionSpec{uint8_t(kind), uint8_t(payload), boundary, mb,
                     ex.replica() * ex.spec.pp + peer};
 }
@@ -51,25 +52,25 @@ void step::backward(StepState *s, int module, int mb) {
   run(s, [&](Executor &ex) { return ex.backward(module, mb); });
 }
 
-void step::send(StepState *s, int gradient, int boundary, int mb, int peer) {
+void step::send(StepState *s, step::Payload what, int boundary, int mb,
+                int peer) {
   run(s, [&](Executor &ex) {
-    return ex.send(
-        transfer(ex, ActionKind::Send, gradient, boundary, mb, peer));
+    return ex.send(transfer(ex, ActionKind::Send, what, boundary, mb, peer));
   });
 }
 
-void step::postRecv(StepState *s, int gradient, int boundary, int mb,
+void step::postRecv(StepState *s, step::Payload what, int boundary, int mb,
                     int peer) {
   run(s, [&](Executor &ex) {
     return ex.postRecv(
-        transfer(ex, ActionKind::Recv, gradient, boundary, mb, peer));
+        transfer(ex, ActionKind::Recv, what, boundary, mb, peer));
   });
 }
 
-void step::recv(StepState *s, int gradient, int boundary, int mb, int peer) {
+void step::recv(StepState *s, step::Payload what, int boundary, int mb,
+                int peer) {
   run(s, [&](Executor &ex) {
-    return ex.recv(
-        transfer(ex, ActionKind::Recv, gradient, boundary, mb, peer));
+    return ex.recv(transfer(ex, ActionKind::Recv, what, boundary, mb, peer));
   });
 }
 

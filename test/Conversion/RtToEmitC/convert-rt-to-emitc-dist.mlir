@@ -1,9 +1,9 @@
-// A dist.program makes the mode dist (graph.train says the model computes
-// its own loss; dist.outlined that the backwards recompute): the outlined
-// module functions, the DistSpec tables and the action lists its steps run
-// (here gpipe over 2 pipeline ranks, 2 micro-batches); the dist.program op
-// itself is consumed. Its calls verify against the rt functions.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
+// The module's rt.dist (convert-dist-to-rt) makes the mode dist (graph.train
+// says the model computes its own loss; dist.outlined that the backwards
+// recompute): the outlined module functions, each pipeline rank's step
+// function (here gpipe over 2 pipeline ranks, 2 micro-batches) and the
+// DistSpec tables naming them.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
 
 // CHECK: #include "lamina/Runtime/DistProgram.h"
@@ -13,19 +13,53 @@
 // CHECK: static void lamina_fwd_1(
 // CHECK: static const lamina::rt::ArgSpec lamina_bwd_1_args[3] = {{.*}}"boundary:0:0", lamina::rt::ArgKind::Boundary{{.*}}"model.layers.1.w", lamina::rt::ArgKind::Trainable{{.*}}"grad:loss", lamina::rt::ArgKind::Cotangent
 // CHECK: static void lamina_bwd_1(
+// Each pipeline rank's step: its calls of the step library in schedule
+// order. Rank 0: F0.0 Sa0.0>1 F0.1 Sa0.1>1 Rg0.0<1 B0.0 Rg0.1<1 B0.1 OPT,
+// the receives posted ahead.
+// CHECK-LABEL: static void lamina_step_0(lamina::rt::StepState* v1) {
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1);
+// CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::optimizerStep(v1);
+// CHECK-NEXT:   return;
+// CHECK-LABEL: static void lamina_step_1(
+// CHECK: lamina::rt::step::backward(v1, 1, 1);
+// CHECK-NEXT: lamina::rt::step::send(v1, lamina::rt::step::Payload::Gradient, 0, 1, 0);
+// CHECK-NEXT: lamina::rt::step::optimizerStep(v1);
+// The evaluation step: rank 0 F0.0 Sa0.0>1 F0.1 Sa0.1>1, rank 1 Ra0.0<0
+// F1.0 Ra0.1<0 F1.1.
+// CHECK-LABEL: static void lamina_eval_step_0(
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
+// CHECK-NEXT:   return;
+// CHECK-LABEL: static void lamina_eval_step_1(
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 1, 0);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 1, 1);
+// CHECK-NEXT:   return;
+// No action tables: the steps are code.
+// CHECK-NOT: ActionSpec
 // CHECK: static const lamina::rt::ModuleSpec lamina_modules[2] = {{[{][{]}}"layer.0", {"fwd_0"
-// Rank 0: F0.0 Sa0.0>1 F0.1 Sa0.1>1 Rg0.0<1 B0.0 Rg0.1<1 B0.1 OPT.
-// CHECK: static const lamina::rt::ActionSpec lamina_actions[18] = {{[{][{]}}0, 0, 0, 0, -1}, {2, 1, 0, 0, 1},
-// CHECK: static const int lamina_action_begin[3] = {0, 9, 18};
-// The evaluation step's lists: rank 0 F0.0 Sa0.0>1 F0.1 Sa0.1>1, rank 1
-// Ra0.0<0 F1.0 Ra0.1<0 F1.1.
-// CHECK: static const lamina::rt::ActionSpec lamina_eval_actions[8] = {{[{][{]}}0, 0, 0, 0, -1}, {2, 1, 0, 0, 1}, {0, 0, 0, 1, -1}, {2, 1, 0, 1, 1}, {3, 1, 0, 0, 0}, {0, 0, 1, 0, -1}, {3, 1, 0, 1, 0}, {0, 0, 1, 1, -1}};
-// CHECK: static const int lamina_eval_action_begin[3] = {0, 4, 8};
+// CHECK: static const lamina::rt::StepFn lamina_steps[2] = {lamina_step_0, lamina_step_1};
+// CHECK: static const lamina::rt::StepFn lamina_eval_steps[2] = {lamina_eval_step_0, lamina_eval_step_1};
+// CHECK: static const int lamina_edges[4] = {0, 1, 1, 0};
 // CHECK: static const int lamina_module_rank[2] = {0, 1};
-// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_actions, lamina_action_begin, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL), lamina_eval_actions, lamina_eval_action_begin};
+// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_steps, lamina_eval_steps, lamina_edges, 2, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL)};
 // CHECK: lamina::rt::distTrainMain(
 
-// NOSCHED: convert-rt-to-emitc: mode=dist needs exactly one training dist.program (run dist-schedule, dist-insert-comm, dist-verify-schedule, dist-build-steps) and at most one forward_only one; found 0 and 0
+// NOSCHED: convert-rt-to-emitc: mode=dist needs the module's rt.dist and step functions (run convert-dist-to-rt)
 
 func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
                    %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},

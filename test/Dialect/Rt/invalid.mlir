@@ -60,3 +60,39 @@ func.func @bad_callee(%a: memref<4xf32>) {
   rt.call "a b"(%a) {args = [0 : index], where = ""} : memref<4xf32>
   return
 }
+
+// -----
+
+// A step calls outlined module functions only.
+func.func @not_outlined(%a: !rt.arena) {
+  return
+}
+func.func @step_calls_other(%s: !rt.step) {
+  // expected-error @+1 {{calls @not_outlined, which is no outlined module function}}
+  rt.step_call %s @not_outlined[0]
+  return
+}
+
+// -----
+
+func.func @step_calls_nothing(%s: !rt.step) {
+  // expected-error @+1 {{calls 'missing', which is no function}}
+  rt.step_call %s @missing[0]
+  return
+}
+
+// -----
+
+func.func @negative_peer(%s: !rt.step) {
+  // expected-error @+1 {{peer must be non-negative, got -1}}
+  rt.step_send %s gradient 0, 1 to -1
+  return
+}
+
+// -----
+
+func.func @negative_module(%s: !rt.step) {
+  // expected-error @+1 {{module must be non-negative, got -2}}
+  rt.step_use_weights %s -2
+  return
+}

@@ -10,3 +10,30 @@ func.func @forward(%arena: !rt.arena, %x: memref<4xf32>) -> memref<4xf32> {
   rt.call "lamina::rt::unary"(%x, %0) {args = ["lamina::rt::UnaryOp::Exp", 0 : index, 1 : index], where = "n"} : memref<4xf32>, memref<4xf32>
   return %0 : memref<4xf32>
 }
+
+// A step function's ops round-trip.
+// CHECK-LABEL: func.func @step(
+// CHECK-NEXT: rt.step_post_recv %{{.*}} gradient 0, 1 from 1
+// CHECK-NEXT: rt.step_all_gather %{{.*}} 0
+// CHECK-NEXT: rt.step_use_weights %{{.*}} 0
+// CHECK-NEXT: rt.step_call %{{.*}} @fwd_0[1]
+// CHECK-NEXT: rt.step_send %{{.*}} 0, 1 to 1
+// CHECK-NEXT: rt.step_recv %{{.*}} gradient 0, 1 from 1
+// CHECK-NEXT: rt.step_reduce_scatter %{{.*}} 0
+// CHECK-NEXT: rt.step_all_reduce %{{.*}} 0
+// CHECK-NEXT: rt.step_optimizer %{{.*}}
+func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+  return
+}
+func.func @step(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
+  rt.step_post_recv %s gradient 0, 1 from 1
+  rt.step_all_gather %s 0
+  rt.step_use_weights %s 0
+  rt.step_call %s @fwd_0[1]
+  rt.step_send %s 0, 1 to 1
+  rt.step_recv %s gradient 0, 1 from 1
+  rt.step_reduce_scatter %s 0
+  rt.step_all_reduce %s 0
+  rt.step_optimizer %s
+  return
+}

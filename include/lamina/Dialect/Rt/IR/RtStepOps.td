@@ -39,7 +39,7 @@ def Rt_StepCallOp : Rt_StepOp<"step_call",
     added to the module's).
 
     ```mlir
-    rt.step_call %s @fwd_0 [1]
+    rt.step_call %s @fwd_0[1]
     ```
   }];
   let arguments = (ins Rt_StepType:$state, FlatSymbolRefAttr:$callee,

@@ -1,0 +1,86 @@
+// convert-dist-to-rt: each pipeline rank's verified step as a function of
+// rt.step_* ops in schedule order. 1F1B over 2 ranks and 2 micro-batches:
+// rank 0 posts its first receive from rank 1 at the start, and each next
+// one right before it waits for the previous; rank 1 likewise for rank 0's
+// activations. The settings go to the module's rt.dist.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s
+// Breadth-first at ZeRO 3 over 2 replicas with the evaluation step: a
+// use_weights (the wait for the gathered weights) before the first call of
+// each run of a module's forwards or backwards, not before the run's later
+// calls; the evaluation step's functions are marked forward_only.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=ZERO3
+// The step functions round-trip.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | lamina-opt | FileCheck %s
+// Without a dist.program the pass does nothing.
+// RUN: lamina-opt %s -convert-dist-to-rt | FileCheck %s --check-prefix=NONE
+
+// CHECK: module attributes {{.*}}rt.dist = {dp = 1 : i64, kind = "1f1b", micro_batches = 2 : i64, modules = 2 : i64, placement = array<i64: 0, 1>, pp = 2 : i64, zero = 0 : i64}}
+// CHECK-NOT: dist.program
+// CHECK-LABEL: func.func @lamina_step_0(
+// CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_pp = 0 : i64} {
+// CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 0 from 1
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_0[0]
+// CHECK-NEXT:   rt.step_send %[[S]] 0, 0 to 1
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_0[1]
+// CHECK-NEXT:   rt.step_send %[[S]] 0, 1 to 1
+// CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 1 from 1
+// CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 0 from 1
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[0]
+// CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 1 from 1
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[1]
+// CHECK-NEXT:   rt.step_optimizer %[[S]]
+// CHECK-NEXT:   return
+// CHECK-LABEL: func.func @lamina_step_1(
+// CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_pp = 1 : i64} {
+// CHECK-NEXT:   rt.step_post_recv %[[S]] 0, 0 from 0
+// CHECK-NEXT:   rt.step_post_recv %[[S]] 0, 1 from 0
+// CHECK-NEXT:   rt.step_recv %[[S]] 0, 0 from 0
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[0]
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[0]
+// CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 0 to 0
+// CHECK-NEXT:   rt.step_recv %[[S]] 0, 1 from 0
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[1]
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[1]
+// CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 1 to 0
+// CHECK-NEXT:   rt.step_optimizer %[[S]]
+// CHECK-NEXT:   return
+
+// ZERO3: rt.dist = {dp = 2 : i64, kind = "breadth-first", {{.*}}zero = 3 : i64}
+// ZERO3-LABEL: func.func @lamina_step_0(
+// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_pp = 0 : i64} {
+// ZERO3:        rt.step_all_gather %[[S]] 0
+// ZERO3-NEXT:   rt.step_use_weights %[[S]] 0
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0]
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1
+// ZERO3-NOT:    rt.step_use_weights
+// ZERO3:        rt.step_call %[[S]] @fwd_0[1]
+// ZERO3:        rt.step_use_weights %[[S]] 0
+// ZERO3-NEXT:   rt.step_call %[[S]] @bwd_0[{{[01]}}]
+// ZERO3-NOT:    rt.step_use_weights
+// ZERO3:        rt.step_reduce_scatter %[[S]] 0
+// ZERO3-NEXT:   rt.step_optimizer %[[S]]
+// ZERO3-LABEL: func.func @lamina_step_1(
+// ZERO3-LABEL: func.func @lamina_eval_step_0(
+// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.forward_only, rt.step_pp = 0 : i64} {
+// ZERO3-NEXT:   rt.step_all_gather %[[S]] 0
+// ZERO3-NEXT:   rt.step_use_weights %[[S]] 0
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0]
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[1]
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 1 to 1
+// ZERO3-NEXT:   return
+// ZERO3-LABEL: func.func @lamina_eval_step_1(
+// ZERO3-NOT:   rt.step_optimizer
+
+// NONE-NOT: rt.dist
+// NONE-NOT: rt.step
+
+func.func @forward(%w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.w"},
+                   %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.w"},
+                   %x: tensor<2x4xf32> {graph.kind = "input", graph.name = "x"})
+    -> tensor<f32> attributes {graph.output_names = ["loss"]} {
+  %0 = graph.matmul %x, %w0 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %1 = graph.matmul %0, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+  return %2 : tensor<f32>
+}
