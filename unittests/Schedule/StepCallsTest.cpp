@@ -1,0 +1,172 @@
+//===- StepCallsTest.cpp - a rank's actions as its compiled step's calls --===//
+
+#include "lamina/Schedule/StepCalls.h"
+
+#include "ScheduleTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <tuple>
+
+using namespace lamina::schedule;
+using lamina::schedule::test::config;
+using lamina::schedule::test::kAllKinds;
+
+namespace {
+
+using Key = std::tuple<Payload, int, int, int>; // payload, boundary, mb, peer
+
+Key keyOf(const StepCall &c) {
+  return {c.payload, c.module, c.microBatch, c.peer};
+}
+
+/// The calls of one list, checked against it.
+void checkCalls(const std::vector<Action> &list, int zero,
+                const std::string &where) {
+  SCOPED_TRACE(where);
+  std::vector<StepCall> calls = lowerStep(list, zero);
+  // Without the posts and the uses of gathered weights, the calls are the
+  // actions, in order.
+  std::vector<Action> actions;
+  std::map<int, std::deque<Key>> posted; // per peer, in posting order
+  std::map<int, int> gathered;           // ZeRO 3: gathers not yet used
+  int runModule = -1;
+  bool inUse = false;
+  for (const StepCall &c : calls) {
+    switch (c.kind) {
+    case CallKind::PostRecv:
+      posted[c.peer].push_back(keyOf(c));
+      // The next receive from a peer is posted only once the one before
+      // it is about to be waited for: at most two outstanding per peer.
+      EXPECT_LE(posted[c.peer].size(), 2u);
+      continue;
+    case CallKind::UseWeights:
+      EXPECT_EQ(zero, 3);
+      EXPECT_GT(gathered[c.module]--, 0) << "module " << c.module
+                                         << " used before its gather";
+      runModule = c.module;
+      inUse = true;
+      continue;
+    case CallKind::Recv: {
+      // Waited for in posting order: NCCL matches a pair's transfers in
+      // order.
+      ASSERT_FALSE(posted[c.peer].empty());
+      EXPECT_EQ(posted[c.peer].front(), keyOf(c));
+      posted[c.peer].pop_front();
+      actions.push_back({ActionKind::Recv, c.payload, c.module, c.microBatch,
+                         c.peer});
+      continue;
+    }
+    case CallKind::Forward:
+    case CallKind::Backward: {
+      bool bwd = c.kind == CallKind::Backward;
+      // ZeRO 3: the call reads weights its module's UseWeights took.
+      if (zero == 3) {
+        EXPECT_TRUE(inUse && runModule == c.module) << "module " << c.module;
+      }
+      actions.push_back({bwd ? ActionKind::Backward : ActionKind::Forward,
+                         c.payload, c.module, c.microBatch, c.peer});
+      continue;
+    }
+    case CallKind::Send:
+      actions.push_back(
+          {ActionKind::Send, c.payload, c.module, c.microBatch, c.peer});
+      continue;
+    case CallKind::AllGather:
+      ++gathered[c.module];
+      actions.push_back(
+          {ActionKind::AllGather, c.payload, c.module, c.microBatch, c.peer});
+      continue;
+    case CallKind::ReduceScatter:
+      actions.push_back({ActionKind::ReduceScatter, c.payload, c.module,
+                         c.microBatch, c.peer});
+      continue;
+    case CallKind::AllReduce:
+      actions.push_back(
+          {ActionKind::AllReduce, c.payload, c.module, c.microBatch, c.peer});
+      continue;
+    case CallKind::OptimizerStep:
+      inUse = false;
+      actions.push_back({ActionKind::OptimizerStep, c.payload, c.module,
+                         c.microBatch, c.peer});
+      continue;
+    }
+  }
+  ASSERT_EQ(actions.size(), list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(actions[i].kind, list[i].kind) << "call " << i;
+    EXPECT_EQ(actions[i].module, list[i].module) << "call " << i;
+    EXPECT_EQ(actions[i].microBatch, list[i].microBatch) << "call " << i;
+    if (list[i].kind == ActionKind::Send || list[i].kind == ActionKind::Recv) {
+      EXPECT_EQ(actions[i].payload, list[i].payload) << "call " << i;
+      EXPECT_EQ(actions[i].peer, list[i].peer) << "call " << i;
+    }
+  }
+  for (const auto &[peer, left] : posted)
+    EXPECT_TRUE(left.empty()) << "a receive from " << peer
+                              << " is posted and never waited for";
+}
+
+TEST(StepCalls, EveryScheduleLowersToItsActions) {
+  int lists = 0;
+  for (ScheduleKind kind : kAllKinds)
+    for (int zero = 0; zero <= 3; ++zero)
+      for (auto [L, p, m] : {std::tuple{2, 1, 2}, std::tuple{4, 2, 2},
+                             std::tuple{4, 2, 4}, std::tuple{6, 3, 3},
+                             std::tuple{8, 4, 4}}) {
+        Expected<Schedule> s =
+            generateSchedule(config(kind, L, p, m, 2, zero));
+        if (!s.ok())
+          continue; // preconditions: GenerateTest covers them
+        for (size_t g = 0; g < s->ranks.size(); ++g, ++lists)
+          checkCalls(s->ranks[g], zero,
+                     std::string(scheduleKindName(kind)) + " L=" +
+                         std::to_string(L) + " p=" + std::to_string(p) +
+                         " m=" + std::to_string(m) +
+                         " zero=" + std::to_string(zero) +
+                         " rank=" + std::to_string(g));
+      }
+  EXPECT_GT(lists, 300);
+}
+
+TEST(StepCalls, ReceivesArePostedAheadOfTheirWait) {
+  // Two receives from one peer: the first posted at the start, the second
+  // right before the first is waited for.
+  std::vector<Action> list = {
+      Action::forward(0, 0),
+      Action::recv(Payload::ActivationGrad, 0, 0, 1),
+      Action::backward(0, 0),
+      Action::recv(Payload::ActivationGrad, 0, 1, 1),
+      Action::backward(0, 1),
+  };
+  std::vector<StepCall> calls = lowerStep(list, 0);
+  std::vector<CallKind> kinds;
+  for (const StepCall &c : calls)
+    kinds.push_back(c.kind);
+  EXPECT_EQ(kinds, (std::vector<CallKind>{
+                       CallKind::PostRecv, CallKind::Forward,
+                       CallKind::PostRecv, CallKind::Recv, CallKind::Backward,
+                       CallKind::Recv, CallKind::Backward}));
+  EXPECT_EQ(calls[0].microBatch, 0);
+  EXPECT_EQ(calls[2].microBatch, 1);
+}
+
+TEST(StepCalls, ZeroThreeTakesWeightsOncePerRun) {
+  std::vector<Action> list = {
+      Action::allGather(0),         Action::forward(0, 0),
+      Action::send(Payload::Activation, 0, 0, 1),
+      Action::forward(0, 1),        Action::allGather(0),
+      Action::backward(0, 1),       Action::backward(0, 0),
+      Action::reduceScatter(0),     Action::optimizerStep(),
+  };
+  int uses = 0;
+  for (const StepCall &c : lowerStep(list, 3))
+    uses += c.kind == CallKind::UseWeights;
+  EXPECT_EQ(uses, 2); // the forwards' run and the backwards'
+  for (const StepCall &c : lowerStep(list, 2))
+    EXPECT_NE(c.kind, CallKind::UseWeights);
+}
+
+} // namespace
