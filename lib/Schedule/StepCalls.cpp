@@ -2,7 +2,9 @@
 
 #include "lamina/Schedule/StepCalls.h"
 
+#include <deque>
 #include <map>
+#include <set>
 
 namespace lamina::schedule {
 
@@ -26,6 +28,10 @@ const char *callKindName(CallKind kind) {
     return "all_reduce";
   case CallKind::UseWeights:
     return "use_weights";
+  case CallKind::WaitGradients:
+    return "wait_gradients";
+  case CallKind::Accumulate:
+    return "accumulate";
   case CallKind::OptimizerStep:
     return "optimizer_step";
   }
@@ -54,6 +60,17 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list,
     out.push_back(callOf(CallKind::PostRecv, list[size_t(i)]));
   int runModule = -1;
   bool runBackward = false;
+  // Gradient reductions started and not yet waited for: levels 2-3 in
+  // issue order, levels 0-1 by module. Levels 2-3: the modules whose
+  // gradient a backward has started and no reduce-scatter has taken.
+  std::deque<int> scatters;
+  std::set<int> reductions, open;
+  auto wait = [&](int module) {
+    StepCall c;
+    c.kind = CallKind::WaitGradients;
+    c.module = module;
+    out.push_back(c);
+  };
   for (size_t i = 0; i < list.size(); ++i) {
     const Action &a = list[i];
     switch (a.kind) {
@@ -65,6 +82,12 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list,
       runModule = a.module;
       runBackward = bwd;
       out.push_back(callOf(bwd ? CallKind::Backward : CallKind::Forward, a));
+      if (!bwd)
+        break;
+      if (zeroLevel >= 2 && open.insert(a.module).second)
+        for (; scatters.size() > 1; scatters.pop_front())
+          wait(scatters.front());
+      out.push_back(callOf(CallKind::Accumulate, a));
       break;
     }
     case ActionKind::Send:
@@ -79,12 +102,24 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list,
       out.push_back(callOf(CallKind::AllGather, a));
       break;
     case ActionKind::ReduceScatter:
+      if (zeroLevel >= 2) {
+        scatters.push_back(a.module);
+        open.erase(a.module);
+      } else {
+        reductions.insert(a.module);
+      }
       out.push_back(callOf(CallKind::ReduceScatter, a));
       break;
     case ActionKind::AllReduce:
+      reductions.insert(a.module);
       out.push_back(callOf(CallKind::AllReduce, a));
       break;
     case ActionKind::OptimizerStep:
+      for (int module : reductions)
+        wait(module);
+      reductions.clear();
+      for (; !scatters.empty(); scatters.pop_front())
+        wait(scatters.front());
       runModule = -1;
       out.push_back(callOf(CallKind::OptimizerStep, a));
       break;

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace lamina::schedule;
@@ -34,8 +35,37 @@ void checkCalls(const std::vector<Action> &list, int zero,
   std::map<int, int> gathered;           // ZeRO 3: gathers not yet used
   int runModule = -1;
   bool inUse = false;
+  // Gradient reductions in flight: levels 2-3 in order, levels 0-1 any.
+  std::deque<int> scatters;
+  std::multiset<int> reductions;
+  std::set<int> open; // levels 2-3: modules with a full gradient
+  int pendingBackward = -1; // a backward whose Accumulate is due
   for (const StepCall &c : calls) {
+    if (pendingBackward >= 0) {
+      EXPECT_TRUE(c.kind == CallKind::WaitGradients ||
+                  c.kind == CallKind::Accumulate)
+          << "only waits between a backward and its accumulate";
+    }
     switch (c.kind) {
+    case CallKind::Accumulate:
+      EXPECT_EQ(c.module, pendingBackward);
+      pendingBackward = -1;
+      // Levels 2-3: a new full gradient only with at most one other in
+      // flight.
+      if (zero >= 2 && open.insert(c.module).second) {
+        EXPECT_LE(scatters.size(), 1u);
+      }
+      continue;
+    case CallKind::WaitGradients:
+      if (zero >= 2) {
+        ASSERT_FALSE(scatters.empty());
+        EXPECT_EQ(scatters.front(), c.module) << "waited out of order";
+        scatters.pop_front();
+      } else {
+        ASSERT_EQ(reductions.count(c.module), 1u);
+        reductions.erase(c.module);
+      }
+      continue;
     case CallKind::PostRecv:
       posted[c.peer].push_back(keyOf(c));
       // The next receive from a peer is posted only once the one before
@@ -66,6 +96,8 @@ void checkCalls(const std::vector<Action> &list, int zero,
       if (zero == 3) {
         EXPECT_TRUE(inUse && runModule == c.module) << "module " << c.module;
       }
+      if (bwd)
+        pendingBackward = c.module;
       actions.push_back({bwd ? ActionKind::Backward : ActionKind::Forward,
                          c.payload, c.module, c.microBatch, c.peer});
       continue;
@@ -80,15 +112,24 @@ void checkCalls(const std::vector<Action> &list, int zero,
           {ActionKind::AllGather, c.payload, c.module, c.microBatch, c.peer});
       continue;
     case CallKind::ReduceScatter:
+      if (zero >= 2) {
+        scatters.push_back(c.module);
+        open.erase(c.module);
+      } else {
+        reductions.insert(c.module);
+      }
       actions.push_back({ActionKind::ReduceScatter, c.payload, c.module,
                          c.microBatch, c.peer});
       continue;
     case CallKind::AllReduce:
+      reductions.insert(c.module);
       actions.push_back(
           {ActionKind::AllReduce, c.payload, c.module, c.microBatch, c.peer});
       continue;
     case CallKind::OptimizerStep:
       inUse = false;
+      EXPECT_TRUE(scatters.empty() && reductions.empty())
+          << "the optimizer runs before a gradient reduction is waited for";
       actions.push_back({ActionKind::OptimizerStep, c.payload, c.module,
                          c.microBatch, c.peer});
       continue;
@@ -145,10 +186,11 @@ TEST(StepCalls, ReceivesArePostedAheadOfTheirWait) {
   std::vector<CallKind> kinds;
   for (const StepCall &c : calls)
     kinds.push_back(c.kind);
-  EXPECT_EQ(kinds, (std::vector<CallKind>{
-                       CallKind::PostRecv, CallKind::Forward,
-                       CallKind::PostRecv, CallKind::Recv, CallKind::Backward,
-                       CallKind::Recv, CallKind::Backward}));
+  EXPECT_EQ(kinds,
+            (std::vector<CallKind>{
+                CallKind::PostRecv, CallKind::Forward, CallKind::PostRecv,
+                CallKind::Recv, CallKind::Backward, CallKind::Accumulate,
+                CallKind::Recv, CallKind::Backward, CallKind::Accumulate}));
   EXPECT_EQ(calls[0].microBatch, 0);
   EXPECT_EQ(calls[2].microBatch, 1);
 }
@@ -167,6 +209,48 @@ TEST(StepCalls, ZeroThreeTakesWeightsOncePerRun) {
   EXPECT_EQ(uses, 2); // the forwards' run and the backwards'
   for (const StepCall &c : lowerStep(list, 2))
     EXPECT_NE(c.kind, CallKind::UseWeights);
+}
+
+TEST(StepCalls, ReduceScattersAreWaitedForAfterTheNextRunsBackward) {
+  // Layered at ZeRO 2, two modules on one rank: module 1's reduce-scatter
+  // stays in flight while module 0's backward runs; module 0's first
+  // accumulate (a second full gradient) waits for nothing older; both
+  // are waited for before the optimizer, oldest first.
+  std::vector<Action> list = {
+      Action::forward(0, 0),  Action::forward(1, 0),
+      Action::backward(1, 0), Action::reduceScatter(1),
+      Action::backward(0, 0), Action::reduceScatter(0),
+      Action::optimizerStep(),
+  };
+  std::vector<std::pair<CallKind, int>> got;
+  for (const StepCall &c : lowerStep(list, 2))
+    got.push_back({c.kind, c.module});
+  std::vector<std::pair<CallKind, int>> want = {
+      {CallKind::Forward, 0},       {CallKind::Forward, 1},
+      {CallKind::Backward, 1},      {CallKind::Accumulate, 1},
+      {CallKind::ReduceScatter, 1}, {CallKind::Backward, 0},
+      {CallKind::Accumulate, 0},    {CallKind::ReduceScatter, 0},
+      {CallKind::WaitGradients, 1}, {CallKind::WaitGradients, 0},
+      {CallKind::OptimizerStep, -1}};
+  EXPECT_EQ(got, want);
+  // Three modules: the third run's first backward waits for the oldest.
+  list = {Action::forward(0, 0),  Action::forward(1, 0),
+          Action::forward(2, 0),  Action::backward(2, 0),
+          Action::reduceScatter(2), Action::backward(1, 0),
+          Action::reduceScatter(1), Action::backward(0, 0),
+          Action::reduceScatter(0), Action::optimizerStep()};
+  got.clear();
+  for (const StepCall &c : lowerStep(list, 2))
+    got.push_back({c.kind, c.module});
+  want = {{CallKind::Forward, 0},       {CallKind::Forward, 1},
+          {CallKind::Forward, 2},       {CallKind::Backward, 2},
+          {CallKind::Accumulate, 2},    {CallKind::ReduceScatter, 2},
+          {CallKind::Backward, 1},      {CallKind::Accumulate, 1},
+          {CallKind::ReduceScatter, 1}, {CallKind::Backward, 0},
+          {CallKind::WaitGradients, 2}, {CallKind::Accumulate, 0},
+          {CallKind::ReduceScatter, 0}, {CallKind::WaitGradients, 1},
+          {CallKind::WaitGradients, 0}, {CallKind::OptimizerStep, -1}};
+  EXPECT_EQ(got, want);
 }
 
 } // namespace

@@ -58,7 +58,7 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     (dist-build-steps) becomes a `func.func @lamina_step_P` (the
     `forward_only` program's: `@lamina_eval_step_P`) taking the rank's
     `!rt.step`, with `rt.step_pp = P`. Its body is the step's actions in
-    schedule order as `rt.step_*` ops, with two decisions made here
+    schedule order as `rt.step_*` ops, with three decisions made here
     (`lamina::schedule::lowerStep`):
 
     * receives are posted ahead: the first from each peer at the start,
@@ -67,9 +67,16 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
       the work before its use and each pair's transfers stay in order;
     * at ZeRO 3, `rt.step_use_weights k` before the first call of each run
       of module k's forwards or backwards: the wait for the all-gather the
-      schedule started.
+      schedule started;
+    * where each gradient reduction the schedule started is waited for
+      (`rt.step_wait_gradients k`): at levels 2-3 between a backward and
+      its `rt.step_accumulate` when that starts a new full gradient, every
+      reduce-scatter in flight but the newest (so the older one overlaps
+      this backward, and a rank holds at most two full gradients); the
+      rest, and levels 0-1's all-reduces, right before the optimizer.
 
-    `dist.call @f[mb]` becomes `rt.step_call %s @f[mb]`, the transfers and
+    `dist.call @f[mb]` becomes `rt.step_call %s @f[mb]` (a backward's
+    `dist.accumulate` an `rt.step_accumulate`), the transfers and
     collectives their `rt.step_*` twins. The values the steps pass between
     calls (boundaries, residuals, gradients) are the runtime's buffers, not
     yet the step's memory plan. The training program's settings go to the
@@ -83,6 +90,7 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
       rt.step_send %s 0, 0 to 1
       rt.step_recv %s gradient 0, 0 from 1
       rt.step_call %s @bwd_0[0]
+      rt.step_accumulate %s 0
       rt.step_optimizer %s
       return
     }

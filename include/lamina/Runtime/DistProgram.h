@@ -125,9 +125,15 @@ namespace step {
 enum class Payload : int { Activation, Gradient };
 /// Module `module`'s forward (backward) on micro-batch `mb`: binds its
 /// arguments (the micro-batch's inputs, the received boundary, the
-/// parameters, residuals and cotangents) and keeps its outputs.
+/// parameters, residuals and cotangents) and keeps its outputs; a
+/// backward's parameter gradients stay in the arena for accumulate.
 void forward(StepState *s, int module, int mb);
 void backward(StepState *s, int module, int mb);
+/// Adds the last backward's (module `module`'s) parameter gradients to the
+/// module's (and the shared parameters').
+void accumulate(StepState *s, int module);
+/// Waits for module `module`'s oldest gradient reduction in flight.
+void waitGradients(StepState *s, int module);
 /// Starts sending boundary `boundary`'s values of micro-batch `mb`.
 void send(StepState *s, Payload what, int boundary, int mb, int peer);
 /// Posts a receive that a later recv of the same transfer waits for.

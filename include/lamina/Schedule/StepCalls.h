@@ -27,6 +27,8 @@ enum class CallKind : unsigned char {
   ReduceScatter,
   AllReduce,
   UseWeights, ///< ZeRO 3: wait for the module's oldest all-gather, read it
+  WaitGradients, ///< wait for the module's oldest gradient reduction
+  Accumulate,    ///< add the backward's parameter gradients to the module's
   OptimizerStep,
 };
 
@@ -49,7 +51,16 @@ const char *callKindName(CallKind kind);
 ///   order);
 /// * at ZeRO level 3, a UseWeights before the first call of each run (the
 ///   consecutive forwards, or backwards, of one module, transfers and
-///   collectives between them not counting); the optimizer step ends a run.
+///   collectives between them not counting); the optimizer step ends a run;
+/// * every Backward followed by the Accumulate of its parameter gradients;
+/// * a WaitGradients for every gradient reduction the list starts: at
+///   levels 2-3, between a backward and its Accumulate when that starts
+///   a new gradient for the module (its first of the step, or its first
+///   after its reduce-scatter), every reduce-scatter in flight but the
+///   newest, oldest first, so a rank holds at most two full gradients and
+///   the wait follows the backward's compute; the rest, and at levels 0-1
+///   every module's all-reduce or reduce-scatter (ascending modules),
+///   right before the optimizer step.
 std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel);
 
 } // namespace lamina::schedule

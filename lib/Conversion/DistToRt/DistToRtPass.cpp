@@ -70,6 +70,12 @@ public:
     case sch::CallKind::AllReduce:
       rt_ir::StepAllReduceOp::create(b, loc, state, i64(c.module));
       return success();
+    case sch::CallKind::WaitGradients:
+      rt_ir::StepWaitGradientsOp::create(b, loc, state, i64(c.module));
+      return success();
+    case sch::CallKind::Accumulate:
+      rt_ir::StepAccumulateOp::create(b, loc, state, i64(c.module));
+      return success();
     case sch::CallKind::UseWeights:
       rt_ir::StepUseWeightsOp::create(b, loc, state, i64(c.module));
       return success();

@@ -88,6 +88,14 @@ public:
                 call(loc, "useWeights", {num(c.getModule())});
                 return success();
               })
+              .Case([&](rt_ir::StepWaitGradientsOp c) {
+                call(loc, "waitGradients", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepAccumulateOp c) {
+                call(loc, "accumulate", {num(c.getModule())});
+                return success();
+              })
               .Case([&](rt_ir::StepOptimizerOp) {
                 call(loc, "optimizerStep", {});
                 return success();

@@ -62,6 +62,12 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
     case K::AllReduce:
       step::allReduce(s, c.module);
       break;
+    case K::Accumulate:
+      step::accumulate(s, c.module);
+      break;
+    case K::WaitGradients:
+      step::waitGradients(s, c.module);
+      break;
     case K::UseWeights:
       step::useWeights(s, c.module);
       break;

@@ -238,6 +238,13 @@ public:
   /// global ranks.
   Status forward(int module, int mb);
   Status backward(int module, int mb);
+  /// The last backward's (module k's) parameter gradients, from the arena,
+  /// added to the module's and the shared parameters'.
+  Status accumulate(int k);
+  /// Module k's oldest gradient reduction waited for: levels 0-1 its
+  /// all-reduce (in-place reduce-scatter); levels 2-3 the oldest
+  /// reduce-scatter in flight, which must be k's.
+  Status waitGradients(int k);
   Status send(const ActionSpec &a);
   Status recv(const ActionSpec &a);
   /// Posts the receive `a` (a later recv of the same transfer waits for it).
@@ -399,9 +406,8 @@ private:
   bool evaluating = false;
   /// Levels 2-3: the oldest reduce-scatters waited for and added to their
   /// modules' shard gradients (their buffers freed), all but the newest
-  /// `keep`. A backward taking a new full gradient keeps one in flight, so
-  /// a rank holds at most two full gradients with layered schedules; the
-  /// optimizer step keeps none.
+  /// `keep` (waitGradients retires one at a time, where the compiler placed
+  /// it: lamina::schedule::lowerStep).
   Status retireScatters(size_t keep);
   /// Levels 2-3: a pooled full gradient for module M's next run.
   Status takeRunGradient(ModuleState &M);
@@ -471,6 +477,9 @@ private:
   std::vector<Tensor> deviceState;
   double lossSum = 0;
   int runModule = -1; ///< ZeRO 3: whose gathered weights are in use
+  /// The module whose backward left its parameter gradients in the arena
+  /// for accumulate (-1: none).
+  int accumulatePending = -1;
 };
 
 } // namespace lamina::rt::dist

@@ -207,6 +207,31 @@ Status Executor::backward(int k, int j) {
       return s;
     grads[{k - 1, j}] = std::move(b);
   }
+  // The device work that reads these is enqueued: later device work (and
+  // transfers, which order themselves after it) may reuse them.
+  auto drop = [&](std::map<std::pair<int, int>, DeviceBuffer> &map,
+                  std::pair<int, int> key) {
+    auto it = map.find(key);
+    if (it != map.end()) {
+      release(std::move(it->second));
+      map.erase(it);
+    }
+  };
+  drop(residuals, {k, j});
+  drop(acts, {k - 1, j});
+  if (!last)
+    drop(grads, {k, j});
+  // The parameter gradients stay in the arena for accumulate(k).
+  accumulatePending = k;
+  return Status::success();
+}
+
+Status Executor::accumulate(int k) {
+  if (accumulatePending != k)
+    control.abort("the step accumulates module " + str(k) +
+                  "'s gradients without its backward right before");
+  accumulatePending = -1;
+  const ModuleSpec &m = spec.modules[k];
   // Parameter gradients accumulate, in one call for the module.
   const char *base = static_cast<const char *>(arena.data());
   int out = m.numIn;
@@ -223,12 +248,11 @@ Status Executor::backward(int k, int j) {
       dst = floats(p.ownGrad);
     else {
       ModuleState &M = modules[size_t(p.module)];
-      if (!M.flatGrad.data()) { // levels 2-3: a run's first backward
-        if (Status s = retireScatters(1); !s.ok())
-          return s;
+      // Levels 2-3: a run's first backward takes a new gradient (the step
+      // waited for the older reduce-scatters before this: waitGradients).
+      if (!M.flatGrad.data())
         if (Status s = takeRunGradient(M); !s.ok())
           return s;
-      }
       dst = floats(M.flatGrad) + p.flatOffset;
     }
     // The step's first gradient of p is written as onto zeros, without
@@ -236,23 +260,25 @@ Status Executor::backward(int k, int j) {
     sums.push_back({dst, g, p.size, !p.gradWritten});
     p.gradWritten = true;
   }
-  if (Status s = device.accumulateMany(sums.data(), int(sums.size())); !s.ok())
-    return s;
-  // The device work that reads these is enqueued: later device work (and
-  // transfers, which order themselves after it) may reuse them.
-  auto drop = [&](std::map<std::pair<int, int>, DeviceBuffer> &map,
-                  std::pair<int, int> key) {
-    auto it = map.find(key);
-    if (it != map.end()) {
-      release(std::move(it->second));
-      map.erase(it);
-    }
-  };
-  drop(residuals, {k, j});
-  drop(acts, {k - 1, j});
-  if (!last)
-    drop(grads, {k, j});
-  return Status::success();
+  return device.accumulateMany(sums.data(), int(sums.size()));
+}
+
+Status Executor::waitGradients(int k) {
+  ModuleState &M = modules[size_t(k)];
+  if (zero < 2) {
+    if (!M.gradReq.valid())
+      control.abort("the step waits for module " + str(k) +
+                    "'s gradient reduction, which it did not start");
+    return net.waitForCompute(M.gradReq,
+                              "the reduction of module " + str(k) +
+                                  "'s gradients did not complete",
+                              "; a rank of data-parallel group " + str(pp) +
+                                  " may have died");
+  }
+  if (scatters.empty() || scatters.front().module != k)
+    control.abort("the step waits for module " + str(k) +
+                  "'s reduce-scatter, which is not the oldest in flight");
+  return retireScatters(scatters.size() - 1);
 }
 
 void Executor::checkRun(int k) {
@@ -507,17 +533,13 @@ Status Executor::progressSends(bool wait) {
 Status Executor::optimizerStep() {
   endRun();
   double t0 = now();
-  std::string group = "; a rank of data-parallel group " + str(pp) +
-                      " may have died";
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    if (M.gradReq.valid())
-      if (Status s = net.waitForCompute(M.gradReq,
-                                        "the reduction of module " + str(k) +
-                                            "'s gradients did not complete",
-                                        group);
-          !s.ok())
-        return s;
+    // The step waited for every gradient reduction (waitGradients).
+    if (M.gradReq.valid() || !scatters.empty())
+      control.abort("the step runs the optimizer before waiting for module " +
+                    str(scatters.empty() ? k : scatters.front().module) +
+                    "'s gradient reduction");
     // Levels 2-3: the step's first reduce-scatter wrote the shard
     // gradient (zeroGrads leaves it as the last step left it).
     if (zero >= 2 &&
@@ -525,8 +547,6 @@ Status Executor::optimizerStep() {
       return Status::error("internal: module " + str(k) +
                            "'s gradient was never reduce-scattered");
   }
-  if (Status s = retireScatters(0); !s.ok())
-    return s;
   // Shared parameters: one sum over all holders, whole (ZeRO 0) or each
   // holder's part (Param::shardsOwn).
   std::vector<Param *> shared;

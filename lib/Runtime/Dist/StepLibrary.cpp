@@ -52,6 +52,14 @@ void step::backward(StepState *s, int module, int mb) {
   run(s, [&](Executor &ex) { return ex.backward(module, mb); });
 }
 
+void step::accumulate(StepState *s, int module) {
+  run(s, [&](Executor &ex) { return ex.accumulate(module); });
+}
+
+void step::waitGradients(StepState *s, int module) {
+  run(s, [&](Executor &ex) { return ex.waitGradients(module); });
+}
+
 void step::send(StepState *s, step::Payload what, int boundary, int mb,
                 int peer) {
   run(s, [&](Executor &ex) {

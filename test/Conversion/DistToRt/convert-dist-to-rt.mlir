@@ -2,7 +2,8 @@
 // rt.step_* ops in schedule order. 1F1B over 2 ranks and 2 micro-batches:
 // rank 0 posts its first receive from rank 1 at the start, and each next
 // one right before it waits for the previous; rank 1 likewise for rank 0's
-// activations. The settings go to the module's rt.dist.
+// activations. Each backward is followed by the accumulation of its
+// parameter gradients. The settings go to the module's rt.dist.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s
 // Breadth-first at ZeRO 3 over 2 replicas with the evaluation step: a
 // use_weights (the wait for the gathered weights) before the first call of
@@ -11,6 +12,12 @@
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=ZERO3
 // The step functions round-trip.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | lamina-opt | FileCheck %s
+// Layered gradient accumulation at ZeRO 2 over 2 replicas: module 1's
+// reduce-scatter starts after its last backward and stays in flight while
+// module 0's backwards run (a second full gradient, no older one to wait
+// for); both are waited for, oldest first, right before the optimizer,
+// whose parameter all-gathers follow.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=1 -dist-schedule="schedule=layered pp=1 dp=2 zero=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=LAYERED
 // Without a dist.program the pass does nothing.
 // RUN: lamina-opt %s -convert-dist-to-rt | FileCheck %s --check-prefix=NONE
 
@@ -26,8 +33,10 @@
 // CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 1 from 1
 // CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 0 from 1
 // CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[0]
+// CHECK-NEXT:   rt.step_accumulate %[[S]] 0
 // CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 1 from 1
 // CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[1]
+// CHECK-NEXT:   rt.step_accumulate %[[S]] 0
 // CHECK-NEXT:   rt.step_optimizer %[[S]]
 // CHECK-NEXT:   return
 // CHECK-LABEL: func.func @lamina_step_1(
@@ -37,10 +46,12 @@
 // CHECK-NEXT:   rt.step_recv %[[S]] 0, 0 from 0
 // CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[0]
 // CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[0]
+// CHECK-NEXT:   rt.step_accumulate %[[S]] 1
 // CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 0 to 0
 // CHECK-NEXT:   rt.step_recv %[[S]] 0, 1 from 0
 // CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[1]
 // CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[1]
+// CHECK-NEXT:   rt.step_accumulate %[[S]] 1
 // CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 1 to 0
 // CHECK-NEXT:   rt.step_optimizer %[[S]]
 // CHECK-NEXT:   return
@@ -56,8 +67,10 @@
 // ZERO3:        rt.step_call %[[S]] @fwd_0[1]
 // ZERO3:        rt.step_use_weights %[[S]] 0
 // ZERO3-NEXT:   rt.step_call %[[S]] @bwd_0[{{[01]}}]
+// ZERO3-NEXT:   rt.step_accumulate %[[S]] 0
 // ZERO3-NOT:    rt.step_use_weights
 // ZERO3:        rt.step_reduce_scatter %[[S]] 0
+// ZERO3-NEXT:   rt.step_wait_gradients %[[S]] 0
 // ZERO3-NEXT:   rt.step_optimizer %[[S]]
 // ZERO3-LABEL: func.func @lamina_step_1(
 // ZERO3-LABEL: func.func @lamina_eval_step_0(
@@ -71,6 +84,28 @@
 // ZERO3-NEXT:   return
 // ZERO3-LABEL: func.func @lamina_eval_step_1(
 // ZERO3-NOT:   rt.step_optimizer
+
+// LAYERED-LABEL: func.func @lamina_step_0(
+// LAYERED-NEXT: rt.step_call %[[S:[^ ]*]] @fwd_0[0]
+// LAYERED-NEXT: rt.step_call %[[S]] @fwd_0[1]
+// LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[0]
+// LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[1]
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[1]
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 1
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[0]
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 1
+// LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 1
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[1]
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 0
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[0]
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 0
+// LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 0
+// LAYERED-NEXT: rt.step_wait_gradients %[[S]] 1
+// LAYERED-NEXT: rt.step_wait_gradients %[[S]] 0
+// LAYERED-NEXT: rt.step_optimizer %[[S]]
+// LAYERED-NEXT: rt.step_all_gather %[[S]] 0
+// LAYERED-NEXT: rt.step_all_gather %[[S]] 1
+// LAYERED-NEXT: return
 
 // NONE-NOT: rt.dist
 // NONE-NOT: rt.step

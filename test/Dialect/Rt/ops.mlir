@@ -19,8 +19,10 @@ func.func @forward(%arena: !rt.arena, %x: memref<4xf32>) -> memref<4xf32> {
 // CHECK-NEXT: rt.step_call %{{.*}} @fwd_0[1]
 // CHECK-NEXT: rt.step_send %{{.*}} 0, 1 to 1
 // CHECK-NEXT: rt.step_recv %{{.*}} gradient 0, 1 from 1
+// CHECK-NEXT: rt.step_accumulate %{{.*}} 0
 // CHECK-NEXT: rt.step_reduce_scatter %{{.*}} 0
 // CHECK-NEXT: rt.step_all_reduce %{{.*}} 0
+// CHECK-NEXT: rt.step_wait_gradients %{{.*}} 0
 // CHECK-NEXT: rt.step_optimizer %{{.*}}
 func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
   return
@@ -32,8 +34,10 @@ func.func @step(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
   rt.step_call %s @fwd_0[1]
   rt.step_send %s 0, 1 to 1
   rt.step_recv %s gradient 0, 1 from 1
+  rt.step_accumulate %s 0
   rt.step_reduce_scatter %s 0
   rt.step_all_reduce %s 0
+  rt.step_wait_gradients %s 0
   rt.step_optimizer %s
   return
 }

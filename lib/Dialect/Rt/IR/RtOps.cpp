@@ -133,4 +133,10 @@ LogicalResult StepAllReduceOp::verify() {
 LogicalResult StepUseWeightsOp::verify() {
   return nonNegative(*this, "module", getModule());
 }
+LogicalResult StepWaitGradientsOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
+LogicalResult StepAccumulateOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
 LogicalResult StepOptimizerOp::verify() { return success(); }

@@ -35,8 +35,9 @@ def Rt_StepCallOp : Rt_StepOp<"step_call",
     Runs the rt function `callee` (an outlined `@fwd_k` or `@bwd_k`, with
     its `dist.outlined`) on micro-batch `mb`: the runtime binds its
     boundary, input, parameter, residual and cotangent arguments and keeps
-    its outputs (boundaries to send, residuals for the backward, gradients
-    added to the module's).
+    its outputs (boundaries to send, residuals for the backward; a
+    backward's parameter gradients stay in the rank's arena for the
+    `rt.step_accumulate` that follows it).
 
     ```mlir
     rt.step_call %s @fwd_0[1]
@@ -115,6 +116,26 @@ def Rt_StepUseWeightsOp : Rt_StepModuleOp<"step_use_weights",
   let description = [{
     Before the first call of each run of a module's forwards (or
     backwards); the weights of the previous run are freed.
+  }];
+}
+
+def Rt_StepWaitGradientsOp : Rt_StepModuleOp<"step_wait_gradients",
+    "waits for a module's oldest gradient reduction in flight"> {
+  let description = [{
+    Levels 0-1: the module's all-reduce (or in-place reduce-scatter) of the
+    step; levels 2-3: its oldest reduce-scatter, whose part is added to the
+    module's gradient shard and whose full gradient is freed. The
+    reductions are waited for in the order they started (the runtime
+    checks it).
+  }];
+}
+def Rt_StepAccumulateOp : Rt_StepModuleOp<"step_accumulate",
+    "adds the last backward's parameter gradients to the module's"> {
+  let description = [{
+    Right after module `module`'s backward (waits between them only): its
+    parameter gradients, still in the arena, are added to the module's
+    gradient (levels 2-3: a new full gradient for the run when the last
+    one went to a reduce-scatter) and to the shared parameters'.
   }];
 }
 
