@@ -2,6 +2,7 @@
 
 #include "lamina/Schedule/StepCalls.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -32,6 +33,16 @@ const char *callKindName(CallKind kind) {
     return "wait_gradients";
   case CallKind::Accumulate:
     return "accumulate";
+  case CallKind::WaitWeights:
+    return "wait_weights";
+  case CallKind::SumShared:
+    return "sum_shared";
+  case CallKind::WaitSharedSum:
+    return "wait_shared_sum";
+  case CallKind::GatherShared:
+    return "gather_shared";
+  case CallKind::WaitSharedGather:
+    return "wait_shared_gather";
   case CallKind::OptimizerStep:
     return "optimizer_step";
   }
@@ -42,8 +53,29 @@ static StepCall callOf(CallKind kind, const Action &a) {
   return {kind, a.payload, a.module, a.microBatch, a.peer};
 }
 
-std::vector<StepCall> lowerStep(const std::vector<Action> &list,
-                                int zeroLevel) {
+std::vector<SharedParam> sharedParamsOf(
+    int p, int dp, int zeroLevel,
+    const std::vector<std::pair<std::string, std::vector<int>>> &readers,
+    const std::vector<int> &rankOf) {
+  std::vector<SharedParam> out;
+  for (const auto &[name, modules] : readers) {
+    std::set<int> ranks;
+    for (int k : modules)
+      ranks.insert(rankOf[size_t(k)]);
+    if (std::set<int>(modules.begin(), modules.end()).size() < 2 ||
+        !ranks.count(p) || int(ranks.size()) * dp < 2)
+      continue;
+    out.push_back({name, zeroLevel >= 1});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SharedParam &a, const SharedParam &b) {
+              return a.name < b.name;
+            });
+  return out;
+}
+
+std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
+                                const std::vector<SharedParam> &shared) {
   // Each receive's next one from the same peer, and the first per peer.
   std::vector<int> next(list.size(), -1);
   std::map<int, int> later; // peer -> the next receive's index
@@ -65,12 +97,19 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list,
   // gradient a backward has started and no reduce-scatter has taken.
   std::deque<int> scatters;
   std::set<int> reductions, open;
-  auto wait = [&](int module) {
+  auto wait = [&](int module, CallKind kind = CallKind::WaitGradients) {
     StepCall c;
-    c.kind = CallKind::WaitGradients;
+    c.kind = kind;
     c.module = module;
     out.push_back(c);
   };
+  auto named = [&](CallKind kind, const std::string &name) {
+    StepCall c;
+    c.kind = kind;
+    c.name = name;
+    out.push_back(c);
+  };
+  std::vector<int> gathered; // levels 1-2: after the optimizer
   for (size_t i = 0; i < list.size(); ++i) {
     const Action &a = list[i];
     switch (a.kind) {
@@ -99,6 +138,8 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list,
       out.push_back(callOf(CallKind::Recv, a));
       break;
     case ActionKind::AllGather:
+      if (zeroLevel == 1 || zeroLevel == 2)
+        gathered.push_back(a.module);
       out.push_back(callOf(CallKind::AllGather, a));
       break;
     case ActionKind::ReduceScatter:
@@ -120,11 +161,27 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list,
       reductions.clear();
       for (; !scatters.empty(); scatters.pop_front())
         wait(scatters.front());
+      for (const SharedParam &p : shared)
+        named(CallKind::SumShared, p.name);
+      for (const SharedParam &p : shared)
+        named(CallKind::WaitSharedSum, p.name);
       runModule = -1;
       out.push_back(callOf(CallKind::OptimizerStep, a));
+      for (const SharedParam &p : shared)
+        if (p.gathers)
+          named(CallKind::GatherShared, p.name);
       break;
     }
   }
+  for (int module : gathered)
+    wait(module, CallKind::WaitWeights);
+  bool optimizes = std::any_of(list.begin(), list.end(), [](const Action &a) {
+    return a.kind == ActionKind::OptimizerStep;
+  });
+  if (optimizes)
+    for (const SharedParam &p : shared)
+      if (p.gathers)
+        named(CallKind::WaitSharedGather, p.name);
   return out;
 }
 

@@ -38,7 +38,7 @@ void checkCalls(const std::vector<Action> &list, int zero,
   // Gradient reductions in flight: levels 2-3 in order, levels 0-1 any.
   std::deque<int> scatters;
   std::multiset<int> reductions;
-  std::set<int> open; // levels 2-3: modules with a full gradient
+  std::set<int> open;       // levels 2-3: modules with a full gradient
   int pendingBackward = -1; // a backward whose Accumulate is due
   for (const StepCall &c : calls) {
     if (pendingBackward >= 0) {
@@ -74,8 +74,8 @@ void checkCalls(const std::vector<Action> &list, int zero,
       continue;
     case CallKind::UseWeights:
       EXPECT_EQ(zero, 3);
-      EXPECT_GT(gathered[c.module]--, 0) << "module " << c.module
-                                         << " used before its gather";
+      EXPECT_GT(gathered[c.module]--, 0)
+          << "module " << c.module << " used before its gather";
       runModule = c.module;
       inUse = true;
       continue;
@@ -85,8 +85,8 @@ void checkCalls(const std::vector<Action> &list, int zero,
       ASSERT_FALSE(posted[c.peer].empty());
       EXPECT_EQ(posted[c.peer].front(), keyOf(c));
       posted[c.peer].pop_front();
-      actions.push_back({ActionKind::Recv, c.payload, c.module, c.microBatch,
-                         c.peer});
+      actions.push_back(
+          {ActionKind::Recv, c.payload, c.module, c.microBatch, c.peer});
       continue;
     }
     case CallKind::Forward:
@@ -126,6 +126,17 @@ void checkCalls(const std::vector<Action> &list, int zero,
       actions.push_back(
           {ActionKind::AllReduce, c.payload, c.module, c.microBatch, c.peer});
       continue;
+    case CallKind::WaitWeights:
+      EXPECT_TRUE(zero == 1 || zero == 2);
+      EXPECT_GT(gathered[c.module]--, 0)
+          << "module " << c.module << " waited for without a gather";
+      continue;
+    case CallKind::SumShared:
+    case CallKind::WaitSharedSum:
+    case CallKind::GatherShared:
+    case CallKind::WaitSharedGather:
+      ADD_FAILURE() << "no shared parameters here";
+      continue;
     case CallKind::OptimizerStep:
       inUse = false;
       EXPECT_TRUE(scatters.empty() && reductions.empty())
@@ -146,28 +157,30 @@ void checkCalls(const std::vector<Action> &list, int zero,
     }
   }
   for (const auto &[peer, left] : posted)
-    EXPECT_TRUE(left.empty()) << "a receive from " << peer
-                              << " is posted and never waited for";
+    EXPECT_TRUE(left.empty())
+        << "a receive from " << peer << " is posted and never waited for";
+  // Levels 1-2: every gather after the optimizer is waited for; level 3:
+  // every one is used.
+  for (const auto &[module, left] : gathered)
+    EXPECT_EQ(left, 0) << "module " << module << "'s gathers";
 }
 
 TEST(StepCalls, EveryScheduleLowersToItsActions) {
   int lists = 0;
   for (ScheduleKind kind : kAllKinds)
     for (int zero = 0; zero <= 3; ++zero)
-      for (auto [L, p, m] : {std::tuple{2, 1, 2}, std::tuple{4, 2, 2},
-                             std::tuple{4, 2, 4}, std::tuple{6, 3, 3},
-                             std::tuple{8, 4, 4}}) {
-        Expected<Schedule> s =
-            generateSchedule(config(kind, L, p, m, 2, zero));
+      for (auto [L, p, m] :
+           {std::tuple{2, 1, 2}, std::tuple{4, 2, 2}, std::tuple{4, 2, 4},
+            std::tuple{6, 3, 3}, std::tuple{8, 4, 4}}) {
+        Expected<Schedule> s = generateSchedule(config(kind, L, p, m, 2, zero));
         if (!s.ok())
           continue; // preconditions: GenerateTest covers them
         for (size_t g = 0; g < s->ranks.size(); ++g, ++lists)
           checkCalls(s->ranks[g], zero,
-                     std::string(scheduleKindName(kind)) + " L=" +
-                         std::to_string(L) + " p=" + std::to_string(p) +
-                         " m=" + std::to_string(m) +
-                         " zero=" + std::to_string(zero) +
-                         " rank=" + std::to_string(g));
+                     std::string(scheduleKindName(kind)) +
+                         " L=" + std::to_string(L) + " p=" + std::to_string(p) +
+                         " m=" + std::to_string(m) + " zero=" +
+                         std::to_string(zero) + " rank=" + std::to_string(g));
       }
   EXPECT_GT(lists, 300);
 }
@@ -176,10 +189,8 @@ TEST(StepCalls, ReceivesArePostedAheadOfTheirWait) {
   // Two receives from one peer: the first posted at the start, the second
   // right before the first is waited for.
   std::vector<Action> list = {
-      Action::forward(0, 0),
-      Action::recv(Payload::ActivationGrad, 0, 0, 1),
-      Action::backward(0, 0),
-      Action::recv(Payload::ActivationGrad, 0, 1, 1),
+      Action::forward(0, 0),  Action::recv(Payload::ActivationGrad, 0, 0, 1),
+      Action::backward(0, 0), Action::recv(Payload::ActivationGrad, 0, 1, 1),
       Action::backward(0, 1),
   };
   std::vector<StepCall> calls = lowerStep(list, 0);
@@ -197,11 +208,15 @@ TEST(StepCalls, ReceivesArePostedAheadOfTheirWait) {
 
 TEST(StepCalls, ZeroThreeTakesWeightsOncePerRun) {
   std::vector<Action> list = {
-      Action::allGather(0),         Action::forward(0, 0),
+      Action::allGather(0),
+      Action::forward(0, 0),
       Action::send(Payload::Activation, 0, 0, 1),
-      Action::forward(0, 1),        Action::allGather(0),
-      Action::backward(0, 1),       Action::backward(0, 0),
-      Action::reduceScatter(0),     Action::optimizerStep(),
+      Action::forward(0, 1),
+      Action::allGather(0),
+      Action::backward(0, 1),
+      Action::backward(0, 0),
+      Action::reduceScatter(0),
+      Action::optimizerStep(),
   };
   int uses = 0;
   for (const StepCall &c : lowerStep(list, 3))
@@ -217,9 +232,9 @@ TEST(StepCalls, ReduceScattersAreWaitedForAfterTheNextRunsBackward) {
   // accumulate (a second full gradient) waits for nothing older; both
   // are waited for before the optimizer, oldest first.
   std::vector<Action> list = {
-      Action::forward(0, 0),  Action::forward(1, 0),
-      Action::backward(1, 0), Action::reduceScatter(1),
-      Action::backward(0, 0), Action::reduceScatter(0),
+      Action::forward(0, 0),   Action::forward(1, 0),
+      Action::backward(1, 0),  Action::reduceScatter(1),
+      Action::backward(0, 0),  Action::reduceScatter(0),
       Action::optimizerStep(),
   };
   std::vector<std::pair<CallKind, int>> got;
@@ -234,8 +249,8 @@ TEST(StepCalls, ReduceScattersAreWaitedForAfterTheNextRunsBackward) {
       {CallKind::OptimizerStep, -1}};
   EXPECT_EQ(got, want);
   // Three modules: the third run's first backward waits for the oldest.
-  list = {Action::forward(0, 0),  Action::forward(1, 0),
-          Action::forward(2, 0),  Action::backward(2, 0),
+  list = {Action::forward(0, 0),    Action::forward(1, 0),
+          Action::forward(2, 0),    Action::backward(2, 0),
           Action::reduceScatter(2), Action::backward(1, 0),
           Action::reduceScatter(1), Action::backward(0, 0),
           Action::reduceScatter(0), Action::optimizerStep()};
@@ -251,6 +266,53 @@ TEST(StepCalls, ReduceScattersAreWaitedForAfterTheNextRunsBackward) {
           {CallKind::ReduceScatter, 0}, {CallKind::WaitGradients, 1},
           {CallKind::WaitGradients, 0}, {CallKind::OptimizerStep, -1}};
   EXPECT_EQ(got, want);
+}
+
+TEST(StepCalls, SharedParametersAreSummedAroundTheOptimizer) {
+  // A tied embedding held by this rank and another: its gradient sum
+  // (started for every shared parameter, then waited for) before the
+  // optimizer; at ZeRO 1 its parts gathered after it and waited for at
+  // the end, after the modules' parameter gathers.
+  std::vector<std::pair<std::string, std::vector<int>>> readers = {
+      {"emb", {0, 1}}, {"w0", {0}}, {"w1", {1}}, {"pos", {0, 1}}};
+  std::vector<int> rankOf = {0, 1};
+  std::vector<SharedParam> shared = sharedParamsOf(0, 2, 1, readers, rankOf);
+  ASSERT_EQ(shared.size(), 2u);
+  EXPECT_EQ(shared[0].name, "emb"); // by name: every holder alike
+  EXPECT_EQ(shared[1].name, "pos");
+  EXPECT_TRUE(shared[0].gathers);
+  std::vector<Action> list = {Action::forward(0, 0), Action::backward(0, 0),
+                              Action::reduceScatter(0), Action::optimizerStep(),
+                              Action::allGather(0)};
+  std::vector<std::pair<CallKind, std::string>> got;
+  for (const StepCall &c : lowerStep(list, 1, shared))
+    got.push_back({c.kind, c.name});
+  std::vector<std::pair<CallKind, std::string>> want = {
+      {CallKind::Forward, ""},
+      {CallKind::Backward, ""},
+      {CallKind::Accumulate, ""},
+      {CallKind::ReduceScatter, ""},
+      {CallKind::WaitGradients, ""},
+      {CallKind::SumShared, "emb"},
+      {CallKind::SumShared, "pos"},
+      {CallKind::WaitSharedSum, "emb"},
+      {CallKind::WaitSharedSum, "pos"},
+      {CallKind::OptimizerStep, ""},
+      {CallKind::GatherShared, "emb"},
+      {CallKind::GatherShared, "pos"},
+      {CallKind::AllGather, ""},
+      {CallKind::WaitWeights, ""},
+      {CallKind::WaitSharedGather, "emb"},
+      {CallKind::WaitSharedGather, "pos"}};
+  EXPECT_EQ(got, want);
+  // One holder, one replica: nothing to sum. Both readers on one rank with
+  // two replicas: summed over the replicas, whole at ZeRO 0.
+  EXPECT_TRUE(sharedParamsOf(0, 1, 0, readers, {0, 0}).empty());
+  std::vector<SharedParam> replicas = sharedParamsOf(0, 2, 0, readers, {0, 0});
+  ASSERT_EQ(replicas.size(), 2u);
+  EXPECT_FALSE(replicas[0].gathers);
+  // A rank that holds none of the readers takes no part.
+  EXPECT_TRUE(sharedParamsOf(2, 2, 1, readers, {0, 1}).empty());
 }
 
 } // namespace

@@ -147,8 +147,19 @@ void allReduce(StepState *s, int module);
 /// ZeRO 3: waits for the module's oldest all-gather; its calls read it
 /// until the next useWeights or the optimizer step.
 void useWeights(StepState *s, int module);
-/// The optimizer step of every module on the rank.
+/// The optimizer step of every module on the rank (after every gradient
+/// reduction and shared sum was waited for).
 void optimizerStep(StepState *s);
+/// Levels 1-2: waits for module `module`'s parameter all-gather after the
+/// optimizer (and casts the copies the functions read).
+void waitWeights(StepState *s, int module);
+/// A shared parameter (read by modules on several ranks: a tied
+/// embedding): its gradient sum over the holders started and waited for,
+/// and at ZeRO >= 1 the all-gather of its updated parts.
+void sumShared(StepState *s, const char *param);
+void waitSharedSum(StepState *s, const char *param);
+void gatherShared(StepState *s, const char *param);
+void waitSharedGather(StepState *s, const char *param);
 } // namespace step
 
 /// `mpirun -np P*D OUTDIR/run --data FILE --steps N ...`: the training

@@ -13,6 +13,7 @@
 
 #include "lamina/Schedule/Schedule.h"
 
+#include <string>
 #include <vector>
 
 namespace lamina::schedule {
@@ -26,20 +27,48 @@ enum class CallKind : unsigned char {
   AllGather,
   ReduceScatter,
   AllReduce,
-  UseWeights, ///< ZeRO 3: wait for the module's oldest all-gather, read it
+  UseWeights,    ///< ZeRO 3: wait for the module's oldest all-gather, read it
   WaitGradients, ///< wait for the module's oldest gradient reduction
   Accumulate,    ///< add the backward's parameter gradients to the module's
   OptimizerStep,
+  WaitWeights, ///< levels 1-2: wait for the module's all-gather after the
+               ///< optimizer
+  SumShared,   ///< start the gradient sum of a shared parameter (`name`)
+  WaitSharedSum,
+  GatherShared, ///< start the all-gather of a shared parameter's parts
+  WaitSharedGather,
 };
 
-/// One call of a rank's step; fields as Action's (peer: as in the list).
+/// One call of a rank's step; fields as Action's (peer: as in the list);
+/// `name` the shared parameter of the *Shared* kinds.
 struct StepCall {
   CallKind kind = CallKind::Forward;
   Payload payload = Payload::None;
   int module = -1;
   int microBatch = -1;
   int peer = -1;
+  std::string name;
 };
+
+/// A trainable parameter several modules read (a tied embedding) that this
+/// rank holds and whose gradient it sums with the other holders (all their
+/// replicas: more than one rank): the runtime keeps it whole, outside the
+/// modules' flat layouts.
+struct SharedParam {
+  std::string name;
+  /// ZeRO >= 1: each holder updates its part, then the parts are gathered.
+  bool gathers = false;
+};
+
+/// The parameters read by more than one module whose holders (the pipeline
+/// ranks of those modules, in every replica: `dp` each) are more than one
+/// rank, held by pipeline rank `p`, by name: what lowerStep sums.
+/// `readers[name]` are the modules reading trainable `name`, `rankOf` the
+/// placement.
+std::vector<SharedParam> sharedParamsOf(
+    int p, int dp, int zeroLevel,
+    const std::vector<std::pair<std::string, std::vector<int>>> &readers,
+    const std::vector<int> &rankOf);
 
 const char *callKindName(CallKind kind);
 
@@ -60,8 +89,15 @@ const char *callKindName(CallKind kind);
 ///   newest, oldest first, so a rank holds at most two full gradients and
 ///   the wait follows the backward's compute; the rest, and at levels 0-1
 ///   every module's all-reduce or reduce-scatter (ascending modules),
-///   right before the optimizer step.
-std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel);
+///   right before the optimizer step;
+/// * the shared parameters' gradient sums (`shared`, in its order: every
+///   holder issues them alike) started, then waited for, right before the
+///   optimizer step; at ZeRO >= 1 their parts gathered right after it;
+/// * at the end, the waits for what the step leaves in flight: levels 1-2
+///   the modules' parameter all-gathers after the optimizer (issue
+///   order), then the shared parameters' gathers.
+std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
+                                const std::vector<SharedParam> &shared = {});
 
 } // namespace lamina::schedule
 

@@ -82,6 +82,21 @@ public:
     case sch::CallKind::OptimizerStep:
       rt_ir::StepOptimizerOp::create(b, loc, state);
       return success();
+    case sch::CallKind::WaitWeights:
+      rt_ir::StepWaitWeightsOp::create(b, loc, state, i64(c.module));
+      return success();
+    case sch::CallKind::SumShared:
+      rt_ir::StepSumSharedOp::create(b, loc, state, c.name);
+      return success();
+    case sch::CallKind::WaitSharedSum:
+      rt_ir::StepWaitSharedSumOp::create(b, loc, state, c.name);
+      return success();
+    case sch::CallKind::GatherShared:
+      rt_ir::StepGatherSharedOp::create(b, loc, state, c.name);
+      return success();
+    case sch::CallKind::WaitSharedGather:
+      rt_ir::StepWaitSharedGatherOp::create(b, loc, state, c.name);
+      return success();
     }
     return failure();
   }
@@ -115,6 +130,22 @@ struct ConvertDistToRtPass
     }
     OpBuilder b(module.getContext());
     Type stepType = rt_ir::StepType::get(module.getContext());
+    // The modules reading each trainable parameter (their forwards' args).
+    std::map<std::string, std::vector<int>> readerMap;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined");
+      if (!outlined || !f.getName().starts_with("fwd_"))
+        continue;
+      int k = int(outlined.getAs<IntegerAttr>("module").getInt());
+      for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+        auto kind = f.getArgAttrOfType<StringAttr>(i, "graph.kind");
+        auto name = f.getArgAttrOfType<StringAttr>(i, "graph.name");
+        if (kind && name && kind.getValue() == "trainable")
+          readerMap[name.str()].push_back(k);
+      }
+    }
+    std::vector<std::pair<std::string, std::vector<int>>> readers(
+        readerMap.begin(), readerMap.end());
     for (dist::ProgramOp program : programs) {
       FailureOr<sch::Schedule> sched = dist::readSchedule(program);
       if (failed(sched))
@@ -139,8 +170,12 @@ struct ConvertDistToRtPass
         OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
         StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns);
         // Replica 0's list: its peers are pipeline ranks.
+        const sch::ScheduleConfig &cfg = sched->config;
+        std::vector<sch::SharedParam> shared =
+            sch::sharedParamsOf(int(p), cfg.dataParallel, cfg.zeroLevel,
+                                readers, sched->placement.rankOf);
         for (const sch::StepCall &c :
-             sch::lowerStep(sched->ranks[size_t(p)], sched->config.zeroLevel))
+             sch::lowerStep(sched->ranks[size_t(p)], cfg.zeroLevel, shared))
           if (failed(sb.build(c, step)))
             return signalPassFailure();
         func::ReturnOp::create(body, step.getLoc());

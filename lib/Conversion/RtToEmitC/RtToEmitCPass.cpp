@@ -57,8 +57,7 @@ static std::string dtypeEnumerator(Type t) {
   return ("lamina::rt::DType::" + name).str();
 }
 
-/// A C++ string literal with `s`'s bytes.
-static std::string cString(StringRef s) {
+std::string lamina::cString(StringRef s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     if (c == '"' || c == '\\')

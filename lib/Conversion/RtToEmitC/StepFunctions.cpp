@@ -40,6 +40,9 @@ public:
     auto num = [&](int64_t v) -> Attribute {
       return emitc::OpaqueAttr::get(ctx, std::to_string(v));
     };
+    auto str = [&](StringRef v) -> Attribute {
+      return emitc::OpaqueAttr::get(ctx, cString(v));
+    };
     auto call = [&](Location loc, StringRef callee, ArrayRef<Attribute> rest) {
       SmallVector<Attribute> args = {eb.getIndexAttr(0)};
       args.append(rest.begin(), rest.end());
@@ -94,6 +97,26 @@ public:
               })
               .Case([&](rt_ir::StepAccumulateOp c) {
                 call(loc, "accumulate", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepWaitWeightsOp c) {
+                call(loc, "waitWeights", {num(c.getModule())});
+                return success();
+              })
+              .Case([&](rt_ir::StepSumSharedOp c) {
+                call(loc, "sumShared", {str(c.getParam())});
+                return success();
+              })
+              .Case([&](rt_ir::StepWaitSharedSumOp c) {
+                call(loc, "waitSharedSum", {str(c.getParam())});
+                return success();
+              })
+              .Case([&](rt_ir::StepGatherSharedOp c) {
+                call(loc, "gatherShared", {str(c.getParam())});
+                return success();
+              })
+              .Case([&](rt_ir::StepWaitSharedGatherOp c) {
+                call(loc, "waitSharedGather", {str(c.getParam())});
                 return success();
               })
               .Case([&](rt_ir::StepOptimizerOp) {

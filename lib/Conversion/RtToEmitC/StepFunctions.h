@@ -18,6 +18,9 @@
 
 namespace lamina {
 
+/// A C++ string literal with `s`'s bytes (RtToEmitCPass.cpp).
+std::string cString(llvm::StringRef s);
+
 struct StepFunctions {
   /// The emitted functions' names per pipeline rank: the training step's
   /// and the evaluation step's (empty: none).

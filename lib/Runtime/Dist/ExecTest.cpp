@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,21 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
       break;
     case K::WaitGradients:
       step::waitGradients(s, c.module);
+      break;
+    case K::WaitWeights:
+      step::waitWeights(s, c.module);
+      break;
+    case K::SumShared:
+      step::sumShared(s, c.name.c_str());
+      break;
+    case K::WaitSharedSum:
+      step::waitSharedSum(s, c.name.c_str());
+      break;
+    case K::GatherShared:
+      step::gatherShared(s, c.name.c_str());
+      break;
+    case K::WaitSharedGather:
+      step::waitSharedGather(s, c.name.c_str());
       break;
     case K::UseWeights:
       step::useWeights(s, c.module);
@@ -271,8 +287,18 @@ int main(int argc, char **argv) {
   // Replica 0's lists: their peers are pipeline ranks. The pairs of
   // pipeline ranks the steps send over.
   static std::vector<int> edges;
+  // The trainables' readers, for the shared parameters' sums.
+  std::map<std::string, std::vector<int>> readerMap;
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < mods[k].forward.numArgs; ++i)
+      if (mods[k].forward.args[i].kind == ArgKind::Trainable)
+        readerMap[mods[k].forward.args[i].name].push_back(k);
+  std::vector<std::pair<std::string, std::vector<int>>> readers(
+      readerMap.begin(), readerMap.end());
   for (int p = 0; p < pp; ++p) {
-    stepCalls.push_back(sch::lowerStep(sched->ranks[size_t(p)], zero));
+    stepCalls.push_back(sch::lowerStep(
+        sched->ranks[size_t(p)], zero,
+        sch::sharedParamsOf(p, dp, zero, readers, sched->placement.rankOf)));
     for (const sch::Action &x : sched->ranks[size_t(p)])
       if (x.kind == sch::ActionKind::Send) {
         bool known = false;

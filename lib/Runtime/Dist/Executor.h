@@ -139,6 +139,9 @@ struct Param {
   /// in-place convention), so no second buffer holds it.
   float *partGrad = nullptr;
   Request ownGatherReq; ///< shardsOwn: the gather after the update
+  Request sumReq;       ///< the gradient sum over the holders
+  /// The step summed (and waited for) its gradient; the optimizer checks.
+  bool summed = false;
   /// Trainable: a backward of this step has written its gradient (the
   /// first writes it over whatever the buffer held; zeroGrads resets it).
   bool gradWritten = false;
@@ -254,6 +257,16 @@ public:
   /// its calls read; the previous run's are freed.
   Status useWeights(int k);
   Status optimizerStep();
+  /// Levels 1-2: module k's parameter all-gather after the optimizer
+  /// waited for, then the copies cast (unless they were gathered).
+  Status waitWeights(int k);
+  /// A shared trainable's gradient sum over its holders (reduce-scatter
+  /// into its part when shardsOwn, else all-reduce), its wait, the
+  /// all-gather of its updated parts (shardsOwn) and that one's wait.
+  Status sumShared(const std::string &name);
+  Status waitSharedSum(const std::string &name);
+  Status startSharedGather(const std::string &name);
+  Status waitSharedGather(const std::string &name);
   /// Tests the sends in flight, freeing the finished ones (after each call).
   Status progressSends(bool wait);
   /// This rank's pipeline rank and replica index.
@@ -373,6 +386,9 @@ private:
   /// gathered f32 parameter.
   Status gatherShared(Param &p);
   Status waitShared(Param &p);
+  /// The shared trainable `name` this rank holds (aborts when none: the
+  /// step names only its own).
+  Param &sharedParam(const std::string &name);
   Status zeroGrads();
   const FunctionSpec &fn(int module, bool backward) const {
     return backward ? spec.modules[module].backward

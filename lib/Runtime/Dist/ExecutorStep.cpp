@@ -547,31 +547,12 @@ Status Executor::optimizerStep() {
       return Status::error("internal: module " + str(k) +
                            "'s gradient was never reduce-scattered");
   }
-  // Shared parameters: one sum over all holders, whole (ZeRO 0) or each
-  // holder's part (Param::shardsOwn).
-  std::vector<Param *> shared;
+  // Shared parameters: summed over all holders before this, whole (ZeRO
+  // 0) or each holder's part (Param::shardsOwn; sumShared).
   for (Param *p : sharedByName())
-    if (net.groupSize(p->holders) > 1)
-      shared.push_back(p);
-  std::vector<Request> reqs(shared.size());
-  for (size_t i = 0; i < shared.size(); ++i) {
-    Param &p = *shared[i];
-    if (Status s =
-            p.shardsOwn
-                ? net.reduceScatter(floats(p.ownGrad), p.partGrad,
-                                    p.holderShards, p.holders, reqs[i])
-                : net.allReduce(floats(p.ownGrad), p.size, p.holders, reqs[i]);
-        !s.ok())
-      return s;
-  }
-  for (size_t i = 0; i < reqs.size(); ++i)
-    if (Status s = net.waitForCompute(reqs[i],
-                                      "the gradient sum of shared parameter '" +
-                                          shared[i]->name +
-                                          "' did not complete",
-                                      "; a rank holding it may have died");
-        !s.ok())
-      return s;
+    if (net.groupSize(p->holders) > 1 && !p->summed)
+      control.abort("the step runs the optimizer before summing shared "
+                    "parameter '" + p->name + "''s gradient");
   record("collective-wait", "grad-sync", t0, now());
   double t1 = now();
   std::vector<Tensor> ps, gs, counted;
@@ -617,16 +598,76 @@ Status Executor::optimizerStep() {
                                          int(updates.size()));
       !s.ok())
     return s;
-  // The updated parts of the shared parameters, to every holder (waited
-  // for at the end of the step, with the modules' gathers).
-  for (Param *p : shared)
-    if (p->shardsOwn)
-      if (Status s = gatherShared(*p); !s.ok())
-        return s;
+  // The updated parts of the shared parameters go to every holder in
+  // the step's gatherShared calls.
   double t2 = now();
   busySeconds += t2 - t1;
   record("optimizer", "OPT", t1, t2);
   return Status::success();
+}
+
+Status Executor::waitWeights(int k) {
+  ModuleState &M = modules[size_t(k)];
+  if (!M.paramReq.valid())
+    control.abort("the step waits for module " + str(k) +
+                  "'s parameter all-gather, which it did not start");
+  if (Status s = waitForWeights(M.paramReq, k); !s.ok())
+    return s;
+  // Levels 1-2: the gathered parameters' copy, one cast a step (unless
+  // the copies themselves were gathered).
+  if (!M.gathersCopies)
+    return castCopy(M.flatParam, M.flatCopy, M.size);
+  return Status::success();
+}
+
+Param &Executor::sharedParam(const std::string &name) {
+  auto it = paramIndex.find(name);
+  if (it == paramIndex.end() || !params[size_t(it->second)].shared ||
+      !params[size_t(it->second)].trainable)
+    control.abort("the step names '" + name +
+                  "', which is no shared parameter of this rank");
+  return params[size_t(it->second)];
+}
+
+Status Executor::sumShared(const std::string &name) {
+  Param &p = sharedParam(name);
+  return p.shardsOwn ? net.reduceScatter(floats(p.ownGrad), p.partGrad,
+                                         p.holderShards, p.holders, p.sumReq)
+                     : net.allReduce(floats(p.ownGrad), p.size, p.holders,
+                                     p.sumReq);
+}
+
+Status Executor::waitSharedSum(const std::string &name) {
+  Param &p = sharedParam(name);
+  if (!p.sumReq.valid())
+    control.abort("the step waits for shared parameter '" + name +
+                  "''s gradient sum, which it did not start");
+  double t0 = now();
+  if (Status s = net.waitForCompute(p.sumReq,
+                                    "the gradient sum of shared parameter '" +
+                                        name + "' did not complete",
+                                    "; a rank holding it may have died");
+      !s.ok())
+    return s;
+  record("collective-wait", "sum " + name, t0, now());
+  p.summed = true;
+  return Status::success();
+}
+
+Status Executor::startSharedGather(const std::string &name) {
+  Param &p = sharedParam(name);
+  if (!p.shardsOwn)
+    control.abort("the step gathers shared parameter '" + name +
+                  "', which is not sharded over its holders");
+  return gatherShared(p);
+}
+
+Status Executor::waitSharedGather(const std::string &name) {
+  Param &p = sharedParam(name);
+  if (!p.ownGatherReq.valid())
+    control.abort("the step waits for shared parameter '" + name +
+                  "''s all-gather, which it did not start");
+  return waitShared(p);
 }
 
 Status Executor::zeroGrads() {
@@ -711,22 +752,18 @@ Status Executor::runStep(StepFn fn, int64_t index, double &loss) {
   double t0 = now();
   if (Status s = progressSends(true); !s.ok())
     return s;
-  for (int k : localModules) {
-    ModuleState &M = modules[size_t(k)];
-    if (!M.paramReq.valid())
-      continue;
-    if (Status s = waitForWeights(M.paramReq, k); !s.ok())
-      return s;
-    // Levels 1-2: the gathered parameters' copy, one cast a step (unless
-    // the copies themselves were gathered).
-    if (!M.gathersCopies)
-      if (Status s = castCopy(M.flatParam, M.flatCopy, M.size); !s.ok())
-        return s;
+  // The step waited for the gathers it started (waitWeights,
+  // waitSharedGather).
+  for (int k : localModules)
+    if (modules[size_t(k)].paramReq.valid())
+      control.abort("the step ends before waiting for module " + str(k) +
+                    "'s parameter all-gather");
+  for (Param *p : sharedByName()) {
+    if (p->ownGatherReq.valid() || p->sumReq.valid())
+      control.abort("the step ends with a collective of shared parameter '" +
+                    p->name + "' in flight");
+    p->summed = false;
   }
-  for (Param *p : sharedByName())
-    if (p->ownGatherReq.valid())
-      if (Status s = waitShared(*p); !s.ok())
-        return s;
   record("collective-wait", "step-end", t0, now());
   if (!acts.empty() || !grads.empty() || !residuals.empty() ||
       !postedRecvs.empty())

@@ -107,3 +107,23 @@ void step::useWeights(StepState *s, int module) {
 void step::optimizerStep(StepState *s) {
   run(s, [&](Executor &ex) { return ex.optimizerStep(); });
 }
+
+void step::waitWeights(StepState *s, int module) {
+  run(s, [&](Executor &ex) { return ex.waitWeights(module); });
+}
+
+void step::sumShared(StepState *s, const char *param) {
+  run(s, [&](Executor &ex) { return ex.sumShared(param); });
+}
+
+void step::waitSharedSum(StepState *s, const char *param) {
+  run(s, [&](Executor &ex) { return ex.waitSharedSum(param); });
+}
+
+void step::gatherShared(StepState *s, const char *param) {
+  run(s, [&](Executor &ex) { return ex.startSharedGather(param); });
+}
+
+void step::waitSharedGather(StepState *s, const char *param) {
+  run(s, [&](Executor &ex) { return ex.waitSharedGather(param); });
+}

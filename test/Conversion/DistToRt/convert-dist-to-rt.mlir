@@ -16,7 +16,7 @@
 // reduce-scatter starts after its last backward and stays in flight while
 // module 0's backwards run (a second full gradient, no older one to wait
 // for); both are waited for, oldest first, right before the optimizer,
-// whose parameter all-gathers follow.
+// whose parameter all-gathers follow, waited for at the step's end.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=1 -dist-schedule="schedule=layered pp=1 dp=2 zero=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=LAYERED
 // Without a dist.program the pass does nothing.
 // RUN: lamina-opt %s -convert-dist-to-rt | FileCheck %s --check-prefix=NONE
@@ -105,6 +105,8 @@
 // LAYERED-NEXT: rt.step_optimizer %[[S]]
 // LAYERED-NEXT: rt.step_all_gather %[[S]] 0
 // LAYERED-NEXT: rt.step_all_gather %[[S]] 1
+// LAYERED-NEXT: rt.step_wait_weights %[[S]] 0
+// LAYERED-NEXT: rt.step_wait_weights %[[S]] 1
 // LAYERED-NEXT: return
 
 // NONE-NOT: rt.dist

@@ -96,3 +96,11 @@ func.func @negative_module(%s: !rt.step) {
   rt.step_use_weights %s -2
   return
 }
+
+// -----
+
+func.func @unnamed_shared(%s: !rt.step) {
+  // expected-error @+1 {{needs a parameter name}}
+  rt.step_sum_shared %s ""
+  return
+}

@@ -23,7 +23,12 @@ func.func @forward(%arena: !rt.arena, %x: memref<4xf32>) -> memref<4xf32> {
 // CHECK-NEXT: rt.step_reduce_scatter %{{.*}} 0
 // CHECK-NEXT: rt.step_all_reduce %{{.*}} 0
 // CHECK-NEXT: rt.step_wait_gradients %{{.*}} 0
+// CHECK-NEXT: rt.step_sum_shared %{{.*}} "wte"
+// CHECK-NEXT: rt.step_wait_shared_sum %{{.*}} "wte"
 // CHECK-NEXT: rt.step_optimizer %{{.*}}
+// CHECK-NEXT: rt.step_gather_shared %{{.*}} "wte"
+// CHECK-NEXT: rt.step_wait_weights %{{.*}} 0
+// CHECK-NEXT: rt.step_wait_shared_gather %{{.*}} "wte"
 func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
   return
 }
@@ -38,6 +43,11 @@ func.func @step(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
   rt.step_reduce_scatter %s 0
   rt.step_all_reduce %s 0
   rt.step_wait_gradients %s 0
+  rt.step_sum_shared %s "wte"
+  rt.step_wait_shared_sum %s "wte"
   rt.step_optimizer %s
+  rt.step_gather_shared %s "wte"
+  rt.step_wait_weights %s 0
+  rt.step_wait_shared_gather %s "wte"
   return
 }

@@ -139,4 +139,17 @@ LogicalResult StepWaitGradientsOp::verify() {
 LogicalResult StepAccumulateOp::verify() {
   return nonNegative(*this, "module", getModule());
 }
+LogicalResult StepWaitWeightsOp::verify() {
+  return nonNegative(*this, "module", getModule());
+}
 LogicalResult StepOptimizerOp::verify() { return success(); }
+
+template <typename Op> static LogicalResult verifyShared(Op op) {
+  if (op.getParam().empty())
+    return op.emitOpError("needs a parameter name");
+  return success();
+}
+LogicalResult StepSumSharedOp::verify() { return verifyShared(*this); }
+LogicalResult StepWaitSharedSumOp::verify() { return verifyShared(*this); }
+LogicalResult StepGatherSharedOp::verify() { return verifyShared(*this); }
+LogicalResult StepWaitSharedGatherOp::verify() { return verifyShared(*this); }

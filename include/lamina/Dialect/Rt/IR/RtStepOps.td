@@ -139,6 +139,41 @@ def Rt_StepAccumulateOp : Rt_StepModuleOp<"step_accumulate",
   }];
 }
 
+def Rt_StepWaitWeightsOp : Rt_StepModuleOp<"step_wait_weights",
+    "levels 1-2: waits for the all-gather of a module's updated parameters"> {
+  let description = [{
+    At the end of the step: the all-gather the schedule starts after the
+    optimizer (of the parameters, or of their low-precision copies), then
+    the copies cast from the gathered parameters.
+  }];
+}
+
+class Rt_StepSharedOp<string mnemonic, string what> : Rt_StepOp<mnemonic> {
+  let summary = what;
+  let description = [{
+    A shared parameter (`param`, read by modules on more than one rank:
+    a tied embedding) is kept whole on each of its holders; its gradient is
+    summed over all holders and their replicas (an all-reduce, or at ZeRO
+    >= 1 a reduce-scatter, each holder then updating its part and the parts
+    all-gathered). Every holder issues these in the same order (by name).
+
+    ```mlir
+    rt.step_sum_shared %s "transformer.wte.weight"
+    ```
+  }];
+  let arguments = (ins Rt_StepType:$state, StrAttr:$param);
+  let assemblyFormat = "$state $param attr-dict";
+}
+
+def Rt_StepSumSharedOp : Rt_StepSharedOp<"step_sum_shared",
+    "starts the gradient sum of a shared parameter over its holders">;
+def Rt_StepWaitSharedSumOp : Rt_StepSharedOp<"step_wait_shared_sum",
+    "waits for a shared parameter's gradient sum">;
+def Rt_StepGatherSharedOp : Rt_StepSharedOp<"step_gather_shared",
+    "ZeRO >= 1: starts the all-gather of a shared parameter's updated parts">;
+def Rt_StepWaitSharedGatherOp : Rt_StepSharedOp<"step_wait_shared_gather",
+    "waits for a shared parameter's all-gather">;
+
 def Rt_StepOptimizerOp : Rt_StepOp<"step_optimizer"> {
   let summary = "the optimizer step of every module on the rank";
   let arguments = (ins Rt_StepType:$state);
