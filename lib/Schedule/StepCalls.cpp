@@ -65,7 +65,8 @@ std::vector<SharedParam> sharedParamsOf(
     if (std::set<int>(modules.begin(), modules.end()).size() < 2 ||
         !ranks.count(p) || int(ranks.size()) * dp < 2)
       continue;
-    out.push_back({name, zeroLevel >= 1});
+    // One replica keeps every level's state whole (level 0 in effect).
+    out.push_back({name, dp > 1 && zeroLevel >= 1});
   }
   std::sort(out.begin(), out.end(),
             [](const SharedParam &a, const SharedParam &b) {

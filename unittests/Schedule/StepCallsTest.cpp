@@ -311,6 +311,10 @@ TEST(StepCalls, SharedParametersAreSummedAroundTheOptimizer) {
   std::vector<SharedParam> replicas = sharedParamsOf(0, 2, 0, readers, {0, 0});
   ASSERT_EQ(replicas.size(), 2u);
   EXPECT_FALSE(replicas[0].gathers);
+  // One replica keeps them whole at every level (level 0 in effect).
+  std::vector<SharedParam> one = sharedParamsOf(0, 1, 1, readers, rankOf);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_FALSE(one[0].gathers);
   // A rank that holds none of the readers takes no part.
   EXPECT_TRUE(sharedParamsOf(2, 2, 1, readers, {0, 1}).empty());
 }

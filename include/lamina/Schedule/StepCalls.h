@@ -62,7 +62,8 @@ struct SharedParam {
 
 /// The parameters read by more than one module whose holders (the pipeline
 /// ranks of those modules, in every replica: `dp` each) are more than one
-/// rank, held by pipeline rank `p`, by name: what lowerStep sums.
+/// rank, held by pipeline rank `p`, by name: what lowerStep sums. With one
+/// replica every ZeRO level keeps them whole (no gathers).
 /// `readers[name]` are the modules reading trainable `name`, `rankOf` the
 /// placement.
 std::vector<SharedParam> sharedParamsOf(
@@ -72,7 +73,8 @@ std::vector<SharedParam> sharedParamsOf(
 
 const char *callKindName(CallKind kind);
 
-/// The calls of one rank's action list:
+/// The calls of one rank's action list at ZeRO level `zeroLevel` (the
+/// effective one: 0 with one replica, as the runtime runs it):
 /// * every receive is posted ahead: the first from each peer (ascending
 ///   peers) at the start, the next from a peer right before the previous
 ///   one is waited for, so a transfer overlaps the work before its use

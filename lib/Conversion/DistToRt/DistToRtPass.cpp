@@ -169,13 +169,15 @@ struct ConvertDistToRtPass
           fn->setAttr("rt.forward_only", b.getUnitAttr());
         OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
         StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns);
-        // Replica 0's list: its peers are pipeline ranks.
+        // Replica 0's list: its peers are pipeline ranks. One replica
+        // runs every level as level 0 (the runtime does too).
         const sch::ScheduleConfig &cfg = sched->config;
+        int zero = cfg.dataParallel > 1 ? cfg.zeroLevel : 0;
         std::vector<sch::SharedParam> shared =
-            sch::sharedParamsOf(int(p), cfg.dataParallel, cfg.zeroLevel,
-                                readers, sched->placement.rankOf);
+            sch::sharedParamsOf(int(p), cfg.dataParallel, zero, readers,
+                                sched->placement.rankOf);
         for (const sch::StepCall &c :
-             sch::lowerStep(sched->ranks[size_t(p)], cfg.zeroLevel, shared))
+             sch::lowerStep(sched->ranks[size_t(p)], zero, shared))
           if (failed(sb.build(c, step)))
             return signalPassFailure();
         func::ReturnOp::create(body, step.getLoc());

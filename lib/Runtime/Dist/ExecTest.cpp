@@ -295,10 +295,12 @@ int main(int argc, char **argv) {
         readerMap[mods[k].forward.args[i].name].push_back(k);
   std::vector<std::pair<std::string, std::vector<int>>> readers(
       readerMap.begin(), readerMap.end());
+  // One replica runs every level as level 0 (as the compiler lowers it).
+  int level = dp > 1 ? zero : 0;
   for (int p = 0; p < pp; ++p) {
     stepCalls.push_back(sch::lowerStep(
-        sched->ranks[size_t(p)], zero,
-        sch::sharedParamsOf(p, dp, zero, readers, sched->placement.rankOf)));
+        sched->ranks[size_t(p)], level,
+        sch::sharedParamsOf(p, dp, level, readers, sched->placement.rankOf)));
     for (const sch::Action &x : sched->ranks[size_t(p)])
       if (x.kind == sch::ActionKind::Send) {
         bool known = false;
