@@ -5,6 +5,12 @@
 // DistSpec tables naming them.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// Rank 1 waiting for micro-batch 1's activation before micro-batch 0's
+// (the two receives swapped): MPI matches by tag, so the host program is
+// fine; NCCL matches a pair's transfers in order, so target=cuda refuses.
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | sed -e '/rt.step_recv/{s/0, 0 from 0/X/;s/0, 1 from 0/0, 0 from 0/;s/X/0, 1 from 0/}' > %t.swapped.mlir
+// RUN: lamina-opt %t.swapped.mlir -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s --check-prefix=SWAPPED
+// RUN: not lamina-opt %t.swapped.mlir -convert-rt-to-emitc="model-path=/m.onnx target=cuda" 2>&1 | FileCheck %s --check-prefix=ORDER
 
 // CHECK: #include "lamina/Runtime/DistProgram.h"
 // CHECK: static void lamina_fwd_0(
@@ -61,6 +67,11 @@
 // CHECK: static const int lamina_module_rank[2] = {0, 1};
 // CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_steps, lamina_eval_steps, lamina_edges, 2, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL)};
 // CHECK: lamina::rt::distTrainMain(
+
+// SWAPPED-LABEL: static void lamina_step_1(
+// SWAPPED: lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0);
+// SWAPPED: lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0);
+// ORDER: convert-rt-to-emitc: the training step sends from pipeline rank 0 to pipeline rank 1 in another order than they are received; NCCL matches transfers in order (compile this schedule for the host)
 
 // NOSCHED: convert-rt-to-emitc: mode=dist needs the module's rt.dist and step functions (run convert-dist-to-rt)
 
