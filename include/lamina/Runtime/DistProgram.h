@@ -118,7 +118,9 @@ struct DistSpec {
 /// The step library: what a compiled step calls, in its order. A failed call
 /// records its error in the state and makes the later calls of the step do
 /// nothing; the driver reports it (every rank exits). Peers are pipeline
-/// ranks of the caller's replica.
+/// ranks of the caller's replica. Each function is named after the rt op
+/// it lowers (`rt.step_wait_shared_sum`: waitSharedSum; RtStepOps.td), but
+/// `rt.step_call`, which is forward or backward.
 namespace step {
 /// What a transfer moves: boundary `boundary`'s activations (module
 /// `boundary`'s outputs) or their gradients.
@@ -149,7 +151,7 @@ void allReduce(StepState *s, int module);
 void useWeights(StepState *s, int module);
 /// The optimizer step of every module on the rank (after every gradient
 /// reduction and shared sum was waited for).
-void optimizerStep(StepState *s);
+void optimizer(StepState *s);
 /// Levels 1-2: waits for module `module`'s parameter all-gather after the
 /// optimizer (and casts the copies the functions read).
 void waitWeights(StepState *s, int module);

@@ -10,6 +10,7 @@
 #include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Dist/IR/DistOps.h"
 #include "lamina/Dialect/Dist/Transforms/ScheduleIR.h"
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 #include "lamina/Schedule/StepCalls.h"
 
@@ -133,14 +134,15 @@ struct ConvertDistToRtPass
     // The modules reading each trainable parameter (their forwards' args).
     std::map<std::string, std::vector<int>> readerMap;
     for (auto f : module.getOps<func::FuncOp>()) {
-      auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined");
+      auto outlined =
+          f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
       if (!outlined || !f.getName().starts_with("fwd_"))
         continue;
       int k = int(outlined.getAs<IntegerAttr>("module").getInt());
       for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-        auto kind = f.getArgAttrOfType<StringAttr>(i, "graph.kind");
-        auto name = f.getArgAttrOfType<StringAttr>(i, "graph.name");
-        if (kind && name && kind.getValue() == "trainable")
+        auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+        auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+        if (kind && name && kind.getValue() == graph::kKindTrainable)
           readerMap[name.str()].push_back(k);
       }
     }

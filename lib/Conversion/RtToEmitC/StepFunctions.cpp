@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cctype>
 #include <set>
 #include <tuple>
 
@@ -40,9 +41,6 @@ public:
     auto num = [&](int64_t v) -> Attribute {
       return emitc::OpaqueAttr::get(ctx, std::to_string(v));
     };
-    auto str = [&](StringRef v) -> Attribute {
-      return emitc::OpaqueAttr::get(ctx, cString(v));
-    };
     auto call = [&](Location loc, StringRef callee, ArrayRef<Attribute> rest) {
       SmallVector<Attribute> args = {eb.getIndexAttr(0)};
       args.append(rest.begin(), rest.end());
@@ -52,6 +50,7 @@ public:
     };
     for (Operation &op : f.getBody().front().without_terminator()) {
       Location loc = op.getLoc();
+      std::string callee = calleeOf(&op);
       LogicalResult r =
           llvm::TypeSwitch<Operation *, LogicalResult>(&op)
               .Case([&](rt_ir::StepCallOp c) -> LogicalResult {
@@ -64,63 +63,37 @@ public:
                      {num(it->second.first), num(c.getMb())});
                 return success();
               })
-              .Case([&](rt_ir::StepSendOp t) {
-                sent[{p, t.getPeer()}].push_back(tagOf(t));
-                return transfer(call, loc, "send", t, num);
-              })
-              .Case([&](rt_ir::StepPostRecvOp t) {
-                return transfer(call, loc, "postRecv", t, num);
-              })
-              .Case([&](rt_ir::StepRecvOp t) {
-                received[{t.getPeer(), p}].push_back(tagOf(t));
-                return transfer(call, loc, "recv", t, num);
-              })
-              .Case([&](rt_ir::StepAllGatherOp c) {
-                call(loc, "allGather", {num(c.getModule())});
+              .Case<rt_ir::StepSendOp, rt_ir::StepPostRecvOp,
+                    rt_ir::StepRecvOp>([&](auto t) {
+                Tag tag{t.getGradient(), t.getBoundary(), t.getMb()};
+                if (isa<rt_ir::StepSendOp>(&op))
+                  sent[{p, t.getPeer()}].push_back(tag);
+                else if (isa<rt_ir::StepRecvOp>(&op))
+                  received[{t.getPeer(), p}].push_back(tag);
+                call(loc, callee,
+                     {emitc::OpaqueAttr::get(
+                          ctx, t.getGradient()
+                                   ? "lamina::rt::step::Payload::Gradient"
+                                   : "lamina::rt::step::Payload::Activation"),
+                      num(t.getBoundary()), num(t.getMb()), num(t.getPeer())});
                 return success();
               })
-              .Case([&](rt_ir::StepReduceScatterOp c) {
-                call(loc, "reduceScatter", {num(c.getModule())});
+              .Case<rt_ir::StepAllGatherOp, rt_ir::StepReduceScatterOp,
+                    rt_ir::StepAllReduceOp, rt_ir::StepUseWeightsOp,
+                    rt_ir::StepWaitGradientsOp, rt_ir::StepAccumulateOp,
+                    rt_ir::StepWaitWeightsOp>([&](auto c) {
+                call(loc, callee, {num(c.getModule())});
                 return success();
               })
-              .Case([&](rt_ir::StepAllReduceOp c) {
-                call(loc, "allReduce", {num(c.getModule())});
-                return success();
-              })
-              .Case([&](rt_ir::StepUseWeightsOp c) {
-                call(loc, "useWeights", {num(c.getModule())});
-                return success();
-              })
-              .Case([&](rt_ir::StepWaitGradientsOp c) {
-                call(loc, "waitGradients", {num(c.getModule())});
-                return success();
-              })
-              .Case([&](rt_ir::StepAccumulateOp c) {
-                call(loc, "accumulate", {num(c.getModule())});
-                return success();
-              })
-              .Case([&](rt_ir::StepWaitWeightsOp c) {
-                call(loc, "waitWeights", {num(c.getModule())});
-                return success();
-              })
-              .Case([&](rt_ir::StepSumSharedOp c) {
-                call(loc, "sumShared", {str(c.getParam())});
-                return success();
-              })
-              .Case([&](rt_ir::StepWaitSharedSumOp c) {
-                call(loc, "waitSharedSum", {str(c.getParam())});
-                return success();
-              })
-              .Case([&](rt_ir::StepGatherSharedOp c) {
-                call(loc, "gatherShared", {str(c.getParam())});
-                return success();
-              })
-              .Case([&](rt_ir::StepWaitSharedGatherOp c) {
-                call(loc, "waitSharedGather", {str(c.getParam())});
-                return success();
-              })
+              .Case<rt_ir::StepSumSharedOp, rt_ir::StepWaitSharedSumOp,
+                    rt_ir::StepGatherSharedOp, rt_ir::StepWaitSharedGatherOp>(
+                  [&](auto c) {
+                    call(loc, callee,
+                         {emitc::OpaqueAttr::get(ctx, cString(c.getParam()))});
+                    return success();
+                  })
               .Case([&](rt_ir::StepOptimizerOp) {
-                call(loc, "optimizerStep", {});
+                call(loc, callee, {});
                 return success();
               })
               .Default([&](Operation *other) {
@@ -139,19 +112,17 @@ public:
   std::map<std::pair<int64_t, int64_t>, std::vector<Tag>> sent, received;
 
 private:
-  template <typename Op> static Tag tagOf(Op t) {
-    return Tag{t.getGradient(), t.getBoundary(), t.getMb()};
-  }
-  template <typename Call, typename Op, typename Num>
-  static LogicalResult transfer(Call &call, Location loc, StringRef callee,
-                                Op t, Num &num) {
-    call(loc, callee,
-         {emitc::OpaqueAttr::get(t.getContext(),
-                                 t.getGradient()
-                                     ? "lamina::rt::step::Payload::Gradient"
-                                     : "lamina::rt::step::Payload::Activation"),
-          num(t.getBoundary()), num(t.getMb()), num(t.getPeer())});
-    return success();
+  /// The step library function an rt.step_* op calls: the op's name after
+  /// `rt.step_`, in camelCase (`rt.step_wait_shared_sum`: waitSharedSum).
+  static std::string calleeOf(Operation *op) {
+    StringRef name = op->getName().stripDialect();
+    name.consume_front("step_");
+    std::string out;
+    for (size_t i = 0; i < name.size(); ++i)
+      out += name[i] == '_' && i + 1 < name.size()
+                 ? char(std::toupper(static_cast<unsigned char>(name[++i])))
+                 : name[i];
+    return out;
   }
 
   MLIRContext *ctx;

@@ -88,7 +88,7 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
       step::useWeights(s, c.module);
       break;
     case K::OptimizerStep:
-      step::optimizerStep(s);
+      step::optimizer(s);
       break;
     }
   }

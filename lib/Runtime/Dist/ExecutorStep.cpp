@@ -265,20 +265,25 @@ Status Executor::accumulate(int k) {
 
 Status Executor::waitGradients(int k) {
   ModuleState &M = modules[size_t(k)];
+  double t0 = now();
+  Status s = Status::success();
   if (zero < 2) {
     if (!M.gradReq.valid())
       control.abort("the step waits for module " + str(k) +
                     "'s gradient reduction, which it did not start");
-    return net.waitForCompute(M.gradReq,
-                              "the reduction of module " + str(k) +
-                                  "'s gradients did not complete",
-                              "; a rank of data-parallel group " + str(pp) +
-                                  " may have died");
+    s = net.waitForCompute(M.gradReq,
+                           "the reduction of module " + str(k) +
+                               "'s gradients did not complete",
+                           "; a rank of data-parallel group " + str(pp) +
+                               " may have died");
+  } else {
+    if (scatters.empty() || scatters.front().module != k)
+      control.abort("the step waits for module " + str(k) +
+                    "'s reduce-scatter, which is not the oldest in flight");
+    s = retireScatters(scatters.size() - 1);
   }
-  if (scatters.empty() || scatters.front().module != k)
-    control.abort("the step waits for module " + str(k) +
-                  "'s reduce-scatter, which is not the oldest in flight");
-  return retireScatters(scatters.size() - 1);
+  record("collective-wait", "grads" + str(k), t0, now());
+  return s;
 }
 
 void Executor::checkRun(int k) {
@@ -532,14 +537,15 @@ Status Executor::progressSends(bool wait) {
 
 Status Executor::optimizerStep() {
   endRun();
-  double t0 = now();
+  // The step waited for every gradient reduction (waitGradients).
+  if (!scatters.empty())
+    control.abort("the step runs the optimizer before waiting for module " +
+                  str(scatters.front().module) + "'s reduce-scatter");
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
-    // The step waited for every gradient reduction (waitGradients).
-    if (M.gradReq.valid() || !scatters.empty())
+    if (M.gradReq.valid())
       control.abort("the step runs the optimizer before waiting for module " +
-                    str(scatters.empty() ? k : scatters.front().module) +
-                    "'s gradient reduction");
+                    str(k) + "'s gradient reduction");
     // Levels 2-3: the step's first reduce-scatter wrote the shard
     // gradient (zeroGrads leaves it as the last step left it).
     if (zero >= 2 &&
@@ -553,7 +559,6 @@ Status Executor::optimizerStep() {
     if (net.groupSize(p->holders) > 1 && !p->summed)
       control.abort("the step runs the optimizer before summing shared "
                     "parameter '" + p->name + "''s gradient");
-  record("collective-wait", "grad-sync", t0, now());
   double t1 = now();
   std::vector<Tensor> ps, gs, counted;
   for (const Segment &s : segments) {

@@ -104,7 +104,7 @@ void step::useWeights(StepState *s, int module) {
   run(s, [&](Executor &ex) { return ex.useWeights(module); });
 }
 
-void step::optimizerStep(StepState *s) {
+void step::optimizer(StepState *s) {
   run(s, [&](Executor &ex) { return ex.optimizerStep(); });
 }
 

@@ -35,13 +35,13 @@
 // CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1);
 // CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 1);
 // CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0);
-// CHECK-NEXT:   lamina::rt::step::optimizerStep(v1);
+// CHECK-NEXT:   lamina::rt::step::optimizer(v1);
 // CHECK-NEXT:   return;
 // CHECK-LABEL: static void lamina_step_1(
 // CHECK: lamina::rt::step::backward(v1, 1, 1);
 // CHECK-NEXT: lamina::rt::step::accumulate(v1, 1);
 // CHECK-NEXT: lamina::rt::step::send(v1, lamina::rt::step::Payload::Gradient, 0, 1, 0);
-// CHECK-NEXT: lamina::rt::step::optimizerStep(v1);
+// CHECK-NEXT: lamina::rt::step::optimizer(v1);
 // The evaluation step: rank 0 F0.0 Sa0.0>1 F0.1 Sa0.1>1, rank 1 Ra0.0<0
 // F1.0 Ra0.1<0 F1.1.
 // CHECK-LABEL: static void lamina_eval_step_0(
