@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace lamina::schedule {
 
@@ -17,6 +18,8 @@ const char *callKindName(CallKind kind) {
     return "backward";
   case CallKind::Send:
     return "send";
+  case CallKind::WaitSend:
+    return "wait_send";
   case CallKind::PostRecv:
     return "post_recv";
   case CallKind::Recv:
@@ -111,6 +114,21 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
     out.push_back(c);
   };
   std::vector<int> gathered; // levels 1-2: after the optimizer
+  // Sends in flight, with the compute calls issued since each.
+  std::vector<std::pair<StepCall, int>> sending;
+  auto waitSends = [&](int computed) {
+    size_t keep = 0;
+    for (auto &s : sending) {
+      if (s.second >= computed) {
+        StepCall c = s.first;
+        c.kind = CallKind::WaitSend;
+        out.push_back(c);
+      } else {
+        sending[keep++] = s;
+      }
+    }
+    sending.resize(keep);
+  };
   for (size_t i = 0; i < list.size(); ++i) {
     const Action &a = list[i];
     switch (a.kind) {
@@ -121,7 +139,10 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
         out.push_back(callOf(CallKind::UseWeights, a));
       runModule = a.module;
       runBackward = bwd;
+      waitSends(1);
       out.push_back(callOf(bwd ? CallKind::Backward : CallKind::Forward, a));
+      for (auto &s : sending)
+        ++s.second;
       if (!bwd)
         break;
       if (zeroLevel >= 2 && open.insert(a.module).second)
@@ -132,6 +153,7 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
     }
     case ActionKind::Send:
       out.push_back(callOf(CallKind::Send, a));
+      sending.push_back({out.back(), 0});
       break;
     case ActionKind::Recv:
       if (next[i] >= 0)
@@ -174,6 +196,7 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
       break;
     }
   }
+  waitSends(0);
   for (int module : gathered)
     wait(module, CallKind::WaitWeights);
   bool optimizes = std::any_of(list.begin(), list.end(), [](const Action &a) {
@@ -184,6 +207,72 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
       if (p.gathers)
         named(CallKind::WaitSharedGather, p.name);
   return out;
+}
+
+std::string
+checkStepsComplete(const std::vector<std::vector<StepCall>> &steps) {
+  using Transfer = std::tuple<int, int, Payload, int, int>; // from, to, ...
+  std::set<Transfer> sent, posted;
+  // Shared parameters: the ranks issuing each collective, and how many did.
+  std::map<std::pair<CallKind, std::string>, int> issuers, issued;
+  for (const auto &calls : steps)
+    for (const StepCall &c : calls)
+      if (c.kind == CallKind::SumShared || c.kind == CallKind::GatherShared)
+        ++issuers[{c.kind, c.name}];
+  std::vector<size_t> at(steps.size(), 0);
+  auto blocked = [&](int p, const StepCall &c) {
+    switch (c.kind) {
+    case CallKind::Recv:
+      return !sent.count({c.peer, p, c.payload, c.module, c.microBatch});
+    case CallKind::WaitSend:
+      return !posted.count({p, c.peer, c.payload, c.module, c.microBatch});
+    case CallKind::WaitSharedSum:
+      return issued[{CallKind::SumShared, c.name}] <
+             issuers[{CallKind::SumShared, c.name}];
+    case CallKind::WaitSharedGather:
+      return issued[{CallKind::GatherShared, c.name}] <
+             issuers[{CallKind::GatherShared, c.name}];
+    default:
+      return false;
+    }
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t p = 0; p < steps.size(); ++p) {
+      for (; at[p] < steps[p].size(); ++at[p]) {
+        const StepCall &c = steps[p][at[p]];
+        if (blocked(int(p), c))
+          break;
+        progress = true;
+        if (c.kind == CallKind::Send)
+          sent.insert({int(p), c.peer, c.payload, c.module, c.microBatch});
+        else if (c.kind == CallKind::PostRecv || c.kind == CallKind::Recv)
+          posted.insert({c.peer, int(p), c.payload, c.module, c.microBatch});
+        else if (c.kind == CallKind::SumShared ||
+                 c.kind == CallKind::GatherShared)
+          ++issued[{c.kind, c.name}];
+      }
+    }
+  }
+  std::string stuck;
+  for (size_t p = 0; p < steps.size(); ++p) {
+    if (at[p] == steps[p].size())
+      continue;
+    const StepCall &c = steps[p][at[p]];
+    stuck += (stuck.empty() ? "" : "; ") + std::string("pipeline rank ") +
+             std::to_string(p) + " waits forever at its call " +
+             std::to_string(at[p]) + " (" + callKindName(c.kind);
+    if (c.module >= 0)
+      stuck += " " + std::to_string(c.module);
+    if (c.microBatch >= 0)
+      stuck += ", micro-batch " + std::to_string(c.microBatch);
+    if (c.peer >= 0)
+      stuck += ", peer " + std::to_string(c.peer);
+    if (!c.name.empty())
+      stuck += " '" + c.name + "'";
+    stuck += ")";
+  }
+  return stuck;
 }
 
 } // namespace lamina::schedule

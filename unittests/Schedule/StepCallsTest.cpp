@@ -40,6 +40,8 @@ void checkCalls(const std::vector<Action> &list, int zero,
   std::multiset<int> reductions;
   std::set<int> open;       // levels 2-3: modules with a full gradient
   int pendingBackward = -1; // a backward whose Accumulate is due
+  std::map<Key, int> sending; // sends in flight: compute calls since
+  bool atEnd = false;         // the end-of-step waits have started
   for (const StepCall &c : calls) {
     if (pendingBackward >= 0) {
       EXPECT_TRUE(c.kind == CallKind::WaitGradients ||
@@ -89,9 +91,23 @@ void checkCalls(const std::vector<Action> &list, int zero,
           {ActionKind::Recv, c.payload, c.module, c.microBatch, c.peer});
       continue;
     }
+    case CallKind::WaitSend:
+      ASSERT_EQ(sending.count(keyOf(c)), 1u) << "a wait for no send";
+      // Before the second compute call after the send; with none after
+      // it, at the end.
+      if (sending[keyOf(c)] == 0)
+        atEnd = true;
+      else
+        EXPECT_EQ(sending[keyOf(c)], 1) << "waited for too early";
+      sending.erase(keyOf(c));
+      continue;
     case CallKind::Forward:
     case CallKind::Backward: {
       bool bwd = c.kind == CallKind::Backward;
+      EXPECT_FALSE(atEnd) << "a send waited for early, a compute call after";
+      for (auto &[key, computed] : sending)
+        EXPECT_EQ(computed++, 0) << "a send in flight past its second "
+                                    "compute call";
       // ZeRO 3: the call reads weights its module's UseWeights took.
       if (zero == 3) {
         EXPECT_TRUE(inUse && runModule == c.module) << "module " << c.module;
@@ -103,6 +119,7 @@ void checkCalls(const std::vector<Action> &list, int zero,
       continue;
     }
     case CallKind::Send:
+      sending[keyOf(c)] = 0;
       actions.push_back(
           {ActionKind::Send, c.payload, c.module, c.microBatch, c.peer});
       continue;
@@ -156,6 +173,7 @@ void checkCalls(const std::vector<Action> &list, int zero,
       EXPECT_EQ(actions[i].peer, list[i].peer) << "call " << i;
     }
   }
+  EXPECT_TRUE(sending.empty()) << "a send never waited for";
   for (const auto &[peer, left] : posted)
     EXPECT_TRUE(left.empty())
         << "a receive from " << peer << " is posted and never waited for";
@@ -317,6 +335,81 @@ TEST(StepCalls, SharedParametersAreSummedAroundTheOptimizer) {
   EXPECT_FALSE(one[0].gathers);
   // A rank that holds none of the readers takes no part.
   EXPECT_TRUE(sharedParamsOf(2, 2, 1, readers, {0, 1}).empty());
+}
+
+TEST(StepCalls, SendsAreWaitedForAfterOneComputeCall) {
+  // Each send overlaps the next forward or backward and is waited for
+  // before the one after; the last at the end of the step.
+  std::vector<Action> list = {
+      Action::forward(0, 0), Action::send(Payload::Activation, 0, 0, 1),
+      Action::forward(0, 1), Action::send(Payload::Activation, 0, 1, 1),
+      Action::forward(0, 2), Action::send(Payload::Activation, 0, 2, 1),
+      Action::optimizerStep()};
+  std::vector<std::pair<CallKind, int>> got;
+  for (const StepCall &c : lowerStep(list, 0))
+    got.push_back({c.kind, c.microBatch});
+  std::vector<std::pair<CallKind, int>> want = {
+      {CallKind::Forward, 0},  {CallKind::Send, 0},
+      {CallKind::Forward, 1},  {CallKind::Send, 1},
+      {CallKind::WaitSend, 0}, {CallKind::Forward, 2},
+      {CallKind::Send, 2},     {CallKind::OptimizerStep, -1},
+      {CallKind::WaitSend, 1}, {CallKind::WaitSend, 2}};
+  EXPECT_EQ(got, want);
+}
+
+/// Every rank's lowered step of `s` (replica 0).
+std::vector<std::vector<StepCall>> loweredSteps(const Schedule &s, int zero) {
+  std::vector<std::vector<StepCall>> steps;
+  for (int p = 0; p < s.config.pipelineRanks; ++p)
+    steps.push_back(lowerStep(s.ranks[size_t(p)], zero));
+  return steps;
+}
+
+TEST(StepCalls, EveryScheduleRunsToItsEnd) {
+  int checked = 0;
+  for (ScheduleKind kind : kAllKinds)
+    for (int zero : {0, 3})
+      for (auto [L, p, m] :
+           {std::tuple{4, 2, 2}, std::tuple{4, 2, 4}, std::tuple{6, 3, 3},
+            std::tuple{8, 4, 4}, std::tuple{8, 4, 8}, std::tuple{8, 2, 6}}) {
+        Expected<Schedule> s = generateSchedule(config(kind, L, p, m, 2, zero));
+        if (!s.ok())
+          continue;
+        ++checked;
+        EXPECT_EQ(checkStepsComplete(loweredSteps(*s, zero)), "")
+            << scheduleKindName(kind) << " L=" << L << " p=" << p
+            << " m=" << m;
+      }
+  EXPECT_GT(checked, 30);
+}
+
+TEST(StepCalls, DeadlockedStepsAreNamed) {
+  // Each rank waits for the other's transfer before sending its own.
+  std::vector<std::vector<StepCall>> steps(2);
+  StepCall recv{CallKind::Recv, Payload::Activation, 0, 0, 1, ""};
+  StepCall send{CallKind::Send, Payload::ActivationGrad, 0, 0, 1, ""};
+  steps[0] = {recv, send};
+  recv.peer = send.peer = 0;
+  steps[1] = {recv, send};
+  std::string stuck = checkStepsComplete(steps);
+  EXPECT_NE(stuck.find("pipeline rank 0 waits forever at its call 0 (recv 0, "
+                       "micro-batch 0, peer 1)"),
+            std::string::npos)
+      << stuck;
+  EXPECT_NE(stuck.find("pipeline rank 1"), std::string::npos) << stuck;
+  // A send waited for before its peer posts the receive, which the peer
+  // does only after a transfer the sender starts later.
+  StepCall a{CallKind::Send, Payload::Activation, 0, 0, 1, ""};
+  StepCall waitA = a;
+  waitA.kind = CallKind::WaitSend;
+  StepCall b{CallKind::Send, Payload::Activation, 0, 1, 1, ""};
+  StepCall recvB{CallKind::Recv, Payload::Activation, 0, 1, 0, ""};
+  StepCall recvA{CallKind::Recv, Payload::Activation, 0, 0, 0, ""};
+  steps[0] = {a, waitA, b};
+  steps[1] = {recvB, recvA};
+  EXPECT_NE(checkStepsComplete(steps), "");
+  steps[0] = {a, b, waitA};
+  EXPECT_EQ(checkStepsComplete(steps), "");
 }
 
 } // namespace

@@ -102,6 +102,11 @@ struct DistSpec {
   const StepFn *steps;
   /// Per pipeline rank its evaluation (forward-only) step, or nullptr.
   const StepFn *evalSteps;
+  /// Per pipeline rank the bytes of its training (evaluation) step's
+  /// buffer: what the step holds between its calls, at the offsets its
+  /// calls pass (lamina::schedule::planStepBuffers).
+  const int64_t *stepBufferBytes;
+  const int64_t *evalStepBufferBytes; ///< nullptr with no evaluation step
   /// The directed pairs of pipeline ranks the steps send over, as
   /// (from, to) pairs: numEdges * 2 entries. The communicator connects them
   /// (in every replica) before the first step.
@@ -120,28 +125,42 @@ struct DistSpec {
 /// nothing; the driver reports it (every rank exits). Peers are pipeline
 /// ranks of the caller's replica. Each function is named after the rt op
 /// it lowers (`rt.step_wait_shared_sum`: waitSharedSum; RtStepOps.td), but
-/// `rt.step_call`, which is forward or backward.
+/// `rt.step_call`, which is forward or backward. Offsets (`in`, `at`, ...)
+/// are bytes into the rank's step buffer, planned by the compiler; -1: the
+/// call has no such value.
 namespace step {
 /// What a transfer moves: boundary `boundary`'s activations (module
 /// `boundary`'s outputs) or their gradients.
 enum class Payload : int { Activation, Gradient };
-/// Module `module`'s forward (backward) on micro-batch `mb`: binds its
-/// arguments (the micro-batch's inputs, the received boundary, the
-/// parameters, residuals and cotangents) and keeps its outputs; a
-/// backward's parameter gradients stay in the arena for accumulate.
-void forward(StepState *s, int module, int mb);
-void backward(StepState *s, int module, int mb);
+/// Module `module`'s forward on micro-batch `mb`: reads the boundary values
+/// at `in` (module > 0), the micro-batch's inputs and the parameters;
+/// writes its residuals at `res` and its outputs at `out` (the last
+/// module: the loss, kept by the runtime).
+void forward(StepState *s, int module, int mb, int64_t in, int64_t res,
+             int64_t out);
+/// Its backward: reads what the forward did, the residuals at `res` and
+/// the gradient of its outputs at `cot` (the last module: the micro-batch's
+/// loss weight), writes the gradient of its inputs at `out`; its parameter
+/// gradients stay in the arena for accumulate.
+void backward(StepState *s, int module, int mb, int64_t in, int64_t res,
+              int64_t cot, int64_t out);
 /// Adds the last backward's (module `module`'s) parameter gradients to the
 /// module's (and the shared parameters').
 void accumulate(StepState *s, int module);
 /// Waits for module `module`'s oldest gradient reduction in flight.
 void waitGradients(StepState *s, int module);
-/// Starts sending boundary `boundary`'s values of micro-batch `mb`.
-void send(StepState *s, Payload what, int boundary, int mb, int peer);
-/// Posts a receive that a later recv of the same transfer waits for.
-void postRecv(StepState *s, Payload what, int boundary, int mb, int peer);
+/// Starts sending boundary `boundary`'s values of micro-batch `mb`, at `at`.
+void send(StepState *s, Payload what, int boundary, int mb, int peer,
+          int64_t at);
+/// Waits for that send: its bytes may be written again after it.
+void waitSend(StepState *s, Payload what, int boundary, int mb, int peer);
+/// Posts a receive into `at` that a later recv of the same transfer waits
+/// for.
+void postRecv(StepState *s, Payload what, int boundary, int mb, int peer,
+              int64_t at);
 /// Waits for a receive (posting it first when no postRecv did).
-void recv(StepState *s, Payload what, int boundary, int mb, int peer);
+void recv(StepState *s, Payload what, int boundary, int mb, int peer,
+          int64_t at);
 /// The data-parallel collectives of a module (started, not waited for).
 void allGather(StepState *s, int module);
 void reduceScatter(StepState *s, int module);

@@ -22,6 +22,7 @@ enum class CallKind : unsigned char {
   Forward,
   Backward,
   Send,
+  WaitSend, ///< wait for a send to complete (its buffer is then free)
   PostRecv, ///< start receiving (the transfer runs while later work does)
   Recv,     ///< wait for a posted receive (posting it first if it is not)
   AllGather,
@@ -95,11 +96,22 @@ const char *callKindName(CallKind kind);
 /// * the shared parameters' gradient sums (`shared`, in its order: every
 ///   holder issues them alike) started, then waited for, right before the
 ///   optimizer step; at ZeRO >= 1 their parts gathered right after it;
+/// * every Send waited for (WaitSend) right before the second compute call
+///   (forward or backward) after it, so it overlaps the one in between;
+///   the sends no such call follows, at the end of the step;
 /// * at the end, the waits for what the step leaves in flight: levels 1-2
 ///   the modules' parameter all-gathers after the optimizer (issue
 ///   order), then the shared parameters' gathers.
 std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
                                 const std::vector<SharedParam> &shared = {});
+
+/// Runs the lowered steps of every pipeline rank (replica 0: peers are
+/// pipeline ranks) against each other: a Recv waits for its peer's Send, a
+/// WaitSend for the peer's PostRecv (or Recv) of the transfer, the wait of a
+/// shared parameter's sum or gather for that call on every rank issuing it.
+/// Returns "" when every step runs to its end, else which calls wait on each
+/// other forever (the compiler's waits would deadlock the program).
+std::string checkStepsComplete(const std::vector<std::vector<StepCall>> &steps);
 
 } // namespace lamina::schedule
 

@@ -2,7 +2,10 @@
 //
 // Each pipeline rank's verified step becomes a function of rt.step_* ops in
 // schedule order; lowerStep (lib/Schedule/StepCalls.cpp) decides where
-// receives are posted and where ZeRO 3 waits for its gathers.
+// receives are posted and where the step waits for its sends, its gathers
+// and its gradient reductions, checkStepsComplete that those waits cannot
+// deadlock, and planStepBuffers (lib/Schedule/StepBuffers.cpp) where what
+// the step holds between its calls lies in the rank's step buffer.
 // convert-rt-to-emitc lowers the ops to the runtime's step library.
 //
 //===----------------------------------------------------------------------===//
@@ -12,6 +15,7 @@
 #include "lamina/Dialect/Dist/Transforms/ScheduleIR.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Schedule/StepBuffers.h"
 #include "lamina/Schedule/StepCalls.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,32 +39,60 @@ namespace {
 class StepBuilder {
 public:
   StepBuilder(OpBuilder &b, Location loc, Value state,
-              const std::map<std::pair<int64_t, bool>, FlatSymbolRefAttr> &fns)
-      : b(b), loc(loc), state(state), fns(fns) {}
+              const std::map<std::pair<int64_t, bool>, FlatSymbolRefAttr> &fns,
+              const sch::StepBuffers &buffers, int numModules, bool eval)
+      : b(b), loc(loc), state(state), fns(fns), buffers(buffers),
+        numModules(numModules), eval(eval) {}
 
   LogicalResult build(const sch::StepCall &c, Operation *where) {
     bool grad = c.payload == sch::Payload::ActivationGrad;
+    int k = c.module, j = c.microBatch;
+    // A value's offset in the step buffer (none: -1).
+    auto at = [&](sch::BufferKind kind, int index) -> IntegerAttr {
+      int64_t offset = buffers.offsetOf(kind, index, j);
+      return offset < 0 ? IntegerAttr() : i64(offset);
+    };
+    using BK = sch::BufferKind;
     switch (c.kind) {
     case sch::CallKind::Forward:
     case sch::CallKind::Backward: {
-      auto it = fns.find({c.module, c.kind == sch::CallKind::Backward});
+      bool bwd = c.kind == sch::CallKind::Backward;
+      auto it = fns.find({k, bwd});
       if (it == fns.end())
         return where->emitError("convert-dist-to-rt: no function for the ")
-               << sch::callKindName(c.kind) << " of module " << c.module;
-      rt_ir::StepCallOp::create(b, loc, state, it->second, i64(c.microBatch));
+               << sch::callKindName(c.kind) << " of module " << k;
+      bool last = k == numModules - 1;
+      IntegerAttr in = k > 0 ? at(BK::Activation, k - 1) : IntegerAttr();
+      IntegerAttr res = eval ? IntegerAttr() : at(BK::Residual, k);
+      IntegerAttr cot = bwd && !last ? at(BK::Gradient, k) : IntegerAttr();
+      IntegerAttr out = bwd ? (k > 0 ? at(BK::Gradient, k - 1) : IntegerAttr())
+                            : (!last ? at(BK::Activation, k) : IntegerAttr());
+      rt_ir::StepCallOp::create(b, loc, state, it->second, i64(j), in, res,
+                                cot, out);
       return success();
     }
     case sch::CallKind::Send:
-      rt_ir::StepSendOp::create(b, loc, state, unit(grad), i64(c.module),
-                                i64(c.microBatch), i64(c.peer));
-      return success();
     case sch::CallKind::PostRecv:
-      rt_ir::StepPostRecvOp::create(b, loc, state, unit(grad), i64(c.module),
-                                    i64(c.microBatch), i64(c.peer));
+    case sch::CallKind::Recv: {
+      IntegerAttr offset = at(grad ? BK::Gradient : BK::Activation, k);
+      if (!offset)
+        return where->emitError("convert-dist-to-rt: the step buffer has no ")
+               << (grad ? "gradient" : "activations") << " of boundary " << k
+               << ", micro-batch " << j;
+      if (c.kind == sch::CallKind::Send)
+        rt_ir::StepSendOp::create(b, loc, state, unit(grad), i64(k), i64(j),
+                                  i64(c.peer), offset);
+      else if (c.kind == sch::CallKind::PostRecv)
+        rt_ir::StepPostRecvOp::create(b, loc, state, unit(grad), i64(k),
+                                      i64(j), i64(c.peer), offset);
+      else
+        rt_ir::StepRecvOp::create(b, loc, state, unit(grad), i64(k), i64(j),
+                                  i64(c.peer), offset);
       return success();
-    case sch::CallKind::Recv:
-      rt_ir::StepRecvOp::create(b, loc, state, unit(grad), i64(c.module),
-                                i64(c.microBatch), i64(c.peer));
+    }
+    case sch::CallKind::WaitSend:
+      rt_ir::StepWaitSendOp::create(b, loc, state, unit(grad), i64(k), i64(j),
+                                    i64(c.peer));
       return success();
     case sch::CallKind::AllGather:
       rt_ir::StepAllGatherOp::create(b, loc, state, i64(c.module));
@@ -110,7 +142,67 @@ private:
   Location loc;
   Value state;
   const std::map<std::pair<int64_t, bool>, FlatSymbolRefAttr> &fns;
+  const sch::StepBuffers &buffers;
+  int numModules;
+  bool eval;
 };
+
+/// Bytes of a tensor or memref type (its element type's bytes, rounded up).
+int64_t bytesOf(Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || !shaped.hasStaticShape())
+    return -1;
+  return shaped.getNumElements() *
+         int64_t((shaped.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// The packed sizes of what the steps hold, from the module functions: the
+/// forward's boundary outputs and residuals, the backward's cotangents.
+FailureOr<sch::StepBufferSizes> bufferSizes(ModuleOp module, int numModules) {
+  sch::StepBufferSizes sizes;
+  sizes.activation.assign(size_t(numModules), 0);
+  sizes.gradient.assign(size_t(numModules), 0);
+  sizes.residual.assign(size_t(numModules), 0);
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto outlined =
+        f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+    if (!outlined)
+      continue;
+    int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
+    int64_t numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
+    bool bwd = f.getName().starts_with("bwd_");
+    if (k < 0 || k >= numModules || (!bwd && !f.getName().starts_with("fwd_")))
+      return f.emitError("convert-dist-to-rt: @")
+             << f.getName() << " is no module function of the " << numModules
+             << "-module chain";
+    TypeRange types = bwd ? f.getFunctionType().getInputs()
+                          : f.getFunctionType().getResults();
+    if (int64_t(types.size()) < numOut)
+      return f.emitError("convert-dist-to-rt: @")
+             << f.getName() << " has fewer "
+             << (bwd ? "arguments" : "results") << " than its " << numOut
+             << " boundary values";
+    // Forward: [boundary outputs, residuals]; backward: [..., cotangents].
+    std::vector<int64_t> first, rest;
+    TypeRange boundary = bwd ? types.take_back(size_t(numOut))
+                             : types.take_front(size_t(numOut));
+    for (Type t : boundary)
+      first.push_back(bytesOf(t));
+    if (!bwd)
+      for (Type t : types.drop_front(size_t(numOut)))
+        rest.push_back(bytesOf(t));
+    if (llvm::is_contained(first, -1) || llvm::is_contained(rest, -1))
+      return f.emitError("convert-dist-to-rt: @")
+             << f.getName()
+             << "'s boundary or residual values have no static size";
+    if (k < numModules - 1)
+      (bwd ? sizes.gradient : sizes.activation)[size_t(k)] =
+          sch::packedBytes(first);
+    if (!bwd)
+      sizes.residual[size_t(k)] = sch::packedBytes(rest);
+  }
+  return sizes;
+}
 
 struct ConvertDistToRtPass
     : public lamina::impl::ConvertDistToRtBase<ConvertDistToRtPass> {
@@ -159,27 +251,50 @@ struct ConvertDistToRtPass
         fns[{call.getModule(), call.isBackward()}] = call.getCalleeAttr();
       });
       bool eval = program.getForwardOnly();
+      const sch::ScheduleConfig &cfg = sched->config;
+      FailureOr<sch::StepBufferSizes> sizes =
+          bufferSizes(module, cfg.numModules);
+      if (failed(sizes))
+        return signalPassFailure();
+      // Replica 0's lists: their peers are pipeline ranks. One replica
+      // runs every level as level 0 (the runtime does too).
+      int zero = cfg.dataParallel > 1 ? cfg.zeroLevel : 0;
+      std::vector<std::vector<sch::StepCall>> calls(static_cast<size_t>(pp));
+      for (int p = 0; p < pp; ++p)
+        calls[size_t(p)] = sch::lowerStep(
+            sched->ranks[size_t(p)], zero,
+            sch::sharedParamsOf(p, cfg.dataParallel, zero, readers,
+                                sched->placement.rankOf));
+      if (std::string stuck = sch::checkStepsComplete(calls); !stuck.empty()) {
+        program.emitError("convert-dist-to-rt: the ")
+            << (eval ? "evaluation" : "training")
+            << " step's waits would deadlock: " << stuck;
+        return signalPassFailure();
+      }
       b.setInsertionPoint(program);
       for (auto step : program.getBody().front().getOps<dist::StepOp>()) {
         int64_t p = step.getPpRank();
+        sch::StepBuffers buffers;
+        if (std::string err = sch::planStepBuffers(
+                calls[size_t(p)], cfg.numModules, *sizes, eval, buffers);
+            !err.empty()) {
+          step.emitError("convert-dist-to-rt: the step buffer of pipeline "
+                         "rank ")
+              << p << ": " << err;
+          return signalPassFailure();
+        }
         std::string name =
             (eval ? "lamina_eval_step_" : "lamina_step_") + std::to_string(p);
         auto fn = func::FuncOp::create(b, step.getLoc(), name,
                                        b.getFunctionType({stepType}, {}));
         fn->setAttr("rt.step_pp", b.getI64IntegerAttr(p));
+        fn->setAttr("rt.step_buffer_bytes", b.getI64IntegerAttr(buffers.bytes));
         if (eval)
           fn->setAttr("rt.forward_only", b.getUnitAttr());
         OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
-        StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns);
-        // Replica 0's list: its peers are pipeline ranks. One replica
-        // runs every level as level 0 (the runtime does too).
-        const sch::ScheduleConfig &cfg = sched->config;
-        int zero = cfg.dataParallel > 1 ? cfg.zeroLevel : 0;
-        std::vector<sch::SharedParam> shared =
-            sch::sharedParamsOf(int(p), cfg.dataParallel, zero, readers,
-                                sched->placement.rankOf);
-        for (const sch::StepCall &c :
-             sch::lowerStep(sched->ranks[size_t(p)], zero, shared))
+        StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns, buffers,
+                       cfg.numModules, eval);
+        for (const sch::StepCall &c : calls[size_t(p)])
           if (failed(sb.build(c, step)))
             return signalPassFailure();
         func::ReturnOp::create(body, step.getLoc());

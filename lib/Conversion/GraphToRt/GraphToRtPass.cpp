@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Conversion/GraphToRt/GraphToRt.h"
-#include "lamina/Conversion/GraphToRt/MemoryPlan.h"
+#include "lamina/Schedule/MemoryPlan.h"
 #include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"

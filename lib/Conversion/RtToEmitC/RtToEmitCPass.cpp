@@ -710,6 +710,16 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   };
   std::string train = stepTable(steps->train, "lamina_steps");
   std::string eval = stepTable(steps->eval, "lamina_eval_steps");
+  auto bytesTable = [&](const std::vector<int64_t> &bytes, StringRef table) {
+    std::string init;
+    for (int64_t n : bytes)
+      init += (init.empty() ? "" : ", ") + std::to_string(n) + "LL";
+    return specArray(table, "int64_t", int64_t(bytes.size()), init);
+  };
+  std::string trainBytes =
+      bytesTable(steps->trainBytes, "lamina_step_buffer_bytes");
+  std::string evalBytes =
+      bytesTable(steps->evalBytes, "lamina_eval_step_buffer_bytes");
   std::string edges;
   for (const auto &[from, to] : steps->edges)
     edges += (edges.empty() ? "" : ", ") + std::to_string(from) + ", " +
@@ -722,13 +732,13 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   specArray("lamina_module_rank", "int", numModules, ranks);
   std::string spec = llvm::formatv(
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-      "{8}, {9}, {10}, {11}, {12}, lamina_module_rank, "
+      "{8}, {9}, {17}, {18}, {10}, {11}, {12}, lamina_module_rank, "
       "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL)}",
       cString(modelPath), numModules, opts.pp, opts.dp, opts.microBatches,
       opts.zero, cString(opts.kind), opts.recompute ? "true" : "false", train,
       eval, edgeTable, steps->edges.size(), opts.pp * opts.dp, opts.lossKind,
       opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
-      opts.vocab, opts.ignoreIndex);
+      opts.vocab, opts.ignoreIndex, trainBytes, evalBytes);
   emitc::GlobalOp::create(globals, loc, "lamina_dist",
                           emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
                           opaque(spec), false, true, true);

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <set>
 #include <tuple>
+#include <type_traits>
 
 using namespace mlir;
 using namespace lamina;
@@ -59,23 +60,38 @@ public:
                   return c.emitError("convert-rt-to-emitc: @")
                          << c.getCallee() << " is not an outlined module "
                          << "function of this program";
-                call(loc, it->second.second ? "backward" : "forward",
-                     {num(it->second.first), num(c.getMb())});
+                bool bwd = it->second.second;
+                // Step-buffer offsets, -1 where the call has none.
+                auto at = [&](std::optional<int64_t> offset) {
+                  return num(offset ? *offset : -1);
+                };
+                SmallVector<Attribute> args = {num(it->second.first),
+                                               num(c.getMb()),
+                                               at(c.getInput()),
+                                               at(c.getResiduals())};
+                if (bwd)
+                  args.push_back(at(c.getCotangent()));
+                args.push_back(at(c.getOutput()));
+                call(loc, bwd ? "backward" : "forward", args);
                 return success();
               })
               .Case<rt_ir::StepSendOp, rt_ir::StepPostRecvOp,
-                    rt_ir::StepRecvOp>([&](auto t) {
+                    rt_ir::StepRecvOp, rt_ir::StepWaitSendOp>([&](auto t) {
                 Tag tag{t.getGradient(), t.getBoundary(), t.getMb()};
                 if (isa<rt_ir::StepSendOp>(&op))
                   sent[{p, t.getPeer()}].push_back(tag);
                 else if (isa<rt_ir::StepRecvOp>(&op))
                   received[{t.getPeer(), p}].push_back(tag);
-                call(loc, callee,
-                     {emitc::OpaqueAttr::get(
-                          ctx, t.getGradient()
-                                   ? "lamina::rt::step::Payload::Gradient"
-                                   : "lamina::rt::step::Payload::Activation"),
-                      num(t.getBoundary()), num(t.getMb()), num(t.getPeer())});
+                SmallVector<Attribute> args = {
+                    emitc::OpaqueAttr::get(
+                        ctx, t.getGradient()
+                                 ? "lamina::rt::step::Payload::Gradient"
+                                 : "lamina::rt::step::Payload::Activation"),
+                    num(t.getBoundary()), num(t.getMb()), num(t.getPeer())};
+                if constexpr (!std::is_same_v<decltype(t),
+                                              rt_ir::StepWaitSendOp>)
+                  args.push_back(num(t.getOffset()));
+                call(loc, callee, args);
                 return success();
               })
               .Case<rt_ir::StepAllGatherOp, rt_ir::StepReduceScatterOp,
@@ -138,6 +154,8 @@ FailureOr<StepFunctions> lamina::lowerStepFunctions(
   StepFunctions out;
   out.train.resize(size_t(pp));
   out.eval.resize(size_t(pp));
+  out.trainBytes.assign(size_t(pp), 0);
+  out.evalBytes.assign(size_t(pp), 0);
   std::set<std::pair<int64_t, int64_t>> edges;
   for (bool eval : {false, true}) {
     StepLowering lowering(module, callees);
@@ -152,9 +170,14 @@ FailureOr<StepFunctions> lamina::lowerStepFunctions(
         return f.emitError("convert-rt-to-emitc: step function @")
                << f.getName() << " has pipeline rank " << p
                << ", out of range or repeated (pp = " << pp << ")";
+      auto bytes = f->getAttrOfType<IntegerAttr>("rt.step_buffer_bytes");
+      if (!bytes || bytes.getInt() < 0)
+        return f.emitError("convert-rt-to-emitc: step function @")
+               << f.getName() << " has no rt.step_buffer_bytes";
       if (failed(lowering.lower(f, p)))
         return failure();
       names[size_t(p)] = f.getName().str();
+      (eval ? out.evalBytes : out.trainBytes)[size_t(p)] = bytes.getInt();
       f.erase();
     }
     std::vector<std::string> &names = eval ? out.eval : out.train;
@@ -165,8 +188,10 @@ FailureOr<StepFunctions> lamina::lowerStepFunctions(
              << (eval ? "evaluation" : "training")
              << " step lacks a pipeline rank's function (run "
                 "convert-dist-to-rt)";
-    if (!any)
+    if (!any) {
       names.clear();
+      out.evalBytes.clear();
+    }
     for (const auto &[edge, tags] : lowering.sent) {
       edges.insert(edge);
       if (cuda && lowering.received[edge] != tags)

@@ -25,6 +25,8 @@ struct StepFunctions {
   /// The emitted functions' names per pipeline rank: the training step's
   /// and the evaluation step's (empty: none).
   std::vector<std::string> train, eval;
+  /// Their step buffers' bytes (rt.step_buffer_bytes), per pipeline rank.
+  std::vector<int64_t> trainBytes, evalBytes;
   /// The directed pairs of pipeline ranks the steps send over, sorted.
   std::vector<std::pair<int64_t, int64_t>> edges;
 };

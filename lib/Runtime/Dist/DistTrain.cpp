@@ -84,11 +84,12 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
       "\"collective_bytes_per_step\": %.0f, "
       "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
       "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
-      "\"peak_activation_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
+      "\"step_buffer_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
       "\"state_bytes\": %zu}",
       ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent - ex.evalP2pBytes) / n,
       (net.collectiveBytes - ex.evalCollectiveBytes - ex.copyGatherBytes) / n,
-      ex.busySeconds, wall, idle, ex.arenaBytes, ex.peakHeldBytes,
+      ex.busySeconds, wall, idle, ex.arenaBytes,
+      size_t(ex.spec.stepBufferBytes[ex.pp]),
       ex.peakGradBytes, ex.stateBytes());
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
@@ -108,15 +109,15 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 &idleF);
     std::sscanf(std::strstr(j, "\"arena_bytes\""), "\"arena_bytes\": %llu",
                 &arena);
-    std::sscanf(std::strstr(j, "\"peak_activation_bytes\""),
-                "\"peak_activation_bytes\": %llu", &peak);
+    std::sscanf(std::strstr(j, "\"step_buffer_bytes\""),
+                "\"step_buffer_bytes\": %llu", &peak);
     std::sscanf(std::strstr(j, "\"peak_gradient_bytes\""),
                 "\"peak_gradient_bytes\": %llu", &gradPeak);
     std::sscanf(std::strstr(j, "\"state_bytes\""), "\"state_bytes\": %llu",
                 &state);
     std::printf("stats: rank %d (pp %d, dp %d): p2p %.0f B/step, collective "
-                "%.0f B/step, compute %.3f s, idle %.1f%%, arena %llu B, peak "
-                "activations %llu B, peak gradients %llu B, state %llu B\n",
+                "%.0f B/step, compute %.3f s, idle %.1f%%, arena %llu B, step "
+                "buffer %llu B, peak gradients %llu B, state %llu B\n",
                 r, pp, dp, p2p, coll, busy, 100 * idleF, arena, peak, gradPeak,
                 state);
   }

@@ -4,7 +4,8 @@
 // forward and backward functions are written here (an embedding tied with
 // the last module, tanh layers with and without residuals, a causal-LM-like
 // loss honouring an ignore index), the schedule from LaminaSchedule as step
-// functions making the calls a compiled step would (lowerStep), and
+// functions making the calls a compiled step would (lowerStep, with the
+// step buffer of planStepBuffers), and
 // distTrainMain. Run with `--pp P --dp D --m M --b B --zero Z --schedule S`
 // before the training flags; the same model with pp = dp = m = 1 and batch
 // B*M*D is the single-process reference (test/Runtime/dist-exec.test).
@@ -13,6 +14,7 @@
 
 #include "lamina/Runtime/DistProgram.h"
 #include "lamina/Schedule/Schedule.h"
+#include "lamina/Schedule/StepBuffers.h"
 #include "lamina/Schedule/StepCalls.h"
 
 #include <cmath>
@@ -31,28 +33,43 @@ namespace {
 /// Per pipeline rank, the calls its compiled step would make
 /// (schedule::lowerStep, as convert-dist-to-rt lowers a verified list).
 std::vector<std::vector<sch::StepCall>> stepCalls;
+/// And their step buffers (planStepBuffers).
+std::vector<sch::StepBuffers> stepBuffers;
+constexpr int kModules = 4;
 
-void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
+void runCalls(StepState *s, const std::vector<sch::StepCall> &calls,
+              const sch::StepBuffers &buf) {
   using K = sch::CallKind;
+  using BK = sch::BufferKind;
   for (const sch::StepCall &c : calls) {
-    step::Payload grad = c.payload == sch::Payload::ActivationGrad
-                             ? step::Payload::Gradient
-                             : step::Payload::Activation;
+    bool isGrad = c.payload == sch::Payload::ActivationGrad;
+    step::Payload grad =
+        isGrad ? step::Payload::Gradient : step::Payload::Activation;
+    int k = c.module, j = c.microBatch;
+    auto at = [&](BK kind, int index) { return buf.offsetOf(kind, index, j); };
+    int64_t in = k > 0 ? at(BK::Activation, k - 1) : -1;
     switch (c.kind) {
     case K::Forward:
-      step::forward(s, c.module, c.microBatch);
+      step::forward(s, k, j, in, at(BK::Residual, k), at(BK::Activation, k));
       break;
     case K::Backward:
-      step::backward(s, c.module, c.microBatch);
+      step::backward(s, k, j, in, at(BK::Residual, k), at(BK::Gradient, k),
+                     k > 0 ? at(BK::Gradient, k - 1) : -1);
       break;
     case K::Send:
-      step::send(s, grad, c.module, c.microBatch, c.peer);
+      step::send(s, grad, k, j, c.peer,
+                 at(isGrad ? BK::Gradient : BK::Activation, k));
+      break;
+    case K::WaitSend:
+      step::waitSend(s, grad, k, j, c.peer);
       break;
     case K::PostRecv:
-      step::postRecv(s, grad, c.module, c.microBatch, c.peer);
+      step::postRecv(s, grad, k, j, c.peer,
+                     at(isGrad ? BK::Gradient : BK::Activation, k));
       break;
     case K::Recv:
-      step::recv(s, grad, c.module, c.microBatch, c.peer);
+      step::recv(s, grad, k, j, c.peer,
+                 at(isGrad ? BK::Gradient : BK::Activation, k));
       break;
     case K::AllGather:
       step::allGather(s, c.module);
@@ -95,7 +112,9 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls) {
 }
 
 /// The step function of pipeline rank P (a StepFn has no other argument).
-template <int P> void stepOf(StepState *s) { runCalls(s, stepCalls[P]); }
+template <int P> void stepOf(StepState *s) {
+  runCalls(s, stepCalls[P], stepBuffers[P]);
+}
 constexpr int kMaxPp = 4;
 const StepFn kSteps[kMaxPp] = {stepOf<0>, stepOf<1>, stepOf<2>, stepOf<3>};
 constexpr int64_t H = 8, V = 16, S = 8, kIgnore = 3;
@@ -297,10 +316,25 @@ int main(int argc, char **argv) {
       readerMap.begin(), readerMap.end());
   // One replica runs every level as level 0 (as the compiler lowers it).
   int level = dp > 1 ? zero : 0;
+  // What the steps hold: h (B x H f32) at every boundary and its gradient,
+  // module 1's residual y.
+  const int64_t hBytes = sch::packedBytes({B * H * 4});
+  sch::StepBufferSizes sizes{{hBytes, hBytes, hBytes, 0},
+                             {hBytes, hBytes, hBytes, 0},
+                             {0, hBytes, 0, 0}};
+  static std::vector<int64_t> bufferBytes;
   for (int p = 0; p < pp; ++p) {
     stepCalls.push_back(sch::lowerStep(
         sched->ranks[size_t(p)], level,
         sch::sharedParamsOf(p, dp, level, readers, sched->placement.rankOf)));
+    stepBuffers.emplace_back();
+    if (std::string err = sch::planStepBuffers(
+            stepCalls.back(), kModules, sizes, false, stepBuffers.back());
+        !err.empty()) {
+      std::fprintf(stderr, "step buffer: %s\n", err.c_str());
+      return 2;
+    }
+    bufferBytes.push_back(stepBuffers.back().bytes);
     for (const sch::Action &x : sched->ranks[size_t(p)])
       if (x.kind == sch::ActionKind::Send) {
         bool known = false;
@@ -318,12 +352,14 @@ int main(int argc, char **argv) {
   DistSpec spec{};
   spec.modelPath = modelPath.c_str();
   spec.modules = mods;
-  spec.numModules = 4;
+  spec.numModules = kModules;
   spec.pp = pp, spec.dp = dp, spec.microBatches = m, spec.zero = zero;
   spec.schedule = schedName.c_str();
   spec.recompute = false;
   spec.steps = kSteps;
   spec.evalSteps = nullptr;
+  spec.stepBufferBytes = bufferBytes.data();
+  spec.evalStepBufferBytes = nullptr;
   spec.edges = edges.data();
   spec.numEdges = int(edges.size() / 2);
   spec.numRanks = pp * dp;

@@ -255,6 +255,15 @@ Status Executor::setupModules() {
   if (Status s = arena.allocate(device, arenaBytes); !s.ok())
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
                          "-byte arena: " + s.message());
+  if (!spec.stepBufferBytes)
+    return Status::error("the program is inconsistent: no step buffer sizes");
+  size_t stepBytes = size_t(spec.stepBufferBytes[pp]);
+  if (spec.evalSteps && spec.evalStepBufferBytes)
+    stepBytes = std::max(stepBytes, size_t(spec.evalStepBufferBytes[pp]));
+  if (Status s = stepBuffer.allocate(device, std::max<size_t>(stepBytes, 1));
+      !s.ok())
+    return Status::error("cannot allocate the " + std::to_string(stepBytes) +
+                         "-byte step buffer: " + s.message());
   for (int k : localModules) {
     const ModuleSpec &m = spec.modules[k];
     Packed res;

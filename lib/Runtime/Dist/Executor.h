@@ -97,10 +97,9 @@ struct Packed {
   size_t wireBytes() const {
     return items.empty() ? 0 : items.back().offset + items.back().bytes;
   }
-  Tensor view(const DeviceBuffer &b, size_t i) const {
+  Tensor view(char *base, size_t i) const {
     const Item &it = items[i];
-    return Tensor{static_cast<char *>(b.data()) + it.offset, it.dtype, it.rank,
-                  it.shape};
+    return Tensor{base + it.offset, it.dtype, it.rank, it.shape};
   }
 };
 
@@ -238,9 +237,10 @@ public:
   Status evaluate(double &loss);
 
   /// What the step library's calls do (StepLibrary.cpp). Peers in `a` are
-  /// global ranks.
-  Status forward(int module, int mb);
-  Status backward(int module, int mb);
+  /// global ranks; offsets are into the step buffer (-1: none).
+  Status forward(int module, int mb, int64_t in, int64_t res, int64_t out);
+  Status backward(int module, int mb, int64_t in, int64_t res, int64_t cot,
+                  int64_t out);
   /// The last backward's (module k's) parameter gradients, from the arena,
   /// added to the module's and the shared parameters'.
   Status accumulate(int k);
@@ -248,10 +248,12 @@ public:
   /// all-reduce (in-place reduce-scatter); levels 2-3 the oldest
   /// reduce-scatter in flight, which must be k's.
   Status waitGradients(int k);
-  Status send(const ActionSpec &a);
-  Status recv(const ActionSpec &a);
+  Status send(const ActionSpec &a, int64_t at);
+  /// Waits for the send `a` (its bytes may then be written again).
+  Status waitSend(const ActionSpec &a);
+  Status recv(const ActionSpec &a, int64_t at);
   /// Posts the receive `a` (a later recv of the same transfer waits for it).
-  Status postRecv(const ActionSpec &a);
+  Status postRecv(const ActionSpec &a, int64_t at);
   Status collective(const ActionSpec &a);
   /// ZeRO 3: module k's oldest all-gather waited for and made the weights
   /// its calls read; the previous run's are freed.
@@ -267,8 +269,9 @@ public:
   Status waitSharedSum(const std::string &name);
   Status startSharedGather(const std::string &name);
   Status waitSharedGather(const std::string &name);
-  /// Tests the sends in flight, freeing the finished ones (after each call).
-  Status progressSends(bool wait);
+  /// Tests the sends in flight (after each call: MPI progresses a transfer
+  /// only inside its calls).
+  Status progressSends();
   /// This rank's pipeline rank and replica index.
   int pipelineRank() const { return pp; }
   int replica() const { return dp; }
@@ -310,6 +313,10 @@ public:
   bool skipFirst = false;
   DeviceBuffer arena;
   size_t arenaBytes = 0;
+  /// What the step holds between its calls (boundary values, their
+  /// gradients, residuals) at the offsets its calls give: the larger of
+  /// this pipeline rank's training and evaluation steps' planned bytes.
+  DeviceBuffer stepBuffer;
   BufferPool pool;
 
   /// Views of what a checkpoint of this rank holds: host copies, current
@@ -344,7 +351,6 @@ public:
   double evalCollectiveBytes = 0;
   /// And the copies' gathers outside the steps (gatherCopies).
   double copyGatherBytes = 0;
-  size_t heldBytes = 0, peakHeldBytes = 0;
   /// Levels 2-3: bytes (unpadded) of full gradients and reduce-scatter
   /// results held at once, and their peak (--stats).
   size_t gradBytes = 0, peakGradBytes = 0;
@@ -401,12 +407,17 @@ private:
            (schedule::Payload(a.payload) == schedule::Payload::ActivationGrad);
   }
   Status connectTransfers();
-  Status bindForwardArgs(int module, int mb, std::vector<Tensor> &args);
+  Status bindForwardArgs(int module, int mb, int64_t in,
+                         std::vector<Tensor> &args);
+  /// The step buffer at `offset`, which must hold `lay` (aborts otherwise:
+  /// the program is inconsistent); `what` names the value.
+  char *stepAt(int64_t offset, const Packed &lay, const std::string &what);
   Status runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
                      const char *cat, std::string name);
-  /// `n` function outputs (offsets in the arena) packed into a new buffer.
+  /// `lay`'s function outputs (offsets in the arena, from output `first`)
+  /// packed at `out`.
   Status packOutputs(const FunctionSpec &f, int first, const Packed &lay,
-                     DeviceBuffer &out);
+                     char *out);
   void endRun();
   /// ZeRO 3: aborts unless module k's gathered weights are in use.
   void checkRun(int k);
@@ -453,15 +464,6 @@ private:
       return s;
     return zeroBuffer(out);
   }
-  void hold(const DeviceBuffer &b) {
-    heldBytes += b.bytes();
-    if (heldBytes > peakHeldBytes)
-      peakHeldBytes = heldBytes;
-  }
-  void release(DeviceBuffer &&b) {
-    heldBytes -= b.bytes();
-    pool.put(std::move(b));
-  }
   void record(const char *cat, std::string name, double t0, double t1) {
     if (tracing)
       events.push_back({cat, std::move(name), t0 - traceStart, t1 - t0});
@@ -469,17 +471,15 @@ private:
 
   std::vector<Packed> actLayout, gradLayout; ///< per boundary
   std::map<int, Packed> resLayout;           ///< per local module
-  std::map<std::pair<int, int>, DeviceBuffer> acts, grads, residuals;
   struct SendRecord {
-    DeviceBuffer buffer;
     Request req;
     std::string what;
     int peer = -1;
   };
-  std::vector<SendRecord> sends;
+  std::map<std::pair<int, int>, SendRecord> sends; ///< (peer, tag)
   struct PostedRecv {
-    DeviceBuffer buffer;
     Request req;
+    int64_t offset = -1;
   };
   std::map<std::pair<int, int>, PostedRecv> postedRecvs; ///< (peer, tag)
   std::vector<float> lossOf; ///< per micro-batch of this replica

@@ -39,21 +39,19 @@ std::string payloadWord(const ActionSpec &a) {
 float *floats(const DeviceBuffer &b) { return static_cast<float *>(b.data()); }
 } // namespace
 
-Status Executor::bindForwardArgs(int k, int j, std::vector<Tensor> &args) {
+Status Executor::bindForwardArgs(int k, int j, int64_t in,
+                                 std::vector<Tensor> &args) {
   const FunctionSpec &f = spec.modules[k].forward;
   args.clear();
   int boundary = 0;
   for (int i = 0; i < f.numArgs; ++i) {
     const ArgSpec &a = f.args[i];
     switch (a.kind) {
-    case ArgKind::Boundary: {
-      auto it = acts.find({k - 1, j});
-      if (it == acts.end())
-        control.abort("the step runs module " + str(k) + ", micro-batch " +
-                   str(j) + " before its input arrived");
-      args.push_back(actLayout[size_t(k - 1)].view(it->second, size_t(boundary++)));
+    case ArgKind::Boundary:
+      args.push_back(actLayout[size_t(k - 1)].view(
+          stepAt(in, actLayout[size_t(k - 1)], "input of module " + str(k)),
+          size_t(boundary++)));
       break;
-    }
     case ArgKind::Input: {
       int k = slotIndex.at(a.name);
       int64_t row = (int64_t(dp) * spec.microBatches + j) * microBatch;
@@ -115,26 +113,33 @@ Status Executor::runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
   return Status::success();
 }
 
+char *Executor::stepAt(int64_t offset, const Packed &lay,
+                       const std::string &what) {
+  if (offset < 0 || size_t(offset) > stepBuffer.bytes() ||
+      lay.bytes > stepBuffer.bytes() - size_t(offset))
+    control.abort("the program is inconsistent: the step places the " + what +
+                  " at " + std::to_string(offset) + ", outside its " +
+                  std::to_string(stepBuffer.bytes()) + "-byte step buffer");
+  return static_cast<char *>(stepBuffer.data()) + offset;
+}
+
 Status Executor::packOutputs(const FunctionSpec &f, int first,
-                             const Packed &lay, DeviceBuffer &out) {
-  if (Status s = pool.get(lay.bytes, out); !s.ok())
-    return s;
+                             const Packed &lay, char *out) {
   const char *base = static_cast<const char *>(arena.data());
   for (size_t i = 0; i < lay.items.size(); ++i)
-    if (Status s = device.copy(static_cast<char *>(out.data()) + lay.items[i].offset,
+    if (Status s = device.copy(out + lay.items[i].offset,
                                base + f.outputs[first + int(i)].offset,
                                lay.items[i].bytes);
         !s.ok())
       return s;
-  hold(out);
   return Status::success();
 }
 
-Status Executor::forward(int k, int j) {
+Status Executor::forward(int k, int j, int64_t in, int64_t res, int64_t out) {
   const ModuleSpec &m = spec.modules[k];
   checkRun(k);
   std::vector<Tensor> args;
-  if (Status s = bindForwardArgs(k, j, args); !s.ok())
+  if (Status s = bindForwardArgs(k, j, in, args); !s.ok())
     return s;
   if (Status s = runFunction(m.forward, args, "forward",
                              "F" + str(k) + "." + str(j));
@@ -149,78 +154,59 @@ Status Executor::forward(int k, int j) {
         !s.ok())
       return s;
   } else {
-    DeviceBuffer b;
-    if (Status s = packOutputs(m.forward, 0, actLayout[size_t(k)], b); !s.ok())
+    const Packed &lay = actLayout[size_t(k)];
+    if (Status s = packOutputs(m.forward, 0, lay,
+                               stepAt(out, lay, "output of module " + str(k)));
+        !s.ok())
       return s;
-    acts[{k, j}] = std::move(b);
   }
-  if (evaluating) {
-    // No backward follows: the input is done with (the work reading it
-    // is enqueued), the residuals are not kept.
-    if (auto it = acts.find({k - 1, j}); it != acts.end()) {
-      release(std::move(it->second));
-      acts.erase(it);
-    }
-  } else if (m.numResiduals > 0) {
-    DeviceBuffer b;
-    if (Status s = packOutputs(m.forward, m.numOut, resLayout.at(k), b); !s.ok())
+  // Evaluating, no backward follows: the residuals are not kept.
+  if (!evaluating && m.numResiduals > 0) {
+    const Packed &lay = resLayout.at(k);
+    if (Status s = packOutputs(
+            m.forward, m.numOut, lay,
+            stepAt(res, lay, "residuals of module " + str(k)));
+        !s.ok())
       return s;
-    residuals[{k, j}] = std::move(b);
   }
   return Status::success();
 }
 
-Status Executor::backward(int k, int j) {
+Status Executor::backward(int k, int j, int64_t in, int64_t res, int64_t cot,
+                          int64_t out) {
   const ModuleSpec &m = spec.modules[k];
   checkRun(k);
   bool last = k == spec.numModules - 1;
   std::vector<Tensor> args;
-  if (Status s = bindForwardArgs(k, j, args); !s.ok())
+  if (Status s = bindForwardArgs(k, j, in, args); !s.ok())
     return s;
-  auto res = residuals.find({k, j});
   if (m.numResiduals > 0) {
-    if (res == residuals.end())
-      control.abort("the step runs the backward of module " + str(k) +
-                 ", micro-batch " + str(j) + " before its forward");
+    const Packed &lay = resLayout.at(k);
+    char *at = stepAt(res, lay, "residuals of module " + str(k));
     for (int i = 0; i < m.numResiduals; ++i)
-      args.push_back(resLayout.at(k).view(res->second, size_t(i)));
+      args.push_back(lay.view(at, size_t(i)));
   }
-  auto cot = grads.find({k, j});
   if (last) {
     const ArgSpec &a = m.backward.args[m.backward.numArgs - 1];
     args.push_back(Tensor{floats(deviceWeight) + j, DType::F32, a.rank, a.shape});
   } else {
-    if (cot == grads.end())
-      control.abort("the step runs the backward of module " + str(k) +
-                 ", micro-batch " + str(j) + " before its gradient arrived");
+    const Packed &lay = gradLayout[size_t(k)];
+    char *at = stepAt(cot, lay, "output gradient of module " + str(k));
     for (int i = 0; i < m.numOut; ++i)
-      args.push_back(gradLayout[size_t(k)].view(cot->second, size_t(i)));
+      args.push_back(lay.view(at, size_t(i)));
   }
   if (Status s = runFunction(m.backward, args, "backward",
                              "B" + str(k) + "." + str(j));
       !s.ok())
     return s;
   if (k > 0) {
-    DeviceBuffer b;
-    if (Status s = packOutputs(m.backward, 0, gradLayout[size_t(k - 1)], b);
+    const Packed &lay = gradLayout[size_t(k - 1)];
+    if (Status s = packOutputs(
+            m.backward, 0, lay,
+            stepAt(out, lay, "input gradient of module " + str(k)));
         !s.ok())
       return s;
-    grads[{k - 1, j}] = std::move(b);
   }
-  // The device work that reads these is enqueued: later device work (and
-  // transfers, which order themselves after it) may reuse them.
-  auto drop = [&](std::map<std::pair<int, int>, DeviceBuffer> &map,
-                  std::pair<int, int> key) {
-    auto it = map.find(key);
-    if (it != map.end()) {
-      release(std::move(it->second));
-      map.erase(it);
-    }
-  };
-  drop(residuals, {k, j});
-  drop(acts, {k - 1, j});
-  if (!last)
-    drop(grads, {k, j});
   // The parameter gradients stay in the arena for accumulate(k).
   accumulatePending = k;
   return Status::success();
@@ -326,62 +312,80 @@ Status Executor::useWeights(int k) {
   return Status::success();
 }
 
-Status Executor::send(const ActionSpec &a) {
+Status Executor::send(const ActionSpec &a, int64_t at) {
   double t0 = now();
-  bool act = Payload(a.payload) == Payload::Activation;
-  auto &map = act ? acts : grads;
-  auto it = map.find({a.module, a.microBatch});
-  if (it == map.end())
-    control.abort("the step sends the " + payloadWord(a) + " of boundary " +
-               str(a.module) + ", micro-batch " + str(a.microBatch) +
-               " before computing it");
-  SendRecord r{std::move(it->second), Request{},
-               "the send of the " + payloadWord(a) + " of boundary " +
-                   str(a.module) + ", micro-batch " + str(a.microBatch) +
-                   " to rank " + str(a.peer) + " did not complete"};
-  map.erase(it);
-  const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
-  if (Status s = net.isend(r.buffer.data(), lay.wireBytes(), a.peer, tagOf(a),
-                           r.req);
+  const Packed &lay = (Payload(a.payload) == Payload::Activation
+                           ? actLayout
+                           : gradLayout)[size_t(a.module)];
+  std::string what = "the " + payloadWord(a) + " of boundary " +
+                     str(a.module) + ", micro-batch " + str(a.microBatch);
+  char *buffer = stepAt(at, lay, what);
+  SendRecord r{Request{}, "the send of " + what + " to rank " + str(a.peer) +
+                              " did not complete",
+               a.peer};
+  if (Status s = net.isend(buffer, lay.wireBytes(), a.peer, tagOf(a), r.req);
       !s.ok())
     return s;
-  r.peer = a.peer;
-  sends.push_back(std::move(r));
+  if (!sends.emplace(std::make_pair(a.peer, tagOf(a)), std::move(r)).second)
+    control.abort("the step sends " + what + " twice");
   record("send", actionName(a), t0, now());
   return Status::success();
 }
 
-Status Executor::postRecv(const ActionSpec &a) {
-  bool act = Payload(a.payload) == Payload::Activation;
-  const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
-  PostedRecv p;
-  if (Status s = pool.get(lay.bytes, p.buffer); !s.ok())
-    return s;
-  if (Status s =
-          net.irecv(p.buffer.data(), lay.wireBytes(), a.peer, tagOf(a), p.req);
-      !s.ok())
-    return s;
-  hold(p.buffer);
-  postedRecvs[{a.peer, tagOf(a)}] = std::move(p);
+Status Executor::waitSend(const ActionSpec &a) {
+  double t0 = now();
+  auto it = sends.find({a.peer, tagOf(a)});
+  if (it == sends.end())
+    control.abort("the step waits for a send of the " + payloadWord(a) +
+                  " of boundary " + str(a.module) + ", micro-batch " +
+                  str(a.microBatch) + " that it did not start");
+  SendRecord r = std::move(it->second);
+  sends.erase(it);
+  if (r.req.valid())
+    if (Status s = net.wait(r.req, r.what,
+                            "; rank " + str(r.peer) + " may have died");
+        !s.ok())
+      return s;
+  record("send-wait", actionName(a), t0, now());
   return Status::success();
 }
 
-Status Executor::recv(const ActionSpec &a) {
+Status Executor::postRecv(const ActionSpec &a, int64_t at) {
   bool act = Payload(a.payload) == Payload::Activation;
+  const Packed &lay = (act ? actLayout : gradLayout)[size_t(a.module)];
+  PostedRecv p;
+  p.offset = at;
+  char *buffer = stepAt(at, lay,
+                        payloadWord(a) + " of boundary " + str(a.module) +
+                            " received");
+  if (Status s = net.irecv(buffer, lay.wireBytes(), a.peer, tagOf(a), p.req);
+      !s.ok())
+    return s;
+  if (!postedRecvs.emplace(std::make_pair(a.peer, tagOf(a)), p).second)
+    control.abort("the step posts the receive of the " + payloadWord(a) +
+                  " of boundary " + str(a.module) + ", micro-batch " +
+                  str(a.microBatch) + " twice");
+  return Status::success();
+}
+
+Status Executor::recv(const ActionSpec &a, int64_t at) {
   double t0 = now();
   std::pair<int, int> key{a.peer, tagOf(a)};
   auto it = postedRecvs.find(key);
   if (it == postedRecvs.end()) {
-    if (Status s = postRecv(a); !s.ok())
+    if (Status s = postRecv(a, at); !s.ok())
       return s;
     it = postedRecvs.find(key);
   }
-  PostedRecv p = std::move(it->second);
+  PostedRecv p = it->second;
   postedRecvs.erase(it);
-  DeviceBuffer b = std::move(p.buffer);
-  Request r = p.req;
+  if (p.offset != at)
+    control.abort("the step waits for the " + payloadWord(a) +
+                  " of boundary " + str(a.module) + ", micro-batch " +
+                  str(a.microBatch) + " at " + std::to_string(at) +
+                  ", posted at " + std::to_string(p.offset));
   if (Status s = net.waitForCompute(
-          r,
+          p.req,
           "no " + payloadWord(a) + " of boundary " + str(a.module) +
               ", micro-batch " + str(a.microBatch) + " from rank " +
               str(a.peer),
@@ -389,7 +393,6 @@ Status Executor::recv(const ActionSpec &a) {
       !s.ok())
     return s;
   record("recv-wait", actionName(a), t0, now());
-  (act ? acts : grads)[{a.module, a.microBatch}] = std::move(b);
   return Status::success();
 }
 
@@ -516,22 +519,16 @@ Status Executor::retireScatters(size_t keep) {
   return Status::success();
 }
 
-Status Executor::progressSends(bool wait) {
-  size_t keep = 0;
-  for (size_t i = 0; i < sends.size(); ++i) {
-    SendRecord &r = sends[i];
-    bool done = true;
-    Status s = wait ? net.wait(r.req, r.what,
-                               "; rank " + str(r.peer) + " may have died")
-                    : net.test(r.req, done);
-    if (!s.ok())
+Status Executor::progressSends() {
+  // MPI moves a transfer along only inside its calls: test each send in
+  // flight (their buffers stay the step's until waitSend).
+  for (auto &[key, r] : sends) {
+    if (!r.req.valid())
+      continue;
+    bool done = false;
+    if (Status s = net.test(r.req, done); !s.ok())
       return s;
-    if (done)
-      release(std::move(r.buffer));
-    else if (keep++ != i) // (a DeviceBuffer must not be moved onto itself)
-      sends[keep - 1] = std::move(r);
   }
-  sends.resize(keep);
   return Status::success();
 }
 
@@ -723,7 +720,6 @@ Status Executor::evaluate(double &loss) {
   double busy = busySeconds;
   auto p2p = net.p2pBytesSent;
   auto collective = net.collectiveBytes;
-  size_t peak = peakHeldBytes;
   evaluating = true;
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
@@ -741,7 +737,6 @@ Status Executor::evaluate(double &loss) {
   busySeconds = busy;
   evalP2pBytes += net.p2pBytesSent - p2p;
   evalCollectiveBytes += net.collectiveBytes - collective;
-  peakHeldBytes = peak;
   loss = sum / double(o.evalBatches);
   return Status::success();
 }
@@ -755,8 +750,6 @@ Status Executor::runStep(StepFn fn, int64_t index, double &loss) {
     return state.status;
   endRun();
   double t0 = now();
-  if (Status s = progressSends(true); !s.ok())
-    return s;
   // The step waited for the gathers it started (waitWeights,
   // waitSharedGather).
   for (int k : localModules)
@@ -770,9 +763,9 @@ Status Executor::runStep(StepFn fn, int64_t index, double &loss) {
     p->summed = false;
   }
   record("collective-wait", "step-end", t0, now());
-  if (!acts.empty() || !grads.empty() || !residuals.empty() ||
-      !postedRecvs.empty())
-    return Status::error("the step leaves activations behind at its end");
+  if (!sends.empty() || !postedRecvs.empty())
+    return Status::error("the step ends with a transfer of boundary values "
+                         "not waited for");
   // The one read-back of the step (it waits for the device).
   std::string what = evaluating ? std::string("the evaluation")
                                 : "step " + std::to_string(stepIndex + 1);

@@ -2,7 +2,7 @@
 //
 // DistProgram.h, namespace step: what the step functions convert-dist-to-rt
 // generates call, in schedule order. Each forwards to the rank's Executor
-// and then tests the sends in flight (freeing finished ones); the first
+// and then tests the sends in flight (MPI's progress); the first
 // error stops the step (StepState::status), which Executor::runStep
 // returns.
 //
@@ -24,7 +24,7 @@ template <typename F> void run(StepState *s, F &&call) {
     return;
   Status st = call(s->ex);
   if (st.ok())
-    st = s->ex.progressSends(false);
+    st = s->ex.progressSends();
   s->status = std::move(st);
 }
 
@@ -44,12 +44,16 @@ ActionSpec collective(ActionKind kind, int module) {
 
 } // namespace
 
-void step::forward(StepState *s, int module, int mb) {
-  run(s, [&](Executor &ex) { return ex.forward(module, mb); });
+void step::forward(StepState *s, int module, int mb, int64_t in, int64_t res,
+                   int64_t out) {
+  run(s, [&](Executor &ex) { return ex.forward(module, mb, in, res, out); });
 }
 
-void step::backward(StepState *s, int module, int mb) {
-  run(s, [&](Executor &ex) { return ex.backward(module, mb); });
+void step::backward(StepState *s, int module, int mb, int64_t in, int64_t res,
+                    int64_t cot, int64_t out) {
+  run(s, [&](Executor &ex) {
+    return ex.backward(module, mb, in, res, cot, out);
+  });
 }
 
 void step::accumulate(StepState *s, int module) {
@@ -61,24 +65,34 @@ void step::waitGradients(StepState *s, int module) {
 }
 
 void step::send(StepState *s, step::Payload what, int boundary, int mb,
-                int peer) {
+                int peer, int64_t at) {
   run(s, [&](Executor &ex) {
-    return ex.send(transfer(ex, ActionKind::Send, what, boundary, mb, peer));
+    return ex.send(transfer(ex, ActionKind::Send, what, boundary, mb, peer),
+                   at);
+  });
+}
+
+void step::waitSend(StepState *s, step::Payload what, int boundary, int mb,
+                    int peer) {
+  run(s, [&](Executor &ex) {
+    return ex.waitSend(
+        transfer(ex, ActionKind::Send, what, boundary, mb, peer));
   });
 }
 
 void step::postRecv(StepState *s, step::Payload what, int boundary, int mb,
-                    int peer) {
+                    int peer, int64_t at) {
   run(s, [&](Executor &ex) {
     return ex.postRecv(
-        transfer(ex, ActionKind::Recv, what, boundary, mb, peer));
+        transfer(ex, ActionKind::Recv, what, boundary, mb, peer), at);
   });
 }
 
 void step::recv(StepState *s, step::Payload what, int boundary, int mb,
-                int peer) {
+                int peer, int64_t at) {
   run(s, [&](Executor &ex) {
-    return ex.recv(transfer(ex, ActionKind::Recv, what, boundary, mb, peer));
+    return ex.recv(transfer(ex, ActionKind::Recv, what, boundary, mb, peer),
+                   at);
   });
 }
 

@@ -96,7 +96,18 @@ static LogicalResult nonNegative(Operation *op, StringRef what, int64_t v) {
   return success();
 }
 
-LogicalResult StepCallOp::verify() { return nonNegative(*this, "mb", getMb()); }
+LogicalResult StepCallOp::verify() {
+  if (failed(nonNegative(*this, "mb", getMb())))
+    return failure();
+  for (auto [what, offset] :
+       {std::pair<StringRef, std::optional<int64_t>>{"in", getInput()},
+        {"res", getResiduals()},
+        {"cot", getCotangent()},
+        {"out", getOutput()}})
+    if (offset && failed(nonNegative(*this, what, *offset)))
+      return failure();
+  return success();
+}
 
 LogicalResult
 StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -104,21 +115,43 @@ StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                                                              getCalleeAttr());
   if (!fn)
     return emitOpError("calls '") << getCallee() << "', which is no function";
-  if (!fn->hasAttr("dist.outlined"))
+  auto outlined = fn->getAttrOfType<DictionaryAttr>("dist.outlined");
+  if (!outlined)
     return emitOpError("calls @")
            << getCallee() << ", which is no outlined module function";
+  auto residuals = outlined.getAs<IntegerAttr>("num_residuals");
+  if (getResiduals() && residuals && residuals.getInt() == 0)
+    return emitOpError("has residuals at ")
+           << *getResiduals() << " but @" << getCallee()
+           << " keeps none (its backward recomputes)";
+  bool backward = false;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto kind = fn.getArgAttrOfType<StringAttr>(i, "graph.kind"))
+      backward |= kind.getValue() == "cotangent";
+  if (getCotangent() && !backward)
+    return emitOpError("has a cotangent at ")
+           << *getCotangent() << " but @" << getCallee()
+           << " is no backward (no cotangent argument)";
   return success();
 }
 
 template <typename Op>
-static LogicalResult verifyTransfer(Op op) {
+static LogicalResult verifyPeerTransfer(Op op) {
   if (failed(nonNegative(op, "boundary", op.getBoundary())) ||
       failed(nonNegative(op, "mb", op.getMb())))
     return failure();
   return nonNegative(op, "peer", op.getPeer());
 }
 
+template <typename Op>
+static LogicalResult verifyTransfer(Op op) {
+  if (failed(verifyPeerTransfer(op)))
+    return failure();
+  return nonNegative(op, "offset", op.getOffset());
+}
+
 LogicalResult StepSendOp::verify() { return verifyTransfer(*this); }
+LogicalResult StepWaitSendOp::verify() { return verifyPeerTransfer(*this); }
 LogicalResult StepPostRecvOp::verify() { return verifyTransfer(*this); }
 LogicalResult StepRecvOp::verify() { return verifyTransfer(*this); }
 LogicalResult StepAllGatherOp::verify() {

@@ -3,8 +3,9 @@
 // convert-dist-to-rt turns each pipeline rank's dist.step into a function
 // of these ops, in schedule order; convert-rt-to-emitc lowers each to a call
 // of the runtime's step library (include/lamina/Runtime/DistProgram.h,
-// namespace lamina::rt::step), which owns the buffers in flight and the
-// communicator. docs/distributed.md, "The compiled step".
+// namespace lamina::rt::step). What the step holds between its calls lies
+// at the offsets the compiler planned in one step buffer
+// (lamina::schedule::planStepBuffers). docs/distributed.md, "The compiled step".
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,8 +19,8 @@ def Rt_StepType : TypeDef<Rt_Dialect, "Step"> {
   let summary = "one rank's state in a distributed step";
   let description = [{
     The argument of a step function (a `func.func` with `rt.step_pp`): the rank's parameters,
-    gradients, optimizer, the boundaries and residuals in flight and its
-    communicator, held by the runtime.
+    gradients, optimizer, its step buffer (of `rt.step_buffer_bytes`) and
+    its communicator, held by the runtime.
   }];
 }
 
@@ -33,50 +34,79 @@ def Rt_StepCallOp : Rt_StepOp<"step_call",
   let summary = "a module's forward or backward on one micro-batch";
   let description = [{
     Runs the rt function `callee` (an outlined `@fwd_k` or `@bwd_k`, with
-    its `dist.outlined`) on micro-batch `mb`: the runtime binds its
-    boundary, input, parameter, residual and cotangent arguments and keeps
-    its outputs (boundaries to send, residuals for the backward; a
-    backward's parameter gradients stay in the rank's arena for the
-    `rt.step_accumulate` that follows it).
+    its `dist.outlined`) on micro-batch `mb`. What it reads and writes
+    besides the inputs and parameters lies in the step buffer at the
+    offsets the compiler planned (`rt.step_buffer_bytes` on the function):
+    `in` the boundary values it reads (module k-1's outputs), `res` the
+    residuals (a forward writes them, its backward reads them), `cot` the
+    gradient of its outputs (a backward), `out` what it writes for the next
+    module (a forward's boundary values, a backward's gradient of its
+    inputs). A backward's parameter gradients stay in the rank's arena for
+    the `rt.step_accumulate` that follows it.
 
     ```mlir
-    rt.step_call %s @fwd_0[1]
+    rt.step_call %s @fwd_1[0] in 0 res 4096 out 12288
+    rt.step_call %s @bwd_1[0] in 0 res 4096 cot 12288 out 16384
     ```
   }];
   let arguments = (ins Rt_StepType:$state, FlatSymbolRefAttr:$callee,
-                   I64Attr:$mb);
-  let assemblyFormat = "$state $callee `[` $mb `]` attr-dict";
+                   I64Attr:$mb, OptionalAttr<I64Attr>:$input,
+                   OptionalAttr<I64Attr>:$residuals,
+                   OptionalAttr<I64Attr>:$cotangent,
+                   OptionalAttr<I64Attr>:$output);
+  let assemblyFormat = [{
+    $state $callee `[` $mb `]` (`in` $input^)? (`res` $residuals^)?
+    (`cot` $cotangent^)? (`out` $output^)? attr-dict
+  }];
 }
 
 class Rt_StepTransferOp<string mnemonic, string dir, string what>
     : Rt_StepOp<mnemonic> {
   let summary = what # " boundary values of one micro-batch";
   let arguments = (ins Rt_StepType:$state, UnitAttr:$gradient,
-                   I64Attr:$boundary, I64Attr:$mb, I64Attr:$peer);
+                   I64Attr:$boundary, I64Attr:$mb, I64Attr:$peer,
+                   I64Attr:$offset);
   let assemblyFormat = "$state (`gradient` $gradient^)? $boundary `,` $mb `"
-                       # dir # "` $peer attr-dict";
+                       # dir # "` $peer `at` $offset attr-dict";
 }
 
 def Rt_StepSendOp : Rt_StepTransferOp<"step_send", "to", "Sends"> {
   let description = [{
     Starts sending boundary `boundary`'s activations (its gradients with
-    `gradient`) of micro-batch `mb` to pipeline rank `peer` of this replica;
-    the runtime frees the buffer once the transfer is done.
+    `gradient`) of micro-batch `mb`, at `offset` in the step buffer, to
+    pipeline rank `peer` of this replica. The buffer stays the send's until
+    the `rt.step_wait_send` of the transfer.
 
     ```mlir
-    rt.step_send %s 0, 1 to 1
+    rt.step_send %s 0, 1 to 1 at 4096
     ```
   }];
+}
+
+def Rt_StepWaitSendOp : Rt_StepOp<"step_wait_send"> {
+  let summary = "waits for a send to complete";
+  let description = [{
+    After it the send's part of the step buffer may hold other values.
+
+    ```mlir
+    rt.step_wait_send %s 0, 1 to 1
+    ```
+  }];
+  let arguments = (ins Rt_StepType:$state, UnitAttr:$gradient,
+                   I64Attr:$boundary, I64Attr:$mb, I64Attr:$peer);
+  let assemblyFormat = "$state (`gradient` $gradient^)? $boundary `,` $mb "
+                       "`to` $peer attr-dict";
 }
 
 def Rt_StepPostRecvOp
     : Rt_StepTransferOp<"step_post_recv", "from", "Starts receiving"> {
   let description = [{
-    Posts the receive that a later `rt.step_recv` of the same transfer
-    waits for, so the transfer runs while the work between them does.
+    Posts the receive (into the step buffer at `offset`) that a later
+    `rt.step_recv` of the same transfer waits for, so the transfer runs
+    while the work between them does.
 
     ```mlir
-    rt.step_post_recv %s gradient 0, 1 from 1
+    rt.step_post_recv %s gradient 0, 1 from 1 at 8192
     ```
   }];
 }
@@ -84,11 +114,11 @@ def Rt_StepPostRecvOp
 def Rt_StepRecvOp : Rt_StepTransferOp<"step_recv", "from", "Waits for"> {
   let description = [{
     Waits for a receive (posting it first if no `rt.step_post_recv` did);
-    the values are then the boundary arguments (or cotangents) of the
-    calls of micro-batch `mb`.
+    the values at `offset` are then the boundary arguments (or cotangents)
+    of the calls of micro-batch `mb`.
 
     ```mlir
-    rt.step_recv %s gradient 0, 1 from 1
+    rt.step_recv %s gradient 0, 1 from 1 at 8192
     ```
   }];
 }

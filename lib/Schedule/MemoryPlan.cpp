@@ -1,6 +1,6 @@
 //===- MemoryPlan.cpp - greedy-by-size arena planning ---------------------===//
 
-#include "lamina/Conversion/GraphToRt/MemoryPlan.h"
+#include "lamina/Schedule/MemoryPlan.h"
 
 #include <algorithm>
 #include <numeric>

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LAMINA_CONVERSION_GRAPHTORT_MEMORYPLAN_H
-#define LAMINA_CONVERSION_GRAPHTORT_MEMORYPLAN_H
+#ifndef LAMINA_SCHEDULE_MEMORYPLAN_H
+#define LAMINA_SCHEDULE_MEMORYPLAN_H
 
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
 //===- MemoryPlanTest.cpp - the greedy-by-size arena planner --------------===//
 
-#include "lamina/Conversion/GraphToRt/MemoryPlan.h"
+#include "lamina/Schedule/MemoryPlan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,71 @@
+//===- StepBuffers.h - the memory plan of one rank's step -------*- C++ -*-===//
+//
+// What a rank's step holds between its calls -- the boundary values it
+// computes or receives, their gradients, the residuals a forward keeps for
+// its backward -- gets a static offset in one step buffer, planned from the
+// lowered calls (lowerStep): each value lives from the call that writes it
+// (a forward, a backward, or the posting of its receive) to its last reader
+// (a forward, the backward, or the wait for its send), and the greedy-by-size
+// planner (MemoryPlan.h) places them. convert-dist-to-rt writes the offsets
+// into the step's ops and the runtime allocates the buffer once; `lamina
+// plan` runs the same function over the same calls. docs/distributed.md,
+// "The step's memory".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_SCHEDULE_STEPBUFFERS_H
+#define LAMINA_SCHEDULE_STEPBUFFERS_H
+
+#include "lamina/Schedule/StepCalls.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace lamina::schedule {
+
+/// The byte sizes of what a step holds, as the runtime packs them (each
+/// tensor 64-byte aligned; stepBufferBytes): per boundary b (module b's
+/// outputs) its values and their gradient, per module its residuals (0: the
+/// backward recomputes them).
+struct StepBufferSizes {
+  std::vector<int64_t> activation, gradient, residual;
+};
+
+/// The bytes of tensors of `bytes` each packed one after the other, each
+/// starting 64-byte aligned (the runtime's layout of a boundary or of a
+/// module's residuals).
+int64_t packedBytes(const std::vector<int64_t> &bytes);
+
+enum class BufferKind : unsigned char { Activation, Gradient, Residual };
+
+/// One value a step holds: boundary `index`'s activations or gradient, or
+/// module `index`'s residuals, of micro-batch `microBatch`.
+using BufferKey = std::tuple<BufferKind, int, int>;
+
+/// The memory plan of one step.
+struct StepBuffers {
+  std::map<BufferKey, int64_t> offsets; ///< every value the step holds
+  int64_t bytes = 0;                    ///< the step buffer's size
+  /// Offset of a value, or -1 when the step holds none (a residual of a
+  /// recomputing module).
+  int64_t offsetOf(BufferKind kind, int index, int microBatch) const {
+    auto it = offsets.find({kind, index, microBatch});
+    return it == offsets.end() ? -1 : it->second;
+  }
+};
+
+/// Plans the buffers of the lowered step `calls` of a chain of
+/// `numModules` modules; `forwardOnly`: an evaluation step (a forward's input
+/// dies at it, no residuals are kept). Returns "" and the plan, or why the
+/// calls cannot be planned (a value read before it is written, or never
+/// released).
+std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
+                            const StepBufferSizes &sizes, bool forwardOnly,
+                            StepBuffers &out);
+
+} // namespace lamina::schedule
+
+#endif // LAMINA_SCHEDULE_STEPBUFFERS_H
