@@ -2,8 +2,12 @@
 // rt.step_* ops in schedule order. 1F1B over 2 ranks and 2 micro-batches:
 // rank 0 posts its first receive from rank 1 at the start, and each next
 // one right before it waits for the previous; rank 1 likewise for rank 0's
-// activations. Each backward is followed by the accumulation of its
-// parameter gradients. The settings go to the module's rt.dist.
+// activations. Each send is waited for before the second compute call
+// after it. Each backward is followed by the accumulation of its
+// parameter gradients. The boundary values (2x4 f32: 32 B, one 64-byte
+// slot) and their gradients lie in the step buffer at planned offsets: a
+// slot is reused once its value's last reader (a backward, or the wait for
+// its send) is past. The settings go to the module's rt.dist.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s
 // Breadth-first at ZeRO 3 over 2 replicas with the evaluation step: a
 // use_weights (the wait for the gathered weights) before the first call of
@@ -24,49 +28,54 @@
 // CHECK: module attributes {{.*}}rt.dist = {dp = 1 : i64, kind = "1f1b", micro_batches = 2 : i64, modules = 2 : i64, placement = array<i64: 0, 1>, pp = 2 : i64, zero = 0 : i64}}
 // CHECK-NOT: dist.program
 // CHECK-LABEL: func.func @lamina_step_0(
-// CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_pp = 0 : i64} {
-// CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 0 from 1
-// CHECK-NEXT:   rt.step_call %[[S]] @fwd_0[0]
-// CHECK-NEXT:   rt.step_send %[[S]] 0, 0 to 1
-// CHECK-NEXT:   rt.step_call %[[S]] @fwd_0[1]
-// CHECK-NEXT:   rt.step_send %[[S]] 0, 1 to 1
-// CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 1 from 1
-// CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 0 from 1
-// CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[0]
+// CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 256 : i64, rt.step_pp = 0 : i64} {
+// CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 0 from 1 at 0
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_0[0] out 64
+// CHECK-NEXT:   rt.step_send %[[S]] 0, 0 to 1 at 64
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_0[1] out 128
+// CHECK-NEXT:   rt.step_send %[[S]] 0, 1 to 1 at 128
+// CHECK-NEXT:   rt.step_post_recv %[[S]] gradient 0, 1 from 1 at 192
+// CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 0 from 1 at 0
+// CHECK-NEXT:   rt.step_wait_send %[[S]] 0, 0 to 1
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[0] cot 0
 // CHECK-NEXT:   rt.step_accumulate %[[S]] 0
-// CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 1 from 1
-// CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[1]
+// CHECK-NEXT:   rt.step_recv %[[S]] gradient 0, 1 from 1 at 192
+// CHECK-NEXT:   rt.step_wait_send %[[S]] 0, 1 to 1
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_0[1] cot 192
 // CHECK-NEXT:   rt.step_accumulate %[[S]] 0
 // CHECK-NEXT:   rt.step_optimizer %[[S]]
 // CHECK-NEXT:   return
 // CHECK-LABEL: func.func @lamina_step_1(
-// CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_pp = 1 : i64} {
-// CHECK-NEXT:   rt.step_post_recv %[[S]] 0, 0 from 0
-// CHECK-NEXT:   rt.step_post_recv %[[S]] 0, 1 from 0
-// CHECK-NEXT:   rt.step_recv %[[S]] 0, 0 from 0
-// CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[0]
-// CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[0]
+// CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 192 : i64, rt.step_pp = 1 : i64} {
+// CHECK-NEXT:   rt.step_post_recv %[[S]] 0, 0 from 0 at 0
+// CHECK-NEXT:   rt.step_post_recv %[[S]] 0, 1 from 0 at 64
+// CHECK-NEXT:   rt.step_recv %[[S]] 0, 0 from 0 at 0
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[0] in 0
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[0] in 0 out 128
 // CHECK-NEXT:   rt.step_accumulate %[[S]] 1
-// CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 0 to 0
-// CHECK-NEXT:   rt.step_recv %[[S]] 0, 1 from 0
-// CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[1]
-// CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[1]
+// CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 0 to 0 at 128
+// CHECK-NEXT:   rt.step_recv %[[S]] 0, 1 from 0 at 64
+// CHECK-NEXT:   rt.step_call %[[S]] @fwd_1[1] in 64
+// CHECK-NEXT:   rt.step_wait_send %[[S]] gradient 0, 0 to 0
+// CHECK-NEXT:   rt.step_call %[[S]] @bwd_1[1] in 64 out 0
 // CHECK-NEXT:   rt.step_accumulate %[[S]] 1
-// CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 1 to 0
+// CHECK-NEXT:   rt.step_send %[[S]] gradient 0, 1 to 0 at 0
 // CHECK-NEXT:   rt.step_optimizer %[[S]]
+// CHECK-NEXT:   rt.step_wait_send %[[S]] gradient 0, 1 to 0
 // CHECK-NEXT:   return
 
 // ZERO3: rt.dist = {dp = 2 : i64, kind = "breadth-first", {{.*}}zero = 3 : i64}
 // ZERO3-LABEL: func.func @lamina_step_0(
-// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_pp = 0 : i64} {
+// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 256 : i64, rt.step_pp = 0 : i64} {
 // ZERO3:        rt.step_all_gather %[[S]] 0
 // ZERO3-NEXT:   rt.step_use_weights %[[S]] 0
-// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0]
-// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0] out {{[0-9]+}}
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1 at {{[0-9]+}}
 // ZERO3-NOT:    rt.step_use_weights
 // ZERO3:        rt.step_call %[[S]] @fwd_0[1]
 // ZERO3:        rt.step_use_weights %[[S]] 0
-// ZERO3-NEXT:   rt.step_call %[[S]] @bwd_0[{{[01]}}]
+// ZERO3-NEXT:   rt.step_wait_send %[[S]] 0, 0 to 1
+// ZERO3-NEXT:   rt.step_call %[[S]] @bwd_0[{{[01]}}] cot {{[0-9]+}}
 // ZERO3-NEXT:   rt.step_accumulate %[[S]] 0
 // ZERO3-NOT:    rt.step_use_weights
 // ZERO3:        rt.step_reduce_scatter %[[S]] 0
@@ -74,30 +83,37 @@
 // ZERO3-NEXT:   rt.step_optimizer %[[S]]
 // ZERO3-LABEL: func.func @lamina_step_1(
 // ZERO3-LABEL: func.func @lamina_eval_step_0(
-// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.forward_only, rt.step_pp = 0 : i64} {
+// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.forward_only, rt.step_buffer_bytes = 128 : i64, rt.step_pp = 0 : i64} {
 // ZERO3-NEXT:   rt.step_all_gather %[[S]] 0
 // ZERO3-NEXT:   rt.step_use_weights %[[S]] 0
-// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0]
-// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1
-// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[1]
-// ZERO3-NEXT:   rt.step_send %[[S]] 0, 1 to 1
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0] out 0
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1 at 0
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[1] out 64
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 1 to 1 at 64
+// ZERO3-NEXT:   rt.step_wait_send %[[S]] 0, 0 to 1
+// ZERO3-NEXT:   rt.step_wait_send %[[S]] 0, 1 to 1
 // ZERO3-NEXT:   return
+// An evaluation forward's input dies at it: no residuals, no gradients.
 // ZERO3-LABEL: func.func @lamina_eval_step_1(
+// ZERO3-SAME: rt.step_buffer_bytes = 128 : i64
+// ZERO3:        rt.step_call %[[S:[^ ]*]] @fwd_1[0] in 0{{$}}
+// ZERO3:        rt.step_call %[[S]] @fwd_1[1] in 64{{$}}
 // ZERO3-NOT:   rt.step_optimizer
 
 // LAYERED-LABEL: func.func @lamina_step_0(
-// LAYERED-NEXT: rt.step_call %[[S:[^ ]*]] @fwd_0[0]
-// LAYERED-NEXT: rt.step_call %[[S]] @fwd_0[1]
-// LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[0]
-// LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[1]
-// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[1]
+// LAYERED-SAME: rt.step_buffer_bytes = 192 : i64
+// LAYERED-NEXT: rt.step_call %[[S:[^ ]*]] @fwd_0[0] out 0
+// LAYERED-NEXT: rt.step_call %[[S]] @fwd_0[1] out 64
+// LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[0] in 0
+// LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[1] in 64
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[1] in 64 out 128
 // LAYERED-NEXT: rt.step_accumulate %[[S]] 1
-// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[0]
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[0] in 0 out 64
 // LAYERED-NEXT: rt.step_accumulate %[[S]] 1
 // LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 1
-// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[1]
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[1] cot 128
 // LAYERED-NEXT: rt.step_accumulate %[[S]] 0
-// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[0]
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[0] cot 64
 // LAYERED-NEXT: rt.step_accumulate %[[S]] 0
 // LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 0
 // LAYERED-NEXT: rt.step_wait_gradients %[[S]] 1

@@ -1,7 +1,8 @@
 // The module's rt.dist (convert-dist-to-rt) makes the mode dist (graph.train
 // says the model computes its own loss; dist.outlined that the backwards
 // recompute): the outlined module functions, each pipeline rank's step
-// function (here gpipe over 2 pipeline ranks, 2 micro-batches) and the
+// function (here gpipe over 2 pipeline ranks, 2 micro-batches; each call
+// with its step-buffer offsets, -1 where it has none) and the
 // DistSpec tables naming them.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
@@ -23,54 +24,61 @@
 // order. Rank 0: F0.0 Sa0.0>1 F0.1 Sa0.1>1 Rg0.0<1 B0.0 Rg0.1<1 B0.1 OPT,
 // the receives posted ahead.
 // CHECK-LABEL: static void lamina_step_0(lamina::rt::StepState* v1) {
-// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1);
-// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 0);
-// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
-// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 1);
-// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
-// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1);
-// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1);
-// CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1, 0);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 0, -1, -1, 64);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 0, 1, 64);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 1, -1, -1, 128);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 1, 1, 128);
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1, 192);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1, 0);
+// CHECK-NEXT:   lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 0, -1, -1, 0, -1);
 // CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0);
-// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1);
-// CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1, 192);
+// CHECK-NEXT:   lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
+// CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 1, -1, -1, 192, -1);
 // CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0);
 // CHECK-NEXT:   lamina::rt::step::optimizer(v1);
 // CHECK-NEXT:   return;
 // CHECK-LABEL: static void lamina_step_1(
-// CHECK: lamina::rt::step::backward(v1, 1, 1);
+// CHECK: lamina::rt::step::backward(v1, 1, 1, 64, -1, -1, 0);
 // CHECK-NEXT: lamina::rt::step::accumulate(v1, 1);
-// CHECK-NEXT: lamina::rt::step::send(v1, lamina::rt::step::Payload::Gradient, 0, 1, 0);
+// CHECK-NEXT: lamina::rt::step::send(v1, lamina::rt::step::Payload::Gradient, 0, 1, 0, 0);
 // CHECK-NEXT: lamina::rt::step::optimizer(v1);
-// The evaluation step: rank 0 F0.0 Sa0.0>1 F0.1 Sa0.1>1, rank 1 Ra0.0<0
-// F1.0 Ra0.1<0 F1.1.
+// CHECK-NEXT: lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Gradient, 0, 0, 0);
+// CHECK-NEXT: lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Gradient, 0, 1, 0);
+// CHECK-NEXT: return;
+// The evaluation step.
 // CHECK-LABEL: static void lamina_eval_step_0(
-// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 0);
-// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
-// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 1);
-// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 0, -1, -1, 0);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 0, 1, 0);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 0, 1, -1, -1, 64);
+// CHECK-NEXT:   lamina::rt::step::send(v1, lamina::rt::step::Payload::Activation, 0, 1, 1, 64);
+// CHECK-NEXT:   lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
+// CHECK-NEXT:   lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
 // CHECK-NEXT:   return;
 // CHECK-LABEL: static void lamina_eval_step_1(
-// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0);
-// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0);
-// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0);
-// CHECK-NEXT:   lamina::rt::step::forward(v1, 1, 0);
-// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0);
-// CHECK-NEXT:   lamina::rt::step::forward(v1, 1, 1);
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::postRecv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0, 64);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0, 0);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 1, 0, 0, -1, -1);
+// CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0, 64);
+// CHECK-NEXT:   lamina::rt::step::forward(v1, 1, 1, 64, -1, -1);
 // CHECK-NEXT:   return;
-// No action tables: the steps are code.
 // CHECK-NOT: ActionSpec
 // CHECK: static const lamina::rt::ModuleSpec lamina_modules[2] = {{[{][{]}}"layer.0", {"fwd_0"
 // CHECK: static const lamina::rt::StepFn lamina_steps[2] = {lamina_step_0, lamina_step_1};
 // CHECK: static const lamina::rt::StepFn lamina_eval_steps[2] = {lamina_eval_step_0, lamina_eval_step_1};
+// CHECK: static const int64_t lamina_step_buffer_bytes[2] = {256LL, 192LL};
+// CHECK: static const int64_t lamina_eval_step_buffer_bytes[2] = {128LL, 128LL};
 // CHECK: static const int lamina_edges[4] = {0, 1, 1, 0};
 // CHECK: static const int lamina_module_rank[2] = {0, 1};
-// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_steps, lamina_eval_steps, lamina_edges, 2, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL)};
+// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_steps, lamina_eval_steps, lamina_step_buffer_bytes, lamina_eval_step_buffer_bytes, lamina_edges, 2, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL)};
 // CHECK: lamina::rt::distTrainMain(
 
 // SWAPPED-LABEL: static void lamina_step_1(
-// SWAPPED: lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0);
-// SWAPPED: lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0);
+// SWAPPED: lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 1, 0, {{[0-9]+}});
+// SWAPPED: lamina::rt::step::recv(v1, lamina::rt::step::Payload::Activation, 0, 0, 0, {{[0-9]+}});
 // ORDER: convert-rt-to-emitc: the training step sends from pipeline rank 0 to pipeline rank 1 in another order than they are received; NCCL matches transfers in order (compile this schedule for the host)
 
 // NOSCHED: convert-rt-to-emitc: mode=dist needs the module's rt.dist and step functions (run convert-dist-to-rt)

@@ -85,7 +85,46 @@ func.func @step_calls_nothing(%s: !rt.step) {
 
 func.func @negative_peer(%s: !rt.step) {
   // expected-error @+1 {{peer must be non-negative, got -1}}
-  rt.step_send %s gradient 0, 1 to -1
+  rt.step_send %s gradient 0, 1 to -1 at 0
+  return
+}
+
+// -----
+
+func.func @negative_offset(%s: !rt.step) {
+  // expected-error @+1 {{offset must be non-negative, got -64}}
+  rt.step_post_recv %s 0, 1 from 1 at -64
+  return
+}
+
+// -----
+
+// Buffers the callee has no use for.
+func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+  return
+}
+func.func @residuals_of_recompute(%s: !rt.step) {
+  // expected-error @+1 {{has residuals at 64 but @fwd_0 keeps none (its backward recomputes)}}
+  rt.step_call %s @fwd_0[0] res 64 out 0
+  return
+}
+
+// -----
+
+func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+  return
+}
+func.func @cotangent_of_forward(%s: !rt.step) {
+  // expected-error @+1 {{has a cotangent at 0 but @fwd_0 is no backward (no cotangent argument)}}
+  rt.step_call %s @fwd_0[0] cot 0
+  return
+}
+
+// -----
+
+func.func @negative_input(%s: !rt.step) {
+  // expected-error @+1 {{in must be non-negative, got -1}}
+  rt.step_call %s @fwd_0[0] in -1
   return
 }
 
