@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Plan/CostModel.h"
+#include "lamina/Schedule/StepBuffers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -261,6 +262,8 @@ private:
   /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
   struct GradientBuffers;
+  /// rs's compiled step buffer (RankMemory::stepBuffers).
+  void stepBuffers(RankStats &rs) const;
   void placeStats();
   void memory();
   void metrics();
@@ -479,6 +482,32 @@ struct Evaluator::GradientBuffers {
   }
 };
 
+void Evaluator::stepBuffers(RankStats &rs) const {
+  const size_t n = plan.stages.size();
+  schedule::StepBufferSizes sizes;
+  sizes.activation.assign(n, 0);
+  sizes.gradient.assign(n, 0);
+  sizes.residual.assign(n, 0);
+  auto bytes = [](double v) { return int64_t(std::llround(v)); };
+  for (size_t k = 0; k < n; ++k) {
+    const Stage &st = plan.stages[k];
+    if (k + 1 < n)
+      sizes.activation[k] = sizes.gradient[k] =
+          schedule::packedBytes({bytes(st.sendBytes)});
+    if (!c.recompute)
+      sizes.residual[k] = schedule::packedBytes({bytes(st.activationBytes)});
+  }
+  const auto &s = plan.schedule;
+  schedule::StepBuffers buffers;
+  std::string err = schedule::planStepBuffers(
+      schedule::lowerStep(s.ranks[size_t(s.globalRank(rs.pipelineRank, 0))],
+                          zeroLevel()),
+      int(n), sizes, /*forwardOnly=*/false, buffers);
+  // The schedules are verified: their steps always plan.
+  rs.memory.stepBuffers = err.empty() ? double(buffers.bytes) : 0;
+  rs.memory.stepBuffersExact = err.empty() && c.recompute;
+}
+
 // Per-rank traffic and in-flight checkpoints, walking replica 0's lists.
 void Evaluator::placeStats() {
   const auto &s = plan.schedule;
@@ -547,6 +576,7 @@ void Evaluator::placeStats() {
     }
     rs.memory.activations = peak;
     rs.memory.gradientBuffers = gradBuffers.peak;
+    stepBuffers(rs);
     // Tied parameters: whole on every holder, synchronised once a step
     // over the holders of all replicas (in the optimizer step).
     for (size_t i = 0; i < tied.size(); ++i) {

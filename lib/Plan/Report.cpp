@@ -194,6 +194,19 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
     for (size_t i = 0; i < 13; ++i)
       o += pad(cells[i], width[i]) + (i + 1 < 13 ? " " : "\n");
   }
+  // The compiled step's own figure (part of activ above).
+  if (!p.ranks.empty()) {
+    o += "\nstep buffer per pipeline rank (what the compiled step holds "
+         "between its calls, planned as lamina compile plans it";
+    o += p.ranks.front().memory.stepBuffersExact
+             ? "):"
+             : "; residuals estimated without --recompute full):";
+    for (const RankStats &r : p.ranks)
+      o += std::string(r.pipelineRank ? "," : "") + " rank " +
+           std::to_string(r.pipelineRank) + " " +
+           std::to_string(int64_t(r.memory.stepBuffers)) + " B";
+    o += "\n";
+  }
   if (!p.warnings.empty()) {
     o += "\nwarnings:\n";
     for (const std::string &w : p.warnings)
@@ -366,6 +379,8 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
         .field("activations", r.memory.activations)
         .field("transient", r.memory.transient)
         .field("gradient_buffers", r.memory.gradientBuffers)
+        .field("step_buffers", r.memory.stepBuffers)
+        .field("step_buffers_exact", r.memory.stepBuffersExact)
         .field("total", r.memory.total())
         .endObject();
     w.key("traffic")

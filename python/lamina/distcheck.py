@@ -12,6 +12,13 @@ docs/plan.md), and prints per global rank, side by side:
   held at once, against the plan's `gradient_buffers`: equal on replica 0,
   within two elements' rounding of the shards elsewhere (the first
   replicas' parts are one element longer; exit status 1 if not);
+* the step buffer (`step_buffer_bytes`: the boundary values, their
+  gradients and the residuals the compiled step holds between its calls,
+  at the offsets convert-dist-to-rt planned) against the plan's
+  `step_buffers`, the same computation over the same calls: equal when
+  the plan says it is exact (`step_buffers_exact`: planned with
+  `--recompute full`; exit status 1 if not), else the plan's estimate is
+  shown beside it;
 * the training state a rank keeps (`state_bytes`: parameters, copies,
   gradients, optimizer state) against the plan's weights + grads +
   optimizer: equal on replica 0, within the shards' rounding (16 bytes a
@@ -76,7 +83,9 @@ def rows(measured, plan):
             dp_bytes_plan=t["data_parallel_bytes"],
             idle=r["idle_fraction"],
             idle_plan=pr["idle_s"] / step if step > 0 else 0.0,
-            held=r["peak_activation_bytes"], arena=r["arena_bytes"],
+            step=r["step_buffer_bytes"], arena=r["arena_bytes"],
+            step_plan=mem.get("step_buffers", 0),
+            step_exact=mem.get("step_buffers_exact", False),
             act_plan=mem["activations"], transient_plan=mem["transient"],
             weights_plan=mem["weights"], grads_plan=mem["grads"],
             optim_plan=mem["optimizer"],
@@ -104,6 +113,11 @@ def grads_equal(row):
     return within(row, "grad", 8.5)
 
 
+def step_equal(row):
+    # Without recompute the plan estimates the residuals.
+    return not row["step_exact"] or same(row["step"], row["step_plan"])
+
+
 def state_equal(row):
     # Per module at most the parameter, gradient and two optimizer slots.
     return within(row, "state", 16.0 * (row["modules"] + 1))
@@ -115,8 +129,15 @@ CHECKS = (
     ("p2p", lambda r: same(r["p2p"], r["p2p_plan"])),
     ("dp_bytes", lambda r: same(r["dp_bytes"], r["dp_bytes_plan"])),
     ("grad", grads_equal),
+    ("step", step_equal),
     ("state", state_equal),
 )
+
+
+def relation(row, key, ok):
+    if key == "step" and not row["step_exact"]:
+        return "~"  # the plan's estimate
+    return "=" if ok(row) else "!="
 
 
 def bytes_equal(row):
@@ -126,18 +147,21 @@ def bytes_equal(row):
 def markdown(rs):
     """The table of bench/dist_vs_plan.py and docs/performance.md."""
     lines = ["| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
-             "| gradient buffers run / plan | state run / plan "
-             "| idle run / plan | held + arena (run) | activ + transient "
-             "(plan) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| gradient buffers run / plan | step buffer run / plan "
+             "| state run / plan "
+             "| idle run / plan | step buffer + arena (run) "
+             "| activ + transient (plan) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         checked = " | ".join(
             f"{r[k]:.0f} / {r[k + '_plan']:.0f}"
-            + ("" if ok(r) else " **DIFFERS**") for k, ok in CHECKS)
+            + ("" if ok(r) else " **DIFFERS**")
+            + (" (plan estimate)" if relation(r, k, ok) == "~" else "")
+            for k, ok in CHECKS)
         lines.append(
             f"| {r['rank']} ({r['pp']}, {r['dp']}) | {checked} | "
             f"{r['idle']:.1%} / {r['idle_plan']:.1%} | "
-            f"{r['held']} + {r['arena']} = {r['held'] + r['arena']} | "
+            f"{r['step']} + {r['arena']} = {r['step'] + r['arena']} | "
             f"{r['act_plan']:.0f} + {r['transient_plan']:.0f} = "
             f"{r['act_plan'] + r['transient_plan']:.0f} |")
     return lines
@@ -147,9 +171,10 @@ def text(rs):
     """A compact plain-text table: the checked figures and idle fraction."""
     head = ("rank (pp, dp)", "p2p B/step run vs plan",
             "DP B/step run vs plan", "grad buffers B run vs plan",
-            "state B run vs plan", "idle run / plan")
+            "step buffer B run vs plan", "state B run vs plan",
+            "idle run / plan")
     body = [(f"{r['rank']} ({r['pp']}, {r['dp']})",)
-            + tuple(f"{r[k]:.0f} {'=' if ok(r) else '!='} "
+            + tuple(f"{r[k]:.0f} {relation(r, k, ok)} "
                     f"{r[k + '_plan']:.0f}" for k, ok in CHECKS)
             + (f"{r['idle']:.0%} / {r['idle_plan']:.0%}",) for r in rs]
     widths = [max(len(row[i]) for row in [head] + body)
@@ -199,7 +224,7 @@ def main(argv=None):
               file=sys.stderr)
         return 1
     print("every bytes figure equals the plan's (traffic, gradient buffers, "
-          "state). Idle: the plan's is the "
+          "step buffer, state). Idle: the plan's is the "
           "schedule's bubble and exposed communication; the run's also "
           "counts copies, MPI progress and, with more ranks than cores, "
           "waits for descheduled peers (docs/performance.md)")

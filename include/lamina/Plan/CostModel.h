@@ -105,6 +105,16 @@ struct RankMemory {
   /// its reduce-scatter is retired, as the runtime's executor does:
   /// Executor::retireScatters; `grads` counts the shards).
   double gradientBuffers = 0;
+  /// The compiled step's buffer on replica 0 of this pipeline rank: the
+  /// boundary values, their gradients and the residuals it holds at once,
+  /// placed by the same computation as convert-dist-to-rt's
+  /// (schedule::planStepBuffers over schedule::lowerStep). Part of
+  /// `activations`' bound, not added to the total. Exact when the
+  /// backward recomputes (no residuals) and each boundary is one tensor;
+  /// without recompute the residuals are estimated by every op result of
+  /// the stage (stepBuffersExact false).
+  double stepBuffers = 0;
+  bool stepBuffersExact = true;
   double total() const {
     return weights + grads + optimizer + activations + transient +
            gradientBuffers;
