@@ -1,14 +1,14 @@
 //===- Executor.h - one rank of a distributed training step -----*- C++ -*-===//
 //
 // The state one rank holds (its modules' parameters, gradients, optimizer,
-// the activations in flight) and the interpreter of its action list
-// (DistProgram.h, Schedule.h). DistTrain.cpp drives it; DistCheckpoint.cpp
+// the step buffer) and what its compiled step's calls do (DistProgram.h,
+// StepLibrary.cpp). DistTrain.cpp drives it; DistCheckpoint.cpp
 // saves, restores and exports its parameters. docs/distributed.md.
 //
 // Every buffer the functions or the network touch lives in the memory of
 // the program's Device (DeviceBuffer): parameters, gradients, shards,
-// gathered weights, boundaries, residuals, the arena, the token batch, the
-// optimizer state. The host keeps only what it reads itself -- the token
+// gathered weights, the step buffer (boundaries, residuals), the arena, the
+// token batch, the optimizer state. The host keeps only what it reads itself -- the token
 // batch it samples, the losses at the end of a step, the copies checkpoints
 // and exports are written from (stateToHost / stateToDevice). Transfers go
 // through a Communicator (MPI or NCCL).
@@ -410,8 +410,9 @@ private:
   Status bindForwardArgs(int module, int mb, int64_t in,
                          std::vector<Tensor> &args);
   /// The step buffer at `offset`, which must hold `lay` (aborts otherwise:
-  /// the program is inconsistent); `what` names the value.
-  char *stepAt(int64_t offset, const Packed &lay, const std::string &what);
+  /// the program is inconsistent); `what` and `index` name the value.
+  char *stepAt(int64_t offset, const Packed &lay, const char *what,
+               int index);
   Status runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
                      const char *cat, std::string name);
   /// `lay`'s function outputs (offsets in the arena, from output `first`)

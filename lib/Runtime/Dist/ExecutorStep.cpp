@@ -49,7 +49,7 @@ Status Executor::bindForwardArgs(int k, int j, int64_t in,
     switch (a.kind) {
     case ArgKind::Boundary:
       args.push_back(actLayout[size_t(k - 1)].view(
-          stepAt(in, actLayout[size_t(k - 1)], "input of module " + str(k)),
+          stepAt(in, actLayout[size_t(k - 1)], "input of module ", k),
           size_t(boundary++)));
       break;
     case ArgKind::Input: {
@@ -113,12 +113,13 @@ Status Executor::runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
   return Status::success();
 }
 
-char *Executor::stepAt(int64_t offset, const Packed &lay,
-                       const std::string &what) {
+char *Executor::stepAt(int64_t offset, const Packed &lay, const char *what,
+                       int index) {
   if (offset < 0 || size_t(offset) > stepBuffer.bytes() ||
       lay.bytes > stepBuffer.bytes() - size_t(offset))
-    control.abort("the program is inconsistent: the step places the " + what +
-                  " at " + std::to_string(offset) + ", outside its " +
+    control.abort("the program is inconsistent: the step places the " +
+                  std::string(what) + str(index) + " at " +
+                  std::to_string(offset) + ", outside its " +
                   std::to_string(stepBuffer.bytes()) + "-byte step buffer");
   return static_cast<char *>(stepBuffer.data()) + offset;
 }
@@ -156,7 +157,7 @@ Status Executor::forward(int k, int j, int64_t in, int64_t res, int64_t out) {
   } else {
     const Packed &lay = actLayout[size_t(k)];
     if (Status s = packOutputs(m.forward, 0, lay,
-                               stepAt(out, lay, "output of module " + str(k)));
+                               stepAt(out, lay, "output of module ", k));
         !s.ok())
       return s;
   }
@@ -165,7 +166,7 @@ Status Executor::forward(int k, int j, int64_t in, int64_t res, int64_t out) {
     const Packed &lay = resLayout.at(k);
     if (Status s = packOutputs(
             m.forward, m.numOut, lay,
-            stepAt(res, lay, "residuals of module " + str(k)));
+            stepAt(res, lay, "residuals of module ", k));
         !s.ok())
       return s;
   }
@@ -182,7 +183,7 @@ Status Executor::backward(int k, int j, int64_t in, int64_t res, int64_t cot,
     return s;
   if (m.numResiduals > 0) {
     const Packed &lay = resLayout.at(k);
-    char *at = stepAt(res, lay, "residuals of module " + str(k));
+    char *at = stepAt(res, lay, "residuals of module ", k);
     for (int i = 0; i < m.numResiduals; ++i)
       args.push_back(lay.view(at, size_t(i)));
   }
@@ -191,7 +192,7 @@ Status Executor::backward(int k, int j, int64_t in, int64_t res, int64_t cot,
     args.push_back(Tensor{floats(deviceWeight) + j, DType::F32, a.rank, a.shape});
   } else {
     const Packed &lay = gradLayout[size_t(k)];
-    char *at = stepAt(cot, lay, "output gradient of module " + str(k));
+    char *at = stepAt(cot, lay, "output gradient of module ", k);
     for (int i = 0; i < m.numOut; ++i)
       args.push_back(lay.view(at, size_t(i)));
   }
@@ -203,7 +204,7 @@ Status Executor::backward(int k, int j, int64_t in, int64_t res, int64_t cot,
     const Packed &lay = gradLayout[size_t(k - 1)];
     if (Status s = packOutputs(
             m.backward, 0, lay,
-            stepAt(out, lay, "input gradient of module " + str(k)));
+            stepAt(out, lay, "input gradient of module ", k));
         !s.ok())
       return s;
   }
@@ -319,7 +320,11 @@ Status Executor::send(const ActionSpec &a, int64_t at) {
                            : gradLayout)[size_t(a.module)];
   std::string what = "the " + payloadWord(a) + " of boundary " +
                      str(a.module) + ", micro-batch " + str(a.microBatch);
-  char *buffer = stepAt(at, lay, what);
+  char *buffer = stepAt(at, lay,
+                        Payload(a.payload) == Payload::Activation
+                            ? "activations sent of boundary "
+                            : "gradient sent of boundary ",
+                        a.module);
   SendRecord r{Request{}, "the send of " + what + " to rank " + str(a.peer) +
                               " did not complete",
                a.peer};
@@ -356,8 +361,9 @@ Status Executor::postRecv(const ActionSpec &a, int64_t at) {
   PostedRecv p;
   p.offset = at;
   char *buffer = stepAt(at, lay,
-                        payloadWord(a) + " of boundary " + str(a.module) +
-                            " received");
+                        act ? "activations received of boundary "
+                            : "gradient received of boundary ",
+                        a.module);
   if (Status s = net.irecv(buffer, lay.wireBytes(), a.peer, tagOf(a), p.req);
       !s.ok())
     return s;
