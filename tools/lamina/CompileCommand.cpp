@@ -249,11 +249,17 @@ static PlanFigures readFigures(ModuleOp module) {
   return f;
 }
 
-/// Per pipeline rank of a distributed program: its modules and the arena
-/// it needs (the largest of its functions': they run one at a time).
+/// Per pipeline rank of a distributed program: its modules, the arena it
+/// needs (the largest of its functions': they run one at a time) and its
+/// training step's buffer (convert-dist-to-rt's plan).
 static std::string describeDistProgram(ModuleOp module) {
   std::map<int64_t, std::pair<std::string, int64_t>> modules; // name, arena
+  std::map<int64_t, int64_t> stepBytes;                         // per rank
   module.walk([&](func::FuncOp f) {
+    if (auto bytes = f->getAttrOfType<IntegerAttr>("rt.step_buffer_bytes"))
+      if (auto p = f->getAttrOfType<IntegerAttr>("rt.step_pp");
+          p && !f->hasAttr("rt.forward_only"))
+        stepBytes[p.getInt()] = bytes.getInt();
     auto outlined = f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
     auto arena = f->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
     if (!outlined || !arena)
@@ -281,7 +287,10 @@ static std::string describeDistProgram(ModuleOp module) {
             arena = std::max(arena, modules[k].second);
           }
         os << "  pipeline rank " << r << ": " << names << "; arena "
-           << humanBytes(arena) << "\n";
+           << humanBytes(arena);
+        if (stepBytes.count(r))
+          os << ", step buffer " << humanBytes(stepBytes[r]);
+        os << "\n";
       }
     }
   return out;
