@@ -23,11 +23,15 @@ per global rank, side by side:
   `idle / (busy + idle)` on a hardware file for this host (`--hardware`;
   the default, lamina.distcheck.HOST_HARDWARE, describes a small CPU: what
   matters is the schedule's bubble, not the absolute times).
-* memory: the runtime's arena (its largest module function's working
-  memory, where recomputed activations live) and the peak of held boundary
-  values, boundary gradients and residuals, against the plan's activation
-  memory (checkpoints held forward-to-backward plus one stage's regenerated
-  activations) and transient (largest intermediate).
+* the step buffer (boundary values, their gradients and residuals at the
+  compiler's offsets) against the plan's `step_buffers`, the same
+  computation: equal with `--recompute full`, the plan's estimate without
+  (checked with the bytes where exact);
+* memory: the runtime's step buffer and arena (its largest module
+  function's working memory, where recomputed activations live) against
+  the plan's activation memory (checkpoints held forward-to-backward plus
+  one stage's regenerated activations) and transient (largest
+  intermediate).
 
 Nothing is left outside the plan for this model: the tied embedding/LM-head
 table, which the runtime keeps whole on every rank that reads it and
