@@ -192,8 +192,11 @@ static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
 static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(createConvertGraphToRt());
   // Each pipeline rank's step as a function of step-library calls.
-  if (o.dist())
-    pm.addPass(createConvertDistToRt());
+  if (o.dist()) {
+    ConvertDistToRtOptions steps;
+    steps.target = o.target;
+    pm.addPass(createConvertDistToRt(steps));
+  }
 }
 
 static void addEmitCPhase(OpPassManager &pm, const CompileOptions &o) {

@@ -497,12 +497,28 @@ void Evaluator::stepBuffers(RankStats &rs) const {
     if (!c.recompute)
       sizes.residual[k] = schedule::packedBytes({bytes(st.activationBytes)});
   }
+  // ZeRO's buffers as the runtime cuts them over MPI: a stage's gathered
+  // weights and full gradient whole, replica 0's part (the longest).
+  const int zero = zeroLevel();
+  if (zero >= 2) {
+    sizes.fullGradient.assign(n, 0);
+    sizes.gradientPart.assign(n, 0);
+    sizes.gathered.assign(n, 0);
+    for (size_t k = 0; k < n; ++k) {
+      const Stage &st = plan.stages[k];
+      const double S = st.params - st.sharedParams;
+      sizes.fullGradient[k] = bytes(S * prec.grad);
+      sizes.gradientPart[k] = bytes(partOf(S, c.dp) * prec.grad);
+      if (zero == 3)
+        sizes.gathered[k] = bytes(S * prec.weight);
+    }
+  }
   const auto &s = plan.schedule;
   schedule::StepBuffers buffers;
   std::string err = schedule::planStepBuffers(
       schedule::lowerStep(s.ranks[size_t(s.globalRank(rs.pipelineRank, 0))],
-                          zeroLevel()),
-      int(n), sizes, /*forwardOnly=*/false, buffers);
+                          zero),
+      int(n), sizes, zero, /*forwardOnly=*/false, buffers);
   // The schedules are verified: their steps always plan.
   rs.memory.stepBuffers = err.empty() ? double(buffers.bytes) : 0;
   rs.memory.stepBuffersExact = err.empty() && c.recompute;

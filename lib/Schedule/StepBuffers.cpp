@@ -4,7 +4,17 @@
 
 #include "lamina/Schedule/MemoryPlan.h"
 
+#include <deque>
+#include <optional>
+
 namespace lamina::schedule {
+
+ShardCapacity shardCapacity(int64_t total, int parts, bool padded) {
+  if (parts <= 0)
+    return {};
+  int64_t chunk = (total + parts - 1) / parts;
+  return {padded ? chunk * parts : total, chunk};
+}
 
 int64_t packedBytes(const std::vector<int64_t> &bytes) {
   int64_t total = 0;
@@ -22,32 +32,59 @@ const char *kindName(BufferKind kind) {
     return "the gradient of boundary ";
   case BufferKind::Residual:
     return "the residuals of module ";
+  case BufferKind::Gathered:
+    return "the gathered weights of module ";
+  case BufferKind::FullGradient:
+    return "the full gradient of module ";
+  case BufferKind::GradientPart:
+    return "the reduce-scattered part of module ";
   }
   return "?";
 }
 } // namespace
 
 std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
-                            const StepBufferSizes &sizes, bool forwardOnly,
-                            StepBuffers &out) {
+                            const StepBufferSizes &sizes, int zeroLevel,
+                            bool forwardOnly, StepBuffers &out) {
   out = StepBuffers();
   std::vector<BufferKey> keys;
   std::vector<BufferRequest> requests;
   std::map<BufferKey, size_t> live; // value -> its request
   std::string error;
   auto describe = [](const BufferKey &key) {
-    auto [kind, index, mb] = key;
-    return kindName(kind) + std::to_string(index) + ", micro-batch " +
-           std::to_string(mb);
+    auto [kind, index, n] = key;
+    bool zeroKind = kind >= BufferKind::Gathered;
+    return kindName(kind) + std::to_string(index) +
+           (zeroKind ? ", the step's " + std::to_string(n + 1) + ". "
+                     : ", micro-batch " + std::to_string(n));
   };
   auto sizeOf = [&](const BufferKey &key) -> int64_t {
     auto [kind, index, mb] = key;
-    const std::vector<int64_t> &v = kind == BufferKind::Activation
-                                        ? sizes.activation
-                                        : kind == BufferKind::Gradient
-                                              ? sizes.gradient
-                                              : sizes.residual;
-    return index >= 0 && size_t(index) < v.size() ? v[size_t(index)] : -1;
+    const std::vector<int64_t> *v = nullptr;
+    switch (kind) {
+    case BufferKind::Activation:
+      v = &sizes.activation;
+      break;
+    case BufferKind::Gradient:
+      v = &sizes.gradient;
+      break;
+    case BufferKind::Residual:
+      v = &sizes.residual;
+      break;
+    case BufferKind::Gathered:
+      v = &sizes.gathered;
+      break;
+    case BufferKind::FullGradient:
+      v = &sizes.fullGradient;
+      break;
+    case BufferKind::GradientPart:
+      v = &sizes.gradientPart;
+      break;
+    }
+    if (index >= 0 && size_t(index) < v->size())
+      return (*v)[size_t(index)];
+    // ZeRO's buffers not given: not planned here.
+    return kind >= BufferKind::Gathered ? 0 : -1;
   };
   auto define = [&](BufferKey key, int64_t i) {
     int64_t bytes = sizeOf(key);
@@ -87,6 +124,24 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
                      c.module, c.microBatch};
   };
   const int lastModule = numModules - 1;
+  // ZeRO: per module its gathers not yet used, the run whose gathered
+  // weights the calls read, the full gradient a run accumulates into, the
+  // reduce-scatters in flight (full gradient, part), counts per kind.
+  std::map<int, std::deque<BufferKey>> gathers;
+  std::optional<BufferKey> active;
+  std::map<int, BufferKey> open;
+  std::deque<std::pair<BufferKey, std::optional<BufferKey>>> scatters;
+  std::map<std::pair<BufferKind, int>, int> counts;
+  std::map<int, bool> scattered;
+  std::map<size_t, std::pair<BufferKey, std::optional<BufferKey>>> zeroCalls;
+  auto next = [&](BufferKind kind, int k) {
+    return BufferKey{kind, k, counts[{kind, k}]++};
+  };
+  auto endRun = [&](int64_t i) {
+    if (active)
+      use(*active, i, true);
+    active.reset();
+  };
   for (size_t n = 0; n < calls.size() && error.empty(); ++n) {
     const StepCall &c = calls[n];
     int64_t i = int64_t(n);
@@ -122,10 +177,82 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
       if (!live.count(transferKey(c)))
         define(transferKey(c), i);
       break;
+    case CallKind::AllGather:
+      if (zeroLevel == 3) {
+        BufferKey key = next(BufferKind::Gathered, k);
+        define(key, i);
+        gathers[k].push_back(key);
+        zeroCalls[n] = {key, std::nullopt};
+      }
+      break;
+    case CallKind::UseWeights:
+      if (zeroLevel == 3) {
+        endRun(i);
+        if (gathers[k].empty()) {
+          error = "call " + std::to_string(i) + " uses module " +
+                  std::to_string(k) + "'s weights, which no all-gather "
+                  "before it gathered";
+          break;
+        }
+        active = gathers[k].front();
+        gathers[k].pop_front();
+        use(*active, i, false);
+      }
+      break;
+    case CallKind::OptimizerStep:
+      endRun(i);
+      break;
+    case CallKind::Accumulate:
+      if (zeroLevel >= 2) {
+        if (!open.count(k)) {
+          open[k] = next(BufferKind::FullGradient, k);
+          define(open[k], i);
+        }
+        use(open[k], i, false);
+        zeroCalls[n] = {open[k], std::nullopt};
+      }
+      break;
+    case CallKind::ReduceScatter:
+      if (zeroLevel >= 2) {
+        // A run no backward accumulated into scatters a zeroed gradient.
+        if (!open.count(k)) {
+          open[k] = next(BufferKind::FullGradient, k);
+          define(open[k], i);
+        }
+        BufferKey full = open[k];
+        open.erase(k);
+        use(full, i, false);
+        std::optional<BufferKey> part;
+        if (scattered[k]) {
+          part = next(BufferKind::GradientPart, k);
+          define(*part, i);
+        }
+        scattered[k] = true;
+        scatters.push_back({full, part});
+        zeroCalls[n] = {full, part};
+      }
+      break;
+    case CallKind::WaitGradients:
+      if (zeroLevel >= 2) {
+        if (scatters.empty() || std::get<1>(scatters.front().first) != k) {
+          error = "call " + std::to_string(i) + " waits for module " +
+                  std::to_string(k) +
+                  "'s reduce-scatter, which is not the oldest in flight";
+          break;
+        }
+        use(scatters.front().first, i, true);
+        if (scatters.front().second)
+          use(*scatters.front().second, i, true);
+        scatters.pop_front();
+      }
+      break;
     default:
       break;
     }
   }
+  // The run in progress ends with the step.
+  if (error.empty())
+    endRun(int64_t(calls.size()));
   if (error.empty() && !live.empty())
     error = "the step still holds " + describe(live.begin()->first) +
             " at its end";
@@ -135,6 +262,14 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
   for (size_t r = 0; r < keys.size(); ++r)
     out.offsets[keys[r]] = plan.offsets[r];
   out.bytes = plan.peakBytes;
+  auto offsetOf = [&](const std::optional<BufferKey> &key) -> int64_t {
+    if (!key)
+      return -1;
+    auto it = out.offsets.find(*key);
+    return it == out.offsets.end() ? -1 : it->second;
+  };
+  for (const auto &[n, keys] : zeroCalls)
+    out.zeroAt[n] = {offsetOf(keys.first), offsetOf(keys.second)};
   return "";
 }
 

@@ -58,13 +58,15 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     (dist-build-steps) becomes a `func.func @lamina_step_P` (the
     `forward_only` program's: `@lamina_eval_step_P`) taking the rank's
     `!rt.step`, with `rt.step_pp = P`. Its body is the step's actions in
-    schedule order as `rt.step_*` ops, with three decisions made here
+    schedule order as `rt.step_*` ops, with these decisions made here
     (`lamina::schedule::lowerStep`):
 
     * receives are posted ahead: the first from each peer at the start,
       the next from a peer right before the previous one is waited for
       (`rt.step_post_recv`, then `rt.step_recv`), so a transfer overlaps
       the work before its use and each pair's transfers stay in order;
+    * each send is waited for (`rt.step_wait_send`) right before the
+      second compute call after it, so it overlaps one call;
     * at ZeRO 3, `rt.step_use_weights k` before the first call of each run
       of module k's forwards or backwards: the wait for the all-gather the
       schedule started;
@@ -75,27 +77,42 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
       this backward, and a rank holds at most two full gradients); the
       rest, and levels 0-1's all-reduces, right before the optimizer.
 
+    The waits of all pipeline ranks are run against each other
+    (`checkStepsComplete`); steps that would deadlock are refused, naming
+    the calls. What a step holds between its calls -- boundary values,
+    their gradients, residuals, ZeRO 3's gathered weights, levels 2-3's
+    full gradients and reduce-scatter parts -- is placed in one step
+    buffer per rank (`planStepBuffers`: live from the call writing it to
+    its last reader, greedy by size): the calls carry the offsets
+    (`in`/`res`/`cot`/`out`, `at`, `into`, `from`/`part`) and the function
+    `rt.step_buffer_bytes`. ZeRO's buffers are sized by the shard layout
+    of `target`'s collectives (host: MPI's cut; cuda: NCCL's equal,
+    padded chunks).
+
     `dist.call @f[mb]` becomes `rt.step_call %s @f[mb]` (a backward's
     `dist.accumulate` an `rt.step_accumulate`), the transfers and
-    collectives their `rt.step_*` twins. The values the steps pass between
-    calls (boundaries, residuals, gradients) are the runtime's buffers, not
-    yet the step's memory plan. The training program's settings go to the
-    module's `rt.dist` dictionary (kind, modules, pp, dp, micro_batches,
-    zero, placement) and the `dist.program`s are erased.
+    collectives their `rt.step_*` twins. The training program's settings
+    go to the module's `rt.dist` dictionary (kind, modules, pp, dp,
+    micro_batches, zero, placement) and the `dist.program`s are erased.
 
     ```mlir
-    func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
-      rt.step_post_recv %s gradient 0, 0 from 1
-      rt.step_call %s @fwd_0[0]
-      rt.step_send %s 0, 0 to 1
-      rt.step_recv %s gradient 0, 0 from 1
-      rt.step_call %s @bwd_0[0]
+    func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_buffer_bytes = 256 : i64, rt.step_pp = 0 : i64} {
+      rt.step_post_recv %s gradient 0, 0 from 1 at 0
+      rt.step_call %s @fwd_0[0] out 64
+      rt.step_send %s 0, 0 to 1 at 64
+      rt.step_recv %s gradient 0, 0 from 1 at 0
+      rt.step_wait_send %s 0, 0 to 1
+      rt.step_call %s @bwd_0[0] cot 0
       rt.step_accumulate %s 0
       rt.step_optimizer %s
       return
     }
     ```
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "host (MPI's shard layout) or cuda (NCCL's)">,
+  ];
   let dependentDialects = ["::lamina::rt_ir::RtDialect",
                            "::mlir::func::FuncDialect"];
 }

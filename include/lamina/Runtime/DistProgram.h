@@ -145,8 +145,10 @@ void forward(StepState *s, int module, int mb, int64_t in, int64_t res,
 void backward(StepState *s, int module, int mb, int64_t in, int64_t res,
               int64_t cot, int64_t out);
 /// Adds the last backward's (module `module`'s) parameter gradients to the
-/// module's (and the shared parameters').
-void accumulate(StepState *s, int module);
+/// module's (and the shared parameters'); at ZeRO 2-3 the module's full
+/// gradient of the run lies at `into` (the run's first accumulate starts
+/// it), else -1.
+void accumulate(StepState *s, int module, int64_t into);
 /// Waits for module `module`'s oldest gradient reduction in flight.
 void waitGradients(StepState *s, int module);
 /// Starts sending boundary `boundary`'s values of micro-batch `mb`, at `at`.
@@ -162,8 +164,12 @@ void postRecv(StepState *s, Payload what, int boundary, int mb, int peer,
 void recv(StepState *s, Payload what, int boundary, int mb, int peer,
           int64_t at);
 /// The data-parallel collectives of a module (started, not waited for).
-void allGather(StepState *s, int module);
-void reduceScatter(StepState *s, int module);
+/// ZeRO 3's all-gather gathers the weights of the module's next run at
+/// `at` (levels 1-2: in place, -1); at levels 2-3 the reduce-scatter
+/// reads the run's full gradient at `full` and, for a later one of the
+/// step, leaves its part at `part` (-1: into the gradient shard).
+void allGather(StepState *s, int module, int64_t at);
+void reduceScatter(StepState *s, int module, int64_t full, int64_t part);
 void allReduce(StepState *s, int module);
 /// ZeRO 3: waits for the module's oldest all-gather; its calls read it
 /// until the next useWeights or the optimizer step.

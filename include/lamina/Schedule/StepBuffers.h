@@ -2,11 +2,14 @@
 //
 // What a rank's step holds between its calls -- the boundary values it
 // computes or receives, their gradients, the residuals a forward keeps for
-// its backward -- gets a static offset in one step buffer, planned from the
-// lowered calls (lowerStep): each value lives from the call that writes it
-// (a forward, a backward, or the posting of its receive) to its last reader
-// (a forward, the backward, or the wait for its send), and the greedy-by-size
-// planner (MemoryPlan.h) places them. convert-dist-to-rt writes the offsets
+// its backward, and ZeRO's gathered weights and full gradients -- gets a
+// static offset in one step buffer, planned from the lowered calls
+// (lowerStep): each value lives from the call that writes it (a forward, a
+// backward, the posting of its receive, an all-gather, the accumulate that
+// starts a run's gradient, a reduce-scatter's part) to its last reader (a
+// forward, the backward, the wait for its send, the end of the run reading
+// the gathered weights, the wait for the reduce-scatter), and the
+// greedy-by-size planner (MemoryPlan.h) places them. convert-dist-to-rt writes the offsets
 // into the step's ops and the runtime allocates the buffer once; `lamina
 // plan` runs the same function over the same calls. docs/distributed.md,
 // "The step's memory".
@@ -29,26 +32,50 @@ namespace lamina::schedule {
 /// The byte sizes of what a step holds, as the runtime packs them (each
 /// tensor 64-byte aligned; stepBufferBytes): per boundary b (module b's
 /// outputs) its values and their gradient, per module its residuals (0: the
-/// backward recomputes them).
+/// backward recomputes them). Per module at ZeRO 3 its gathered weights (or
+/// their copies) for one run, at levels 2-3 its full f32 gradient for one
+/// run and the part a later reduce-scatter of the step leaves (empty: none).
 struct StepBufferSizes {
   std::vector<int64_t> activation, gradient, residual;
+  std::vector<int64_t> gathered, fullGradient, gradientPart;
 };
+
+/// The elements of the full buffers and of each part when `total` elements
+/// are cut into `parts`: MPI's cut (the first total % parts parts one
+/// longer) or, `padded`, NCCL's equal chunks (the runtime's
+/// evenShards/paddedShards).
+struct ShardCapacity {
+  int64_t full = 0, shard = 0;
+};
+ShardCapacity shardCapacity(int64_t total, int parts, bool padded);
 
 /// The bytes of tensors of `bytes` each packed one after the other, each
 /// starting 64-byte aligned (the runtime's layout of a boundary or of a
 /// module's residuals).
 int64_t packedBytes(const std::vector<int64_t> &bytes);
 
-enum class BufferKind : unsigned char { Activation, Gradient, Residual };
+enum class BufferKind : unsigned char {
+  Activation,
+  Gradient,
+  Residual,
+  Gathered,     ///< ZeRO 3: a run's gathered weights
+  FullGradient, ///< levels 2-3: a run's full gradient
+  GradientPart, ///< levels 2-3: a later reduce-scatter's part
+};
 
 /// One value a step holds: boundary `index`'s activations or gradient, or
-/// module `index`'s residuals, of micro-batch `microBatch`.
+/// module `index`'s residuals, of micro-batch `microBatch`; for ZeRO's
+/// kinds module `index`'s n-th of the step.
 using BufferKey = std::tuple<BufferKind, int, int>;
 
 /// The memory plan of one step.
 struct StepBuffers {
   std::map<BufferKey, int64_t> offsets; ///< every value the step holds
   int64_t bytes = 0;                    ///< the step buffer's size
+  /// ZeRO's buffers by call index: an AllGather's gathered weights, an
+  /// Accumulate's full gradient, a ReduceScatter's full gradient and
+  /// part (-1: none).
+  std::map<size_t, std::pair<int64_t, int64_t>> zeroAt;
   /// Offset of a value, or -1 when the step holds none (a residual of a
   /// recomputing module).
   int64_t offsetOf(BufferKind kind, int index, int microBatch) const {
@@ -58,13 +85,13 @@ struct StepBuffers {
 };
 
 /// Plans the buffers of the lowered step `calls` of a chain of
-/// `numModules` modules; `forwardOnly`: an evaluation step (a forward's input
-/// dies at it, no residuals are kept). Returns "" and the plan, or why the
-/// calls cannot be planned (a value read before it is written, or never
-/// released).
+/// `numModules` modules at ZeRO level `zeroLevel` (the effective one);
+/// `forwardOnly`: an evaluation step (a forward's input dies at it, no
+/// residuals are kept). Returns "" and the plan, or why the calls cannot
+/// be planned (a value read before it is written, or never released).
 std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
-                            const StepBufferSizes &sizes, bool forwardOnly,
-                            StepBuffers &out);
+                            const StepBufferSizes &sizes, int zeroLevel,
+                            bool forwardOnly, StepBuffers &out);
 
 } // namespace lamina::schedule
 

@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <map>
+#include <set>
 
 namespace lamina {
 #define GEN_PASS_DEF_CONVERTDISTTORT
@@ -44,7 +45,15 @@ public:
       : b(b), loc(loc), state(state), fns(fns), buffers(buffers),
         numModules(numModules), eval(eval) {}
 
-  LogicalResult build(const sch::StepCall &c, Operation *where) {
+  LogicalResult build(const sch::StepCall &c, size_t index, Operation *where) {
+    // ZeRO's buffers of this call (-1: none).
+    auto zeroAt = [&](bool second) -> IntegerAttr {
+      auto it = buffers.zeroAt.find(index);
+      int64_t offset = it == buffers.zeroAt.end()
+                           ? -1
+                           : (second ? it->second.second : it->second.first);
+      return offset < 0 ? IntegerAttr() : i64(offset);
+    };
     bool grad = c.payload == sch::Payload::ActivationGrad;
     int k = c.module, j = c.microBatch;
     // A value's offset in the step buffer (none: -1).
@@ -95,10 +104,12 @@ public:
                                     i64(c.peer));
       return success();
     case sch::CallKind::AllGather:
-      rt_ir::StepAllGatherOp::create(b, loc, state, i64(c.module));
+      rt_ir::StepAllGatherOp::create(b, loc, state, i64(c.module),
+                                     zeroAt(false));
       return success();
     case sch::CallKind::ReduceScatter:
-      rt_ir::StepReduceScatterOp::create(b, loc, state, i64(c.module));
+      rt_ir::StepReduceScatterOp::create(b, loc, state, i64(c.module),
+                                         zeroAt(false), zeroAt(true));
       return success();
     case sch::CallKind::AllReduce:
       rt_ir::StepAllReduceOp::create(b, loc, state, i64(c.module));
@@ -107,7 +118,8 @@ public:
       rt_ir::StepWaitGradientsOp::create(b, loc, state, i64(c.module));
       return success();
     case sch::CallKind::Accumulate:
-      rt_ir::StepAccumulateOp::create(b, loc, state, i64(c.module));
+      rt_ir::StepAccumulateOp::create(b, loc, state, i64(c.module),
+                                      zeroAt(false));
       return success();
     case sch::CallKind::UseWeights:
       rt_ir::StepUseWeightsOp::create(b, loc, state, i64(c.module));
@@ -157,12 +169,22 @@ int64_t bytesOf(Type t) {
 }
 
 /// The packed sizes of what the steps hold, from the module functions: the
-/// forward's boundary outputs and residuals, the backward's cotangents.
-FailureOr<sch::StepBufferSizes> bufferSizes(ModuleOp module, int numModules) {
+/// forward's boundary outputs and residuals, the backward's cotangents, and
+/// at ZeRO >= 2 the modules' gathered weights and gradients as the
+/// runtime lays them out: the trainable parameters only that module reads
+/// (`readers`), flat, cut over `dp` replicas by `target`'s collectives.
+FailureOr<sch::StepBufferSizes>
+bufferSizes(ModuleOp module, int numModules, int zero, int dp, bool padded,
+            const std::map<std::string, std::vector<int>> &readers) {
   sch::StepBufferSizes sizes;
   sizes.activation.assign(size_t(numModules), 0);
   sizes.gradient.assign(size_t(numModules), 0);
   sizes.residual.assign(size_t(numModules), 0);
+  // Per module: its flat parameters' elements, and the copies' bytes per
+  // element when its functions read copies.
+  std::vector<int64_t> flat(size_t(numModules), 0),
+      copyWidth(size_t(numModules), 0);
+  std::set<std::pair<int64_t, std::string>> counted; // once per module
   for (auto f : module.getOps<func::FuncOp>()) {
     auto outlined =
         f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
@@ -200,13 +222,51 @@ FailureOr<sch::StepBufferSizes> bufferSizes(ModuleOp module, int numModules) {
           sch::packedBytes(first);
     if (!bwd)
       sizes.residual[size_t(k)] = sch::packedBytes(rest);
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      auto type = dyn_cast<ShapedType>(f.getArgument(i).getType());
+      if (!kind || !name || !type)
+        continue;
+      auto it = readers.find(name.str());
+      std::set<int> distinct;
+      if (it != readers.end())
+        distinct.insert(it->second.begin(), it->second.end());
+      if (distinct.size() > 1) // shared: kept whole, outside the layout
+        continue;
+      if (kind.getValue() == graph::kKindTrainable && !bwd &&
+          counted.insert({k, name.str()}).second)
+        flat[size_t(k)] += type.getNumElements();
+      else if (kind.getValue() == graph::kKindParamCopy)
+        copyWidth[size_t(k)] = (type.getElementTypeBitWidth() + 7) / 8;
+    }
+  }
+  if (zero >= 2) {
+    sizes.fullGradient.assign(size_t(numModules), 0);
+    sizes.gradientPart.assign(size_t(numModules), 0);
+    sizes.gathered.assign(size_t(numModules), 0);
+    for (int k = 0; k < numModules; ++k) {
+      sch::ShardCapacity cap = sch::shardCapacity(flat[size_t(k)], dp, padded);
+      sizes.fullGradient[size_t(k)] = cap.full * 4;
+      sizes.gradientPart[size_t(k)] = cap.shard * 4;
+      if (zero == 3)
+        sizes.gathered[size_t(k)] =
+            cap.full * (copyWidth[size_t(k)] ? copyWidth[size_t(k)] : 4);
+    }
   }
   return sizes;
 }
 
 struct ConvertDistToRtPass
     : public lamina::impl::ConvertDistToRtBase<ConvertDistToRtPass> {
+  using Base::Base;
   void runOnOperation() override {
+    if (target != "host" && target != "cuda") {
+      mlir::emitError(getOperation().getLoc(),
+                      "convert-dist-to-rt: target must be host or cuda, got '")
+          << target << "'";
+      return signalPassFailure();
+    }
     ModuleOp module = getOperation();
     SmallVector<dist::ProgramOp> programs(module.getOps<dist::ProgramOp>());
     if (programs.empty())
@@ -252,13 +312,14 @@ struct ConvertDistToRtPass
       });
       bool eval = program.getForwardOnly();
       const sch::ScheduleConfig &cfg = sched->config;
-      FailureOr<sch::StepBufferSizes> sizes =
-          bufferSizes(module, cfg.numModules);
-      if (failed(sizes))
-        return signalPassFailure();
       // Replica 0's lists: their peers are pipeline ranks. One replica
       // runs every level as level 0 (the runtime does too).
       int zero = cfg.dataParallel > 1 ? cfg.zeroLevel : 0;
+      FailureOr<sch::StepBufferSizes> sizes =
+          bufferSizes(module, cfg.numModules, zero, cfg.dataParallel,
+                      target == "cuda", readerMap);
+      if (failed(sizes))
+        return signalPassFailure();
       std::vector<std::vector<sch::StepCall>> calls(static_cast<size_t>(pp));
       for (int p = 0; p < pp; ++p)
         calls[size_t(p)] = sch::lowerStep(
@@ -275,8 +336,9 @@ struct ConvertDistToRtPass
       for (auto step : program.getBody().front().getOps<dist::StepOp>()) {
         int64_t p = step.getPpRank();
         sch::StepBuffers buffers;
-        if (std::string err = sch::planStepBuffers(
-                calls[size_t(p)], cfg.numModules, *sizes, eval, buffers);
+        if (std::string err =
+                sch::planStepBuffers(calls[size_t(p)], cfg.numModules, *sizes,
+                                     zero, eval, buffers);
             !err.empty()) {
           step.emitError("convert-dist-to-rt: the step buffer of pipeline "
                          "rank ")
@@ -294,8 +356,8 @@ struct ConvertDistToRtPass
         OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
         StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns, buffers,
                        cfg.numModules, eval);
-        for (const sch::StepCall &c : calls[size_t(p)])
-          if (failed(sb.build(c, step)))
+        for (size_t n = 0; n < calls[size_t(p)].size(); ++n)
+          if (failed(sb.build(calls[size_t(p)][n], n, step)))
             return signalPassFailure();
         func::ReturnOp::create(body, step.getLoc());
       }

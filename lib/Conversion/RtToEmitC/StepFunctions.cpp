@@ -94,11 +94,23 @@ public:
                 call(loc, callee, args);
                 return success();
               })
-              .Case<rt_ir::StepAllGatherOp, rt_ir::StepReduceScatterOp,
-                    rt_ir::StepAllReduceOp, rt_ir::StepUseWeightsOp,
-                    rt_ir::StepWaitGradientsOp, rt_ir::StepAccumulateOp,
-                    rt_ir::StepWaitWeightsOp>([&](auto c) {
-                call(loc, callee, {num(c.getModule())});
+              .Case<rt_ir::StepAllReduceOp, rt_ir::StepUseWeightsOp,
+                    rt_ir::StepWaitGradientsOp, rt_ir::StepWaitWeightsOp>(
+                  [&](auto c) {
+                    call(loc, callee, {num(c.getModule())});
+                    return success();
+                  })
+              // ZeRO's step-buffer offsets, -1 where the call has none.
+              .Case<rt_ir::StepAllGatherOp, rt_ir::StepAccumulateOp>(
+                  [&](auto c) {
+                    call(loc, callee,
+                         {num(c.getModule()), num(c.getOffset().value_or(-1))});
+                    return success();
+                  })
+              .Case([&](rt_ir::StepReduceScatterOp c) {
+                call(loc, callee,
+                     {num(c.getModule()), num(c.getFull().value_or(-1)),
+                      num(c.getPart().value_or(-1))});
                 return success();
               })
               .Case<rt_ir::StepSumSharedOp, rt_ir::StepWaitSharedSumOp,

@@ -41,7 +41,13 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls,
               const sch::StepBuffers &buf) {
   using K = sch::CallKind;
   using BK = sch::BufferKind;
-  for (const sch::StepCall &c : calls) {
+  for (size_t n = 0; n < calls.size(); ++n) {
+    const sch::StepCall &c = calls[n];
+    // ZeRO's buffers of this call.
+    auto zit = buf.zeroAt.find(n);
+    std::pair<int64_t, int64_t> zero =
+        zit == buf.zeroAt.end() ? std::pair<int64_t, int64_t>{-1, -1}
+                                : zit->second;
     bool isGrad = c.payload == sch::Payload::ActivationGrad;
     step::Payload grad =
         isGrad ? step::Payload::Gradient : step::Payload::Activation;
@@ -72,16 +78,16 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls,
                  at(isGrad ? BK::Gradient : BK::Activation, k));
       break;
     case K::AllGather:
-      step::allGather(s, c.module);
+      step::allGather(s, k, zero.first);
       break;
     case K::ReduceScatter:
-      step::reduceScatter(s, c.module);
+      step::reduceScatter(s, k, zero.first, zero.second);
       break;
     case K::AllReduce:
       step::allReduce(s, c.module);
       break;
     case K::Accumulate:
-      step::accumulate(s, c.module);
+      step::accumulate(s, k, zero.first);
       break;
     case K::WaitGradients:
       step::waitGradients(s, c.module);
@@ -317,11 +323,20 @@ int main(int argc, char **argv) {
   // One replica runs every level as level 0 (as the compiler lowers it).
   int level = dp > 1 ? zero : 0;
   // What the steps hold: h (B x H f32) at every boundary and its gradient,
-  // module 1's residual y.
+  // module 1's residual y; at ZeRO >= 2 each module's gathered weights and
+  // full gradient (its own parameters, the tied embedding apart: H
+  // elements each) cut over dp as MPI cuts them.
   const int64_t hBytes = sch::packedBytes({B * H * 4});
   sch::StepBufferSizes sizes{{hBytes, hBytes, hBytes, 0},
                              {hBytes, hBytes, hBytes, 0},
                              {0, hBytes, 0, 0}};
+  if (level >= 2) {
+    sch::ShardCapacity cap = sch::shardCapacity(H, dp, /*padded=*/false);
+    sizes.fullGradient.assign(kModules, cap.full * 4);
+    sizes.gradientPart.assign(kModules, cap.shard * 4);
+    if (level == 3)
+      sizes.gathered.assign(kModules, cap.full * 4);
+  }
   static std::vector<int64_t> bufferBytes;
   for (int p = 0; p < pp; ++p) {
     stepCalls.push_back(sch::lowerStep(
@@ -329,7 +344,7 @@ int main(int argc, char **argv) {
         sch::sharedParamsOf(p, dp, level, readers, sched->placement.rankOf)));
     stepBuffers.emplace_back();
     if (std::string err = sch::planStepBuffers(
-            stepCalls.back(), kModules, sizes, false, stepBuffers.back());
+            stepCalls.back(), kModules, sizes, level, false, stepBuffers.back());
         !err.empty()) {
       std::fprintf(stderr, "step buffer: %s\n", err.c_str());
       return 2;

@@ -22,24 +22,6 @@ using namespace lamina::rt;
 using namespace lamina::rt::dist;
 using lamina::schedule::ActionKind;
 
-Status BufferPool::get(size_t bytes, DeviceBuffer &out) {
-  auto it = free.find(bytes);
-  if (it != free.end()) {
-    out = std::move(it->second);
-    free.erase(it);
-    return Status::success();
-  }
-  if (Status s = out.allocate(device, bytes); !s.ok())
-    return Status::error("cannot allocate a " + std::to_string(bytes) +
-                         "-byte buffer: " + s.message());
-  return Status::success();
-}
-
-void BufferPool::put(DeviceBuffer &&b) {
-  if (b.data())
-    free.emplace(b.bytes(), std::move(b));
-}
-
 void Packed::add(DType dtype, int rank, const int64_t *shape) {
   size_t n = size_t(numElements(shape, rank)) * dtypeSize(dtype);
   items.push_back({dtype, rank, shape, bytes, n});

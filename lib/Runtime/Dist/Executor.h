@@ -66,21 +66,6 @@ struct ActionSpec {
   int32_t peer;
 };
 
-/// Device buffers recycled by size: activations, boundaries and gathered
-/// weights come and go every micro-batch, and a GPU allocation (or free)
-/// would synchronise the device each time. A buffer goes back only when no
-/// enqueued work or transfer still uses it (see Executor::send).
-class BufferPool {
-public:
-  explicit BufferPool(Device &device) : device(device) {}
-  Status get(size_t bytes, DeviceBuffer &out);
-  void put(DeviceBuffer &&b);
-
-private:
-  Device &device;
-  std::multimap<size_t, DeviceBuffer> free;
-};
-
 /// Tensors packed in one buffer (a boundary's values, 64-byte aligned each).
 struct Packed {
   struct Item {
@@ -153,28 +138,30 @@ struct ModuleState {
   ShardLayout shards;      ///< over the replicas
   /// Flat buffers hold shards.fullCapacity elements, shard buffers
   /// shards.shardCapacity (zero padding). Level 3 (and gathersCopies) has
-  /// no flatParam; level 3 a flatGrad only while a step accumulates one.
+  /// no flatParam; levels 2-3 no flatGrad (runGrad).
   DeviceBuffer flatParam, flatGrad, shardParam, shardGrad;
+  /// Levels 2-3: the run's full gradient, in the step buffer where the
+  /// compiler placed it (the run's first accumulate takes it, its
+  /// reduce-scatter hands it over); null between runs.
+  float *runGrad = nullptr;
   /// The flat parameters' f16/bf16 copy (Executor::copyType), when the
   /// module's functions read ParamCopy arguments: levels 0-2 the whole
   /// layout, level 3 the shard's (shards.shardCapacity elements), which
   /// the all-gather before each run assembles.
   DeviceBuffer flatCopy, shardCopy;
-  /// Levels 2-3: the full f32 gradient is a pooled buffer, taken at the
-  /// first backward of a run and handed to its reduce-scatter.
   /// Levels 1-2 when the functions read only the copies
   /// (ModuleSpec::copiesOnly): the step's all-gather moves flatCopy, the
   /// optimizer having stored this rank's part, and the f32 parameters
   /// are held as the shard only (no flatParam), as at level 3.
   bool gathersCopies = false;
   Request gradReq, paramReq;
-  // Level 3.
+  // Level 3: the gathers in flight, each into the step buffer.
   struct Gather {
-    DeviceBuffer full;
+    char *full = nullptr;
     Request req;
   };
   std::deque<Gather> gathers;
-  DeviceBuffer active;  ///< the full weights (or copies) of the current run
+  void *active = nullptr; ///< the full weights (or copies) of the current run
   int64_t shardLen = 0; ///< this rank's part of the flat layout
   /// Levels 2-3: reduce-scattered this step (Executor::Scatter).
   bool scatteredThisStep = false;
@@ -221,8 +208,7 @@ class Executor {
 public:
   Executor(const DistSpec &spec, const TrainOptions &options,
            ControlPlane &control, Communicator &net, Device &device)
-      : spec(spec), o(options), control(control), net(net), device(device),
-        pool(device) {}
+      : spec(spec), o(options), control(control), net(net), device(device) {}
 
   /// Checks the spec, creates the communicators (collective over the
   /// world), loads this rank's weights, builds the optimizer.
@@ -242,8 +228,9 @@ public:
   Status backward(int module, int mb, int64_t in, int64_t res, int64_t cot,
                   int64_t out);
   /// The last backward's (module k's) parameter gradients, from the arena,
-  /// added to the module's and the shared parameters'.
-  Status accumulate(int k);
+  /// added to the module's (levels 2-3: the run's full gradient at `into`)
+  /// and the shared parameters'.
+  Status accumulate(int k, int64_t into);
   /// Module k's oldest gradient reduction waited for: levels 0-1 its
   /// all-reduce (in-place reduce-scatter); levels 2-3 the oldest
   /// reduce-scatter in flight, which must be k's.
@@ -254,7 +241,10 @@ public:
   Status recv(const ActionSpec &a, int64_t at);
   /// Posts the receive `a` (a later recv of the same transfer waits for it).
   Status postRecv(const ActionSpec &a, int64_t at);
-  Status collective(const ActionSpec &a);
+  /// A module's collective; ZeRO's buffers at the step buffer's offsets
+  /// `at` (level 3's gathered weights, levels 2-3's full gradient) and
+  /// `part` (a later reduce-scatter's part), -1 for none.
+  Status collective(const ActionSpec &a, int64_t at = -1, int64_t part = -1);
   /// ZeRO 3: module k's oldest all-gather waited for and made the weights
   /// its calls read; the previous run's are freed.
   Status useWeights(int k);
@@ -316,8 +306,8 @@ public:
   /// What the step holds between its calls (boundary values, their
   /// gradients, residuals) at the offsets its calls give: the larger of
   /// this pipeline rank's training and evaluation steps' planned bytes.
+  /// ZeRO's gathered weights, full gradients and scatter parts too.
   DeviceBuffer stepBuffer;
-  BufferPool pool;
 
   /// Views of what a checkpoint of this rank holds: host copies, current
   /// after stateToHost; stateToDevice makes them the device's state.
@@ -409,10 +399,14 @@ private:
   Status connectTransfers();
   Status bindForwardArgs(int module, int mb, int64_t in,
                          std::vector<Tensor> &args);
-  /// The step buffer at `offset`, which must hold `lay` (aborts otherwise:
-  /// the program is inconsistent); `what` and `index` name the value.
+  /// The step buffer at `offset`, which must hold `bytes` (aborts
+  /// otherwise: the program is inconsistent); `what` and `index` name the
+  /// value.
+  char *stepAt(int64_t offset, size_t bytes, const char *what, int index);
   char *stepAt(int64_t offset, const Packed &lay, const char *what,
-               int index);
+               int index) {
+    return stepAt(offset, lay.bytes, what, index);
+  }
   Status runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
                      const char *cat, std::string name);
   /// `lay`'s function outputs (offsets in the arena, from output `first`)
@@ -437,14 +431,15 @@ private:
   /// `keep` (waitGradients retires one at a time, where the compiler placed
   /// it: lamina::schedule::lowerStep).
   Status retireScatters(size_t keep);
-  /// Levels 2-3: a pooled full gradient for module M's next run.
-  Status takeRunGradient(ModuleState &M);
+  /// Levels 2-3: module M's full gradient for its next run, at `into`.
+  Status takeRunGradient(ModuleState &M, int64_t into);
   /// Levels 2-3: a run's full gradient being reduce-scattered. The step's
   /// first one of a module lands in its shardGrad; a later one (level 3,
   /// several runs a step) in `part`, which retireScatters adds to it.
+  /// Both in the step buffer.
   struct Scatter {
     int module = -1;
-    DeviceBuffer full, part;
+    float *full = nullptr, *part = nullptr;
     Request req;
     size_t counted = 0; ///< its bytes in gradBytes
   };
@@ -459,11 +454,6 @@ private:
     if (Status s = b.allocate(device, bytes); !s.ok())
       return s;
     return zeroBuffer(b);
-  }
-  Status newZeroed(size_t bytes, DeviceBuffer &out) {
-    if (Status s = pool.get(bytes, out); !s.ok())
-      return s;
-    return zeroBuffer(out);
   }
   void record(const char *cat, std::string name, double t0, double t1) {
     if (tracing)

@@ -2,12 +2,13 @@
 //
 // Executor.h: the calls of a compiled step (StepLibrary.cpp). Functions run
 // on the device (launch: no wait), their outputs are copied out of the arena
-// into pooled device buffers, transfers and collectives go through the
-// Communicator, whose waits make the device's later work see the data
-// (waitForCompute); the step posts each receive ahead of its wait, so its
-// transfer overlaps the work in between. The host waits only at the
-// optimizer (for the gradient reductions), for finished sends, and at the
-// end of the step (the losses).
+// into the step buffer at the offsets the compiler planned (as are ZeRO's
+// gathered weights and full gradients), transfers and collectives go
+// through the Communicator, whose waits make the device's later work see
+// the data (waitForCompute); the step posts each receive ahead of its wait,
+// so its transfer overlaps the work in between. The host waits where the
+// compiled step says (gradient reductions, sends) and at the end of the
+// step (the losses).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,7 +72,7 @@ Status Executor::bindForwardArgs(int k, int j, int64_t in,
         if (!shardsParams(M))
           v = floats(M.flatParam) + p.flatOffset;
         else if (zero == 3 && !M.shardCopy.data()) // the gathered f32
-          v = floats(M.active) + p.flatOffset;
+          v = static_cast<float *>(M.active) + p.flatOffset;
       }
       args.push_back(Tensor{v, DType::F32, a.rank, a.shape});
       break;
@@ -86,8 +87,7 @@ Status Executor::bindForwardArgs(int k, int j, int64_t in,
       void *v = p.ownCopy.data();
       if (!p.shared) { // ZeRO 3: the gathered copies
         ModuleState &M = modules[size_t(p.module)];
-        v = static_cast<char *>(zero == 3 ? M.active.data()
-                                          : M.flatCopy.data()) +
+        v = static_cast<char *>(zero == 3 ? M.active : M.flatCopy.data()) +
             size_t(p.flatOffset) * dtypeSize(a.dtype);
       }
       args.push_back(Tensor{v, a.dtype, a.rank, a.shape});
@@ -113,10 +113,12 @@ Status Executor::runFunction(const FunctionSpec &f, std::vector<Tensor> &args,
   return Status::success();
 }
 
-char *Executor::stepAt(int64_t offset, const Packed &lay, const char *what,
+char *Executor::stepAt(int64_t offset, size_t bytes, const char *what,
                        int index) {
+  if (bytes == 0) // nothing to hold: the compiler placed nothing
+    return nullptr;
   if (offset < 0 || size_t(offset) > stepBuffer.bytes() ||
-      lay.bytes > stepBuffer.bytes() - size_t(offset))
+      bytes > stepBuffer.bytes() - size_t(offset))
     control.abort("the program is inconsistent: the step places the " +
                   std::string(what) + str(index) + " at " +
                   std::to_string(offset) + ", outside its " +
@@ -213,7 +215,7 @@ Status Executor::backward(int k, int j, int64_t in, int64_t res, int64_t cot,
   return Status::success();
 }
 
-Status Executor::accumulate(int k) {
+Status Executor::accumulate(int k, int64_t into) {
   if (accumulatePending != k)
     control.abort("the step accumulates module " + str(k) +
                   "'s gradients without its backward right before");
@@ -235,12 +237,13 @@ Status Executor::accumulate(int k) {
       dst = floats(p.ownGrad);
     else {
       ModuleState &M = modules[size_t(p.module)];
-      // Levels 2-3: a run's first backward takes a new gradient (the step
-      // waited for the older reduce-scatters before this: waitGradients).
-      if (!M.flatGrad.data())
-        if (Status s = takeRunGradient(M); !s.ok())
+      // Levels 2-3: a run's first backward starts a new gradient (the
+      // step waited for the older reduce-scatters before this:
+      // waitGradients).
+      if (zero >= 2 && !M.runGrad)
+        if (Status s = takeRunGradient(M, into); !s.ok())
           return s;
-      dst = floats(M.flatGrad) + p.flatOffset;
+      dst = (zero >= 2 ? M.runGrad : floats(M.flatGrad)) + p.flatOffset;
     }
     // The step's first gradient of p is written as onto zeros, without
     // a fill or a read of the buffer.
@@ -280,10 +283,9 @@ void Executor::checkRun(int k) {
 }
 
 void Executor::endRun() {
-  if (runModule >= 0 && zero == 3) {
-    ModuleState &M = modules[size_t(runModule)];
-    pool.put(std::move(M.active));
-  }
+  // Its gathered weights' bytes are the step buffer's again.
+  if (runModule >= 0 && zero == 3)
+    modules[size_t(runModule)].active = nullptr;
   runModule = -1;
 }
 
@@ -308,7 +310,7 @@ Status Executor::useWeights(int k) {
   if (Status s = waitForWeights(M.gathers.front().req, k); !s.ok())
     return s;
   record("collective-wait", "AG" + str(k), t0, now());
-  M.active = std::move(M.gathers.front().full);
+  M.active = M.gathers.front().full;
   M.gathers.pop_front();
   return Status::success();
 }
@@ -402,7 +404,7 @@ Status Executor::recv(const ActionSpec &a, int64_t at) {
   return Status::success();
 }
 
-Status Executor::collective(const ActionSpec &a) {
+Status Executor::collective(const ActionSpec &a, int64_t at, int64_t part) {
   ModuleState &M = modules[size_t(a.module)];
   if (spec.moduleRank[a.module] != pp)
     control.abort("the step has a collective of module " + str(a.module) +
@@ -415,29 +417,36 @@ Status Executor::collective(const ActionSpec &a) {
     if (zero >= 2) {
       Scatter s;
       s.module = a.module;
-      s.full = std::move(M.flatGrad);
+      s.full = M.runGrad;
+      M.runGrad = nullptr;
       s.counted = size_t(M.size) * sizeof(float);
-      if (!s.full.data()) {
-        if (Status st = newZeroed(fullBytes, s.full); !st.ok())
+      if (!s.full) { // no backward accumulated into one: zeros
+        s.full = reinterpret_cast<float *>(
+            stepAt(at, fullBytes, "full gradient of module ", a.module));
+        if (Status st = device.fillZero(s.full, fullBytes); !st.ok())
           return st;
         countGrad(s.counted);
+      } else if (s.full != reinterpret_cast<float *>(stepAt(
+                               at, fullBytes, "full gradient of module ",
+                               a.module))) {
+        control.abort("the program is inconsistent: module " + str(a.module) +
+                      "'s reduce-scatter reads another full gradient than "
+                      "its run accumulated into");
       }
       // The step's first reduce-scatter of M writes its shard gradient
       // (the same bits as 0 + part); later ones need a part to add.
       float *into = floats(M.shardGrad);
       if (M.scatteredThisStep) {
-        if (Status st = pool.get(size_t(M.shards.shardCapacity) * sizeof(float),
-                                 s.part);
-            !st.ok())
-          return st;
+        s.part = reinterpret_cast<float *>(
+            stepAt(part, size_t(M.shards.shardCapacity) * sizeof(float),
+                   "reduce-scattered part of module ", a.module));
         size_t partBytes = size_t(M.shards.counts[size_t(dp)]) * sizeof(float);
         countGrad(partBytes);
         s.counted += partBytes;
-        into = floats(s.part);
+        into = s.part;
       }
       M.scatteredThisStep = true;
-      if (Status st =
-              net.reduceScatter(floats(s.full), into, M.shards, dpGroup, s.req);
+      if (Status st = net.reduceScatter(s.full, into, M.shards, dpGroup, s.req);
           !st.ok())
         return st;
       scatters.push_back(std::move(s));
@@ -454,21 +463,20 @@ Status Executor::collective(const ActionSpec &a) {
       DType type = copies ? copyType : DType::F32;
       size_t width = dtypeSize(type);
       ModuleState::Gather g;
-      if (Status s = newZeroed(size_t(M.shards.fullCapacity) * width, g.full);
-          !s.ok())
+      size_t bytes = size_t(M.shards.fullCapacity) * width;
+      g.full = stepAt(at, bytes, "gathered weights of module ", a.module);
+      if (Status s = device.fillZero(g.full, bytes); !s.ok())
         return s;
       if (Status s =
-              device.copy(static_cast<char *>(g.full.data()) +
-                              size_t(M.shards.offsets[size_t(dp)]) * width,
+              device.copy(g.full + size_t(M.shards.offsets[size_t(dp)]) * width,
                           copies ? M.shardCopy.data() : M.shardParam.data(),
                           size_t(M.shards.counts[size_t(dp)]) * width);
           !s.ok())
         return s;
-      if (Status s =
-              net.allGather(g.full.data(), type, M.shards, dpGroup, g.req);
+      if (Status s = net.allGather(g.full, type, M.shards, dpGroup, g.req);
           !s.ok())
         return s;
-      M.gathers.push_back(std::move(g));
+      M.gathers.push_back(g);
       return Status::success();
     }
     if (M.gathersCopies)
@@ -481,17 +489,15 @@ Status Executor::collective(const ActionSpec &a) {
   }
 }
 
-Status Executor::takeRunGradient(ModuleState &M) {
+Status Executor::takeRunGradient(ModuleState &M, int64_t into) {
   // No fill: this backward writes each of M's parameters' gradients as
   // onto zeros; only the padding the reduce-scatter reads is zeroed.
   size_t bytes = size_t(M.shards.fullCapacity) * sizeof(float);
-  if (Status s = pool.get(bytes, M.flatGrad); !s.ok())
-    return s;
+  char *at = stepAt(into, bytes, "full gradient of module ", M.index);
+  M.runGrad = reinterpret_cast<float *>(at);
   size_t used = size_t(M.size) * sizeof(float);
   if (bytes > used)
-    if (Status s = device.fillZero(
-            static_cast<char *>(M.flatGrad.data()) + used, bytes - used);
-        !s.ok())
+    if (Status s = device.fillZero(at + used, bytes - used); !s.ok())
       return s;
   for (int pi : M.params)
     params[size_t(pi)].gradWritten = false;
@@ -511,14 +517,13 @@ Status Executor::retireScatters(size_t keep) {
                                           str(pp) + " may have died");
         !s.ok())
       return s;
-    if (sc.part.data())
-      if (Status s = device.accumulate(floats(M.shardGrad), floats(sc.part),
+    if (sc.part)
+      if (Status s = device.accumulate(floats(M.shardGrad), sc.part,
                                        M.shards.counts[size_t(dp)]);
           !s.ok())
         return s;
-    // Later device work (and transfers, ordered after it) may reuse them.
-    pool.put(std::move(sc.part));
-    pool.put(std::move(sc.full));
+    // Later device work (and transfers, ordered after it) may reuse their
+    // bytes of the step buffer.
     gradBytes -= sc.counted;
     scatters.pop_front();
   }
@@ -551,8 +556,7 @@ Status Executor::optimizerStep() {
                     str(k) + "'s gradient reduction");
     // Levels 2-3: the step's first reduce-scatter wrote the shard
     // gradient (zeroGrads leaves it as the last step left it).
-    if (zero >= 2 &&
-        (M.flatGrad.data() || (M.size > 0 && !M.scatteredThisStep)))
+    if (zero >= 2 && (M.runGrad || (M.size > 0 && !M.scatteredThisStep)))
       return Status::error("internal: module " + str(k) +
                            "'s gradient was never reduce-scattered");
   }

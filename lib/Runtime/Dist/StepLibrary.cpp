@@ -56,8 +56,8 @@ void step::backward(StepState *s, int module, int mb, int64_t in, int64_t res,
   });
 }
 
-void step::accumulate(StepState *s, int module) {
-  run(s, [&](Executor &ex) { return ex.accumulate(module); });
+void step::accumulate(StepState *s, int module, int64_t into) {
+  run(s, [&](Executor &ex) { return ex.accumulate(module, into); });
 }
 
 void step::waitGradients(StepState *s, int module) {
@@ -96,15 +96,17 @@ void step::recv(StepState *s, step::Payload what, int boundary, int mb,
   });
 }
 
-void step::allGather(StepState *s, int module) {
+void step::allGather(StepState *s, int module, int64_t at) {
   run(s, [&](Executor &ex) {
-    return ex.collective(collective(ActionKind::AllGather, module));
+    return ex.collective(collective(ActionKind::AllGather, module), at);
   });
 }
 
-void step::reduceScatter(StepState *s, int module) {
+void step::reduceScatter(StepState *s, int module, int64_t full,
+                         int64_t part) {
   run(s, [&](Executor &ex) {
-    return ex.collective(collective(ActionKind::ReduceScatter, module));
+    return ex.collective(collective(ActionKind::ReduceScatter, module), full,
+                         part);
   });
 }
 

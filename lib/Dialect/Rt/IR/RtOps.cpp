@@ -155,10 +155,20 @@ LogicalResult StepWaitSendOp::verify() { return verifyPeerTransfer(*this); }
 LogicalResult StepPostRecvOp::verify() { return verifyTransfer(*this); }
 LogicalResult StepRecvOp::verify() { return verifyTransfer(*this); }
 LogicalResult StepAllGatherOp::verify() {
-  return nonNegative(*this, "module", getModule());
+  if (failed(nonNegative(*this, "module", getModule())))
+    return failure();
+  if (auto v = getOffset(); v && failed(nonNegative(*this, "at", *v)))
+    return failure();
+  return success();
 }
 LogicalResult StepReduceScatterOp::verify() {
-  return nonNegative(*this, "module", getModule());
+  if (failed(nonNegative(*this, "module", getModule())))
+    return failure();
+  if (auto v = getFull(); v && failed(nonNegative(*this, "from", *v)))
+    return failure();
+  if (auto v = getPart(); v && failed(nonNegative(*this, "part", *v)))
+    return failure();
+  return success();
 }
 LogicalResult StepAllReduceOp::verify() {
   return nonNegative(*this, "module", getModule());
@@ -170,7 +180,11 @@ LogicalResult StepWaitGradientsOp::verify() {
   return nonNegative(*this, "module", getModule());
 }
 LogicalResult StepAccumulateOp::verify() {
-  return nonNegative(*this, "module", getModule());
+  if (failed(nonNegative(*this, "module", getModule())))
+    return failure();
+  if (auto v = getOffset(); v && failed(nonNegative(*this, "into", *v)))
+    return failure();
+  return success();
 }
 LogicalResult StepWaitWeightsOp::verify() {
   return nonNegative(*this, "module", getModule());

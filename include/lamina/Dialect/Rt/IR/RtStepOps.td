@@ -129,16 +129,40 @@ class Rt_StepModuleOp<string mnemonic, string what> : Rt_StepOp<mnemonic> {
   let assemblyFormat = "$state $module attr-dict";
 }
 
-def Rt_StepAllGatherOp : Rt_StepModuleOp<"step_all_gather",
-    "starts the data-parallel all-gather of a module's parameters"> {
+def Rt_StepAllGatherOp : Rt_StepOp<"step_all_gather"> {
+  let summary = "starts the data-parallel all-gather of a module's parameters";
   let description = [{
-    ZeRO 3: gathers the module's weights for its next run (an
-    `rt.step_use_weights` waits for them); levels 1-2: its parameters after
-    the optimizer step.
+    ZeRO 3: gathers the module's weights (or their copies) for its next
+    run into the step buffer at `offset` (an `rt.step_use_weights` waits
+    for them; they are read until the run ends); levels 1-2: its
+    parameters after the optimizer step, in place.
+
+    ```mlir
+    rt.step_all_gather %s 0 at 8192
+    ```
   }];
+  let arguments = (ins Rt_StepType:$state, I64Attr:$module,
+                   OptionalAttr<I64Attr>:$offset);
+  let assemblyFormat = "$state $module (`at` $offset^)? attr-dict";
 }
-def Rt_StepReduceScatterOp : Rt_StepModuleOp<"step_reduce_scatter",
-    "starts the data-parallel reduce-scatter of a module's gradients">;
+def Rt_StepReduceScatterOp : Rt_StepOp<"step_reduce_scatter"> {
+  let summary = "starts the data-parallel reduce-scatter of a module's gradients";
+  let description = [{
+    Levels 2-3: the run's full gradient, at `full` in the step buffer, is
+    reduce-scattered into the module's gradient shard or, for a later
+    reduce-scatter of the step, into the part at `part` that its
+    `rt.step_wait_gradients` adds to it; both stay the collective's until
+    then. Levels 0-1: in place, no offsets.
+
+    ```mlir
+    rt.step_reduce_scatter %s 1 from 0 part 65536
+    ```
+  }];
+  let arguments = (ins Rt_StepType:$state, I64Attr:$module,
+                   OptionalAttr<I64Attr>:$full, OptionalAttr<I64Attr>:$part);
+  let assemblyFormat =
+      "$state $module (`from` $full^)? (`part` $part^)? attr-dict";
+}
 def Rt_StepAllReduceOp : Rt_StepModuleOp<"step_all_reduce",
     "starts the data-parallel all-reduce of a module's gradients">;
 def Rt_StepUseWeightsOp : Rt_StepModuleOp<"step_use_weights",
@@ -159,14 +183,22 @@ def Rt_StepWaitGradientsOp : Rt_StepModuleOp<"step_wait_gradients",
     checks it).
   }];
 }
-def Rt_StepAccumulateOp : Rt_StepModuleOp<"step_accumulate",
-    "adds the last backward's parameter gradients to the module's"> {
+def Rt_StepAccumulateOp : Rt_StepOp<"step_accumulate"> {
+  let summary = "adds the last backward's parameter gradients to the module's";
   let description = [{
     Right after module `module`'s backward (waits between them only): its
     parameter gradients, still in the arena, are added to the module's
-    gradient (levels 2-3: a new full gradient for the run when the last
-    one went to a reduce-scatter) and to the shared parameters'.
+    gradient -- at levels 2-3 the run's full gradient at `offset` in the
+    step buffer, which the run's first accumulate starts -- and to the
+    shared parameters'.
+
+    ```mlir
+    rt.step_accumulate %s 0 into 16384
+    ```
   }];
+  let arguments = (ins Rt_StepType:$state, I64Attr:$module,
+                   OptionalAttr<I64Attr>:$offset);
+  let assemblyFormat = "$state $module (`into` $offset^)? attr-dict";
 }
 
 def Rt_StepWaitWeightsOp : Rt_StepModuleOp<"step_wait_weights",
