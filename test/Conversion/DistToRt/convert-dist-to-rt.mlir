@@ -12,7 +12,9 @@
 // Breadth-first at ZeRO 3 over 2 replicas with the evaluation step: a
 // use_weights (the wait for the gathered weights) before the first call of
 // each run of a module's forwards or backwards, not before the run's later
-// calls; the evaluation step's functions are marked forward_only.
+// calls; each run's gathered weights lie in the step buffer from their
+// all-gather to the run's end; the evaluation step's functions are marked
+// forward_only.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=ZERO3
 // The step functions round-trip.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | lamina-opt | FileCheck %s
@@ -20,7 +22,10 @@
 // reduce-scatter starts after its last backward and stays in flight while
 // module 0's backwards run (a second full gradient, no older one to wait
 // for); both are waited for, oldest first, right before the optimizer,
-// whose parameter all-gathers follow, waited for at the step's end.
+// whose parameter all-gathers follow (in place, no offset), waited for at
+// the step's end. Each run's full gradient (4x4 f32, one 64-byte slot) lies
+// in the step buffer from its first accumulate until its reduce-scatter
+// is waited for.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=1 -dist-schedule="schedule=layered pp=1 dp=2 zero=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=LAYERED
 // Without a dist.program the pass does nothing.
 // RUN: lamina-opt %s -convert-dist-to-rt | FileCheck %s --check-prefix=NONE
@@ -66,8 +71,8 @@
 
 // ZERO3: rt.dist = {dp = 2 : i64, kind = "breadth-first", {{.*}}zero = 3 : i64}
 // ZERO3-LABEL: func.func @lamina_step_0(
-// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 256 : i64, rt.step_pp = 0 : i64} {
-// ZERO3:        rt.step_all_gather %[[S]] 0
+// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 384 : i64, rt.step_pp = 0 : i64} {
+// ZERO3:        rt.step_all_gather %[[S]] 0 at 64
 // ZERO3-NEXT:   rt.step_use_weights %[[S]] 0
 // ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0] out {{[0-9]+}}
 // ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1 at {{[0-9]+}}
@@ -76,51 +81,51 @@
 // ZERO3:        rt.step_use_weights %[[S]] 0
 // ZERO3-NEXT:   rt.step_wait_send %[[S]] 0, 0 to 1
 // ZERO3-NEXT:   rt.step_call %[[S]] @bwd_0[{{[01]}}] cot {{[0-9]+}}
-// ZERO3-NEXT:   rt.step_accumulate %[[S]] 0
+// ZERO3-NEXT:   rt.step_accumulate %[[S]] 0 into 0
 // ZERO3-NOT:    rt.step_use_weights
-// ZERO3:        rt.step_reduce_scatter %[[S]] 0
+// ZERO3:        rt.step_reduce_scatter %[[S]] 0 from 0{{$}}
 // ZERO3-NEXT:   rt.step_wait_gradients %[[S]] 0
 // ZERO3-NEXT:   rt.step_optimizer %[[S]]
 // ZERO3-LABEL: func.func @lamina_step_1(
 // ZERO3-LABEL: func.func @lamina_eval_step_0(
-// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.forward_only, rt.step_buffer_bytes = 128 : i64, rt.step_pp = 0 : i64} {
-// ZERO3-NEXT:   rt.step_all_gather %[[S]] 0
+// ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.forward_only, rt.step_buffer_bytes = 192 : i64, rt.step_pp = 0 : i64} {
+// ZERO3-NEXT:   rt.step_all_gather %[[S]] 0 at 0
 // ZERO3-NEXT:   rt.step_use_weights %[[S]] 0
-// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0] out 0
-// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1 at 0
-// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[1] out 64
-// ZERO3-NEXT:   rt.step_send %[[S]] 0, 1 to 1 at 64
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[0] out 64
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 0 to 1 at 64
+// ZERO3-NEXT:   rt.step_call %[[S]] @fwd_0[1] out 128
+// ZERO3-NEXT:   rt.step_send %[[S]] 0, 1 to 1 at 128
 // ZERO3-NEXT:   rt.step_wait_send %[[S]] 0, 0 to 1
 // ZERO3-NEXT:   rt.step_wait_send %[[S]] 0, 1 to 1
 // ZERO3-NEXT:   return
 // An evaluation forward's input dies at it: no residuals, no gradients.
 // ZERO3-LABEL: func.func @lamina_eval_step_1(
-// ZERO3-SAME: rt.step_buffer_bytes = 128 : i64
+// ZERO3-SAME: rt.step_buffer_bytes = 192 : i64
 // ZERO3:        rt.step_call %[[S:[^ ]*]] @fwd_1[0] in 0{{$}}
-// ZERO3:        rt.step_call %[[S]] @fwd_1[1] in 64{{$}}
+// ZERO3:        rt.step_call %[[S]] @fwd_1[1] in 128{{$}}
 // ZERO3-NOT:   rt.step_optimizer
 
 // LAYERED-LABEL: func.func @lamina_step_0(
-// LAYERED-SAME: rt.step_buffer_bytes = 192 : i64
+// LAYERED-SAME: rt.step_buffer_bytes = 256 : i64
 // LAYERED-NEXT: rt.step_call %[[S:[^ ]*]] @fwd_0[0] out 0
 // LAYERED-NEXT: rt.step_call %[[S]] @fwd_0[1] out 64
 // LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[0] in 0
 // LAYERED-NEXT: rt.step_call %[[S]] @fwd_1[1] in 64
 // LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[1] in 64 out 128
-// LAYERED-NEXT: rt.step_accumulate %[[S]] 1
-// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[0] in 0 out 64
-// LAYERED-NEXT: rt.step_accumulate %[[S]] 1
-// LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 1
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 1 into 64
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_1[0] in 0 out 192
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 1 into 64
+// LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 1 from 64
 // LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[1] cot 128
-// LAYERED-NEXT: rt.step_accumulate %[[S]] 0
-// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[0] cot 64
-// LAYERED-NEXT: rt.step_accumulate %[[S]] 0
-// LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 0
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 0 into 0
+// LAYERED-NEXT: rt.step_call %[[S]] @bwd_0[0] cot 192
+// LAYERED-NEXT: rt.step_accumulate %[[S]] 0 into 0
+// LAYERED-NEXT: rt.step_reduce_scatter %[[S]] 0 from 0
 // LAYERED-NEXT: rt.step_wait_gradients %[[S]] 1
 // LAYERED-NEXT: rt.step_wait_gradients %[[S]] 0
 // LAYERED-NEXT: rt.step_optimizer %[[S]]
-// LAYERED-NEXT: rt.step_all_gather %[[S]] 0
-// LAYERED-NEXT: rt.step_all_gather %[[S]] 1
+// LAYERED-NEXT: rt.step_all_gather %[[S]] 0{{$}}
+// LAYERED-NEXT: rt.step_all_gather %[[S]] 1{{$}}
 // LAYERED-NEXT: rt.step_wait_weights %[[S]] 0
 // LAYERED-NEXT: rt.step_wait_weights %[[S]] 1
 // LAYERED-NEXT: return

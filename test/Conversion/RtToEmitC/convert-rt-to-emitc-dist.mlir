@@ -33,16 +33,16 @@
 // CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 0, 1, 0);
 // CHECK-NEXT:   lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Activation, 0, 0, 1);
 // CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 0, -1, -1, 0, -1);
-// CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0);
+// CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0, -1);
 // CHECK-NEXT:   lamina::rt::step::recv(v1, lamina::rt::step::Payload::Gradient, 0, 1, 1, 192);
 // CHECK-NEXT:   lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Activation, 0, 1, 1);
 // CHECK-NEXT:   lamina::rt::step::backward(v1, 0, 1, -1, -1, 192, -1);
-// CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0);
+// CHECK-NEXT:   lamina::rt::step::accumulate(v1, 0, -1);
 // CHECK-NEXT:   lamina::rt::step::optimizer(v1);
 // CHECK-NEXT:   return;
 // CHECK-LABEL: static void lamina_step_1(
 // CHECK: lamina::rt::step::backward(v1, 1, 1, 64, -1, -1, 0);
-// CHECK-NEXT: lamina::rt::step::accumulate(v1, 1);
+// CHECK-NEXT: lamina::rt::step::accumulate(v1, 1, -1);
 // CHECK-NEXT: lamina::rt::step::send(v1, lamina::rt::step::Payload::Gradient, 0, 1, 0, 0);
 // CHECK-NEXT: lamina::rt::step::optimizer(v1);
 // CHECK-NEXT: lamina::rt::step::waitSend(v1, lamina::rt::step::Payload::Gradient, 0, 0, 0);

@@ -130,6 +130,14 @@ func.func @negative_input(%s: !rt.step) {
 
 // -----
 
+func.func @negative_part(%s: !rt.step) {
+  // expected-error @+1 {{part must be non-negative, got -4}}
+  rt.step_reduce_scatter %s 0 from 0 part -4
+  return
+}
+
+// -----
+
 func.func @negative_module(%s: !rt.step) {
   // expected-error @+1 {{module must be non-negative, got -2}}
   rt.step_use_weights %s -2

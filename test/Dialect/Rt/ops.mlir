@@ -14,15 +14,15 @@ func.func @forward(%arena: !rt.arena, %x: memref<4xf32>) -> memref<4xf32> {
 // A step function's ops round-trip.
 // CHECK-LABEL: func.func @step(
 // CHECK-NEXT: rt.step_post_recv %{{.*}} gradient 0, 1 from 1 at 0
-// CHECK-NEXT: rt.step_all_gather %{{.*}} 0
+// CHECK-NEXT: rt.step_all_gather %{{.*}} 0 at 16384
 // CHECK-NEXT: rt.step_use_weights %{{.*}} 0
 // CHECK-NEXT: rt.step_call %{{.*}} @fwd_0[1] out 4096
 // CHECK-NEXT: rt.step_send %{{.*}} 0, 1 to 1 at 4096
 // CHECK-NEXT: rt.step_recv %{{.*}} gradient 0, 1 from 1 at 0
 // CHECK-NEXT: rt.step_call %{{.*}} @bwd_1[1] in 4096 res 8192 cot 0 out 12288
 // CHECK-NEXT: rt.step_wait_send %{{.*}} 0, 1 to 1
-// CHECK-NEXT: rt.step_accumulate %{{.*}} 0
-// CHECK-NEXT: rt.step_reduce_scatter %{{.*}} 0
+// CHECK-NEXT: rt.step_accumulate %{{.*}} 0 into 20480
+// CHECK-NEXT: rt.step_reduce_scatter %{{.*}} 0 from 20480 part 24576
 // CHECK-NEXT: rt.step_all_reduce %{{.*}} 0
 // CHECK-NEXT: rt.step_wait_gradients %{{.*}} 0
 // CHECK-NEXT: rt.step_sum_shared %{{.*}} "wte"
@@ -39,15 +39,15 @@ func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, n
 }
 func.func @step(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
   rt.step_post_recv %s gradient 0, 1 from 1 at 0
-  rt.step_all_gather %s 0
+  rt.step_all_gather %s 0 at 16384
   rt.step_use_weights %s 0
   rt.step_call %s @fwd_0[1] out 4096
   rt.step_send %s 0, 1 to 1 at 4096
   rt.step_recv %s gradient 0, 1 from 1 at 0
   rt.step_call %s @bwd_1[1] in 4096 res 8192 cot 0 out 12288
   rt.step_wait_send %s 0, 1 to 1
-  rt.step_accumulate %s 0
-  rt.step_reduce_scatter %s 0
+  rt.step_accumulate %s 0 into 20480
+  rt.step_reduce_scatter %s 0 from 20480 part 24576
   rt.step_all_reduce %s 0
   rt.step_wait_gradients %s 0
   rt.step_sum_shared %s "wte"
