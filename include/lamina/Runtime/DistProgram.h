@@ -114,6 +114,9 @@ struct DistSpec {
   int numEdges;
   int numRanks;          ///< pp * dp
   const int *moduleRank; ///< pipeline rank of each module
+  /// Elements of each module's flat layout (the trainable parameters only
+  /// it reads): the compiler sized ZeRO's step-buffer slots from them.
+  const int64_t *flatParams;
   LossKind loss;
   const char *labelsInput; ///< CrossEntropy: the labels input, else nullptr
   int64_t vocab;           ///< 0: unknown (ids not checked)

@@ -173,17 +173,19 @@ int64_t bytesOf(Type t) {
 /// at ZeRO >= 2 the modules' gathered weights and gradients as the
 /// runtime lays them out: the trainable parameters only that module reads
 /// (`readers`), flat, cut over `dp` replicas by `target`'s collectives.
+/// `flat` gets each module's flat layout's elements.
 FailureOr<sch::StepBufferSizes>
 bufferSizes(ModuleOp module, int numModules, int zero, int dp, bool padded,
-            const std::map<std::string, std::vector<int>> &readers) {
+            const std::map<std::string, std::vector<int>> &readers,
+            std::vector<int64_t> &flat) {
   sch::StepBufferSizes sizes;
   sizes.activation.assign(size_t(numModules), 0);
   sizes.gradient.assign(size_t(numModules), 0);
   sizes.residual.assign(size_t(numModules), 0);
   // Per module: its flat parameters' elements, and the copies' bytes per
   // element when its functions read copies.
-  std::vector<int64_t> flat(size_t(numModules), 0),
-      copyWidth(size_t(numModules), 0);
+  flat.assign(size_t(numModules), 0);
+  std::vector<int64_t> copyWidth(size_t(numModules), 0);
   std::set<std::pair<int64_t, std::string>> counted; // once per module
   for (auto f : module.getOps<func::FuncOp>()) {
     auto outlined =
@@ -315,9 +317,10 @@ struct ConvertDistToRtPass
       // Replica 0's lists: their peers are pipeline ranks. One replica
       // runs every level as level 0 (the runtime does too).
       int zero = cfg.dataParallel > 1 ? cfg.zeroLevel : 0;
+      std::vector<int64_t> flat;
       FailureOr<sch::StepBufferSizes> sizes =
           bufferSizes(module, cfg.numModules, zero, cfg.dataParallel,
-                      target == "cuda", readerMap);
+                      target == "cuda", readerMap, flat);
       if (failed(sizes))
         return signalPassFailure();
       std::vector<std::vector<sch::StepCall>> calls(static_cast<size_t>(pp));
@@ -376,6 +379,9 @@ struct ConvertDistToRtPass
                                b.getI64IntegerAttr(c.microBatches)),
                 b.getNamedAttr("zero", b.getI64IntegerAttr(c.zeroLevel)),
                 b.getNamedAttr("placement", b.getDenseI64ArrayAttr(placement)),
+                // Each module's flat layout (the ZeRO buffers' sizes were
+                // planned from it; the runtime checks its own against it).
+                b.getNamedAttr("flat_params", b.getDenseI64ArrayAttr(flat)),
             }));
       }
     }

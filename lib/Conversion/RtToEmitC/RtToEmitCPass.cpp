@@ -111,7 +111,7 @@ public:
     /// The training program's settings (convert-dist-to-rt's `rt.dist`).
     std::string kind;
     int64_t numModules = 0, pp = 1, dp = 1, microBatches = 1, zero = 0;
-    std::vector<int64_t> placement;
+    std::vector<int64_t> placement, flatParams;
     bool recompute = true;
     std::string lossKind = "CausalLM", labelsInput;
     int64_t vocab = 0, ignoreIndex = -100;
@@ -730,9 +730,19 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   for (int64_t k = 0; k < numModules; ++k)
     ranks += (k ? ", " : "") + std::to_string(opts.placement[size_t(k)]);
   specArray("lamina_module_rank", "int", numModules, ranks);
+  if (int64_t(opts.flatParams.size()) != numModules)
+    return mlir::emitError(module.getLoc(),
+                           "convert-rt-to-emitc: rt.dist's flat_params has ")
+           << opts.flatParams.size() << " entries for " << numModules
+           << " modules";
+  std::string flat;
+  for (int64_t n : opts.flatParams)
+    flat += (flat.empty() ? "" : ", ") + std::to_string(n) + "LL";
+  specArray("lamina_flat_params", "int64_t", numModules, flat);
   std::string spec = llvm::formatv(
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
       "{8}, {9}, {17}, {18}, {10}, {11}, {12}, lamina_module_rank, "
+      "lamina_flat_params, "
       "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL)}",
       cString(modelPath), numModules, opts.pp, opts.dp, opts.microBatches,
       opts.zero, cString(opts.kind), opts.recompute ? "true" : "false", train,
@@ -891,10 +901,11 @@ struct ConvertRtToEmitCPass
     // (Each missing key is reported once; the checks below need all.)
     auto kind = dist.getAs<StringAttr>("kind");
     auto placement = dist.getAs<DenseI64ArrayAttr>("placement");
+    auto flat = dist.getAs<DenseI64ArrayAttr>("flat_params");
     if (failed(numModules) || failed(pp) || failed(dp) || failed(m) ||
         failed(zero))
       return signalPassFailure();
-    if (!kind || !placement || *pp < 1 || *dp < 1 || *m < 1 || *zero < 0 ||
+    if (!kind || !placement || !flat || *pp < 1 || *dp < 1 || *m < 1 || *zero < 0 ||
         *zero > 3) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist is "
                                        "incomplete or out of range: ")
@@ -909,6 +920,7 @@ struct ConvertRtToEmitCPass
     opts.zero = *zero;
     opts.placement.assign(placement.asArrayRef().begin(),
                           placement.asArrayRef().end());
+    opts.flatParams.assign(flat.asArrayRef().begin(), flat.asArrayRef().end());
     module->removeAttr("rt.dist");
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)

@@ -379,6 +379,8 @@ int main(int argc, char **argv) {
   spec.numEdges = int(edges.size() / 2);
   spec.numRanks = pp * dp;
   spec.moduleRank = moduleRank.data();
+  static const int64_t flatParams[kModules] = {H, H, H, H};
+  spec.flatParams = flatParams;
   spec.loss = LossKind::CausalLM;
   spec.labelsInput = nullptr;
   spec.vocab = V;

@@ -73,7 +73,8 @@
 // CHECK: static const int64_t lamina_eval_step_buffer_bytes[2] = {128LL, 128LL};
 // CHECK: static const int lamina_edges[4] = {0, 1, 1, 0};
 // CHECK: static const int lamina_module_rank[2] = {0, 1};
-// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_steps, lamina_eval_steps, lamina_step_buffer_bytes, lamina_eval_step_buffer_bytes, lamina_edges, 2, 2, lamina_module_rank, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL)};
+// CHECK: static const int64_t lamina_flat_params[2] = {16LL, 16LL};
+// CHECK: static const lamina::rt::DistSpec lamina_dist = {"/m.onnx", lamina_modules, 2, 2, 1, 2, 0, "gpipe", true, lamina_steps, lamina_eval_steps, lamina_step_buffer_bytes, lamina_eval_step_buffer_bytes, lamina_edges, 2, 2, lamina_module_rank, lamina_flat_params, lamina::rt::LossKind::Output, nullptr, int64_t(0LL), int64_t(-100LL)};
 // CHECK: lamina::rt::distTrainMain(
 
 // SWAPPED-LABEL: static void lamina_step_1(
