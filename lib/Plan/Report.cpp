@@ -204,7 +204,7 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
     for (const RankStats &r : p.ranks)
       o += std::string(r.pipelineRank ? "," : "") + " rank " +
            std::to_string(r.pipelineRank) + " " +
-           std::to_string(int64_t(r.memory.stepBuffers)) + " B";
+           bytesText(r.memory.stepBuffers);
     o += "\n";
   }
   if (!p.warnings.empty()) {
