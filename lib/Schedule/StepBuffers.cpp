@@ -95,8 +95,8 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
     if (bytes == 0)
       return;
     if (live.count(key)) {
-      error = describe(key) + " is written again at call " +
-              std::to_string(i) + " while the step still holds it";
+      error = describe(key) + " is written again at call " + std::to_string(i) +
+              " while the step still holds it";
       return;
     }
     live[key] = requests.size();
@@ -190,7 +190,8 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
         endRun(i);
         if (gathers[k].empty()) {
           error = "call " + std::to_string(i) + " uses module " +
-                  std::to_string(k) + "'s weights, which no all-gather "
+                  std::to_string(k) +
+                  "'s weights, which no all-gather "
                   "before it gathered";
           break;
         }
@@ -254,8 +255,8 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
   if (error.empty())
     endRun(int64_t(calls.size()));
   if (error.empty() && !live.empty())
-    error = "the step still holds " + describe(live.begin()->first) +
-            " at its end";
+    error =
+        "the step still holds " + describe(live.begin()->first) + " at its end";
   if (!error.empty())
     return error;
   MemoryPlan plan = planMemory(requests, 64);

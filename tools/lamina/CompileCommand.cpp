@@ -254,7 +254,7 @@ static PlanFigures readFigures(ModuleOp module) {
 /// training step's buffer (convert-dist-to-rt's plan).
 static std::string describeDistProgram(ModuleOp module) {
   std::map<int64_t, std::pair<std::string, int64_t>> modules; // name, arena
-  std::map<int64_t, int64_t> stepBytes;                         // per rank
+  std::map<int64_t, int64_t> stepBytes;                       // per rank
   module.walk([&](func::FuncOp f) {
     if (auto bytes = f->getAttrOfType<IntegerAttr>("rt.step_buffer_bytes"))
       if (auto p = f->getAttrOfType<IntegerAttr>("rt.step_pp");

@@ -142,9 +142,9 @@ TEST(StepBuffers, EveryScheduleGetsADisjointPlan) {
   int plans = 0;
   for (ScheduleKind kind : kAllKinds)
     for (int zero : {0, 2, 3})
-      for (auto [L, p, m] : {std::tuple{4, 1, 2}, std::tuple{4, 2, 2},
-                             std::tuple{4, 2, 4}, std::tuple{6, 3, 3},
-                             std::tuple{8, 4, 8}}) {
+      for (auto [L, p, m] :
+           {std::tuple{4, 1, 2}, std::tuple{4, 2, 2}, std::tuple{4, 2, 4},
+            std::tuple{6, 3, 3}, std::tuple{8, 4, 8}}) {
         Expected<Schedule> s = generateSchedule(config(kind, L, p, m, 2, zero));
         if (!s.ok())
           continue;
@@ -162,11 +162,11 @@ TEST(StepBuffers, EveryScheduleGetsADisjointPlan) {
           std::vector<StepCall> calls = lowerStep(s->ranks[size_t(g)], zero);
           StepBuffers plan;
           ASSERT_EQ(planStepBuffers(calls, L, sizes, zero, false, plan), "");
-          checkDisjoint(calls, L, sizes, zero, false, plan,
-                        std::string(scheduleKindName(kind)) +
-                            " L=" + std::to_string(L) + " p=" +
-                            std::to_string(p) + " m=" + std::to_string(m) +
-                            " rank=" + std::to_string(g));
+          checkDisjoint(
+              calls, L, sizes, zero, false, plan,
+              std::string(scheduleKindName(kind)) + " L=" + std::to_string(L) +
+                  " p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                  " rank=" + std::to_string(g));
         }
       }
   EXPECT_GT(plans, 50);
@@ -180,8 +180,10 @@ TEST(StepBuffers, OneFOneBHoldsItsMicroBatchesInFlight) {
   Schedule s = test::make(ScheduleKind::OneFOneB, 2, 2, 2);
   StepBufferSizes sizes{{4096, 0}, {4096, 0}, {0, 0}};
   StepBuffers r0, r1;
-  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[0], 0), 2, sizes, 0, false, r0), "");
-  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[1], 0), 2, sizes, 0, false, r1), "");
+  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[0], 0), 2, sizes, 0, false, r0),
+            "");
+  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[1], 0), 2, sizes, 0, false, r1),
+            "");
   // Rank 0: F0 S0 F1 S1 [post g1] R(g0) W(S0) B0 R(g1) B1 W(S1): two
   // activations in flight with two gradients posted at once.
   EXPECT_EQ(r0.bytes, 4 * 4096);
@@ -190,12 +192,13 @@ TEST(StepBuffers, OneFOneBHoldsItsMicroBatchesInFlight) {
   EXPECT_EQ(r1.bytes, 3 * 4096);
   // Evaluation: a forward's input dies at it.
   StepBuffers eval;
-  std::vector<Action> forwards = {Action::recv(Payload::Activation, 0, 0, 0),
-                                  Action::forward(1, 0),
-                                  Action::recv(Payload::Activation, 0, 1, 0),
-                                  Action::forward(1, 1)};
-  ASSERT_EQ(planStepBuffers(lowerStep(forwards, 0), 2, sizes, 0, true, eval), "");
-  EXPECT_EQ(eval.bytes, 2 * 4096); // the second is posted before the first's wait
+  std::vector<Action> forwards = {
+      Action::recv(Payload::Activation, 0, 0, 0), Action::forward(1, 0),
+      Action::recv(Payload::Activation, 0, 1, 0), Action::forward(1, 1)};
+  ASSERT_EQ(planStepBuffers(lowerStep(forwards, 0), 2, sizes, 0, true, eval),
+            "");
+  EXPECT_EQ(eval.bytes,
+            2 * 4096); // the second is posted before the first's wait
 }
 
 TEST(StepBuffers, InconsistentCallsAreRefused) {
@@ -221,9 +224,9 @@ TEST(StepBuffers, ZeroThreeHoldsTwoRunsWeightsAndTwoFullGradients) {
   // full gradient lives until its reduce-scatter is waited for, at most
   // two at once (lowerStep's waits).
   Schedule s = test::make(ScheduleKind::Layered, 3, 1, 2, 2, 3);
-  StepBufferSizes sizes{{4096, 4096, 0}, {4096, 4096, 0}, {0, 0, 0},
-                        {10240, 10240, 10240}, {20480, 20480, 20480},
-                        {10240, 10240, 10240}};
+  StepBufferSizes sizes{
+      {4096, 4096, 0},       {4096, 4096, 0},       {0, 0, 0},
+      {10240, 10240, 10240}, {20480, 20480, 20480}, {10240, 10240, 10240}};
   StepBuffers plan;
   std::vector<StepCall> calls = lowerStep(s.ranks[0], 3);
   ASSERT_EQ(planStepBuffers(calls, 3, sizes, 3, false, plan), "");
@@ -260,8 +263,7 @@ TEST(StepBuffers, ZeroThreeHoldsTwoRunsWeightsAndTwoFullGradients) {
   EXPECT_LT(plan.bytes, 6 * 10240 + 3 * 20480 + 4 * 4096);
   // Levels 0-1 hold no ZeRO buffers.
   StepBuffers none;
-  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[0], 1), 3, sizes, 1, false,
-                            none),
+  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[0], 1), 3, sizes, 1, false, none),
             "");
   EXPECT_TRUE(none.zeroAt.empty());
 }

@@ -341,9 +341,9 @@ TEST(StepCalls, SendsAreWaitedForAfterOneComputeCall) {
   // Each send overlaps the next forward or backward and is waited for
   // before the one after; the last at the end of the step.
   std::vector<Action> list = {
-      Action::forward(0, 0), Action::send(Payload::Activation, 0, 0, 1),
-      Action::forward(0, 1), Action::send(Payload::Activation, 0, 1, 1),
-      Action::forward(0, 2), Action::send(Payload::Activation, 0, 2, 1),
+      Action::forward(0, 0),  Action::send(Payload::Activation, 0, 0, 1),
+      Action::forward(0, 1),  Action::send(Payload::Activation, 0, 1, 1),
+      Action::forward(0, 2),  Action::send(Payload::Activation, 0, 2, 1),
       Action::optimizerStep()};
   std::vector<std::pair<CallKind, int>> got;
   for (const StepCall &c : lowerStep(list, 0))
@@ -377,8 +377,7 @@ TEST(StepCalls, EveryScheduleRunsToItsEnd) {
           continue;
         ++checked;
         EXPECT_EQ(checkStepsComplete(loweredSteps(*s, zero)), "")
-            << scheduleKindName(kind) << " L=" << L << " p=" << p
-            << " m=" << m;
+            << scheduleKindName(kind) << " L=" << L << " p=" << p << " m=" << m;
       }
   EXPECT_GT(checked, 30);
 }

@@ -9,10 +9,10 @@
 // starts a run's gradient, a reduce-scatter's part) to its last reader (a
 // forward, the backward, the wait for its send, the end of the run reading
 // the gathered weights, the wait for the reduce-scatter), and the
-// greedy-by-size planner (MemoryPlan.h) places them. convert-dist-to-rt writes the offsets
-// into the step's ops and the runtime allocates the buffer once; `lamina
-// plan` runs the same function over the same calls. docs/distributed.md,
-// "The step's memory".
+// greedy-by-size planner (MemoryPlan.h) places them. convert-dist-to-rt writes
+// the offsets into the step's ops and the runtime allocates the buffer once;
+// `lamina plan` runs the same function over the same calls.
+// docs/distributed.md, "The step's memory".
 //
 //===----------------------------------------------------------------------===//
 

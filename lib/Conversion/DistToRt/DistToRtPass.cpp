@@ -76,8 +76,8 @@ public:
       IntegerAttr cot = bwd && !last ? at(BK::Gradient, k) : IntegerAttr();
       IntegerAttr out = bwd ? (k > 0 ? at(BK::Gradient, k - 1) : IntegerAttr())
                             : (!last ? at(BK::Activation, k) : IntegerAttr());
-      rt_ir::StepCallOp::create(b, loc, state, it->second, i64(j), in, res,
-                                cot, out);
+      rt_ir::StepCallOp::create(b, loc, state, it->second, i64(j), in, res, cot,
+                                out);
       return success();
     }
     case sch::CallKind::Send:
@@ -92,8 +92,8 @@ public:
         rt_ir::StepSendOp::create(b, loc, state, unit(grad), i64(k), i64(j),
                                   i64(c.peer), offset);
       else if (c.kind == sch::CallKind::PostRecv)
-        rt_ir::StepPostRecvOp::create(b, loc, state, unit(grad), i64(k),
-                                      i64(j), i64(c.peer), offset);
+        rt_ir::StepPostRecvOp::create(b, loc, state, unit(grad), i64(k), i64(j),
+                                      i64(c.peer), offset);
       else
         rt_ir::StepRecvOp::create(b, loc, state, unit(grad), i64(k), i64(j),
                                   i64(c.peer), offset);
@@ -203,9 +203,8 @@ bufferSizes(ModuleOp module, int numModules, int zero, int dp, bool padded,
                           : f.getFunctionType().getResults();
     if (int64_t(types.size()) < numOut)
       return f.emitError("convert-dist-to-rt: @")
-             << f.getName() << " has fewer "
-             << (bwd ? "arguments" : "results") << " than its " << numOut
-             << " boundary values";
+             << f.getName() << " has fewer " << (bwd ? "arguments" : "results")
+             << " than its " << numOut << " boundary values";
     // Forward: [boundary outputs, residuals]; backward: [..., cotangents].
     std::vector<int64_t> first, rest;
     TypeRange boundary = bwd ? types.take_back(size_t(numOut))
@@ -339,9 +338,8 @@ struct ConvertDistToRtPass
       for (auto step : program.getBody().front().getOps<dist::StepOp>()) {
         int64_t p = step.getPpRank();
         sch::StepBuffers buffers;
-        if (std::string err =
-                sch::planStepBuffers(calls[size_t(p)], cfg.numModules, *sizes,
-                                     zero, eval, buffers);
+        if (std::string err = sch::planStepBuffers(
+                calls[size_t(p)], cfg.numModules, *sizes, zero, eval, buffers);
             !err.empty()) {
           step.emitError("convert-dist-to-rt: the step buffer of pipeline "
                          "rank ")

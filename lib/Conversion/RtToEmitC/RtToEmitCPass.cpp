@@ -905,8 +905,8 @@ struct ConvertRtToEmitCPass
     if (failed(numModules) || failed(pp) || failed(dp) || failed(m) ||
         failed(zero))
       return signalPassFailure();
-    if (!kind || !placement || !flat || *pp < 1 || *dp < 1 || *m < 1 || *zero < 0 ||
-        *zero > 3) {
+    if (!kind || !placement || !flat || *pp < 1 || *dp < 1 || *m < 1 ||
+        *zero < 0 || *zero > 3) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist is "
                                        "incomplete or out of range: ")
           << dist;

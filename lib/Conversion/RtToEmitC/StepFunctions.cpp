@@ -66,8 +66,7 @@ public:
                   return num(offset ? *offset : -1);
                 };
                 SmallVector<Attribute> args = {num(it->second.first),
-                                               num(c.getMb()),
-                                               at(c.getInput()),
+                                               num(c.getMb()), at(c.getInput()),
                                                at(c.getResiduals())};
                 if (bwd)
                   args.push_back(at(c.getCotangent()));
@@ -75,8 +74,8 @@ public:
                 call(loc, bwd ? "backward" : "forward", args);
                 return success();
               })
-              .Case<rt_ir::StepSendOp, rt_ir::StepPostRecvOp,
-                    rt_ir::StepRecvOp, rt_ir::StepWaitSendOp>([&](auto t) {
+              .Case<rt_ir::StepSendOp, rt_ir::StepPostRecvOp, rt_ir::StepRecvOp,
+                    rt_ir::StepWaitSendOp>([&](auto t) {
                 Tag tag{t.getGradient(), t.getBoundary(), t.getMb()};
                 if (isa<rt_ir::StepSendOp>(&op))
                   sent[{p, t.getPeer()}].push_back(tag);

@@ -45,9 +45,9 @@ void runCalls(StepState *s, const std::vector<sch::StepCall> &calls,
     const sch::StepCall &c = calls[n];
     // ZeRO's buffers of this call.
     auto zit = buf.zeroAt.find(n);
-    std::pair<int64_t, int64_t> zero =
-        zit == buf.zeroAt.end() ? std::pair<int64_t, int64_t>{-1, -1}
-                                : zit->second;
+    std::pair<int64_t, int64_t> zero = zit == buf.zeroAt.end()
+                                           ? std::pair<int64_t, int64_t>{-1, -1}
+                                           : zit->second;
     bool isGrad = c.payload == sch::Payload::ActivationGrad;
     step::Payload grad =
         isGrad ? step::Payload::Gradient : step::Payload::Activation;
@@ -343,8 +343,9 @@ int main(int argc, char **argv) {
         sched->ranks[size_t(p)], level,
         sch::sharedParamsOf(p, dp, level, readers, sched->placement.rankOf)));
     stepBuffers.emplace_back();
-    if (std::string err = sch::planStepBuffers(
-            stepCalls.back(), kModules, sizes, level, false, stepBuffers.back());
+    if (std::string err =
+            sch::planStepBuffers(stepCalls.back(), kModules, sizes, level,
+                                 false, stepBuffers.back());
         !err.empty()) {
       std::fprintf(stderr, "step buffer: %s\n", err.c_str());
       return 2;

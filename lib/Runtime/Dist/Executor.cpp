@@ -10,8 +10,8 @@
 #include "Comm.h" // MPI_TAG_UB
 
 #include "lamina/Runtime/OnnxExport.h"
-#include "lamina/Schedule/StepBuffers.h"
 #include "lamina/Schedule/Schedule.h"
+#include "lamina/Schedule/StepBuffers.h"
 
 #include <algorithm>
 #include <climits>
@@ -326,15 +326,16 @@ Status Executor::setupParams() {
     ModuleState &M = modules[size_t(k)];
     M.shards = net.shardLayout(M.size, d);
     // The compiler sized ZeRO's step-buffer slots from the same layout.
-    schedule::ShardCapacity cap = schedule::shardCapacity(
-        M.size, d, std::string(net.name()) == "nccl");
+    schedule::ShardCapacity cap =
+        schedule::shardCapacity(M.size, d, std::string(net.name()) == "nccl");
     if (!spec.flatParams || spec.flatParams[k] != M.size ||
         M.shards.fullCapacity != cap.full ||
         M.shards.shardCapacity != cap.shard)
       return Status::error(
           "the program is inconsistent: module " + str(k) + "'s " +
           std::to_string(M.size) + " parameters are laid out in " +
-          std::to_string(M.shards.fullCapacity) + " elements, the compiler "
+          std::to_string(M.shards.fullCapacity) +
+          " elements, the compiler "
           "planned " +
           (spec.flatParams ? std::to_string(spec.flatParams[k]) : "none"));
     std::vector<float> full(size_t(M.shards.fullCapacity), 0.0f);

@@ -8,10 +8,10 @@
 // Every buffer the functions or the network touch lives in the memory of
 // the program's Device (DeviceBuffer): parameters, gradients, shards,
 // gathered weights, the step buffer (boundaries, residuals), the arena, the
-// token batch, the optimizer state. The host keeps only what it reads itself -- the token
-// batch it samples, the losses at the end of a step, the copies checkpoints
-// and exports are written from (stateToHost / stateToDevice). Transfers go
-// through a Communicator (MPI or NCCL).
+// token batch, the optimizer state. The host keeps only what it reads itself --
+// the token batch it samples, the losses at the end of a step, the copies
+// checkpoints and exports are written from (stateToHost / stateToDevice).
+// Transfers go through a Communicator (MPI or NCCL).
 //
 // Parameters: per module a flat f32 layout of the trainable parameters it
 // alone reads (forward arg order); a parameter read by more than one module
@@ -403,8 +403,7 @@ private:
   /// otherwise: the program is inconsistent); `what` and `index` name the
   /// value.
   char *stepAt(int64_t offset, size_t bytes, const char *what, int index);
-  char *stepAt(int64_t offset, const Packed &lay, const char *what,
-               int index) {
+  char *stepAt(int64_t offset, const Packed &lay, const char *what, int index) {
     return stepAt(offset, lay.bytes, what, index);
   }
   Status runFunction(const FunctionSpec &f, std::vector<Tensor> &args,

@@ -166,9 +166,8 @@ Status Executor::forward(int k, int j, int64_t in, int64_t res, int64_t out) {
   // Evaluating, no backward follows: the residuals are not kept.
   if (!evaluating && m.numResiduals > 0) {
     const Packed &lay = resLayout.at(k);
-    if (Status s = packOutputs(
-            m.forward, m.numOut, lay,
-            stepAt(res, lay, "residuals of module ", k));
+    if (Status s = packOutputs(m.forward, m.numOut, lay,
+                               stepAt(res, lay, "residuals of module ", k));
         !s.ok())
       return s;
   }
@@ -204,9 +203,9 @@ Status Executor::backward(int k, int j, int64_t in, int64_t res, int64_t cot,
     return s;
   if (k > 0) {
     const Packed &lay = gradLayout[size_t(k - 1)];
-    if (Status s = packOutputs(
-            m.backward, 0, lay,
-            stepAt(out, lay, "input gradient of module ", k));
+    if (Status s =
+            packOutputs(m.backward, 0, lay,
+                        stepAt(out, lay, "input gradient of module ", k));
         !s.ok())
       return s;
   }
@@ -320,15 +319,16 @@ Status Executor::send(const ActionSpec &a, int64_t at) {
   const Packed &lay = (Payload(a.payload) == Payload::Activation
                            ? actLayout
                            : gradLayout)[size_t(a.module)];
-  std::string what = "the " + payloadWord(a) + " of boundary " +
-                     str(a.module) + ", micro-batch " + str(a.microBatch);
+  std::string what = "the " + payloadWord(a) + " of boundary " + str(a.module) +
+                     ", micro-batch " + str(a.microBatch);
   char *buffer = stepAt(at, lay,
                         Payload(a.payload) == Payload::Activation
                             ? "activations sent of boundary "
                             : "gradient sent of boundary ",
                         a.module);
-  SendRecord r{Request{}, "the send of " + what + " to rank " + str(a.peer) +
-                              " did not complete",
+  SendRecord r{Request{},
+               "the send of " + what + " to rank " + str(a.peer) +
+                   " did not complete",
                a.peer};
   if (Status s = net.isend(buffer, lay.wireBytes(), a.peer, tagOf(a), r.req);
       !s.ok())
@@ -349,8 +349,8 @@ Status Executor::waitSend(const ActionSpec &a) {
   SendRecord r = std::move(it->second);
   sends.erase(it);
   if (r.req.valid())
-    if (Status s = net.wait(r.req, r.what,
-                            "; rank " + str(r.peer) + " may have died");
+    if (Status s =
+            net.wait(r.req, r.what, "; rank " + str(r.peer) + " may have died");
         !s.ok())
       return s;
   record("send-wait", actionName(a), t0, now());
@@ -388,16 +388,16 @@ Status Executor::recv(const ActionSpec &a, int64_t at) {
   PostedRecv p = it->second;
   postedRecvs.erase(it);
   if (p.offset != at)
-    control.abort("the step waits for the " + payloadWord(a) +
-                  " of boundary " + str(a.module) + ", micro-batch " +
-                  str(a.microBatch) + " at " + std::to_string(at) +
-                  ", posted at " + std::to_string(p.offset));
-  if (Status s = net.waitForCompute(
-          p.req,
-          "no " + payloadWord(a) + " of boundary " + str(a.module) +
-              ", micro-batch " + str(a.microBatch) + " from rank " +
-              str(a.peer),
-          "; rank " + str(a.peer) + " may have died");
+    control.abort("the step waits for the " + payloadWord(a) + " of boundary " +
+                  str(a.module) + ", micro-batch " + str(a.microBatch) +
+                  " at " + std::to_string(at) + ", posted at " +
+                  std::to_string(p.offset));
+  if (Status s = net.waitForCompute(p.req,
+                                    "no " + payloadWord(a) + " of boundary " +
+                                        str(a.module) + ", micro-batch " +
+                                        str(a.microBatch) + " from rank " +
+                                        str(a.peer),
+                                    "; rank " + str(a.peer) + " may have died");
       !s.ok())
     return s;
   record("recv-wait", actionName(a), t0, now());
@@ -426,9 +426,9 @@ Status Executor::collective(const ActionSpec &a, int64_t at, int64_t part) {
         if (Status st = device.fillZero(s.full, fullBytes); !st.ok())
           return st;
         countGrad(s.counted);
-      } else if (s.full != reinterpret_cast<float *>(stepAt(
-                               at, fullBytes, "full gradient of module ",
-                               a.module))) {
+      } else if (s.full !=
+                 reinterpret_cast<float *>(stepAt(
+                     at, fullBytes, "full gradient of module ", a.module))) {
         control.abort("the program is inconsistent: module " + str(a.module) +
                       "'s reduce-scatter reads another full gradient than "
                       "its run accumulated into");

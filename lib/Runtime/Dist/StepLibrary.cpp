@@ -51,9 +51,8 @@ void step::forward(StepState *s, int module, int mb, int64_t in, int64_t res,
 
 void step::backward(StepState *s, int module, int mb, int64_t in, int64_t res,
                     int64_t cot, int64_t out) {
-  run(s, [&](Executor &ex) {
-    return ex.backward(module, mb, in, res, cot, out);
-  });
+  run(s,
+      [&](Executor &ex) { return ex.backward(module, mb, in, res, cot, out); });
 }
 
 void step::accumulate(StepState *s, int module, int64_t into) {
@@ -83,8 +82,8 @@ void step::waitSend(StepState *s, step::Payload what, int boundary, int mb,
 void step::postRecv(StepState *s, step::Payload what, int boundary, int mb,
                     int peer, int64_t at) {
   run(s, [&](Executor &ex) {
-    return ex.postRecv(
-        transfer(ex, ActionKind::Recv, what, boundary, mb, peer), at);
+    return ex.postRecv(transfer(ex, ActionKind::Recv, what, boundary, mb, peer),
+                       at);
   });
 }
 
@@ -102,8 +101,7 @@ void step::allGather(StepState *s, int module, int64_t at) {
   });
 }
 
-void step::reduceScatter(StepState *s, int module, int64_t full,
-                         int64_t part) {
+void step::reduceScatter(StepState *s, int module, int64_t full, int64_t part) {
   run(s, [&](Executor &ex) {
     return ex.collective(collective(ActionKind::ReduceScatter, module), full,
                          part);

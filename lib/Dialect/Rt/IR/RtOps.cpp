@@ -135,16 +135,14 @@ StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
-template <typename Op>
-static LogicalResult verifyPeerTransfer(Op op) {
+template <typename Op> static LogicalResult verifyPeerTransfer(Op op) {
   if (failed(nonNegative(op, "boundary", op.getBoundary())) ||
       failed(nonNegative(op, "mb", op.getMb())))
     return failure();
   return nonNegative(op, "peer", op.getPeer());
 }
 
-template <typename Op>
-static LogicalResult verifyTransfer(Op op) {
+template <typename Op> static LogicalResult verifyTransfer(Op op) {
   if (failed(verifyPeerTransfer(op)))
     return failure();
   return nonNegative(op, "offset", op.getOffset());
