@@ -592,7 +592,6 @@ void Evaluator::placeStats() {
     }
     rs.memory.activations = peak;
     rs.memory.gradientBuffers = gradBuffers.peak;
-    stepBuffers(rs);
     // Tied parameters: whole on every holder, synchronised once a step
     // over the holders of all replicas (in the optimizer step).
     for (size_t i = 0; i < tied.size(); ++i) {
@@ -825,6 +824,9 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
     plan.exposedComm = std::max(0.0, plan.stepTime - free->stepTime);
   }
   placeStats();
+  if (opts.stepBuffers)
+    for (RankStats &rs : plan.ranks)
+      stepBuffers(rs);
   for (int r = 0; r < p; ++r) {
     plan.ranks[r].busy = plan.timeline.busy[r];
     plan.ranks[r].idle = plan.timeline.idle[r];

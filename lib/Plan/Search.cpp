@@ -151,6 +151,7 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
   EvaluateOptions quick;
   quick.exposedComm = false;
   quick.keepTimeline = false;
+  quick.stepBuffers = false;
   std::vector<Plan> fitting; // sorted by step time, at most o.top
   for (const Candidate &cand : candidates) {
     if ((int)fitting.size() >= o.top &&
@@ -168,9 +169,12 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
     if ((int)fitting.size() > o.top)
       fitting.pop_back();
   }
-  // The winners again with every figure (exposed communication).
+  // The winners again with every figure the search reports (exposed
+  // communication; not the step buffers, which it does not show).
+  EvaluateOptions winners;
+  winners.stepBuffers = false;
   for (const Plan &p : fitting) {
-    Expected<Plan> full = evaluatePlan(desc, p.config, hw);
+    Expected<Plan> full = evaluatePlan(desc, p.config, hw, winners);
     if (full) {
       full->timeline = {};
       full->schedule.ranks.clear();

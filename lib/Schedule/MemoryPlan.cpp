@@ -29,7 +29,12 @@ MemoryPlan lamina::planMemory(const std::vector<BufferRequest> &requests,
   struct Placed {
     int64_t offset, end;
   };
-  std::vector<size_t> placed; // indices into requests, in placement order
+  // What is placed, with its lifetime, contiguous: the scan below is the
+  // planner's inner loop (thousands of values in a long pipeline's step).
+  struct Live {
+    int64_t first, last, offset, end;
+  };
+  std::vector<Live> placed;
   std::vector<Placed> conflicts;
   for (size_t i : order) {
     const BufferRequest &r = requests[i];
@@ -38,11 +43,9 @@ MemoryPlan lamina::planMemory(const std::vector<BufferRequest> &requests,
     if (size == 0)
       continue;
     conflicts.clear();
-    for (size_t j : placed)
-      if (overlapInTime(r, requests[j]))
-        conflicts.push_back({plan.offsets[j],
-                             plan.offsets[j] + alignUp(requests[j].bytes,
-                                                       alignment)});
+    for (const Live &p : placed)
+      if (r.first <= p.last && p.first <= r.last)
+        conflicts.push_back({p.offset, p.end});
     std::sort(conflicts.begin(), conflicts.end(),
               [](const Placed &a, const Placed &b) {
                 return a.offset < b.offset;
@@ -64,7 +67,7 @@ MemoryPlan lamina::planMemory(const std::vector<BufferRequest> &requests,
       best = cursor;
     plan.offsets[i] = best;
     plan.peakBytes = std::max(plan.peakBytes, best + size);
-    placed.push_back(i);
+    placed.push_back({r.first, r.last, best, best + size});
   }
   return plan;
 }

@@ -4,6 +4,7 @@
 
 #include "lamina/Schedule/MemoryPlan.h"
 
+#include <array>
 #include <deque>
 #include <optional>
 
@@ -14,6 +15,24 @@ ShardCapacity shardCapacity(int64_t total, int parts, bool padded) {
     return {};
   int64_t chunk = (total + parts - 1) / parts;
   return {padded ? chunk * parts : total, chunk};
+}
+
+const std::vector<int64_t> &StepBufferSizes::of(BufferKind kind) const {
+  switch (kind) {
+  case BufferKind::Activation:
+    return activation;
+  case BufferKind::Gradient:
+    return gradient;
+  case BufferKind::Residual:
+    return residual;
+  case BufferKind::Gathered:
+    return gathered;
+  case BufferKind::FullGradient:
+    return fullGradient;
+  case BufferKind::GradientPart:
+    return gradientPart;
+  }
+  return activation;
 }
 
 int64_t packedBytes(const std::vector<int64_t> &bytes) {
@@ -60,29 +79,9 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
   };
   auto sizeOf = [&](const BufferKey &key) -> int64_t {
     auto [kind, index, mb] = key;
-    const std::vector<int64_t> *v = nullptr;
-    switch (kind) {
-    case BufferKind::Activation:
-      v = &sizes.activation;
-      break;
-    case BufferKind::Gradient:
-      v = &sizes.gradient;
-      break;
-    case BufferKind::Residual:
-      v = &sizes.residual;
-      break;
-    case BufferKind::Gathered:
-      v = &sizes.gathered;
-      break;
-    case BufferKind::FullGradient:
-      v = &sizes.fullGradient;
-      break;
-    case BufferKind::GradientPart:
-      v = &sizes.gradientPart;
-      break;
-    }
-    if (index >= 0 && size_t(index) < v->size())
-      return (*v)[size_t(index)];
+    const std::vector<int64_t> &v = sizes.of(kind);
+    if (index >= 0 && size_t(index) < v.size())
+      return v[size_t(index)];
     // ZeRO's buffers not given: not planned here.
     return kind >= BufferKind::Gathered ? 0 : -1;
   };
@@ -133,7 +132,9 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
   std::deque<std::pair<BufferKey, std::optional<BufferKey>>> scatters;
   std::map<std::pair<BufferKind, int>, int> counts;
   std::map<int, bool> scattered;
-  std::map<size_t, std::pair<BufferKey, std::optional<BufferKey>>> zeroCalls;
+  // Per call the values behind its CallOffsets (in, res, cot, out, at, part).
+  enum Slot { In, Res, Cot, Out, At, Part };
+  std::vector<std::array<std::optional<BufferKey>, 6>> slots(calls.size());
   auto next = [&](BufferKind kind, int k) {
     return BufferKey{kind, k, counts[{kind, k}]++};
   };
@@ -146,43 +147,60 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
     const StepCall &c = calls[n];
     int64_t i = int64_t(n);
     int k = c.module, j = c.microBatch;
+    auto &slot = slots[n];
     switch (c.kind) {
     case CallKind::Forward:
-      if (k > 0)
-        use({BufferKind::Activation, k - 1, j}, i, forwardOnly);
-      if (k < lastModule)
-        define({BufferKind::Activation, k, j}, i);
-      if (!forwardOnly)
-        define({BufferKind::Residual, k, j}, i);
+      if (k > 0) {
+        slot[In] = BufferKey{BufferKind::Activation, k - 1, j};
+        use(*slot[In], i, forwardOnly);
+      }
+      if (k < lastModule) {
+        slot[Out] = BufferKey{BufferKind::Activation, k, j};
+        define(*slot[Out], i);
+      }
+      if (!forwardOnly) {
+        slot[Res] = BufferKey{BufferKind::Residual, k, j};
+        define(*slot[Res], i);
+      }
       break;
     case CallKind::Backward:
-      if (k > 0)
-        use({BufferKind::Activation, k - 1, j}, i, true);
-      use({BufferKind::Residual, k, j}, i, true);
-      if (k < lastModule)
-        use({BufferKind::Gradient, k, j}, i, true);
-      if (k > 0)
-        define({BufferKind::Gradient, k - 1, j}, i);
+      if (k > 0) {
+        slot[In] = BufferKey{BufferKind::Activation, k - 1, j};
+        use(*slot[In], i, true);
+      }
+      slot[Res] = BufferKey{BufferKind::Residual, k, j};
+      use(*slot[Res], i, true);
+      if (k < lastModule) {
+        slot[Cot] = BufferKey{BufferKind::Gradient, k, j};
+        use(*slot[Cot], i, true);
+      }
+      if (k > 0) {
+        slot[Out] = BufferKey{BufferKind::Gradient, k - 1, j};
+        define(*slot[Out], i);
+      }
       break;
     case CallKind::Send:
-      use(transferKey(c), i, false);
+      slot[At] = transferKey(c);
+      use(*slot[At], i, false);
       break;
     case CallKind::WaitSend:
-      use(transferKey(c), i, true);
+      slot[At] = transferKey(c);
+      use(*slot[At], i, true);
       break;
     case CallKind::PostRecv:
-      define(transferKey(c), i);
+      slot[At] = transferKey(c);
+      define(*slot[At], i);
       break;
     case CallKind::Recv:
-      if (!live.count(transferKey(c)))
-        define(transferKey(c), i);
+      slot[At] = transferKey(c);
+      if (!live.count(*slot[At]))
+        define(*slot[At], i);
       break;
     case CallKind::AllGather:
       if (zeroLevel == 3) {
-        BufferKey key = next(BufferKind::Gathered, k);
-        define(key, i);
-        gathers[k].push_back(key);
-        zeroCalls[n] = {key, std::nullopt};
+        slot[At] = next(BufferKind::Gathered, k);
+        define(*slot[At], i);
+        gathers[k].push_back(*slot[At]);
       }
       break;
     case CallKind::UseWeights:
@@ -210,7 +228,7 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
           define(open[k], i);
         }
         use(open[k], i, false);
-        zeroCalls[n] = {open[k], std::nullopt};
+        slot[At] = open[k];
       }
       break;
     case CallKind::ReduceScatter:
@@ -230,7 +248,8 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
         }
         scattered[k] = true;
         scatters.push_back({full, part});
-        zeroCalls[n] = {full, part};
+        slot[At] = full;
+        slot[Part] = part;
       }
       break;
     case CallKind::WaitGradients:
@@ -263,14 +282,20 @@ std::string planStepBuffers(const std::vector<StepCall> &calls, int numModules,
   for (size_t r = 0; r < keys.size(); ++r)
     out.offsets[keys[r]] = plan.offsets[r];
   out.bytes = plan.peakBytes;
+  // Values of no bytes were not placed: -1.
   auto offsetOf = [&](const std::optional<BufferKey> &key) -> int64_t {
     if (!key)
       return -1;
     auto it = out.offsets.find(*key);
     return it == out.offsets.end() ? -1 : it->second;
   };
-  for (const auto &[n, keys] : zeroCalls)
-    out.zeroAt[n] = {offsetOf(keys.first), offsetOf(keys.second)};
+  out.calls.resize(calls.size());
+  for (size_t n = 0; n < calls.size(); ++n) {
+    const auto &slot = slots[n];
+    out.calls[n] = {offsetOf(slot[In]),  offsetOf(slot[Res]),
+                    offsetOf(slot[Cot]), offsetOf(slot[Out]),
+                    offsetOf(slot[At]),  offsetOf(slot[Part])};
+  }
   return "";
 }
 

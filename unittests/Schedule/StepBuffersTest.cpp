@@ -22,23 +22,9 @@ void checkDisjoint(const std::vector<StepCall> &calls, int numModules,
   SCOPED_TRACE(where);
   std::map<BufferKey, std::pair<int64_t, int64_t>> live; // [begin, end)
   auto size = [&](const BufferKey &k) {
-    auto [kind, index, mb] = k;
-    switch (kind) {
-    case BufferKind::Activation:
-      return sizes.activation[size_t(index)];
-    case BufferKind::Gradient:
-      return sizes.gradient[size_t(index)];
-    case BufferKind::Residual:
-      return sizes.residual[size_t(index)];
-    case BufferKind::Gathered:
-      return sizes.gathered[size_t(index)];
-    case BufferKind::FullGradient:
-      return sizes.fullGradient[size_t(index)];
-    case BufferKind::GradientPart:
-      return sizes.gradientPart[size_t(index)];
-    }
-    return int64_t(0);
+    return sizes.of(std::get<0>(k))[size_t(std::get<1>(k))];
   };
+
   auto write = [&](BufferKey k) {
     if (size(k) == 0)
       return;
@@ -232,24 +218,22 @@ TEST(StepBuffers, ZeroThreeHoldsTwoRunsWeightsAndTwoFullGradients) {
   ASSERT_EQ(planStepBuffers(calls, 3, sizes, 3, false, plan), "");
   checkDisjoint(calls, 3, sizes, 3, false, plan, "layered zero 3");
   int gathers = 0, accumulates = 0, scatters = 0;
+  ASSERT_EQ(plan.calls.size(), calls.size());
   for (size_t n = 0; n < calls.size(); ++n) {
-    auto it = plan.zeroAt.find(n);
+    const CallOffsets &o = plan.calls[n];
     switch (calls[n].kind) {
     case CallKind::AllGather:
       ++gathers;
-      ASSERT_NE(it, plan.zeroAt.end());
-      EXPECT_GE(it->second.first, 0);
+      EXPECT_GE(o.at, 0);
       break;
     case CallKind::Accumulate:
       ++accumulates;
-      ASSERT_NE(it, plan.zeroAt.end());
-      EXPECT_GE(it->second.first, 0);
+      EXPECT_GE(o.at, 0);
       break;
     case CallKind::ReduceScatter:
       ++scatters;
-      ASSERT_NE(it, plan.zeroAt.end());
-      EXPECT_GE(it->second.first, 0);
-      EXPECT_EQ(it->second.second, -1) << "one run a module a step: no part";
+      EXPECT_GE(o.at, 0);
+      EXPECT_EQ(o.part, -1) << "one run a module a step: no part";
       break;
     default:
       break;
@@ -263,9 +247,16 @@ TEST(StepBuffers, ZeroThreeHoldsTwoRunsWeightsAndTwoFullGradients) {
   EXPECT_LT(plan.bytes, 6 * 10240 + 3 * 20480 + 4 * 4096);
   // Levels 0-1 hold no ZeRO buffers.
   StepBuffers none;
-  ASSERT_EQ(planStepBuffers(lowerStep(s.ranks[0], 1), 3, sizes, 1, false, none),
-            "");
-  EXPECT_TRUE(none.zeroAt.empty());
+  std::vector<StepCall> level1 = lowerStep(s.ranks[0], 1);
+  ASSERT_EQ(planStepBuffers(level1, 3, sizes, 1, false, none), "");
+  ASSERT_EQ(none.calls.size(), level1.size());
+  for (size_t n = 0; n < level1.size(); ++n)
+    if (level1[n].kind == CallKind::AllGather ||
+        level1[n].kind == CallKind::Accumulate ||
+        level1[n].kind == CallKind::ReduceScatter) {
+      EXPECT_EQ(none.calls[n].at, -1);
+      EXPECT_EQ(none.calls[n].part, -1);
+    }
 }
 
 } // namespace

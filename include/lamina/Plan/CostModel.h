@@ -180,6 +180,11 @@ struct EvaluateOptions {
   bool exposedComm = true;
   /// Keep the schedule and timeline in the Plan (the reports need them).
   bool keepTimeline = true;
+  /// Plan each rank's step buffer (RankMemory::stepBuffers): the
+  /// compiler's memory plan over every call, longer than the rest of an
+  /// evaluation for long pipelines; --search, which does not report it,
+  /// skips it.
+  bool stepBuffers = true;
 };
 
 /// Checks the configuration against the model (ranges, p <= layers, chunks

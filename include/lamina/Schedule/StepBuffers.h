@@ -29,6 +29,15 @@
 
 namespace lamina::schedule {
 
+enum class BufferKind : unsigned char {
+  Activation,
+  Gradient,
+  Residual,
+  Gathered,     ///< ZeRO 3: a run's gathered weights
+  FullGradient, ///< levels 2-3: a run's full gradient
+  GradientPart, ///< levels 2-3: a later reduce-scatter's part
+};
+
 /// The byte sizes of what a step holds, as the runtime packs them (each
 /// tensor 64-byte aligned; stepBufferBytes): per boundary b (module b's
 /// outputs) its values and their gradient, per module its residuals (0: the
@@ -38,6 +47,8 @@ namespace lamina::schedule {
 struct StepBufferSizes {
   std::vector<int64_t> activation, gradient, residual;
   std::vector<int64_t> gathered, fullGradient, gradientPart;
+  /// The sizes of `kind`'s values, by boundary or module.
+  const std::vector<int64_t> &of(BufferKind kind) const;
 };
 
 /// The elements of the full buffers and of each part when `total` elements
@@ -54,28 +65,26 @@ ShardCapacity shardCapacity(int64_t total, int parts, bool padded);
 /// module's residuals).
 int64_t packedBytes(const std::vector<int64_t> &bytes);
 
-enum class BufferKind : unsigned char {
-  Activation,
-  Gradient,
-  Residual,
-  Gathered,     ///< ZeRO 3: a run's gathered weights
-  FullGradient, ///< levels 2-3: a run's full gradient
-  GradientPart, ///< levels 2-3: a later reduce-scatter's part
-};
-
 /// One value a step holds: boundary `index`'s activations or gradient, or
 /// module `index`'s residuals, of micro-batch `microBatch`; for ZeRO's
 /// kinds module `index`'s n-th of the step.
 using BufferKey = std::tuple<BufferKind, int, int>;
 
+/// Where one call reads and writes in the step buffer (-1: none). A
+/// forward or backward: `in` the boundary values it reads, `res` the
+/// residuals, `cot` the gradient of its outputs, `out` what it writes for
+/// the next module. A transfer: `at` its values. ZeRO: an all-gather's
+/// weights, an accumulate's or a reduce-scatter's full gradient `at`, a
+/// later reduce-scatter's `part`.
+struct CallOffsets {
+  int64_t in = -1, res = -1, cot = -1, out = -1, at = -1, part = -1;
+};
+
 /// The memory plan of one step.
 struct StepBuffers {
   std::map<BufferKey, int64_t> offsets; ///< every value the step holds
   int64_t bytes = 0;                    ///< the step buffer's size
-  /// ZeRO's buffers by call index: an AllGather's gathered weights, an
-  /// Accumulate's full gradient, a ReduceScatter's full gradient and
-  /// part (-1: none).
-  std::map<size_t, std::pair<int64_t, int64_t>> zeroAt;
+  std::vector<CallOffsets> calls;       ///< per call of the step
   /// Offset of a value, or -1 when the step holds none (a residual of a
   /// recomputing module).
   int64_t offsetOf(BufferKind kind, int index, int microBatch) const {

@@ -41,53 +41,36 @@ class StepBuilder {
 public:
   StepBuilder(OpBuilder &b, Location loc, Value state,
               const std::map<std::pair<int64_t, bool>, FlatSymbolRefAttr> &fns,
-              const sch::StepBuffers &buffers, int numModules, bool eval)
-      : b(b), loc(loc), state(state), fns(fns), buffers(buffers),
-        numModules(numModules), eval(eval) {}
+              const sch::StepBuffers &buffers)
+      : b(b), loc(loc), state(state), fns(fns), buffers(buffers) {}
 
   LogicalResult build(const sch::StepCall &c, size_t index, Operation *where) {
-    // ZeRO's buffers of this call (-1: none).
-    auto zeroAt = [&](bool second) -> IntegerAttr {
-      auto it = buffers.zeroAt.find(index);
-      int64_t offset = it == buffers.zeroAt.end()
-                           ? -1
-                           : (second ? it->second.second : it->second.first);
+    const sch::CallOffsets &o = buffers.calls[index];
+    // An offset as an optional attribute (none: -1).
+    auto at = [&](int64_t offset) -> IntegerAttr {
       return offset < 0 ? IntegerAttr() : i64(offset);
     };
     bool grad = c.payload == sch::Payload::ActivationGrad;
     int k = c.module, j = c.microBatch;
-    // A value's offset in the step buffer (none: -1).
-    auto at = [&](sch::BufferKind kind, int index) -> IntegerAttr {
-      int64_t offset = buffers.offsetOf(kind, index, j);
-      return offset < 0 ? IntegerAttr() : i64(offset);
-    };
-    using BK = sch::BufferKind;
     switch (c.kind) {
     case sch::CallKind::Forward:
     case sch::CallKind::Backward: {
-      bool bwd = c.kind == sch::CallKind::Backward;
-      auto it = fns.find({k, bwd});
+      auto it = fns.find({k, c.kind == sch::CallKind::Backward});
       if (it == fns.end())
         return where->emitError("convert-dist-to-rt: no function for the ")
                << sch::callKindName(c.kind) << " of module " << k;
-      bool last = k == numModules - 1;
-      IntegerAttr in = k > 0 ? at(BK::Activation, k - 1) : IntegerAttr();
-      IntegerAttr res = eval ? IntegerAttr() : at(BK::Residual, k);
-      IntegerAttr cot = bwd && !last ? at(BK::Gradient, k) : IntegerAttr();
-      IntegerAttr out = bwd ? (k > 0 ? at(BK::Gradient, k - 1) : IntegerAttr())
-                            : (!last ? at(BK::Activation, k) : IntegerAttr());
-      rt_ir::StepCallOp::create(b, loc, state, it->second, i64(j), in, res, cot,
-                                out);
+      rt_ir::StepCallOp::create(b, loc, state, it->second, i64(j), at(o.in),
+                                at(o.res), at(o.cot), at(o.out));
       return success();
     }
     case sch::CallKind::Send:
     case sch::CallKind::PostRecv:
     case sch::CallKind::Recv: {
-      IntegerAttr offset = at(grad ? BK::Gradient : BK::Activation, k);
-      if (!offset)
+      if (o.at < 0)
         return where->emitError("convert-dist-to-rt: the step buffer has no ")
                << (grad ? "gradient" : "activations") << " of boundary " << k
                << ", micro-batch " << j;
+      IntegerAttr offset = i64(o.at);
       if (c.kind == sch::CallKind::Send)
         rt_ir::StepSendOp::create(b, loc, state, unit(grad), i64(k), i64(j),
                                   i64(c.peer), offset);
@@ -104,12 +87,11 @@ public:
                                     i64(c.peer));
       return success();
     case sch::CallKind::AllGather:
-      rt_ir::StepAllGatherOp::create(b, loc, state, i64(c.module),
-                                     zeroAt(false));
+      rt_ir::StepAllGatherOp::create(b, loc, state, i64(k), at(o.at));
       return success();
     case sch::CallKind::ReduceScatter:
-      rt_ir::StepReduceScatterOp::create(b, loc, state, i64(c.module),
-                                         zeroAt(false), zeroAt(true));
+      rt_ir::StepReduceScatterOp::create(b, loc, state, i64(k), at(o.at),
+                                         at(o.part));
       return success();
     case sch::CallKind::AllReduce:
       rt_ir::StepAllReduceOp::create(b, loc, state, i64(c.module));
@@ -118,8 +100,7 @@ public:
       rt_ir::StepWaitGradientsOp::create(b, loc, state, i64(c.module));
       return success();
     case sch::CallKind::Accumulate:
-      rt_ir::StepAccumulateOp::create(b, loc, state, i64(c.module),
-                                      zeroAt(false));
+      rt_ir::StepAccumulateOp::create(b, loc, state, i64(k), at(o.at));
       return success();
     case sch::CallKind::UseWeights:
       rt_ir::StepUseWeightsOp::create(b, loc, state, i64(c.module));
@@ -155,8 +136,6 @@ private:
   Value state;
   const std::map<std::pair<int64_t, bool>, FlatSymbolRefAttr> &fns;
   const sch::StepBuffers &buffers;
-  int numModules;
-  bool eval;
 };
 
 /// Bytes of a tensor or memref type (its element type's bytes, rounded up).
@@ -355,8 +334,7 @@ struct ConvertDistToRtPass
         if (eval)
           fn->setAttr("rt.forward_only", b.getUnitAttr());
         OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
-        StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns, buffers,
-                       cfg.numModules, eval);
+        StepBuilder sb(body, step.getLoc(), fn.getArgument(0), fns, buffers);
         for (size_t n = 0; n < calls[size_t(p)].size(); ++n)
           if (failed(sb.build(calls[size_t(p)][n], n, step)))
             return signalPassFailure();

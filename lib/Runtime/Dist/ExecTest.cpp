@@ -40,54 +40,43 @@ constexpr int kModules = 4;
 void runCalls(StepState *s, const std::vector<sch::StepCall> &calls,
               const sch::StepBuffers &buf) {
   using K = sch::CallKind;
-  using BK = sch::BufferKind;
   for (size_t n = 0; n < calls.size(); ++n) {
     const sch::StepCall &c = calls[n];
-    // ZeRO's buffers of this call.
-    auto zit = buf.zeroAt.find(n);
-    std::pair<int64_t, int64_t> zero = zit == buf.zeroAt.end()
-                                           ? std::pair<int64_t, int64_t>{-1, -1}
-                                           : zit->second;
-    bool isGrad = c.payload == sch::Payload::ActivationGrad;
-    step::Payload grad =
-        isGrad ? step::Payload::Gradient : step::Payload::Activation;
+    const sch::CallOffsets &o = buf.calls[n];
+    step::Payload grad = c.payload == sch::Payload::ActivationGrad
+                             ? step::Payload::Gradient
+                             : step::Payload::Activation;
     int k = c.module, j = c.microBatch;
-    auto at = [&](BK kind, int index) { return buf.offsetOf(kind, index, j); };
-    int64_t in = k > 0 ? at(BK::Activation, k - 1) : -1;
     switch (c.kind) {
     case K::Forward:
-      step::forward(s, k, j, in, at(BK::Residual, k), at(BK::Activation, k));
+      step::forward(s, k, j, o.in, o.res, o.out);
       break;
     case K::Backward:
-      step::backward(s, k, j, in, at(BK::Residual, k), at(BK::Gradient, k),
-                     k > 0 ? at(BK::Gradient, k - 1) : -1);
+      step::backward(s, k, j, o.in, o.res, o.cot, o.out);
       break;
     case K::Send:
-      step::send(s, grad, k, j, c.peer,
-                 at(isGrad ? BK::Gradient : BK::Activation, k));
+      step::send(s, grad, k, j, c.peer, o.at);
       break;
     case K::WaitSend:
       step::waitSend(s, grad, k, j, c.peer);
       break;
     case K::PostRecv:
-      step::postRecv(s, grad, k, j, c.peer,
-                     at(isGrad ? BK::Gradient : BK::Activation, k));
+      step::postRecv(s, grad, k, j, c.peer, o.at);
       break;
     case K::Recv:
-      step::recv(s, grad, k, j, c.peer,
-                 at(isGrad ? BK::Gradient : BK::Activation, k));
+      step::recv(s, grad, k, j, c.peer, o.at);
       break;
     case K::AllGather:
-      step::allGather(s, k, zero.first);
+      step::allGather(s, k, o.at);
       break;
     case K::ReduceScatter:
-      step::reduceScatter(s, k, zero.first, zero.second);
+      step::reduceScatter(s, k, o.at, o.part);
       break;
     case K::AllReduce:
       step::allReduce(s, c.module);
       break;
     case K::Accumulate:
-      step::accumulate(s, k, zero.first);
+      step::accumulate(s, k, o.at);
       break;
     case K::WaitGradients:
       step::waitGradients(s, c.module);

@@ -325,17 +325,12 @@ Status Executor::setupParams() {
   for (int k : localModules) {
     ModuleState &M = modules[size_t(k)];
     M.shards = net.shardLayout(M.size, d);
-    // The compiler sized ZeRO's step-buffer slots from the same layout.
-    schedule::ShardCapacity cap =
-        schedule::shardCapacity(M.size, d, std::string(net.name()) == "nccl");
-    if (!spec.flatParams || spec.flatParams[k] != M.size ||
-        M.shards.fullCapacity != cap.full ||
-        M.shards.shardCapacity != cap.shard)
+    // The compiler sized ZeRO's step-buffer slots from the same number of
+    // parameters (the capacities are its formula: evenShards).
+    if (!spec.flatParams || spec.flatParams[k] != M.size)
       return Status::error(
-          "the program is inconsistent: module " + str(k) + "'s " +
-          std::to_string(M.size) + " parameters are laid out in " +
-          std::to_string(M.shards.fullCapacity) +
-          " elements, the compiler "
+          "the program is inconsistent: module " + str(k) + " has " +
+          std::to_string(M.size) + " parameters of its own, the compiler "
           "planned " +
           (spec.flatParams ? std::to_string(spec.flatParams[k]) : "none"));
     std::vector<float> full(size_t(M.shards.fullCapacity), 0.0f);

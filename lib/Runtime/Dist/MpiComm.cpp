@@ -2,6 +2,8 @@
 
 #include "MpiComm.h"
 
+#include "lamina/Schedule/StepBuffers.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -9,24 +11,28 @@
 using namespace lamina::rt;
 using namespace lamina::rt::dist;
 
+// The capacities are the compiler's (schedule::shardCapacity), which sized
+// ZeRO's slots in the step buffer from them.
 ShardLayout lamina::rt::dist::evenShards(int64_t total, int parts) {
   ShardLayout l;
   splitCounts(total, parts, l.counts, l.offsets);
-  l.fullCapacity = total;
-  l.shardCapacity = parts > 0 ? l.counts[0] : 0;
+  schedule::ShardCapacity cap = schedule::shardCapacity(total, parts, false);
+  l.fullCapacity = cap.full;
+  l.shardCapacity = cap.shard;
   return l;
 }
 
 ShardLayout lamina::rt::dist::paddedShards(int64_t total, int parts) {
   ShardLayout l;
-  int64_t chunk = parts > 0 ? (total + parts - 1) / parts : 0;
+  schedule::ShardCapacity cap = schedule::shardCapacity(total, parts, true);
   for (int i = 0; i < parts; ++i) {
-    int64_t lo = std::min(total, chunk * i), hi = std::min(total, lo + chunk);
+    int64_t lo = std::min(total, cap.shard * i),
+            hi = std::min(total, lo + cap.shard);
     l.counts.push_back(int(hi - lo));
-    l.offsets.push_back(int(chunk * i));
+    l.offsets.push_back(int(cap.shard * i));
   }
-  l.fullCapacity = chunk * parts;
-  l.shardCapacity = chunk;
+  l.fullCapacity = cap.full;
+  l.shardCapacity = cap.shard;
   return l;
 }
 
