@@ -10,6 +10,7 @@
 #include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Rt/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -191,11 +192,20 @@ static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
 
 static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(createConvertGraphToRt());
-  // Each pipeline rank's step as a function of step-library calls.
+  // Each pipeline rank's step as a function of step-library calls, then
+  // the overlap decided on it: receives posted ahead, sends and ZeRO 2-3's
+  // reduce-scatters waited for early, the waits proven deadlock-free, and
+  // what the step holds placed in its step buffer.
   if (o.dist()) {
-    ConvertDistToRtOptions steps;
-    steps.target = o.target;
-    pm.addPass(createConvertDistToRt(steps));
+    pm.addPass(createConvertDistToRt());
+    OpPassManager &fn = pm.nest<func::FuncOp>();
+    fn.addPass(rt_ir::createRtPostReceives());
+    fn.addPass(rt_ir::createRtWaitSends());
+    fn.addPass(rt_ir::createRtRetireReductions());
+    pm.addPass(rt_ir::createRtVerifySteps());
+    rt_ir::RtPlanStepBuffersOptions buffers;
+    buffers.target = o.target;
+    pm.addPass(rt_ir::createRtPlanStepBuffers(buffers));
   }
 }
 

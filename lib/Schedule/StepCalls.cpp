@@ -78,29 +78,16 @@ std::vector<SharedParam> sharedParamsOf(
   return out;
 }
 
-std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
-                                const std::vector<SharedParam> &shared) {
-  // Each receive's next one from the same peer, and the first per peer.
-  std::vector<int> next(list.size(), -1);
-  std::map<int, int> later; // peer -> the next receive's index
-  for (size_t i = list.size(); i-- > 0;) {
-    if (list[i].kind != ActionKind::Recv)
-      continue;
-    auto it = later.find(list[i].peer);
-    if (it != later.end())
-      next[i] = it->second;
-    later[list[i].peer] = int(i);
-  }
+std::vector<StepCall> directStep(const std::vector<Action> &list,
+                                 int zeroLevel,
+                                 const std::vector<SharedParam> &shared) {
   std::vector<StepCall> out;
-  for (const auto &[peer, i] : later)
-    out.push_back(callOf(CallKind::PostRecv, list[size_t(i)]));
   int runModule = -1;
   bool runBackward = false;
-  // Gradient reductions started and not yet waited for: levels 2-3 in
-  // issue order, levels 0-1 by module. Levels 2-3: the modules whose
-  // gradient a backward has started and no reduce-scatter has taken.
-  std::deque<int> scatters;
-  std::set<int> reductions, open;
+  // Gradient reductions started: levels 0-1 by module, levels 2-3 in
+  // issue order.
+  std::set<int> reductions;
+  std::vector<int> scatters;
   auto wait = [&](int module, CallKind kind = CallKind::WaitGradients) {
     StepCall c;
     c.kind = kind;
@@ -114,23 +101,9 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
     out.push_back(c);
   };
   std::vector<int> gathered; // levels 1-2: after the optimizer
-  // Sends in flight, with the compute calls issued since each.
-  std::vector<std::pair<StepCall, int>> sending;
-  auto waitSends = [&](int computed) {
-    size_t keep = 0;
-    for (auto &s : sending) {
-      if (s.second >= computed) {
-        StepCall c = s.first;
-        c.kind = CallKind::WaitSend;
-        out.push_back(c);
-      } else {
-        sending[keep++] = s;
-      }
-    }
-    sending.resize(keep);
-  };
-  for (size_t i = 0; i < list.size(); ++i) {
-    const Action &a = list[i];
+  std::vector<StepCall> sends;
+  bool optimizes = false;
+  for (const Action &a : list) {
     switch (a.kind) {
     case ActionKind::Forward:
     case ActionKind::Backward: {
@@ -139,25 +112,16 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
         out.push_back(callOf(CallKind::UseWeights, a));
       runModule = a.module;
       runBackward = bwd;
-      waitSends(1);
       out.push_back(callOf(bwd ? CallKind::Backward : CallKind::Forward, a));
-      for (auto &s : sending)
-        ++s.second;
-      if (!bwd)
-        break;
-      if (zeroLevel >= 2 && open.insert(a.module).second)
-        for (; scatters.size() > 1; scatters.pop_front())
-          wait(scatters.front());
-      out.push_back(callOf(CallKind::Accumulate, a));
+      if (bwd)
+        out.push_back(callOf(CallKind::Accumulate, a));
       break;
     }
     case ActionKind::Send:
       out.push_back(callOf(CallKind::Send, a));
-      sending.push_back({out.back(), 0});
+      sends.push_back(callOf(CallKind::WaitSend, a));
       break;
     case ActionKind::Recv:
-      if (next[i] >= 0)
-        out.push_back(callOf(CallKind::PostRecv, list[size_t(next[i])]));
       out.push_back(callOf(CallKind::Recv, a));
       break;
     case ActionKind::AllGather:
@@ -166,12 +130,10 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
       out.push_back(callOf(CallKind::AllGather, a));
       break;
     case ActionKind::ReduceScatter:
-      if (zeroLevel >= 2) {
+      if (zeroLevel >= 2)
         scatters.push_back(a.module);
-        open.erase(a.module);
-      } else {
+      else
         reductions.insert(a.module);
-      }
       out.push_back(callOf(CallKind::ReduceScatter, a));
       break;
     case ActionKind::AllReduce:
@@ -179,11 +141,13 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
       out.push_back(callOf(CallKind::AllReduce, a));
       break;
     case ActionKind::OptimizerStep:
+      optimizes = true;
       for (int module : reductions)
         wait(module);
       reductions.clear();
-      for (; !scatters.empty(); scatters.pop_front())
-        wait(scatters.front());
+      for (int module : scatters)
+        wait(module);
+      scatters.clear();
       for (const SharedParam &p : shared)
         named(CallKind::SumShared, p.name);
       for (const SharedParam &p : shared)
@@ -196,17 +160,139 @@ std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
       break;
     }
   }
-  waitSends(0);
+  out.insert(out.end(), sends.begin(), sends.end());
   for (int module : gathered)
     wait(module, CallKind::WaitWeights);
-  bool optimizes = std::any_of(list.begin(), list.end(), [](const Action &a) {
-    return a.kind == ActionKind::OptimizerStep;
-  });
   if (optimizes)
     for (const SharedParam &p : shared)
       if (p.gathers)
         named(CallKind::WaitSharedGather, p.name);
   return out;
+}
+
+std::vector<StepCall> applyEdits(const std::vector<StepCall> &calls,
+                                 const std::vector<StepEdit> &edits) {
+  std::vector<std::vector<const StepEdit *>> before(calls.size() + 1);
+  std::vector<bool> moved(calls.size(), false);
+  for (const StepEdit &e : edits) {
+    before[std::min(e.before, calls.size())].push_back(&e);
+    if (e.from >= 0 && size_t(e.from) < calls.size())
+      moved[size_t(e.from)] = true;
+  }
+  std::vector<StepCall> out;
+  for (size_t i = 0; i <= calls.size(); ++i) {
+    for (const StepEdit *e : before[i])
+      out.push_back(e->from >= 0 ? calls[size_t(e->from)] : e->call);
+    if (i < calls.size() && !moved[i])
+      out.push_back(calls[i]);
+  }
+  return out;
+}
+
+namespace {
+using Transfer = std::tuple<int, Payload, int, int>; // peer, payload, k, mb
+Transfer transferOf(const StepCall &c) {
+  return {c.peer, c.payload, c.module, c.microBatch};
+}
+bool computes(const StepCall &c) {
+  return c.kind == CallKind::Forward || c.kind == CallKind::Backward;
+}
+} // namespace
+
+std::vector<StepEdit> postReceives(const std::vector<StepCall> &calls) {
+  std::set<Transfer> posted;
+  for (const StepCall &c : calls)
+    if (c.kind == CallKind::PostRecv)
+      posted.insert(transferOf(c));
+  // The receives not yet posted; each one's next from the same peer, and
+  // the first per peer.
+  std::vector<int> next(calls.size(), -1);
+  std::map<int, int> later; // peer -> the next receive's index
+  for (size_t i = calls.size(); i-- > 0;) {
+    if (calls[i].kind != CallKind::Recv || posted.count(transferOf(calls[i])))
+      continue;
+    auto it = later.find(calls[i].peer);
+    if (it != later.end())
+      next[i] = it->second;
+    later[calls[i].peer] = int(i);
+  }
+  std::vector<StepEdit> edits;
+  auto post = [&](size_t before, int recv) {
+    StepCall c = calls[size_t(recv)];
+    c.kind = CallKind::PostRecv;
+    edits.push_back({before, -1, c});
+  };
+  for (const auto &[peer, i] : later)
+    post(0, i);
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (next[i] >= 0)
+      post(i, next[i]);
+  return edits;
+}
+
+std::vector<StepEdit> waitSends(const std::vector<StepCall> &calls) {
+  std::map<Transfer, size_t> waits; // each send's wait
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (calls[i].kind == CallKind::WaitSend)
+      waits.emplace(transferOf(calls[i]), i);
+  std::vector<StepEdit> edits;
+  for (size_t s = 0; s < calls.size(); ++s) {
+    if (calls[s].kind != CallKind::Send)
+      continue;
+    auto w = waits.find(transferOf(calls[s]));
+    if (w == waits.end() || w->second < s)
+      continue;
+    size_t second = s, seen = 0;
+    while (++second < calls.size() && (!computes(calls[second]) || ++seen < 2))
+      ;
+    if (second < w->second)
+      edits.push_back({second, int(w->second), {}});
+  }
+  return edits;
+}
+
+std::vector<StepEdit> retireReductions(const std::vector<StepCall> &calls,
+                                       int zeroLevel) {
+  if (zeroLevel < 2)
+    return {};
+  // The waits of the reduce-scatters in issue order: the n-th
+  // WaitGradients of a module waits for its n-th reduce-scatter.
+  std::map<int, std::deque<size_t>> waitsOf;
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (calls[i].kind == CallKind::WaitGradients)
+      waitsOf[calls[i].module].push_back(i);
+  std::vector<StepEdit> edits;
+  std::deque<size_t> inFlight; // the waits of the scatters in flight
+  std::set<int> open;          // modules with a full gradient started
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const StepCall &c = calls[i];
+    if (c.kind == CallKind::ReduceScatter) {
+      open.erase(c.module);
+      std::deque<size_t> &w = waitsOf[c.module];
+      if (!w.empty() && w.front() > i) {
+        inFlight.push_back(w.front());
+        w.pop_front();
+      }
+    } else if (c.kind == CallKind::WaitGradients) {
+      // A wait already earlier than the optimizer retires its scatter.
+      auto it = std::find(inFlight.begin(), inFlight.end(), i);
+      if (it != inFlight.end())
+        inFlight.erase(it);
+    } else if (c.kind == CallKind::Accumulate && open.insert(c.module).second) {
+      for (; inFlight.size() > 1; inFlight.pop_front())
+        if (inFlight.front() > i)
+          edits.push_back({i, int(inFlight.front()), {}});
+    }
+  }
+  return edits;
+}
+
+std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
+                                const std::vector<SharedParam> &shared) {
+  std::vector<StepCall> calls = directStep(list, zeroLevel, shared);
+  calls = applyEdits(calls, postReceives(calls));
+  calls = applyEdits(calls, waitSends(calls));
+  return applyEdits(calls, retireReductions(calls, zeroLevel));
 }
 
 std::string

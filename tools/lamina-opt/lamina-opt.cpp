@@ -5,6 +5,7 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtDialect.h"
+#include "lamina/Dialect/Rt/Transforms/Passes.h"
 #include "lamina/Pipeline/Pipeline.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   lamina::graph::registerGraphPasses();
   lamina::dist::registerDistPasses();
+  lamina::rt_ir::registerRtPasses();
   lamina::registerConversionPasses();
   // lamina compile's phases: --lamina-graph ... --lamina-emitc.
   lamina::registerPipelines();

@@ -382,6 +382,65 @@ TEST(StepCalls, EveryScheduleRunsToItsEnd) {
   EXPECT_GT(checked, 30);
 }
 
+TEST(StepCalls, DirectStepsRunToTheirEndAndComposeToLowerStep) {
+  // convert-dist-to-rt's output is deadlock-free before any pass moves a
+  // wait, and the passes' edits applied one by one give lowerStep.
+  int checked = 0;
+  for (ScheduleKind kind : kAllKinds)
+    for (int zero : {0, 1, 2, 3})
+      for (auto [L, p, m] : {std::tuple{4, 2, 4}, std::tuple{6, 3, 3},
+                             std::tuple{8, 4, 8}}) {
+        Expected<Schedule> s = generateSchedule(config(kind, L, p, m, 2, zero));
+        if (!s.ok())
+          continue;
+        ++checked;
+        std::vector<std::vector<StepCall>> direct;
+        for (int r = 0; r < p; ++r) {
+          direct.push_back(directStep(s->ranks[size_t(r)], zero));
+          std::vector<StepCall> calls = direct.back();
+          // Each pass is idempotent: a second run changes nothing.
+          calls = applyEdits(calls, postReceives(calls));
+          EXPECT_TRUE(postReceives(calls).empty());
+          calls = applyEdits(calls, waitSends(calls));
+          EXPECT_TRUE(waitSends(calls).empty());
+          calls = applyEdits(calls, retireReductions(calls, zero));
+          EXPECT_TRUE(retireReductions(calls, zero).empty());
+          std::vector<StepCall> lowered = lowerStep(s->ranks[size_t(r)], zero);
+          ASSERT_EQ(calls.size(), lowered.size());
+          for (size_t i = 0; i < calls.size(); ++i) {
+            EXPECT_EQ(calls[i].kind, lowered[i].kind) << i;
+            EXPECT_EQ(keyOf(calls[i]), keyOf(lowered[i])) << i;
+          }
+        }
+        EXPECT_EQ(checkStepsComplete(direct), "")
+            << scheduleKindName(kind) << " L=" << L << " p=" << p;
+      }
+  EXPECT_GT(checked, 40);
+}
+
+TEST(StepCalls, EditsMoveAndInsertInOrder) {
+  auto call = [](CallKind k, int module) {
+    StepCall c;
+    c.kind = k;
+    c.module = module;
+    return c;
+  };
+  std::vector<StepCall> calls = {call(CallKind::Forward, 0),
+                                 call(CallKind::Forward, 1),
+                                 call(CallKind::WaitWeights, 2)};
+  std::vector<StepCall> got =
+      applyEdits(calls, {{1, 2, {}}, {1, -1, call(CallKind::UseWeights, 3)},
+                         {3, -1, call(CallKind::OptimizerStep, -1)}});
+  std::vector<std::pair<CallKind, int>> seq;
+  for (const StepCall &c : got)
+    seq.push_back({c.kind, c.module});
+  std::vector<std::pair<CallKind, int>> want = {
+      {CallKind::Forward, 0},       {CallKind::WaitWeights, 2},
+      {CallKind::UseWeights, 3},    {CallKind::Forward, 1},
+      {CallKind::OptimizerStep, -1}};
+  EXPECT_EQ(seq, want);
+}
+
 TEST(StepCalls, DeadlockedStepsAreNamed) {
   // Each rank waits for the other's transfer before sending its own.
   std::vector<std::vector<StepCall>> steps(2);

@@ -57,62 +57,48 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     After convert-graph-to-rt: every `dist.step` of a `dist.program`
     (dist-build-steps) becomes a `func.func @lamina_step_P` (the
     `forward_only` program's: `@lamina_eval_step_P`) taking the rank's
-    `!rt.step`, with `rt.step_pp = P`. Its body is the step's actions in
-    schedule order as `rt.step_*` ops, with these decisions made here
-    (`lamina::schedule::lowerStep`):
+    `!rt.step`, with `rt.step_pp = P` and its effective ZeRO level `rt.step_zero` (0 with
+    one replica). Its body is the step's actions in schedule order as
+    `rt.step_*` ops (`lamina::schedule::directStep`), with every wait at
+    the latest point that is correct and no overlap decided yet:
 
-    * receives are posted ahead: the first from each peer at the start,
-      the next from a peer right before the previous one is waited for
-      (`rt.step_post_recv`, then `rt.step_recv`), so a transfer overlaps
-      the work before its use and each pair's transfers stay in order;
-    * each send is waited for (`rt.step_wait_send`) right before the
-      second compute call after it, so it overlaps one call;
+    * each receive is posted where it is waited for (`rt.step_recv`);
+    * each send is waited for (`rt.step_wait_send`) at the end of the step;
     * at ZeRO 3, `rt.step_use_weights k` before the first call of each run
       of module k's forwards or backwards: the wait for the all-gather the
       schedule started;
-    * where each gradient reduction the schedule started is waited for
-      (`rt.step_wait_gradients k`): at levels 2-3 between a backward and
-      its `rt.step_accumulate` when that starts a new full gradient, every
-      reduce-scatter in flight but the newest (so the older one overlaps
-      this backward, and a rank holds at most two full gradients); the
-      rest, and levels 0-1's all-reduces, right before the optimizer.
+    * each backward is followed by the `rt.step_accumulate` of its
+      parameter gradients;
+    * every gradient reduction the schedule started is waited for
+      (`rt.step_wait_gradients k`) right before the optimizer, then the
+      shared parameters' gradient sums started and waited for; at the
+      end, levels 1-2's parameter all-gathers and the shared parameters'.
 
-    The waits of all pipeline ranks are run against each other
-    (`checkStepsComplete`); steps that would deadlock are refused, naming
-    the calls. What a step holds between its calls -- boundary values,
-    their gradients, residuals, ZeRO 3's gathered weights, levels 2-3's
-    full gradients and reduce-scatter parts -- is placed in one step
-    buffer per rank (`planStepBuffers`: live from the call writing it to
-    its last reader, greedy by size): the calls carry the offsets
-    (`in`/`res`/`cot`/`out`, `at`, `into`, `from`/`part`) and the function
-    `rt.step_buffer_bytes`. ZeRO's buffers are sized by the shard layout
-    of `target`'s collectives (host: MPI's cut; cuda: NCCL's equal,
-    padded chunks).
+    The rt passes then decide the overlap on these ops: `rt-post-receives`,
+    `rt-wait-sends`, `rt-retire-reductions`, `rt-verify-steps` (the waits
+    of all ranks cannot deadlock) and `rt-plan-step-buffers` (the offsets
+    in each rank's step buffer).
 
     `dist.call @f[mb]` becomes `rt.step_call %s @f[mb]` (a backward's
     `dist.accumulate` an `rt.step_accumulate`), the transfers and
     collectives their `rt.step_*` twins. The training program's settings
     go to the module's `rt.dist` dictionary (kind, modules, pp, dp,
-    micro_batches, zero, placement) and the `dist.program`s are erased.
+    micro_batches, zero, placement, and each module's flat parameter count
+    `flat_params`) and the `dist.program`s are erased.
 
     ```mlir
-    func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_buffer_bytes = 256 : i64, rt.step_pp = 0 : i64} {
-      rt.step_post_recv %s gradient 0, 0 from 1 at 0
-      rt.step_call %s @fwd_0[0] out 64
-      rt.step_send %s 0, 0 to 1 at 64
-      rt.step_recv %s gradient 0, 0 from 1 at 0
-      rt.step_wait_send %s 0, 0 to 1
-      rt.step_call %s @bwd_0[0] cot 0
+    func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64, rt.step_zero = 0 : i64} {
+      rt.step_call %s @fwd_0[0]
+      rt.step_send %s 0, 0 to 1
+      rt.step_recv %s gradient 0, 0 from 1
+      rt.step_call %s @bwd_0[0]
       rt.step_accumulate %s 0
       rt.step_optimizer %s
+      rt.step_wait_send %s 0, 0 to 1
       return
     }
     ```
   }];
-  let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "host (MPI's shard layout) or cuda (NCCL's)">,
-  ];
   let dependentDialects = ["::lamina::rt_ir::RtDialect",
                            "::mlir::func::FuncDialect"];
 }

@@ -1,10 +1,13 @@
 //===- StepCalls.h - one rank's actions as its compiled step's calls -----===//
 //
 // A verified action list says what a rank does; its compiled step also says
-// when each receive is posted and when ZeRO 3's gathered weights are taken.
-// lowerStep makes those two decisions, so convert-dist-to-rt and the
+// when each receive is posted and when the step waits for its sends and its
+// gradient reductions. directStep writes the list as calls with every wait
+// at its latest correct point (convert-dist-to-rt); postReceives, waitSends
+// and retireReductions are the overlap decisions the rt passes apply to a
+// step function; lowerStep composes them, so `lamina plan` and the
 // runtime's hand-written test program (lamina-dist-exec-test) lower a list
-// the same way. docs/schedules.md, "The compiled step".
+// as the compiler does. docs/schedules.md, "The compiled step".
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,33 +78,65 @@ std::vector<SharedParam> sharedParamsOf(
 const char *callKindName(CallKind kind);
 
 /// The calls of one rank's action list at ZeRO level `zeroLevel` (the
-/// effective one: 0 with one replica, as the runtime runs it):
-/// * every receive is posted ahead: the first from each peer (ascending
-///   peers) at the start, the next from a peer right before the previous
-///   one is waited for, so a transfer overlaps the work before its use
-///   while each pair's transfers stay in list order (NCCL matches them in
-///   order);
+/// effective one: 0 with one replica, as the runtime runs it), in list
+/// order, with every wait at the latest point that is correct and no
+/// overlap decided yet (convert-dist-to-rt's output):
+/// * every receive waited for (and posted) where the list has it;
 /// * at ZeRO level 3, a UseWeights before the first call of each run (the
 ///   consecutive forwards, or backwards, of one module, transfers and
 ///   collectives between them not counting); the optimizer step ends a run;
 /// * every Backward followed by the Accumulate of its parameter gradients;
-/// * a WaitGradients for every gradient reduction the list starts: at
-///   levels 2-3, between a backward and its Accumulate when that starts
-///   a new gradient for the module (its first of the step, or its first
-///   after its reduce-scatter), every reduce-scatter in flight but the
-///   newest, oldest first, so a rank holds at most two full gradients and
-///   the wait follows the backward's compute; the rest, and at levels 0-1
-///   every module's all-reduce or reduce-scatter (ascending modules),
-///   right before the optimizer step;
-/// * the shared parameters' gradient sums (`shared`, in its order: every
-///   holder issues them alike) started, then waited for, right before the
-///   optimizer step; at ZeRO >= 1 their parts gathered right after it;
-/// * every Send waited for (WaitSend) right before the second compute call
-///   (forward or backward) after it, so it overlaps the one in between;
-///   the sends no such call follows, at the end of the step;
-/// * at the end, the waits for what the step leaves in flight: levels 1-2
-///   the modules' parameter all-gathers after the optimizer (issue
-///   order), then the shared parameters' gathers.
+/// * right before the optimizer step, a WaitGradients for every gradient
+///   reduction the list starts (levels 0-1 by ascending module, levels 2-3
+///   in issue order), then the shared parameters' gradient sums (`shared`,
+///   in its order: every holder issues them alike) started and waited for;
+///   at ZeRO >= 1 their parts gathered right after it;
+/// * at the end, the waits for what the step leaves in flight: every send
+///   (issue order), levels 1-2 the modules' parameter all-gathers after the
+///   optimizer (issue order), then the shared parameters' gathers.
+std::vector<StepCall> directStep(const std::vector<Action> &list,
+                                 int zeroLevel,
+                                 const std::vector<SharedParam> &shared = {});
+
+/// A change of a step's calls: `call` (or, with `from` >= 0, the call at
+/// index `from`, moved) placed right before the call at index `before`
+/// (the number of calls: at the end). Several edits before one call land
+/// in their order. The rt passes apply them to a step function's ops.
+struct StepEdit {
+  size_t before = 0;
+  int from = -1;
+  StepCall call;
+};
+
+/// `calls` with `edits` applied (indices into `calls`).
+std::vector<StepCall> applyEdits(const std::vector<StepCall> &calls,
+                                 const std::vector<StepEdit> &edits);
+
+/// Posts receives ahead (rt-post-receives): for each peer, its first
+/// receive not yet posted at the start of the step (ascending peers), and
+/// every later one right before the previous one is waited for, so a
+/// transfer overlaps the work before its use while each pair's transfers
+/// stay in list order (NCCL matches them in order).
+std::vector<StepEdit> postReceives(const std::vector<StepCall> &calls);
+
+/// Waits for each send (rt-wait-sends) right before the second compute
+/// call (forward or backward) after it, so it overlaps the one in between
+/// and its buffer is free for what follows; the sends no such call
+/// follows keep their wait where it is.
+std::vector<StepEdit> waitSends(const std::vector<StepCall> &calls);
+
+/// Levels 2-3 (rt-retire-reductions): when an Accumulate starts a new
+/// gradient for its module (the module's first of the step, or its first
+/// after its reduce-scatter), waits for every reduce-scatter in flight but
+/// the newest, oldest first, right before it (after the backward), so a
+/// rank holds at most two full gradients and the wait follows the
+/// backward's compute. Moves the WaitGradients that directStep puts before
+/// the optimizer.
+std::vector<StepEdit> retireReductions(const std::vector<StepCall> &calls,
+                                       int zeroLevel);
+
+/// The compiled step's calls: directStep, then postReceives, waitSends and
+/// retireReductions, as the rt phase's passes apply them.
 std::vector<StepCall> lowerStep(const std::vector<Action> &list, int zeroLevel,
                                 const std::vector<SharedParam> &shared = {});
 

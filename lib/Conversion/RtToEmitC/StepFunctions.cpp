@@ -75,7 +75,7 @@ public:
                 return success();
               })
               .Case<rt_ir::StepSendOp, rt_ir::StepPostRecvOp, rt_ir::StepRecvOp,
-                    rt_ir::StepWaitSendOp>([&](auto t) {
+                    rt_ir::StepWaitSendOp>([&](auto t) -> LogicalResult {
                 Tag tag{t.getGradient(), t.getBoundary(), t.getMb()};
                 if (isa<rt_ir::StepSendOp>(&op))
                   sent[{p, t.getPeer()}].push_back(tag);
@@ -88,8 +88,13 @@ public:
                                  : "lamina::rt::step::Payload::Activation"),
                     num(t.getBoundary()), num(t.getMb()), num(t.getPeer())};
                 if constexpr (!std::is_same_v<decltype(t),
-                                              rt_ir::StepWaitSendOp>)
-                  args.push_back(num(t.getOffset()));
+                                              rt_ir::StepWaitSendOp>) {
+                  if (!t.getOffset())
+                    return t.emitError("convert-rt-to-emitc: the transfer "
+                                       "has no step-buffer offset (run "
+                                       "rt-plan-step-buffers)");
+                  args.push_back(num(*t.getOffset()));
+                }
                 call(loc, callee, args);
                 return success();
               })
@@ -184,7 +189,8 @@ FailureOr<StepFunctions> lamina::lowerStepFunctions(
       auto bytes = f->getAttrOfType<IntegerAttr>("rt.step_buffer_bytes");
       if (!bytes || bytes.getInt() < 0)
         return f.emitError("convert-rt-to-emitc: step function @")
-               << f.getName() << " has no rt.step_buffer_bytes";
+               << f.getName()
+               << " has no rt.step_buffer_bytes (run rt-plan-step-buffers)";
       if (failed(lowering.lower(f, p)))
         return failure();
       names[size_t(p)] = f.getName().str();

@@ -145,7 +145,9 @@ template <typename Op> static LogicalResult verifyPeerTransfer(Op op) {
 template <typename Op> static LogicalResult verifyTransfer(Op op) {
   if (failed(verifyPeerTransfer(op)))
     return failure();
-  return nonNegative(op, "offset", op.getOffset());
+  if (auto v = op.getOffset(); v && failed(nonNegative(op, "offset", *v)))
+    return failure();
+  return success();
 }
 
 LogicalResult StepSendOp::verify() { return verifyTransfer(*this); }

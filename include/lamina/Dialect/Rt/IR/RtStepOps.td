@@ -1,11 +1,11 @@
 //===- RtStepOps.td - rt dialect: a rank's distributed step -*- tablegen -*-===//
 //
 // convert-dist-to-rt turns each pipeline rank's dist.step into a function
-// of these ops, in schedule order; convert-rt-to-emitc lowers each to a call
-// of the runtime's step library (include/lamina/Runtime/DistProgram.h,
-// namespace lamina::rt::step). What the step holds between its calls lies
-// at the offsets the compiler planned in one step buffer
-// (lamina::schedule::planStepBuffers). docs/distributed.md, "The compiled step".
+// of these ops, in schedule order; the rt passes (Rt/Transforms/Passes.td)
+// place its posts and waits and plan its step buffer; convert-rt-to-emitc
+// lowers each op to a call of the runtime's step library
+// (include/lamina/Runtime/DistProgram.h, namespace lamina::rt::step).
+// docs/distributed.md, "The compiled step".
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,9 +65,10 @@ class Rt_StepTransferOp<string mnemonic, string dir, string what>
   let summary = what # " boundary values of one micro-batch";
   let arguments = (ins Rt_StepType:$state, UnitAttr:$gradient,
                    I64Attr:$boundary, I64Attr:$mb, I64Attr:$peer,
-                   I64Attr:$offset);
+                   OptionalAttr<I64Attr>:$offset);
+  // The offset is rt-plan-step-buffers' (convert-dist-to-rt writes none).
   let assemblyFormat = "$state (`gradient` $gradient^)? $boundary `,` $mb `"
-                       # dir # "` $peer `at` $offset attr-dict";
+                       # dir # "` $peer (`at` $offset^)? attr-dict";
 }
 
 def Rt_StepSendOp : Rt_StepTransferOp<"step_send", "to", "Sends"> {

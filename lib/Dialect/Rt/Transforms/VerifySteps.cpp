@@ -1,0 +1,61 @@
+//===- VerifySteps.cpp - the step functions' waits cannot deadlock --------===//
+
+#include "lamina/Dialect/Rt/Transforms/Passes.h"
+#include "lamina/Dialect/Rt/Transforms/StepIR.h"
+
+#include <map>
+
+namespace lamina::rt_ir {
+#define GEN_PASS_DEF_RTVERIFYSTEPS
+#include "lamina/Dialect/Rt/Transforms/Passes.h.inc"
+} // namespace lamina::rt_ir
+
+using namespace mlir;
+using namespace lamina::rt_ir;
+namespace sch = lamina::schedule;
+
+namespace {
+
+struct RtVerifyStepsPass
+    : public lamina::rt_ir::impl::RtVerifyStepsBase<RtVerifyStepsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Callees callees = calleesOf(module);
+    // Per program (training, evaluation): the steps by pipeline rank.
+    std::map<bool, std::map<int64_t, func::FuncOp>> programs;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (!isStepFunction(f))
+        continue;
+      int64_t p = f->getAttrOfType<IntegerAttr>(kStepPpAttr).getInt();
+      if (!programs[f->hasAttr(kForwardOnlyAttr)].emplace(p, f).second) {
+        f.emitError("rt-verify-steps: a second step function of pipeline "
+                    "rank ")
+            << p;
+        return signalPassFailure();
+      }
+    }
+    for (auto &[eval, steps] : programs) {
+      std::vector<std::vector<sch::StepCall>> calls;
+      for (auto &[p, f] : steps) {
+        if (p != int64_t(calls.size())) {
+          f.emitError("rt-verify-steps: pipeline rank ")
+              << calls.size() << " has no " << (eval ? "evaluation " : "")
+              << "step function";
+          return signalPassFailure();
+        }
+        FailureOr<StepOps> step = readStep(f, &callees);
+        if (failed(step))
+          return signalPassFailure();
+        calls.push_back(std::move(step->calls));
+      }
+      if (std::string stuck = sch::checkStepsComplete(calls); !stuck.empty()) {
+        steps.begin()->second.emitError("rt-verify-steps: the ")
+            << (eval ? "evaluation" : "training")
+            << " step's waits would deadlock: " << stuck;
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+} // namespace
