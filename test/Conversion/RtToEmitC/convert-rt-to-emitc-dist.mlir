@@ -4,14 +4,17 @@
 // function (here gpipe over 2 pipeline ranks, 2 micro-batches; each call
 // with its step-buffer offsets, -1 where it has none) and the
 // DistSpec tables naming them.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -rt-post-receives -rt-wait-sends -rt-retire-reductions -rt-verify-steps -rt-plan-step-buffers -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -convert-graph-to-rt -convert-rt-to-emitc=mode=dist 2>&1 | FileCheck %s --check-prefix=NOSCHED
 // Rank 1 waiting for micro-batch 1's activation before micro-batch 0's
 // (the two receives swapped): MPI matches by tag, so the host program is
 // fine; NCCL matches a pair's transfers in order, so target=cuda refuses.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | sed -e '/rt.step_recv/{s/0, 0 from 0/X/;s/0, 1 from 0/0, 0 from 0/;s/X/0, 1 from 0/}' > %t.swapped.mlir
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -rt-post-receives -rt-wait-sends -rt-retire-reductions -rt-verify-steps -rt-plan-step-buffers | sed -e '/rt.step_recv/{s/0, 0 from 0/X/;s/0, 1 from 0/0, 0 from 0/;s/X/0, 1 from 0/}' > %t.swapped.mlir
 // RUN: lamina-opt %t.swapped.mlir -convert-rt-to-emitc=model-path=/m.onnx | lamina-translate --mlir-to-cpp | FileCheck %s --check-prefix=SWAPPED
 // RUN: not lamina-opt %t.swapped.mlir -convert-rt-to-emitc="model-path=/m.onnx target=cuda" 2>&1 | FileCheck %s --check-prefix=ORDER
+// Step functions whose step buffer was not planned are refused.
+// RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-schedule="schedule=gpipe pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -convert-rt-to-emitc=model-path=/m.onnx 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// UNPLANNED: step function @lamina_step_0 has no rt.step_buffer_bytes (run rt-plan-step-buffers)
 
 // CHECK: #include "lamina/Runtime/DistProgram.h"
 // CHECK: static void lamina_fwd_0(
