@@ -156,6 +156,7 @@ static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
   sched.eval = true;
   pm.addPass(dist::createDistSchedule(sched));
   pm.addPass(dist::createDistInsertComm());
+  pm.addPass(dist::createDistPrefetchGathers());
   pm.addPass(dist::createDistVerifySchedule());
   // Each pipeline rank's step over values, built from the functions as
   // the kernels will run them (the opt phase); the same simulation again.

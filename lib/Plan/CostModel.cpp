@@ -497,8 +497,9 @@ void Evaluator::stepBuffers(RankStats &rs) const {
     if (!c.recompute)
       sizes.residual[k] = schedule::packedBytes({bytes(st.activationBytes)});
   }
-  // ZeRO's buffers as the runtime cuts them over MPI: a stage's gathered
-  // weights and full gradient whole, replica 0's part (the longest).
+  // ZeRO's buffers as the target's collectives cut them: over MPI a
+  // stage's gathered weights and full gradient whole and replica 0's part
+  // (the longest); over NCCL equal chunks, the last padded.
   const int zero = zeroLevel();
   if (zero >= 2) {
     sizes.fullGradient.assign(n, 0);
@@ -507,10 +508,13 @@ void Evaluator::stepBuffers(RankStats &rs) const {
     for (size_t k = 0; k < n; ++k) {
       const Stage &st = plan.stages[k];
       const double S = st.params - st.sharedParams;
-      sizes.fullGradient[k] = bytes(S * prec.grad);
-      sizes.gradientPart[k] = bytes(partOf(S, c.dp) * prec.grad);
+      const double part =
+          c.paddedShards ? std::ceil(S / c.dp - 1e-9) : partOf(S, c.dp);
+      const double full = c.paddedShards ? part * c.dp : S;
+      sizes.fullGradient[k] = bytes(full * prec.grad);
+      sizes.gradientPart[k] = bytes(part * prec.grad);
       if (zero == 3)
-        sizes.gathered[k] = bytes(S * prec.weight);
+        sizes.gathered[k] = bytes(full * prec.weight);
     }
   }
   const auto &s = plan.schedule;

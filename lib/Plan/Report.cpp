@@ -268,6 +268,7 @@ void writeConfig(json::Writer &w, const PlanConfig &c) {
       .field("chunks", c.chunks)
       .field("zero", c.zero)
       .field("recompute", c.recompute ? "full" : "none")
+      .field("target", c.paddedShards ? "cuda" : "host")
       .field("precision", precisionBytes(c.precision).name)
       .endObject();
 }

@@ -193,12 +193,6 @@ std::vector<Action> lower(const ScheduleConfig &c, const Placement &pl, int r,
   auto sameRun = [&](int i, int j) {
     return ord[i].module == ord[j].module && ord[i].backward == ord[j].backward;
   };
-  std::vector<int> nextRunStart(n, -1);
-  for (int i = n - 1, next = -1; i >= 0; --i) {
-    nextRunStart[i] = next;
-    if (i == 0 || !sameRun(i - 1, i))
-      next = i;
-  }
 
   std::vector<Action> out;
   for (int i = 0; i < n; ++i) {
@@ -206,7 +200,9 @@ std::vector<Action> lower(const ScheduleConfig &c, const Placement &pl, int r,
     const int l = x.module, mb = x.mb;
     const bool runStart = i == 0 || !sameRun(i - 1, i);
     const bool runEnd = i + 1 == n || !sameRun(i, i + 1);
-    if (dp && level == 3 && i == 0)
+    // Level 3: the run's weights gathered right before it
+    // (dist-prefetch-gathers moves the gather one run ahead).
+    if (dp && level == 3 && runStart)
       out.push_back(Action::allGather(l));
     if (!x.backward && l > 0 && pl.rankOf[l - 1] != r)
       out.push_back(Action::recv(Payload::Activation, l - 1, mb, pl.rankOf[l - 1]));
@@ -220,10 +216,6 @@ std::vector<Action> lower(const ScheduleConfig &c, const Placement &pl, int r,
     if (!dp)
       continue;
     if (level == 3) {
-      // Prefetch: gather the next run's weights once this run has started,
-      // so at most two modules' full weights are resident.
-      if (runStart && nextRunStart[i] >= 0)
-        out.push_back(Action::allGather(ord[nextRunStart[i]].module));
       if (runEnd && x.backward)
         out.push_back(Action::reduceScatter(l));
     } else if (i == lastBackward[l]) {
@@ -437,11 +429,73 @@ Expected<Schedule> generateEvalSchedule(const ScheduleConfig &config) {
   return s;
 }
 
+std::vector<Action> applyMoves(const std::vector<Action> &list,
+                               const std::vector<ActionMove> &moves) {
+  std::vector<std::vector<size_t>> before(list.size() + 1);
+  std::vector<bool> moved(list.size(), false);
+  for (const ActionMove &m : moves) {
+    before[std::min(m.before, list.size())].push_back(m.from);
+    moved[m.from] = true;
+  }
+  std::vector<Action> out;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    for (size_t from : before[i])
+      out.push_back(list[from]);
+    if (i < list.size() && !moved[i])
+      out.push_back(list[i]);
+  }
+  return out;
+}
+
+std::vector<ActionMove> prefetchGathers(const std::vector<Action> &list) {
+  auto computes = [](const Action &a) {
+    return a.kind == ActionKind::Forward || a.kind == ActionKind::Backward;
+  };
+  // Each compute's run, and each run's first compute.
+  std::vector<size_t> firstOfRun;
+  std::vector<int> runOf(list.size(), -1);
+  for (size_t i = 0, last = list.size(); i < list.size(); ++i) {
+    if (!computes(list[i]))
+      continue;
+    if (last == list.size() || list[last].module != list[i].module ||
+        list[last].kind != list[i].kind)
+      firstOfRun.push_back(i);
+    runOf[i] = int(firstOfRun.size()) - 1;
+    last = i;
+  }
+  std::vector<ActionMove> moves;
+  for (size_t g = 0; g < list.size(); ++g) {
+    if (list[g].kind != ActionKind::AllGather)
+      continue;
+    size_t c = g + 1;
+    while (c < list.size() && !computes(list[c]) &&
+           list[c].kind != ActionKind::OptimizerStep)
+      ++c;
+    // Only a gather right before a run of its module (not the first run).
+    if (c == list.size() || !computes(list[c]) ||
+        list[c].module != list[g].module || runOf[c] < 1 ||
+        firstOfRun[size_t(runOf[c])] != c)
+      continue;
+    size_t at = firstOfRun[size_t(runOf[c] - 1)] + 1;
+    if (at < list.size() && list[at].kind == ActionKind::Send)
+      ++at;
+    if (at < g)
+      moves.push_back({at, g});
+  }
+  return moves;
+}
+
 Expected<Schedule> generateSchedule(const ScheduleConfig &config) {
   Expected<Schedule> compute = generateComputeOrder(config);
   if (!compute)
     return compute.status();
-  return lowerComputeOrder(*compute);
+  Expected<Schedule> lowered = lowerComputeOrder(*compute);
+  if (!lowered || config.zeroLevel != 3 || config.dataParallel < 2)
+    return lowered;
+  Schedule s = *lowered;
+  for (std::vector<Action> &list : s.ranks)
+    list = applyMoves(list, prefetchGathers(list));
+  return s;
 }
 
 } // namespace lamina::schedule

@@ -137,7 +137,7 @@ def plan(model: Any, *, dims: Mapping[str, int] | None = None,
          recompute: str | None = None, precision: str | None = None,
          hardware: str | None = None, chunks: int | None = None,
          module_regex: str | None = None,
-         fuse_attention: bool = True) -> Plan:
+         fuse_attention: bool = True, target: str | None = None) -> Plan:
     """Prices one configuration with ``lamina plan`` (docs/plan.md).
 
     ``model``: an ONNX path, an ``onnx.ModelProto``, a ``torch.nn.Module``
@@ -154,7 +154,8 @@ def plan(model: Any, *, dims: Mapping[str, int] | None = None,
                             schedule=schedule, zero=zero, recompute=recompute,
                             precision=precision, hardware=hardware,
                             chunks=chunks, module_regex=module_regex,
-                            no_fuse_attention=not fuse_attention),
+                            no_fuse_attention=not fuse_attention,
+                            target=target),
                   "--format=json", "-o", json_path, f"--html={html_path}"])
         with open(json_path, encoding="utf-8") as f:
             doc = json.load(f)

@@ -68,6 +68,12 @@ static cl::opt<int> zero("zero", cl::desc("data-parallel sharding level 0-3"),
 static cl::opt<std::string> recompute("recompute",
                                       cl::desc("full | none"),
                                       cl::init("full"), cl::sub(planCommand));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("host | cuda: lay ZeRO's shards out in the step buffer "
+                    "as lamina compile --target does (MPI's cut, NCCL's "
+                    "padded chunks)"),
+           cl::init("host"), cl::sub(planCommand));
 static cl::opt<bool> noFuseAttention(
     "no-fuse-attention",
     cl::desc("cost attention as the model writes it (scores stored) instead "
@@ -210,6 +216,8 @@ int runPlan() {
                  "breadth-first, layered)");
   if (recompute != "full" && recompute != "none")
     return usage("--recompute " + recompute + ": must be full or none");
+  if (target != "host" && target != "cuda")
+    return usage("--target " + target + ": must be host or cuda");
   std::optional<plan::Precision> precision =
       plan::parsePrecision(precisionName);
   if (!precision)
@@ -280,6 +288,7 @@ int runPlan() {
   config.chunks = chunks;
   config.zero = zero;
   config.recompute = recompute == "full";
+  config.paddedShards = target == "cuda";
   config.precision = *precision;
   if (schedule::Status s = plan::checkConfig(*desc, config);
       !s && compareKinds.empty())

@@ -59,6 +59,9 @@ struct PlanConfig {
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int zero = 0;          ///< data-parallel sharding level 0-3
   bool recompute = true; ///< full activation recomputation
+  /// The step buffer's ZeRO sizes as `lamina compile --target cuda` lays
+  /// them out (NCCL's equal, padded chunks) rather than MPI's cut (host).
+  bool paddedShards = false;
   /// interleaved-1f1b: chunks per pipeline rank (0: one layer per chunk).
   int chunks = 0;
   Precision precision = Precision::Bf16Mixed;

@@ -156,7 +156,9 @@ struct Schedule {
 /// Builds the schedule, or explains why the configuration is invalid (for
 /// example breadth-first with m < p, interleaved-1f1b with L % p != 0 or
 /// m % p != 0, layered with p > 1, a pipeline schedule with L < p).
-/// Equal to lowerComputeOrder(generateComputeOrder(config)).
+/// Equal to lowerComputeOrder(generateComputeOrder(config)), then, at
+/// level 3, prefetchGathers applied to every list (the passes dist-schedule,
+/// dist-insert-comm and dist-prefetch-gathers).
 Expected<Schedule> generateSchedule(const ScheduleConfig &config);
 
 /// Generation, step 1: the placement and, per pipeline rank, the order of its
@@ -169,11 +171,33 @@ Expected<Schedule> generateComputeOrder(const ScheduleConfig &config);
 /// lists (as generateComputeOrder makes them, or edited) by adding the Recv
 /// before and the Send after each compute whose input or output lives on
 /// another pipeline rank (peers in the rank's own replica), and, when d > 1,
-/// the data-parallel collectives of the sharding level (docs/schedules.md).
+/// the data-parallel collectives of the sharding level (docs/schedules.md):
+/// each at the latest point (level 3: each run's all-gather right before
+/// the run) or, for reductions, as soon as the gradient is complete.
 /// Fails when the config or placement is invalid, a list holds anything but
 /// Forward/Backward (module and micro-batch in range) and one final
 /// OptimizerStep, or there are not p * d lists.
 Expected<Schedule> lowerComputeOrder(const Schedule &compute);
+
+/// A move within one rank's list: the action at `from` placed right before
+/// the one at `before` (the list's size: at the end). Moves before one
+/// action land in their order.
+struct ActionMove {
+  size_t before = 0;
+  size_t from = 0;
+};
+
+/// `list` with `moves` applied (indices into `list`).
+std::vector<Action> applyMoves(const std::vector<Action> &list,
+                               const std::vector<ActionMove> &moves);
+
+/// Level 3 (dist-prefetch-gathers): each run's all-gather (a run: the
+/// consecutive forwards, or backwards, of one module) moved from right
+/// before the run to right after the previous run's first compute and its
+/// send, so the gather overlaps the previous run and at most two modules'
+/// full weights are resident. The first run's gather stays. Lists without
+/// such gathers (other levels, forward-only steps) get no moves.
+std::vector<ActionMove> prefetchGathers(const std::vector<Action> &list);
 
 /// The evaluation step over the training schedule's placement: each rank
 /// runs its modules in ascending order, every micro-batch through one

@@ -13,7 +13,7 @@
 // use_weights (the wait for the gathered weights) before the first call of
 // each run of a module's forwards or backwards, not before the run's later
 // calls; the evaluation step's functions are marked forward_only.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=ZERO3
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-prefetch-gathers -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt | FileCheck %s --check-prefix=ZERO3
 // Layered gradient accumulation at ZeRO 2 over 2 replicas: module 1's
 // reduce-scatter starts after its last backward; both reduce-scatters are
 // waited for, in the order they started, right before the optimizer,

@@ -10,7 +10,7 @@
 // schedule puts them, one step serves both replicas. With eval, the
 // evaluation step (forward_only) is built and verified the same way: each
 // module gathered once, every micro-batch forwarded and sent.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -dist-verify-schedule | FileCheck %s --check-prefixes=ZERO3,EVAL
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-prefetch-gathers -dist-verify-schedule -dist-build-steps -dist-verify-schedule | FileCheck %s --check-prefixes=ZERO3,EVAL
 // The steps round-trip.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps | lamina-opt | FileCheck %s
 

@@ -1,12 +1,13 @@
 // dist-schedule writes the compute order, dist-insert-comm the transfers
-// and collectives, dist-verify-schedule proves the result; every schedule
+// and collectives (dist-prefetch-gathers moves ZeRO 3's gathers one run
+// ahead), dist-verify-schedule proves the result; every schedule
 // kind on small configurations (the examples of docs/schedules.md).
 // RUN: lamina-opt %s -dist-schedule="schedule=breadth-first pp=2 micro-batches=2 modules=4" | FileCheck %s --check-prefix=COMPUTE
 // RUN: lamina-opt %s -dist-schedule="schedule=breadth-first pp=2 micro-batches=2 modules=4" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=BF
 // RUN: lamina-opt %s -dist-schedule="schedule=gpipe pp=2 micro-batches=2 modules=4" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=GPIPE
 // RUN: lamina-opt %s -dist-schedule="schedule=1f1b pp=2 micro-batches=2 modules=4" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=ONEF
 // RUN: lamina-opt %s -dist-schedule="schedule=interleaved-1f1b pp=2 micro-batches=2 modules=4" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=INTER
-// RUN: lamina-opt %s -dist-schedule="schedule=layered dp=2 zero=3 micro-batches=2 modules=2" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=LAYERED
+// RUN: lamina-opt %s -dist-schedule="schedule=layered dp=2 zero=3 micro-batches=2 modules=2" -dist-insert-comm -dist-prefetch-gathers -dist-verify-schedule | FileCheck %s --check-prefix=LAYERED
 // RUN: lamina-opt %s -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=1 micro-batches=2 modules=2" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=ZERO1
 // RUN: lamina-opt %s -dist-schedule="schedule=gpipe pp=2 dp=2 micro-batches=3" -dist-insert-comm -dist-verify-schedule | FileCheck %s --check-prefix=CHAIN
 // Verification leaves the IR as it is.

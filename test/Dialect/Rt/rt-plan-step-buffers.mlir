@@ -12,7 +12,7 @@
 // Breadth-first at ZeRO 3 over 2 replicas with the evaluation step: each
 // run's gathered weights lie in the step buffer from their all-gather to
 // the run's end; an evaluation forward's input dies at it.
-// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -rt-post-receives -rt-wait-sends -rt-retire-reductions -rt-verify-steps -rt-plan-step-buffers | FileCheck %s --check-prefix=ZERO3
+// RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition="pp=2 placement=modular" -dist-schedule="schedule=breadth-first pp=2 dp=2 zero=3 micro-batches=2 eval=true" -dist-insert-comm -dist-prefetch-gathers -dist-verify-schedule -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -rt-post-receives -rt-wait-sends -rt-retire-reductions -rt-verify-steps -rt-plan-step-buffers | FileCheck %s --check-prefix=ZERO3
 // The planned step functions round-trip.
 // RUN: lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -rt-post-receives -rt-wait-sends -rt-retire-reductions -rt-verify-steps -rt-plan-step-buffers | lamina-opt | FileCheck %s
 // Layered gradient accumulation at ZeRO 2 over 2 replicas: module 1's

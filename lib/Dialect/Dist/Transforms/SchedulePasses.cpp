@@ -17,6 +17,7 @@
 namespace lamina::dist {
 #define GEN_PASS_DEF_DISTSCHEDULE
 #define GEN_PASS_DEF_DISTINSERTCOMM
+#define GEN_PASS_DEF_DISTPREFETCHGATHERS
 #define GEN_PASS_DEF_DISTVERIFYSCHEDULE
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
 } // namespace lamina::dist
@@ -171,6 +172,31 @@ struct DistInsertComm : dist::impl::DistInsertCommBase<DistInsertComm> {
       OpBuilder builder(op);
       buildSchedule(builder, op.getLoc(), *lowered);
       op.erase();
+    }
+  }
+};
+
+struct DistPrefetchGathers
+    : dist::impl::DistPrefetchGathersBase<DistPrefetchGathers> {
+  void runOnOperation() override {
+    for (ScheduleOp op : schedulesIn(getOperation())) {
+      if (op.getForwardOnly())
+        continue;
+      FailureOr<schedule::Schedule> s = readSchedule(op);
+      if (failed(s))
+        return signalPassFailure();
+      if (s->config.zeroLevel != 3 || s->config.dataParallel < 2)
+        continue;
+      // readSchedule's lists are the rank ops' actions, op for op.
+      size_t g = 0;
+      for (auto rank : op.getBody().front().getOps<RankOp>()) {
+        SmallVector<Operation *> actions;
+        for (Operation &action : rank.getBody().front())
+          actions.push_back(&action);
+        for (const schedule::ActionMove &m :
+             schedule::prefetchGathers(s->ranks[g++]))
+          actions[m.from]->moveBefore(actions[m.before]);
+      }
     }
   }
 };

@@ -205,6 +205,37 @@ def DistInsertComm : Pass<"dist-insert-comm", "mlir::ModuleOp"> {
   }];
 }
 
+def DistPrefetchGathers : Pass<"dist-prefetch-gathers", "mlir::ModuleOp"> {
+  let summary = "ZeRO 3: gathers each run's weights one run ahead";
+  let description = [{
+    At sharding level 3 each rank holds a shard of its modules' weights and
+    gathers a module's full weights for each run of its forwards (or
+    backwards); dist-insert-comm places each run's `dist.all_gather` right
+    before the run, where the run would wait for it. This pass moves every
+    run's gather but the first to right after the previous run's first
+    compute (and its send): the gather overlaps the rest of the previous
+    run, and at most two modules' full weights are resident at once.
+    Training `dist.schedule`s at level 3 with more than one replica only;
+    the evaluation step keeps its gathers before each module.
+    (`lamina::schedule::prefetchGathers`.)
+
+    ```mlir
+    // before (one rank: F0.0 F0.1 then B0.1 B0.0)
+    dist.all_gather 0
+    dist.forward 0, 0
+    dist.forward 0, 1
+    dist.all_gather 0
+    dist.backward 0, 1
+    // after
+    dist.all_gather 0
+    dist.forward 0, 0
+    dist.all_gather 0
+    dist.forward 0, 1
+    dist.backward 0, 1
+    ```
+  }];
+}
+
 def DistVerifySchedule : Pass<"dist-verify-schedule", "mlir::ModuleOp"> {
   let summary = "Proves every dist.schedule and dist.program complete and "
                 "deadlock-free";
