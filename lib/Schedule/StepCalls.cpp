@@ -78,8 +78,7 @@ std::vector<SharedParam> sharedParamsOf(
   return out;
 }
 
-std::vector<StepCall> directStep(const std::vector<Action> &list,
-                                 int zeroLevel,
+std::vector<StepCall> directStep(const std::vector<Action> &list, int zeroLevel,
                                  const std::vector<SharedParam> &shared) {
   std::vector<StepCall> out;
   int runModule = -1;

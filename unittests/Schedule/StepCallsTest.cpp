@@ -388,8 +388,8 @@ TEST(StepCalls, DirectStepsRunToTheirEndAndComposeToLowerStep) {
   int checked = 0;
   for (ScheduleKind kind : kAllKinds)
     for (int zero : {0, 1, 2, 3})
-      for (auto [L, p, m] : {std::tuple{4, 2, 4}, std::tuple{6, 3, 3},
-                             std::tuple{8, 4, 8}}) {
+      for (auto [L, p, m] :
+           {std::tuple{4, 2, 4}, std::tuple{6, 3, 3}, std::tuple{8, 4, 8}}) {
         Expected<Schedule> s = generateSchedule(config(kind, L, p, m, 2, zero));
         if (!s.ok())
           continue;
@@ -429,15 +429,17 @@ TEST(StepCalls, EditsMoveAndInsertInOrder) {
                                  call(CallKind::Forward, 1),
                                  call(CallKind::WaitWeights, 2)};
   std::vector<StepCall> got =
-      applyEdits(calls, {{1, 2, {}}, {1, -1, call(CallKind::UseWeights, 3)},
+      applyEdits(calls, {{1, 2, {}},
+                         {1, -1, call(CallKind::UseWeights, 3)},
                          {3, -1, call(CallKind::OptimizerStep, -1)}});
   std::vector<std::pair<CallKind, int>> seq;
   for (const StepCall &c : got)
     seq.push_back({c.kind, c.module});
-  std::vector<std::pair<CallKind, int>> want = {
-      {CallKind::Forward, 0},       {CallKind::WaitWeights, 2},
-      {CallKind::UseWeights, 3},    {CallKind::Forward, 1},
-      {CallKind::OptimizerStep, -1}};
+  std::vector<std::pair<CallKind, int>> want = {{CallKind::Forward, 0},
+                                                {CallKind::WaitWeights, 2},
+                                                {CallKind::UseWeights, 3},
+                                                {CallKind::Forward, 1},
+                                                {CallKind::OptimizerStep, -1}};
   EXPECT_EQ(seq, want);
 }
 

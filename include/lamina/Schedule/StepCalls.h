@@ -94,8 +94,7 @@ const char *callKindName(CallKind kind);
 /// * at the end, the waits for what the step leaves in flight: every send
 ///   (issue order), levels 1-2 the modules' parameter all-gathers after the
 ///   optimizer (issue order), then the shared parameters' gathers.
-std::vector<StepCall> directStep(const std::vector<Action> &list,
-                                 int zeroLevel,
+std::vector<StepCall> directStep(const std::vector<Action> &list, int zeroLevel,
                                  const std::vector<SharedParam> &shared = {});
 
 /// A change of a step's calls: `call` (or, with `from` >= 0, the call at

@@ -1,4 +1,5 @@
-//===- ScheduleIRTest.cpp - schedules as dist ops, the two generation steps ===//
+//===- ScheduleIRTest.cpp - schedules as dist ops, the two generation steps
+//===//
 //
 // generateSchedule = lowerComputeOrder . generateComputeOrder; the passes
 // dist-schedule + dist-insert-comm + dist-prefetch-gathers produce exactly

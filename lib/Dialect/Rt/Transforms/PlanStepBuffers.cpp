@@ -26,8 +26,8 @@ void setOffset(Operation *op, StringRef name, int64_t offset) {
   if (offset < 0)
     op->removeAttr(name);
   else
-    op->setAttr(name, IntegerAttr::get(IntegerType::get(op->getContext(), 64),
-                                       offset));
+    op->setAttr(
+        name, IntegerAttr::get(IntegerType::get(op->getContext(), 64), offset));
 }
 
 struct RtPlanStepBuffersPass
@@ -63,9 +63,8 @@ struct RtPlanStepBuffersPass
     // One replica runs every level as level 0.
     int effective = dp > 1 ? int(zero) : 0;
     std::vector<int64_t> flat;
-    FailureOr<sch::StepBufferSizes> sizes =
-        stepBufferSizes(module, int(numModules), effective, int(dp),
-                        target == "cuda", flat);
+    FailureOr<sch::StepBufferSizes> sizes = stepBufferSizes(
+        module, int(numModules), effective, int(dp), target == "cuda", flat);
     if (failed(sizes))
       return signalPassFailure();
     auto recorded = dist.getAs<DenseI64ArrayAttr>("flat_params");
@@ -103,7 +102,7 @@ struct RtPlanStepBuffersPass
             const sch::StepCall &c = step->calls[n];
             op->emitError("rt-plan-step-buffers: the step buffer has no ")
                 << (c.payload == sch::Payload::ActivationGrad ? "gradient"
-                                                               : "activations")
+                                                              : "activations")
                 << " of boundary " << c.module << ", micro-batch "
                 << c.microBatch;
             return signalPassFailure();

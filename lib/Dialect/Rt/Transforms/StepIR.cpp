@@ -133,8 +133,8 @@ FailureOr<StepOps> readStep(func::FuncOp f, const Callees *callees) {
 Operation *buildStepOp(OpBuilder &b, Location loc, Value state,
                        const sch::StepCall &c, FlatSymbolRefAttr callee) {
   auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-  UnitAttr grad = c.payload == sch::Payload::ActivationGrad ? b.getUnitAttr()
-                                                             : UnitAttr();
+  UnitAttr grad =
+      c.payload == sch::Payload::ActivationGrad ? b.getUnitAttr() : UnitAttr();
   int k = c.module, j = c.microBatch;
   switch (c.kind) {
   case sch::CallKind::Forward:
@@ -225,9 +225,8 @@ static int64_t bytesOf(Type t) {
          int64_t((shaped.getElementTypeBitWidth() + 7) / 8);
 }
 
-FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module,
-                                                int numModules, int zero,
-                                                int dp, bool padded,
+FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
+                                                int zero, int dp, bool padded,
                                                 std::vector<int64_t> &flat) {
   std::map<std::string, std::vector<int>> readers = readersOf(module);
   sch::StepBufferSizes sizes;
@@ -248,9 +247,8 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module,
     int64_t numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
     bool bwd = f.getName().starts_with("bwd_");
     if (k < 0 || k >= numModules || (!bwd && !f.getName().starts_with("fwd_")))
-      return f.emitError("@")
-             << f.getName() << " is no module function of the " << numModules
-             << "-module chain";
+      return f.emitError("@") << f.getName() << " is no module function of the "
+                              << numModules << "-module chain";
     TypeRange types = bwd ? f.getFunctionType().getInputs()
                           : f.getFunctionType().getResults();
     if (int64_t(types.size()) < numOut)
