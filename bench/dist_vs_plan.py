@@ -25,8 +25,9 @@ per global rank, side by side:
   matters is the schedule's bubble, not the absolute times).
 * the step buffer (boundary values, their gradients and residuals at the
   compiler's offsets) against the plan's `step_buffers`, the same
-  computation: equal with `--recompute full`, the plan's estimate without
-  (checked with the bytes where exact);
+  computation: equal (checked with the bytes); without recompute the plan
+  is given the compile's loss flags and takes the residuals from the
+  model as the compile outlines it;
 * memory: the runtime's step buffer and arena (its largest module
   function's working memory, where recomputed activations live) against
   the plan's activation memory (checkpoints held forward-to-backward plus
@@ -119,6 +120,10 @@ def measure(args, work, model, data, hw, cfg):
                 "full" if recompute == "modules" else "none",
                 "--precision", "bf16-copies" if bf16 else "fp32",
                 "--hardware", hw, "--format", "json"]
+    # Without recompute the plan takes the residuals from the model as the
+    # compile outlines it (the same loss flags).
+    if recompute != "modules":
+        plan_cmd += ["--loss", "causal-lm", "--logits", "logits"]
     plan = json.loads(run(plan_cmd))
     return measured, plan, plan_cmd
 

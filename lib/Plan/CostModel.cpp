@@ -263,7 +263,7 @@ private:
   double tiedSyncTime(int r) const;
   struct GradientBuffers;
   /// rs's compiled step buffer (RankMemory::stepBuffers).
-  void stepBuffers(RankStats &rs) const;
+  void stepBuffers(RankStats &rs, const EvaluateOptions &opts) const;
   void placeStats();
   void memory();
   void metrics();
@@ -482,7 +482,8 @@ struct Evaluator::GradientBuffers {
   }
 };
 
-void Evaluator::stepBuffers(RankStats &rs) const {
+void Evaluator::stepBuffers(RankStats &rs,
+                            const EvaluateOptions &opts) const {
   const size_t n = plan.stages.size();
   schedule::StepBufferSizes sizes;
   sizes.activation.assign(n, 0);
@@ -494,9 +495,20 @@ void Evaluator::stepBuffers(RankStats &rs) const {
     if (k + 1 < n)
       sizes.activation[k] = sizes.gradient[k] =
           schedule::packedBytes({bytes(st.sendBytes)});
-    if (!c.recompute)
-      sizes.residual[k] = schedule::packedBytes({bytes(st.activationBytes)});
   }
+  // Without recompute: the compiled forwards' residuals when their
+  // boundaries are the plan's (same modules, same micro-batch), else an
+  // estimate (a module's activation bytes).
+  bool compiled = opts.residualBytes.size() == n &&
+                  opts.boundaryBytes.size() == n;
+  for (size_t k = 0; compiled && k + 1 < n; ++k)
+    compiled = opts.boundaryBytes[k] == sizes.activation[k];
+  if (!c.recompute)
+    for (size_t k = 0; k < n; ++k)
+      sizes.residual[k] =
+          compiled ? opts.residualBytes[k]
+                   : schedule::packedBytes(
+                         {bytes(plan.stages[k].activationBytes)});
   // ZeRO's buffers as the target's collectives cut them: over MPI a
   // stage's gathered weights and full gradient whole and replica 0's part
   // (the longest); over NCCL equal chunks, the last padded.
@@ -525,7 +537,7 @@ void Evaluator::stepBuffers(RankStats &rs) const {
       int(n), sizes, zero, /*forwardOnly=*/false, buffers);
   // The schedules are verified: their steps always plan.
   rs.memory.stepBuffers = err.empty() ? double(buffers.bytes) : 0;
-  rs.memory.stepBuffersExact = err.empty() && c.recompute;
+  rs.memory.stepBuffersExact = err.empty() && (c.recompute || compiled);
 }
 
 // Per-rank traffic and in-flight checkpoints, walking replica 0's lists.
@@ -830,7 +842,7 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
   placeStats();
   if (opts.stepBuffers)
     for (RankStats &rs : plan.ranks)
-      stepBuffers(rs);
+      stepBuffers(rs, opts);
   for (int r = 0; r < p; ++r) {
     plan.ranks[r].busy = plan.timeline.busy[r];
     plan.ranks[r].idle = plan.timeline.idle[r];

@@ -200,7 +200,8 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
          "between its calls, planned as lamina compile plans it";
     o += p.ranks.front().memory.stepBuffersExact
              ? "):"
-             : "; residuals estimated without --recompute full):";
+             : "; residuals estimated: plan with --recompute full, or "
+               "with lamina compile's --loss flags for the compiled ones):";
     for (const RankStats &r : p.ranks)
       o += std::string(r.pipelineRank ? "," : "") + " rank " +
            std::to_string(r.pipelineRank) + " " +

@@ -14,11 +14,11 @@ docs/plan.md), and prints per global rank, side by side:
   replicas' parts are one element longer; exit status 1 if not);
 * the step buffer (`step_buffer_bytes`: the boundary values, their
   gradients and the residuals the compiled step holds between its calls,
-  at the offsets convert-dist-to-rt planned) against the plan's
+  at the offsets rt-plan-step-buffers placed) against the plan's
   `step_buffers`, the same computation over the same calls: equal when
   the plan says it is exact (`step_buffers_exact`: planned with
-  `--recompute full`; exit status 1 if not), else the plan's estimate is
-  shown beside it;
+  `--recompute full`, or `--recompute none` with the compile's loss flags;
+  exit status 1 if not), else the plan's estimate is shown beside it;
 * the training state a rank keeps (`state_bytes`: parameters, copies,
   gradients, optimizer state) against the plan's weights + grads +
   optimizer: equal on replica 0, within the shards' rounding (16 bytes a
@@ -114,7 +114,7 @@ def grads_equal(row):
 
 
 def step_equal(row):
-    # Without recompute the plan estimates the residuals.
+    # Without recompute and the loss flags the plan estimates the residuals.
     return not row["step_exact"] or same(row["step"], row["step_plan"])
 
 

@@ -10,8 +10,10 @@
 
 #include "Commands.h"
 
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
 #include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Rt/Transforms/StepIR.h"
 #include "lamina/Pipeline/Pipeline.h"
 #include "lamina/Plan/CostModel.h"
 #include "lamina/Plan/Report.h"
@@ -20,6 +22,7 @@
 #include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Target/ONNX/ONNXImporter.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -74,6 +77,23 @@ static cl::opt<std::string>
                     "as lamina compile --target does (MPI's cut, NCCL's "
                     "padded chunks)"),
            cl::init("host"), cl::sub(planCommand));
+// The training lamina compile builds (its --loss flags): with --recompute
+// none the plan takes the residuals from the outlined forwards.
+static cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("as lamina compile's --loss (causal-lm or "
+                      "cross-entropy): with --recompute none, the step "
+                      "buffer's residuals are the compiled program's"),
+             cl::sub(planCommand));
+static cl::opt<std::string> logitsName("logits",
+                                       cl::desc("as lamina compile's --logits"),
+                                       cl::sub(planCommand));
+static cl::opt<std::string> labelsName("labels",
+                                       cl::desc("as lamina compile's --labels"),
+                                       cl::sub(planCommand));
+static cl::opt<std::string>
+    lossOutput("loss-output", cl::desc("as lamina compile's --loss-output"),
+               cl::sub(planCommand));
 static cl::opt<bool> noFuseAttention(
     "no-fuse-attention",
     cl::desc("cost attention as the model writes it (scores stored) instead "
@@ -140,6 +160,77 @@ bool writeFile(const std::string &path, const std::string &text) {
   return true;
 }
 
+/// What the compiled forwards keep per module without recompute (the
+/// step buffer's residuals) and their boundary outputs, packed; set by
+/// describe() when the loss flags ask for them.
+std::vector<int64_t> compiledResiduals, compiledBoundaries;
+
+/// Whether to outline the model as lamina compile does, for the residuals.
+bool wantsCompiledResiduals() {
+  return recompute == "none" && !search &&
+         (!lossKind.empty() || !lossOutput.empty());
+}
+
+/// Runs lamina compile's phases through fuse on `path` (the restored copy)
+/// with the plan's training flags, and reads each outlined forward's
+/// residuals and boundary outputs. False after the pipeline's diagnostics.
+bool compileResiduals(MLIRContext &context, llvm::StringRef path,
+                      const onnx::ImportOptions &options,
+                      const rt::RestoredParameters &known) {
+  OwningOpRef<ModuleOp> module =
+      onnx::importModelFile(context, path, options);
+  if (!module)
+    return false;
+  CompileOptions o;
+  o.mode = "train";
+  o.target = target;
+  // The plan's precisions lamina compile builds; bf16-mixed has none.
+  o.precision = precisionName == "bf16-copies" ? "bf16" : "f32";
+  if (precisionName == "bf16-copies")
+    o.paramReads = "copies";
+  o.fuseAttention = !noFuseAttention;
+  o.loss = lossKind;
+  o.logits = logitsName;
+  o.labels = labelsName;
+  o.lossOutput = lossOutput;
+  std::vector<std::string> found;
+  for (const auto &[table, index] : known.paddingIndices)
+    found.push_back(table + "=" + std::to_string(index));
+  o.knownPaddingIdx = llvm::ArrayRef<std::string>(found);
+  o.unknownPadding = llvm::ArrayRef<std::string>(known.unknownPaddingIndex);
+  o.knownBuffers = llvm::ArrayRef<std::string>(known.buffers);
+  o.distributed = true;
+  o.schedule = scheduleName;
+  o.pp = pp;
+  o.dp = dp;
+  o.microBatches = microBatches;
+  o.zero = zero;
+  o.recompute = "none";
+  // lamina compile's notes (padding indices, restored parameters) are the
+  // compile's to give; the plan keeps the errors.
+  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &d) {
+    return success(d.getSeverity() != DiagnosticSeverity::Error);
+  });
+  PassManager pm(&context);
+  buildCompilePipeline(pm, o, Phase::Graph, Phase::Fuse);
+  if (failed(pm.run(*module)))
+    return false;
+  auto modules =
+      (*module)->getAttrOfType<IntegerAttr>(dist::DistDialect::kNumModulesAttr);
+  if (!modules) {
+    llvm::errs() << "lamina plan: the outlined model has no modules\n";
+    return false;
+  }
+  std::vector<int64_t> flat;
+  FailureOr<schedule::StepBufferSizes> sizes = rt_ir::stepBufferSizes(
+      *module, int(modules.getInt()), 0, 1, false, flat);
+  if (failed(sizes))
+    return false;
+  compiledResiduals = sizes->residual;
+  compiledBoundaries = sizes->activation;
+  return true;
+}
+
 /// The model's description, from an ONNX file or a synthetic shape.
 std::optional<plan::ModelDesc> describe() {
   if (llvm::StringRef(inputPath).starts_with("gpt:")) {
@@ -154,6 +245,8 @@ std::optional<plan::ModelDesc> describe() {
   onnx::registerImportDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics name the ONNX node or flag; the IR dump is lamina-opt's.
+  context.printOpOnDiagnostic(false);
   installDiagnosticPrinter(context);
   onnx::ImportOptions options;
   // Planning needs shapes only: a structure-only model (weights' external
@@ -199,6 +292,9 @@ std::optional<plan::ModelDesc> describe() {
   FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
   if (failed(desc))
     return std::nullopt;
+  if (wantsCompiledResiduals() &&
+      !compileResiduals(context, restored.path(), options, restored.what()))
+    return std::nullopt;
   // The model's name is its file's, not the copy's.
   if (desc->name.empty() || restored.path() != inputPath)
     desc->name = llvm::sys::path::stem(inputPath).str();
@@ -218,6 +314,23 @@ int runPlan() {
     return usage("--recompute " + recompute + ": must be full or none");
   if (target != "host" && target != "cuda")
     return usage("--target " + target + ": must be host or cuda");
+  bool lossFlags = !lossKind.empty() || !lossOutput.empty() ||
+                   !logitsName.empty() || !labelsName.empty();
+  if (lossFlags && recompute != "none")
+    return usage("--loss, --logits, --labels and --loss-output give the "
+                 "compiled residuals of --recompute none; with --recompute "
+                 "full the step buffer holds none");
+  if (lossFlags && lossKind.empty() && lossOutput.empty())
+    return usage("--logits and --labels need --loss (or --loss-output)");
+  if (lossFlags && (search || compareList.getNumOccurrences()))
+    return usage("--loss applies to a single plan, not --search or "
+                 "--compare");
+  if (lossFlags && llvm::StringRef(inputPath).starts_with("gpt:"))
+    return usage("--loss needs an ONNX model (a synthetic shape is not "
+                 "compiled)");
+  if (lossFlags && precisionName == "bf16-mixed")
+    return usage("--loss: lamina compile builds no bf16-mixed program (plan "
+                 "--precision fp32 or bf16-copies)");
   std::optional<plan::Precision> precision =
       plan::parsePrecision(precisionName);
   if (!precision)
@@ -304,10 +417,19 @@ int runPlan() {
                : 1;
   }
 
+  plan::EvaluateOptions evaluate;
+  evaluate.residualBytes = compiledResiduals;
+  evaluate.boundaryBytes = compiledBoundaries;
   schedule::Expected<plan::Plan> result =
-      plan::evaluatePlan(*desc, config, *hw);
+      plan::evaluatePlan(*desc, config, *hw, evaluate);
   if (!result)
     return usage(result.error());
+  if (!compiledResiduals.empty() && !result->ranks.empty() &&
+      !result->ranks.front().memory.stepBuffersExact)
+    llvm::errs() << "lamina plan: note: the compiled modules' boundaries "
+                    "differ from the plan's (another micro-batch size than "
+                    "the model's batch, or other modules): the step "
+                    "buffer's residuals are estimated\n";
   bool ok = writeFile(outputPath, format == "json"
                                       ? plan::formatJson(*result, *desc)
                                       : plan::formatTextReport(*result, *desc));

@@ -188,6 +188,13 @@ struct EvaluateOptions {
   /// evaluation for long pipelines; --search, which does not report it,
   /// skips it.
   bool stepBuffers = true;
+  /// Without recompute, what the compiled program's forwards keep per
+  /// schedule module (packed bytes), and their boundary outputs', as
+  /// `lamina compile` outlines the model (`lamina plan --loss ...`). Used,
+  /// and the step buffers exact, when the boundaries equal the plan's (the
+  /// same modules, the same micro-batch); empty: the residuals are
+  /// estimated by each module's activation bytes.
+  std::vector<int64_t> residualBytes, boundaryBytes;
 };
 
 /// Checks the configuration against the model (ranges, p <= layers, chunks
