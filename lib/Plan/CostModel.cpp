@@ -482,8 +482,7 @@ struct Evaluator::GradientBuffers {
   }
 };
 
-void Evaluator::stepBuffers(RankStats &rs,
-                            const EvaluateOptions &opts) const {
+void Evaluator::stepBuffers(RankStats &rs, const EvaluateOptions &opts) const {
   const size_t n = plan.stages.size();
   schedule::StepBufferSizes sizes;
   sizes.activation.assign(n, 0);
@@ -499,16 +498,16 @@ void Evaluator::stepBuffers(RankStats &rs,
   // Without recompute: the compiled forwards' residuals when their
   // boundaries are the plan's (same modules, same micro-batch), else an
   // estimate (a module's activation bytes).
-  bool compiled = opts.residualBytes.size() == n &&
-                  opts.boundaryBytes.size() == n;
+  bool compiled =
+      opts.residualBytes.size() == n && opts.boundaryBytes.size() == n;
   for (size_t k = 0; compiled && k + 1 < n; ++k)
     compiled = opts.boundaryBytes[k] == sizes.activation[k];
   if (!c.recompute)
     for (size_t k = 0; k < n; ++k)
       sizes.residual[k] =
-          compiled ? opts.residualBytes[k]
-                   : schedule::packedBytes(
-                         {bytes(plan.stages[k].activationBytes)});
+          compiled
+              ? opts.residualBytes[k]
+              : schedule::packedBytes({bytes(plan.stages[k].activationBytes)});
   // ZeRO's buffers as the target's collectives cut them: over MPI a
   // stage's gathered weights and full gradient whole and replica 0's part
   // (the longest); over NCCL equal chunks, the last padded.

@@ -177,8 +177,7 @@ bool wantsCompiledResiduals() {
 bool compileResiduals(MLIRContext &context, llvm::StringRef path,
                       const onnx::ImportOptions &options,
                       const rt::RestoredParameters &known) {
-  OwningOpRef<ModuleOp> module =
-      onnx::importModelFile(context, path, options);
+  OwningOpRef<ModuleOp> module = onnx::importModelFile(context, path, options);
   if (!module)
     return false;
   CompileOptions o;
@@ -222,8 +221,8 @@ bool compileResiduals(MLIRContext &context, llvm::StringRef path,
     return false;
   }
   std::vector<int64_t> flat;
-  FailureOr<schedule::StepBufferSizes> sizes = rt_ir::stepBufferSizes(
-      *module, int(modules.getInt()), 0, 1, false, flat);
+  FailureOr<schedule::StepBufferSizes> sizes =
+      rt_ir::stepBufferSizes(*module, int(modules.getInt()), 0, 1, false, flat);
   if (failed(sizes))
     return false;
   compiledResiduals = sizes->residual;
