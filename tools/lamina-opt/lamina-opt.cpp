@@ -4,6 +4,7 @@
 #include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
+#include "lamina/Dialect/Graph/Transforms/ShardingInterfaceImpl.h"
 #include "lamina/Dialect/Rt/IR/RtDialect.h"
 #include "lamina/Dialect/Rt/Transforms/Passes.h"
 #include "lamina/Pipeline/Pipeline.h"
@@ -11,6 +12,8 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -19,7 +22,11 @@ int main(int argc, char **argv) {
   registry.insert<lamina::dist::DistDialect, lamina::graph::GraphDialect,
                   lamina::rt_ir::RtDialect,
                   mlir::func::FuncDialect, mlir::memref::MemRefDialect,
-                  mlir::emitc::EmitCDialect>();
+                  mlir::emitc::EmitCDialect, mlir::shard::ShardDialect>();
+  // Upstream's sharding passes over the graph ops' sharding rules (the
+  // tensor-parallel work, docs/tp-design.md).
+  lamina::graph::registerShardingInterfaceExternalModels(registry);
+  mlir::shard::registerShardPasses();
   mlir::registerTransformsPasses();
   lamina::graph::registerGraphPasses();
   lamina::dist::registerDistPasses();
