@@ -20,9 +20,9 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<lamina::dist::DistDialect, lamina::graph::GraphDialect,
-                  lamina::rt_ir::RtDialect,
-                  mlir::func::FuncDialect, mlir::memref::MemRefDialect,
-                  mlir::emitc::EmitCDialect, mlir::shard::ShardDialect>();
+                  lamina::rt_ir::RtDialect, mlir::func::FuncDialect,
+                  mlir::memref::MemRefDialect, mlir::emitc::EmitCDialect,
+                  mlir::shard::ShardDialect>();
   // Upstream's sharding passes over the graph ops' sharding rules (the
   // tensor-parallel work, docs/tp-design.md).
   lamina::graph::registerShardingInterfaceExternalModels(registry);

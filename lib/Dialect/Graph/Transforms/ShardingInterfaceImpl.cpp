@@ -34,19 +34,18 @@ int64_t rankOf(Value v) {
 
 /// `op` cloned on the shards; where a summed loop is split, each shard's
 /// result is a partial sum: all-reduced over the grid axes that split it.
-LogicalResult partitionWithSums(Operation *op,
-                                ArrayRef<utils::IteratorType> iterators,
-                                ArrayRef<AffineMap> maps,
-                                ArrayRef<Value> partitionedOperands,
-                                ArrayRef<shard::Sharding> operandShardings,
-                                ArrayRef<shard::Sharding> resultShardings,
-                                IRMapping &partitionMap,
-                                SymbolTableCollection &symbolTable,
-                                OpBuilder &builder) {
+LogicalResult
+partitionWithSums(Operation *op, ArrayRef<utils::IteratorType> iterators,
+                  ArrayRef<AffineMap> maps, ArrayRef<Value> partitionedOperands,
+                  ArrayRef<shard::Sharding> operandShardings,
+                  ArrayRef<shard::Sharding> resultShardings,
+                  IRMapping &partitionMap, SymbolTableCollection &symbolTable,
+                  OpBuilder &builder) {
   // Upstream shards only through projected permutations: a kept size-1
   // dim (keepdims) or a size-1 broadcast reads a constant index, which
   // propagation reports and partition must not size.
-  if (!llvm::all_of(maps, [](AffineMap m) { return m.isProjectedPermutation(); }))
+  if (!llvm::all_of(maps,
+                    [](AffineMap m) { return m.isProjectedPermutation(); }))
     return op->emitOpError("cannot be partitioned: a size-1 dimension "
                            "(keepdims, or a broadcast) has no sharding rule");
   // Only whole shards: a dim the grid does not divide (an odd width) is
@@ -79,8 +78,8 @@ LogicalResult partitionWithSums(Operation *op,
       shard::getGridAxisAssignmentForLoopIterators(
           operandShardings, resultShardings, iterators, maps);
   shard::partitionTriviallyShardableOperation(
-      *op, partitionedOperands, operandShardings, resultShardings,
-      partitionMap, symbolTable, builder);
+      *op, partitionedOperands, operandShardings, resultShardings, partitionMap,
+      symbolTable, builder);
   if (!shard::isAtLeastOneReductionIteratorSharded(iterators, assignment))
     return success();
   SmallVector<shard::GridAxis> axes =
@@ -142,24 +141,21 @@ struct BroadcastElementwise
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    return partitionWithSums(op, getLoopIteratorTypes(op),
-                             getIndexingMaps(op), partitionedOperands,
-                             operandShardings, resultShardings, partitionMap,
-                             symbolTable, builder);
+    return partitionWithSums(
+        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
+        operandShardings, resultShardings, partitionMap, symbolTable, builder);
   }
 };
 
 /// `[..., m, k] x [..., k, n] -> [..., m, n]`: loops (batch..., m, n, k),
 /// k a sum. A split k leaves each shard a partial sum: all-reduced.
 struct MatMulSharding
-    : public shard::ShardingInterface::ExternalModel<MatMulSharding,
-                                                     MatMulOp> {
+    : public shard::ShardingInterface::ExternalModel<MatMulSharding, MatMulOp> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
     int64_t rank = rankOf(op->getResult(0));
     if (rank < 2)
       return {};
-    SmallVector<utils::IteratorType> types(rank,
-                                           utils::IteratorType::parallel);
+    SmallVector<utils::IteratorType> types(rank, utils::IteratorType::parallel);
     types.push_back(utils::IteratorType::reduction);
     return types;
   }
@@ -176,12 +172,12 @@ struct MatMulSharding
       SmallVector<AffineExpr> exprs;
       int64_t lead = m - (type.getRank() - 2);
       for (int64_t i = 0; i + 2 < type.getRank(); ++i)
-        exprs.push_back(type.getDimSize(i) == 1 &&
-                                cast<RankedTensorType>(
-                                    op->getResult(0).getType())
-                                        .getDimSize(lead + i) != 1
-                            ? getAffineConstantExpr(0, ctx)
-                            : d(lead + i));
+        exprs.push_back(
+            type.getDimSize(i) == 1 &&
+                    cast<RankedTensorType>(op->getResult(0).getType())
+                            .getDimSize(lead + i) != 1
+                ? getAffineConstantExpr(0, ctx)
+                : d(lead + i));
       exprs.push_back(d(row));
       exprs.push_back(d(col));
       return AffineMap::get(loops, 0, exprs, ctx);
@@ -205,10 +201,9 @@ struct MatMulSharding
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    return partitionWithSums(op, getLoopIteratorTypes(op),
-                             getIndexingMaps(op), partitionedOperands,
-                             operandShardings, resultShardings, partitionMap,
-                             symbolTable, builder);
+    return partitionWithSums(
+        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
+        operandShardings, resultShardings, partitionMap, symbolTable, builder);
   }
 };
 
@@ -247,10 +242,9 @@ struct TransposeSharding
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    return partitionWithSums(op, getLoopIteratorTypes(op),
-                             getIndexingMaps(op), partitionedOperands,
-                             operandShardings, resultShardings, partitionMap,
-                             symbolTable, builder);
+    return partitionWithSums(
+        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
+        operandShardings, resultShardings, partitionMap, symbolTable, builder);
   }
 };
 
@@ -263,8 +257,7 @@ struct ReduceSumSharding
     int64_t rank = rankOf(op->getOperand(0));
     if (rank < 0)
       return {};
-    SmallVector<utils::IteratorType> types(rank,
-                                           utils::IteratorType::parallel);
+    SmallVector<utils::IteratorType> types(rank, utils::IteratorType::parallel);
     for (int64_t a : cast<ReduceSumOp>(op).getAxes())
       types[size_t(a)] = utils::IteratorType::reduction;
     return types;
@@ -300,10 +293,9 @@ struct ReduceSumSharding
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    return partitionWithSums(op, getLoopIteratorTypes(op),
-                             getIndexingMaps(op), partitionedOperands,
-                             operandShardings, resultShardings, partitionMap,
-                             symbolTable, builder);
+    return partitionWithSums(
+        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
+        operandShardings, resultShardings, partitionMap, symbolTable, builder);
   }
 };
 
