@@ -9,7 +9,7 @@
 
 #include "CheckKernels.h"
 
-#include "../Cuda/Common.h"
+#include "Common.h" // lib/Runtime/Cuda
 
 namespace {
 
