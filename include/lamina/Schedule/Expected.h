@@ -2,64 +2,19 @@
 //
 // The schedule library is plain C++17 (no LLVM/MLIR) and is built without
 // exceptions, so every operation that can fail returns a Status or an
-// Expected<T> carrying a human-readable message.
+// Expected<T> carrying a human-readable message: Lamina's one error type
+// (lamina/Support/Status.h), which the runtime uses too.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LAMINA_SCHEDULE_EXPECTED_H
 #define LAMINA_SCHEDULE_EXPECTED_H
 
-#include <optional>
-#include <string>
-#include <utility>
+#include "lamina/Support/Status.h"
 
 namespace lamina::schedule {
-
-/// Success, or failure with a message.
-class [[nodiscard]] Status {
-public:
-  static Status success() { return Status(); }
-  static Status error(std::string message) {
-    Status s;
-    s.failed = true;
-    s.text = std::move(message);
-    return s;
-  }
-  bool ok() const { return !failed; }
-  explicit operator bool() const { return ok(); }
-  /// Empty on success.
-  const std::string &message() const { return text; }
-
-private:
-  bool failed = false;
-  std::string text;
-};
-
-/// A value, or the failed Status that explains why there is none.
-template <typename T> class [[nodiscard]] Expected {
-public:
-  Expected(T v) : val(std::move(v)) {}
-  /// `failure` must not be ok(); an ok Status is turned into an error so that
-  /// a misuse can never produce an Expected that claims a value it lacks.
-  Expected(Status failure)
-      : st(failure.ok() ? Status::error("Expected built from a success Status")
-                        : std::move(failure)) {}
-
-  bool ok() const { return val.has_value(); }
-  explicit operator bool() const { return ok(); }
-  const std::string &error() const { return st.message(); }
-  Status status() const { return ok() ? Status::success() : st; }
-
-  T &operator*() { return *val; }
-  const T &operator*() const { return *val; }
-  T *operator->() { return &*val; }
-  const T *operator->() const { return &*val; }
-
-private:
-  std::optional<T> val;
-  Status st;
-};
-
+using lamina::Expected;
+using lamina::Status;
 } // namespace lamina::schedule
 
 #endif // LAMINA_SCHEDULE_EXPECTED_H
