@@ -92,18 +92,49 @@ partitionWithSums(Operation *op, ArrayRef<utils::IteratorType> iterators,
   return success();
 }
 
+/// What every model shares: a sum per reduction loop, and partition
+/// through partitionWithSums with the model's loops and maps.
+template <typename Model, typename Op>
+struct GraphSharding
+    : public shard::ShardingInterface::ExternalModel<Model, Op> {
+  SmallVector<shard::ReductionKind>
+  getReductionLoopIteratorKinds(Operation *op) const {
+    SmallVector<utils::IteratorType> loops = model().getLoopIteratorTypes(op);
+    return SmallVector<shard::ReductionKind>(
+        llvm::count(loops, utils::IteratorType::reduction),
+        shard::ReductionKind::Sum);
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<shard::Sharding> operandShardings,
+                          ArrayRef<shard::Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    return partitionWithSums(op, model().getLoopIteratorTypes(op),
+                             model().getIndexingMaps(op), partitionedOperands,
+                             operandShardings, resultShardings, partitionMap,
+                             symbolTable, builder);
+  }
+
+private:
+  const Model &model() const { return static_cast<const Model &>(*this); }
+};
+
+/// `rank` parallel loops (none for an unranked value).
+SmallVector<utils::IteratorType> parallelLoops(int64_t rank) {
+  if (rank < 0)
+    return {};
+  return SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel);
+}
+
 /// The result's dims, each operand's aligned right (numpy broadcasting); a
 /// dim of size 1 against a larger result dim reads element 0.
 template <typename Op>
 struct BroadcastElementwise
-    : public shard::ShardingInterface::ExternalModel<BroadcastElementwise<Op>,
-                                                     Op> {
+    : public GraphSharding<BroadcastElementwise<Op>, Op> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    int64_t rank = rankOf(op->getResult(0));
-    if (rank < 0)
-      return {};
-    return SmallVector<utils::IteratorType>(rank,
-                                            utils::IteratorType::parallel);
+    return parallelLoops(rankOf(op->getResult(0)));
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
@@ -130,27 +161,12 @@ struct BroadcastElementwise
     return maps;
   }
 
-  SmallVector<shard::ReductionKind>
-  getReductionLoopIteratorKinds(Operation *) const {
-    return {};
-  }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<shard::Sharding> operandShardings,
-                          ArrayRef<shard::Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    return partitionWithSums(
-        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
-        operandShardings, resultShardings, partitionMap, symbolTable, builder);
-  }
 };
 
 /// `[..., m, k] x [..., k, n] -> [..., m, n]`: loops (batch..., m, n, k),
 /// k a sum. A split k leaves each shard a partial sum: all-reduced.
-struct MatMulSharding
-    : public shard::ShardingInterface::ExternalModel<MatMulSharding, MatMulOp> {
+struct MatMulSharding : public GraphSharding<MatMulSharding, MatMulOp> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
     int64_t rank = rankOf(op->getResult(0));
     if (rank < 2)
@@ -190,33 +206,14 @@ struct MatMulSharding
             AffineMap::get(loops, 0, out, ctx)};
   }
 
-  SmallVector<shard::ReductionKind>
-  getReductionLoopIteratorKinds(Operation *) const {
-    return {shard::ReductionKind::Sum};
-  }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<shard::Sharding> operandShardings,
-                          ArrayRef<shard::Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    return partitionWithSums(
-        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
-        operandShardings, resultShardings, partitionMap, symbolTable, builder);
-  }
 };
 
 /// Result dim i is input dim perm[i]: one parallel loop per input dim.
 struct TransposeSharding
-    : public shard::ShardingInterface::ExternalModel<TransposeSharding,
-                                                     TransposeOp> {
+    : public GraphSharding<TransposeSharding, TransposeOp> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    int64_t rank = rankOf(op->getOperand(0));
-    if (rank < 0)
-      return {};
-    return SmallVector<utils::IteratorType>(rank,
-                                            utils::IteratorType::parallel);
+    return parallelLoops(rankOf(op->getOperand(0)));
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
@@ -231,28 +228,13 @@ struct TransposeSharding
             AffineMap::get(rank, 0, out, ctx)};
   }
 
-  SmallVector<shard::ReductionKind>
-  getReductionLoopIteratorKinds(Operation *) const {
-    return {};
-  }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<shard::Sharding> operandShardings,
-                          ArrayRef<shard::Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    return partitionWithSums(
-        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
-        operandShardings, resultShardings, partitionMap, symbolTable, builder);
-  }
 };
 
 /// One loop per input dim, the reduced ones sums; a split reduced dim
 /// leaves partial sums, all-reduced.
 struct ReduceSumSharding
-    : public shard::ShardingInterface::ExternalModel<ReduceSumSharding,
-                                                     ReduceSumOp> {
+    : public GraphSharding<ReduceSumSharding, ReduceSumOp> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
     int64_t rank = rankOf(op->getOperand(0));
     if (rank < 0)
@@ -281,22 +263,7 @@ struct ReduceSumSharding
             AffineMap::get(rank, 0, out, ctx)};
   }
 
-  SmallVector<shard::ReductionKind>
-  getReductionLoopIteratorKinds(Operation *op) const {
-    return SmallVector<shard::ReductionKind>(
-        cast<ReduceSumOp>(op).getAxes().size(), shard::ReductionKind::Sum);
-  }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<shard::Sharding> operandShardings,
-                          ArrayRef<shard::Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    return partitionWithSums(
-        op, getLoopIteratorTypes(op), getIndexingMaps(op), partitionedOperands,
-        operandShardings, resultShardings, partitionMap, symbolTable, builder);
-  }
 };
 
 template <typename... Ops> void attachElementwise(MLIRContext *ctx) {
