@@ -160,8 +160,6 @@ struct BroadcastElementwise
     maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
     return maps;
   }
-
-
 };
 
 /// `[..., m, k] x [..., k, n] -> [..., m, n]`: loops (batch..., m, n, k),
@@ -205,8 +203,6 @@ struct MatMulSharding : public GraphSharding<MatMulSharding, MatMulOp> {
             operandMap(op->getOperand(1), k, n),
             AffineMap::get(loops, 0, out, ctx)};
   }
-
-
 };
 
 /// Result dim i is input dim perm[i]: one parallel loop per input dim.
@@ -227,8 +223,6 @@ struct TransposeSharding
     return {AffineMap::getMultiDimIdentityMap(rank, ctx),
             AffineMap::get(rank, 0, out, ctx)};
   }
-
-
 };
 
 /// One loop per input dim, the reduced ones sums; a split reduced dim
@@ -262,8 +256,6 @@ struct ReduceSumSharding
     return {AffineMap::getMultiDimIdentityMap(rank, ctx),
             AffineMap::get(rank, 0, out, ctx)};
   }
-
-
 };
 
 template <typename... Ops> void attachElementwise(MLIRContext *ctx) {
