@@ -9,6 +9,13 @@ namespace mlir {
 class MLIRContext;
 } // namespace mlir
 
+namespace lamina {
+struct CompileOptions;
+namespace rt {
+struct RestoredParameters;
+} // namespace rt
+} // namespace lamina
+
 namespace lamina::tool {
 /// Each command runs when its subcommand was selected and returns the exit
 /// code.
@@ -21,6 +28,12 @@ int runPlan();    // PlanCommand.cpp
 /// changed) go to `remarks` when given. Diagnostics.cpp.
 void installDiagnosticPrinter(mlir::MLIRContext &context,
                               std::vector<std::string> *remarks = nullptr);
+
+/// The pipeline options of what the parameter restore found in the
+/// export's metadata: padding indices (known and unknown) and buffers
+/// (CompileCommand.cpp; lamina plan runs the compile's phases too).
+void setRestoredParameters(CompileOptions &o,
+                           const rt::RestoredParameters &known);
 } // namespace lamina::tool
 
 #endif

@@ -495,6 +495,16 @@ static std::string checkParamReads(bool train) {
   return "";
 }
 
+void setRestoredParameters(CompileOptions &o,
+                           const rt::RestoredParameters &known) {
+  std::vector<std::string> found;
+  for (const auto &[table, index] : known.paddingIndices)
+    found.push_back(table + "=" + std::to_string(index));
+  o.knownPaddingIdx = ArrayRef<std::string>(found);
+  o.unknownPadding = ArrayRef<std::string>(known.unknownPaddingIndex);
+  o.knownBuffers = ArrayRef<std::string>(known.buffers);
+}
+
 /// The flags as the pipeline's options; `known` adds the padding indices
 /// the restore found in the export's metadata.
 static void setPipelineOptions(CompileOptions &o, bool dist,
@@ -512,12 +522,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.freeze = freezeRegex;
   o.keepInputs = ArrayRef<std::string>(keepInputs);
   o.paddingIdx = ArrayRef<std::string>(paddingIdx);
-  std::vector<std::string> found;
-  for (const auto &[table, index] : known.paddingIndices)
-    found.push_back(table + "=" + std::to_string(index));
-  o.knownPaddingIdx = ArrayRef<std::string>(found);
-  o.unknownPadding = ArrayRef<std::string>(known.unknownPaddingIndex);
-  o.knownBuffers = ArrayRef<std::string>(known.buffers);
+  setRestoredParameters(o, known);
   o.asExported = asExported;
   o.distributed = dist;
   o.schedule = scheduleName;

@@ -192,12 +192,7 @@ bool compileResiduals(MLIRContext &context, llvm::StringRef path,
   o.logits = logitsName;
   o.labels = labelsName;
   o.lossOutput = lossOutput;
-  std::vector<std::string> found;
-  for (const auto &[table, index] : known.paddingIndices)
-    found.push_back(table + "=" + std::to_string(index));
-  o.knownPaddingIdx = llvm::ArrayRef<std::string>(found);
-  o.unknownPadding = llvm::ArrayRef<std::string>(known.unknownPaddingIndex);
-  o.knownBuffers = llvm::ArrayRef<std::string>(known.buffers);
+  setRestoredParameters(o, known);
   o.distributed = true;
   o.schedule = scheduleName;
   o.pp = pp;
