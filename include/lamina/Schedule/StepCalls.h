@@ -40,7 +40,7 @@ enum class CallKind : unsigned char {
   SumShared,   ///< start the gradient sum of a shared parameter (`name`)
   WaitSharedSum,
   GatherShared, ///< start the all-gather of a shared parameter's parts
-  WaitSharedGather,
+  WaitSharedGather, ///< the last kind (rt's StepIR reads kinds up to it)
 };
 
 /// One call of a rank's step; fields as Action's (peer: as in the list);

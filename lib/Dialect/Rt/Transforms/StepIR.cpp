@@ -6,8 +6,7 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 
-#include "llvm/ADT/TypeSwitch.h"
-
+#include <optional>
 #include <set>
 
 using namespace mlir;
@@ -32,100 +31,61 @@ Callees calleesOf(ModuleOp module) {
 }
 
 namespace {
-template <typename T> sch::StepCall transferCall(sch::CallKind kind, T op) {
-  sch::StepCall c;
-  c.kind = kind;
-  c.payload = op.getGradient() ? sch::Payload::ActivationGrad
-                               : sch::Payload::Activation;
-  c.module = int(op.getBoundary());
-  c.microBatch = int(op.getMb());
-  c.peer = int(op.getPeer());
-  return c;
-}
-sch::StepCall moduleCall(sch::CallKind kind, int64_t module) {
-  sch::StepCall c;
-  c.kind = kind;
-  c.module = int(module);
-  return c;
-}
-sch::StepCall namedCall(sch::CallKind kind, StringRef name) {
-  sch::StepCall c;
-  c.kind = kind;
-  c.name = name.str();
-  return c;
+/// The call kind an rt.step_* op names (`rt.step_<callKindName>`; calls
+/// and the optimizer have their own ops).
+std::optional<sch::CallKind> kindOfName(StringRef name) {
+  if (!name.consume_front("rt.step_"))
+    return std::nullopt;
+  for (int k = 0; k <= int(sch::CallKind::WaitSharedGather); ++k)
+    if (name == sch::callKindName(sch::CallKind(k)))
+      return sch::CallKind(k);
+  return std::nullopt;
 }
 } // namespace
 
 FailureOr<StepOps> readStep(func::FuncOp f, const Callees *callees) {
   StepOps out;
-  using K = sch::CallKind;
   for (Operation &op : f.getBody().front().without_terminator()) {
-    FailureOr<sch::StepCall> c =
-        llvm::TypeSwitch<Operation *, FailureOr<sch::StepCall>>(&op)
-            .Case([&](StepCallOp call) -> FailureOr<sch::StepCall> {
-              sch::StepCall c;
-              c.microBatch = int(call.getMb());
-              if (!callees)
-                return c;
-              auto it = callees->find(call.getCallee().str());
-              if (it == callees->end())
-                return call.emitError("@")
-                       << call.getCallee()
-                       << " is no outlined module function of this program";
-              c.module = int(it->second.first);
-              c.kind = it->second.second ? K::Backward : K::Forward;
-              return c;
-            })
-            .Case([](StepSendOp t) { return transferCall(K::Send, t); })
-            .Case([](StepWaitSendOp t) { return transferCall(K::WaitSend, t); })
-            .Case([](StepPostRecvOp t) { return transferCall(K::PostRecv, t); })
-            .Case([](StepRecvOp t) { return transferCall(K::Recv, t); })
-            .Case([](StepAllGatherOp m) {
-              return moduleCall(K::AllGather, m.getModule());
-            })
-            .Case([](StepReduceScatterOp m) {
-              return moduleCall(K::ReduceScatter, m.getModule());
-            })
-            .Case([](StepAllReduceOp m) {
-              return moduleCall(K::AllReduce, m.getModule());
-            })
-            .Case([](StepUseWeightsOp m) {
-              return moduleCall(K::UseWeights, m.getModule());
-            })
-            .Case([](StepWaitGradientsOp m) {
-              return moduleCall(K::WaitGradients, m.getModule());
-            })
-            .Case([](StepAccumulateOp m) {
-              return moduleCall(K::Accumulate, m.getModule());
-            })
-            .Case([](StepWaitWeightsOp m) {
-              return moduleCall(K::WaitWeights, m.getModule());
-            })
-            .Case([](StepOptimizerOp) {
-              sch::StepCall c;
-              c.kind = K::OptimizerStep;
-              return c;
-            })
-            .Case([](StepSumSharedOp s) {
-              return namedCall(K::SumShared, s.getParam());
-            })
-            .Case([](StepWaitSharedSumOp s) {
-              return namedCall(K::WaitSharedSum, s.getParam());
-            })
-            .Case([](StepGatherSharedOp s) {
-              return namedCall(K::GatherShared, s.getParam());
-            })
-            .Case([](StepWaitSharedGatherOp s) {
-              return namedCall(K::WaitSharedGather, s.getParam());
-            })
-            .Default([](Operation *other) -> FailureOr<sch::StepCall> {
-              return other->emitError("is no step op: a step function holds "
-                                      "rt.step_* ops only");
-            });
-    if (failed(c))
-      return failure();
+    sch::StepCall c;
+    if (auto call = dyn_cast<StepCallOp>(op)) {
+      c.microBatch = int(call.getMb());
+      if (callees) {
+        auto it = callees->find(call.getCallee().str());
+        if (it == callees->end())
+          return call.emitError("@")
+                 << call.getCallee()
+                 << " is no outlined module function of this program";
+        c.module = int(it->second.first);
+        c.kind = it->second.second ? sch::CallKind::Backward
+                                   : sch::CallKind::Forward;
+      }
+    } else if (isa<StepOptimizerOp>(op)) {
+      c.kind = sch::CallKind::OptimizerStep;
+    } else if (std::optional<sch::CallKind> kind =
+                   kindOfName(op.getName().getStringRef())) {
+      // The fields by their attributes: a transfer's, a module's, a shared
+      // parameter's.
+      auto i = [&](StringRef name) {
+        return int(op.getAttrOfType<IntegerAttr>(name).getInt());
+      };
+      c.kind = *kind;
+      if (op.hasAttr("boundary")) {
+        c.payload = op.hasAttr("gradient") ? sch::Payload::ActivationGrad
+                                           : sch::Payload::Activation;
+        c.module = i("boundary");
+        c.microBatch = i("mb");
+        c.peer = i("peer");
+      } else if (op.hasAttr("module")) {
+        c.module = i("module");
+      } else if (auto param = op.getAttrOfType<StringAttr>("param")) {
+        c.name = param.str();
+      }
+    } else {
+      return op.emitError("is no step op: a step function holds rt.step_* "
+                          "ops only");
+    }
     out.ops.push_back(&op);
-    out.calls.push_back(*c);
+    out.calls.push_back(c);
   }
   return out;
 }
