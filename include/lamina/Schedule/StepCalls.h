@@ -39,7 +39,7 @@ enum class CallKind : unsigned char {
                ///< optimizer
   SumShared,   ///< start the gradient sum of a shared parameter (`name`)
   WaitSharedSum,
-  GatherShared, ///< start the all-gather of a shared parameter's parts
+  GatherShared,     ///< start the all-gather of a shared parameter's parts
   WaitSharedGather, ///< the last kind (rt's StepIR reads kinds up to it)
 };
 
