@@ -69,3 +69,59 @@ func.func @sum_over_split(%logits: tensor<4x128xf32>) -> tensor<4xf32> {
   %s = graph.reduce_sum %l {axes = array<i64: 1>, keepdims = false} : tensor<4x128xf32> -> tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// Attention over heads, LLaMA's way (grouped-query: 4 query heads, 2
+// key/value heads; a rotary table broadcast over batch and heads), seeded
+// on the weights alone: q, k and v column-parallel, each rank keeps 2
+// query heads and 1 key/value head (the contiguous split keeps each query
+// head with its key/value head), the rotary table whole, the output
+// projection row-parallel with one all-reduce.
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME: tensor<2x16x32xf32>, %{{.*}}: tensor<16x32xf32>, %{{.*}}: tensor<8x32xf32>, %{{.*}}: tensor<8x32xf32>, %{{.*}}: tensor<32x16xf32>, %{{.*}}: tensor<1x1x16x8xf32>) -> tensor<2x16x32xf32>
+// CHECK-NOT: shard.
+// CHECK: graph.mul %{{.*}}, %{{.*}} : (tensor<2x2x16x8xf32>, tensor<1x1x16x8xf32>) -> tensor<2x2x16x8xf32>
+// CHECK-NOT: shard.
+// CHECK: graph.attention {{.*}} : (tensor<2x2x16x8xf32>, tensor<2x1x16x8xf32>, tensor<2x1x16x8xf32>) -> (tensor<2x2x16x8xf32>, tensor<2x2x16xf32>)
+// CHECK-NOT: shard.
+// CHECK: %[[Y:.*]] = graph.matmul %{{.*}}, %{{.*}} : (tensor<2x16x16xf32>, tensor<16x32xf32>) -> tensor<2x16x32xf32>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %[[Y]] on @tp grid_axes = [0]
+// CHECK-NEXT: return %[[SUM]]
+func.func @attention(%x: tensor<2x16x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<16x32xf32>, %wv: tensor<16x32xf32>, %wo: tensor<32x32xf32>, %cos: tensor<1x1x16x8xf32>) -> tensor<2x16x32xf32> {
+  %col = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %row = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %wqs = shard.shard %wq to %col : tensor<32x32xf32>
+  %wks = shard.shard %wk to %col : tensor<16x32xf32>
+  %wvs = shard.shard %wv to %col : tensor<16x32xf32>
+  %wos = shard.shard %wo to %row : tensor<32x32xf32>
+  %qt = graph.transpose %wqs {perm = array<i64: 1, 0>} : tensor<32x32xf32> -> tensor<32x32xf32>
+  %q = graph.matmul %x, %qt : (tensor<2x16x32xf32>, tensor<32x32xf32>) -> tensor<2x16x32xf32>
+  %kt = graph.transpose %wks {perm = array<i64: 1, 0>} : tensor<16x32xf32> -> tensor<32x16xf32>
+  %k = graph.matmul %x, %kt : (tensor<2x16x32xf32>, tensor<32x16xf32>) -> tensor<2x16x16xf32>
+  %vt = graph.transpose %wvs {perm = array<i64: 1, 0>} : tensor<16x32xf32> -> tensor<32x16xf32>
+  %v = graph.matmul %x, %vt : (tensor<2x16x32xf32>, tensor<32x16xf32>) -> tensor<2x16x16xf32>
+  %q4 = graph.reshape %q : tensor<2x16x32xf32> to tensor<2x16x4x8xf32>
+  %qh = graph.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %qr = graph.mul %qh, %cos : (tensor<2x4x16x8xf32>, tensor<1x1x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %k4 = graph.reshape %k : tensor<2x16x16xf32> to tensor<2x16x2x8xf32>
+  %kh = graph.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x2x8xf32> -> tensor<2x2x16x8xf32>
+  %v4 = graph.reshape %v : tensor<2x16x16xf32> to tensor<2x16x2x8xf32>
+  %vh = graph.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x2x8xf32> -> tensor<2x2x16x8xf32>
+  %o, %lse = graph.attention %qr, %kh, %vh {causal, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %o3 = graph.reshape %ot : tensor<2x16x4x8xf32> to tensor<2x16x32xf32>
+  %wot = graph.transpose %wos {perm = array<i64: 1, 0>} : tensor<32x32xf32> -> tensor<32x32xf32>
+  %y = graph.matmul %o3, %wot : (tensor<2x16x32xf32>, tensor<32x32xf32>) -> tensor<2x16x32xf32>
+  return %y : tensor<2x16x32xf32>
+}
+
+// A sum over a split dim that keeps it (size 1): each rank's partial sum,
+// all-reduced.
+// CHECK-LABEL: func.func @keepdims(
+// CHECK: graph.reduce_sum %{{.*}} {axes = array<i64: 1>, keepdims = true} : tensor<4x64xf32> -> tensor<4x1xf32>
+// CHECK-NEXT: shard.all_reduce
+func.func @keepdims(%logits: tensor<4x128xf32>) -> tensor<4x1xf32> {
+  %col = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %l = shard.shard %logits to %col : tensor<4x128xf32>
+  %s = graph.reduce_sum %l {axes = array<i64: 1>, keepdims = true} : tensor<4x128xf32> -> tensor<4x1xf32>
+  return %s : tensor<4x1xf32>
+}

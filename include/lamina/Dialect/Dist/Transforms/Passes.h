@@ -4,6 +4,7 @@
 
 #include "lamina/Dialect/Dist/IR/DistDialect.h"
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

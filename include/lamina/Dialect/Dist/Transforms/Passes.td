@@ -429,4 +429,55 @@ def DistNarrowResiduals : Pass<"dist-narrow-residuals", "mlir::ModuleOp"> {
   ];
 }
 
+def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
+  let summary = "Splits each module's layers over a tensor-parallel group "
+                "(Megatron's column/row pairs, from the dataflow)";
+  let description = [{
+    Tensor parallelism's plan (docs/tp-design.md), on the outlined modules
+    (after dist-outline-modules). In each module's forward a GEMM with a
+    trainable right operand whose output reaches, through ops that carry a
+    split (elementwise, reshapes, transposes, slices, concats, attention
+    on its heads), only the contraction of other such GEMMs and residual
+    outputs is **column-parallel** (its weight split on the output dim),
+    and the GEMMs it reaches are **row-parallel** (split on the input dim):
+    attention's q/k/v and output projections, an MLP's (gated) first and
+    second GEMMs. Names play no part. Everything else (norms, the
+    embedding, the head and loss) stays replicated.
+
+    The pass writes a `shard.grid @tp` of shape `tp` and pins the seeds
+    with `shard.shard` annotations, the boundary outputs replicated; runs
+    upstream's `sharding-propagation` on the forward (the graph ops'
+    ShardingInterface models: heads, rotary, grouped-query key/value
+    heads); then pins the backward to the forward's choices: each weight
+    and residual as the forward has it, each weight gradient as its
+    weight, the boundary values and their gradients replicated, and
+    propagates it. Upstream's `shard-partition` then gives both functions
+    one rank's form: shard-shaped weights and activations, one
+    `shard.all_reduce` after each row-parallel GEMM forward and on the
+    input gradient of each column-parallel group backward.
+
+    ```mlir
+    // lamina-opt m.mlir -dist-tp-plan=tp=2 \
+    //   --pass-pipeline='builtin.module(func.func(shard-partition))'
+    func.func @fwd_1(%x: tensor<2x16x32xf32>, %w1: tensor<64x32xf32>, ...) {
+      %h = graph.matmul %x, %w1t : ... -> tensor<2x16x64xf32>
+      ...
+      %y = graph.matmul %g, %w2t : ... -> tensor<2x16x32xf32>
+      %sum = shard.all_reduce %y on @tp grid_axes = [0] ...
+    ```
+
+    A weight read by a column- and a row-parallel GEMM is refused naming
+    it; a heads count or width the group does not divide is refused by
+    partition, naming the op. `tp` 1: nothing changes.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"tp", "tp", "unsigned", /*default=*/"1",
+           "Ranks of a tensor-parallel group">,
+  ];
+  let statistics = [
+    Statistic<"numSplit", "split-weights", "weights split over the group">,
+  ];
+}
+
 #endif

@@ -1,0 +1,333 @@
+//===- TensorParallel.cpp - each module's layers split over t ranks -------===//
+//
+// See the pass description in Passes.td (dist-tp-plan): the column/row
+// pairs found from the dataflow of each module's forward, seeded on their
+// weights, propagated by upstream's sharding-propagation over the graph
+// ops' ShardingInterface models, and the forward's choices copied onto its
+// backward, so that upstream's shard-partition gives both functions one
+// rank's SPMD form with matching residuals. docs/tp-design.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
+#include "lamina/Dialect/Dist/Transforms/ModuleFunctions.h"
+#include "lamina/Dialect/Dist/Transforms/Passes.h"
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <optional>
+
+namespace lamina::dist {
+#define GEN_PASS_DEF_DISTTPPLAN
+#include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace lamina::dist
+
+using namespace mlir;
+using namespace lamina;
+namespace shard = mlir::shard;
+
+namespace {
+
+constexpr llvm::StringLiteral kGrid = "tp";
+
+StringRef argString(func::FuncOp f, unsigned i, StringRef attr) {
+  auto s = f.getArgAttrOfType<StringAttr>(i, attr);
+  return s ? s.getValue() : StringRef();
+}
+
+/// The trainable matrix a GEMM's right operand reads (through 2-D
+/// transposes and casts), and which of its dims is the product's output
+/// dim; none for activations times activations (attention's products).
+struct WeightUse {
+  BlockArgument arg;
+  int64_t outDim;
+};
+
+std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f) {
+  Value v = mm.getRhs();
+  int64_t outDim = 1;
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto t = dyn_cast<graph::TransposeOp>(def)) {
+      if (t.getPerm().size() != 2 || t.getPerm()[0] != 1)
+        return std::nullopt;
+      outDim = 1 - outDim;
+      v = t.getInput();
+    } else if (auto c = dyn_cast<graph::CastOp>(def)) {
+      v = c.getInput();
+    } else {
+      return std::nullopt;
+    }
+  }
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &f.getBody().front() ||
+      argString(f, arg.getArgNumber(), "graph.kind") != "trainable" ||
+      cast<RankedTensorType>(arg.getType()).getRank() != 2)
+    return std::nullopt;
+  return WeightUse{arg, outDim};
+}
+
+/// Ops a split last (or heads) dim passes through unchanged in meaning:
+/// the elementwise ops, the layout ops and attention.
+bool carriesSplit(Operation *op) {
+  return isa<graph::ReshapeOp, graph::TransposeOp, graph::SliceOp,
+             graph::ConcatOp, graph::AttentionOp, graph::CastOp, graph::AddOp,
+             graph::SubOp, graph::MulOp, graph::DivOp, graph::NegOp,
+             graph::GeluOp, graph::SigmoidOp, graph::TanhOp, graph::ReluOp,
+             graph::ExpOp, graph::ErfOp, graph::PowOp>(op);
+}
+
+/// Where `gemm`'s output goes: the GEMMs whose contraction it reaches
+/// (through ops that carry a split), or the op that stops it (a norm, the
+/// loss, the module's boundary output). Residual outputs are fine: the
+/// backward reads them split.
+LogicalResult pairedGemms(graph::MatMulOp gemm,
+                          const llvm::DenseSet<Operation *> &weightGemms,
+                          unsigned numBoundaryOut,
+                          llvm::SetVector<Operation *> &rows,
+                          Operation *&blocker) {
+  SmallVector<Value> work{gemm.getResult()};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<func::ReturnOp>(user)) {
+        if (use.getOperandNumber() < numBoundaryOut) {
+          blocker = user;
+          return failure();
+        }
+        continue;
+      }
+      if (weightGemms.contains(user) && use.getOperandNumber() == 0) {
+        rows.insert(user);
+        continue;
+      }
+      if (!carriesSplit(user)) {
+        blocker = user;
+        return failure();
+      }
+      for (Value r : user->getResults())
+        work.push_back(r);
+    }
+  }
+  return success();
+}
+
+shard::Sharding splitOn(MLIRContext *ctx, int64_t dim) {
+  SmallVector<shard::GridAxesAttr> axes(size_t(dim + 1),
+                                        shard::GridAxesAttr::get(ctx, {}));
+  axes.back() = shard::GridAxesAttr::get(ctx, {0});
+  return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid), axes);
+}
+
+shard::Sharding replicated(MLIRContext *ctx) {
+  return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid),
+                              {shard::GridAxesAttr::get(ctx, {})});
+}
+
+bool isSplit(const shard::Sharding &s) {
+  return llvm::any_of(s.getSplitAxes(), [](shard::GridAxesAttr a) {
+    return !a.asArrayRef().empty();
+  });
+}
+
+/// Pins argument `arg` to `sharding`: its readers read the annotation. An
+/// unread argument is annotated for its (no) users, which upstream's
+/// shard-partition needs to size it.
+void annotateArg(OpBuilder &b, BlockArgument arg,
+                 const shard::Sharding &sharding) {
+  Location loc = arg.getLoc();
+  Value s = shard::ShardingOp::create(b, loc, sharding);
+  if (arg.use_empty()) {
+    shard::ShardOp::create(b, loc, arg, s, /*annotate_for_users=*/true);
+    return;
+  }
+  auto pinned = shard::ShardOp::create(b, loc, arg, s);
+  arg.replaceAllUsesExcept(pinned.getResult(), pinned);
+}
+
+/// Result `i` of `ret` returned with `sharding`: partition inserts the
+/// collective that makes its value so (a partial sum all-reduced).
+void annotateResult(OpBuilder &b, func::ReturnOp ret, unsigned i,
+                    const shard::Sharding &sharding) {
+  b.setInsertionPoint(ret);
+  Value v = ret.getOperand(i);
+  Value s = shard::ShardingOp::create(b, ret.getLoc(), sharding);
+  auto use = shard::ShardOp::create(b, ret.getLoc(), v, s,
+                                    /*annotate_for_users=*/true);
+  ret.setOperand(i, use.getResult());
+}
+
+/// The sharding propagation chose for `v`: its annotation, or that of
+/// the annotation its readers read; replicated when it has none.
+shard::Sharding shardingOf(Value v) {
+  if (auto def = v.getDefiningOp<shard::ShardOp>())
+    return shard::Sharding(def.getSharding());
+  for (Operation *user : v.getUsers())
+    if (auto ann = dyn_cast<shard::ShardOp>(user))
+      return shard::Sharding(ann.getSharding());
+  return replicated(v.getContext());
+}
+
+struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
+  using DistTpPlanBase::DistTpPlanBase;
+
+  void runOnOperation() override {
+    if (tp <= 1)
+      return;
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    if (!module.lookupSymbol(kGrid)) {
+      OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+      shard::GridOp::create(b, module.getLoc(), kGrid,
+                            ArrayRef<int64_t>{int64_t(tp)});
+    }
+    for (auto &[k, pair] : dist::moduleFunctions(module)) {
+      auto [fwd, bwd] = pair;
+      if (!fwd || !bwd) {
+        module.emitError("dist-tp-plan: module ")
+            << k << " has no forward/backward pair (run dist-outline-modules "
+            << "first)";
+        return signalPassFailure();
+      }
+      if (failed(planModule(ctx, fwd, bwd)))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult planModule(MLIRContext *ctx, func::FuncOp fwd,
+                           func::FuncOp bwd) {
+    auto outlined = fwd->getAttrOfType<DictionaryAttr>(
+        dist::DistDialect::kOutlinedAttr);
+    auto numOutAttr =
+        outlined ? outlined.getAs<IntegerAttr>("num_out") : IntegerAttr();
+    if (!numOutAttr)
+      return fwd.emitError("dist-tp-plan: no dist.outlined num_out");
+    unsigned numOut = unsigned(numOutAttr.getInt());
+
+    // The GEMMs with a trainable right operand, then the column/row pairs.
+    std::map<Operation *, WeightUse> weights;
+    llvm::DenseSet<Operation *> weightGemms;
+    fwd.walk([&](graph::MatMulOp mm) {
+      if (std::optional<WeightUse> w = weightOf(mm, fwd)) {
+        weights.emplace(mm, *w);
+        weightGemms.insert(mm);
+      }
+    });
+    llvm::SetVector<Operation *> columns, rows;
+    for (auto &[gemm, use] : weights) {
+      llvm::SetVector<Operation *> reached;
+      Operation *blocker = nullptr;
+      if (succeeded(pairedGemms(cast<graph::MatMulOp>(gemm), weightGemms,
+                                numOut, reached, blocker)) &&
+          !reached.empty()) {
+        columns.insert(gemm);
+        rows.insert(reached.begin(), reached.end());
+      }
+    }
+    // A GEMM both reached and reaching (a chain of three) stays a row:
+    // its input is split; its own output is then whole.
+    columns.remove_if([&](Operation *g) { return rows.contains(g); });
+
+    // Seeds: a column GEMM's weight split on its output dim, a row GEMM's
+    // on its input dim. A weight read by GEMMs of both kinds is refused.
+    std::map<unsigned, shard::Sharding> seeds;
+    auto seed = [&](Operation *gemm, bool column) -> LogicalResult {
+      const WeightUse &w = weights.at(gemm);
+      int64_t dim = column ? w.outDim : 1 - w.outDim;
+      shard::Sharding s = splitOn(ctx, dim);
+      auto [it, fresh] = seeds.emplace(w.arg.getArgNumber(), s);
+      if (!fresh && !(it->second == s))
+        return gemm->emitError("dist-tp-plan: weight '")
+               << argString(fwd, w.arg.getArgNumber(), "graph.name")
+               << "' is read by a column- and a row-parallel GEMM; keep "
+                  "this layer replicated";
+      return success();
+    };
+    for (Operation *g : columns)
+      if (failed(seed(g, true)))
+        return failure();
+    for (Operation *g : rows)
+      if (failed(seed(g, false)))
+        return failure();
+
+    // The forward: seeds pinned, the boundary outputs whole, then
+    // propagation; its residuals keep what propagation chose.
+    OpBuilder b = OpBuilder::atBlockBegin(&fwd.getBody().front());
+    for (BlockArgument arg : fwd.getArguments()) {
+      auto it = seeds.find(arg.getArgNumber());
+      if (it != seeds.end())
+        annotateArg(b, arg, it->second);
+      else if (arg.use_empty())
+        annotateArg(b, arg, replicated(ctx));
+    }
+    // Propagated from the seeds forward first: a boundary output pinned
+    // whole beforehand would pull the whole layer back to replicated.
+    if (failed(propagate(fwd)))
+      return failure();
+    auto fwdRet = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
+    for (unsigned i = 0; i < numOut; ++i)
+      annotateResult(b, fwdRet, i, replicated(ctx));
+    std::map<std::string, shard::Sharding> named;
+    for (BlockArgument arg : fwd.getArguments())
+      named.emplace(argString(fwd, arg.getArgNumber(), "graph.name").str(),
+                    shardingOf(arg));
+    auto outNames = fwd->getAttrOfType<ArrayAttr>("graph.output_names");
+    if (!outNames || outNames.size() != fwdRet.getNumOperands())
+      return fwd.emitError("dist-tp-plan: no graph.output_names");
+    for (unsigned i = numOut; i < fwdRet.getNumOperands(); ++i) {
+      Value v = fwdRet.getOperand(i);
+      shard::Sharding s = shardingOf(v);
+      named.emplace(cast<StringAttr>(outNames[i]).str(), s);
+      // Every returned value annotated for the return, as partition needs.
+      if (!v.getDefiningOp<shard::ShardOp>() ||
+          !v.getDefiningOp<shard::ShardOp>().getAnnotateForUsers())
+        annotateResult(b, fwdRet, i, s);
+    }
+
+    // The backward: the same weights, the residuals as returned, the
+    // rest (boundary values, cotangents, inputs) whole; each weight's
+    // gradient as its weight, the boundary gradients whole.
+    b.setInsertionPointToStart(&bwd.getBody().front());
+    for (BlockArgument arg : bwd.getArguments()) {
+      auto it = named.find(
+          argString(bwd, arg.getArgNumber(), "graph.name").str());
+      StringRef kind = argString(bwd, arg.getArgNumber(), "graph.kind");
+      bool keep = it != named.end() &&
+                  (kind == "trainable" || kind == "residual");
+      annotateArg(b, arg, keep ? it->second : replicated(ctx));
+    }
+    auto bwdRet = cast<func::ReturnOp>(bwd.getBody().front().getTerminator());
+    auto gradNames = bwd->getAttrOfType<ArrayAttr>("graph.output_names");
+    if (!gradNames || gradNames.size() != bwdRet.getNumOperands())
+      return bwd.emitError("dist-tp-plan: no graph.output_names");
+    for (unsigned i = 0; i < bwdRet.getNumOperands(); ++i) {
+      StringRef name = cast<StringAttr>(gradNames[i]).getValue();
+      auto it = name.consume_front("grad:") ? named.find(name.str())
+                                            : named.end();
+      annotateResult(b, bwdRet, i,
+                     it != named.end() ? it->second : replicated(ctx));
+    }
+    if (failed(propagate(bwd)))
+      return failure();
+    numSplit += llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
+    return success();
+  }
+
+  LogicalResult propagate(func::FuncOp f) {
+    OpPassManager pm(func::FuncOp::getOperationName());
+    pm.addPass(shard::createShardingPropagation());
+    return runPipeline(pm, f);
+  }
+};
+
+} // namespace
