@@ -178,6 +178,107 @@ shard::Sharding shardingOf(Value v) {
   return replicated(v.getContext());
 }
 
+/// Completes what propagation left unannotated (ops it does not visit,
+/// such as an embedding's gather with nothing split around it; arguments
+/// read by several annotations) in partition's form: each argument pinned
+/// once, each result read through its own annotation, each operand
+/// through one for its reader, as what its readers or producer already
+/// say, else replicated.
+void completeAnnotations(func::FuncOp f) {
+  MLIRContext *ctx = f.getContext();
+  OpBuilder b(ctx);
+  auto tensor = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() > 0;
+  };
+  auto pinned = [](Value v) {
+    auto ann = v.hasOneUse() ? dyn_cast<shard::ShardOp>(*v.getUsers().begin())
+                             : shard::ShardOp();
+    return ann && !ann.getAnnotateForUsers();
+  };
+  b.setInsertionPointToStart(&f.getBody().front());
+  for (BlockArgument arg : f.getArguments()) {
+    if (!tensor(arg) ||
+        (arg.hasOneUse() && isa<shard::ShardOp>(*arg.getUsers().begin())))
+      continue;
+    Value s = shard::ShardingOp::create(b, arg.getLoc(), shardingOf(arg));
+    auto pin = shard::ShardOp::create(b, arg.getLoc(), arg, s);
+    arg.replaceAllUsesExcept(pin.getResult(), pin);
+  }
+  SmallVector<Operation *> ops;
+  f.walk([&](Operation *op) {
+    if (!isa<shard::ShardOp, shard::ShardingOp, func::FuncOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    for (OpResult r : op->getResults()) {
+      if (!tensor(r) || pinned(r) || op->hasTrait<OpTrait::ConstantLike>())
+        continue;
+      b.setInsertionPointAfter(op);
+      Value s = shard::ShardingOp::create(b, op->getLoc(), shardingOf(r));
+      auto pin = shard::ShardOp::create(b, op->getLoc(), r, s);
+      r.replaceAllUsesExcept(pin.getResult(), pin);
+    }
+    for (OpOperand &use : op->getOpOperands()) {
+      auto ann = use.get().getDefiningOp<shard::ShardOp>();
+      if (!tensor(use.get()) || (ann && ann.getAnnotateForUsers()))
+        continue;
+      b.setInsertionPoint(op);
+      shard::Sharding sh = ann ? shard::Sharding(ann.getSharding())
+                               : replicated(ctx);
+      Value s = shard::ShardingOp::create(b, op->getLoc(), sh);
+      auto read = shard::ShardOp::create(b, op->getLoc(), use.get(), s,
+                                         /*annotate_for_users=*/true);
+      use.set(read.getResult());
+    }
+  }
+}
+
+/// What upstream's shard-partition (MLIR 22) needs and does not check (it
+/// crashes instead): every tensor argument read by exactly one
+/// `shard.shard`, every tensor operand of an op an annotation for its
+/// users, every tensor result read only by its own annotation. Checked
+/// here so that a plan partition cannot take is an error naming the op.
+LogicalResult checkPartitionable(func::FuncOp f) {
+  auto tensor = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() > 0;
+  };
+  for (BlockArgument arg : f.getArguments())
+    if (tensor(arg) && (!arg.hasOneUse() || !isa<shard::ShardOp>(
+                                                 *arg.getUsers().begin())))
+      return f.emitError("dist-tp-plan: argument ")
+             << arg.getArgNumber()
+             << " is not read through exactly one sharding annotation";
+  WalkResult walk = f.walk([&](Operation *op) {
+    if (isa<shard::ShardOp, shard::ShardingOp, func::FuncOp>(op) ||
+        op->hasTrait<OpTrait::ConstantLike>())
+      return WalkResult::advance();
+    for (OpOperand &use : op->getOpOperands()) {
+      auto ann = use.get().getDefiningOp<shard::ShardOp>();
+      if (tensor(use.get()) && (!ann || !ann.getAnnotateForUsers())) {
+        op->emitError("dist-tp-plan: operand ")
+            << use.getOperandNumber() << " has no sharding for its users";
+        return WalkResult::interrupt();
+      }
+    }
+    for (OpResult r : op->getResults()) {
+      if (!tensor(r))
+        continue;
+      auto ann = r.hasOneUse()
+                     ? dyn_cast<shard::ShardOp>(*r.getUsers().begin())
+                     : shard::ShardOp();
+      if (!ann || ann.getAnnotateForUsers()) {
+        op->emitError("dist-tp-plan: result ")
+            << r.getResultNumber() << " is not read through its own sharding";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
   using DistTpPlanBase::DistTpPlanBase;
 
@@ -306,6 +407,10 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
                   (kind == "trainable" || kind == "residual");
       annotateArg(b, arg, keep ? it->second : replicated(ctx));
     }
+    // Propagated from the pinned arguments alone, as the forward: results
+    // pinned beforehand would pull it back to replicated.
+    if (failed(propagate(bwd)))
+      return failure();
     auto bwdRet = cast<func::ReturnOp>(bwd.getBody().front().getTerminator());
     auto gradNames = bwd->getAttrOfType<ArrayAttr>("graph.output_names");
     if (!gradNames || gradNames.size() != bwdRet.getNumOperands())
@@ -317,15 +422,49 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       annotateResult(b, bwdRet, i,
                      it != named.end() ? it->second : replicated(ctx));
     }
-    if (failed(propagate(bwd)))
+    completeAnnotations(fwd);
+    completeAnnotations(bwd);
+    if (failed(checkPartitionable(fwd)) || failed(checkPartitionable(bwd)))
       return failure();
     numSplit += llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
     return success();
   }
 
   LogicalResult propagate(func::FuncOp f) {
+    // Scalars pinned whole on the grid first: upstream's forward traversal
+    // would otherwise annotate them without one.
+    OpBuilder b(f.getContext());
+    auto pinScalar = [&](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!t || t.getRank() != 0 ||
+          llvm::any_of(v.getUsers(),
+                       [](Operation *u) { return isa<shard::ShardOp>(u); }))
+        return;
+      Value s = shard::ShardingOp::create(
+          b, v.getLoc(),
+          shard::Sharding::get(FlatSymbolRefAttr::get(f.getContext(), kGrid),
+                               {}));
+      auto pin = shard::ShardOp::create(b, v.getLoc(), v, s);
+      v.replaceAllUsesExcept(pin.getResult(), pin);
+    };
+    b.setInsertionPointToStart(&f.getBody().front());
+    for (BlockArgument arg : f.getArguments())
+      pinScalar(arg);
+    f.walk([&](Operation *op) {
+      if (isa<shard::ShardOp, shard::ShardingOp>(op))
+        return;
+      b.setInsertionPointAfter(op);
+      for (Value r : op->getResults())
+        pinScalar(r);
+    });
+    // Forward only: every choice follows from the pinned arguments (the
+    // seeds, the forward's residuals); upstream's default (backward first)
+    // makes a consumer that reads a value whole (a norm's backward) pull
+    // the GEMM before it whole instead of summing its partial products.
     OpPassManager pm(func::FuncOp::getOperationName());
-    pm.addPass(shard::createShardingPropagation());
+    shard::ShardingPropagationOptions options;
+    options.traversal = shard::TraversalOrder::Forward;
+    pm.addPass(shard::createShardingPropagation(options));
     return runPipeline(pm, f);
   }
 };
