@@ -14,6 +14,8 @@
 #include "lamina/Runtime/Kernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -174,7 +176,11 @@ std::string lamina::eval::loadInitializers(ModuleOp module, StringRef modelPath,
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
     auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-    if (!kind || !name || kind.getValue() == graph::kKindInput)
+    // Initializers only: not inputs, nor an outlined module's boundary
+    // values, residuals and cotangents.
+    if (!kind || !name ||
+        (kind.getValue() != graph::kKindTrainable &&
+         kind.getValue() != graph::kKindConstant))
       continue;
     auto it = inits.find(name.getValue());
     if (it == inits.end())
@@ -463,18 +469,50 @@ struct Runner {
 };
 } // namespace
 
-std::string
-lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> &args,
-                       std::vector<std::pair<std::string, HostTensor>> &outputs,
-                       StringRef functionName) {
-  func::FuncOp func = findFunction(module, functionName);
-  if (!func)
-    return "no function @" + functionName.str() + " in the module";
-  if (!func.getBody().hasOneBlock())
-    return "@" + func.getName().str() + " must have one block";
-  Block &body = func.getBody().front();
-  llvm::DenseMap<Value, const HostTensor *> env;
-  for (BlockArgument arg : body.getArguments()) {
+/// Runs `op` (not a return) on the values in `env`, whose results it adds
+/// (owned by `owned`); "" or what failed.
+static std::string
+runOp(Operation &op, llvm::DenseMap<Value, const HostTensor *> &env,
+      llvm::DenseMap<Value, std::unique_ptr<HostTensor>> &owned) {
+  if (op.getNumResults() == 0)
+    return "cannot evaluate " + where(&op) + ": an op without results";
+  std::vector<std::unique_ptr<HostTensor>> results;
+  if (auto c = dyn_cast<graph::ConstantOp>(op)) {
+    results.push_back(std::make_unique<HostTensor>());
+    if (std::string err = fromElementsAttr(c.getValue(), *results.back());
+        !err.empty())
+      return "at " + where(&op) + ": " + err;
+  } else {
+    std::vector<rt::Tensor> views;
+    for (Value r : op.getResults()) {
+      results.push_back(std::make_unique<HostTensor>());
+      if (std::string err = allocFor(r.getType(), *results.back());
+          !err.empty())
+        return "at " + where(&op) + ": " + err;
+      views.push_back(results.back()->view());
+    }
+    for (Value v : op.getOperands())
+      if (!env.count(v))
+        return "at " + where(&op) + ": operand has no value";
+    Runner runner{&op, env, std::move(views)};
+    std::optional<rt::Status> status = runner.run();
+    if (!status)
+      return "no kernel for " + where(&op);
+    if (!status->ok())
+      return "at " + where(&op) + ": " + status->message();
+  }
+  for (auto [r, result] : llvm::zip_equal(op.getResults(), results)) {
+    env[r] = result.get();
+    owned[r] = std::move(result);
+  }
+  return "";
+}
+
+/// Binds `func`'s arguments by their graph.name to `args` in `env`.
+static std::string bindArgs(func::FuncOp func,
+                            const std::map<std::string, HostTensor> &args,
+                            llvm::DenseMap<Value, const HostTensor *> &env) {
+  for (BlockArgument arg : func.getBody().front().getArguments()) {
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   graph::kNameAttr);
     if (!name)
@@ -488,6 +526,46 @@ lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> 
              describe(arg.getType()) + ", got " + describe(it->second);
     env[arg] = &it->second;
   }
+  return "";
+}
+
+/// The return's values, named by graph.output_names (else output_<i>).
+static void collectOutputs(
+    func::FuncOp func, func::ReturnOp ret,
+    const llvm::DenseMap<Value, const HostTensor *> &env,
+    std::vector<std::pair<std::string, HostTensor>> &outputs) {
+  auto names = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    std::string name = "output_" + std::to_string(i);
+    if (names && i < names.size())
+      if (auto s = dyn_cast<StringAttr>(names[i]))
+        name = s.getValue().str();
+    outputs.emplace_back(name, *env.lookup(v));
+  }
+}
+
+static std::string checkedFunction(ModuleOp module, StringRef functionName,
+                                   func::FuncOp &func) {
+  func = findFunction(module, functionName);
+  if (!func)
+    return "no function @" + functionName.str() + " in the module";
+  if (!func.getBody().hasOneBlock())
+    return "@" + func.getName().str() + " must have one block";
+  return "";
+}
+
+std::string
+lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> &args,
+                       std::vector<std::pair<std::string, HostTensor>> &outputs,
+                       StringRef functionName) {
+  func::FuncOp func;
+  if (std::string err = checkedFunction(module, functionName, func);
+      !err.empty())
+    return err;
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Value, const HostTensor *> env;
+  if (std::string err = bindArgs(func, args, env); !err.empty())
+    return err;
 
   // The last op using each value, so its buffer can go after that op.
   llvm::DenseMap<Operation *, llvm::SmallVector<Value, 2>> dies;
@@ -504,47 +582,11 @@ lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> 
 
   for (Operation &op : body) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      auto names = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
-      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-        std::string name = "output_" + std::to_string(i);
-        if (names && i < names.size())
-          if (auto s = dyn_cast<StringAttr>(names[i]))
-            name = s.getValue().str();
-        outputs.emplace_back(name, *env.lookup(v));
-      }
+      collectOutputs(func, ret, env, outputs);
       return "";
     }
-    if (op.getNumResults() == 0)
-      return "cannot evaluate " + where(&op) + ": an op without results";
-    std::vector<std::unique_ptr<HostTensor>> results;
-    if (auto c = dyn_cast<graph::ConstantOp>(op)) {
-      results.push_back(std::make_unique<HostTensor>());
-      if (std::string err = fromElementsAttr(c.getValue(), *results.back());
-          !err.empty())
-        return "at " + where(&op) + ": " + err;
-    } else {
-      std::vector<rt::Tensor> views;
-      for (Value r : op.getResults()) {
-        results.push_back(std::make_unique<HostTensor>());
-        if (std::string err = allocFor(r.getType(), *results.back());
-            !err.empty())
-          return "at " + where(&op) + ": " + err;
-        views.push_back(results.back()->view());
-      }
-      for (Value v : op.getOperands())
-        if (!env.count(v))
-          return "at " + where(&op) + ": operand has no value";
-      Runner runner{&op, env, std::move(views)};
-      std::optional<rt::Status> status = runner.run();
-      if (!status)
-        return "no kernel for " + where(&op);
-      if (!status->ok())
-        return "at " + where(&op) + ": " + status->message();
-    }
-    for (auto [r, result] : llvm::zip_equal(op.getResults(), results)) {
-      env[r] = result.get();
-      owned[r] = std::move(result);
-    }
+    if (std::string err = runOp(op, env, owned); !err.empty())
+      return err;
     auto it = dies.find(&op);
     if (it != dies.end())
       for (Value v : it->second)
@@ -553,6 +595,124 @@ lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> 
           env.erase(v);
           owned.erase(v);
         }
+  }
+  return "@" + func.getName().str() + " has no return";
+}
+
+/// Rank r's slice `r` of `whole` along `axis` into `ranks` equal parts.
+static HostTensor sliceAxis(const HostTensor &whole, int64_t axis,
+                            int64_t ranks, int64_t r) {
+  std::vector<int64_t> shape = whole.shape;
+  shape[size_t(axis)] /= ranks;
+  HostTensor part(whole.dtype, shape);
+  int64_t outer = 1, inner = int64_t(rt::dtypeSize(whole.dtype));
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= whole.shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t chunk = shape[size_t(axis)] * inner;
+  auto *src = static_cast<const char *>(whole.data());
+  auto *dst = static_cast<char *>(part.data());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * chunk,
+                src + (o * ranks + r) * chunk, size_t(chunk));
+  return part;
+}
+
+/// The parts of every rank joined along `axis`.
+static HostTensor joinAxis(const std::vector<const HostTensor *> &parts,
+                           int64_t axis) {
+  std::vector<int64_t> shape = parts[0]->shape;
+  int64_t ranks = int64_t(parts.size());
+  shape[size_t(axis)] *= ranks;
+  HostTensor whole(parts[0]->dtype, shape);
+  int64_t outer = 1, inner = int64_t(rt::dtypeSize(whole.dtype));
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t chunk = parts[0]->shape[size_t(axis)] * inner;
+  auto *dst = static_cast<char *>(whole.data());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < ranks; ++r)
+      std::memcpy(dst + (o * ranks + r) * chunk,
+                  static_cast<const char *>(parts[size_t(r)]->data()) +
+                      o * chunk,
+                  size_t(chunk));
+  return whole;
+}
+
+HostTensor lamina::eval::shardOf(const HostTensor &whole,
+                                 ArrayRef<int64_t> splitDims, int64_t ranks,
+                                 int64_t rank) {
+  HostTensor t = whole;
+  for (int64_t dim : splitDims)
+    t = sliceAxis(t, dim, ranks, rank);
+  return t;
+}
+
+std::string lamina::eval::evaluateSpmd(
+    ModuleOp module, const std::vector<std::map<std::string, HostTensor>> &args,
+    std::vector<std::vector<std::pair<std::string, HostTensor>>> &outputs,
+    StringRef functionName) {
+  func::FuncOp func;
+  if (std::string err = checkedFunction(module, functionName, func);
+      !err.empty())
+    return err;
+  size_t ranks = args.size();
+  std::vector<llvm::DenseMap<Value, const HostTensor *>> env(ranks);
+  std::vector<llvm::DenseMap<Value, std::unique_ptr<HostTensor>>> owned(ranks);
+  for (size_t r = 0; r < ranks; ++r)
+    if (std::string err = bindArgs(func, args[r], env[r]); !err.empty())
+      return "rank " + std::to_string(r) + ": " + err;
+  outputs.assign(ranks, {});
+  // One grid axis, every rank of it: what shard-partition writes for a
+  // one-dimensional grid of `ranks`.
+  auto collective = [&](Operation &op) -> std::string {
+    Value in = op.getOperand(0), out = op.getResult(0);
+    std::vector<const HostTensor *> parts;
+    for (size_t r = 0; r < ranks; ++r)
+      parts.push_back(env[r].lookup(in));
+    for (size_t r = 0; r < ranks; ++r) {
+      auto result = std::make_unique<HostTensor>();
+      if (auto sum = dyn_cast<shard::AllReduceOp>(op)) {
+        if (sum.getReduction() != shard::ReductionKind::Sum ||
+            parts[0]->dtype != rt::DType::F32)
+          return "at " + where(&op) + ": only f32 sums are evaluated";
+        *result = *parts[0];
+        auto *acc = static_cast<float *>(result->data());
+        for (size_t q = 1; q < ranks; ++q)
+          for (int64_t i = 0; i < result->numElements(); ++i)
+            acc[i] += static_cast<const float *>(parts[q]->data())[i];
+      } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
+        *result = joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
+      } else if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
+        *result = sliceAxis(*parts[r],
+                            int64_t(slice.getSliceAxis().getZExtValue()),
+                            int64_t(ranks), int64_t(r));
+      } else {
+        *result = *parts[r]; // tensor.cast
+      }
+      env[r][out] = result.get();
+      owned[r][out] = std::move(result);
+    }
+    return "";
+  };
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (size_t r = 0; r < ranks; ++r)
+        collectOutputs(func, ret, env[r], outputs[r]);
+      return "";
+    }
+    if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::AllSliceOp,
+            tensor::CastOp>(op)) {
+      if (std::string err = collective(op); !err.empty())
+        return err;
+      continue;
+    }
+    for (size_t r = 0; r < ranks; ++r)
+      if (std::string err = runOp(op, env[r], owned[r]); !err.empty())
+        return "rank " + std::to_string(r) + ": " + err;
   }
   return "@" + func.getName().str() + " has no return";
 }

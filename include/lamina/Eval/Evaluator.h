@@ -83,6 +83,22 @@ std::string writeNpy(llvm::StringRef path, const HostTensor &t);
 std::string readTensorProto(mlir::MLIRContext *context, llvm::StringRef path,
                             HostTensor &out, std::string &name);
 
+/// Runs @functionName in its SPMD form (upstream's shard-partition over a
+/// one-dimensional grid) on `args.size()` ranks in lockstep: each rank's
+/// ops on its own values, and at each `shard.all_reduce` (a sum),
+/// `shard.all_gather` or `shard.all_slice` every rank's value combined
+/// as the collective would. The tensor-parallel check's reference
+/// (test/lib/Eval/TpCheck.cpp): one process, no communicator.
+std::string evaluateSpmd(
+    mlir::ModuleOp module,
+    const std::vector<std::map<std::string, HostTensor>> &args,
+    std::vector<std::vector<std::pair<std::string, HostTensor>>> &outputs,
+    llvm::StringRef functionName);
+/// Rank `rank`'s block of `whole` split evenly over `ranks` on each of
+/// `splitDims` in turn.
+HostTensor shardOf(const HostTensor &whole, llvm::ArrayRef<int64_t> splitDims,
+                   int64_t ranks, int64_t rank);
+
 } // namespace lamina::eval
 
 #endif // LAMINA_EVAL_EVALUATOR_H
