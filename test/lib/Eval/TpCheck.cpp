@@ -4,9 +4,9 @@
 // `lamina compile --compile-to train` wrote for a pipeline (the outlined
 // forward and backward of every module). Each module's pair is evaluated
 // whole (the reference evaluator on the host kernels) and, after
-// dist-tp-plan and upstream's shard-partition, in its SPMD form on T ranks
-// in lockstep (lamina::eval::evaluateSpmd: the collectives combine the
-// ranks' values as they would over a communicator). The weights are the
+// dist-tp-plan, upstream's shard-partition and dist-tp-combine-sums, in
+// its SPMD form on T ranks in lockstep (lamina::eval::evaluateSpmd: the
+// collectives combine the ranks' values as a communicator would). The weights are the
 // model's; the boundary values, token ids and the cotangents are drawn
 // from a seeded generator; each rank's backward reads the residuals its
 // own forward returned, as in a run. Every output of every rank must equal
@@ -175,6 +175,7 @@ int main(int argc, char **argv) {
     layouts[f.getSymName().str()] = layoutOf(f);
   PassManager partition(&ctx);
   partition.addNestedPass<func::FuncOp>(shard::createPartition());
+  partition.addNestedPass<func::FuncOp>(dist::createDistTpCombineSums());
   if (failed(partition.run(*spmd)))
     return 1;
 

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -26,6 +27,7 @@
 
 namespace lamina::dist {
 #define GEN_PASS_DEF_DISTTPPLAN
+#define GEN_PASS_DEF_DISTTPCOMBINESUMS
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
 } // namespace lamina::dist
 
@@ -466,6 +468,41 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     options.traversal = shard::TraversalOrder::Forward;
     pm.addPass(shard::createShardingPropagation(options));
     return runPipeline(pm, f);
+  }
+};
+
+/// add(all_reduce(a), all_reduce(b)) -> all_reduce(add(a, b)).
+struct CombineSums : OpRewritePattern<graph::AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(graph::AddOp add,
+                                PatternRewriter &rewriter) const override {
+    auto a = add.getLhs().getDefiningOp<shard::AllReduceOp>();
+    auto b = add.getRhs().getDefiningOp<shard::AllReduceOp>();
+    if (!a || !b || a == b || !a->hasOneUse() || !b->hasOneUse() ||
+        a.getGrid() != b.getGrid() || a.getGridAxes() != b.getGridAxes() ||
+        a.getReduction() != shard::ReductionKind::Sum ||
+        b.getReduction() != shard::ReductionKind::Sum ||
+        a.getInput().getType() != add.getType() ||
+        b.getInput().getType() != add.getType() ||
+        a.getType() != add.getType())
+      return failure();
+    Value sum = graph::AddOp::create(rewriter, add.getLoc(), add.getType(),
+                                     a.getInput(), b.getInput());
+    rewriter.replaceOpWithNewOp<shard::AllReduceOp>(
+        add, add.getType(), a.getGridAttr(), a.getGridAxesAttr(), sum,
+        a.getReductionAttr());
+    return success();
+  }
+};
+
+struct DistTpCombineSums
+    : dist::impl::DistTpCombineSumsBase<DistTpCombineSums> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<CombineSums>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 

@@ -480,4 +480,28 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
   ];
 }
 
+def DistTpCombineSums : Pass<"dist-tp-combine-sums", "mlir::func::FuncOp"> {
+  let summary = "One all-reduce for a sum of all-reduced partial sums";
+  let description = [{
+    After `shard-partition`, a column-parallel group's input gradient is
+    the sum of its GEMMs' partial products, each all-reduced (attention's
+    q, k and v: three). The sum of all-reduces is the all-reduce of the
+    sum, so the rewrite pattern
+    `add(all_reduce(a), all_reduce(b)) -> all_reduce(add(a, b))` (same
+    grid, axes and sum, equal shapes, each all-reduce read only there),
+    applied by the greedy driver, leaves one all-reduce per group: the
+    backward's two per layer that Megatron-LM issues. Same values up to the
+    order of the additions.
+
+    ```mlir
+    %0 = shard.all_reduce %a on @tp grid_axes = [0] : ...
+    %1 = shard.all_reduce %b on @tp grid_axes = [0] : ...
+    %2 = graph.add %0, %1 : ...
+    // becomes
+    %0 = graph.add %a, %b : ...
+    %1 = shard.all_reduce %0 on @tp grid_axes = [0] : ...
+    ```
+  }];
+}
+
 #endif
