@@ -13,6 +13,7 @@
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Runtime/Kernels.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -23,6 +24,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -675,15 +677,21 @@ std::string lamina::eval::evaluateSpmd(
       parts.push_back(env[r].lookup(in));
     for (size_t r = 0; r < ranks; ++r) {
       auto result = std::make_unique<HostTensor>();
-      if (auto sum = dyn_cast<shard::AllReduceOp>(op)) {
-        if (sum.getReduction() != shard::ReductionKind::Sum ||
+      if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
+        shard::ReductionKind kind = reduce.getReduction();
+        if ((kind != shard::ReductionKind::Sum &&
+             kind != shard::ReductionKind::Max) ||
             parts[0]->dtype != rt::DType::F32)
-          return "at " + where(&op) + ": only f32 sums are evaluated";
+          return "at " + where(&op) + ": only f32 sums and maxima are "
+                 "evaluated";
         *result = *parts[0];
         auto *acc = static_cast<float *>(result->data());
         for (size_t q = 1; q < ranks; ++q)
-          for (int64_t i = 0; i < result->numElements(); ++i)
-            acc[i] += static_cast<const float *>(parts[q]->data())[i];
+          for (int64_t i = 0; i < result->numElements(); ++i) {
+            float x = static_cast<const float *>(parts[q]->data())[i];
+            acc[i] = kind == shard::ReductionKind::Sum ? acc[i] + x
+                                                       : std::max(acc[i], x);
+          }
       } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
         *result = joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
       } else if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
@@ -703,6 +711,22 @@ std::string lamina::eval::evaluateSpmd(
       for (size_t r = 0; r < ranks; ++r)
         collectOutputs(func, ret, env[r], outputs[r]);
       return "";
+    }
+    // The rank's index, as a 0-d i64 through its casts.
+    if (isa<shard::ProcessLinearIndexOp, arith::IndexCastOp,
+            tensor::FromElementsOp>(op)) {
+      for (size_t r = 0; r < ranks; ++r) {
+        auto index = std::make_unique<HostTensor>(rt::DType::I64,
+                                                  std::vector<int64_t>{});
+        *static_cast<int64_t *>(index->data()) =
+            isa<shard::ProcessLinearIndexOp>(op)
+                ? int64_t(r)
+                : *static_cast<const int64_t *>(
+                      env[r].lookup(op.getOperand(0))->data());
+        env[r][op.getResult(0)] = index.get();
+        owned[r][op.getResult(0)] = std::move(index);
+      }
+      continue;
     }
     if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::AllSliceOp,
             tensor::CastOp>(op)) {

@@ -23,6 +23,7 @@
 #include "lamina/Dialect/Graph/Transforms/ShardingInterfaceImpl.h"
 #include "lamina/Eval/Evaluator.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -156,6 +157,7 @@ int main(int argc, char **argv) {
                                           "process, numerically\n");
   DialectRegistry registry;
   registry.insert<dist::DistDialect, graph::GraphDialect, func::FuncDialect,
+                  arith::ArithDialect,
                   shard::ShardDialect, tensor::TensorDialect>();
   graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext ctx(registry);
@@ -235,12 +237,16 @@ int main(int argc, char **argv) {
         return false;
       }
       double err = 0;
+      std::string worst;
       for (int64_t r = 0; r < ranks; ++r) {
-        for (auto [i, o] : llvm::enumerate(expected))
-          err = std::max(err, relErr(got[size_t(r)][i].second,
-                                     eval::shardOf(o.second,
-                                                   layout.results[i], ranks,
-                                                   r)));
+        for (auto [i, o] : llvm::enumerate(expected)) {
+          double e = relErr(got[size_t(r)][i].second,
+                            eval::shardOf(o.second, layout.results[i], ranks,
+                                          r));
+          if (e > err)
+            worst = o.first;
+          err = std::max(err, e);
+        }
         rankOut[size_t(r)][name] = got[size_t(r)];
       }
       out[name] = expected;
@@ -252,7 +258,10 @@ int main(int argc, char **argv) {
                    << " ranks, all-reduces "
                    << countOps(spmdFn, "shard.all_reduce") << ", all-gathers "
                    << countOps(spmdFn, "shard.all_gather") << ", rel err "
-                   << llvm::format("%.1e", err) << "\n";
+                   << llvm::format("%.1e", err);
+      if (err > rtol)
+        llvm::outs() << " (largest in " << worst << ")";
+      llvm::outs() << "\n";
       return true;
     };
     if (!run(fwd, args))

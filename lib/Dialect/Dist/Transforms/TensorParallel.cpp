@@ -92,7 +92,7 @@ bool carriesSplit(Operation *op) {
 LogicalResult pairedGemms(graph::MatMulOp gemm,
                           const llvm::DenseSet<Operation *> &weightGemms,
                           unsigned numBoundaryOut,
-                          llvm::SetVector<Operation *> &rows,
+                          llvm::SetVector<Operation *> &rows, bool &toLoss,
                           Operation *&blocker) {
   SmallVector<Value> work{gemm.getResult()};
   llvm::DenseSet<Value> seen;
@@ -111,6 +111,12 @@ LogicalResult pairedGemms(graph::MatMulOp gemm,
       }
       if (weightGemms.contains(user) && use.getOperandNumber() == 0) {
         rows.insert(user);
+        continue;
+      }
+      // The LM head's logits: the cross-entropy splits over the vocabulary.
+      if (isa<graph::SoftmaxCrossEntropyOp>(user) &&
+          use.getOperandNumber() == 0) {
+        toLoss = true;
         continue;
       }
       if (!carriesSplit(user)) {
@@ -330,9 +336,10 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     for (auto &[gemm, use] : weights) {
       llvm::SetVector<Operation *> reached;
       Operation *blocker = nullptr;
+      bool toLoss = false;
       if (succeeded(pairedGemms(cast<graph::MatMulOp>(gemm), weightGemms,
-                                numOut, reached, blocker)) &&
-          !reached.empty()) {
+                                numOut, reached, toLoss, blocker)) &&
+          (!reached.empty() || toLoss)) {
         columns.insert(gemm);
         rows.insert(reached.begin(), reached.end());
       }
@@ -362,6 +369,27 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     for (Operation *g : rows)
       if (failed(seed(g, false)))
         return failure();
+    // The embedding: a table's rows (the vocabulary) split, as the tied LM
+    // head's columns are.
+    WalkResult tables = fwd.walk([&](graph::GatherOp g) {
+      auto arg = dyn_cast<BlockArgument>(g.getData());
+      if (g.getAxis() != 0 || g.getPaddingIdx() || !arg ||
+          arg.getOwner() != &fwd.getBody().front() ||
+          argString(fwd, arg.getArgNumber(), "graph.kind") != "trainable" ||
+          cast<RankedTensorType>(arg.getType()).getRank() != 2)
+        return WalkResult::advance();
+      shard::Sharding s = splitOn(ctx, 0);
+      auto [it, fresh] = seeds.emplace(arg.getArgNumber(), s);
+      if (!fresh && !(it->second == s)) {
+        g->emitError("dist-tp-plan: embedding table '")
+            << argString(fwd, arg.getArgNumber(), "graph.name")
+            << "' is also read by a GEMM that splits it otherwise";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (tables.wasInterrupted())
+      return failure();
 
     // The forward: seeds pinned, the boundary outputs whole, then
     // propagation; its residuals keep what propagation chose.
@@ -409,10 +437,9 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
                   (kind == "trainable" || kind == "residual");
       annotateArg(b, arg, keep ? it->second : replicated(ctx));
     }
-    // Propagated from the pinned arguments alone, as the forward: results
-    // pinned beforehand would pull it back to replicated.
-    if (failed(propagate(bwd)))
-      return failure();
+    // Each gradient pinned as its weight before propagation: forward
+    // traversal derives every value from the pinned arguments and only
+    // reshards where a pinned result differs.
     auto bwdRet = cast<func::ReturnOp>(bwd.getBody().front().getTerminator());
     auto gradNames = bwd->getAttrOfType<ArrayAttr>("graph.output_names");
     if (!gradNames || gradNames.size() != bwdRet.getNumOperands())
@@ -424,6 +451,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       annotateResult(b, bwdRet, i,
                      it != named.end() ? it->second : replicated(ctx));
     }
+    if (failed(propagate(bwd)))
+      return failure();
     completeAnnotations(fwd);
     completeAnnotations(bwd);
     if (failed(checkPartitionable(fwd)) || failed(checkPartitionable(bwd)))
