@@ -12,6 +12,8 @@
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -123,6 +125,16 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
     dist::DistOutlineModulesOptions outline;
     outline.recompute = o.recomputeModules();
     pm.addPass(dist::createDistOutlineModules(outline));
+    // Tensor parallelism: each module's forward and backward split over
+    // the group (Megatron's pairs, from the dataflow), then one rank's
+    // SPMD form with its collectives (upstream's shard-partition), the
+    // partial sums of a group added before one all-reduce.
+    if (o.tp > 1) {
+      pm.addPass(dist::createDistTpPlan({unsigned(o.tp)}));
+      OpPassManager &fn = pm.nest<func::FuncOp>();
+      fn.addPass(shard::createPartition());
+      fn.addPass(dist::createDistTpCombineSums());
+    }
     return;
   }
   graph::GraphAutodiffOptions autodiff;

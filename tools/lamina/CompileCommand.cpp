@@ -20,6 +20,7 @@
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Dialect/Graph/Transforms/ShardingInterfaceImpl.h"
 #include "lamina/Pipeline/Pipeline.h"
 #include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Schedule/Schedule.h"
@@ -94,8 +95,11 @@ static cl::opt<std::string> outDir("o", cl::desc("output folder (OUTDIR/run)"),
                                    cl::value_desc("OUTDIR"), cl::Required,
                                    cl::sub(compileCommand));
 static cl::opt<int> tensorParallel(
-    "tp", cl::desc("tensor-parallel degree (costed by lamina plan; only 1 "
-                   "executes)"),
+    "tp",
+    cl::desc("--mode train: tensor-parallel ranks per group; each module's "
+             "layers are split (docs/tp-design.md). Its program is not "
+             "generated yet: --compile-to train, fuse or dist shows the "
+             "split IR"),
     cl::init(1), cl::sub(compileCommand));
 static cl::opt<int> pipelineRanks(
     "pp", cl::desc("--mode train: pipeline ranks (distributed program)"),
@@ -446,6 +450,7 @@ static std::string checkTrainFlags(bool train) {
 /// Any of the distributed flags makes a distributed (SPMD, MPI) program.
 static bool isDistributed() {
   return pipelineRanks.getNumOccurrences() || dataParallel.getNumOccurrences() ||
+         tensorParallel > 1 ||
          microBatches.getNumOccurrences() || scheduleName.getNumOccurrences() ||
          zeroLevel.getNumOccurrences() || recomputeMode.getNumOccurrences();
 }
@@ -528,6 +533,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.schedule = scheduleName;
   o.pp = pipelineRanks;
   o.dp = dataParallel;
+  o.tp = tensorParallel;
   o.microBatches = microBatches;
   o.zero = zeroLevel;
   o.recompute = recomputeMode;
@@ -543,13 +549,7 @@ int runCompile() {
                  << "' (expected host or cuda)\n";
     return 2;
   }
-  if (tensorParallel != 1) {
-    llvm::errs() << "lamina compile: --tp " << tensorParallel
-                 << " is not supported: tensor parallelism is costed by "
-                    "`lamina plan --tp` but code generation does not split "
-                    "layers yet; use --tp 1\n";
-    return tensorParallel < 1 ? 2 : 1;
-  }
+
   if (mode != "inference" && mode != "train") {
     llvm::errs() << "lamina compile: unknown --mode '" << mode
                  << "' (expected inference or train)\n";
@@ -584,6 +584,24 @@ int runCompile() {
                  << "' (expected " << phaseNames() << ")\n";
     return 2;
   }
+  if (tensorParallel < 1) {
+    llvm::errs() << "lamina compile: --tp must be at least 1\n";
+    return 2;
+  }
+  if (tensorParallel > 1 && mode != "train") {
+    llvm::errs() << "lamina compile: --tp needs --mode train\n";
+    return 2;
+  }
+  // The split modules exist as IR; their collectives have no rt lowering,
+  // communicators or sharded weight loading yet.
+  if (tensorParallel > 1 &&
+      (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
+    llvm::errs() << "lamina compile: --tp " << tensorParallel
+                 << ": the program is not generated yet (its collectives "
+                    "have no runtime lowering); --compile-to train, fuse or "
+                    "dist prints the split modules (docs/tp-design.md)\n";
+    return 1;
+  }
   if (cuda) {
 #ifndef LAMINA_CUDA_LINK_LIBRARIES
     llvm::errs() << "lamina compile: this lamina was built without the CUDA "
@@ -617,6 +635,8 @@ int runCompile() {
   DialectRegistry registry;
   onnx::registerImportDialects(registry);
   registry.insert<rt_ir::RtDialect, emitc::EmitCDialect>();
+  // --tp: upstream's sharding passes over the graph ops' rules.
+  graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // What the passes changed (filled inputs, frozen buffers, padding

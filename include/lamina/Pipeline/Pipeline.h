@@ -119,6 +119,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      llvm::cl::init(1)};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel replicas"),
                      llvm::cl::init(1)};
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("tensor-parallel ranks per group: each "
+                                    "module's layers split (dist-tp-plan)"),
+                     llvm::cl::init(1)};
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("micro-batches per step"),
                                llvm::cl::init(1)};

@@ -220,7 +220,10 @@ void completeAnnotations(func::FuncOp f) {
   });
   for (Operation *op : ops) {
     for (OpResult r : op->getResults()) {
-      if (!tensor(r) || pinned(r) || op->hasTrait<OpTrait::ConstantLike>())
+      // An unread result (attention's lse when the backward recomputes)
+      // stays unannotated: the op's model splits it as its loops are.
+      if (!tensor(r) || r.use_empty() || pinned(r) ||
+          op->hasTrait<OpTrait::ConstantLike>())
         continue;
       b.setInsertionPointAfter(op);
       Value s = shard::ShardingOp::create(b, op->getLoc(), shardingOf(r));
@@ -271,7 +274,7 @@ LogicalResult checkPartitionable(func::FuncOp f) {
       }
     }
     for (OpResult r : op->getResults()) {
-      if (!tensor(r))
+      if (!tensor(r) || r.use_empty())
         continue;
       auto ann = r.hasOneUse()
                      ? dyn_cast<shard::ShardOp>(*r.getUsers().begin())
