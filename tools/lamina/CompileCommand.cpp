@@ -462,8 +462,10 @@ static std::string checkDistFlags(bool train, bool dist) {
   if (!dist)
     return "";
   if (!train)
-    return "--pp, --dp, --micro-batches, --schedule, --zero and --recompute "
-           "need --mode train";
+    return tensorParallel > 1
+               ? "--tp needs --mode train"
+               : "--pp, --dp, --micro-batches, --schedule, --zero and "
+                 "--recompute need --mode train";
   if (pipelineRanks < 1)
     return "--pp must be at least 1";
   if (dataParallel < 1)
@@ -586,10 +588,6 @@ int runCompile() {
   }
   if (tensorParallel < 1) {
     llvm::errs() << "lamina compile: --tp must be at least 1\n";
-    return 2;
-  }
-  if (tensorParallel > 1 && mode != "train") {
-    llvm::errs() << "lamina compile: --tp needs --mode train\n";
     return 2;
   }
   // The split modules exist as IR; their collectives have no rt lowering,
