@@ -532,10 +532,10 @@ static std::string bindArgs(func::FuncOp func,
 }
 
 /// The return's values, named by graph.output_names (else output_<i>).
-static void collectOutputs(
-    func::FuncOp func, func::ReturnOp ret,
-    const llvm::DenseMap<Value, const HostTensor *> &env,
-    std::vector<std::pair<std::string, HostTensor>> &outputs) {
+static void
+collectOutputs(func::FuncOp func, func::ReturnOp ret,
+               const llvm::DenseMap<Value, const HostTensor *> &env,
+               std::vector<std::pair<std::string, HostTensor>> &outputs) {
   auto names = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     std::string name = "output_" + std::to_string(i);
@@ -557,7 +557,8 @@ static std::string checkedFunction(ModuleOp module, StringRef functionName,
 }
 
 std::string
-lamina::eval::evaluate(ModuleOp module, const std::map<std::string, HostTensor> &args,
+lamina::eval::evaluate(ModuleOp module,
+                       const std::map<std::string, HostTensor> &args,
                        std::vector<std::pair<std::string, HostTensor>> &outputs,
                        StringRef functionName) {
   func::FuncOp func;
@@ -616,8 +617,7 @@ static HostTensor sliceAxis(const HostTensor &whole, int64_t axis,
   auto *src = static_cast<const char *>(whole.data());
   auto *dst = static_cast<char *>(part.data());
   for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * chunk,
-                src + (o * ranks + r) * chunk, size_t(chunk));
+    std::memcpy(dst + o * chunk, src + (o * ranks + r) * chunk, size_t(chunk));
   return part;
 }
 
@@ -682,7 +682,8 @@ std::string lamina::eval::evaluateSpmd(
         if ((kind != shard::ReductionKind::Sum &&
              kind != shard::ReductionKind::Max) ||
             parts[0]->dtype != rt::DType::F32)
-          return "at " + where(&op) + ": only f32 sums and maxima are "
+          return "at " + where(&op) +
+                 ": only f32 sums and maxima are "
                  "evaluated";
         *result = *parts[0];
         auto *acc = static_cast<float *>(result->data());
@@ -693,11 +694,12 @@ std::string lamina::eval::evaluateSpmd(
                                                        : std::max(acc[i], x);
           }
       } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
-        *result = joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
+        *result =
+            joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
       } else if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
-        *result = sliceAxis(*parts[r],
-                            int64_t(slice.getSliceAxis().getZExtValue()),
-                            int64_t(ranks), int64_t(r));
+        *result =
+            sliceAxis(*parts[r], int64_t(slice.getSliceAxis().getZExtValue()),
+                      int64_t(ranks), int64_t(r));
       } else {
         *result = *parts[r]; // tensor.cast
       }

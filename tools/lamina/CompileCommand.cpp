@@ -19,8 +19,8 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
-#include "lamina/Dialect/Rt/IR/RtOps.h"
 #include "lamina/Dialect/Graph/Transforms/ShardingInterfaceImpl.h"
+#include "lamina/Dialect/Rt/IR/RtOps.h"
 #include "lamina/Pipeline/Pipeline.h"
 #include "lamina/Runtime/RestoreParameters.h"
 #include "lamina/Schedule/Schedule.h"
@@ -449,8 +449,8 @@ static std::string checkTrainFlags(bool train) {
 
 /// Any of the distributed flags makes a distributed (SPMD, MPI) program.
 static bool isDistributed() {
-  return pipelineRanks.getNumOccurrences() || dataParallel.getNumOccurrences() ||
-         tensorParallel > 1 ||
+  return pipelineRanks.getNumOccurrences() ||
+         dataParallel.getNumOccurrences() || tensorParallel > 1 ||
          microBatches.getNumOccurrences() || scheduleName.getNumOccurrences() ||
          zeroLevel.getNumOccurrences() || recomputeMode.getNumOccurrences();
 }

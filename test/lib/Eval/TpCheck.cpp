@@ -6,8 +6,8 @@
 // whole (the reference evaluator on the host kernels) and, after
 // dist-tp-plan, upstream's shard-partition and dist-tp-combine-sums, in
 // its SPMD form on T ranks in lockstep (lamina::eval::evaluateSpmd: the
-// collectives combine the ranks' values as a communicator would). The weights are the
-// model's; the boundary values, token ids and the cotangents are drawn
+// collectives combine the ranks' values as a communicator would). The weights
+// are the model's; the boundary values, token ids and the cotangents are drawn
 // from a seeded generator; each rank's backward reads the residuals its
 // own forward returned, as in a run. Every output of every rank must equal
 // its block of the whole function's output within --rtol
@@ -55,8 +55,7 @@ static cl::opt<unsigned> tp("tp", cl::desc("tensor-parallel ranks"),
                             cl::init(2));
 static cl::opt<double> rtol("rtol", cl::desc("relative tolerance"),
                             cl::init(1e-5));
-static cl::opt<unsigned> seed("seed", cl::desc("generator seed"),
-                              cl::init(7));
+static cl::opt<unsigned> seed("seed", cl::desc("generator seed"), cl::init(7));
 
 namespace {
 
@@ -153,12 +152,13 @@ int countOps(func::FuncOp f, StringRef name) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::ParseCommandLineOptions(argc, argv, "tensor parallelism against one "
-                                          "process, numerically\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tensor parallelism against one "
+                              "process, numerically\n");
   DialectRegistry registry;
   registry.insert<dist::DistDialect, graph::GraphDialect, func::FuncDialect,
-                  arith::ArithDialect,
-                  shard::ShardDialect, tensor::TensorDialect>();
+                  arith::ArithDialect, shard::ShardDialect,
+                  tensor::TensorDialect>();
   graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
@@ -229,8 +229,7 @@ int main(int argc, char **argv) {
               eval::shardOf(in.at(arg), layout.args[i], ranks, r);
         }
       std::vector<Outputs> got;
-      if (std::string err = eval::evaluateSpmd(
-              *spmd, perRank, got, name);
+      if (std::string err = eval::evaluateSpmd(*spmd, perRank, got, name);
           !err.empty()) {
         llvm::errs() << "lamina-tp-check: SPMD @" << name << ": " << err
                      << "\n";
@@ -240,9 +239,9 @@ int main(int argc, char **argv) {
       std::string worst;
       for (int64_t r = 0; r < ranks; ++r) {
         for (auto [i, o] : llvm::enumerate(expected)) {
-          double e = relErr(got[size_t(r)][i].second,
-                            eval::shardOf(o.second, layout.results[i], ranks,
-                                          r));
+          double e =
+              relErr(got[size_t(r)][i].second,
+                     eval::shardOf(o.second, layout.results[i], ranks, r));
           if (e > err)
             worst = o.first;
           err = std::max(err, e);

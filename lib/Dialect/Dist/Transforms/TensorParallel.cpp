@@ -235,8 +235,8 @@ void completeAnnotations(func::FuncOp f) {
       if (!tensor(use.get()) || (ann && ann.getAnnotateForUsers()))
         continue;
       b.setInsertionPoint(op);
-      shard::Sharding sh = ann ? shard::Sharding(ann.getSharding())
-                               : replicated(ctx);
+      shard::Sharding sh =
+          ann ? shard::Sharding(ann.getSharding()) : replicated(ctx);
       Value s = shard::ShardingOp::create(b, op->getLoc(), sh);
       auto read = shard::ShardOp::create(b, op->getLoc(), use.get(), s,
                                          /*annotate_for_users=*/true);
@@ -256,8 +256,8 @@ LogicalResult checkPartitionable(func::FuncOp f) {
     return t && t.getRank() > 0;
   };
   for (BlockArgument arg : f.getArguments())
-    if (tensor(arg) && (!arg.hasOneUse() || !isa<shard::ShardOp>(
-                                                 *arg.getUsers().begin())))
+    if (tensor(arg) &&
+        (!arg.hasOneUse() || !isa<shard::ShardOp>(*arg.getUsers().begin())))
       return f.emitError("dist-tp-plan: argument ")
              << arg.getArgNumber()
              << " is not read through exactly one sharding annotation";
@@ -276,9 +276,8 @@ LogicalResult checkPartitionable(func::FuncOp f) {
     for (OpResult r : op->getResults()) {
       if (!tensor(r) || r.use_empty())
         continue;
-      auto ann = r.hasOneUse()
-                     ? dyn_cast<shard::ShardOp>(*r.getUsers().begin())
-                     : shard::ShardOp();
+      auto ann = r.hasOneUse() ? dyn_cast<shard::ShardOp>(*r.getUsers().begin())
+                               : shard::ShardOp();
       if (!ann || ann.getAnnotateForUsers()) {
         op->emitError("dist-tp-plan: result ")
             << r.getResultNumber() << " is not read through its own sharding";
@@ -318,8 +317,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
 
   LogicalResult planModule(MLIRContext *ctx, func::FuncOp fwd,
                            func::FuncOp bwd) {
-    auto outlined = fwd->getAttrOfType<DictionaryAttr>(
-        dist::DistDialect::kOutlinedAttr);
+    auto outlined =
+        fwd->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
     auto numOutAttr =
         outlined ? outlined.getAs<IntegerAttr>("num_out") : IntegerAttr();
     if (!numOutAttr)
@@ -433,11 +432,11 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     // gradient as its weight, the boundary gradients whole.
     b.setInsertionPointToStart(&bwd.getBody().front());
     for (BlockArgument arg : bwd.getArguments()) {
-      auto it = named.find(
-          argString(bwd, arg.getArgNumber(), "graph.name").str());
+      auto it =
+          named.find(argString(bwd, arg.getArgNumber(), "graph.name").str());
       StringRef kind = argString(bwd, arg.getArgNumber(), "graph.kind");
-      bool keep = it != named.end() &&
-                  (kind == "trainable" || kind == "residual");
+      bool keep =
+          it != named.end() && (kind == "trainable" || kind == "residual");
       annotateArg(b, arg, keep ? it->second : replicated(ctx));
     }
     // Each gradient pinned as its weight before propagation: forward
@@ -449,8 +448,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       return bwd.emitError("dist-tp-plan: no graph.output_names");
     for (unsigned i = 0; i < bwdRet.getNumOperands(); ++i) {
       StringRef name = cast<StringAttr>(gradNames[i]).getValue();
-      auto it = name.consume_front("grad:") ? named.find(name.str())
-                                            : named.end();
+      auto it =
+          name.consume_front("grad:") ? named.find(name.str()) : named.end();
       annotateResult(b, bwdRet, i,
                      it != named.end() ? it->second : replicated(ctx));
     }
@@ -460,7 +459,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     completeAnnotations(bwd);
     if (failed(checkPartitionable(fwd)) || failed(checkPartitionable(bwd)))
       return failure();
-    numSplit += llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
+    numSplit +=
+        llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
     return success();
   }
 
@@ -516,8 +516,7 @@ struct CombineSums : OpRewritePattern<graph::AddOp> {
         a.getReduction() != shard::ReductionKind::Sum ||
         b.getReduction() != shard::ReductionKind::Sum ||
         a.getInput().getType() != add.getType() ||
-        b.getInput().getType() != add.getType() ||
-        a.getType() != add.getType())
+        b.getInput().getType() != add.getType() || a.getType() != add.getType())
       return failure();
     Value sum = graph::AddOp::create(rewriter, add.getLoc(), add.getType(),
                                      a.getInput(), b.getInput());

@@ -44,22 +44,21 @@ SmallVector<int64_t> broadcastLoops(LoopSpace &space, Value v,
   SmallVector<int64_t> out;
   for (int64_t i = 0; i < type.getRank(); ++i) {
     bool broadcast = type.getDimSize(i) == 1 && sizes[size_t(lead + i)] != 1;
-    out.push_back(broadcast
-                      ? space.add(utils::IteratorType::parallel, true)
-                      : loops[size_t(lead + i)]);
+    out.push_back(broadcast ? space.add(utils::IteratorType::parallel, true)
+                            : loops[size_t(lead + i)]);
   }
   return out;
 }
 
 /// `op` cloned on the shards; where a summed loop is split, each shard's
 /// result is a partial sum: all-reduced over the grid axes that split it.
-LogicalResult
-partitionWithSums(Operation *op, const LoopSpace &space,
-                  ArrayRef<Value> partitionedOperands,
-                  ArrayRef<shard::Sharding> operandShardings,
-                  ArrayRef<shard::Sharding> resultShardings,
-                  IRMapping &partitionMap, SymbolTableCollection &symbolTable,
-                  OpBuilder &builder) {
+LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,
+                                ArrayRef<Value> partitionedOperands,
+                                ArrayRef<shard::Sharding> operandShardings,
+                                ArrayRef<shard::Sharding> resultShardings,
+                                IRMapping &partitionMap,
+                                SymbolTableCollection &symbolTable,
+                                OpBuilder &builder) {
   if (!space.ruled)
     return op->emitOpError("has no sharding rule for these shapes");
   // A value propagation left unannotated (a constant's result) is whole;
@@ -94,9 +93,9 @@ partitionWithSums(Operation *op, const LoopSpace &space,
     for (AffineExpr e : map.getResults()) {
       auto d = dyn_cast<AffineDimExpr>(e);
       axes.push_back(shard::GridAxesAttr::get(
-          op->getContext(), d ? ArrayRef<shard::GridAxis>(
-                                    loops[d.getPosition()])
-                              : ArrayRef<shard::GridAxis>()));
+          op->getContext(),
+          d ? ArrayRef<shard::GridAxis>(loops[d.getPosition()])
+            : ArrayRef<shard::GridAxis>()));
     }
     resultsOn[i] = shard::Sharding::get(grid, axes);
   }
@@ -139,8 +138,7 @@ partitionWithSums(Operation *op, const LoopSpace &space,
   shard::partitionTriviallyShardableOperation(
       *op, partitionedOperands, operandShardings, resultShardings, partitionMap,
       symbolTable, builder);
-  if (!shard::isAtLeastOneReductionIteratorSharded(space.iterators,
-                                                   assignment))
+  if (!shard::isAtLeastOneReductionIteratorSharded(space.iterators, assignment))
     return success();
   SmallVector<shard::GridAxis> axes =
       shard::getReductionGridAxes(space.iterators, assignment);
@@ -202,8 +200,8 @@ struct MatMulSharding : public GraphSharding<MatMulSharding, MatMulOp> {
       SmallVector<int64_t> dims;
       int64_t lead = int64_t(batch.size()) - (type.getRank() - 2);
       for (int64_t i = 0; i + 2 < type.getRank(); ++i) {
-        bool broadcast = type.getDimSize(i) == 1 &&
-                         batchSizes[size_t(lead + i)] != 1;
+        bool broadcast =
+            type.getDimSize(i) == 1 && batchSizes[size_t(lead + i)] != 1;
         dims.push_back(broadcast ? s.add(utils::IteratorType::parallel, true)
                                  : batch[size_t(lead + i)]);
       }
@@ -289,10 +287,10 @@ struct NormSharding : public GraphSharding<NormSharding<Op>, Op> {
     MLIRContext *ctx = op->getContext();
     for (Value operand : op->getOperands())
       s.map(ctx, rankOf(operand) == rank ? ArrayRef<int64_t>(loops)
-                                          : ArrayRef<int64_t>(normalized));
+                                         : ArrayRef<int64_t>(normalized));
     for (Value result : op->getResults())
       s.map(ctx, rankOf(result) == rank ? ArrayRef<int64_t>(loops)
-                                         : ArrayRef<int64_t>(normalized));
+                                        : ArrayRef<int64_t>(normalized));
     return s.finish(ctx);
   }
 };
@@ -310,8 +308,8 @@ struct AttentionSharding : public GraphSharding<AttentionSharding<Op>, Op> {
     auto attn = cast<Op>(op);
     if (rankOf(attn.getQ()) != 4)
       return s;
-    int64_t b = s.add(), h = s.add(), q = s.add(utils::IteratorType::parallel,
-                                                 true);
+    int64_t b = s.add(), h = s.add(),
+            q = s.add(utils::IteratorType::parallel, true);
     int64_t d = s.add(utils::IteratorType::parallel, true);
     int64_t k = s.add(utils::IteratorType::parallel, true);
     bool seqMajor = attn.getSeqMajor();
@@ -346,8 +344,7 @@ struct AttentionSharding : public GraphSharding<AttentionSharding<Op>, Op> {
       if (rankOf(op->getResult(i)) == 3)
         s.map(ctx, lse);
       else
-        s.map(ctx, std::is_same_v<Op, AttentionGradOp> && i > 0 ? keys
-                                                                 : query);
+        s.map(ctx, std::is_same_v<Op, AttentionGradOp> && i > 0 ? keys : query);
     }
     return s.finish(ctx);
   }

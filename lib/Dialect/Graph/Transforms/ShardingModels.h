@@ -1,4 +1,5 @@
-//===- ShardingModels.h - what the graph ops' sharding models share -*- C++ -*-===//
+//===- ShardingModels.h - what the graph ops' sharding models share -*- C++
+//-*-===//
 //
 // Internal to lib/Dialect/Graph/Transforms: the loop-space description of
 // an op that upstream's ShardingInterface reads, and the partition that
@@ -78,13 +79,13 @@ SmallVector<int64_t> broadcastLoops(LoopSpace &space, Value v,
 
 /// `op` cloned on the shards; where a summed loop is split, each shard's
 /// result is a partial sum: all-reduced over the grid axes that split it.
-LogicalResult
-partitionWithSums(Operation *op, const LoopSpace &space,
-                  ArrayRef<Value> partitionedOperands,
-                  ArrayRef<shard::Sharding> operandShardings,
-                  ArrayRef<shard::Sharding> resultShardings,
-                  IRMapping &partitionMap, SymbolTableCollection &symbolTable,
-                  OpBuilder &builder);
+LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,
+                                ArrayRef<Value> partitionedOperands,
+                                ArrayRef<shard::Sharding> operandShardings,
+                                ArrayRef<shard::Sharding> resultShardings,
+                                IRMapping &partitionMap,
+                                SymbolTableCollection &symbolTable,
+                                OpBuilder &builder);
 
 /// What every model shares: its LoopSpace (Model::space) read as upstream's
 /// loops and maps, a sum per reduction loop, and partition through

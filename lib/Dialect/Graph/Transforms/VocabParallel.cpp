@@ -105,8 +105,7 @@ FailureOr<Block> blockOf(Operation *op, OpBuilder &b, const shard::Sharding &s,
                          ArrayRef<shard::GridAxis> axes, int64_t vocab,
                          SymbolTableCollection &symbols) {
   shard::GridOp grid = shard::getGridOrNull(op, s.getGridAttr(), symbols);
-  if (!grid || grid.getShape().size() != 1 || axes.size() != 1 ||
-      axes[0] != 0)
+  if (!grid || grid.getShape().size() != 1 || axes.size() != 1 || axes[0] != 0)
     return op->emitOpError("splits its vocabulary over a grid other than "
                            "one group of ranks");
   int64_t ranks = grid.getShape()[0];
@@ -179,10 +178,9 @@ struct GatherSharding : public GraphSharding<GatherSharding, GatherOp> {
     if (!onlyVocabSplit(operandShardings, {0, -1}) ||
         !onlyVocabSplit(resultShardings, {-1}))
       return op->emitOpError("splits an embedding on more than its rows");
-    FailureOr<Block> block =
-        blockOf(op, b, operandShardings[0], axes,
-                cast<RankedTensorType>(g.getData().getType()).getDimSize(0),
-                symbols);
+    FailureOr<Block> block = blockOf(
+        op, b, operandShardings[0], axes,
+        cast<RankedTensorType>(g.getData().getType()).getDimSize(0), symbols);
     if (failed(block))
       return failure();
     auto [shifted, in, safe] = block->local(operands[1]);
@@ -190,11 +188,10 @@ struct GatherSharding : public GraphSharding<GatherSharding, GatherOp> {
     Value rows = GatherOp::create(b, op->getLoc(), g.getType(), operands[0],
                                   safe, g.getAxisAttr(), IntegerAttr());
     Type element = g.getType().getElementType();
-    Value mask = castTo(b, op->getLoc(), withUnitDim(b, op->getLoc(), in),
-                        element);
+    Value mask =
+        castTo(b, op->getLoc(), withUnitDim(b, op->getLoc(), in), element);
     Value mine = MulOp::create(b, op->getLoc(), rows, mask);
-    map.map(g.getResult(),
-            block->allReduce(mine, shard::ReductionKind::Sum));
+    map.map(g.getResult(), block->allReduce(mine, shard::ReductionKind::Sum));
     return success();
   }
 };
@@ -260,16 +257,15 @@ struct ScatterSharding : public GraphSharding<ScatterSharding, ScatterNDOp> {
       return op->emitOpError("scatters into a split table that is not a "
                              "constant fill");
     auto type = cast<RankedTensorType>(sc.getType());
-    FailureOr<Block> block = blockOf(op, b, resultShardings[0], axes,
-                                     type.getDimSize(0), symbols);
+    FailureOr<Block> block =
+        blockOf(op, b, resultShardings[0], axes, type.getDimSize(0), symbols);
     if (failed(block))
       return failure();
-    auto localType = tensorOf({block->size, type.getDimSize(1)},
-                              type.getElementType());
+    auto localType =
+        tensorOf({block->size, type.getDimSize(1)}, type.getElementType());
     Value local = ConstantOp::create(
         b, op->getLoc(),
-        SplatElementsAttr::get(localType,
-                               splat.getSplatValue<Attribute>()));
+        SplatElementsAttr::get(localType, splat.getSplatValue<Attribute>()));
     auto [shifted, in, safe] = block->local(operands[1]);
     (void)shifted;
     Value mask = castTo(b, op->getLoc(), in, type.getElementType());
@@ -361,35 +357,34 @@ struct CrossEntropySharding
     Value hit = castTo(
         b, loc, EqualOp::create(b, loc, columns, withUnitDim(b, loc, shifted)),
         f32);
-    Value kept = castTo(
-        b, loc,
-        NotOp::create(b, loc,
-                      EqualOp::create(
-                          b, loc, labels,
-                          scalar(b, loc, i64,
-                                 ce.getIgnoreIndexAttr().getInt()))),
-        f32);
+    Value kept =
+        castTo(b, loc,
+               NotOp::create(
+                   b, loc,
+                   EqualOp::create(
+                       b, loc, labels,
+                       scalar(b, loc, i64, ce.getIgnoreIndexAttr().getInt()))),
+               f32);
     Value result;
     if constexpr (kGrad) {
       Value softmax = DivOp::create(b, loc, exp, sum);
       Value scale = MulOp::create(b, loc, withUnitDim(b, loc, operands[2]),
                                   withUnitDim(b, loc, kept));
-      result = MulOp::create(b, loc, SubOp::create(b, loc, softmax, hit),
-                             scale);
+      result =
+          MulOp::create(b, loc, SubOp::create(b, loc, softmax, hit), scale);
     } else {
-      Value target = block->allReduce(
-          sumRows(MulOp::create(b, loc, logits, hit)),
-          shard::ReductionKind::Sum);
+      Value target =
+          block->allReduce(sumRows(MulOp::create(b, loc, logits, hit)),
+                           shard::ReductionKind::Sum);
       Value lse = AddOp::create(b, loc, LogOp::create(b, loc, sum), max);
-      Value loss = ReshapeOp::create(
-          b, loc, ce.getType(), SubOp::create(b, loc, lse, target));
+      Value loss = ReshapeOp::create(b, loc, ce.getType(),
+                                     SubOp::create(b, loc, lse, target));
       result = MulOp::create(b, loc, loss, kept);
     }
     map.map(op->getResult(0), result);
     return success();
   }
 };
-
 
 /// A constant: a splat splits into the same splat of the shard's shape
 /// (the embedding gradient's zero table); any other stays whole.
@@ -422,10 +417,9 @@ struct ConstantSharding : public GraphSharding<ConstantSharding, ConstantOp> {
       return op->emitOpError("has no grid");
     auto local = cast<RankedTensorType>(shard::shardType(type, grid, s));
     map.map(c.getResult(),
-            ConstantOp::create(
-                b, op->getLoc(),
-                SplatElementsAttr::get(local,
-                                       splat.getSplatValue<Attribute>())));
+            ConstantOp::create(b, op->getLoc(),
+                               SplatElementsAttr::get(
+                                   local, splat.getSplatValue<Attribute>())));
     return success();
   }
 };
