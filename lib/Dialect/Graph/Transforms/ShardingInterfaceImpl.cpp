@@ -50,6 +50,23 @@ SmallVector<int64_t> broadcastLoops(LoopSpace &space, Value v,
   return out;
 }
 
+LoopSpace wholeSpace(Operation *op) {
+  LoopSpace s;
+  SmallVector<SmallVector<int64_t>> maps;
+  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+    int64_t rank = rankOf(v);
+    if (rank < 0)
+      return LoopSpace();
+    SmallVector<int64_t> loops;
+    for (int64_t d = 0; d < rank; ++d)
+      loops.push_back(s.add(utils::IteratorType::parallel, true));
+    maps.push_back(loops);
+  }
+  for (auto &loops : maps)
+    s.map(op->getContext(), loops);
+  return s.finish(op->getContext());
+}
+
 /// `op` cloned on the shards; where a summed loop is split, each shard's
 /// result is a partial sum: all-reduced over the grid axes that split it.
 LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,
@@ -473,28 +490,10 @@ struct BroadcastSharding
   }
 };
 
-/// Ops with no tensor-parallel rule (a constant, a gather, the loss, a
-/// softmax, ...): a whole loop per dim of every value, none shared, so no
-/// split propagates through one, and a split that reaches one is refused
-/// naming it rather than mis-computed.
+/// Ops with no tensor-parallel rule (a softmax, a cumulative sum, ...).
 template <typename Op>
 struct WholeSharding : public GraphSharding<WholeSharding<Op>, Op> {
-  LoopSpace space(Operation *op) const {
-    LoopSpace s;
-    SmallVector<SmallVector<int64_t>> maps;
-    for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-      int64_t rank = rankOf(v);
-      if (rank < 0)
-        return LoopSpace();
-      SmallVector<int64_t> loops;
-      for (int64_t d = 0; d < rank; ++d)
-        loops.push_back(s.add(utils::IteratorType::parallel, true));
-      maps.push_back(loops);
-    }
-    for (auto &loops : maps)
-      s.map(op->getContext(), loops);
-    return s.finish(op->getContext());
-  }
+  LoopSpace space(Operation *op) const { return wholeSpace(op); }
 };
 
 template <template <typename> class Model, typename... Ops>

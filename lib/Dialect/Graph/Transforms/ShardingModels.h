@@ -77,6 +77,11 @@ SmallVector<int64_t> broadcastLoops(LoopSpace &space, Value v,
                                     ArrayRef<int64_t> loops,
                                     ArrayRef<int64_t> sizes);
 
+/// Every dim of every operand and result a whole loop of its own, none
+/// shared: no split propagates through the op, and one that reaches it is
+/// refused naming it rather than mis-computed (ops with no rule).
+LoopSpace wholeSpace(Operation *op);
+
 /// `op` cloned on the shards; where a summed loop is split, each shard's
 /// result is a partial sum: all-reduced over the grid axes that split it.
 LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,

@@ -142,16 +142,8 @@ struct GatherSharding : public GraphSharding<GatherSharding, GatherOp> {
     LoopSpace s;
     auto g = cast<GatherOp>(op);
     MLIRContext *ctx = op->getContext();
-    if (!embedding(g)) {
-      // A gather of anything else: whole.
-      for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-        SmallVector<int64_t> loops;
-        for (int64_t d = 0; d < rankOf(v); ++d)
-          loops.push_back(s.add(utils::IteratorType::parallel, true));
-        s.map(ctx, loops);
-      }
-      return s.finish(ctx);
-    }
+    if (!embedding(g))
+      return wholeSpace(op); // a gather of anything else
     SmallVector<int64_t> ids;
     for (int64_t d = 0; d < rankOf(g.getIndices()); ++d)
       ids.push_back(s.add(utils::IteratorType::parallel, true));
@@ -209,15 +201,8 @@ struct ScatterSharding : public GraphSharding<ScatterSharding, ScatterNDOp> {
     LoopSpace s;
     auto sc = cast<ScatterNDOp>(op);
     MLIRContext *ctx = op->getContext();
-    if (!rows(sc)) {
-      for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-        SmallVector<int64_t> loops;
-        for (int64_t d = 0; d < rankOf(v); ++d)
-          loops.push_back(s.add(utils::IteratorType::parallel, true));
-        s.map(ctx, loops);
-      }
-      return s.finish(ctx);
-    }
+    if (!rows(sc))
+      return wholeSpace(op);
     int64_t v = s.add(), h = s.add(utils::IteratorType::parallel, true);
     SmallVector<int64_t> ids;
     for (int64_t d = 0; d + 1 < rankOf(sc.getIndices()); ++d)

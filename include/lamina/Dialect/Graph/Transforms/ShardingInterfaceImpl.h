@@ -2,10 +2,13 @@
 //
 // Upstream MLIR's ShardingInterface on graph ops, as external models, so
 // that `sharding-propagation` and `shard-partition` (the `shard` dialect)
-// split a graph function over a device grid: the first step of tensor
-// parallelism (docs/tp-design.md). The models cover graph.matmul (batch,
-// m and n parallel, k a sum: a split k leaves partial sums, all-reduced)
-// and the broadcasting elementwise ops; ops without one stay replicated.
+// split a graph function over a device grid: tensor parallelism
+// (docs/tp-design.md). Every graph op has a model: GEMMs (a split
+// contraction leaves partial sums, all-reduced), elementwise and layout
+// ops, norms, attention on its heads, the vocabulary-parallel embedding,
+// its gradient and the cross-entropy (lib/Dialect/Graph/Transforms/
+// VocabParallel.cpp); an op with no rule for a split that reaches it is
+// refused naming it.
 //
 //===----------------------------------------------------------------------===//
 
