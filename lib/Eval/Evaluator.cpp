@@ -696,6 +696,31 @@ std::string lamina::eval::evaluateSpmd(
       } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
         *result =
             joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
+      } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
+        // Rank r gets every rank's r-th block along the split axis, joined
+        // along the concat axis.
+        int64_t split = int64_t(a2a.getSplitAxis().getZExtValue());
+        int64_t concat = int64_t(a2a.getConcatAxis().getZExtValue());
+        std::vector<HostTensor> blocks;
+        for (size_t q = 0; q < ranks; ++q)
+          blocks.push_back(
+              sliceAxis(*parts[q], split, int64_t(ranks), int64_t(r)));
+        std::vector<const HostTensor *> views;
+        for (const HostTensor &block : blocks)
+          views.push_back(&block);
+        *result = joinAxis(views, concat);
+      } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
+        if (scatter.getReduction() != shard::ReductionKind::Sum ||
+            parts[0]->dtype != rt::DType::F32)
+          return "at " + where(&op) + ": only f32 sums are evaluated";
+        HostTensor sum = *parts[0];
+        auto *acc = static_cast<float *>(sum.data());
+        for (size_t q = 1; q < ranks; ++q)
+          for (int64_t i = 0; i < sum.numElements(); ++i)
+            acc[i] += static_cast<const float *>(parts[q]->data())[i];
+        *result = sliceAxis(sum,
+                            int64_t(scatter.getScatterAxis().getZExtValue()),
+                            int64_t(ranks), int64_t(r));
       } else if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
         *result =
             sliceAxis(*parts[r], int64_t(slice.getSliceAxis().getZExtValue()),
@@ -731,7 +756,7 @@ std::string lamina::eval::evaluateSpmd(
       continue;
     }
     if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::AllSliceOp,
-            tensor::CastOp>(op)) {
+            shard::AllToAllOp, shard::ReduceScatterOp, tensor::CastOp>(op)) {
       if (std::string err = collective(op); !err.empty())
         return err;
       continue;

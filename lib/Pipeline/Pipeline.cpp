@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -130,9 +131,14 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
     // SPMD form with its collectives (upstream's shard-partition), the
     // partial sums of a group added before one all-reduce.
     if (o.tp > 1) {
-      pm.addPass(dist::createDistTpPlan({unsigned(o.tp)}));
+      dist::DistTpPlanOptions plan;
+      plan.tp = unsigned(o.tp);
+      plan.sequenceParallel = o.sequenceParallel;
+      pm.addPass(dist::createDistTpPlan(plan));
       OpPassManager &fn = pm.nest<func::FuncOp>();
       fn.addPass(shard::createPartition());
+      // One gather of a value every column GEMM of a group reads.
+      fn.addPass(createCSEPass());
       fn.addPass(dist::createDistTpCombineSums());
     }
     return;

@@ -101,6 +101,13 @@ static cl::opt<int> tensorParallel(
              "generated yet: --compile-to train, fuse or dist shows the "
              "split IR"),
     cl::init(1), cl::sub(compileCommand));
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("with --tp: Megatron's sequence parallelism (norms and residual "
+             "adds on sequence shards, all-gathered before each "
+             "column-parallel GEMM, reduce-scattered after each row-parallel "
+             "one)"),
+    cl::init(false), cl::sub(compileCommand));
 static cl::opt<int> pipelineRanks(
     "pp", cl::desc("--mode train: pipeline ranks (distributed program)"),
     cl::init(1), cl::sub(compileCommand));
@@ -536,6 +543,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.pp = pipelineRanks;
   o.dp = dataParallel;
   o.tp = tensorParallel;
+  o.sequenceParallel = sequenceParallel;
   o.microBatches = microBatches;
   o.zero = zeroLevel;
   o.recompute = recomputeMode;
@@ -588,6 +596,11 @@ int runCompile() {
   }
   if (tensorParallel < 1) {
     llvm::errs() << "lamina compile: --tp must be at least 1\n";
+    return 2;
+  }
+  if (sequenceParallel && tensorParallel < 2) {
+    llvm::errs() << "lamina compile: --sequence-parallel needs --tp 2 or "
+                    "more\n";
     return 2;
   }
   // The split modules exist as IR; their collectives have no rt lowering,
@@ -726,6 +739,9 @@ int runCompile() {
       // in diagnostics and in the program's kernel checks.
       module->print(llvm::outs(), OpPrintingFlags().enableDebugInfo());
       llvm::outs() << "\n";
+      // What the passes changed goes to stderr, the IR alone to stdout.
+      for (const std::string &remark : remarks)
+        llvm::errs() << "lamina compile: " << remark << "\n";
       restoredCopy.keep = true;
       return 0;
     }

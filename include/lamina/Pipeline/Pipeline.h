@@ -123,6 +123,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      llvm::cl::desc("tensor-parallel ranks per group: each "
                                     "module's layers split (dist-tp-plan)"),
                      llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("with tp: Megatron's sequence parallelism")};
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("micro-batches per step"),
                                llvm::cl::init(1)};

@@ -125,3 +125,17 @@ func.func @keepdims(%logits: tensor<4x128xf32>) -> tensor<4x1xf32> {
   %s = graph.reduce_sum %l {axes = array<i64: 1>, keepdims = true} : tensor<4x128xf32> -> tensor<4x1xf32>
   return %s : tensor<4x1xf32>
 }
+
+// A split of a dim the op has no local form for (a norm's normalized axis;
+// likewise a sliced dim, a concat's axis, attention's keys) is read whole:
+// the op's rule drops the split and partition all-gathers its input.
+// CHECK-LABEL: func.func @normalized(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x64xf32>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[X]] on @tp grid_axes = [0] gather_axis = 1 : tensor<4x64xf32> -> tensor<4x128xf32>
+// CHECK: graph.layer_norm {{.*}} : tensor<4x128xf32>, tensor<128xf32>
+func.func @normalized(%x: tensor<4x128xf32>, %w: tensor<128xf32>) -> tensor<4x128xf32> {
+  %col = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %col : tensor<4x128xf32>
+  %y = graph.layer_norm %xs, %w {axis = 1 : i64, epsilon = 1.0e-05 : f64} : tensor<4x128xf32>, tensor<128xf32>
+  return %y : tensor<4x128xf32>
+}

@@ -32,6 +32,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -53,6 +54,9 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::desc("MODEL.onnx"));
 static cl::opt<unsigned> tp("tp", cl::desc("tensor-parallel ranks"),
                             cl::init(2));
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel", cl::desc("dist-tp-plan's sequence parallelism"),
+    cl::init(false));
 static cl::opt<double> rtol("rtol", cl::desc("relative tolerance"),
                             cl::init(1e-5));
 static cl::opt<unsigned> seed("seed", cl::desc("generator seed"), cl::init(7));
@@ -169,6 +173,7 @@ int main(int argc, char **argv) {
   PassManager plan(&ctx);
   dist::DistTpPlanOptions options;
   options.tp = tp;
+  options.sequenceParallel = sequenceParallel;
   plan.addPass(dist::createDistTpPlan(options));
   if (failed(plan.run(*spmd)))
     return 1;
@@ -177,6 +182,7 @@ int main(int argc, char **argv) {
     layouts[f.getSymName().str()] = layoutOf(f);
   PassManager partition(&ctx);
   partition.addNestedPass<func::FuncOp>(shard::createPartition());
+  partition.addNestedPass<func::FuncOp>(createCSEPass());
   partition.addNestedPass<func::FuncOp>(dist::createDistTpCombineSums());
   if (failed(partition.run(*spmd)))
     return 1;
@@ -256,7 +262,11 @@ int main(int argc, char **argv) {
                    << expected.size() << " outputs on " << ranks
                    << " ranks, all-reduces "
                    << countOps(spmdFn, "shard.all_reduce") << ", all-gathers "
-                   << countOps(spmdFn, "shard.all_gather") << ", rel err "
+                   << countOps(spmdFn, "shard.all_gather")
+                   << ", reduce-scatters "
+                   << countOps(spmdFn, "shard.reduce_scatter")
+                   << ", all-to-alls " << countOps(spmdFn, "shard.all_to_all")
+                   << ", rel err "
                    << llvm::format("%.1e", err);
       if (err > rtol)
         llvm::outs() << " (largest in " << worst << ")";

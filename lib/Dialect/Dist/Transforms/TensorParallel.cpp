@@ -45,14 +45,15 @@ StringRef argString(func::FuncOp f, unsigned i, StringRef attr) {
 }
 
 /// The trainable matrix a GEMM's right operand reads (through 2-D
-/// transposes and casts), and which of its dims is the product's output
+/// transposes, casts and sharding annotations), and which of its dims is the product's output
 /// dim; none for activations times activations (attention's products).
 struct WeightUse {
   BlockArgument arg;
   int64_t outDim;
 };
 
-std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f) {
+std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f,
+                                  bool residualsToo = false) {
   Value v = mm.getRhs();
   int64_t outDim = 1;
   while (Operation *def = v.getDefiningOp()) {
@@ -63,14 +64,18 @@ std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f) {
       v = t.getInput();
     } else if (auto c = dyn_cast<graph::CastOp>(def)) {
       v = c.getInput();
+    } else if (auto ann = dyn_cast<shard::ShardOp>(def)) {
+      v = ann.getSrc();
     } else {
       return std::nullopt;
     }
   }
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg || arg.getOwner() != &f.getBody().front() ||
-      argString(f, arg.getArgNumber(), "graph.kind") != "trainable" ||
       cast<RankedTensorType>(arg.getType()).getRank() != 2)
+    return std::nullopt;
+  StringRef kind = argString(f, arg.getArgNumber(), "graph.kind");
+  if (kind != "trainable" && !(residualsToo && kind == "residual"))
     return std::nullopt;
   return WeightUse{arg, outDim};
 }
@@ -137,6 +142,23 @@ shard::Sharding splitOn(MLIRContext *ctx, int64_t dim) {
   return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid), axes);
 }
 
+/// Sequence parallelism's layout of a [batch, sequence, ...] value.
+constexpr int64_t kSequenceDim = 1;
+
+bool sequenceShaped(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getRank() >= 2;
+}
+
+shard::Sharding replicated(MLIRContext *ctx);
+
+/// How a boundary value (or its gradient) is laid out: split on the
+/// sequence under sequence parallelism, else whole.
+shard::Sharding boundaryLayout(MLIRContext *ctx, Value v, bool sequence) {
+  return sequence && sequenceShaped(v) ? splitOn(ctx, kSequenceDim)
+                                       : replicated(ctx);
+}
+
 shard::Sharding replicated(MLIRContext *ctx) {
   return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid),
                               {shard::GridAxesAttr::get(ctx, {})});
@@ -189,9 +211,9 @@ shard::Sharding shardingOf(Value v) {
 /// Completes what propagation left unannotated (ops it does not visit,
 /// such as an embedding's gather with nothing split around it; arguments
 /// read by several annotations) in partition's form: each argument pinned
-/// once, each result read through its own annotation, each operand
-/// through one for its reader, as what its readers or producer already
-/// say, else replicated.
+/// once (as its readers read it), each result of an op left unannotated
+/// read through its own annotation (whole), each operand through one for
+/// its reader (as its producer has it).
 void completeAnnotations(func::FuncOp f) {
   MLIRContext *ctx = f.getContext();
   OpBuilder b(ctx);
@@ -226,7 +248,9 @@ void completeAnnotations(func::FuncOp f) {
           op->hasTrait<OpTrait::ConstantLike>())
         continue;
       b.setInsertionPointAfter(op);
-      Value s = shard::ShardingOp::create(b, op->getLoc(), shardingOf(r));
+      // Whole, as the op computes it unannotated; a reader that wants it
+      // split slices it.
+      Value s = shard::ShardingOp::create(b, op->getLoc(), replicated(ctx));
       auto pin = shard::ShardOp::create(b, op->getLoc(), r, s);
       r.replaceAllUsesExcept(pin.getResult(), pin);
     }
@@ -398,18 +422,29 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     OpBuilder b = OpBuilder::atBlockBegin(&fwd.getBody().front());
     for (BlockArgument arg : fwd.getArguments()) {
       auto it = seeds.find(arg.getArgNumber());
+      bool boundary = argString(fwd, arg.getArgNumber(), "graph.kind") ==
+                      "boundary";
       if (it != seeds.end())
         annotateArg(b, arg, it->second);
+      else if (boundary && sequenceParallel)
+        annotateArg(b, arg, boundaryLayout(ctx, arg, true));
       else if (arg.use_empty())
         annotateArg(b, arg, replicated(ctx));
     }
+    if (sequenceParallel)
+      gatherColumnInputs(fwd, [&](unsigned arg) {
+        auto it = seeds.find(arg);
+        return it != seeds.end() ? it->second : replicated(ctx);
+      });
     // Propagated from the seeds forward first: a boundary output pinned
     // whole beforehand would pull the whole layer back to replicated.
     if (failed(propagate(fwd)))
       return failure();
     auto fwdRet = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
     for (unsigned i = 0; i < numOut; ++i)
-      annotateResult(b, fwdRet, i, replicated(ctx));
+      annotateResult(b, fwdRet, i,
+                     boundaryLayout(ctx, fwdRet.getOperand(i),
+                                    sequenceParallel));
     std::map<std::string, shard::Sharding> named;
     for (BlockArgument arg : fwd.getArguments())
       named.emplace(argString(fwd, arg.getArgNumber(), "graph.name").str(),
@@ -437,8 +472,17 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       StringRef kind = argString(bwd, arg.getArgNumber(), "graph.kind");
       bool keep =
           it != named.end() && (kind == "trainable" || kind == "residual");
-      annotateArg(b, arg, keep ? it->second : replicated(ctx));
+      bool boundary = kind == "boundary" || kind == "cotangent";
+      annotateArg(b, arg,
+                  keep       ? it->second
+                  : boundary ? boundaryLayout(ctx, arg, sequenceParallel)
+                             : replicated(ctx));
     }
+    if (sequenceParallel)
+      gatherColumnInputs(bwd, [&](unsigned arg) {
+        auto it = named.find(argString(bwd, arg, "graph.name").str());
+        return it != named.end() ? it->second : replicated(ctx);
+      });
     // Each gradient pinned as its weight before propagation: forward
     // traversal derives every value from the pinned arguments and only
     // reshards where a pinned result differs.
@@ -450,11 +494,16 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       StringRef name = cast<StringAttr>(gradNames[i]).getValue();
       auto it =
           name.consume_front("grad:") ? named.find(name.str()) : named.end();
+      // A boundary's gradient is laid out as the boundary.
       annotateResult(b, bwdRet, i,
-                     it != named.end() ? it->second : replicated(ctx));
+                     it != named.end()
+                         ? it->second
+                         : boundaryLayout(ctx, bwdRet.getOperand(i),
+                                          sequenceParallel));
     }
     if (failed(propagate(bwd)))
       return failure();
+    reportGathers(fwd);
     completeAnnotations(fwd);
     completeAnnotations(bwd);
     if (failed(checkPartitionable(fwd)) || failed(checkPartitionable(bwd)))
@@ -462,6 +511,68 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     numSplit +=
         llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
     return success();
+  }
+
+  /// Sequence parallelism: a GEMM whose weight is split on its output dim
+  /// (a column-parallel GEMM forward, a row-parallel one's input gradient
+  /// backward) reads its input whole: partition all-gathers the sequence
+  /// shards there, as Megatron-LM does, rather than split the product on
+  /// the sequence and gather the weight.
+  void gatherColumnInputs(func::FuncOp f,
+                          llvm::function_ref<shard::Sharding(unsigned)> of) {
+    MLIRContext *ctx = f.getContext();
+    OpBuilder b(ctx);
+    f.walk([&](graph::MatMulOp mm) {
+      // A backward without recomputation reads the forward's transposed
+      // weights as residuals.
+      std::optional<WeightUse> w = weightOf(mm, f, /*residualsToo=*/true);
+      if (!w)
+        return;
+      shard::Sharding s = of(w->arg.getArgNumber());
+      ArrayRef<shard::GridAxesAttr> axes = s.getSplitAxes();
+      if (w->outDim >= int64_t(axes.size()) ||
+          axes[size_t(w->outDim)].asArrayRef().empty())
+        return;
+      b.setInsertionPoint(mm);
+      Value whole = shard::ShardingOp::create(b, mm.getLoc(), replicated(ctx));
+      mm.setOperand(0, shard::ShardOp::create(b, mm.getLoc(), mm.getLhs(),
+                                              whole,
+                                              /*annotate_for_users=*/true));
+    });
+  }
+
+  /// Says where propagation had a split value read whole (an all-gather
+  /// after partition) because the reader has no rule for the split: the
+  /// program is right but that layer is not split as planned (GPT-2's
+  /// fused q/k/v projection, sliced on the split dim). Sequence
+  /// parallelism's gathers on the sequence are the plan.
+  void reportGathers(func::FuncOp f) {
+    llvm::DenseSet<Operation *> reported;
+    f.walk([&](shard::ShardOp read) {
+      auto produced = read.getSrc().getDefiningOp<shard::ShardOp>();
+      if (!read.getAnnotateForUsers() || !produced ||
+          produced.getAnnotateForUsers() || read->use_empty())
+        return;
+      shard::Sharding from(produced.getSharding()), to(read.getSharding());
+      for (auto [d, axes] : llvm::enumerate(from.getSplitAxes())) {
+        bool whole = d >= to.getSplitAxes().size() ||
+                     to.getSplitAxes()[d].asArrayRef().empty();
+        if (axes.asArrayRef().empty() || !whole ||
+            (sequenceParallel && int64_t(d) == kSequenceDim))
+          continue;
+        Operation *reader = *read->getUsers().begin();
+        Operation *producer = produced.getSrc().getDefiningOp();
+        if (!producer || !reported.insert(producer).second)
+          return;
+        reader->emitRemark("dist-tp-plan: ")
+            << reader->getName() << " at " << reader->getLoc()
+            << " reads the output of " << producer->getName() << " at "
+            << producer->getLoc()
+            << " whole (an all-gather): it has no rule for that split, so "
+               "this part of the layer is computed whole on every rank";
+        return;
+      }
+    });
   }
 
   LogicalResult propagate(func::FuncOp f) {
@@ -527,11 +638,30 @@ struct CombineSums : OpRewritePattern<graph::AddOp> {
   }
 };
 
+/// all_slice(all_reduce(x)) -> reduce_scatter(x): each rank keeps only its
+/// part of the sum (sequence parallelism after a row-parallel GEMM).
+struct SliceOfSum : OpRewritePattern<shard::AllSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(shard::AllSliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto sum = slice.getInput().getDefiningOp<shard::AllReduceOp>();
+    if (!sum || !sum->hasOneUse() || sum.getGrid() != slice.getGrid() ||
+        sum.getGridAxes() != slice.getGridAxes() ||
+        sum.getReduction() != shard::ReductionKind::Sum)
+      return failure();
+    rewriter.replaceOpWithNewOp<shard::ReduceScatterOp>(
+        slice, slice.getType(), slice.getGridAttr(), slice.getGridAxesAttr(),
+        sum.getInput(), sum.getReductionAttr(), slice.getSliceAxisAttr());
+    return success();
+  }
+};
+
 struct DistTpCombineSums
     : dist::impl::DistTpCombineSumsBase<DistTpCombineSums> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<CombineSums>(&getContext());
+    patterns.add<CombineSums, SliceOfSum>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

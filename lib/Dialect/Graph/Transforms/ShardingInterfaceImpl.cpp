@@ -282,9 +282,9 @@ struct ReduceSumSharding
 
 /// A norm over dims [axis, rank) of its input: the leading dims parallel,
 /// the normalized ones whole; the scale and bias read the normalized dims.
-/// Its gradient sums the scale's and bias's over the leading dims, so
-/// there they are whole too (a split would leave partial sums of a
-/// result that is not one: sequence parallelism's norms, later).
+/// Its gradient sums the scale's and bias's over the leading dims: where
+/// those are split (sequence parallelism's norms) each rank's are partial
+/// sums, all-reduced.
 template <typename Op>
 struct NormSharding : public GraphSharding<NormSharding<Op>, Op> {
   LoopSpace space(Operation *op) const {
@@ -299,7 +299,7 @@ struct NormSharding : public GraphSharding<NormSharding<Op>, Op> {
                           std::is_same_v<Op, RMSNormGradOp>;
     SmallVector<int64_t> loops;
     for (int64_t i = 0; i < rank; ++i)
-      loops.push_back(s.add(utils::IteratorType::parallel, grad || i >= axis));
+      loops.push_back(s.add(utils::IteratorType::parallel, i >= axis));
     SmallVector<int64_t> normalized(loops.begin() + axis, loops.end());
     MLIRContext *ctx = op->getContext();
     for (Value operand : op->getOperands())
@@ -309,6 +309,41 @@ struct NormSharding : public GraphSharding<NormSharding<Op>, Op> {
       s.map(ctx, rankOf(result) == rank ? ArrayRef<int64_t>(loops)
                                         : ArrayRef<int64_t>(normalized));
     return s.finish(ctx);
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<shard::Sharding> operandShardings,
+                          ArrayRef<shard::Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    LoopSpace s = space(op);
+    if (failed(partitionWithSums(op, s, partitionedOperands, operandShardings,
+                                 resultShardings, partitionMap, symbolTable,
+                                 builder)))
+      return failure();
+    constexpr bool grad = std::is_same_v<Op, LayerNormGradOp> ||
+                          std::is_same_v<Op, RMSNormGradOp>;
+    const shard::Sharding &input = operandShardings[0];
+    if (!grad || !input || !input.getGridAttr())
+      return success();
+    // The leading dims' grid axes: the scale's and bias's gradients sum
+    // over them.
+    SmallVector<shard::GridAxis> axes;
+    int64_t axis = int64_t(cast<Op>(op).getAxis());
+    for (auto [d, split] : llvm::enumerate(input.getSplitAxes()))
+      if (int64_t(d) < axis)
+        axes.append(split.asArrayRef().begin(), split.asArrayRef().end());
+    if (axes.empty())
+      return success();
+    for (Value result : op->getResults().drop_front()) {
+      Value partial = partitionMap.lookup(result);
+      partitionMap.map(result, shard::AllReduceOp::create(
+                                   builder, op->getLoc(), partial,
+                                   input.getGrid(), axes,
+                                   shard::ReductionKind::Sum));
+    }
+    return success();
   }
 };
 

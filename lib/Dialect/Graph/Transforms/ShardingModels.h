@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -105,6 +106,24 @@ struct GraphSharding
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     return model().space(op).maps;
   }
+  /// Upstream's option from the operands' and results' shardings, less any
+  /// split of a whole loop: the op then reads that operand whole, and
+  /// partition reshards it (an all-gather) instead of failing.
+  FailureOr<shard::ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<shard::Sharding> operandShardings,
+                    ArrayRef<shard::Sharding> resultShardings) const {
+    FailureOr<shard::ShardingOption> option =
+        shard::detail::defaultGetShardingOption(op, operandShardings,
+                                                resultShardings);
+    if (failed(option))
+      return failure();
+    LoopSpace s = model().space(op);
+    for (auto [loop, axes] : llvm::enumerate(option->shardingArray))
+      if (loop < s.whole.size() && s.whole.test(unsigned(loop)))
+        axes.clear();
+    return option;
+  }
+
   SmallVector<shard::ReductionKind>
   getReductionLoopIteratorKinds(Operation *op) const {
     SmallVector<utils::IteratorType> loops = getLoopIteratorTypes(op);

@@ -474,6 +474,12 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
   let options = [
     Option<"tp", "tp", "unsigned", /*default=*/"1",
            "Ranks of a tensor-parallel group">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Megatron's sequence parallelism: the values between a row- and "
+           "the next column-parallel GEMM (boundaries, norms, residual "
+           "adds) split on the sequence dim, all-gathered before each "
+           "column GEMM and reduce-scattered after each row GEMM">,
   ];
   let statistics = [
     Statistic<"numSplit", "split-weights", "weights split over the group">,
@@ -481,7 +487,8 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
 }
 
 def DistTpCombineSums : Pass<"dist-tp-combine-sums", "mlir::func::FuncOp"> {
-  let summary = "One all-reduce for a sum of all-reduced partial sums";
+  let summary = "One all-reduce for a sum of all-reduced partial sums; a "
+                "reduce-scatter for a sliced sum";
   let description = [{
     After `shard-partition`, a column-parallel group's input gradient is
     the sum of its GEMMs' partial products, each all-reduced (attention's
@@ -491,7 +498,9 @@ def DistTpCombineSums : Pass<"dist-tp-combine-sums", "mlir::func::FuncOp"> {
     grid, axes and sum, equal shapes, each all-reduce read only there),
     applied by the greedy driver, leaves one all-reduce per group: the
     backward's two per layer that Megatron-LM issues. Same values up to the
-    order of the additions.
+    order of the additions. Under sequence parallelism a sum whose rank
+    then keeps a slice, `all_slice(all_reduce(x))`, becomes
+    `reduce_scatter(x)` (half the bytes).
 
     ```mlir
     %0 = shard.all_reduce %a on @tp grid_axes = [0] : ...
