@@ -718,9 +718,9 @@ std::string lamina::eval::evaluateSpmd(
         for (size_t q = 1; q < ranks; ++q)
           for (int64_t i = 0; i < sum.numElements(); ++i)
             acc[i] += static_cast<const float *>(parts[q]->data())[i];
-        *result = sliceAxis(sum,
-                            int64_t(scatter.getScatterAxis().getZExtValue()),
-                            int64_t(ranks), int64_t(r));
+        *result =
+            sliceAxis(sum, int64_t(scatter.getScatterAxis().getZExtValue()),
+                      int64_t(ranks), int64_t(r));
       } else if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
         *result =
             sliceAxis(*parts[r], int64_t(slice.getSliceAxis().getZExtValue()),

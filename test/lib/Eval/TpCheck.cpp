@@ -54,9 +54,10 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::desc("MODEL.onnx"));
 static cl::opt<unsigned> tp("tp", cl::desc("tensor-parallel ranks"),
                             cl::init(2));
-static cl::opt<bool> sequenceParallel(
-    "sequence-parallel", cl::desc("dist-tp-plan's sequence parallelism"),
-    cl::init(false));
+static cl::opt<bool>
+    sequenceParallel("sequence-parallel",
+                     cl::desc("dist-tp-plan's sequence parallelism"),
+                     cl::init(false));
 static cl::opt<double> rtol("rtol", cl::desc("relative tolerance"),
                             cl::init(1e-5));
 static cl::opt<unsigned> seed("seed", cl::desc("generator seed"), cl::init(7));
@@ -266,8 +267,7 @@ int main(int argc, char **argv) {
                    << ", reduce-scatters "
                    << countOps(spmdFn, "shard.reduce_scatter")
                    << ", all-to-alls " << countOps(spmdFn, "shard.all_to_all")
-                   << ", rel err "
-                   << llvm::format("%.1e", err);
+                   << ", rel err " << llvm::format("%.1e", err);
       if (err > rtol)
         llvm::outs() << " (largest in " << worst << ")";
       llvm::outs() << "\n";

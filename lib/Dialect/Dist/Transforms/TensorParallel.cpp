@@ -45,8 +45,9 @@ StringRef argString(func::FuncOp f, unsigned i, StringRef attr) {
 }
 
 /// The trainable matrix a GEMM's right operand reads (through 2-D
-/// transposes, casts and sharding annotations), and which of its dims is the product's output
-/// dim; none for activations times activations (attention's products).
+/// transposes, casts and sharding annotations), and which of its dims is the
+/// product's output dim; none for activations times activations (attention's
+/// products).
 struct WeightUse {
   BlockArgument arg;
   int64_t outDim;
@@ -422,8 +423,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     OpBuilder b = OpBuilder::atBlockBegin(&fwd.getBody().front());
     for (BlockArgument arg : fwd.getArguments()) {
       auto it = seeds.find(arg.getArgNumber());
-      bool boundary = argString(fwd, arg.getArgNumber(), "graph.kind") ==
-                      "boundary";
+      bool boundary =
+          argString(fwd, arg.getArgNumber(), "graph.kind") == "boundary";
       if (it != seeds.end())
         annotateArg(b, arg, it->second);
       else if (boundary && sequenceParallel)
@@ -442,9 +443,9 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       return failure();
     auto fwdRet = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
     for (unsigned i = 0; i < numOut; ++i)
-      annotateResult(b, fwdRet, i,
-                     boundaryLayout(ctx, fwdRet.getOperand(i),
-                                    sequenceParallel));
+      annotateResult(
+          b, fwdRet, i,
+          boundaryLayout(ctx, fwdRet.getOperand(i), sequenceParallel));
     std::map<std::string, shard::Sharding> named;
     for (BlockArgument arg : fwd.getArguments())
       named.emplace(argString(fwd, arg.getArgNumber(), "graph.name").str(),
@@ -495,11 +496,11 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       auto it =
           name.consume_front("grad:") ? named.find(name.str()) : named.end();
       // A boundary's gradient is laid out as the boundary.
-      annotateResult(b, bwdRet, i,
-                     it != named.end()
-                         ? it->second
-                         : boundaryLayout(ctx, bwdRet.getOperand(i),
-                                          sequenceParallel));
+      annotateResult(
+          b, bwdRet, i,
+          it != named.end()
+              ? it->second
+              : boundaryLayout(ctx, bwdRet.getOperand(i), sequenceParallel));
     }
     if (failed(propagate(bwd)))
       return failure();
@@ -535,9 +536,9 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         return;
       b.setInsertionPoint(mm);
       Value whole = shard::ShardingOp::create(b, mm.getLoc(), replicated(ctx));
-      mm.setOperand(0, shard::ShardOp::create(b, mm.getLoc(), mm.getLhs(),
-                                              whole,
-                                              /*annotate_for_users=*/true));
+      mm.setOperand(0,
+                    shard::ShardOp::create(b, mm.getLoc(), mm.getLhs(), whole,
+                                           /*annotate_for_users=*/true));
     });
   }
 

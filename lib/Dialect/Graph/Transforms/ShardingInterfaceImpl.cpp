@@ -338,10 +338,10 @@ struct NormSharding : public GraphSharding<NormSharding<Op>, Op> {
       return success();
     for (Value result : op->getResults().drop_front()) {
       Value partial = partitionMap.lookup(result);
-      partitionMap.map(result, shard::AllReduceOp::create(
-                                   builder, op->getLoc(), partial,
-                                   input.getGrid(), axes,
-                                   shard::ReductionKind::Sum));
+      partitionMap.map(
+          result, shard::AllReduceOp::create(builder, op->getLoc(), partial,
+                                             input.getGrid(), axes,
+                                             shard::ReductionKind::Sum));
     }
     return success();
   }
