@@ -441,8 +441,13 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
     outputs is **column-parallel** (its weight split on the output dim),
     and the GEMMs it reaches are **row-parallel** (split on the input dim):
     attention's q/k/v and output projections, an MLP's (gated) first and
-    second GEMMs. Names play no part. Everything else (norms, the
-    embedding, the head and loss) stays replicated.
+    second GEMMs. Names play no part. The vocabulary is split too: an
+    embedding table's rows (a gather from a trainable [V, H] table), the
+    LM head's columns (a GEMM whose output reaches only the cross-entropy's
+    logits) and the cross-entropy over them (VocabParallel.cpp). Norms stay
+    replicated; with `sequence-parallel` the boundary values are split on
+    the sequence and every GEMM whose weight is split on its output dim
+    reads its input whole (an all-gather after partition).
 
     The pass writes a `shard.grid @tp` of shape `tp` and pins the seeds
     with `shard.shard` annotations, the boundary outputs replicated; runs
@@ -468,7 +473,9 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
 
     A weight read by a column- and a row-parallel GEMM is refused naming
     it; a heads count or width the group does not divide is refused by
-    partition, naming the op. `tp` 1: nothing changes.
+    partition, naming the op; a split value an op has no rule for is read
+    whole, and a remark names both ops (that part of the layer then runs
+    whole on every rank). `tp` 1: nothing changes.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
   let options = [
