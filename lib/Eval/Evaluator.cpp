@@ -602,45 +602,52 @@ lamina::eval::evaluate(ModuleOp module,
   return "@" + func.getName().str() + " has no return";
 }
 
-/// Rank r's slice `r` of `whole` along `axis` into `ranks` equal parts.
+/// A rank's block along `axis` of a whole row-major tensor: `outer` runs
+/// (the dims before the axis) of `ranks` blocks of `block` bytes each.
+struct Blocks {
+  int64_t outer = 1, block = 0;
+  Blocks(const std::vector<int64_t> &partShape, int64_t axis,
+         rt::DType dtype) {
+    block = int64_t(rt::dtypeSize(dtype));
+    for (size_t d = 0; d < partShape.size(); ++d) {
+      if (int64_t(d) < axis)
+        outer *= partShape[d];
+      else
+        block *= partShape[d];
+    }
+  }
+};
+
+/// Rank `r`'s block of `whole` along `axis`, split evenly over `ranks`.
 static HostTensor sliceAxis(const HostTensor &whole, int64_t axis,
                             int64_t ranks, int64_t r) {
   std::vector<int64_t> shape = whole.shape;
   shape[size_t(axis)] /= ranks;
   HostTensor part(whole.dtype, shape);
-  int64_t outer = 1, inner = int64_t(rt::dtypeSize(whole.dtype));
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= whole.shape[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  int64_t chunk = shape[size_t(axis)] * inner;
+  Blocks b(shape, axis, whole.dtype);
   auto *src = static_cast<const char *>(whole.data());
   auto *dst = static_cast<char *>(part.data());
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * chunk, src + (o * ranks + r) * chunk, size_t(chunk));
+  for (int64_t o = 0; o < b.outer; ++o)
+    std::memcpy(dst + o * b.block, src + (o * ranks + r) * b.block,
+                size_t(b.block));
   return part;
 }
 
 /// The parts of every rank joined along `axis`.
 static HostTensor joinAxis(const std::vector<const HostTensor *> &parts,
                            int64_t axis) {
-  std::vector<int64_t> shape = parts[0]->shape;
   int64_t ranks = int64_t(parts.size());
+  std::vector<int64_t> shape = parts[0]->shape;
+  Blocks b(shape, axis, parts[0]->dtype);
   shape[size_t(axis)] *= ranks;
   HostTensor whole(parts[0]->dtype, shape);
-  int64_t outer = 1, inner = int64_t(rt::dtypeSize(whole.dtype));
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= shape[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  int64_t chunk = parts[0]->shape[size_t(axis)] * inner;
   auto *dst = static_cast<char *>(whole.data());
-  for (int64_t o = 0; o < outer; ++o)
+  for (int64_t o = 0; o < b.outer; ++o)
     for (int64_t r = 0; r < ranks; ++r)
-      std::memcpy(dst + (o * ranks + r) * chunk,
+      std::memcpy(dst + (o * ranks + r) * b.block,
                   static_cast<const char *>(parts[size_t(r)]->data()) +
-                      o * chunk,
-                  size_t(chunk));
+                      o * b.block,
+                  size_t(b.block));
   return whole;
 }
 
@@ -675,27 +682,42 @@ std::string lamina::eval::evaluateSpmd(
     std::vector<const HostTensor *> parts;
     for (size_t r = 0; r < ranks; ++r)
       parts.push_back(env[r].lookup(in));
+    // What every rank receives, computed once: a reduction's element-wise
+    // sum (or max) of the ranks' parts, or a gather's parts joined.
+    HostTensor reduced;
+    auto reduce = [&](shard::ReductionKind kind) -> std::string {
+      if ((kind != shard::ReductionKind::Sum &&
+           kind != shard::ReductionKind::Max) ||
+          parts[0]->dtype != rt::DType::F32)
+        return "at " + where(&op) + ": only f32 sums and maxima are evaluated";
+      reduced = *parts[0];
+      auto *acc = static_cast<float *>(reduced.data());
+      for (size_t q = 1; q < ranks; ++q)
+        for (int64_t i = 0; i < reduced.numElements(); ++i) {
+          float x = static_cast<const float *>(parts[q]->data())[i];
+          acc[i] = kind == shard::ReductionKind::Sum ? acc[i] + x
+                                                     : std::max(acc[i], x);
+        }
+      return "";
+    };
+    std::string err;
+    if (auto sum = dyn_cast<shard::AllReduceOp>(op))
+      err = reduce(sum.getReduction());
+    else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op))
+      err = reduce(scatter.getReduction());
+    else if (auto gather = dyn_cast<shard::AllGatherOp>(op))
+      reduced =
+          joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
+    if (!err.empty())
+      return err;
     for (size_t r = 0; r < ranks; ++r) {
       auto result = std::make_unique<HostTensor>();
-      if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
-        shard::ReductionKind kind = reduce.getReduction();
-        if ((kind != shard::ReductionKind::Sum &&
-             kind != shard::ReductionKind::Max) ||
-            parts[0]->dtype != rt::DType::F32)
-          return "at " + where(&op) +
-                 ": only f32 sums and maxima are "
-                 "evaluated";
-        *result = *parts[0];
-        auto *acc = static_cast<float *>(result->data());
-        for (size_t q = 1; q < ranks; ++q)
-          for (int64_t i = 0; i < result->numElements(); ++i) {
-            float x = static_cast<const float *>(parts[q]->data())[i];
-            acc[i] = kind == shard::ReductionKind::Sum ? acc[i] + x
-                                                       : std::max(acc[i], x);
-          }
-      } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
-        *result =
-            joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
+      if (isa<shard::AllReduceOp, shard::AllGatherOp>(op)) {
+        *result = reduced;
+      } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
+        *result = sliceAxis(reduced,
+                            int64_t(scatter.getScatterAxis().getZExtValue()),
+                            int64_t(ranks), int64_t(r));
       } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
         // Rank r gets every rank's r-th block along the split axis, joined
         // along the concat axis.
@@ -709,18 +731,6 @@ std::string lamina::eval::evaluateSpmd(
         for (const HostTensor &block : blocks)
           views.push_back(&block);
         *result = joinAxis(views, concat);
-      } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
-        if (scatter.getReduction() != shard::ReductionKind::Sum ||
-            parts[0]->dtype != rt::DType::F32)
-          return "at " + where(&op) + ": only f32 sums are evaluated";
-        HostTensor sum = *parts[0];
-        auto *acc = static_cast<float *>(sum.data());
-        for (size_t q = 1; q < ranks; ++q)
-          for (int64_t i = 0; i < sum.numElements(); ++i)
-            acc[i] += static_cast<const float *>(parts[q]->data())[i];
-        *result =
-            sliceAxis(sum, int64_t(scatter.getScatterAxis().getZExtValue()),
-                      int64_t(ranks), int64_t(r));
       } else if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
         *result =
             sliceAxis(*parts[r], int64_t(slice.getSliceAxis().getZExtValue()),

@@ -82,24 +82,23 @@ std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f,
 }
 
 /// Ops a split last (or heads) dim passes through unchanged in meaning:
-/// the elementwise ops, the layout ops and attention.
+/// the elementwise ops (those the elementwise fusion takes), casts, the
+/// layout ops and attention.
 bool carriesSplit(Operation *op) {
-  return isa<graph::ReshapeOp, graph::TransposeOp, graph::SliceOp,
-             graph::ConcatOp, graph::AttentionOp, graph::CastOp, graph::AddOp,
-             graph::SubOp, graph::MulOp, graph::DivOp, graph::NegOp,
-             graph::GeluOp, graph::SigmoidOp, graph::TanhOp, graph::ReluOp,
-             graph::ExpOp, graph::ErfOp, graph::PowOp>(op);
+  return !graph::FusedElementwiseOp::stepOf(op).empty() ||
+         isa<graph::ReshapeOp, graph::TransposeOp, graph::SliceOp,
+             graph::ConcatOp, graph::AttentionOp, graph::CastOp>(op);
 }
 
 /// Where `gemm`'s output goes: the GEMMs whose contraction it reaches
-/// (through ops that carry a split), or the op that stops it (a norm, the
-/// loss, the module's boundary output). Residual outputs are fine: the
-/// backward reads them split.
+/// (through ops that carry a split) and whether it reaches the loss's
+/// logits; failure where something else stops it (a norm, the module's
+/// boundary output). Residual outputs are fine: the backward reads them
+/// split.
 LogicalResult pairedGemms(graph::MatMulOp gemm,
                           const llvm::DenseSet<Operation *> &weightGemms,
                           unsigned numBoundaryOut,
-                          llvm::SetVector<Operation *> &rows, bool &toLoss,
-                          Operation *&blocker) {
+                          llvm::SetVector<Operation *> &rows, bool &toLoss) {
   SmallVector<Value> work{gemm.getResult()};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
@@ -109,10 +108,8 @@ LogicalResult pairedGemms(graph::MatMulOp gemm,
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();
       if (isa<func::ReturnOp>(user)) {
-        if (use.getOperandNumber() < numBoundaryOut) {
-          blocker = user;
+        if (use.getOperandNumber() < numBoundaryOut)
           return failure();
-        }
         continue;
       }
       if (weightGemms.contains(user) && use.getOperandNumber() == 0) {
@@ -125,10 +122,8 @@ LogicalResult pairedGemms(graph::MatMulOp gemm,
         toLoss = true;
         continue;
       }
-      if (!carriesSplit(user)) {
-        blocker = user;
+      if (!carriesSplit(user))
         return failure();
-      }
       for (Value r : user->getResults())
         work.push_back(r);
     }
@@ -143,6 +138,11 @@ shard::Sharding splitOn(MLIRContext *ctx, int64_t dim) {
   return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid), axes);
 }
 
+shard::Sharding replicated(MLIRContext *ctx) {
+  return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid),
+                              {shard::GridAxesAttr::get(ctx, {})});
+}
+
 /// Sequence parallelism's layout of a [batch, sequence, ...] value.
 constexpr int64_t kSequenceDim = 1;
 
@@ -151,18 +151,11 @@ bool sequenceShaped(Value v) {
   return t && t.getRank() >= 2;
 }
 
-shard::Sharding replicated(MLIRContext *ctx);
-
 /// How a boundary value (or its gradient) is laid out: split on the
 /// sequence under sequence parallelism, else whole.
 shard::Sharding boundaryLayout(MLIRContext *ctx, Value v, bool sequence) {
   return sequence && sequenceShaped(v) ? splitOn(ctx, kSequenceDim)
                                        : replicated(ctx);
-}
-
-shard::Sharding replicated(MLIRContext *ctx) {
-  return shard::Sharding::get(FlatSymbolRefAttr::get(ctx, kGrid),
-                              {shard::GridAxesAttr::get(ctx, {})});
 }
 
 bool isSplit(const shard::Sharding &s) {
@@ -209,6 +202,12 @@ shard::Sharding shardingOf(Value v) {
   return replicated(v.getContext());
 }
 
+/// The values partition reads a sharding for: tensors of rank 1 or more.
+bool annotated(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getRank() > 0;
+}
+
 /// Completes what propagation left unannotated (ops it does not visit,
 /// such as an embedding's gather with nothing split around it; arguments
 /// read by several annotations) in partition's form: each argument pinned
@@ -218,24 +217,16 @@ shard::Sharding shardingOf(Value v) {
 void completeAnnotations(func::FuncOp f) {
   MLIRContext *ctx = f.getContext();
   OpBuilder b(ctx);
-  auto tensor = [](Value v) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    return t && t.getRank() > 0;
-  };
   auto pinned = [](Value v) {
     auto ann = v.hasOneUse() ? dyn_cast<shard::ShardOp>(*v.getUsers().begin())
                              : shard::ShardOp();
     return ann && !ann.getAnnotateForUsers();
   };
   b.setInsertionPointToStart(&f.getBody().front());
-  for (BlockArgument arg : f.getArguments()) {
-    if (!tensor(arg) ||
-        (arg.hasOneUse() && isa<shard::ShardOp>(*arg.getUsers().begin())))
-      continue;
-    Value s = shard::ShardingOp::create(b, arg.getLoc(), shardingOf(arg));
-    auto pin = shard::ShardOp::create(b, arg.getLoc(), arg, s);
-    arg.replaceAllUsesExcept(pin.getResult(), pin);
-  }
+  for (BlockArgument arg : f.getArguments())
+    if (annotated(arg) &&
+        !(arg.hasOneUse() && isa<shard::ShardOp>(*arg.getUsers().begin())))
+      annotateArg(b, arg, shardingOf(arg));
   SmallVector<Operation *> ops;
   f.walk([&](Operation *op) {
     if (!isa<shard::ShardOp, shard::ShardingOp, func::FuncOp>(op))
@@ -245,7 +236,7 @@ void completeAnnotations(func::FuncOp f) {
     for (OpResult r : op->getResults()) {
       // An unread result (attention's lse when the backward recomputes)
       // stays unannotated: the op's model splits it as its loops are.
-      if (!tensor(r) || r.use_empty() || pinned(r) ||
+      if (!annotated(r) || r.use_empty() || pinned(r) ||
           op->hasTrait<OpTrait::ConstantLike>())
         continue;
       b.setInsertionPointAfter(op);
@@ -257,7 +248,7 @@ void completeAnnotations(func::FuncOp f) {
     }
     for (OpOperand &use : op->getOpOperands()) {
       auto ann = use.get().getDefiningOp<shard::ShardOp>();
-      if (!tensor(use.get()) || (ann && ann.getAnnotateForUsers()))
+      if (!annotated(use.get()) || (ann && ann.getAnnotateForUsers()))
         continue;
       b.setInsertionPoint(op);
       shard::Sharding sh =
@@ -276,12 +267,8 @@ void completeAnnotations(func::FuncOp f) {
 /// users, every tensor result read only by its own annotation. Checked
 /// here so that a plan partition cannot take is an error naming the op.
 LogicalResult checkPartitionable(func::FuncOp f) {
-  auto tensor = [](Value v) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    return t && t.getRank() > 0;
-  };
   for (BlockArgument arg : f.getArguments())
-    if (tensor(arg) &&
+    if (annotated(arg) &&
         (!arg.hasOneUse() || !isa<shard::ShardOp>(*arg.getUsers().begin())))
       return f.emitError("dist-tp-plan: argument ")
              << arg.getArgNumber()
@@ -292,14 +279,14 @@ LogicalResult checkPartitionable(func::FuncOp f) {
       return WalkResult::advance();
     for (OpOperand &use : op->getOpOperands()) {
       auto ann = use.get().getDefiningOp<shard::ShardOp>();
-      if (tensor(use.get()) && (!ann || !ann.getAnnotateForUsers())) {
+      if (annotated(use.get()) && (!ann || !ann.getAnnotateForUsers())) {
         op->emitError("dist-tp-plan: operand ")
             << use.getOperandNumber() << " has no sharding for its users";
         return WalkResult::interrupt();
       }
     }
     for (OpResult r : op->getResults()) {
-      if (!tensor(r) || r.use_empty())
+      if (!annotated(r) || r.use_empty())
         continue;
       auto ann = r.hasOneUse() ? dyn_cast<shard::ShardOp>(*r.getUsers().begin())
                                : shard::ShardOp();
@@ -362,10 +349,9 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     llvm::SetVector<Operation *> columns, rows;
     for (auto &[gemm, use] : weights) {
       llvm::SetVector<Operation *> reached;
-      Operation *blocker = nullptr;
       bool toLoss = false;
       if (succeeded(pairedGemms(cast<graph::MatMulOp>(gemm), weightGemms,
-                                numOut, reached, toLoss, blocker)) &&
+                                numOut, reached, toLoss)) &&
           (!reached.empty() || toLoss)) {
         columns.insert(gemm);
         rows.insert(reached.begin(), reached.end());
@@ -429,8 +415,6 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         annotateArg(b, arg, it->second);
       else if (boundary && sequenceParallel)
         annotateArg(b, arg, boundaryLayout(ctx, arg, true));
-      else if (arg.use_empty())
-        annotateArg(b, arg, replicated(ctx));
     }
     if (sequenceParallel)
       gatherColumnInputs(fwd, [&](unsigned arg) {

@@ -32,10 +32,9 @@ using namespace mlir;
 namespace shard = mlir::shard;
 
 namespace lamina::graph {
+// The helpers ShardingModels.h declares (and documents).
 namespace sharding {
 
-/// The loops of a value aligned right against `loops` (numpy
-/// broadcasting): a size-1 dim against a larger one gets a new whole loop.
 SmallVector<int64_t> broadcastLoops(LoopSpace &space, Value v,
                                     ArrayRef<int64_t> loops,
                                     ArrayRef<int64_t> sizes) {
@@ -52,7 +51,6 @@ SmallVector<int64_t> broadcastLoops(LoopSpace &space, Value v,
 
 LoopSpace wholeSpace(Operation *op) {
   LoopSpace s;
-  SmallVector<SmallVector<int64_t>> maps;
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
     int64_t rank = rankOf(v);
     if (rank < 0)
@@ -60,15 +58,11 @@ LoopSpace wholeSpace(Operation *op) {
     SmallVector<int64_t> loops;
     for (int64_t d = 0; d < rank; ++d)
       loops.push_back(s.add(utils::IteratorType::parallel, true));
-    maps.push_back(loops);
-  }
-  for (auto &loops : maps)
     s.map(op->getContext(), loops);
+  }
   return s.finish(op->getContext());
 }
 
-/// `op` cloned on the shards; where a summed loop is split, each shard's
-/// result is a partial sum: all-reduced over the grid axes that split it.
 LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,
                                 ArrayRef<Value> partitionedOperands,
                                 ArrayRef<shard::Sharding> operandShardings,
@@ -317,10 +311,9 @@ struct NormSharding : public GraphSharding<NormSharding<Op>, Op> {
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    LoopSpace s = space(op);
-    if (failed(partitionWithSums(op, s, partitionedOperands, operandShardings,
-                                 resultShardings, partitionMap, symbolTable,
-                                 builder)))
+    if (failed(GraphSharding<NormSharding<Op>, Op>::partition(
+            op, partitionedOperands, operandShardings, resultShardings,
+            partitionMap, symbolTable, builder)))
       return failure();
     constexpr bool grad = std::is_same_v<Op, LayerNormGradOp> ||
                           std::is_same_v<Op, RMSNormGradOp>;
