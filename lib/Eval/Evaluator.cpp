@@ -606,8 +606,7 @@ lamina::eval::evaluate(ModuleOp module,
 /// (the dims before the axis) of `ranks` blocks of `block` bytes each.
 struct Blocks {
   int64_t outer = 1, block = 0;
-  Blocks(const std::vector<int64_t> &partShape, int64_t axis,
-         rt::DType dtype) {
+  Blocks(const std::vector<int64_t> &partShape, int64_t axis, rt::DType dtype) {
     block = int64_t(rt::dtypeSize(dtype));
     for (size_t d = 0; d < partShape.size(); ++d) {
       if (int64_t(d) < axis)
@@ -706,8 +705,7 @@ std::string lamina::eval::evaluateSpmd(
     else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op))
       err = reduce(scatter.getReduction());
     else if (auto gather = dyn_cast<shard::AllGatherOp>(op))
-      reduced =
-          joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
+      reduced = joinAxis(parts, int64_t(gather.getGatherAxis().getZExtValue()));
     if (!err.empty())
       return err;
     for (size_t r = 0; r < ranks; ++r) {
@@ -715,9 +713,9 @@ std::string lamina::eval::evaluateSpmd(
       if (isa<shard::AllReduceOp, shard::AllGatherOp>(op)) {
         *result = reduced;
       } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
-        *result = sliceAxis(reduced,
-                            int64_t(scatter.getScatterAxis().getZExtValue()),
-                            int64_t(ranks), int64_t(r));
+        *result =
+            sliceAxis(reduced, int64_t(scatter.getScatterAxis().getZExtValue()),
+                      int64_t(ranks), int64_t(r));
       } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
         // Rank r gets every rank's r-th block along the split axis, joined
         // along the concat axis.
