@@ -603,15 +603,22 @@ int runCompile() {
                     "more\n";
     return 2;
   }
-  // The split modules exist as IR; their collectives have no rt lowering,
-  // communicators or sharded weight loading yet.
-  if (tensorParallel > 1 &&
-      (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
-    llvm::errs() << "lamina compile: --tp " << tensorParallel
-                 << ": the program is not generated yet (its collectives "
-                    "have no runtime lowering); --compile-to train, fuse or "
-                    "dist prints the split modules (docs/tp-design.md)\n";
-    return 1;
+  // Tensor-parallel programs run on the host over MPI, in f32; what is not
+  // built is refused before anything is written.
+  if (tensorParallel > 1 && (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
+    const char *missing =
+        cuda ? "--target cuda (its NCCL tensor-parallel group is not built "
+               "yet)"
+        : precision != "f32"
+            ? "--precision bf16/f16 (the collectives move f32 only)"
+            : nullptr;
+    if (missing) {
+      llvm::errs() << "lamina compile: --tp " << tensorParallel
+                   << " does not generate programs for " << missing
+                   << "; --compile-to train, fuse or dist prints the split "
+                      "modules (docs/tp-design.md)\n";
+      return 1;
+    }
   }
   if (cuda) {
 #ifndef LAMINA_CUDA_LINK_LIBRARIES

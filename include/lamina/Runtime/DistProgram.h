@@ -97,8 +97,8 @@ struct DistSpec {
   int pp, dp, microBatches, zero;
   const char *schedule; ///< "gpipe", "1f1b", ... (schedule::scheduleKindName)
   bool recompute;
-  /// Per pipeline rank its training step; the dp replicas of a pipeline
-  /// rank run the same one. Global rank g = dp_index * pp + pp_index.
+  /// Per pipeline rank its training step; the dp replicas (and tp members)
+  /// of a pipeline rank run the same one. Global rank: see `tp`.
   const StepFn *steps;
   /// Per pipeline rank its evaluation (forward-only) step, or nullptr.
   const StepFn *evalSteps;
@@ -112,7 +112,7 @@ struct DistSpec {
   /// (in every replica) before the first step.
   const int *edges;
   int numEdges;
-  int numRanks;          ///< pp * dp
+  int numRanks;          ///< pp * dp * tp
   const int *moduleRank; ///< pipeline rank of each module
   /// Elements of each module's flat layout (the trainable parameters only
   /// it reads): the compiler sized ZeRO's step-buffer slots from them.
@@ -121,6 +121,12 @@ struct DistSpec {
   const char *labelsInput; ///< CrossEntropy: the labels input, else nullptr
   int64_t vocab;           ///< 0: unknown (ids not checked)
   int64_t ignoreIndex;     ///< labels equal to it do not count
+  /// Ranks per tensor-parallel group (1: none). Its members run the same
+  /// step on the same batch, each on its blocks of the split weights
+  /// (ArgSpec::splitDim); their functions call TensorParallel.h. Global
+  /// rank g = (dp_index * pp + pp_index) * tp + tp_index: a group's
+  /// members are neighbours, as on one node.
+  int tp = 1;
 };
 
 /// The step library: what a compiled step calls, in its order. A failed call

@@ -12,6 +12,7 @@
 #include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/Program.h"
+#include "lamina/Runtime/TensorParallel.h"
 
 #include <cstddef>
 #include <cstdint>

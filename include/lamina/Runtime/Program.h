@@ -48,6 +48,10 @@ struct ArgSpec {
   DType dtype;
   int rank;
   const int64_t *shape; ///< nullptr when rank == 0
+  /// Tensor-parallel module functions (DistProgram.h): the dim of the whole
+  /// value this rank's block splits over its group (`shape` is the block's);
+  /// -1: every rank holds it whole.
+  int splitDim = -1;
 };
 
 /// One result of the entry function: it lives in the arena at `offset`.

@@ -18,6 +18,7 @@
 #include "lamina/Schedule/StepCalls.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -51,6 +52,19 @@ struct ConvertDistToRtPass
              "and at most one forward_only one, got "
           << programs.size() << " programs";
       return signalPassFailure();
+    }
+    // The tensor-parallel group's size (dist-tp-plan's grid; its
+    // collectives are runtime calls by now, so the grid goes).
+    int64_t tp = 1;
+    if (auto grid = module.lookupSymbol<shard::GridOp>("tp")) {
+      if (grid.getShape().size() != 1 || grid.getShape()[0] < 1 ||
+          !SymbolTable::symbolKnownUseEmpty(grid, module)) {
+        grid.emitError("convert-dist-to-rt: the tensor-parallel grid is not "
+                       "one-dimensional or is still used");
+        return signalPassFailure();
+      }
+      tp = grid.getShape()[0];
+      grid.erase();
     }
     OpBuilder b(module.getContext());
     Type stepType = rt_ir::StepType::get(module.getContext());
@@ -115,9 +129,7 @@ struct ConvertDistToRtPass
         const sch::ScheduleConfig &c = sched->config;
         SmallVector<int64_t> placement(sched->placement.rankOf.begin(),
                                        sched->placement.rankOf.end());
-        module->setAttr(
-            "rt.dist",
-            b.getDictionaryAttr({
+        SmallVector<NamedAttribute> fields = {
                 b.getNamedAttr("kind", program.getKindAttr()),
                 b.getNamedAttr("modules", b.getI64IntegerAttr(c.numModules)),
                 b.getNamedAttr("pp", b.getI64IntegerAttr(pp)),
@@ -129,7 +141,11 @@ struct ConvertDistToRtPass
                 // Each module's flat layout (rt-plan-step-buffers sizes
                 // ZeRO's buffers from it; the runtime checks its own).
                 b.getNamedAttr("flat_params", b.getDenseI64ArrayAttr(flat)),
-            }));
+        };
+        // Only tensor-parallel programs name their group's size.
+        if (tp > 1)
+          fields.push_back(b.getNamedAttr("tp", b.getI64IntegerAttr(tp)));
+        module->setAttr("rt.dist", b.getDictionaryAttr(fields));
       }
     }
     for (dist::ProgramOp program : programs)

@@ -87,7 +87,8 @@ private:
 LogicalResult FunctionBufferizer::assignClasses() {
   Block &body = func.getBody().front();
   for (Operation &op : body.without_terminator())
-    ops.push_back(&op);
+    if (!isGroupRankScalar(&op))
+      ops.push_back(&op);
   int64_t end = int64_t(ops.size());
   for (auto [i, op] : llvm::enumerate(ops))
     for (Value v : op->getOperands())
@@ -263,7 +264,8 @@ func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
             : getKernelCall(op, b);
     SmallVector<Value> operands;
     for (Value v : op->getOperands())
-      operands.push_back(buffer.lookup(v));
+      if (isa<RankedTensorType>(v.getType())) // not the group rank's scalar
+        operands.push_back(buffer.lookup(v));
     operands.append(outs);
     rt_ir::CallOp::create(b, op->getLoc(), call->callee,
                           b.getArrayAttr(call->args), describeOrigin(op),

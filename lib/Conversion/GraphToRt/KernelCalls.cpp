@@ -389,7 +389,7 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                            c.out()});
         return std::nullopt;
       })
-      .Default([](Operation *) { return Result(); });
+      .Default([&](Operation *op) { return getCollectiveCall(op, b); });
 }
 
 bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
@@ -401,6 +401,9 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
     return operand == 0;
   if (isa<ScatterNDOp>(op))
     return operand == 0;
+  // A tensor-parallel all-reduce reduces its buffer in place.
+  if (op->getName().getStringRef() == "shard.all_reduce")
+    return true;
   // cuBLASLt and sgemm read C (the addend) where they write D.
   if (auto fused = dyn_cast<FusedMatMulOp>(op))
     return fused.getAddend() && fused.getAddend() == op->getOperand(operand);

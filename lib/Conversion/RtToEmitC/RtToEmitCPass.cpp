@@ -110,7 +110,8 @@ public:
   struct DistOptions {
     /// The training program's settings (convert-dist-to-rt's `rt.dist`).
     std::string kind;
-    int64_t numModules = 0, pp = 1, dp = 1, microBatches = 1, zero = 0;
+    int64_t numModules = 0, pp = 1, dp = 1, tp = 1, microBatches = 1,
+            zero = 0;
     std::vector<int64_t> placement, flatParams;
     bool recompute = true;
     std::string lossKind = "CausalLM", labelsInput;
@@ -443,11 +444,14 @@ std::string ProgramEmitter::argsTable(StringRef name) {
     auto t = cast<MemRefType>(entry.getArgumentTypes()[i + 1]);
     std::string shape = i64Global(t.getShape());
     std::string n = argName ? argName.getValue().str() : "arg" + std::to_string(i);
+    auto split =
+        entry.getArgAttrOfType<IntegerAttr>(i + 1, graph::kTpSplitAttr);
     args += (i ? ", " : "") +
-            llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}}",
+            llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}{5}}",
                           cString(n), argKindEnumerator(kind),
                           dtypeEnumerator(t.getElementType()), t.getRank(),
-                          shape.empty() ? "nullptr" : shape)
+                          shape.empty() ? "nullptr" : shape,
+                          split ? ", " + std::to_string(split.getInt()) : "")
                 .str();
   }
   return specArray(name, "lamina::rt::ArgSpec", numArgs, args);
@@ -743,12 +747,14 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
       "{8}, {9}, {17}, {18}, {10}, {11}, {12}, lamina_module_rank, "
       "lamina_flat_params, "
-      "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL)}",
+      "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL), "
+      "{19}}",
       cString(modelPath), numModules, opts.pp, opts.dp, opts.microBatches,
       opts.zero, cString(opts.kind), opts.recompute ? "true" : "false", train,
-      eval, edgeTable, steps->edges.size(), opts.pp * opts.dp, opts.lossKind,
+      eval, edgeTable, steps->edges.size(), opts.pp * opts.dp * opts.tp,
+      opts.lossKind,
       opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
-      opts.vocab, opts.ignoreIndex, trainBytes, evalBytes);
+      opts.vocab, opts.ignoreIndex, trainBytes, evalBytes, opts.tp);
   emitc::GlobalOp::create(globals, loc, "lamina_dist",
                           emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
                           opaque(spec), false, true, true);
@@ -898,15 +904,18 @@ struct ConvertRtToEmitCPass
     FailureOr<int64_t> numModules = i64("modules"), pp = i64("pp"),
                        dp = i64("dp"), m = i64("micro_batches"),
                        zero = i64("zero");
+    // Only tensor-parallel programs name their group's size.
+    FailureOr<int64_t> tp =
+        dist.get("tp") ? i64("tp") : FailureOr<int64_t>(int64_t(1));
     // (Each missing key is reported once; the checks below need all.)
     auto kind = dist.getAs<StringAttr>("kind");
     auto placement = dist.getAs<DenseI64ArrayAttr>("placement");
     auto flat = dist.getAs<DenseI64ArrayAttr>("flat_params");
     if (failed(numModules) || failed(pp) || failed(dp) || failed(m) ||
-        failed(zero))
+        failed(zero) || failed(tp))
       return signalPassFailure();
     if (!kind || !placement || !flat || *pp < 1 || *dp < 1 || *m < 1 ||
-        *zero < 0 || *zero > 3) {
+        *zero < 0 || *zero > 3 || *tp < 1) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist is "
                                        "incomplete or out of range: ")
           << dist;
@@ -916,6 +925,7 @@ struct ConvertRtToEmitCPass
     opts.numModules = *numModules;
     opts.pp = *pp;
     opts.dp = *dp;
+    opts.tp = *tp;
     opts.microBatches = *m;
     opts.zero = *zero;
     opts.placement.assign(placement.asArrayRef().begin(),

@@ -58,10 +58,11 @@ MPI_Request Comm::irecv(void *buf, size_t bytes, int peer, int tag) {
   return r;
 }
 
-MPI_Request Comm::iallreduce(float *buf, int64_t count, MPI_Comm comm) {
+MPI_Request Comm::iallreduce(float *buf, int64_t count, MPI_Comm comm,
+                             MPI_Op op) {
   MPI_Request r;
   int n = commSize(comm);
-  MPI_Iallreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, MPI_SUM, comm, &r);
+  MPI_Iallreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op, comm, &r);
   collectiveBytes += 2.0 * (n - 1) / n * double(count) * sizeof(float);
   return r;
 }

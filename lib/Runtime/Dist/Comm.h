@@ -61,8 +61,9 @@ public:
   MPI_Request isend(const void *buf, size_t bytes, int peer, int tag);
   MPI_Request irecv(void *buf, size_t bytes, int peer, int tag);
 
-  /// Non-blocking f32 sum over `comm`, in place.
-  MPI_Request iallreduce(float *buf, int64_t count, MPI_Comm comm);
+  /// Non-blocking f32 sum (or `op`) over `comm`, in place.
+  MPI_Request iallreduce(float *buf, int64_t count, MPI_Comm comm,
+                         MPI_Op op = MPI_SUM);
   /// Non-blocking f64 sum over `comm`, in place (no byte accounting).
   MPI_Request iallreduceDouble(double *buf, int count, MPI_Comm comm);
   /// Reduce-scatter of the f32 vector `send` (sum of counts elements) into

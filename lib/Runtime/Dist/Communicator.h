@@ -93,6 +93,14 @@ public:
   /// In-place f32 sum over `group`.
   virtual Status allReduce(float *buf, int64_t count, int group,
                            Request &out) = 0;
+  /// In-place f32 maximum over `group` (a tensor-parallel cross-entropy's
+  /// row maxima); a transport without it refuses.
+  virtual Status allReduceMax(float *buf, int64_t count, int group,
+                              Request &out) {
+    (void)buf, (void)count, (void)group, (void)out;
+    return Status::error(std::string("the ") + name() +
+                         " transport has no all-reduce maximum");
+  }
   /// In-place f64 sum over `group` (scalars: the gradient norm, the loss);
   /// not counted in the statistics.
   virtual Status allReduceDouble(double *buf, int count, int group,

@@ -23,7 +23,8 @@ std::string lamina::rt::dist::configLine(const DistSpec &spec) {
          " zero=" + std::to_string(spec.zero) +
          " schedule=" + (spec.schedule ? spec.schedule : "?") +
          " micro-batches=" + std::to_string(spec.microBatches) +
-         " modules=" + std::to_string(spec.numModules);
+         " modules=" + std::to_string(spec.numModules) +
+         (spec.tp > 1 ? " tp=" + std::to_string(spec.tp) : "");
 }
 
 static int allMin(ControlPlane &control, int v) {
@@ -263,10 +264,15 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   std::vector<NamedView> views;
   for (size_t t = 0; t < items.size(); ++t) {
     const ArgSpec &a = *items[t].arg;
-    int owner = items[t].owner; // global rank of (pp owner, dp 0)
+    // The owner's tensor-parallel members each hold a block of a split
+    // parameter (member 0 alone sends one held whole).
+    int members = a.splitDim >= 0 ? spec.tp : 1;
+    // Global rank of (pp owner, dp 0, tp 0).
+    int owner = items[t].owner * spec.tp;
+    bool sends = ex.rank >= owner && ex.rank < owner + members;
     const float *src = nullptr;
     size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
-    if (ex.rank == owner) {
+    if (sends) {
       const Param &p = ex.params[size_t(ex.paramIndex.at(a.name))];
       if (!p.shared && ex.shardsParams(ex.modules[size_t(p.module)])) {
         src = full[p.module].data() + p.flatOffset;
@@ -280,14 +286,20 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
       }
     }
     if (ex.rank == 0) {
-      values[t].allocate(a.dtype, std::vector<int64_t>(a.shape, a.shape + a.rank));
-      if (owner == 0)
-        std::memcpy(values[t].data(), src, bytes);
-      else
-        control.recv(owner, int(t), values[t].data(), bytes, what);
+      values[t].allocate(a.dtype, wholeShape(a, members));
+      std::vector<char> block(bytes);
+      for (int m = 0; m < members; ++m) {
+        void *into = members > 1 ? block.data() : values[t].data();
+        if (owner + m == 0)
+          std::memcpy(into, src, bytes);
+        else
+          control.recv(owner + m, int(t) * members + m, into, bytes, what);
+        if (members > 1)
+          putBlock(a, members, m, into, values[t].data());
+      }
       views.push_back({a.name, values[t].view()});
-    } else if (ex.rank == owner) {
-      control.send(0, int(t), src, bytes, what);
+    } else if (sends) {
+      control.send(0, int(t) * members + (ex.rank - owner), src, bytes, what);
     }
   }
   Status s = Status::success();

@@ -76,6 +76,9 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
   Communicator &net = ex.net;
   double n = steps > 0 ? double(steps) : 1.0;
   char line[512];
+  // The module functions' tensor-parallel collectives in training (the
+  // communicator counts them among its collectives too).
+  double tpBytes = ex.tpGroup ? ex.tpGroup->bytes - ex.evalTpBytes : 0;
   double idle = wall > 0 ? std::max(0.0, 1.0 - ex.busySeconds / wall) : 0;
   std::snprintf(
       line, sizeof line,
@@ -85,17 +88,20 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
       "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
       "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
       "\"step_buffer_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
-      "\"state_bytes\": %zu}",
+      "\"state_bytes\": %zu, \"tp\": %d, "
+      "\"tensor_parallel_bytes_per_step\": %.0f}",
       ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent - ex.evalP2pBytes) / n,
-      (net.collectiveBytes - ex.evalCollectiveBytes - ex.copyGatherBytes) / n,
+      (net.collectiveBytes - ex.evalCollectiveBytes - ex.copyGatherBytes -
+       tpBytes) / n,
       ex.busySeconds, wall, idle, ex.arenaBytes,
       size_t(ex.spec.stepBufferBytes[ex.pp]),
-      ex.peakGradBytes, ex.stateBytes());
+      ex.peakGradBytes, ex.stateBytes(), ex.tpIndex,
+      tpBytes / n);
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();
   for (int r = 0; r < control.size(); ++r) {
-    int pp = r % ex.spec.pp, dp = r / ex.spec.pp;
+    int pp = r / ex.spec.tp % ex.spec.pp, dp = r / ex.spec.tp / ex.spec.pp;
     double p2p = 0, coll = 0, busy = 0, idleF = 0;
     unsigned long long arena = 0, peak = 0, gradPeak = 0, state = 0;
     const char *j = all[size_t(r)].c_str();
@@ -115,11 +121,21 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 "\"peak_gradient_bytes\": %llu", &gradPeak);
     std::sscanf(std::strstr(j, "\"state_bytes\""), "\"state_bytes\": %llu",
                 &state);
-    std::printf("stats: rank %d (pp %d, dp %d): p2p %.0f B/step, collective "
-                "%.0f B/step, compute %.3f s, idle %.1f%%, arena %llu B, step "
-                "buffer %llu B, peak gradients %llu B, state %llu B\n",
-                r, pp, dp, p2p, coll, busy, 100 * idleF, arena, peak, gradPeak,
-                state);
+    double tpBytes = 0;
+    std::sscanf(std::strstr(j, "\"tensor_parallel_bytes_per_step\""),
+                "\"tensor_parallel_bytes_per_step\": %lf", &tpBytes);
+    bool tensorParallel = ex.spec.tp > 1;
+    std::string tp =
+        tensorParallel ? ", tp " + std::to_string(r % ex.spec.tp) : "";
+    std::string tpTraffic =
+        tensorParallel ? ", tensor-parallel " +
+                             std::to_string((long long)tpBytes) + " B/step"
+                       : "";
+    std::printf("stats: rank %d (pp %d, dp %d%s): p2p %.0f B/step, collective "
+                "%.0f B/step%s, compute %.3f s, idle %.1f%%, arena %llu B, "
+                "step buffer %llu B, peak gradients %llu B, state %llu B\n",
+                r, pp, dp, tp.c_str(), p2p, coll, tpTraffic.c_str(), busy,
+                100 * idleF, arena, peak, gradPeak, state);
   }
   std::fflush(stdout);
   if (ex.o.stats.empty())

@@ -38,16 +38,31 @@ std::string str(int v) { return std::to_string(v); }
 //===----------------------------------------------------------------------===//
 
 Status Executor::setup() {
-  rank = control.rank();
-  pp = rank % spec.pp;
-  dp = rank / spec.pp;
-  zero = spec.dp > 1 ? spec.zero : 0;
-  if (Status s = net.split(pp, dp, dpGroup); !s.ok())
-    return s;
-  modelPath = modelPathOf(o, spec.modelPath);
   if (spec.numModules < 1 || spec.microBatches < 1 || spec.pp < 1 ||
-      spec.dp < 1 || spec.zero < 0 || spec.zero > 3)
+      spec.dp < 1 || spec.tp < 1 || spec.zero < 0 || spec.zero > 3)
     return Status::error("the program's distributed configuration is invalid");
+  rank = control.rank();
+  tpIndex = rank % spec.tp;
+  pp = rank / spec.tp % spec.pp;
+  dp = rank / spec.tp / spec.pp;
+  zero = spec.dp > 1 ? spec.zero : 0;
+  // A stage's replicas with this tensor-parallel index.
+  if (Status s = net.split(pp * spec.tp + tpIndex, dp, dpGroup); !s.ok())
+    return s;
+  if (spec.tp > 1) {
+    int group = -1;
+    if (Status s = net.split(rank / spec.tp, tpIndex, group); !s.ok())
+      return s;
+    tpGroup = std::make_unique<CommTensorParallelGroup>(net, group, tpIndex,
+                                                        spec.tp);
+    setTensorParallelGroup(tpGroup.get());
+    // Its collectives work on the host's memory (or the staged device's).
+    if (std::strcmp(net.name(), "mpi") != 0)
+      return Status::error("tensor parallelism runs over MPI only (this "
+                           "program's transport is " +
+                           std::string(net.name()) + ")");
+  }
+  modelPath = modelPathOf(o, spec.modelPath);
 
   // The inputs, over every module: one name, one type.
   for (int k = 0; k < spec.numModules; ++k) {
@@ -171,8 +186,9 @@ Status Executor::connectTransfers() {
   std::vector<std::pair<int, int>> edges;
   for (int d = 0; d < spec.dp; ++d)
     for (int e = 0; e < spec.numEdges; ++e)
-      edges.push_back({d * spec.pp + spec.edges[2 * e],
-                       d * spec.pp + spec.edges[2 * e + 1]});
+      for (int t = 0; t < spec.tp; ++t)
+        edges.push_back({(d * spec.pp + spec.edges[2 * e]) * spec.tp + t,
+                         (d * spec.pp + spec.edges[2 * e + 1]) * spec.tp + t});
   return net.connect(edges);
 }
 
@@ -315,6 +331,10 @@ Status Executor::setupParams() {
     return Status::error("cannot read the weights: " + s.message());
   for (Param &p : params) {
     auto it = inits.find(p.name);
+    // A split weight: this rank's block of it.
+    if (p.arg->splitDim >= 0 && it != inits.end())
+      if (Status s = takeBlock(*p.arg, spec.tp, tpIndex, it->second); !s.ok())
+        return Status::error(s.message() + " in '" + modelPath + "'");
     if (Status s = checkInitializer(
             *p.arg, it == inits.end() ? nullptr : &it->second, modelPath);
         !s.ok())
@@ -398,8 +418,9 @@ Status Executor::setupParams() {
     holderGroups.emplace(sharedSets[name], -1);
   }
   for (auto &[set, g] : holderGroups) {
+    // The holders with this tensor-parallel index (their blocks alike).
     bool member = std::binary_search(set.begin(), set.end(), pp);
-    if (Status s = net.split(member ? 0 : -1, rank, g); !s.ok())
+    if (Status s = net.split(member ? tpIndex : -1, rank, g); !s.ok())
       return s;
   }
   for (Param &p : params)
@@ -442,7 +463,9 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
   }
   // Every holder counts the whole gradient's norm once: all its parts, or
   // the first holder of replica 0 the whole.
-  p.countsForNorm = p.shardsOwn || (dp == 0 && pp == set.front());
+  // A weight every tensor-parallel member holds whole counts on member 0.
+  p.countsForNorm = (p.shardsOwn || (dp == 0 && pp == set.front())) &&
+                    (p.arg->splitDim >= 0 || tpIndex == 0);
   size_t bytes = size_t(capacity) * sizeof(float);
   if (!p.ownCopiesOnly) {
     std::vector<float> whole(value, value + p.size);
@@ -646,7 +669,8 @@ void Executor::setupSegments() {
           seg.copy = static_cast<char *>(M.flatCopy.data()) +
                      size_t(a) * dtypeSize(copyType);
       }
-      seg.countsForNorm = zero > 0 || dp == 0;
+      seg.countsForNorm =
+          (zero > 0 || dp == 0) && (p.arg->splitDim >= 0 || tpIndex == 0);
       seg.rank = p.arg->rank;
       segments.push_back(std::move(seg));
     }

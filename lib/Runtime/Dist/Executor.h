@@ -35,6 +35,7 @@
 
 #include "Communicator.h"
 #include "ControlPlane.h"
+#include "TensorParallelGroup.h"
 
 #include "../Program/Batches.h"
 #include "../Program/TrainCommon.h"
@@ -274,6 +275,16 @@ public:
   Device &device;
   int rank = 0, pp = 0, dp = 0, zero = 0; ///< zero: effective level
   int dpGroup = -1;                        ///< net's group of this stage
+  /// This rank's index in its tensor-parallel group (DistSpec::tp), and
+  /// the group (spec.tp > 1), which the module functions' collectives run
+  /// on (setTensorParallelGroup).
+  int tpIndex = 0;
+  std::unique_ptr<CommTensorParallelGroup> tpGroup;
+  /// The global rank of pipeline rank `p` in replica `d` with this rank's
+  /// tensor-parallel index.
+  int globalRank(int d, int p) const {
+    return (d * spec.pp + p) * spec.tp + tpIndex;
+  }
   /// seq: the positions (elements) of one example of the input the loss
   /// counts, for the logged tokens/s.
   int64_t microBatch = 0, seq = 0, globalBatch = 0;
@@ -338,7 +349,7 @@ public:
   double busySeconds = 0, traceStart = 0;
   /// What the evaluations sent (not the training's: --stats).
   uint64_t evalP2pBytes = 0;
-  double evalCollectiveBytes = 0;
+  double evalCollectiveBytes = 0, evalTpBytes = 0;
   /// And the copies' gathers outside the steps (gatherCopies).
   double copyGatherBytes = 0;
   /// Levels 2-3: bytes (unpadded) of full gradients and reduce-scatter

@@ -730,6 +730,7 @@ Status Executor::evaluate(double &loss) {
   double busy = busySeconds;
   auto p2p = net.p2pBytesSent;
   auto collective = net.collectiveBytes;
+  double tpBefore = tpGroup ? tpGroup->bytes : 0;
   evaluating = true;
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
@@ -747,6 +748,8 @@ Status Executor::evaluate(double &loss) {
   busySeconds = busy;
   evalP2pBytes += net.p2pBytesSent - p2p;
   evalCollectiveBytes += net.collectiveBytes - collective;
+  if (tpGroup)
+    evalTpBytes += tpGroup->bytes - tpBefore;
   loss = sum / double(o.evalBatches);
   return Status::success();
 }
@@ -783,7 +786,10 @@ Status Executor::runStep(StepFn fn, int64_t index, double &loss) {
     return s;
   if (Status s = device.synchronize(); !s.ok())
     return Status::error(what + ": " + s.message());
+  // (A tensor-parallel group's members all hold the loss; member 0 counts
+  // it.)
   bool lastStage = spec.moduleRank[spec.numModules - 1] == pp;
+  bool countsLoss = lastStage && tpIndex == 0;
   if (lastStage)
     if (Status s = device.download(lossOf.data(), deviceLoss.data(),
                                    size_t(m) * sizeof(float));
@@ -799,7 +805,7 @@ Status Executor::runStep(StepFn fn, int64_t index, double &loss) {
                            std::to_string(stepIndex + 1));
   }
   double sum = 0;
-  if (lastStage)
+  if (countsLoss)
     for (int j = 0; j < m; ++j)
       sum += double(lossOf[size_t(j)]) * double(weightOf[size_t(j)]);
   loss = control.allSum(sum, "the loss all-reduce did not complete",

@@ -129,6 +129,19 @@ Status MpiCommunicator::allReduce(float *buf, int64_t count, int group,
   return Status::success();
 }
 
+Status MpiCommunicator::allReduceMax(float *buf, int64_t count, int group,
+                                     Request &out) {
+  Op op;
+  char *h;
+  size_t bytes = size_t(count) * sizeof(float);
+  if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
+    return s;
+  op.req = comm.iallreduce(reinterpret_cast<float *>(h), count,
+                           groups.at(size_t(group)), MPI_MAX);
+  out = add(std::move(op));
+  return Status::success();
+}
+
 Status MpiCommunicator::allReduceDouble(double *buf, int count, int group,
                                         Request &out) {
   Op op;

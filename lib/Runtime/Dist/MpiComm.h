@@ -42,6 +42,8 @@ public:
                Request &out) override;
   Status allReduce(float *buf, int64_t count, int group,
                    Request &out) override;
+  Status allReduceMax(float *buf, int64_t count, int group,
+                      Request &out) override;
   Status allReduceDouble(double *buf, int count, int group,
                          Request &out) override;
   Status reduceScatter(const float *send, float *recv,

@@ -35,7 +35,7 @@ ActionSpec transfer(const Executor &ex, ActionKind kind, step::Payload what,
   Payload payload = what == step::Payload::Gradient ? Payload::ActivationGrad
                                                     : Payload::Activation;
   return ActionSpec{uint8_t(kind), uint8_t(payload), boundary, mb,
-                    ex.replica() * ex.spec.pp + peer};
+                    ex.globalRank(ex.replica(), peer)};
 }
 
 ActionSpec collective(ActionKind kind, int module) {

@@ -28,6 +28,10 @@ With --tcp-control, every distributed run is repeated with its host control
 plane over TCP (LAMINA_CONTROL=tcp, MASTER_ADDR=127.0.0.1 and a free port;
 docs/distributed.md "The host control plane: MPI or TCP") and must log the
 same losses and export the same bytes as the MPI control plane's run.
+With --tp T (and --sequence-parallel), every distributed program is also
+tensor-parallel: p*d*t ranks, each layer split over t (docs/tp-design.md);
+the single-process reference is the same. --model llama trains a LLaMA
+(grouped-query attention 4/2 heads, rotary, SwiGLU) instead of GPT-2.
 Prints one line per configuration and "ok" at the end, or what differs and
 exits 1.
 """
@@ -79,6 +83,12 @@ def main():
     ap.add_argument("--weight-rtol", type=float, default=None)
     ap.add_argument("--optimizer",
                     default="--optimizer sgd --momentum 0.9 --lr 0.05 --clip 1.0")
+    ap.add_argument("--model", choices=["gpt2", "llama"], default="gpt2")
+    ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--sequence-parallel", action="store_true")
     ap.add_argument("--staged", action="store_true")
     ap.add_argument("--tcp-control", action="store_true")
     ap.add_argument("--eval", action="store_true")
@@ -100,11 +110,15 @@ def main():
     loss_flags = "--mode train --loss causal-lm --logits logits"
 
     def model(batch):
-        path = w(f"gpt-b{batch}.onnx")
+        path = w(f"{args.model}-b{batch}.onnx")
+        extra = (["--kv-heads", str(args.kv_heads)] if args.model == "llama"
+                 else [])
         if not os.path.exists(path):
-            run([sys.executable, "-m", "lamina.models", "gpt2", "--layers",
-                 str(args.layers), "--hidden", "32", "--heads", "4", "--seq",
-                 "16", "--batch", str(batch), "--vocab", "32", "-o", path])
+            run([sys.executable, "-m", "lamina.models", args.model, "--layers",
+                 str(args.layers), "--hidden", str(args.hidden), "--heads",
+                 str(args.heads), "--seq",
+                 "16", "--batch", str(batch), "--vocab", "32", "-o", path] +
+                extra)
         return path
 
     refs = {}
@@ -126,10 +140,15 @@ def main():
         ref_losses, ref_weights, ref_val = reference(args.b * m * d)
         out = w("dist-" + config.replace(":", "-"))
         extra = f" --recompute {recompute}" if recompute else ""
+        if args.tp > 1:
+            extra += f" --tp {args.tp}"
+        if args.sequence_parallel:
+            extra += " --sequence-parallel"
+        ranks = p * d * args.tp
         run(f"{args.lamina} compile {model(args.b)} {loss_flags} --pp {p} "
             f"--dp {d} --micro-batches {m} --schedule {sched} --zero {zero}"
             f"{extra} --quiet -o {out}")
-        log = run(f"{args.mpirun} -np {p * d} {out}/run {train} "
+        log = run(f"{args.mpirun} -np {ranks} {out}/run {train} "
                   f"--export {out}/trained.onnx", w(out + ".log"))
         got = losses(log)
         if sorted(got) != sorted(ref_losses):
@@ -156,7 +175,7 @@ def main():
         staged = ""
         if args.staged:
             env = dict(os.environ, LAMINA_STAGED_DEVICE="1")
-            slog = run(f"{args.mpirun} -np {p * d} {out}/run {train} "
+            slog = run(f"{args.mpirun} -np {ranks} {out}/run {train} "
                        f"--export {out}/staged.onnx", w(out + ".staged.log"),
                        env=env)
             same = (losses(slog) == got and
@@ -173,7 +192,7 @@ def main():
             env = dict(os.environ, LAMINA_CONTROL="tcp",
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                        LAMINA_CONTROL_PORT=port)
-            tlog = run(f"{args.mpirun} -np {p * d} {out}/run {train} "
+            tlog = run(f"{args.mpirun} -np {ranks} {out}/run {train} "
                        f"--export {out}/tcp.onnx", w(out + ".tcp.log"),
                        env=env)
             same = (losses(tlog) == got and
@@ -183,7 +202,7 @@ def main():
             ok &= same
             tcp = ", tcp control plane " + ("identical" if same else "DIFFERS")
         failed |= not ok
-        print(f"{config}: {'ok' if ok else 'DIFFERS'} ranks {p * d}, "
+        print(f"{config}: {'ok' if ok else 'DIFFERS'} ranks {ranks}, "
               f"loss rel err {loss_err:.1e}, weight rel err {weight_err:.1e}"
               f"{evaluated}{staged}{tcp}")
     print("FAILED" if failed else "ok")

@@ -30,6 +30,17 @@ struct KernelCall {
 std::optional<KernelCall> getKernelCall(mlir::Operation *op,
                                         mlir::Builder &builder);
 
+/// The call of a collective (or the group rank) that shard-partition left in
+/// a tensor-parallel function (include/lamina/Runtime/TensorParallel.h);
+/// nullopt for other ops. A rank's `tensor.from_elements` reads no buffer.
+std::optional<KernelCall> getCollectiveCall(mlir::Operation *op,
+                                            mlir::Builder &builder);
+
+/// The scalar ops of the group rank (`shard.process_linear_index` and its
+/// index casts) that only feed a `tensor.from_elements`: no buffer, no
+/// call; the from_elements' call computes them.
+bool isGroupRankScalar(mlir::Operation *op);
+
 /// The matmul kernel call with BLAS transposition flags: an operand made by a
 /// graph.transpose of its last two dims is passed untransposed.
 KernelCall getMatMulCall(mlir::Operation *matmul, mlir::Builder &builder,

@@ -261,6 +261,21 @@ void completeAnnotations(func::FuncOp f) {
   }
 }
 
+/// Each split argument's dim as `graph.tp_split`, which the runtime reads
+/// to load a weight's block (shard-partition leaves only the shard's type).
+void recordSplits(func::FuncOp f) {
+  for (BlockArgument arg : f.getArguments()) {
+    if (!annotated(arg))
+      continue;
+    ArrayRef<shard::GridAxesAttr> axes = shardingOf(arg).getSplitAxes();
+    for (auto [dim, a] : llvm::enumerate(axes))
+      if (!a.asArrayRef().empty())
+        f.setArgAttr(arg.getArgNumber(), graph::kTpSplitAttr,
+                     IntegerAttr::get(IntegerType::get(f.getContext(), 64),
+                                      int64_t(dim)));
+  }
+}
+
 /// What upstream's shard-partition (MLIR 22) needs and does not check (it
 /// crashes instead): every tensor argument read by exactly one
 /// `shard.shard`, every tensor operand of an op an annotation for its
@@ -493,6 +508,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     completeAnnotations(bwd);
     if (failed(checkPartitionable(fwd)) || failed(checkPartitionable(bwd)))
       return failure();
+    recordSplits(fwd);
+    recordSplits(bwd);
     numSplit +=
         llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
     return success();

@@ -76,6 +76,13 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
                                 "\"cotangent\" or \"param_copy\"";
     return success();
   }
+  if (attr.getName() == kTpSplitAttr) {
+    auto dim = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!dim || dim.getInt() < 0)
+      return op->emitError() << "'" << kTpSplitAttr << "' of argument " << arg
+                             << " must be a non-negative integer";
+    return success();
+  }
   return op->emitError() << "unknown graph argument attribute '"
                          << attr.getName() << "'";
 }

@@ -34,6 +34,11 @@ inline constexpr llvm::StringLiteral kKindCotangent = "cotangent";
 /// f16/bf16 copy of the trainable argument of the same name, which the
 /// driver keeps current.
 inline constexpr llvm::StringLiteral kKindParamCopy = "param_copy";
+/// Only on tensor-parallel module functions (dist-tp-plan): the dim of the
+/// whole value that the argument's shard splits over the group (an i64);
+/// absent for an argument every rank holds whole. The runtime loads a
+/// split weight's block of that dim.
+inline constexpr llvm::StringLiteral kTpSplitAttr = "graph.tp_split";
 
 /// The module's `graph.train`, or null before graph-add-loss.
 TrainAttr trainAttrOf(mlir::Operation *module);
