@@ -809,15 +809,24 @@ int runCompile() {
                  << (noBuild ? cppPath : runPath)
                  << (!train  ? " (" + target + ", inference)\n"
                      : dist ? llvm::formatv(
-                                  " ({7}, train, {0} ranks: {1} pp {2} x dp "
-                                  "{3}, {4} micro-batches, zero {5}, "
+                                  " ({7}, train, {0} ranks: {1} {8}pp {2} x "
+                                  "dp {3}, {4} micro-batches, zero {5}, "
                                   "recompute {6})\n",
-                                  pipelineRanks * dataParallel, scheduleName,
+                                  pipelineRanks * dataParallel * tensorParallel,
+                                  scheduleName,
                                   pipelineRanks, dataParallel, microBatches,
                                   zeroLevel,
                                   pipeline.recomputeModules() ? "modules"
                                                               : "none",
-                                  std::string(target))
+                                  std::string(target),
+                                  tensorParallel > 1
+                                      ? llvm::formatv(
+                                            "tp {0}{1} x ", tensorParallel,
+                                            sequenceParallel
+                                                ? " (sequence-parallel)"
+                                                : "")
+                                            .str()
+                                      : std::string())
                                   .str()
                             : " (" + target + ", train)\n");
     llvm::outs() << distSummary;

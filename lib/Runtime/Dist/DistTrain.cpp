@@ -204,10 +204,12 @@ int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,
         why = " (RANK and WORLD_SIZE are set, but this program moves its "
               "data over MPI: only --target cuda programs start under "
               "torchrun-style launchers)";
+      std::string tp =
+          spec.tp > 1 ? "tp " + std::to_string(spec.tp) + " x " : "";
       std::fprintf(stderr,
-                   "error: the program was compiled for %d ranks (pp %d x dp "
-                   "%d) but runs on %d%s; %s\n",
-                   spec.numRanks, spec.pp, spec.dp, control.size(),
+                   "error: the program was compiled for %d ranks (%spp %d x "
+                   "dp %d) but runs on %d%s; %s\n",
+                   spec.numRanks, tp.c_str(), spec.pp, spec.dp, control.size(),
                    why.c_str(), control.launchHint(spec.numRanks).c_str());
     }
     return 1;
