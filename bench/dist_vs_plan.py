@@ -62,8 +62,10 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 from lamina import distcheck  # noqa: E402  (rows, tables, host hardware)
 
 # name, schedule, pp, dp, micro-batches, zero, recompute (compile spelling)
-# [, "bf16": compiled with --precision bf16 --param-reads=copies, planned
-# with --precision bf16-copies]
+# [, flags: "bf16": compiled with --precision bf16 --param-reads=copies,
+# planned with --precision bf16-copies; "tp2": --tp 2 (t x p x d ranks),
+# planned with the loss flags, which give the plan the split modules;
+# "sp": --sequence-parallel too; "llama": the LLaMA below instead of GPT-2]
 CONFIGS = [
     ("bf-p2-m4", "breadth-first", 2, 1, 4, 0, "modules"),
     ("gpipe-p2-m2", "gpipe", 2, 1, 2, 0, "none"),
@@ -76,9 +78,17 @@ CONFIGS = [
     ("1f1b-p2-m4-bf16", "1f1b", 2, 1, 4, 0, "none", "bf16"),
     ("layered-d2-z1-bf16", "layered", 1, 2, 2, 1, "modules", "bf16"),
     ("bf-p2-d2-z3-bf16", "breadth-first", 2, 2, 4, 3, "modules", "bf16"),
+    ("tp2-bf-p2-d2-z3", "breadth-first", 2, 2, 4, 3, "modules", "tp2"),
+    ("tp2-llama-bf-p2-d2-z3", "breadth-first", 2, 2, 4, 3, "modules", "tp2",
+     "llama"),
+    ("tp2-sp-llama-1f1b-p2", "1f1b", 2, 1, 2, 0, "none", "tp2", "sp",
+     "llama"),
 ]
 
 MODEL = dict(layers=5, hidden=32, heads=4, seq=16, batch=2, vocab=32)
+# Grouped-query attention (4 query, 2 key/value heads), rotary, SwiGLU.
+LLAMA = dict(layers=4, hidden=32, heads=4, kv_heads=2, seq=16, batch=2,
+             vocab=32)
 
 def run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
@@ -97,17 +107,23 @@ def mpi_env():
 
 def measure(args, work, model, data, hw, cfg):
     name, sched, pp, dp, m, zero, recompute = cfg[:7]
-    bf16 = cfg[7:] == ("bf16",)
+    flags = set(cfg[7:])
+    bf16 = "bf16" in flags
+    tp = 2 if "tp2" in flags else 1
+    split = (["--tp", str(tp)] if tp > 1 else []) + \
+        (["--sequence-parallel"] if "sp" in flags else [])
+    if "llama" in flags:
+        model = model.replace("gpt.onnx", "llama.onnx")
     out = os.path.join(work, name)
     if not os.path.exists(os.path.join(out, "run")):
         run([args.lamina, "compile", model, "--mode", "train", "--loss",
              "causal-lm", "--logits", "logits", "--pp", str(pp), "--dp",
              str(dp), "--micro-batches", str(m), "--schedule", sched,
              "--zero", str(zero), "--recompute", recompute, "-o", out,
-             "--quiet"] +
+             "--quiet"] + split +
             (["--precision", "bf16", "--param-reads=copies"] if bf16 else []))
     stats = os.path.join(out, "stats.json")
-    run(["mpirun", "--oversubscribe", "-np", str(pp * dp),
+    run(["mpirun", "--oversubscribe", "-np", str(pp * dp * tp),
          os.path.join(out, "run"), "--data", data, "--steps",
          str(args.steps), "--threads", "1", "--stats", stats],
         env=mpi_env())
@@ -121,8 +137,10 @@ def measure(args, work, model, data, hw, cfg):
                 "--precision", "bf16-copies" if bf16 else "fp32",
                 "--hardware", hw, "--format", "json"]
     # Without recompute the plan takes the residuals from the model as the
-    # compile outlines it (the same loss flags).
-    if recompute != "modules":
+    # compile outlines it (the same loss flags); with --tp the split
+    # modules' collectives, weights and boundaries.
+    plan_cmd += split
+    if recompute != "modules" or tp > 1:
         plan_cmd += ["--loss", "causal-lm", "--logits", "logits"]
     plan = json.loads(run(plan_cmd))
     return measured, plan, plan_cmd
@@ -133,9 +151,13 @@ def rows_for(cfg, measured, plan):
 
 
 def table(cfg, rows):
+    flags = set(cfg[7:])
     return [f"### {cfg[0]}: {cfg[1]} p{cfg[2]} d{cfg[3]} m{cfg[4]} "
             f"zero{cfg[5]} recompute {cfg[6]}" +
-            (" bf16 (plan: bf16-copies)" if cfg[7:] else ""), ""] + \
+            (" bf16 (plan: bf16-copies)" if "bf16" in flags else "") +
+            (" t2" if "tp2" in flags else "") +
+            (" sequence-parallel" if "sp" in flags else "") +
+            (" (LLaMA)" if "llama" in flags else ""), ""] + \
         distcheck.markdown(rows)
 
 
@@ -154,11 +176,15 @@ def main():
     os.makedirs(work, exist_ok=True)
     model = os.path.join(work, "gpt.onnx")
     data = os.path.join(work, "data.bin")
-    if not os.path.exists(model):
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-        run([sys.executable, "-m", "lamina.models", "gpt2"] +
-            [a for k, v in MODEL.items() for a in (f"--{k}", str(v))] +
-            ["-o", model], env=env)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    for family, shape, path in (("gpt2", MODEL, model),
+                                ("llama", LLAMA,
+                                 os.path.join(work, "llama.onnx"))):
+        if not os.path.exists(path):
+            run([sys.executable, "-m", "lamina.models", family] +
+                [a for k, v in shape.items()
+                 for a in (f"--{k.replace('_', '-')}", str(v))] +
+                ["-o", path], env=env)
     if not os.path.exists(data):
         import numpy as np
         np.tile(np.array([3, 1, 4, 1, 5, 9, 2, 6], dtype=np.uint16),
@@ -176,7 +202,8 @@ def main():
         rows = rows_for(cfg, measured, plan)
         lines = table(cfg, rows)
         lines += ["", "plan: `" + " ".join(
-            os.path.basename(a) if a in (model, hw) else a
+            os.path.basename(a) if a in (model, hw) or a.endswith(".onnx")
+            else a
             for a in plan_cmd[1:]) + "`", ""]
         print("\n".join(lines), flush=True)
         out += lines

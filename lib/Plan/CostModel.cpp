@@ -265,6 +265,14 @@ private:
   /// rs's compiled step buffer (RankMemory::stepBuffers).
   void stepBuffers(RankStats &rs, const EvaluateOptions &opts) const;
   void placeStats();
+  /// EvaluateOptions' compiled tensor-parallel modules (per schedule
+  /// module), when they are the plan's (compiledTp.size() == stages).
+  std::vector<double> compiledTp, compiledTpParams, compiledTpSends;
+  bool tpCompiled() const {
+    return c.tp > 1 && compiledTp.size() == plan.stages.size() &&
+           compiledTpParams.size() == compiledTp.size() &&
+           compiledTpSends.size() == compiledTp.size();
+  }
   void memory();
   void metrics();
 };
@@ -375,6 +383,15 @@ void Evaluator::buildStages() {
               (c.tp > 1 ? ringTime((t - 1), st.sendBytes, c.tp - 1, tpBw,
                                    tpLat)
                         : 0);
+    // As compiled: each rank holds its blocks and the weights it keeps
+    // whole, and sends its boundary values as it has them (whole, or
+    // sequence shards), with no gather after.
+    if (tpCompiled()) {
+      const size_t k = size_t(&st - plan.stages.data());
+      st.params = compiledTpParams[k];
+      st.sendBytes = compiledTpSends[k];
+      st.send = ringTime(1, st.sendBytes, 1, ppBw, ppLat);
+    }
     const double synced = st.params - st.sharedParams;
     const double gradBytes = synced * prec.grad;
     if (d > 1) {
@@ -619,9 +636,15 @@ void Evaluator::placeStats() {
         ++rs.traffic.collectives;
       }
     }
-    // Tensor-parallel ring volume: 2(t-1)/t of each all-reduced activation.
+    // Tensor-parallel ring volume: the compiled modules' collectives when
+    // given, else 2(t-1)/t of each all-reduced activation.
+    const bool compiled = tpCompiled();
     if (c.tp > 1)
-      for (int st : rs.stages)
+      for (int st : rs.stages) {
+        if (compiled) {
+          rs.traffic.tensorParallel += compiledTp[size_t(st)] * c.microBatches;
+          continue;
+        }
         for (int mi : plan.stages[st].modules) {
           const ModuleDesc &m = desc.modules[mi];
           const double per = 2.0 * (c.tp - 1) / c.tp;
@@ -631,6 +654,7 @@ void Evaluator::placeStats() {
                              : m.outputBytes;
           rs.traffic.tensorParallel += per * n * bytes * kb * c.microBatches;
         }
+      }
   }
 }
 
@@ -771,6 +795,9 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
   plan.hardware = hw;
   plan.modelName = desc.name;
   plan.valueScale = valueScale(desc, c.precision);
+  compiledTp = opts.tensorParallelBytes;
+  compiledTpParams = opts.tensorParallelParams;
+  compiledTpSends = opts.tensorParallelSends;
   buildStages();
   schedule::ScheduleConfig sc;
   sc.kind = c.schedule;

@@ -81,6 +81,8 @@ def rows(measured, plan):
             p2p=r["p2p_bytes_per_step"], p2p_plan=t["p2p_bytes"],
             dp_bytes=r["collective_bytes_per_step"],
             dp_bytes_plan=t["data_parallel_bytes"],
+            tp_bytes=r.get("tensor_parallel_bytes_per_step", 0),
+            tp_bytes_plan=t.get("tensor_parallel_bytes", 0),
             idle=r["idle_fraction"],
             idle_plan=pr["idle_s"] / step if step > 0 else 0.0,
             step=r["step_buffer_bytes"], arena=r["arena_bytes"],
@@ -128,6 +130,7 @@ def state_equal(row):
 CHECKS = (
     ("p2p", lambda r: same(r["p2p"], r["p2p_plan"])),
     ("dp_bytes", lambda r: same(r["dp_bytes"], r["dp_bytes_plan"])),
+    ("tp_bytes", lambda r: same(r["tp_bytes"], r["tp_bytes_plan"])),
     ("grad", grads_equal),
     ("step", step_equal),
     ("state", state_equal),
@@ -147,11 +150,12 @@ def bytes_equal(row):
 def markdown(rs):
     """The table of bench/dist_vs_plan.py and docs/performance.md."""
     lines = ["| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
+             "| TP B/step run / plan "
              "| gradient buffers run / plan | step buffer run / plan "
              "| state run / plan "
              "| idle run / plan | step buffer + arena (run) "
              "| activ + transient (plan) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         checked = " | ".join(
             f"{r[k]:.0f} / {r[k + '_plan']:.0f}"
@@ -170,7 +174,8 @@ def markdown(rs):
 def text(rs):
     """A compact plain-text table: the checked figures and idle fraction."""
     head = ("rank (pp, dp)", "p2p B/step run vs plan",
-            "DP B/step run vs plan", "grad buffers B run vs plan",
+            "DP B/step run vs plan", "TP B/step run vs plan",
+            "grad buffers B run vs plan",
             "step buffer B run vs plan", "state B run vs plan",
             "idle run / plan")
     body = [(f"{r['rank']} ({r['pp']}, {r['dp']})",)

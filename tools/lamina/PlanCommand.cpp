@@ -12,6 +12,8 @@
 
 #include "lamina/Dialect/Dist/IR/DistDialect.h"
 #include "lamina/Dialect/Dist/Transforms/DescribeModel.h"
+#include "lamina/Dialect/Dist/Transforms/ModuleFunctions.h"
+#include "lamina/Dialect/Graph/Transforms/ShardingInterfaceImpl.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/Transforms/StepIR.h"
 #include "lamina/Pipeline/Pipeline.h"
@@ -50,8 +52,14 @@ static cl::opt<int> pp("pp", cl::desc("pipeline ranks"), cl::init(1),
                        cl::sub(planCommand));
 static cl::opt<int> dp("dp", cl::desc("data-parallel replicas"), cl::init(1),
                        cl::sub(planCommand));
-static cl::opt<int> tp("tp", cl::desc("tensor-parallel ranks (costed only)"),
+static cl::opt<int> tp("tp",
+                       cl::desc("tensor-parallel ranks (with --loss: as "
+                                "lamina compile --tp splits the model)"),
                        cl::init(1), cl::sub(planCommand));
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("with --tp and --loss: as lamina compile --sequence-parallel"),
+    cl::sub(planCommand));
 static cl::opt<int> microBatches("micro-batches",
                                  cl::desc("micro-batches per step per replica"),
                                  cl::init(1), cl::sub(planCommand));
@@ -83,7 +91,9 @@ static cl::opt<std::string>
     lossKind("loss",
              cl::desc("as lamina compile's --loss (causal-lm or "
                       "cross-entropy): with --recompute none, the step "
-                      "buffer's residuals are the compiled program's"),
+                      "buffer's residuals are the compiled program's; with "
+                      "--tp, the tensor-parallel traffic is the compiled "
+                      "collectives'"),
              cl::sub(planCommand));
 static cl::opt<std::string> logitsName("logits",
                                        cl::desc("as lamina compile's --logits"),
@@ -171,15 +181,26 @@ bool wantsCompiledResiduals() {
          (!lossKind.empty() || !lossOutput.empty());
 }
 
+/// With --tp and the loss flags: the compiled modules' tensor-parallel
+/// bytes per micro-batch, parameters and boundaries, as one rank has them.
+dist::CompiledModules compiledTensorParallel;
+
+bool wantsCompiledTensorParallel() {
+  return tp > 1 && !search && (!lossKind.empty() || !lossOutput.empty());
+}
+
 /// Runs lamina compile's phases through fuse on `path` (the restored copy)
-/// with the plan's training flags, and reads each outlined forward's
-/// residuals and boundary outputs. False after the pipeline's diagnostics.
-bool compileResiduals(MLIRContext &context, llvm::StringRef path,
-                      const onnx::ImportOptions &options,
-                      const rt::RestoredParameters &known) {
+/// with the plan's training flags and `recomputeMode` (compile's
+/// spelling). Null after the pipeline's diagnostics.
+OwningOpRef<ModuleOp> compileThroughFuse(MLIRContext &context,
+                                         llvm::StringRef path,
+                                         const onnx::ImportOptions &options,
+                                         const rt::RestoredParameters &known,
+                                         llvm::StringRef recomputeMode,
+                                         int tensorParallel) {
   OwningOpRef<ModuleOp> module = onnx::importModelFile(context, path, options);
   if (!module)
-    return false;
+    return nullptr;
   CompileOptions o;
   o.mode = "train";
   o.target = target;
@@ -199,7 +220,9 @@ bool compileResiduals(MLIRContext &context, llvm::StringRef path,
   o.dp = dp;
   o.microBatches = microBatches;
   o.zero = zero;
-  o.recompute = "none";
+  o.recompute = recomputeMode.str();
+  o.tp = tensorParallel;
+  o.sequenceParallel = tensorParallel > 1 && sequenceParallel;
   // lamina compile's notes (padding indices, restored parameters) are the
   // compile's to give; the plan keeps the errors.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &d) {
@@ -208,6 +231,32 @@ bool compileResiduals(MLIRContext &context, llvm::StringRef path,
   PassManager pm(&context);
   buildCompilePipeline(pm, o, Phase::Graph, Phase::Fuse);
   if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+/// The compiled modules' tensor-parallel facts (compiledTensorParallel),
+/// with the plan's recompute.
+bool compileTensorParallel(MLIRContext &context, llvm::StringRef path,
+                           const onnx::ImportOptions &options,
+                           const rt::RestoredParameters &known) {
+  OwningOpRef<ModuleOp> module =
+      compileThroughFuse(context, path, options, known,
+                         recompute == "full" ? "modules" : "none", tp);
+  if (!module)
+    return false;
+  compiledTensorParallel = dist::describeCompiledModules(*module);
+  return true;
+}
+
+/// Each outlined forward's residuals and boundary outputs, compiled
+/// without recompute. False after the pipeline's diagnostics.
+bool compileResiduals(MLIRContext &context, llvm::StringRef path,
+                      const onnx::ImportOptions &options,
+                      const rt::RestoredParameters &known) {
+  OwningOpRef<ModuleOp> module =
+      compileThroughFuse(context, path, options, known, "none", tp);
+  if (!module)
     return false;
   auto modules =
       (*module)->getAttrOfType<IntegerAttr>(dist::DistDialect::kNumModulesAttr);
@@ -237,6 +286,9 @@ std::optional<plan::ModelDesc> describe() {
   }
   DialectRegistry registry;
   onnx::registerImportDialects(registry);
+  // --tp with the loss flags: upstream's sharding passes over the graph
+  // ops' rules, as lamina compile runs them.
+  graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // Diagnostics name the ONNX node or flag; the IR dump is lamina-opt's.
@@ -289,6 +341,10 @@ std::optional<plan::ModelDesc> describe() {
   if (wantsCompiledResiduals() &&
       !compileResiduals(context, restored.path(), options, restored.what()))
     return std::nullopt;
+  if (wantsCompiledTensorParallel() &&
+      !compileTensorParallel(context, restored.path(), options,
+                             restored.what()))
+    return std::nullopt;
   // The model's name is its file's, not the copy's.
   if (desc->name.empty() || restored.path() != inputPath)
     desc->name = llvm::sys::path::stem(inputPath).str();
@@ -310,7 +366,10 @@ int runPlan() {
     return usage("--target " + target + ": must be host or cuda");
   bool lossFlags = !lossKind.empty() || !lossOutput.empty() ||
                    !logitsName.empty() || !labelsName.empty();
-  if (lossFlags && recompute != "none")
+  if (sequenceParallel && (tp < 2 || !lossFlags))
+    return usage("--sequence-parallel prices the compiled program: it needs "
+                 "--tp 2 or more and --loss");
+  if (lossFlags && recompute != "none" && tp <= 1)
     return usage("--loss, --logits, --labels and --loss-output give the "
                  "compiled residuals of --recompute none; with --recompute "
                  "full the step buffer holds none");
@@ -414,6 +473,9 @@ int runPlan() {
   plan::EvaluateOptions evaluate;
   evaluate.residualBytes = compiledResiduals;
   evaluate.boundaryBytes = compiledBoundaries;
+  evaluate.tensorParallelBytes = compiledTensorParallel.tensorParallelBytes;
+  evaluate.tensorParallelParams = compiledTensorParallel.params;
+  evaluate.tensorParallelSends = compiledTensorParallel.boundaryBytes;
   schedule::Expected<plan::Plan> result =
       plan::evaluatePlan(*desc, config, *hw, evaluate);
   if (!result)

@@ -195,6 +195,15 @@ struct EvaluateOptions {
   /// same modules, the same micro-batch); empty: the residuals are
   /// estimated by each module's activation bytes.
   std::vector<int64_t> residualBytes, boundaryBytes;
+  /// With tp > 1, per schedule module as `lamina compile --tp` splits it
+  /// (`lamina plan --tp --loss ...`, dist::describeCompiledModules): the
+  /// bytes its forward and backward move on tensor-parallel collectives
+  /// per micro-batch, the trainable elements one rank holds, and the bytes
+  /// of its boundary outputs one rank sends. Empty: estimated (Megatron-LM:
+  /// four all-reduces per layer, every weight split, boundaries scattered
+  /// and gathered again).
+  std::vector<double> tensorParallelBytes, tensorParallelParams,
+      tensorParallelSends;
 };
 
 /// Checks the configuration against the model (ranges, p <= layers, chunks

@@ -21,6 +21,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <optional>
@@ -670,3 +671,56 @@ struct DistTpCombineSums
 };
 
 } // namespace
+
+dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
+  auto functions = dist::moduleFunctions(module);
+  int64_t numModules = 0;
+  for (auto &[k, pair] : functions)
+    numModules = std::max(numModules, k + 1);
+  CompiledModules out;
+  out.tensorParallelBytes.assign(size_t(numModules), 0.0);
+  out.params.assign(size_t(numModules), 0.0);
+  out.boundaryBytes.assign(size_t(numModules), 0.0);
+  auto grid = module.lookupSymbol<shard::GridOp>(kGrid);
+  const double t = grid && grid.getShape().size() == 1
+                       ? double(grid.getShape()[0])
+                       : 1.0;
+  auto size = [](Value v) {
+    auto type = cast<ShapedType>(v.getType());
+    return double(type.getNumElements()) *
+           double(type.getElementTypeBitWidth() / 8);
+  };
+  llvm::StringSet<> counted;
+  // In module order: a shared parameter counts in its first reader.
+  for (auto &[k, pair] : functions) {
+    auto [fwd, bwd] = pair;
+    if (!fwd)
+      continue;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (argString(fwd, i, graph::kKindAttr) == graph::kKindTrainable &&
+          counted.insert(argString(fwd, i, graph::kNameAttr)).second)
+        out.params[size_t(k)] += double(
+            cast<ShapedType>(fwd.getArgumentTypes()[i]).getNumElements());
+    auto outlined = fwd->getAttrOfType<DictionaryAttr>("dist.outlined");
+    auto numOut =
+        outlined ? outlined.getAs<IntegerAttr>("num_out") : IntegerAttr();
+    if (numOut && k + 1 < numModules)
+      for (int64_t j = 0; j < numOut.getInt(); ++j)
+        out.boundaryBytes[size_t(k)] += size(
+            fwd.getBody().front().getTerminator()->getOperand(unsigned(j)));
+    for (func::FuncOp f : {fwd, bwd}) {
+      if (!f || t < 2)
+        continue;
+      f.walk([&, k = k](Operation *op) {
+        double &b = out.tensorParallelBytes[size_t(k)];
+        if (auto r = dyn_cast<shard::AllReduceOp>(op))
+          b += 2 * (t - 1) / t * size(r.getResult());
+        else if (auto g = dyn_cast<shard::AllGatherOp>(op))
+          b += (t - 1) / t * size(g.getResult());
+        else if (auto s = dyn_cast<shard::ReduceScatterOp>(op))
+          b += (t - 1) / t * size(s.getInput());
+      });
+    }
+  }
+  return out;
+}

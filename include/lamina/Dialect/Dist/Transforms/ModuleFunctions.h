@@ -13,6 +13,7 @@
 
 #include <map>
 #include <utility>
+#include <vector>
 
 namespace lamina::dist {
 
@@ -20,6 +21,19 @@ namespace lamina::dist {
 /// index on both (`dist.outlined`); a missing one is null.
 std::map<int64_t, std::pair<mlir::func::FuncOp, mlir::func::FuncOp>>
 moduleFunctions(mlir::ModuleOp module);
+
+/// What `lamina plan --tp` takes from the compiled modules, per module k
+/// (the index): the bytes its forward and backward's tensor-parallel
+/// collectives move on one micro-batch (ring volumes of the whole tensor S
+/// over the grid's t ranks, as the runtime counts them: all-reduce
+/// 2(t-1)/t S, all-gather and reduce-scatter (t-1)/t S; zero without
+/// dist-tp-plan's grid); the trainable elements one rank holds (a
+/// parameter several modules read counted in the first); the bytes of its
+/// boundary outputs (one rank's, as it sends them).
+struct CompiledModules {
+  std::vector<double> tensorParallelBytes, params, boundaryBytes;
+};
+CompiledModules describeCompiledModules(mlir::ModuleOp module);
 
 } // namespace lamina::dist
 
