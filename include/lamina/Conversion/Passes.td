@@ -41,6 +41,20 @@ def ConvertGraphToRt : Pass<"convert-graph-to-rt", "mlir::ModuleOp"> {
     }
     ```
     An op without a host kernel is an error naming the op and its ONNX node.
+
+    A tensor-parallel module function (dist-tp-plan, shard-partition) also
+    holds upstream `shard` collectives; each becomes an `rt.call` of the
+    runtime's tensor-parallel group (`include/lamina/Runtime/TensorParallel.h`):
+    `shard.all_reduce` (sum or max; in place when its operand dies there),
+    `shard.all_gather`, `shard.reduce_scatter` and `shard.all_slice` with
+    their axis, and the member's index
+    (`tensor.from_elements(arith.index_cast(shard.process_linear_index))`)
+    as one call writing its tensor, the scalar ops without a buffer:
+    ```mlir
+    rt.call "lamina::rt::tp::allReduce"(%p, %s) {args = [
+        "lamina::rt::GroupReduce::Sum", 0 : index, 1 : index], where = "..."}
+        : memref<2x8x32xf32>, memref<2x8x32xf32>
+    ```
   }];
   let dependentDialects = ["::lamina::rt_ir::RtDialect",
                            "::mlir::memref::MemRefDialect"];
@@ -84,7 +98,9 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     collectives their `rt.step_*` twins. The training program's settings
     go to the module's `rt.dist` dictionary (kind, modules, pp, dp,
     micro_batches, zero, placement, and each module's flat parameter count
-    `flat_params`) and the `dist.program`s are erased.
+    `flat_params`; `tp`, the size of dist-tp-plan's grid `@tp`, for a
+    tensor-parallel program, whose grid then goes) and the `dist.program`s
+    are erased.
 
     ```mlir
     func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64, rt.step_zero = 0 : i64} {
