@@ -79,6 +79,8 @@ void lamina::rt::setTensorParallelGroup(TensorParallelGroup *g) {
   theGroup = g;
 }
 
+TensorParallelGroup *lamina::rt::tensorParallelGroup() { return theGroup; }
+
 Status tp::allReduce(GroupReduce op, const Tensor &in, const Tensor &out) {
   TensorParallelGroup *g;
   if (Status s = group("all-reduce", g); !s.ok())
@@ -103,11 +105,14 @@ Status tp::allGather(const Tensor &in, int64_t axis, const Tensor &out) {
     return s;
   if (Status s = checkParts("all-gather", in, out, axis, g->size()); !s.ok())
     return s;
-  if (b.outer == 1)
-    return g->allGather(in.as<float>(), out.as<float>(), in.numElements());
+  const int64_t count = in.numElements();
+  if (b.outer == 1) {
+    std::memcpy(out.as<float>() + count * g->rank(), in.data, in.byteSize());
+    return g->allGather(out.as<float>(), count);
+  }
   std::vector<float> members(size_t(out.numElements()));
-  if (Status s = g->allGather(in.as<float>(), members.data(), in.numElements());
-      !s.ok())
+  std::memcpy(members.data() + count * g->rank(), in.data, in.byteSize());
+  if (Status s = g->allGather(members.data(), count); !s.ok())
     return s;
   regroup(members.data(), out.as<float>(), b.outer, g->size(),
           b.axis * b.inner, false);

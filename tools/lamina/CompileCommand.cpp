@@ -603,13 +603,11 @@ int runCompile() {
                     "more\n";
     return 2;
   }
-  // Tensor-parallel programs run on the host over MPI, in f32; what is not
-  // built is refused before anything is written.
+  // Tensor-parallel programs run in f32; what is not built is refused
+  // before anything is written.
   if (tensorParallel > 1 && (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
     const char *missing =
-        cuda ? "--target cuda (its NCCL tensor-parallel group is not built "
-               "yet)"
-        : precision != "f32"
+        precision != "f32"
             ? "--precision bf16/f16 (the collectives move f32 only)"
             : nullptr;
     if (missing) {

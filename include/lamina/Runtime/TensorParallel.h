@@ -26,8 +26,8 @@ namespace lamina::rt {
 enum class GroupReduce : uint8_t { Sum, Max };
 
 /// The members of one tensor-parallel group, over contiguous f32 buffers in
-/// the memory kernels read (the host's, or the staged device's host-visible
-/// buffers).
+/// the memory the program's kernels read (the host's, the staged device's,
+/// or a GPU's: then ordered on the compute stream, as the kernels are).
 class TensorParallelGroup {
 public:
   virtual ~TensorParallelGroup() = default;
@@ -35,15 +35,18 @@ public:
   virtual int size() const = 0;
   /// `buf` (count elements) replaced by its reduction over the members.
   virtual Status allReduce(float *buf, int64_t count, GroupReduce op) = 0;
-  /// `out` (size() * count) = every member's `in` (count) in member order.
-  virtual Status allGather(const float *in, float *out, int64_t count) = 0;
+  /// In place: `buf` (size() * count) holds this member's `count` elements
+  /// at rank() * count; afterwards every member's, in member order.
+  virtual Status allGather(float *buf, int64_t count) = 0;
   /// `in` (size() * count): member r receives the sum over the members of
   /// block r into `out` (count).
   virtual Status reduceScatter(const float *in, float *out, int64_t count) = 0;
 };
 
-/// The group the calls below run on (null: none); set by the driver.
+/// The group the calls below (and their CUDA twins, Cuda/Kernels.h) run
+/// on; null: none. Set by the driver.
 void setTensorParallelGroup(TensorParallelGroup *group);
+TensorParallelGroup *tensorParallelGroup();
 
 namespace tp {
 /// out = the reduction of every member's `in` (same shape).

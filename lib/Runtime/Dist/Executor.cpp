@@ -56,11 +56,6 @@ Status Executor::setup() {
     tpGroup = std::make_unique<CommTensorParallelGroup>(net, group, tpIndex,
                                                         spec.tp);
     setTensorParallelGroup(tpGroup.get());
-    // Its collectives work on the host's memory (or the staged device's).
-    if (std::strcmp(net.name(), "mpi") != 0)
-      return Status::error("tensor parallelism runs over MPI only (this "
-                           "program's transport is " +
-                           std::string(net.name()) + ")");
   }
   modelPath = modelPathOf(o, spec.modelPath);
 

@@ -22,9 +22,12 @@ Status CommTensorParallelGroup::finish(Status started, Request &r,
                                        double before, const char *what) {
   if (!started.ok())
     return started;
-  Status s = net.wait(r, std::string("a tensor-parallel ") + what +
-                             " did not complete",
-                      "; a rank of the group may have died");
+  // The kernels after it see its result (on a GPU: the compute stream
+  // waits for it; on the host: the host waits, bounded).
+  Status s = net.waitForCompute(r,
+                                std::string("a tensor-parallel ") + what +
+                                    " did not complete",
+                                "; a rank of the group may have died");
   bytes += net.collectiveBytes - before;
   return s;
 }
@@ -38,12 +41,10 @@ Status CommTensorParallelGroup::allReduce(float *buf, int64_t count,
   return finish(std::move(s), r, before, "all-reduce");
 }
 
-Status CommTensorParallelGroup::allGather(const float *in, float *out,
-                                          int64_t count) {
-  std::memmove(out + count * rank_, in, size_t(count) * sizeof(float));
+Status CommTensorParallelGroup::allGather(float *buf, int64_t count) {
   double before = net.collectiveBytes;
   Request r;
-  Status s = net.allGather(out, DType::F32, equalBlocks(count), group, r);
+  Status s = net.allGather(buf, DType::F32, equalBlocks(count), group, r);
   return finish(std::move(s), r, before, "all-gather");
 }
 

@@ -29,7 +29,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status allReduce(float *buf, int64_t count, GroupReduce op) override;
-  Status allGather(const float *in, float *out, int64_t count) override;
+  Status allGather(float *buf, int64_t count) override;
   Status reduceScatter(const float *in, float *out, int64_t count) override;
 
   /// Bytes the group's collectives moved (ring volumes, as

@@ -155,6 +155,19 @@ public:
     out = add(h);
     return Status::success();
   }
+  Status allReduceMax(float *buf, int64_t count, int group,
+                      Request &out) override {
+    nccl::Channel &ch = *channels.at(size_t(group));
+    nccl::CommHandle h;
+    if (Status s = streams->allReduce(ch, buf, buf, size_t(count),
+                                      nccl::DType::F32, compute, h,
+                                      /*maximum=*/true);
+        !s.ok())
+      return s;
+    collectiveBytes += 2.0 * (ch.size - 1) / ch.size * double(count) * 4;
+    out = add(h);
+    return Status::success();
+  }
   Status allReduceDouble(double *buf, int count, int group,
                          Request &out) override {
     nccl::CommHandle h;

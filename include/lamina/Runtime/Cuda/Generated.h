@@ -14,6 +14,7 @@
 #define LAMINA_RUNTIME_CUDA_GENERATED_H
 
 #include "lamina/Runtime/Cuda/Kernels.h"
+#include "lamina/Runtime/Cuda/TensorParallel.h"
 #include "lamina/Runtime/Device.h"
 #include "lamina/Runtime/Generated.h"
 

@@ -274,9 +274,11 @@ public:
     return sendRecv(ch, nullptr, 0, -1, buf, bytes, peer, compute, out);
   }
 
-  /// Sum of `count` elements over `ch`; in place when send == recv.
+  /// Sum (or, with `maximum`, the maximum) of `count` elements over `ch`;
+  /// in place when send == recv.
   Status allReduce(Channel &ch, const void *send, void *recv, size_t count,
-                   DType type, cudaStream_t compute, CommHandle &out);
+                   DType type, cudaStream_t compute, CommHandle &out,
+                   bool maximum = false);
   /// `send` holds size * countPerRank elements; this rank gets the sum of
   /// chunk `rank` in `recv` (countPerRank elements). Equal chunks only:
   /// pad the vector to a multiple of the group size.
