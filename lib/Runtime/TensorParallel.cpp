@@ -62,8 +62,8 @@ Status checkParts(const char *what, const Tensor &part, const Tensor &whole,
 
 /// Copies [outer, n, block] (tensor order) to [n, outer, block] (member
 /// order), or back.
-void regroup(const float *from, float *to, int64_t outer, int n,
-             int64_t block, bool toMembers) {
+void regroup(const float *from, float *to, int64_t outer, int n, int64_t block,
+             bool toMembers) {
   for (int64_t o = 0; o < outer; ++o)
     for (int r = 0; r < n; ++r) {
       const float *src = toMembers ? from + (o * n + r) * block
@@ -114,8 +114,8 @@ Status tp::allGather(const Tensor &in, int64_t axis, const Tensor &out) {
   std::memcpy(members.data() + count * g->rank(), in.data, in.byteSize());
   if (Status s = g->allGather(members.data(), count); !s.ok())
     return s;
-  regroup(members.data(), out.as<float>(), b.outer, g->size(),
-          b.axis * b.inner, false);
+  regroup(members.data(), out.as<float>(), b.outer, g->size(), b.axis * b.inner,
+          false);
   return Status::success();
 }
 
@@ -135,11 +135,10 @@ Status tp::reduceScatter(GroupReduce op, const Tensor &in, int64_t axis,
       !s.ok())
     return s;
   if (b.outer == 1)
-    return g->reduceScatter(in.as<float>(), out.as<float>(),
-                            out.numElements());
+    return g->reduceScatter(in.as<float>(), out.as<float>(), out.numElements());
   std::vector<float> members(size_t(in.numElements()));
-  regroup(in.as<float>(), members.data(), b.outer, g->size(),
-          b.axis * b.inner, true);
+  regroup(in.as<float>(), members.data(), b.outer, g->size(), b.axis * b.inner,
+          true);
   return g->reduceScatter(members.data(), out.as<float>(), out.numElements());
 }
 

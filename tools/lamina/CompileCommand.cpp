@@ -605,7 +605,8 @@ int runCompile() {
   }
   // Tensor-parallel programs run in f32; what is not built is refused
   // before anything is written.
-  if (tensorParallel > 1 && (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
+  if (tensorParallel > 1 &&
+      (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
     const char *missing =
         precision != "f32"
             ? "--precision bf16/f16 (the collectives move f32 only)"
@@ -803,30 +804,28 @@ int runCompile() {
   }
 
   if (!quiet) {
-    llvm::outs() << "lamina compile: " << modelPath << " -> "
-                 << (noBuild ? cppPath : runPath)
-                 << (!train  ? " (" + target + ", inference)\n"
-                     : dist ? llvm::formatv(
-                                  " ({7}, train, {0} ranks: {1} {8}pp {2} x "
-                                  "dp {3}, {4} micro-batches, zero {5}, "
-                                  "recompute {6})\n",
-                                  pipelineRanks * dataParallel * tensorParallel,
-                                  scheduleName,
-                                  pipelineRanks, dataParallel, microBatches,
-                                  zeroLevel,
-                                  pipeline.recomputeModules() ? "modules"
-                                                              : "none",
-                                  std::string(target),
-                                  tensorParallel > 1
-                                      ? llvm::formatv(
-                                            "tp {0}{1} x ", tensorParallel,
-                                            sequenceParallel
-                                                ? " (sequence-parallel)"
-                                                : "")
-                                            .str()
-                                      : std::string())
-                                  .str()
-                            : " (" + target + ", train)\n");
+    llvm::outs()
+        << "lamina compile: " << modelPath << " -> "
+        << (noBuild ? cppPath : runPath)
+        << (!train ? " (" + target + ", inference)\n"
+            : dist
+                ? llvm::formatv(
+                      " ({7}, train, {0} ranks: {1} {8}pp {2} x "
+                      "dp {3}, {4} micro-batches, zero {5}, "
+                      "recompute {6})\n",
+                      pipelineRanks * dataParallel * tensorParallel,
+                      scheduleName, pipelineRanks, dataParallel, microBatches,
+                      zeroLevel,
+                      pipeline.recomputeModules() ? "modules" : "none",
+                      std::string(target),
+                      tensorParallel > 1
+                          ? llvm::formatv(
+                                "tp {0}{1} x ", tensorParallel,
+                                sequenceParallel ? " (sequence-parallel)" : "")
+                                .str()
+                          : std::string())
+                      .str()
+                : " (" + target + ", train)\n");
     llvm::outs() << distSummary;
     if (restored.changed()) {
       llvm::outs() << "  parameters restored in " << absModel

@@ -99,7 +99,8 @@ TEST(TensorParallel, ReduceScatterInnerAxis) {
     for (int j = 0; j < 2; ++j)
       for (int k = 0; k < 2; ++k) {
         float x = in[size_t((o * 4 + 2 + j) * 2 + k)];
-        EXPECT_EQ(out[size_t((o * 2 + j) * 2 + k)], g.peer(x, 0) + g.peer(x, 1));
+        EXPECT_EQ(out[size_t((o * 2 + j) * 2 + k)],
+                  g.peer(x, 0) + g.peer(x, 1));
       }
 }
 
@@ -108,10 +109,12 @@ TEST(TensorParallel, AllReduceSliceRank) {
   GroupScope scope(&g);
   const int64_t shape[] = {3};
   std::vector<float> x = {1, 2, 3}, sum(3), max(3);
-  ASSERT_TRUE(tp::allReduce(GroupReduce::Sum, Tensor{x.data(), DType::F32, 1, shape},
+  ASSERT_TRUE(tp::allReduce(GroupReduce::Sum,
+                            Tensor{x.data(), DType::F32, 1, shape},
                             Tensor{sum.data(), DType::F32, 1, shape})
                   .ok());
-  ASSERT_TRUE(tp::allReduce(GroupReduce::Max, Tensor{x.data(), DType::F32, 1, shape},
+  ASSERT_TRUE(tp::allReduce(GroupReduce::Max,
+                            Tensor{x.data(), DType::F32, 1, shape},
                             Tensor{max.data(), DType::F32, 1, shape})
                   .ok());
   EXPECT_EQ(sum[0], 4 * 1.0f + 1000 * (0 + 1 + 2 + 3));
@@ -133,8 +136,9 @@ TEST(TensorParallel, AllReduceSliceRank) {
 TEST(TensorParallel, Errors) {
   const int64_t shape[] = {4}, half[] = {3};
   std::vector<float> x(4), y(4);
-  Status none = tp::allReduce(GroupReduce::Sum, Tensor{x.data(), DType::F32, 1, shape},
-                              Tensor{y.data(), DType::F32, 1, shape});
+  Status none =
+      tp::allReduce(GroupReduce::Sum, Tensor{x.data(), DType::F32, 1, shape},
+                    Tensor{y.data(), DType::F32, 1, shape});
   EXPECT_NE(none.message().find("runs no tensor-parallel group"),
             std::string::npos);
   FakeGroup g(0, 2);
@@ -144,8 +148,9 @@ TEST(TensorParallel, Errors) {
   EXPECT_NE(uneven.message().find("do not split 2 ways on axis 0"),
             std::string::npos);
   std::vector<int32_t> ints(4);
-  Status type = tp::allReduce(GroupReduce::Sum, Tensor{ints.data(), DType::I32, 1, shape},
-                              Tensor{ints.data(), DType::I32, 1, shape});
+  Status type =
+      tp::allReduce(GroupReduce::Sum, Tensor{ints.data(), DType::I32, 1, shape},
+                    Tensor{ints.data(), DType::I32, 1, shape});
   EXPECT_NE(type.message().find("f32 only"), std::string::npos);
 }
 

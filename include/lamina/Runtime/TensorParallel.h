@@ -1,4 +1,4 @@
-//===- TensorParallel.h - collectives inside a module's function -*- C++ -*-===//
+//===- TensorParallel.h - collectives in a module function      -*- C++ -*-===//
 //
 // What a tensor-parallel module function calls where upstream's
 // shard-partition put a collective (convert-graph-to-rt lowers

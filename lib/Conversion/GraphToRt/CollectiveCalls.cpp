@@ -49,8 +49,7 @@ bool lamina::isGroupRankScalar(Operation *op) {
   });
 }
 
-std::optional<KernelCall> lamina::getCollectiveCall(Operation *op,
-                                                    Builder &b) {
+std::optional<KernelCall> lamina::getCollectiveCall(Operation *op, Builder &b) {
   auto call = [&](StringRef callee, ArrayRef<Attribute> args) {
     return KernelCall{("lamina::rt::tp::" + callee).str(),
                       SmallVector<Attribute>(args.begin(), args.end())};
@@ -70,9 +69,9 @@ std::optional<KernelCall> lamina::getCollectiveCall(Operation *op,
         return call("allReduce", {kind, in, out});
       })
       .Case([&](shard::AllGatherOp o) -> Result {
-        return call("allGather",
-                    {in, b.getI64IntegerAttr(o.getGatherAxis().getSExtValue()),
-                     out});
+        return call(
+            "allGather",
+            {in, b.getI64IntegerAttr(o.getGatherAxis().getSExtValue()), out});
       })
       .Case([&](shard::ReduceScatterOp o) -> Result {
         Attribute kind = enumerator(o.getReduction());
@@ -84,9 +83,9 @@ std::optional<KernelCall> lamina::getCollectiveCall(Operation *op,
                      out});
       })
       .Case([&](shard::AllSliceOp o) -> Result {
-        return call("allSlice",
-                    {in, b.getI64IntegerAttr(o.getSliceAxis().getSExtValue()),
-                     out});
+        return call(
+            "allSlice",
+            {in, b.getI64IntegerAttr(o.getSliceAxis().getSExtValue()), out});
       })
       .Case([&](tensor::FromElementsOp o) -> Result {
         // The result is the call's only buffer.

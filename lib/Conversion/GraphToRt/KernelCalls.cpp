@@ -172,7 +172,8 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       .Case([&](CosOp) { return c.unary("Cos"); })
       .Case([&](SinOp) { return c.unary("Sin"); })
       .Case([&](NotOp) { return c.unary("Not"); })
-      .Case([&](GeluOp o) { return c.unary(o.getTanh() ? "GeluTanh" : "Gelu"); })
+      .Case(
+          [&](GeluOp o) { return c.unary(o.getTanh() ? "GeluTanh" : "Gelu"); })
       .Case([&](GeluDerivativeOp o) {
         return c.unary(o.getTanh() ? "GeluTanhDerivative" : "GeluDerivative");
       })
@@ -194,7 +195,9 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       .Case([&](SelectOp) {
         return c.call("select", {c.in(0), c.in(1), c.in(2), c.out()});
       })
-      .Case([&](CastOp) { return c.call("cast", {c.in(0), c.out()}); })
+      .Case([&](CastOp) {
+        return c.call("cast", {c.in(0), c.out()});
+      })
       .Case([&](FusedElementwiseOp o) { return c.fused(o); })
       // Contraction, normalisation.
       .Case<MatMulOp, FusedMatMulOp>(
@@ -342,7 +345,9 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                                  c.flag(o.getReverse()), c.out()});
       })
       // Data movement.
-      .Case([&](ReshapeOp) { return c.call("reshape", {c.in(0), c.out()}); })
+      .Case([&](ReshapeOp) {
+        return c.call("reshape", {c.in(0), c.out()});
+      })
       .Case([&](BroadcastOp) {
         return c.call("broadcast", {c.in(0), c.out()});
       })

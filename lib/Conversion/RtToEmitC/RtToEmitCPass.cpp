@@ -110,8 +110,7 @@ public:
   struct DistOptions {
     /// The training program's settings (convert-dist-to-rt's `rt.dist`).
     std::string kind;
-    int64_t numModules = 0, pp = 1, dp = 1, tp = 1, microBatches = 1,
-            zero = 0;
+    int64_t numModules = 0, pp = 1, dp = 1, tp = 1, microBatches = 1, zero = 0;
     std::vector<int64_t> placement, flatParams;
     bool recompute = true;
     std::string lossKind = "CausalLM", labelsInput;

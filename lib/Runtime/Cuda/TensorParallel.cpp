@@ -68,8 +68,8 @@ Status swapOuter(const char *what, const void *from, void *to, int64_t a,
 }
 } // namespace
 
-Status lamina::rt::cuda::tp::allReduce(GroupReduce op, const Tensor &in, const Tensor &out,
-                     cudaStream_t stream) {
+Status lamina::rt::cuda::tp::allReduce(GroupReduce op, const Tensor &in,
+                                       const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
   if (Status s = group("all-reduce", g); !s.ok())
     return s;
@@ -86,8 +86,8 @@ Status lamina::rt::cuda::tp::allReduce(GroupReduce op, const Tensor &in, const T
   return g->allReduce(out.as<float>(), out.numElements(), op);
 }
 
-Status lamina::rt::cuda::tp::allGather(const Tensor &in, int64_t axis, const Tensor &out,
-                     cudaStream_t stream) {
+Status lamina::rt::cuda::tp::allGather(const Tensor &in, int64_t axis,
+                                       const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
   int64_t outer, block;
   if (Status s = group("all-gather", g); !s.ok())
@@ -100,17 +100,17 @@ Status lamina::rt::cuda::tp::allGather(const Tensor &in, int64_t axis, const Ten
   Scratch members(stream);
   float *buf = out.as<float>();
   if (outer > 1) {
-    if (Status s = cudaCheck("all-gather",
-                             cudaMallocAsync(&members.ptr, out.byteSize(),
-                                             stream));
+    if (Status s =
+            cudaCheck("all-gather",
+                      cudaMallocAsync(&members.ptr, out.byteSize(), stream));
         !s.ok())
       return s;
     buf = static_cast<float *>(members.ptr);
   }
-  if (Status s = cudaCheck(
-          "all-gather", cudaMemcpyAsync(buf + count * g->rank(), in.data,
-                                        in.byteSize(),
-                                        cudaMemcpyDeviceToDevice, stream));
+  if (Status s = cudaCheck("all-gather",
+                           cudaMemcpyAsync(buf + count * g->rank(), in.data,
+                                           in.byteSize(),
+                                           cudaMemcpyDeviceToDevice, stream));
       !s.ok())
     return s;
   if (Status s = g->allGather(buf, count); !s.ok())
@@ -120,8 +120,9 @@ Status lamina::rt::cuda::tp::allGather(const Tensor &in, int64_t axis, const Ten
                    : Status::success();
 }
 
-Status lamina::rt::cuda::tp::reduceScatter(GroupReduce op, const Tensor &in, int64_t axis,
-                         const Tensor &out, cudaStream_t stream) {
+Status lamina::rt::cuda::tp::reduceScatter(GroupReduce op, const Tensor &in,
+                                           int64_t axis, const Tensor &out,
+                                           cudaStream_t stream) {
   TensorParallelGroup *g;
   int64_t outer, block;
   if (op != GroupReduce::Sum)
@@ -133,12 +134,11 @@ Status lamina::rt::cuda::tp::reduceScatter(GroupReduce op, const Tensor &in, int
   if (!split(out, in, axis, g->size(), outer, block))
     return badSplit("reduce-scatter", axis, g->size());
   if (outer == 1)
-    return g->reduceScatter(in.as<float>(), out.as<float>(),
-                            out.numElements());
+    return g->reduceScatter(in.as<float>(), out.as<float>(), out.numElements());
   Scratch members(stream);
-  if (Status s = cudaCheck("reduce-scatter",
-                           cudaMallocAsync(&members.ptr, in.byteSize(),
-                                           stream));
+  if (Status s =
+          cudaCheck("reduce-scatter",
+                    cudaMallocAsync(&members.ptr, in.byteSize(), stream));
       !s.ok())
     return s;
   if (Status s = swapOuter("reduce-scatter", in.data, members.ptr, outer,
@@ -149,8 +149,8 @@ Status lamina::rt::cuda::tp::reduceScatter(GroupReduce op, const Tensor &in, int
                           out.numElements());
 }
 
-Status lamina::rt::cuda::tp::allSlice(const Tensor &in, int64_t axis, const Tensor &out,
-                    cudaStream_t stream) {
+Status lamina::rt::cuda::tp::allSlice(const Tensor &in, int64_t axis,
+                                      const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
   int64_t outer, block;
   if (Status s = group("all-slice", g); !s.ok())
@@ -158,13 +158,13 @@ Status lamina::rt::cuda::tp::allSlice(const Tensor &in, int64_t axis, const Tens
   if (!split(out, in, axis, g->size(), outer, block))
     return badSplit("all-slice", axis, g->size());
   size_t bytes = size_t(block) * in.elementSize();
-  return cudaCheck(
-      "all-slice",
-      cudaMemcpy2DAsync(out.data, bytes,
-                        static_cast<const char *>(in.data) +
-                            size_t(g->rank()) * bytes,
-                        bytes * size_t(g->size()), bytes, size_t(outer),
-                        cudaMemcpyDeviceToDevice, stream));
+  return cudaCheck("all-slice",
+                   cudaMemcpy2DAsync(out.data, bytes,
+                                     static_cast<const char *>(in.data) +
+                                         size_t(g->rank()) * bytes,
+                                     bytes * size_t(g->size()), bytes,
+                                     size_t(outer), cudaMemcpyDeviceToDevice,
+                                     stream));
 }
 
 Status lamina::rt::cuda::tp::groupRank(const Tensor &out, cudaStream_t stream) {
@@ -179,8 +179,8 @@ Status lamina::rt::cuda::tp::groupRank(const Tensor &out, cudaStream_t stream) {
   static int32_t rank32;
   rank64 = g->rank();
   rank32 = g->rank();
-  const void *from = out.dtype == DType::I64 ? static_cast<const void *>(&rank64)
-                                             : &rank32;
+  const void *from =
+      out.dtype == DType::I64 ? static_cast<const void *>(&rank64) : &rank32;
   return cudaCheck("the group rank",
                    cudaMemcpyAsync(out.data, from, out.elementSize(),
                                    cudaMemcpyHostToDevice, stream));

@@ -80,23 +80,23 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
   // communicator counts them among its collectives too).
   double tpBytes = ex.tpGroup ? ex.tpGroup->bytes - ex.evalTpBytes : 0;
   double idle = wall > 0 ? std::max(0.0, 1.0 - ex.busySeconds / wall) : 0;
-  std::snprintf(
-      line, sizeof line,
-      "{\"rank\": %d, \"pp\": %d, \"dp\": %d, "
-      "\"p2p_bytes_per_step\": %.0f, "
-      "\"collective_bytes_per_step\": %.0f, "
-      "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
-      "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
-      "\"step_buffer_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
-      "\"state_bytes\": %zu, \"tp\": %d, "
-      "\"tensor_parallel_bytes_per_step\": %.0f}",
-      ex.rank, ex.pp, ex.dp, double(net.p2pBytesSent - ex.evalP2pBytes) / n,
-      (net.collectiveBytes - ex.evalCollectiveBytes - ex.copyGatherBytes -
-       tpBytes) / n,
-      ex.busySeconds, wall, idle, ex.arenaBytes,
-      size_t(ex.spec.stepBufferBytes[ex.pp]),
-      ex.peakGradBytes, ex.stateBytes(), ex.tpIndex,
-      tpBytes / n);
+  std::snprintf(line, sizeof line,
+                "{\"rank\": %d, \"pp\": %d, \"dp\": %d, "
+                "\"p2p_bytes_per_step\": %.0f, "
+                "\"collective_bytes_per_step\": %.0f, "
+                "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
+                "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
+                "\"step_buffer_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
+                "\"state_bytes\": %zu, \"tp\": %d, "
+                "\"tensor_parallel_bytes_per_step\": %.0f}",
+                ex.rank, ex.pp, ex.dp,
+                double(net.p2pBytesSent - ex.evalP2pBytes) / n,
+                (net.collectiveBytes - ex.evalCollectiveBytes -
+                 ex.copyGatherBytes - tpBytes) /
+                    n,
+                ex.busySeconds, wall, idle, ex.arenaBytes,
+                size_t(ex.spec.stepBufferBytes[ex.pp]), ex.peakGradBytes,
+                ex.stateBytes(), ex.tpIndex, tpBytes / n);
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();

@@ -53,8 +53,8 @@ Status Executor::setup() {
     int group = -1;
     if (Status s = net.split(rank / spec.tp, tpIndex, group); !s.ok())
       return s;
-    tpGroup = std::make_unique<CommTensorParallelGroup>(net, group, tpIndex,
-                                                        spec.tp);
+    tpGroup =
+        std::make_unique<CommTensorParallelGroup>(net, group, tpIndex, spec.tp);
     setTensorParallelGroup(tpGroup.get());
   }
   modelPath = modelPathOf(o, spec.modelPath);

@@ -24,10 +24,9 @@ Status CommTensorParallelGroup::finish(Status started, Request &r,
     return started;
   // The kernels after it see its result (on a GPU: the compute stream
   // waits for it; on the host: the host waits, bounded).
-  Status s = net.waitForCompute(r,
-                                std::string("a tensor-parallel ") + what +
-                                    " did not complete",
-                                "; a rank of the group may have died");
+  Status s = net.waitForCompute(
+      r, std::string("a tensor-parallel ") + what + " did not complete",
+      "; a rank of the group may have died");
   bytes += net.collectiveBytes - before;
   return s;
 }
@@ -80,9 +79,9 @@ Status lamina::rt::dist::takeBlock(const ArgSpec &a, int t, int index,
       init.shape != whole)
     return Status::error(
         "initializer '" + std::string(a.name) + "': expected " +
-        describeType(a.dtype, whole.data(), int(whole.size())) +
-        " (split " + std::to_string(t) + " ways on dim " +
-        std::to_string(a.splitDim) + "), got " +
+        describeType(a.dtype, whole.data(), int(whole.size())) + " (split " +
+        std::to_string(t) + " ways on dim " + std::to_string(a.splitDim) +
+        "), got " +
         describeType(init.dtype, init.shape.data(), int(init.shape.size())));
   int64_t outer, inner;
   blockGeometry(a, outer, inner);

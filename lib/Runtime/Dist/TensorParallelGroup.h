@@ -1,4 +1,4 @@
-//===- TensorParallelGroup.h - a tensor-parallel group over the net -*- C++ -*-===//
+//===- TensorParallelGroup.h - a group over the communicator    -*- C++ -*-===//
 //
 // TensorParallel.h's group on the program's Communicator: a sub-group of
 // neighbouring ranks (DistSpec::tp), blocking collectives with the

@@ -1055,18 +1055,16 @@ Status CommStreams::allReduce(Channel &ch, const void *send, void *recv,
     return s;
   if (count && (!send || !recv))
     return Status::error("all-reduce on " + ch.name + ": a null buffer");
-  std::string what = std::string("all-reduce (") +
-                     (maximum ? "max" : "sum") + ") of " +
-                     std::to_string(count) + " " +
-                     dtypeName(type) + " on " + ch.name + " (rank " +
-                     std::to_string(ch.rank) + " of " +
-                     std::to_string(ch.size) + ")";
+  std::string what = std::string("all-reduce (") + (maximum ? "max" : "sum") +
+                     ") of " + std::to_string(count) + " " + dtypeName(type) +
+                     " on " + ch.name + " (rank " + std::to_string(ch.rank) +
+                     " of " + std::to_string(ch.size) + ")";
   int slot;
   if (Status s = begin(ch, compute, what, slot); !s.ok())
     return s;
-  ncclResult_t r = ncclAllReduce(send, recv, count, ncclType(type),
-                                 maximum ? ncclMax : ncclSum, ch.comm,
-                                 ch.stream);
+  ncclResult_t r =
+      ncclAllReduce(send, recv, count, ncclType(type),
+                    maximum ? ncclMax : ncclSum, ch.comm, ch.stream);
   Status st = finish(ch, slot, r, "ncclAllReduce", out);
   if (st.ok())
     ch.collectiveBytes += 2.0 * (ch.size - 1) / ch.size * double(count) *

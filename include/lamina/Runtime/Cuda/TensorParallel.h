@@ -1,4 +1,4 @@
-//===- TensorParallel.h - collectives inside a module's function (GPU) -*- C++ -*-===//
+//===- TensorParallel.h - module function collectives, GPU      -*- C++ -*-===//
 //
 // The CUDA twins of lamina/Runtime/TensorParallel.h's calls (the generated
 // code switches lamina::rt:: to lamina::rt::cuda:: as for every kernel):

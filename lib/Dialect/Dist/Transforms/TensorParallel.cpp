@@ -682,9 +682,8 @@ dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
   out.params.assign(size_t(numModules), 0.0);
   out.boundaryBytes.assign(size_t(numModules), 0.0);
   auto grid = module.lookupSymbol<shard::GridOp>(kGrid);
-  const double t = grid && grid.getShape().size() == 1
-                       ? double(grid.getShape()[0])
-                       : 1.0;
+  const double t =
+      grid && grid.getShape().size() == 1 ? double(grid.getShape()[0]) : 1.0;
   auto size = [](Value v) {
     auto type = cast<ShapedType>(v.getType());
     return double(type.getNumElements()) *
