@@ -18,48 +18,6 @@ using namespace lamina::rt;
 namespace {
 TensorParallelGroup *theGroup = nullptr;
 
-Status group(const char *what, TensorParallelGroup *&g) {
-  g = theGroup;
-  if (!g)
-    return Status::error(std::string(what) +
-                         ": the program runs no tensor-parallel group");
-  return Status::success();
-}
-
-Status checkF32(const char *what, const Tensor &t) {
-  if (t.dtype != DType::F32)
-    return Status::error(std::string(what) + " of " + dtypeName(t.dtype) +
-                         ": tensor-parallel collectives move f32 only");
-  return Status::success();
-}
-
-/// A tensor as [outer, axis, inner] around `axis`.
-struct Blocks {
-  int64_t outer = 1, axis = 1, inner = 1;
-};
-
-Status blocksOf(const char *what, const Tensor &t, int64_t axis, Blocks &b) {
-  if (axis < 0 || axis >= t.rank)
-    return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
-                         " of a rank-" + std::to_string(t.rank) + " tensor");
-  for (int i = 0; i < t.rank; ++i)
-    (i < axis ? b.outer : i == axis ? b.axis : b.inner) *= t.shape[i];
-  return Status::success();
-}
-
-/// Checks that `whole` is `part` with `axis` n times as long.
-Status checkParts(const char *what, const Tensor &part, const Tensor &whole,
-                  int64_t axis, int n) {
-  bool ok = part.rank == whole.rank;
-  for (int i = 0; ok && i < part.rank; ++i)
-    ok = whole.shape[i] == (i == axis ? part.shape[i] * n : part.shape[i]);
-  if (!ok)
-    return Status::error(std::string(what) + ": shapes do not split " +
-                         std::to_string(n) + " ways on axis " +
-                         std::to_string(axis));
-  return Status::success();
-}
-
 /// Copies [outer, n, block] (tensor order) to [n, outer, block] (member
 /// order), or back.
 void regroup(const float *from, float *to, int64_t outer, int n, int64_t block,
@@ -81,11 +39,38 @@ void lamina::rt::setTensorParallelGroup(TensorParallelGroup *g) {
 
 TensorParallelGroup *lamina::rt::tensorParallelGroup() { return theGroup; }
 
+Status tp::detail::begin(const char *what, const Tensor &in, bool f32Only,
+                         TensorParallelGroup *&g) {
+  g = theGroup;
+  if (!g)
+    return Status::error(std::string(what) +
+                         ": the program runs no tensor-parallel group");
+  if (f32Only && in.dtype != DType::F32)
+    return Status::error(std::string(what) + " of " + dtypeName(in.dtype) +
+                         ": tensor-parallel collectives move f32 only");
+  return Status::success();
+}
+
+Status tp::detail::blocks(const char *what, const Tensor &part,
+                          const Tensor &whole, int64_t axis, int n,
+                          int64_t &outer, int64_t &block) {
+  bool ok = axis >= 0 && axis < part.rank && part.rank == whole.rank &&
+            part.dtype == whole.dtype;
+  outer = 1, block = 1;
+  for (int i = 0; ok && i < part.rank; ++i) {
+    ok = whole.shape[i] == (i == axis ? part.shape[i] * n : part.shape[i]);
+    (i < axis ? outer : block) *= part.shape[i];
+  }
+  if (!ok)
+    return Status::error(std::string(what) + ": shapes do not split " +
+                         std::to_string(n) + " ways on axis " +
+                         std::to_string(axis));
+  return Status::success();
+}
+
 Status tp::allReduce(GroupReduce op, const Tensor &in, const Tensor &out) {
   TensorParallelGroup *g;
-  if (Status s = group("all-reduce", g); !s.ok())
-    return s;
-  if (Status s = checkF32("all-reduce", in); !s.ok())
+  if (Status s = detail::begin("all-reduce", in, true, g); !s.ok())
     return s;
   if (out.numElements() != in.numElements() || out.dtype != in.dtype)
     return Status::error("all-reduce: the result's type differs");
@@ -96,75 +81,65 @@ Status tp::allReduce(GroupReduce op, const Tensor &in, const Tensor &out) {
 
 Status tp::allGather(const Tensor &in, int64_t axis, const Tensor &out) {
   TensorParallelGroup *g;
-  Blocks b;
-  if (Status s = group("all-gather", g); !s.ok())
+  int64_t outer, block;
+  if (Status s = detail::begin("all-gather", in, true, g); !s.ok())
     return s;
-  if (Status s = checkF32("all-gather", in); !s.ok())
-    return s;
-  if (Status s = blocksOf("all-gather", in, axis, b); !s.ok())
-    return s;
-  if (Status s = checkParts("all-gather", in, out, axis, g->size()); !s.ok())
+  if (Status s = detail::blocks("all-gather", in, out, axis, g->size(), outer,
+                                block);
+      !s.ok())
     return s;
   const int64_t count = in.numElements();
-  if (b.outer == 1) {
-    std::memcpy(out.as<float>() + count * g->rank(), in.data, in.byteSize());
-    return g->allGather(out.as<float>(), count);
-  }
-  std::vector<float> members(size_t(out.numElements()));
-  std::memcpy(members.data() + count * g->rank(), in.data, in.byteSize());
-  if (Status s = g->allGather(members.data(), count); !s.ok())
+  std::vector<float> members(size_t(outer > 1 ? out.numElements() : 0));
+  float *buf = outer > 1 ? members.data() : out.as<float>();
+  std::memcpy(buf + count * g->rank(), in.data, in.byteSize());
+  if (Status s = g->allGather(buf, count); !s.ok())
     return s;
-  regroup(members.data(), out.as<float>(), b.outer, g->size(), b.axis * b.inner,
-          false);
+  if (outer > 1)
+    regroup(buf, out.as<float>(), outer, g->size(), block, false);
   return Status::success();
 }
 
 Status tp::reduceScatter(GroupReduce op, const Tensor &in, int64_t axis,
                          const Tensor &out) {
   TensorParallelGroup *g;
-  Blocks b;
+  int64_t outer, block;
   if (op != GroupReduce::Sum)
     return Status::error("reduce-scatter: only sums are supported");
-  if (Status s = group("reduce-scatter", g); !s.ok())
+  if (Status s = detail::begin("reduce-scatter", in, true, g); !s.ok())
     return s;
-  if (Status s = checkF32("reduce-scatter", in); !s.ok())
-    return s;
-  if (Status s = blocksOf("reduce-scatter", out, axis, b); !s.ok())
-    return s;
-  if (Status s = checkParts("reduce-scatter", out, in, axis, g->size());
+  if (Status s = detail::blocks("reduce-scatter", out, in, axis, g->size(),
+                                outer, block);
       !s.ok())
     return s;
-  if (b.outer == 1)
-    return g->reduceScatter(in.as<float>(), out.as<float>(), out.numElements());
+  if (outer == 1)
+    return g->reduceScatter(in.as<float>(), out.as<float>(),
+                            out.numElements());
   std::vector<float> members(size_t(in.numElements()));
-  regroup(in.as<float>(), members.data(), b.outer, g->size(), b.axis * b.inner,
-          true);
+  regroup(in.as<float>(), members.data(), outer, g->size(), block, true);
   return g->reduceScatter(members.data(), out.as<float>(), out.numElements());
 }
 
 Status tp::allSlice(const Tensor &in, int64_t axis, const Tensor &out) {
   TensorParallelGroup *g;
-  Blocks b;
-  if (Status s = group("all-slice", g); !s.ok())
+  int64_t outer, block;
+  if (Status s = detail::begin("all-slice", in, false, g); !s.ok())
     return s;
-  if (Status s = blocksOf("all-slice", out, axis, b); !s.ok())
+  if (Status s = detail::blocks("all-slice", out, in, axis, g->size(), outer,
+                                block);
+      !s.ok())
     return s;
-  if (Status s = checkParts("all-slice", out, in, axis, g->size()); !s.ok())
-    return s;
-  if (in.dtype != out.dtype)
-    return Status::error("all-slice: the result's type differs");
-  size_t block = size_t(b.axis * b.inner) * in.elementSize();
+  size_t bytes = size_t(block) * in.elementSize();
   const char *from = static_cast<const char *>(in.data);
   char *to = static_cast<char *>(out.data);
-  for (int64_t o = 0; o < b.outer; ++o)
-    std::memcpy(to + o * block,
-                from + (o * g->size() + g->rank()) * int64_t(block), block);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(to + o * bytes,
+                from + (o * g->size() + g->rank()) * int64_t(bytes), bytes);
   return Status::success();
 }
 
 Status tp::groupRank(const Tensor &out) {
   TensorParallelGroup *g;
-  if (Status s = group("the group rank", g); !s.ok())
+  if (Status s = detail::begin("the group rank", out, false, g); !s.ok())
     return s;
   if (out.numElements() != 1)
     return Status::error("the group rank: the result is not one element");

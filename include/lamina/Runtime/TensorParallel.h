@@ -62,6 +62,19 @@ Status reduceScatter(GroupReduce op, const Tensor &in, int64_t axis,
 Status allSlice(const Tensor &in, int64_t axis, const Tensor &out);
 /// out (one integer) = this member's index in the group.
 Status groupRank(const Tensor &out);
+
+/// What the host calls and their CUDA twins share.
+namespace detail {
+/// The process's group for `what`, whose operand `in` must be f32 when
+/// `f32Only` (the collectives move f32; a slice copies any type).
+Status begin(const char *what, const Tensor &in, bool f32Only,
+             TensorParallelGroup *&group);
+/// Checks that `whole` is `part` (same type) with `axis` n times as long,
+/// and gives `part` as [outer, block] around `axis` (block: the axis and
+/// the dims after it).
+Status blocks(const char *what, const Tensor &part, const Tensor &whole,
+              int64_t axis, int n, int64_t &outer, int64_t &block);
+} // namespace detail
 } // namespace tp
 
 } // namespace lamina::rt

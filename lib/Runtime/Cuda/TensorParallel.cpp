@@ -17,46 +17,10 @@
 using namespace lamina::rt;
 using namespace lamina::rt::cuda;
 using lamina::rt::cuda::detail::cudaCheck;
+namespace shared = lamina::rt::tp::detail;
 using Scratch = lamina::rt::cuda::detail::Scratch;
 
 namespace {
-Status group(const char *what, TensorParallelGroup *&g) {
-  g = tensorParallelGroup();
-  if (!g)
-    return Status::error(std::string(what) +
-                         ": the program runs no tensor-parallel group");
-  return Status::success();
-}
-
-Status checkF32(const char *what, const Tensor &t) {
-  if (t.dtype != DType::F32)
-    return Status::error(std::string(what) + " of " + dtypeName(t.dtype) +
-                         ": tensor-parallel collectives move f32 only");
-  return Status::success();
-}
-
-/// [outer, n * inner] of `whole` around `axis`, `part` that with axis / n;
-/// false when they do not split so.
-bool split(const Tensor &part, const Tensor &whole, int64_t axis, int n,
-           int64_t &outer, int64_t &block) {
-  if (axis < 0 || axis >= part.rank || part.rank != whole.rank ||
-      part.dtype != whole.dtype)
-    return false;
-  outer = 1, block = 1;
-  for (int i = 0; i < part.rank; ++i) {
-    if (whole.shape[i] != (i == axis ? part.shape[i] * n : part.shape[i]))
-      return false;
-    (i < axis ? outer : block) *= part.shape[i];
-  }
-  return true;
-}
-
-Status badSplit(const char *what, int64_t axis, int n) {
-  return Status::error(std::string(what) + ": shapes do not split " +
-                       std::to_string(n) + " ways on axis " +
-                       std::to_string(axis));
-}
-
 /// [a, b, block] f32 at `from` to [b, a, block] at `to`.
 Status swapOuter(const char *what, const void *from, void *to, int64_t a,
                  int64_t b, int64_t block, cudaStream_t stream) {
@@ -71,9 +35,7 @@ Status swapOuter(const char *what, const void *from, void *to, int64_t a,
 Status lamina::rt::cuda::tp::allReduce(GroupReduce op, const Tensor &in,
                                        const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
-  if (Status s = group("all-reduce", g); !s.ok())
-    return s;
-  if (Status s = checkF32("all-reduce", in); !s.ok())
+  if (Status s = shared::begin("all-reduce", in, true, g); !s.ok())
     return s;
   if (out.numElements() != in.numElements() || out.dtype != in.dtype)
     return Status::error("all-reduce: the result's type differs");
@@ -90,12 +52,12 @@ Status lamina::rt::cuda::tp::allGather(const Tensor &in, int64_t axis,
                                        const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
   int64_t outer, block;
-  if (Status s = group("all-gather", g); !s.ok())
+  if (Status s = shared::begin("all-gather", in, true, g); !s.ok())
     return s;
-  if (Status s = checkF32("all-gather", in); !s.ok())
+  if (Status s = shared::blocks("all-gather", in, out, axis, g->size(), outer,
+                                block);
+      !s.ok())
     return s;
-  if (!split(in, out, axis, g->size(), outer, block))
-    return badSplit("all-gather", axis, g->size());
   const int64_t count = in.numElements();
   Scratch members(stream);
   float *buf = out.as<float>();
@@ -127,12 +89,12 @@ Status lamina::rt::cuda::tp::reduceScatter(GroupReduce op, const Tensor &in,
   int64_t outer, block;
   if (op != GroupReduce::Sum)
     return Status::error("reduce-scatter: only sums are supported");
-  if (Status s = group("reduce-scatter", g); !s.ok())
+  if (Status s = shared::begin("reduce-scatter", in, true, g); !s.ok())
     return s;
-  if (Status s = checkF32("reduce-scatter", in); !s.ok())
+  if (Status s = shared::blocks("reduce-scatter", out, in, axis, g->size(),
+                                outer, block);
+      !s.ok())
     return s;
-  if (!split(out, in, axis, g->size(), outer, block))
-    return badSplit("reduce-scatter", axis, g->size());
   if (outer == 1)
     return g->reduceScatter(in.as<float>(), out.as<float>(), out.numElements());
   Scratch members(stream);
@@ -153,10 +115,12 @@ Status lamina::rt::cuda::tp::allSlice(const Tensor &in, int64_t axis,
                                       const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
   int64_t outer, block;
-  if (Status s = group("all-slice", g); !s.ok())
+  if (Status s = shared::begin("all-slice", in, false, g); !s.ok())
     return s;
-  if (!split(out, in, axis, g->size(), outer, block))
-    return badSplit("all-slice", axis, g->size());
+  if (Status s = shared::blocks("all-slice", out, in, axis, g->size(), outer,
+                                block);
+      !s.ok())
+    return s;
   size_t bytes = size_t(block) * in.elementSize();
   return cudaCheck("all-slice",
                    cudaMemcpy2DAsync(out.data, bytes,
@@ -169,7 +133,7 @@ Status lamina::rt::cuda::tp::allSlice(const Tensor &in, int64_t axis,
 
 Status lamina::rt::cuda::tp::groupRank(const Tensor &out, cudaStream_t stream) {
   TensorParallelGroup *g;
-  if (Status s = group("the group rank", g); !s.ok())
+  if (Status s = shared::begin("the group rank", out, false, g); !s.ok())
     return s;
   if (out.numElements() != 1 ||
       (out.dtype != DType::I64 && out.dtype != DType::I32))

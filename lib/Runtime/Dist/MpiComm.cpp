@@ -116,30 +116,27 @@ Status MpiCommunicator::irecv(void *buf, size_t bytes, int peer, int tag,
   return Status::success();
 }
 
-Status MpiCommunicator::allReduce(float *buf, int64_t count, int group,
-                                  Request &out) {
-  Op op;
+Status MpiCommunicator::reduce(float *buf, int64_t count, int group,
+                               MPI_Op op, Request &out) {
+  Op pending;
   char *h;
   size_t bytes = size_t(count) * sizeof(float);
-  if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
+  if (Status s = stageInPlace(pending, buf, bytes, h); !s.ok())
     return s;
-  op.req = comm.iallreduce(reinterpret_cast<float *>(h), count,
-                           groups.at(size_t(group)));
-  out = add(std::move(op));
+  pending.req = comm.iallreduce(reinterpret_cast<float *>(h), count,
+                                groups.at(size_t(group)), op);
+  out = add(std::move(pending));
   return Status::success();
+}
+
+Status MpiCommunicator::allReduce(float *buf, int64_t count, int group,
+                                  Request &out) {
+  return reduce(buf, count, group, MPI_SUM, out);
 }
 
 Status MpiCommunicator::allReduceMax(float *buf, int64_t count, int group,
                                      Request &out) {
-  Op op;
-  char *h;
-  size_t bytes = size_t(count) * sizeof(float);
-  if (Status s = stageInPlace(op, buf, bytes, h); !s.ok())
-    return s;
-  op.req = comm.iallreduce(reinterpret_cast<float *>(h), count,
-                           groups.at(size_t(group)), MPI_MAX);
-  out = add(std::move(op));
-  return Status::success();
+  return reduce(buf, count, group, MPI_MAX, out);
 }
 
 Status MpiCommunicator::allReduceDouble(double *buf, int count, int group,
