@@ -84,8 +84,8 @@ Status tp::allGather(const Tensor &in, int64_t axis, const Tensor &out) {
   int64_t outer, block;
   if (Status s = detail::begin("all-gather", in, true, g); !s.ok())
     return s;
-  if (Status s = detail::blocks("all-gather", in, out, axis, g->size(), outer,
-                                block);
+  if (Status s =
+          detail::blocks("all-gather", in, out, axis, g->size(), outer, block);
       !s.ok())
     return s;
   const int64_t count = in.numElements();
@@ -112,8 +112,7 @@ Status tp::reduceScatter(GroupReduce op, const Tensor &in, int64_t axis,
       !s.ok())
     return s;
   if (outer == 1)
-    return g->reduceScatter(in.as<float>(), out.as<float>(),
-                            out.numElements());
+    return g->reduceScatter(in.as<float>(), out.as<float>(), out.numElements());
   std::vector<float> members(size_t(in.numElements()));
   regroup(in.as<float>(), members.data(), outer, g->size(), block, true);
   return g->reduceScatter(members.data(), out.as<float>(), out.numElements());
@@ -124,8 +123,8 @@ Status tp::allSlice(const Tensor &in, int64_t axis, const Tensor &out) {
   int64_t outer, block;
   if (Status s = detail::begin("all-slice", in, false, g); !s.ok())
     return s;
-  if (Status s = detail::blocks("all-slice", out, in, axis, g->size(), outer,
-                                block);
+  if (Status s =
+          detail::blocks("all-slice", out, in, axis, g->size(), outer, block);
       !s.ok())
     return s;
   size_t bytes = size_t(block) * in.elementSize();

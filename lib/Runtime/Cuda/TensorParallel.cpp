@@ -54,8 +54,8 @@ Status lamina::rt::cuda::tp::allGather(const Tensor &in, int64_t axis,
   int64_t outer, block;
   if (Status s = shared::begin("all-gather", in, true, g); !s.ok())
     return s;
-  if (Status s = shared::blocks("all-gather", in, out, axis, g->size(), outer,
-                                block);
+  if (Status s =
+          shared::blocks("all-gather", in, out, axis, g->size(), outer, block);
       !s.ok())
     return s;
   const int64_t count = in.numElements();
@@ -117,8 +117,8 @@ Status lamina::rt::cuda::tp::allSlice(const Tensor &in, int64_t axis,
   int64_t outer, block;
   if (Status s = shared::begin("all-slice", in, false, g); !s.ok())
     return s;
-  if (Status s = shared::blocks("all-slice", out, in, axis, g->size(), outer,
-                                block);
+  if (Status s =
+          shared::blocks("all-slice", out, in, axis, g->size(), outer, block);
       !s.ok())
     return s;
   size_t bytes = size_t(block) * in.elementSize();

@@ -116,8 +116,8 @@ Status MpiCommunicator::irecv(void *buf, size_t bytes, int peer, int tag,
   return Status::success();
 }
 
-Status MpiCommunicator::reduce(float *buf, int64_t count, int group,
-                               MPI_Op op, Request &out) {
+Status MpiCommunicator::reduce(float *buf, int64_t count, int group, MPI_Op op,
+                               Request &out) {
   Op pending;
   char *h;
   size_t bytes = size_t(count) * sizeof(float);

@@ -75,8 +75,7 @@ private:
   };
   Request add(Op op);
   /// The in-place f32 all-reduce with `op` (MPI_SUM, MPI_MAX).
-  Status reduce(float *buf, int64_t count, int group, MPI_Op op,
-                Request &out);
+  Status reduce(float *buf, int64_t count, int group, MPI_Op op, Request &out);
   Status finish(std::map<int64_t, Op>::iterator it);
   /// Host memory MPI can use for `bytes` device bytes at `p`: `p` itself on
   /// the host device, else a copy in op.host.
