@@ -293,13 +293,13 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
         if (owner + m == 0)
           std::memcpy(into, src, bytes);
         else
-          control.recv(owner + m, int(t) * members + m, into, bytes, what);
+          control.recv(owner + m, int(t) * spec.tp + m, into, bytes, what);
         if (members > 1)
           putBlock(a, members, m, into, values[t].data());
       }
       views.push_back({a.name, values[t].view()});
     } else if (sends) {
-      control.send(0, int(t) * members + (ex.rank - owner), src, bytes, what);
+      control.send(0, int(t) * spec.tp + (ex.rank - owner), src, bytes, what);
     }
   }
   Status s = Status::success();

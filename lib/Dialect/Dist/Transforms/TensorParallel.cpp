@@ -432,11 +432,14 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       else if (boundary && sequenceParallel)
         annotateArg(b, arg, boundaryLayout(ctx, arg, true));
     }
-    if (sequenceParallel)
-      gatherColumnInputs(fwd, [&](unsigned arg) {
+    if (sequenceParallel) {
+      auto seeded = [&](unsigned arg) {
         auto it = seeds.find(arg);
         return it != seeds.end() ? it->second : replicated(ctx);
-      });
+      };
+      embeddingsOnSequence(fwd, seeded);
+      gatherColumnInputs(fwd, seeded);
+    }
     // Propagated from the seeds forward first: a boundary output pinned
     // whole beforehand would pull the whole layer back to replicated.
     if (failed(propagate(fwd)))
@@ -479,11 +482,14 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
                   : boundary ? boundaryLayout(ctx, arg, sequenceParallel)
                              : replicated(ctx));
     }
-    if (sequenceParallel)
-      gatherColumnInputs(bwd, [&](unsigned arg) {
+    if (sequenceParallel) {
+      auto seeded = [&](unsigned arg) {
         auto it = named.find(argString(bwd, arg, "graph.name").str());
         return it != named.end() ? it->second : replicated(ctx);
-      });
+      };
+      embeddingsOnSequence(bwd, seeded);
+      gatherColumnInputs(bwd, seeded);
+    }
     // Each gradient pinned as its weight before propagation: forward
     // traversal derives every value from the pinned arguments and only
     // reshards where a pinned result differs.
@@ -514,6 +520,41 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     numSplit +=
         llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
     return success();
+  }
+
+  /// Sequence parallelism from the first layer on: a vocabulary-parallel
+  /// embedding's rows are split on the sequence where they are summed (the
+  /// partial lookups reduce-scattered, dist-tp-combine-sums), as a later
+  /// module's boundary values are.
+  void embeddingsOnSequence(func::FuncOp f,
+                            llvm::function_ref<shard::Sharding(unsigned)> of) {
+    MLIRContext *ctx = f.getContext();
+    OpBuilder b(ctx);
+    f.walk([&](graph::GatherOp g) {
+      // The table as pinned (annotateArg).
+      Value data = g.getData();
+      if (auto pin = data.getDefiningOp<shard::ShardOp>())
+        data = pin.getSrc();
+      auto arg = dyn_cast<BlockArgument>(data);
+      if (!arg || arg.getOwner() != &f.getBody().front() ||
+          !(of(arg.getArgNumber()) == splitOn(ctx, 0)) ||
+          !sequenceShaped(g.getResult()) ||
+          cast<RankedTensorType>(g.getType()).getRank() < 3)
+        return;
+      // The lookup whole (its partial rows summed), its readers reading
+      // their sequence shard: partition's all_slice of the all_reduce,
+      // which dist-tp-combine-sums makes one reduce_scatter. (Pinning the
+      // result split instead makes propagation gather the whole table.)
+      b.setInsertionPointAfter(g);
+      Location loc = g.getLoc();
+      Value whole = shard::ShardingOp::create(b, loc, replicated(ctx));
+      auto pinned = shard::ShardOp::create(b, loc, g.getResult(), whole);
+      Value shards = shard::ShardingOp::create(b, loc,
+                                               splitOn(ctx, kSequenceDim));
+      auto read = shard::ShardOp::create(b, loc, pinned.getResult(), shards,
+                                         /*annotate_for_users=*/true);
+      g.getResult().replaceAllUsesExcept(read.getResult(), pinned);
+    });
   }
 
   /// Sequence parallelism: a GEMM whose weight is split on its output dim

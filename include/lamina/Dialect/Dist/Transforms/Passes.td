@@ -445,9 +445,12 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
     embedding table's rows (a gather from a trainable [V, H] table), the
     LM head's columns (a GEMM whose output reaches only the cross-entropy's
     logits) and the cross-entropy over them (VocabParallel.cpp). Norms stay
-    replicated; with `sequence-parallel` the boundary values are split on
-    the sequence and every GEMM whose weight is split on its output dim
-    reads its input whole (an all-gather after partition).
+    replicated; with `sequence-parallel` the boundary values (and a
+    vocabulary-parallel embedding's output, as its readers read it) are
+    split on the sequence and every GEMM whose weight is split on its output
+    dim reads its input whole (an all-gather after partition). Each split
+    argument's dim is recorded as `graph.tp_split` (the runtime loads that
+    block of the weight).
 
     The pass writes a `shard.grid @tp` of shape `tp` and pins the seeds
     with `shard.shard` annotations, the boundary outputs replicated; runs
