@@ -746,14 +746,16 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
       "{{{0}, lamina_modules, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
       "{8}, {9}, {17}, {18}, {10}, {11}, {12}, lamina_module_rank, "
       "lamina_flat_params, "
-      "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL), "
+      "lamina::rt::LossKind::{13}, {14}, int64_t({15}LL), int64_t({16}LL)"
       "{19}}",
       cString(modelPath), numModules, opts.pp, opts.dp, opts.microBatches,
       opts.zero, cString(opts.kind), opts.recompute ? "true" : "false", train,
       eval, edgeTable, steps->edges.size(), opts.pp * opts.dp * opts.tp,
       opts.lossKind,
       opts.labelsInput.empty() ? "nullptr" : cString(opts.labelsInput),
-      opts.vocab, opts.ignoreIndex, trainBytes, evalBytes, opts.tp);
+      opts.vocab, opts.ignoreIndex, trainBytes, evalBytes,
+      // Only a tensor-parallel program names its group (DistSpec::tp).
+      opts.tp > 1 ? ", " + std::to_string(opts.tp) : std::string());
   emitc::GlobalOp::create(globals, loc, "lamina_dist",
                           emitc::OpaqueType::get(ctx(), "lamina::rt::DistSpec"),
                           opaque(spec), false, true, true);
