@@ -603,21 +603,16 @@ int runCompile() {
                     "more\n";
     return 2;
   }
-  // Tensor-parallel programs run in f32; what is not built is refused
-  // before anything is written.
-  if (tensorParallel > 1 &&
+  // Tensor-parallel programs run in f32 (their collectives move f32); the
+  // refusal comes before anything is written.
+  if (tensorParallel > 1 && precision != "f32" &&
       (!stopAfter || int(*stopAfter) > int(Phase::Dist))) {
-    const char *missing =
-        precision != "f32"
-            ? "--precision bf16/f16 (the collectives move f32 only)"
-            : nullptr;
-    if (missing) {
-      llvm::errs() << "lamina compile: --tp " << tensorParallel
-                   << " does not generate programs for " << missing
-                   << "; --compile-to train, fuse or dist prints the split "
-                      "modules (docs/tp-design.md)\n";
-      return 1;
-    }
+    llvm::errs() << "lamina compile: --tp " << tensorParallel
+                 << " does not generate programs for --precision bf16/f16 "
+                    "(the collectives move f32 only); --compile-to train, "
+                    "fuse or dist prints the split modules "
+                    "(docs/tp-design.md)\n";
+    return 1;
   }
   if (cuda) {
 #ifndef LAMINA_CUDA_LINK_LIBRARIES

@@ -175,32 +175,28 @@ bool writeFile(const std::string &path, const std::string &text) {
 /// describe() when the loss flags ask for them.
 std::vector<int64_t> compiledResiduals, compiledBoundaries;
 
-/// Whether to outline the model as lamina compile does, for the residuals.
-bool wantsCompiledResiduals() {
-  return recompute == "none" && !search &&
+/// With --tp: the compiled modules' tensor-parallel bytes per
+/// micro-batch, parameters and boundaries, as one rank has them.
+dist::CompiledModules compiledTensorParallel;
+
+/// Whether to outline (and split) the model as lamina compile does: for
+/// the residuals without recompute, for the split modules with --tp.
+bool wantsCompiledModules() {
+  return (recompute == "none" || tp > 1) && !search &&
          (!lossKind.empty() || !lossOutput.empty());
 }
 
-/// With --tp and the loss flags: the compiled modules' tensor-parallel
-/// bytes per micro-batch, parameters and boundaries, as one rank has them.
-dist::CompiledModules compiledTensorParallel;
-
-bool wantsCompiledTensorParallel() {
-  return tp > 1 && !search && (!lossKind.empty() || !lossOutput.empty());
-}
-
 /// Runs lamina compile's phases through fuse on `path` (the restored copy)
-/// with the plan's training flags and `recomputeMode` (compile's
-/// spelling). Null after the pipeline's diagnostics.
-OwningOpRef<ModuleOp> compileThroughFuse(MLIRContext &context,
-                                         llvm::StringRef path,
-                                         const onnx::ImportOptions &options,
-                                         const rt::RestoredParameters &known,
-                                         llvm::StringRef recomputeMode,
-                                         int tensorParallel) {
+/// with the plan's training flags, once, and reads what the plan takes
+/// from the outlined modules: without recompute each forward's residuals
+/// and boundary outputs; with --tp the split modules' facts. False after
+/// the pipeline's diagnostics.
+bool compileModules(MLIRContext &context, llvm::StringRef path,
+                    const onnx::ImportOptions &options,
+                    const rt::RestoredParameters &known) {
   OwningOpRef<ModuleOp> module = onnx::importModelFile(context, path, options);
   if (!module)
-    return nullptr;
+    return false;
   CompileOptions o;
   o.mode = "train";
   o.target = target;
@@ -220,9 +216,9 @@ OwningOpRef<ModuleOp> compileThroughFuse(MLIRContext &context,
   o.dp = dp;
   o.microBatches = microBatches;
   o.zero = zero;
-  o.recompute = recomputeMode.str();
-  o.tp = tensorParallel;
-  o.sequenceParallel = tensorParallel > 1 && sequenceParallel;
+  o.recompute = recompute == "full" ? "modules" : "none";
+  o.tp = tp;
+  o.sequenceParallel = tp > 1 && sequenceParallel;
   // lamina compile's notes (padding indices, restored parameters) are the
   // compile's to give; the plan keeps the errors.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &d) {
@@ -231,33 +227,11 @@ OwningOpRef<ModuleOp> compileThroughFuse(MLIRContext &context,
   PassManager pm(&context);
   buildCompilePipeline(pm, o, Phase::Graph, Phase::Fuse);
   if (failed(pm.run(*module)))
-    return nullptr;
-  return module;
-}
-
-/// The compiled modules' tensor-parallel facts (compiledTensorParallel),
-/// with the plan's recompute.
-bool compileTensorParallel(MLIRContext &context, llvm::StringRef path,
-                           const onnx::ImportOptions &options,
-                           const rt::RestoredParameters &known) {
-  OwningOpRef<ModuleOp> module =
-      compileThroughFuse(context, path, options, known,
-                         recompute == "full" ? "modules" : "none", tp);
-  if (!module)
     return false;
-  compiledTensorParallel = dist::describeCompiledModules(*module);
-  return true;
-}
-
-/// Each outlined forward's residuals and boundary outputs, compiled
-/// without recompute. False after the pipeline's diagnostics.
-bool compileResiduals(MLIRContext &context, llvm::StringRef path,
-                      const onnx::ImportOptions &options,
-                      const rt::RestoredParameters &known) {
-  OwningOpRef<ModuleOp> module =
-      compileThroughFuse(context, path, options, known, "none", tp);
-  if (!module)
-    return false;
+  if (tp > 1)
+    compiledTensorParallel = dist::describeCompiledModules(*module);
+  if (recompute != "none")
+    return true;
   auto modules =
       (*module)->getAttrOfType<IntegerAttr>(dist::DistDialect::kNumModulesAttr);
   if (!modules) {
@@ -338,12 +312,8 @@ std::optional<plan::ModelDesc> describe() {
   FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
   if (failed(desc))
     return std::nullopt;
-  if (wantsCompiledResiduals() &&
-      !compileResiduals(context, restored.path(), options, restored.what()))
-    return std::nullopt;
-  if (wantsCompiledTensorParallel() &&
-      !compileTensorParallel(context, restored.path(), options,
-                             restored.what()))
+  if (wantsCompiledModules() &&
+      !compileModules(context, restored.path(), options, restored.what()))
     return std::nullopt;
   // The model's name is its file's, not the copy's.
   if (desc->name.empty() || restored.path() != inputPath)

@@ -13,6 +13,7 @@
 #include "lamina/Dialect/Graph/IR/NodeName.h"
 #include "lamina/Runtime/Kernels.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -407,7 +408,7 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
   if (isa<ScatterNDOp>(op))
     return operand == 0;
   // A tensor-parallel all-reduce reduces its buffer in place.
-  if (op->getName().getStringRef() == "shard.all_reduce")
+  if (isa<mlir::shard::AllReduceOp>(op))
     return true;
   // cuBLASLt and sgemm read C (the addend) where they write D.
   if (auto fused = dyn_cast<FusedMatMulOp>(op))
