@@ -123,6 +123,15 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   loss.ignoreIndex = o.ignoreIndex;
   pm.addPass(graph::createGraphAddLoss(loss));
   if (o.dist()) {
+    // A fused projection stored as each rank's share of its parts, so
+    // that it splits as a column GEMM (autodiff follows the regrouping).
+    if (o.tp > 1) {
+      graph::GraphTpRegroupProjectionsOptions regroup;
+      regroup.tp = unsigned(o.tp);
+      regroup.replicate = o.tpReplicate;
+      pm.addNestedPass<func::FuncOp>(
+          graph::createGraphTpRegroupProjections(regroup));
+    }
     dist::DistOutlineModulesOptions outline;
     outline.recompute = o.recomputeModules();
     pm.addPass(dist::createDistOutlineModules(outline));
@@ -134,6 +143,7 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
       dist::DistTpPlanOptions plan;
       plan.tp = unsigned(o.tp);
       plan.sequenceParallel = o.sequenceParallel;
+      plan.replicate = o.tpReplicate;
       pm.addPass(dist::createDistTpPlan(plan));
       OpPassManager &fn = pm.nest<func::FuncOp>();
       fn.addPass(shard::createPartition());

@@ -97,10 +97,15 @@ static cl::opt<std::string> outDir("o", cl::desc("output folder (OUTDIR/run)"),
 static cl::opt<int> tensorParallel(
     "tp",
     cl::desc("--mode train: tensor-parallel ranks per group; each module's "
-             "layers are split (docs/tp-design.md). Its program is not "
-             "generated yet: --compile-to train, fuse or dist shows the "
+             "layers are split over them (Megatron's placement from the "
+             "dataflow, docs/tp-design.md); --compile-to dist shows the "
              "split IR"),
     cl::init(1), cl::sub(compileCommand));
+static cl::opt<std::string> tpReplicate(
+    "tp-replicate",
+    cl::desc("with --tp: keep whole on every rank the layers (column/row "
+             "GEMM groups) with a weight whose name matches this regex"),
+    cl::value_desc("REGEX"), cl::sub(compileCommand));
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("with --tp: Megatron's sequence parallelism (norms and residual "
@@ -544,6 +549,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.dp = dataParallel;
   o.tp = tensorParallel;
   o.sequenceParallel = sequenceParallel;
+  o.tpReplicate = tpReplicate;
   o.microBatches = microBatches;
   o.zero = zeroLevel;
   o.recompute = recomputeMode;
@@ -602,6 +608,18 @@ int runCompile() {
     llvm::errs() << "lamina compile: --sequence-parallel needs --tp 2 or "
                     "more\n";
     return 2;
+  }
+  if (!tpReplicate.empty()) {
+    std::string err;
+    if (tensorParallel < 2) {
+      llvm::errs() << "lamina compile: --tp-replicate needs --tp 2 or more\n";
+      return 2;
+    }
+    if (!llvm::Regex(tpReplicate).isValid(err)) {
+      llvm::errs() << "lamina compile: --tp-replicate '" << tpReplicate
+                   << "' is not a valid regex: " << err << "\n";
+      return 2;
+    }
   }
   // Tensor-parallel programs run in f32 (their collectives move f32); the
   // refusal comes before anything is written.

@@ -29,6 +29,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -60,6 +61,10 @@ static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("with --tp and --loss: as lamina compile --sequence-parallel"),
     cl::sub(planCommand));
+static cl::opt<std::string> tpReplicate(
+    "tp-replicate",
+    cl::desc("with --tp and --loss: as lamina compile --tp-replicate"),
+    cl::value_desc("REGEX"), cl::sub(planCommand));
 static cl::opt<int> microBatches("micro-batches",
                                  cl::desc("micro-batches per step per replica"),
                                  cl::init(1), cl::sub(planCommand));
@@ -219,6 +224,7 @@ bool compileModules(MLIRContext &context, llvm::StringRef path,
   o.recompute = recompute == "full" ? "modules" : "none";
   o.tp = tp;
   o.sequenceParallel = tp > 1 && sequenceParallel;
+  o.tpReplicate = tpReplicate;
   // lamina compile's notes (padding indices, restored parameters) are the
   // compile's to give; the plan keeps the errors.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &d) {
@@ -339,6 +345,15 @@ int runPlan() {
   if (sequenceParallel && (tp < 2 || !lossFlags))
     return usage("--sequence-parallel prices the compiled program: it needs "
                  "--tp 2 or more and --loss");
+  if (!tpReplicate.empty()) {
+    std::string err;
+    if (tp < 2 || !lossFlags)
+      return usage("--tp-replicate prices the compiled program: it needs "
+                   "--tp 2 or more and --loss");
+    if (!llvm::Regex(tpReplicate).isValid(err))
+      return usage("--tp-replicate '" + tpReplicate +
+                   "' is not a valid regex: " + err);
+  }
   if (lossFlags && recompute != "none" && tp <= 1)
     return usage("--loss, --logits, --labels and --loss-output give the "
                  "compiled residuals of --recompute none; with --recompute "

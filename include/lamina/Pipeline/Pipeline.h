@@ -126,6 +126,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("with tp: Megatron's sequence parallelism")};
+  Option<std::string> tpReplicate{
+      *this, "tp-replicate",
+      llvm::cl::desc("with tp: weights (regex) whose layer stays whole")};
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("micro-batches per step"),
                                llvm::cl::init(1)};

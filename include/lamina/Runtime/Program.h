@@ -52,6 +52,10 @@ struct ArgSpec {
   /// value this rank's block splits over its group (`shape` is the block's);
   /// -1: every rank holds it whole.
   int splitDim = -1;
+  /// The whole split dim is this many equal parts side by side (a fused
+  /// q/k/v projection's three): a rank's block holds its share of each part,
+  /// the parts in order (the layout graph-tp-regroup-projections gives it).
+  int splitParts = 1;
 };
 
 /// One result of the entry function: it lives in the arena at `offset`.

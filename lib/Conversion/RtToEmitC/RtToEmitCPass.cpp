@@ -445,12 +445,18 @@ std::string ProgramEmitter::argsTable(StringRef name) {
     std::string n = argName ? argName.getValue().str() : "arg" + std::to_string(i);
     auto split =
         entry.getArgAttrOfType<IntegerAttr>(i + 1, graph::kTpSplitAttr);
+    auto parts =
+        entry.getArgAttrOfType<DenseI64ArrayAttr>(i + 1, graph::kTpPartsAttr);
+    std::string layout;
+    if (split)
+      layout = ", " + std::to_string(split.getInt());
+    if (split && parts)
+      layout += ", " + std::to_string(parts[1]);
     args += (i ? ", " : "") +
             llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}{5}}",
                           cString(n), argKindEnumerator(kind),
                           dtypeEnumerator(t.getElementType()), t.getRank(),
-                          shape.empty() ? "nullptr" : shape,
-                          split ? ", " + std::to_string(split.getInt()) : "")
+                          shape.empty() ? "nullptr" : shape, layout)
                 .str();
   }
   return specArray(name, "lamina::rt::ArgSpec", numArgs, args);

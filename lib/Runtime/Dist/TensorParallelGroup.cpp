@@ -63,49 +63,66 @@ std::vector<int64_t> lamina::rt::dist::wholeShape(const ArgSpec &a, int t) {
 }
 
 namespace {
-/// [outer, t * inner] around a's split dim: member r's block is the r-th
-/// `inner` of each row.
-void blockGeometry(const ArgSpec &a, int64_t &outer, int64_t &inner) {
-  outer = 1, inner = 1;
-  for (int i = 0; i < a.rank; ++i)
-    (i < a.splitDim ? outer : inner) *= a.shape[i];
-}
+/// Around a's split dim: `outer` rows of `t * parts` chunks, each `chunk`
+/// bytes. The whole dim is `parts` equal parts side by side, each split
+/// `t` ways; member r's block is chunk r of each part, the parts in order
+/// (with one part: the r-th `chunk` of each row).
+struct BlockGeometry {
+  int64_t outer = 1, parts = 1;
+  size_t chunk = 0;
+  BlockGeometry(const ArgSpec &a) {
+    int64_t inner = 1;
+    for (int i = 0; i < a.rank; ++i)
+      (i < a.splitDim ? outer : inner) *= a.shape[i];
+    parts = a.splitParts > 1 ? a.splitParts : 1;
+    chunk = size_t(inner / parts) * dtypeSize(a.dtype);
+  }
+  /// Byte offsets of part j of row o in member `index`'s block and in the
+  /// whole value.
+  size_t inBlock(int64_t o, int64_t j) const {
+    return (size_t(o) * size_t(parts) + size_t(j)) * chunk;
+  }
+  size_t inWhole(int64_t o, int64_t j, int t, int index) const {
+    return ((size_t(o) * size_t(parts) + size_t(j)) * size_t(t) +
+            size_t(index)) *
+           chunk;
+  }
+};
 } // namespace
 
 Status lamina::rt::dist::takeBlock(const ArgSpec &a, int t, int index,
                                    OwnedTensor &init) {
   std::vector<int64_t> whole = wholeShape(a, t);
+  int64_t parts = a.splitParts > 1 ? a.splitParts : 1;
   if (a.splitDim < 0 || a.splitDim >= a.rank || init.dtype != a.dtype ||
-      init.shape != whole)
+      init.shape != whole || a.shape[a.splitDim] % parts != 0)
     return Status::error(
         "initializer '" + std::string(a.name) + "': expected " +
         describeType(a.dtype, whole.data(), int(whole.size())) + " (split " +
         std::to_string(t) + " ways on dim " + std::to_string(a.splitDim) +
+        (parts > 1 ? " in " + std::to_string(parts) + " parts" : "") +
         "), got " +
         describeType(init.dtype, init.shape.data(), int(init.shape.size())));
-  int64_t outer, inner;
-  blockGeometry(a, outer, inner);
-  size_t rowBytes = size_t(inner) * dtypeSize(a.dtype);
+  BlockGeometry g(a);
   OwnedTensor block;
   block.allocate(a.dtype, std::vector<int64_t>(a.shape, a.shape + a.rank));
   const char *from = static_cast<const char *>(init.data());
   char *to = static_cast<char *>(block.data());
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(to + size_t(o) * rowBytes,
-                from + (size_t(o) * size_t(t) + size_t(index)) * rowBytes,
-                rowBytes);
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < g.parts; ++j)
+      std::memcpy(to + g.inBlock(o, j), from + g.inWhole(o, j, t, index),
+                  g.chunk);
   init = std::move(block);
   return Status::success();
 }
 
 void lamina::rt::dist::putBlock(const ArgSpec &a, int t, int index,
                                 const void *block, void *whole) {
-  int64_t outer, inner;
-  blockGeometry(a, outer, inner);
-  size_t rowBytes = size_t(inner) * dtypeSize(a.dtype);
+  BlockGeometry g(a);
   const char *from = static_cast<const char *>(block);
   char *to = static_cast<char *>(whole);
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(to + (size_t(o) * size_t(t) + size_t(index)) * rowBytes,
-                from + size_t(o) * rowBytes, rowBytes);
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < g.parts; ++j)
+      std::memcpy(to + g.inWhole(o, j, t, index), from + g.inBlock(o, j),
+                  g.chunk);
 }

@@ -89,6 +89,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--sequence-parallel", action="store_true")
+    ap.add_argument("--tp-replicate", default=None)
     ap.add_argument("--staged", action="store_true")
     ap.add_argument("--tcp-control", action="store_true")
     ap.add_argument("--eval", action="store_true")
@@ -144,6 +145,8 @@ def main():
             extra += f" --tp {args.tp}"
         if args.sequence_parallel:
             extra += " --sequence-parallel"
+        if args.tp_replicate:
+            extra += f" --tp-replicate '{args.tp_replicate}'"
         ranks = p * d * args.tp
         run(f"{args.lamina} compile {model(args.b)} {loss_flags} --pp {p} "
             f"--dp {d} --micro-batches {m} --schedule {sched} --zero {zero}"

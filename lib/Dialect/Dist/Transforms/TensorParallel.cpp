@@ -22,6 +22,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Regex.h"
 
 #include <map>
 #include <optional>
@@ -99,7 +100,8 @@ bool carriesSplit(Operation *op) {
 LogicalResult pairedGemms(graph::MatMulOp gemm,
                           const llvm::DenseSet<Operation *> &weightGemms,
                           unsigned numBoundaryOut,
-                          llvm::SetVector<Operation *> &rows, bool &toLoss) {
+                          llvm::SetVector<Operation *> &rows, bool &toLoss,
+                          llvm::SetVector<Operation *> &attentions) {
   SmallVector<Value> work{gemm.getResult()};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
@@ -125,6 +127,8 @@ LogicalResult pairedGemms(graph::MatMulOp gemm,
       }
       if (!carriesSplit(user))
         return failure();
+      if (isa<graph::AttentionOp>(user))
+        attentions.insert(user);
       for (Value r : user->getResults())
         work.push_back(r);
     }
@@ -277,6 +281,25 @@ void recordSplits(func::FuncOp f) {
   }
 }
 
+/// A fused projection stored regrouped for the group
+/// (graph-tp-regroup-projections) must be split on the dim that holds its
+/// parts: whole, its layout would not be the initializer's.
+LogicalResult checkRegrouped(func::FuncOp f) {
+  for (BlockArgument arg : f.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto parts = f.getArgAttrOfType<DenseI64ArrayAttr>(i, graph::kTpPartsAttr);
+    if (!parts)
+      continue;
+    auto dim = f.getArgAttrOfType<IntegerAttr>(i, graph::kTpSplitAttr);
+    if (!dim || dim.getInt() != parts[0])
+      return f.emitError("dist-tp-plan: the fused projection '")
+             << argString(f, i, "graph.name")
+             << "' is stored as each rank's share of its parts, but the plan "
+                "does not split it on them; keep this layer replicated";
+  }
+  return success();
+}
+
 /// What upstream's shard-partition (MLIR 22) needs and does not check (it
 /// crashes instead): every tensor argument read by exactly one
 /// `shard.shard`, every tensor operand of an op an annotation for its
@@ -362,16 +385,24 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         weightGemms.insert(mm);
       }
     });
-    llvm::SetVector<Operation *> columns, rows;
+    // Each candidate column GEMM with the rows and attention it reaches.
+    struct Group {
+      llvm::SetVector<Operation *> rows, attentions;
+    };
+    std::map<Operation *, Group> candidates;
     for (auto &[gemm, use] : weights) {
-      llvm::SetVector<Operation *> reached;
+      Group g;
       bool toLoss = false;
       if (succeeded(pairedGemms(cast<graph::MatMulOp>(gemm), weightGemms,
-                                numOut, reached, toLoss)) &&
-          (!reached.empty() || toLoss)) {
-        columns.insert(gemm);
-        rows.insert(reached.begin(), reached.end());
-      }
+                                numOut, g.rows, toLoss, g.attentions)) &&
+          (!g.rows.empty() || toLoss))
+        candidates.emplace(gemm, std::move(g));
+    }
+    keepWhole(fwd, weights, candidates);
+    llvm::SetVector<Operation *> columns, rows;
+    for (auto &[gemm, g] : candidates) {
+      columns.insert(gemm);
+      rows.insert(g.rows.begin(), g.rows.end());
     }
     // A GEMM both reached and reaching (a chain of three) stays a row:
     // its input is split; its own output is then whole.
@@ -517,9 +548,73 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       return failure();
     recordSplits(fwd);
     recordSplits(bwd);
+    if (failed(checkRegrouped(fwd)) || failed(checkRegrouped(bwd)))
+      return failure();
     numSplit +=
         llvm::count_if(seeds, [](auto &s) { return isSplit(s.second); });
     return success();
+  }
+
+  /// Drops the column/row groups that stay whole on every rank: those
+  /// whose attention's heads the group does not divide (grouped-query
+  /// attention with fewer key/value heads than ranks), and those with a
+  /// weight `--tp-replicate` names. A group is the columns that share a
+  /// row, so a pair is never half split.
+  template <typename Group>
+  void keepWhole(func::FuncOp fwd, const std::map<Operation *, WeightUse> &weights,
+                 std::map<Operation *, Group> &candidates) {
+    llvm::Regex named(replicate);
+    auto nameOf = [&](Operation *gemm) {
+      return argString(fwd, weights.at(gemm).arg.getArgNumber(), "graph.name");
+    };
+    auto matches = [&](Operation *gemm) {
+      return !replicate.empty() && named.match(nameOf(gemm));
+    };
+    auto headsOf = [](graph::AttentionOp a, Value v) {
+      return cast<RankedTensorType>(v.getType())
+          .getDimSize(a.getSeqMajor() ? 2 : 1);
+    };
+    llvm::SetVector<Operation *> whole, wholeRows;
+    llvm::DenseSet<Operation *> told;
+    for (auto &[gemm, g] : candidates) {
+      bool keep = matches(gemm) || llvm::any_of(g.rows, matches);
+      for (Operation *op : g.attentions) {
+        auto a = cast<graph::AttentionOp>(op);
+        int64_t q = headsOf(a, a.getQ()), kv = headsOf(a, a.getK());
+        if (q % tp == 0 && kv % tp == 0)
+          continue;
+        keep = true;
+        if (told.insert(op).second)
+          op->emitRemark("dist-tp-plan: attention at ")
+              << op->getLoc() << " has " << q << " query and " << kv
+              << " key/value heads, which " << unsigned(tp)
+              << " ranks do not divide: its projections are kept whole "
+                 "(replicated) on every rank";
+      }
+      if (keep)
+        whole.insert(gemm);
+    }
+    // Closed over shared rows: a column reaching a row of a whole group.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Operation *gemm : whole)
+        wholeRows.insert(candidates.at(gemm).rows.begin(),
+                         candidates.at(gemm).rows.end());
+      for (auto &[gemm, g] : candidates)
+        if (!whole.contains(gemm) &&
+            llvm::any_of(g.rows, [&](Operation *r) {
+              return wholeRows.contains(r);
+            }))
+          changed |= whole.insert(gemm);
+    }
+    for (Operation *gemm : whole) {
+      if (matches(gemm))
+        gemm->emitRemark("dist-tp-plan: '")
+            << nameOf(gemm)
+            << "' matches --tp-replicate: its layer's GEMMs are kept whole "
+               "(replicated) on every rank";
+      candidates.erase(gemm);
+    }
   }
 
   /// Sequence parallelism from the first layer on: a vocabulary-parallel
@@ -587,8 +682,9 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
 
   /// Says where propagation had a split value read whole (an all-gather
   /// after partition) because the reader has no rule for the split: the
-  /// program is right but that layer is not split as planned (GPT-2's
-  /// fused q/k/v projection, sliced on the split dim). Sequence
+  /// program is right but that layer is not split as planned (a fused
+  /// projection sliced on the split dim that graph-tp-regroup-projections
+  /// left alone). Sequence
   /// parallelism's gathers on the sequence are the plan.
   void reportGathers(func::FuncOp f) {
     llvm::DenseSet<Operation *> reported;

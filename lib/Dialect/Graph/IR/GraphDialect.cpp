@@ -83,6 +83,13 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
                              << " must be a non-negative integer";
     return success();
   }
+  if (attr.getName() == kTpPartsAttr) {
+    auto parts = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!parts || parts.size() != 2 || parts[0] < 0 || parts[1] < 2)
+      return op->emitError() << "'" << kTpPartsAttr << "' of argument " << arg
+                             << " must be [dim, parts] with parts >= 2";
+    return success();
+  }
   return op->emitError() << "unknown graph argument attribute '"
                          << attr.getName() << "'";
 }

@@ -475,7 +475,11 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
     ```
 
     A weight read by a column- and a row-parallel GEMM is refused naming
-    it; a heads count or width the group does not divide is refused by
+    it. A group whose attention has heads the group does not divide
+    (grouped-query attention with fewer key/value heads than ranks) stays
+    whole on every rank, with a remark naming the attention, as does a
+    group with a weight `replicate` matches (`lamina compile
+    --tp-replicate`); a width the group does not divide is refused by
     partition, naming the op; a split value an op has no rule for is read
     whole, and a remark names both ops (that part of the layer then runs
     whole on every rank). `tp` 1: nothing changes.
@@ -490,6 +494,9 @@ def DistTpPlan : Pass<"dist-tp-plan", "mlir::ModuleOp"> {
            "the next column-parallel GEMM (boundaries, norms, residual "
            "adds) split on the sequence dim, all-gathered before each "
            "column GEMM and reduce-scattered after each row GEMM">,
+    Option<"replicate", "replicate", "std::string", /*default=*/"\"\"",
+           "Weights (llvm::Regex, matched anywhere in the name) whose "
+           "column/row group stays whole on every rank">,
   ];
   let statistics = [
     Statistic<"numSplit", "split-weights", "weights split over the group">,

@@ -39,6 +39,13 @@ inline constexpr llvm::StringLiteral kKindParamCopy = "param_copy";
 /// absent for an argument every rank holds whole. The runtime loads a
 /// split weight's block of that dim.
 inline constexpr llvm::StringLiteral kTpSplitAttr = "graph.tp_split";
+/// Set before autodiff by graph-tp-regroup-projections on a fused
+/// projection's weight and bias: `[dim, parts]`, the dim holding `parts`
+/// equal parts side by side (q, k and v), stored so that each rank's block
+/// of it is its share of every part, the parts in order
+/// (ArgSpec::splitParts). The ONNX initializer keeps the parts' own layout;
+/// load and export convert. dist-tp-plan checks that it splits that dim.
+inline constexpr llvm::StringLiteral kTpPartsAttr = "graph.tp_parts";
 
 /// The module's `graph.train`, or null before graph-add-loss.
 TrainAttr trainAttrOf(mlir::Operation *module);

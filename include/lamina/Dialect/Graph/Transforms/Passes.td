@@ -622,6 +622,40 @@ def GraphFillWindowInputs
   ];
 }
 
+def GraphTpRegroupProjections
+    : Pass<"graph-tp-regroup-projections", "mlir::func::FuncOp"> {
+  let summary = "A fused projection's weight stored as each tensor-parallel "
+                "rank's share of every part";
+  let description = [{
+    `lamina compile --tp T`, before autodiff: a GEMM with a trainable weight
+    (and a trainable bias) whose output is only sliced on its last dim into
+    `k >= 2` equal parts (GPT-2's `c_attn`, one `[H, 3H]` weight for q, k
+    and v) cannot be split over the group as one block of columns: a rank
+    needs a slice of every part. Its weight and bias are stored regrouped,
+    the last dim read as `[T, k, n/T]` rather than `[k, T, n/T]`, so that
+    rank r's block is its share of each part, and the slices become a
+    reshape to `[..., T, k, n/T]`, a slice of part j and a reshape back.
+    The arguments get `graph.tp_parts = [dim, k]`; the runtime regroups the ONNX
+    initializer as it loads it and back as it exports it
+    (`ArgSpec::splitParts`). Autodiff then differentiates the regrouped
+    form, and `dist-tp-plan` splits the projection as it splits separate
+    q, k and v projections. A weight read by anything else, parts that
+    `tp` does not divide, parts that reach an attention whose heads `tp`
+    does not divide (dist-tp-plan keeps that layer whole) and weights that
+    `replicate` names are left alone.
+  }];
+  let options = [
+    Option<"tp", "tp", "unsigned", /*default=*/"1",
+           "The tensor-parallel group size (nothing to do at 1)">,
+    Option<"replicate", "replicate", "std::string", /*default=*/"\"\"",
+           "Weights kept whole (lamina compile --tp-replicate): left as "
+           "they are">,
+  ];
+  let statistics = [
+    Statistic<"numRegrouped", "regrouped", "Fused projections regrouped">,
+  ];
+}
+
 def GraphFreeze : Pass<"graph-freeze", "mlir::ModuleOp"> {
   let summary = "Trainable arguments whose name matches a regex become "
                 "constants";
