@@ -715,3 +715,16 @@ func.func @avg_pool_grad_shape(%g: tensor<1x1x3x3xf32>) {
   %0 = graph.avg_pool_grad %g {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x1x3x3xf32> -> tensor<1x1x4x4xf32>
   return
 }
+
+// -----
+// A fused projection's layout names its dim and at least two parts.
+// expected-error @+1 {{'graph.tp_parts' of argument 0 must be [dim, parts] with parts >= 2}}
+func.func @tp_parts(%w: tensor<4x6xf32> {graph.tp_parts = array<i64: 1, 1>}) {
+  return
+}
+
+// -----
+// expected-error @+1 {{'graph.tp_split' of argument 0 must be a non-negative integer}}
+func.func @tp_split(%w: tensor<4x6xf32> {graph.tp_split = -1 : i64}) {
+  return
+}
