@@ -266,12 +266,17 @@ private:
   void stepBuffers(RankStats &rs, const EvaluateOptions &opts) const;
   void placeStats();
   /// EvaluateOptions' compiled tensor-parallel modules (per schedule
-  /// module), when they are the plan's (compiledTp.size() == stages).
-  std::vector<double> compiledTp, compiledTpParams, compiledTpSends;
+  /// module), when they are the plan's (one of each per stage).
+  std::vector<double> compiledTpForward, compiledTpBackward,
+      compiledTpForwardSteps, compiledTpBackwardSteps, compiledTpParams,
+      compiledTpSends;
   bool tpCompiled() const {
-    return c.tp > 1 && compiledTp.size() == plan.stages.size() &&
-           compiledTpParams.size() == compiledTp.size() &&
-           compiledTpSends.size() == compiledTp.size();
+    size_t n = plan.stages.size();
+    return c.tp > 1 && compiledTpForward.size() == n &&
+           compiledTpBackward.size() == n &&
+           compiledTpForwardSteps.size() == n &&
+           compiledTpBackwardSteps.size() == n &&
+           compiledTpParams.size() == n && compiledTpSends.size() == n;
   }
   void memory();
   void metrics();
@@ -385,12 +390,20 @@ void Evaluator::buildStages() {
                         : 0);
     // As compiled: each rank holds its blocks and the weights it keeps
     // whole, and sends its boundary values as it has them (whole, or
-    // sequence shards), with no gather after.
+    // sequence shards), with no gather after; its collectives are the
+    // module functions' (the backward's with the recomputed forward's).
     if (tpCompiled()) {
       const size_t k = size_t(&st - plan.stages.data());
       st.params = compiledTpParams[k];
       st.sendBytes = compiledTpSends[k];
       st.send = ringTime(1, st.sendBytes, 1, ppBw, ppLat);
+      const double estimatedF = st.tpForward, estimatedB = st.tpBackward;
+      st.tpForward = ringTime(1, compiledTpForward[k],
+                              int(compiledTpForwardSteps[k]), tpBw, tpLat);
+      st.tpBackward = ringTime(1, compiledTpBackward[k],
+                               int(compiledTpBackwardSteps[k]), tpBw, tpLat);
+      st.forward += st.tpForward - estimatedF;
+      st.backward += st.tpBackward - estimatedB;
     }
     const double synced = st.params - st.sharedParams;
     const double gradBytes = synced * prec.grad;
@@ -642,7 +655,9 @@ void Evaluator::placeStats() {
     if (c.tp > 1)
       for (int st : rs.stages) {
         if (compiled) {
-          rs.traffic.tensorParallel += compiledTp[size_t(st)] * c.microBatches;
+          rs.traffic.tensorParallel +=
+              (compiledTpForward[size_t(st)] + compiledTpBackward[size_t(st)]) *
+              c.microBatches;
           continue;
         }
         for (int mi : plan.stages[st].modules) {
@@ -795,7 +810,10 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
   plan.hardware = hw;
   plan.modelName = desc.name;
   plan.valueScale = valueScale(desc, c.precision);
-  compiledTp = opts.tensorParallelBytes;
+  compiledTpForward = opts.tensorParallelForwardBytes;
+  compiledTpBackward = opts.tensorParallelBackwardBytes;
+  compiledTpForwardSteps = opts.tensorParallelForwardSteps;
+  compiledTpBackwardSteps = opts.tensorParallelBackwardSteps;
   compiledTpParams = opts.tensorParallelParams;
   compiledTpSends = opts.tensorParallelSends;
   buildStages();

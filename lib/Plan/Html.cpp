@@ -144,7 +144,7 @@ std::string formatHtml(const Plan &p, const ModelDesc &desc) {
   row("step time", num("%.4g s", p.stepTime));
   row("bubble", num("%.1f%%", p.bubbleFraction * 100));
   row("exposed communication", num("%.4g s", p.exposedComm));
-  row("tensor-parallel all-reduces (inside compute)",
+  row("tensor-parallel collectives (inside compute)",
       num("%.4g s", p.tensorParallelTime));
   row("tokens/s", num("%.0f", p.tokensPerSecond));
   row("TFLOP/s per GPU (with recompute)", num("%.1f", p.hardwareTflopsPerGpu));

@@ -145,7 +145,7 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
            p.stepTime > 0 ? p.exposedComm / p.stepTime * 100 : 0) +
        "\n";
   if (c.tp > 1)
-    o += "tensor-parallel all-reduces: " + seconds(p.tensorParallelTime) +
+    o += "tensor-parallel collectives: " + seconds(p.tensorParallelTime) +
          " per step on the busiest rank (inside compute)\n";
   o += "throughput: " + count(p.tokensPerSecond) + " tokens/s, " +
        fmt("%.1f", p.hardwareTflopsPerGpu) + " TFLOP/s per GPU with " +

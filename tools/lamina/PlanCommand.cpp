@@ -458,7 +458,12 @@ int runPlan() {
   plan::EvaluateOptions evaluate;
   evaluate.residualBytes = compiledResiduals;
   evaluate.boundaryBytes = compiledBoundaries;
-  evaluate.tensorParallelBytes = compiledTensorParallel.tensorParallelBytes;
+  evaluate.tensorParallelForwardBytes = compiledTensorParallel.forwardTpBytes;
+  evaluate.tensorParallelBackwardBytes =
+      compiledTensorParallel.backwardTpBytes;
+  evaluate.tensorParallelForwardSteps = compiledTensorParallel.forwardTpSteps;
+  evaluate.tensorParallelBackwardSteps =
+      compiledTensorParallel.backwardTpSteps;
   evaluate.tensorParallelParams = compiledTensorParallel.params;
   evaluate.tensorParallelSends = compiledTensorParallel.boundaryBytes;
   schedule::Expected<plan::Plan> result =

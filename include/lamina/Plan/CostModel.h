@@ -197,13 +197,15 @@ struct EvaluateOptions {
   std::vector<int64_t> residualBytes, boundaryBytes;
   /// With tp > 1, per schedule module as `lamina compile --tp` splits it
   /// (`lamina plan --tp --loss ...`, dist::describeCompiledModules): the
-  /// bytes its forward and backward move on tensor-parallel collectives
-  /// per micro-batch, the trainable elements one rank holds, and the bytes
-  /// of its boundary outputs one rank sends. Empty: estimated (Megatron-LM:
-  /// four all-reduces per layer, every weight split, boundaries scattered
-  /// and gathered again).
-  std::vector<double> tensorParallelBytes, tensorParallelParams,
-      tensorParallelSends;
+  /// bytes its forward and its backward move on tensor-parallel
+  /// collectives per micro-batch and their ring steps (latencies), the
+  /// trainable elements one rank holds, and the bytes of its boundary
+  /// outputs one rank sends. Empty: estimated (Megatron-LM: four
+  /// all-reduces per layer, every weight split, boundaries scattered and
+  /// gathered again).
+  std::vector<double> tensorParallelForwardBytes, tensorParallelBackwardBytes,
+      tensorParallelForwardSteps, tensorParallelBackwardSteps,
+      tensorParallelParams, tensorParallelSends;
 };
 
 /// Checks the configuration against the model (ranges, p <= layers, chunks

@@ -815,7 +815,9 @@ dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
   for (auto &[k, pair] : functions)
     numModules = std::max(numModules, k + 1);
   CompiledModules out;
-  out.tensorParallelBytes.assign(size_t(numModules), 0.0);
+  for (std::vector<double> *v : {&out.forwardTpBytes, &out.backwardTpBytes,
+                                 &out.forwardTpSteps, &out.backwardTpSteps})
+    v->assign(size_t(numModules), 0.0);
   out.params.assign(size_t(numModules), 0.0);
   out.boundaryBytes.assign(size_t(numModules), 0.0);
   auto grid = module.lookupSymbol<shard::GridOp>(kGrid);
@@ -847,14 +849,20 @@ dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
     for (func::FuncOp f : {fwd, bwd}) {
       if (!f || t < 2)
         continue;
-      f.walk([&, k = k](Operation *op) {
-        double &b = out.tensorParallelBytes[size_t(k)];
-        if (auto r = dyn_cast<shard::AllReduceOp>(op))
+      bool forward = f == fwd;
+      double &b = (forward ? out.forwardTpBytes : out.backwardTpBytes)[size_t(k)];
+      double &n = (forward ? out.forwardTpSteps : out.backwardTpSteps)[size_t(k)];
+      f.walk([&](Operation *op) {
+        if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
           b += 2 * (t - 1) / t * size(r.getResult());
-        else if (auto g = dyn_cast<shard::AllGatherOp>(op))
+          n += 2 * (t - 1);
+        } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
           b += (t - 1) / t * size(g.getResult());
-        else if (auto s = dyn_cast<shard::ReduceScatterOp>(op))
+          n += t - 1;
+        } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
           b += (t - 1) / t * size(s.getInput());
+          n += t - 1;
+        }
       });
     }
   }

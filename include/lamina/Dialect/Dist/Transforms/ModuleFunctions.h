@@ -23,15 +23,17 @@ std::map<int64_t, std::pair<mlir::func::FuncOp, mlir::func::FuncOp>>
 moduleFunctions(mlir::ModuleOp module);
 
 /// What `lamina plan --tp` takes from the compiled modules, per module k
-/// (the index): the bytes its forward and backward's tensor-parallel
+/// (the index): the bytes its forward's and its backward's tensor-parallel
 /// collectives move on one micro-batch (ring volumes of the whole tensor S
 /// over the grid's t ranks, as the runtime counts them: all-reduce
 /// 2(t-1)/t S, all-gather and reduce-scatter (t-1)/t S; zero without
-/// dist-tp-plan's grid); the trainable elements one rank holds (a
+/// dist-tp-plan's grid) and their ring steps (all-reduce 2(t-1), the others
+/// t-1: each a link latency); the trainable elements one rank holds (a
 /// parameter several modules read counted in the first); the bytes of its
 /// boundary outputs (one rank's, as it sends them).
 struct CompiledModules {
-  std::vector<double> tensorParallelBytes, params, boundaryBytes;
+  std::vector<double> forwardTpBytes, backwardTpBytes, forwardTpSteps,
+      backwardTpSteps, params, boundaryBytes;
 };
 CompiledModules describeCompiledModules(mlir::ModuleOp module);
 
