@@ -29,9 +29,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/Regex.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -459,11 +459,9 @@ int runPlan() {
   evaluate.residualBytes = compiledResiduals;
   evaluate.boundaryBytes = compiledBoundaries;
   evaluate.tensorParallelForwardBytes = compiledTensorParallel.forwardTpBytes;
-  evaluate.tensorParallelBackwardBytes =
-      compiledTensorParallel.backwardTpBytes;
+  evaluate.tensorParallelBackwardBytes = compiledTensorParallel.backwardTpBytes;
   evaluate.tensorParallelForwardSteps = compiledTensorParallel.forwardTpSteps;
-  evaluate.tensorParallelBackwardSteps =
-      compiledTensorParallel.backwardTpSteps;
+  evaluate.tensorParallelBackwardSteps = compiledTensorParallel.backwardTpSteps;
   evaluate.tensorParallelParams = compiledTensorParallel.params;
   evaluate.tensorParallelSends = compiledTensorParallel.boundaryBytes;
   schedule::Expected<plan::Plan> result =

@@ -561,7 +561,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
   /// weight `--tp-replicate` names. A group is the columns that share a
   /// row, so a pair is never half split.
   template <typename Group>
-  void keepWhole(func::FuncOp fwd, const std::map<Operation *, WeightUse> &weights,
+  void keepWhole(func::FuncOp fwd,
+                 const std::map<Operation *, WeightUse> &weights,
                  std::map<Operation *, Group> &candidates) {
     llvm::Regex named(replicate);
     auto nameOf = [&](Operation *gemm) {
@@ -601,8 +602,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         wholeRows.insert(candidates.at(gemm).rows.begin(),
                          candidates.at(gemm).rows.end());
       for (auto &[gemm, g] : candidates)
-        if (!whole.contains(gemm) &&
-            llvm::any_of(g.rows, [&](Operation *r) {
+        if (!whole.contains(gemm) && llvm::any_of(g.rows, [&](Operation *r) {
               return wholeRows.contains(r);
             }))
           changed |= whole.insert(gemm);
@@ -850,8 +850,10 @@ dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
       if (!f || t < 2)
         continue;
       bool forward = f == fwd;
-      double &b = (forward ? out.forwardTpBytes : out.backwardTpBytes)[size_t(k)];
-      double &n = (forward ? out.forwardTpSteps : out.backwardTpSteps)[size_t(k)];
+      double &b =
+          (forward ? out.forwardTpBytes : out.backwardTpBytes)[size_t(k)];
+      double &n =
+          (forward ? out.forwardTpSteps : out.backwardTpSteps)[size_t(k)];
       f.walk([&](Operation *op) {
         if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
           b += 2 * (t - 1) / t * size(r.getResult());

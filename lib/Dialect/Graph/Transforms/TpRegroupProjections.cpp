@@ -134,7 +134,8 @@ bool reachesUndividedHeads(const Projection &p, int64_t tp) {
 }
 
 struct GraphTpRegroupProjections
-    : lamina::graph::impl::GraphTpRegroupProjectionsBase<GraphTpRegroupProjections> {
+    : lamina::graph::impl::GraphTpRegroupProjectionsBase<
+          GraphTpRegroupProjections> {
   using GraphTpRegroupProjectionsBase::GraphTpRegroupProjectionsBase;
 
   void runOnOperation() override {
@@ -175,12 +176,10 @@ struct GraphTpRegroupProjections
       starts[rank] = part;
       sizes[rank] = 1;
       b.setInsertionPoint(slice);
-      Value one = SliceOp::create(b, slice.getLoc(), view,
-                                  b.getDenseI64ArrayAttr(starts),
-                                  b.getDenseI64ArrayAttr(sizes),
-                                  b.getDenseI64ArrayAttr(steps));
-      Value back =
-          ReshapeOp::create(b, slice.getLoc(), slice.getType(), one);
+      Value one = SliceOp::create(
+          b, slice.getLoc(), view, b.getDenseI64ArrayAttr(starts),
+          b.getDenseI64ArrayAttr(sizes), b.getDenseI64ArrayAttr(steps));
+      Value back = ReshapeOp::create(b, slice.getLoc(), slice.getType(), one);
       slice.replaceAllUsesWith(back);
       slice.erase();
     }
