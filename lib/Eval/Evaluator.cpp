@@ -452,6 +452,17 @@ struct Runner {
         .Case([&](TriluOp o) {
           return rt::trilu(in(0), int64_t(o.getK()), o.getUpper(), out);
         })
+        // Mixture of experts.
+        .Case([&](TopKOp o) {
+          return rt::topk(in(0), int64_t(o.getK()), outs[0], outs[1]);
+        })
+        .Case([&](MoEOp) {
+          return rt::moe(in(0), in(1), in(2), in(3), in(4), out);
+        })
+        .Case([&](MoEGradOp) {
+          return rt::moeBackward(in(0), in(1), in(2), in(3), in(4), in(5),
+                                 outs[0], outs[1], outs[2], outs[3]);
+        })
         // Gather / scatter.
         .Case([&](GatherOp o) {
           return rt::gather(in(0), in(1), int64_t(o.getAxis()), out);

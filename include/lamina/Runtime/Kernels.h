@@ -287,6 +287,28 @@ Status scatterND(const Tensor &data, const Tensor &indices,
                  const Tensor &result);
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts (MoE.cpp; f32): graph.topk, graph.moe, graph.moe_grad
+//===----------------------------------------------------------------------===//
+
+/// The k largest values of each row of `input`'s last dim in descending
+/// order (NaN first, equal values by index) and their i64 positions.
+Status topk(const Tensor &input, int64_t k, const Tensor &values,
+            const Tensor &indices);
+/// result [T, H] = sum_j weights[t, j] * down[e] (silu(gate[e] x_t) *
+/// up[e] x_t), e = indices[t, j] (i32 or i64, in [0, E)); gate_up [E, 2I,
+/// H] holds the gate rows then the up rows, down is [E, H, I]. One GEMM
+/// per expert over its tokens; each token's sum in expert order.
+Status moe(const Tensor &input, const Tensor &indices, const Tensor &weights,
+           const Tensor &gateUp, const Tensor &down, const Tensor &result);
+/// The gradients of moe with respect to input, weights, gate_up and down
+/// (gradResult: the result's), the experts' activations recomputed.
+Status moeBackward(const Tensor &input, const Tensor &indices,
+                   const Tensor &weights, const Tensor &gateUp,
+                   const Tensor &down, const Tensor &gradResult,
+                   const Tensor &gradInput, const Tensor &gradWeights,
+                   const Tensor &gradGateUp, const Tensor &gradDown);
+
+//===----------------------------------------------------------------------===//
 // Vision (Vision.cpp): convolution and pooling over 1 to 3 spatial dims
 //===----------------------------------------------------------------------===//
 

@@ -373,6 +373,19 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("trilu", {c.in(0), c.i64(o.getK()),
                                 c.flag(o.getUpper()), c.out()});
       })
+      // Mixture of experts.
+      .Case([&](TopKOp o) {
+        return c.call("topk", {c.in(0), c.i64(o.getK()), c.out(0), c.out(1)});
+      })
+      .Case([&](MoEOp) {
+        return c.call("moe", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+                              c.out()});
+      })
+      .Case([&](MoEGradOp) {
+        return c.call("moeBackward",
+                      {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5),
+                       c.out(0), c.out(1), c.out(2), c.out(3)});
+      })
       // Gather / scatter.
       .Case([&](GatherOp o) {
         return c.call("gather",

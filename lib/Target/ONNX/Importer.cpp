@@ -295,8 +295,12 @@ void ModelImporter::scanUnsupported(
                       failed);
       continue;
     }
-    bool known = isDefaultDomain(node.domain()) &&
-                 (node.op_type() == "If" || registry.lookup(node.op_type()));
+    bool known = isDefaultDomain(node.domain())
+                     ? (node.op_type() == "If" ||
+                        registry.lookup(node.op_type()))
+                     : node.domain() == kLaminaDomain &&
+                           registry.lookup(node.domain() + "." +
+                                           node.op_type());
     if (known)
       continue;
     StringRef domain = isDefaultDomain(node.domain()) ? "ai.onnx" : StringRef(node.domain());
@@ -597,6 +601,10 @@ LogicalResult ModelImporter::importNode(const NodeProto &node, Scope &scope,
   } else if (OpHandler handler = OpRegistry::get().lookup(node.op_type());
              handler && domain.empty()) {
     result = handler(ctx);
+  } else if (OpHandler own = OpRegistry::get().lookup(
+                 (kLaminaDomain + "." + node.op_type()).str());
+             own && domain == kLaminaDomain) {
+    result = own(ctx);
   } else {
     return emitError(loc) << "unsupported ONNX op '" << node.op_type()
                           << "' at node '" << name << "'";
@@ -868,6 +876,14 @@ lamina::onnx::importModelBytes(MLIRContext &context, StringRef bytes,
         << "cannot read '" << displayName << "': " << err;
     return {};
   }
+  std::vector<std::string> notes;
+  if (std::string err = recognizeEagerExperts(*model.mutable_graph(), notes);
+      !err.empty()) {
+    emitError(FileLineColLoc::get(&context, displayName, 0, 0)) << err;
+    return {};
+  }
+  for (const std::string &note : notes)
+    emitRemark(FileLineColLoc::get(&context, displayName, 0, 0)) << note;
   TensorReader reader(baseDir, options.allowMissingExternalData);
   ModelImporter importer(&context, model, reader, options, displayName);
   return importer.run();

@@ -151,6 +151,20 @@ void registerNNOps(OpRegistry &registry);
 void registerTensorOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);
 void registerVisionOps(OpRegistry &registry);
+/// TopK, and the `ai.lamina` MoEExperts node recognizeEagerExperts makes
+/// (registered as "ai.lamina.MoEExperts").
+void registerMoEOps(OpRegistry &registry);
+
+/// Lamina's own ONNX domain: nodes the importer makes from a recognised
+/// block (never written to files).
+inline constexpr llvm::StringLiteral kLaminaDomain = "ai.lamina";
+inline constexpr llvm::StringLiteral kMoEExperts = "MoEExperts";
+/// Replaces each eager mixture-of-experts loop of `graph` (the unrolled
+/// per-expert loop of Hugging Face's eager experts) by one MoEExperts node;
+/// `notes` says what was replaced. Returns an error message naming the
+/// block's one-hot node when a block is recognised only in part, or "".
+std::string recognizeEagerExperts(::onnx::GraphProto &graph,
+                                  std::vector<std::string> &notes);
 
 /// Normalises ONNX reduction axes (attribute or input) for `rank`; an empty
 /// list means all axes.

@@ -244,6 +244,7 @@ const OpRegistry &OpRegistry::get() {
     registerTensorOps(r);
     registerShapeOps(r);
     registerVisionOps(r);
+    registerMoEOps(r);
     return r;
   }();
   return registry;

@@ -916,4 +916,6 @@ def Graph_AvgPoolGradOp : Graph_Op<"avg_pool_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+include "lamina/Dialect/Graph/IR/GraphMoEOps.td"
+
 #endif // LAMINA_GRAPH_OPS

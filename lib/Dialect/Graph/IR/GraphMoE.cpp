@@ -1,0 +1,152 @@
+//===- GraphMoE.cpp - the mixture-of-experts ops --------------------------===//
+//
+// graph.topk, graph.moe and graph.moe_grad: verifiers, gradient rules and
+// costs (GraphMoEOps.td, docs/moe-design.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+using namespace mlir;
+using namespace lamina::graph;
+
+namespace {
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+int64_t elements(Value v) { return typeOf(v).getNumElements(); }
+
+/// The experts' sizes, from graph.moe's or graph.moe_grad's operands.
+struct MoEShape {
+  int64_t tokens, hidden, k, experts, inner;
+};
+
+LogicalResult verifyMoE(Operation *op, Value input, Value indices,
+                        Value weights, Value gateUp, Value down,
+                        MoEShape &s) {
+  auto x = typeOf(input), idx = typeOf(indices), w = typeOf(weights),
+       gu = typeOf(gateUp), dn = typeOf(down);
+  if (x.getRank() != 2 || idx.getRank() != 2 || w.getRank() != 2 ||
+      gu.getRank() != 3 || dn.getRank() != 3)
+    return op->emitOpError("expects input [T, H], indices and weights "
+                           "[T, k], gate_up [E, 2I, H] and down [E, H, I]");
+  s = {x.getDimSize(0), x.getDimSize(1), idx.getDimSize(1), gu.getDimSize(0),
+       dn.getDimSize(2)};
+  if (idx.getDimSize(0) != s.tokens || w.getShape() != idx.getShape())
+    return op->emitOpError("indices and weights must be [")
+           << s.tokens << ", k] alike, got " << idx << " and " << w;
+  if (gu.getShape() != ArrayRef<int64_t>{s.experts, 2 * s.inner, s.hidden} ||
+      dn.getShape() != ArrayRef<int64_t>{s.experts, s.hidden, s.inner})
+    return op->emitOpError("gate_up ")
+           << gu << " and down " << dn << " must be [E, 2I, " << s.hidden
+           << "] and [E, " << s.hidden << ", I]";
+  if (s.k < 1 || s.k > s.experts)
+    return op->emitOpError("each token's ")
+           << s.k << " experts must be between 1 and the " << s.experts
+           << " experts";
+  for (Type t : {Type(w), Type(gu), Type(dn)})
+    if (cast<RankedTensorType>(t).getElementType() != x.getElementType())
+      return op->emitOpError("input, weights, gate_up and down must share "
+                             "an element type");
+  return success();
+}
+} // namespace
+
+LogicalResult TopKOp::verify() {
+  RankedTensorType in = getInput().getType();
+  int64_t k = getK();
+  if (in.getRank() < 1 || k < 1 || k > in.getDimSize(in.getRank() - 1))
+    return emitOpError("k = ") << k << " must be in [1, " << in.getShape().back()
+                               << "] (the last dim of " << in << ")";
+  SmallVector<int64_t> shape(in.getShape());
+  shape.back() = k;
+  if (getValues().getType() != RankedTensorType::get(shape, in.getElementType()))
+    return emitOpError("values must be ")
+           << RankedTensorType::get(shape, in.getElementType());
+  auto indices = getIndices().getType();
+  if (indices.getShape() != ArrayRef<int64_t>(shape) ||
+      !indices.getElementType().isInteger(64))
+    return emitOpError("indices must be i64 shaped like the values");
+  return success();
+}
+
+LogicalResult MoEOp::verify() {
+  MoEShape s;
+  if (failed(verifyMoE(*this, getInput(), getIndices(), getWeights(),
+                       getGateUp(), getDown(), s)))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("the result must have the input's type");
+  return success();
+}
+
+/// The gradient of the values put back where they came from: sum over the
+/// k picks of (indices == iota) * grad, [..., k, N] -> [..., N].
+LogicalResult TopKOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                     SmallVectorImpl<Value> &out) {
+  ImplicitLocOpBuilder b(getLoc(), builder);
+  RankedTensorType in = getInput().getType();
+  Value g = gradients[0];
+  if (!g) {
+    out.append({ConstantOp::create(b, cast<ElementsAttr>(DenseElementsAttr::get(
+                                          in, b.getFloatAttr(
+                                                  in.getElementType(), 0.0)))),
+                Value()});
+    return success();
+  }
+  int64_t n = in.getShape().back(), rank = in.getRank();
+  SmallVector<int64_t> picks(typeOf(g).getShape());
+  picks.push_back(1);
+  auto i64 = b.getI64Type();
+  Value idx = ReshapeOp::create(
+      b, RankedTensorType::get(picks, i64), getIndices());
+  Value grad = ReshapeOp::create(
+      b, RankedTensorType::get(picks, in.getElementType()), g);
+  SmallVector<int64_t> iota(n);
+  for (int64_t i = 0; i < n; ++i)
+    iota[i] = i;
+  Value positions = ConstantOp::create(
+      b, cast<ElementsAttr>(DenseElementsAttr::get(
+             RankedTensorType::get({n}, i64), ArrayRef<int64_t>(iota))));
+  Value hit = EqualOp::create(b, idx, positions);
+  Value zero = ConstantOp::create(
+      b, cast<ElementsAttr>(DenseElementsAttr::get(
+             RankedTensorType::get({}, in.getElementType()),
+             b.getFloatAttr(in.getElementType(), 0.0))));
+  Value placed = SelectOp::create(b, hit, grad, zero);
+  out.push_back(ReduceSumOp::create(b, placed, b.getDenseI64ArrayAttr(rank - 1),
+                                    b.getBoolAttr(false)));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult MoEOp::buildGradients(OpBuilder &builder, ValueRange gradients,
+                                    SmallVectorImpl<Value> &out) {
+  auto grad = MoEGradOp::create(
+      builder, getLoc(),
+      TypeRange{getInput().getType(), getWeights().getType(),
+                getGateUp().getType(), getDown().getType()},
+      getInput(), getIndices(), getWeights(), getGateUp(), getDown(),
+      gradients[0]);
+  out.append({grad.getGradInput(), Value(), grad.getGradWeights(),
+              grad.getGradGateUp(), grad.getGradDown()});
+  return success();
+}
+
+// Costs: each token through k experts' three GEMMs (gate, up, down: 6 H I
+// FLOPs per token and expert) and the SiLU gating; the backward recomputes
+// the gate and up products and runs six more.
+int64_t TopKOp::getFlops() { return elements(getInput()); }
+int64_t MoEOp::getFlops() {
+  MoEShape s{elements(getInput()) / typeOf(getInput()).getDimSize(1),
+             typeOf(getInput()).getDimSize(1), typeOf(getIndices()).getDimSize(1),
+             0, typeOf(getDown()).getDimSize(2)};
+  return s.tokens * s.k * (6 * s.hidden * s.inner + 6 * s.inner + 2 * s.hidden);
+}
+int64_t MoEGradOp::getFlops() {
+  int64_t tokens = typeOf(getInput()).getDimSize(0),
+          hidden = typeOf(getInput()).getDimSize(1),
+          k = typeOf(getIndices()).getDimSize(1),
+          inner = typeOf(getDown()).getDimSize(2);
+  return tokens * k * (16 * hidden * inner + 12 * inner + 4 * hidden);
+}
