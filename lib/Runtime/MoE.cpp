@@ -20,15 +20,19 @@ using namespace lamina::rt::detail;
 
 namespace {
 
-Status checkF32(const char *op, std::initializer_list<const Tensor *> ts) {
+/// f32 or f64, all alike.
+Status checkFloat(const char *op, std::initializer_list<const Tensor *> ts) {
+  DType first = (*ts.begin())->dtype;
   for (const Tensor *t : ts)
-    if (t->dtype != DType::F32)
-      return Status::error(std::string(op) + ": expects f32 tensors, got " +
+    if ((t->dtype != DType::F32 && t->dtype != DType::F64) ||
+        t->dtype != first)
+      return Status::error(std::string(op) +
+                           ": expects f32 or f64 tensors alike, got " +
                            describe(*t));
   return Status::success();
 }
 
-float silu(float g) { return g / (1.0f + std::exp(-g)); }
+template <typename T> T sigmoid(T g) { return T(1) / (T(1) + std::exp(-g)); }
 
 /// Who each expert serves: rows [offset[e], offset[e+1]) of `slot` are the
 /// (token * k + j) pairs routed to expert e, in token order; `row` maps a
@@ -97,12 +101,12 @@ struct Routing {
 
 /// One expert's forward over its rows: x [n, H] gathered, gate and up [n,
 /// I], a = silu(gate) * up, y = a down^T [n, H].
-struct ExpertPass {
+template <typename T> struct ExpertPass {
   int64_t n = 0;
-  std::vector<float> x, gate, up, a, y;
+  std::vector<T> x, gate, up, a, y;
 
-  void forward(const Routing &r, int64_t e, const float *input,
-               const float *gateUp, const float *down) {
+  void forward(const Routing &r, int64_t e, const T *input, const T *gateUp,
+               const T *down) {
     n = r.count(e);
     const int64_t h = r.hidden, i = r.inner;
     x.resize(size_t(n * h));
@@ -110,52 +114,37 @@ struct ExpertPass {
       int64_t t = r.slot[size_t(r.offset[size_t(e)] + q)] / r.k;
       std::copy_n(input + t * h, h, x.data() + q * h);
     }
-    const float *w = gateUp + e * 2 * i * h;
-    gate.assign(size_t(n * i), 0.0f);
-    up.assign(size_t(n * i), 0.0f);
-    gemm(false, true, n, i, h, 1.0f, x.data(), h, w, h, 0.0f, gate.data(), i);
-    gemm(false, true, n, i, h, 1.0f, x.data(), h, w + i * h, h, 0.0f,
+    const T *w = gateUp + e * 2 * i * h;
+    gate.assign(size_t(n * i), T(0));
+    up.assign(size_t(n * i), T(0));
+    gemm(false, true, n, i, h, T(1), x.data(), h, w, h, T(0), gate.data(), i);
+    gemm(false, true, n, i, h, T(1), x.data(), h, w + i * h, h, T(0),
          up.data(), i);
     a.resize(size_t(n * i));
     for (int64_t q = 0; q < n * i; ++q)
-      a[size_t(q)] = silu(gate[size_t(q)]) * up[size_t(q)];
-    y.assign(size_t(n * h), 0.0f);
-    gemm(false, true, n, h, i, 1.0f, a.data(), i, down + e * h * i, i, 0.0f,
+      a[size_t(q)] =
+          gate[size_t(q)] * sigmoid(gate[size_t(q)]) * up[size_t(q)];
+    y.assign(size_t(n * h), T(0));
+    gemm(false, true, n, h, i, T(1), a.data(), i, down + e * h * i, i, T(0),
          y.data(), h);
   }
 };
 
-float weightOf(const Tensor &weights, int64_t p) {
-  return weights.as<float>()[p];
-}
-
-} // namespace
-
-Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
-                        const Tensor &indices) {
-  if (Status s = checkF32("topk", {&input, &values}); !s.ok())
-    return s;
-  if (input.rank < 1 || k < 1 || k > input.dim(input.rank - 1) ||
-      values.rank != input.rank || indices.rank != input.rank ||
-      indices.dtype != DType::I64 || values.dim(values.rank - 1) != k ||
-      values.numElements() != indices.numElements() ||
-      values.numElements() * input.dim(input.rank - 1) !=
-          input.numElements() * k)
-    return Status::error("topk: " + describe(input) + " with k " +
-                         std::to_string(k) + " cannot give " +
-                         describe(values) + " and " + describe(indices));
+template <typename T>
+void topkRows(const Tensor &input, int64_t k, const Tensor &values,
+              const Tensor &indices) {
   const int64_t n = input.dim(input.rank - 1),
                 rows = n ? input.numElements() / n : 0;
-  const float *in = input.as<float>();
-  float *vals = values.as<float>();
+  const T *in = input.as<T>();
+  T *vals = values.as<T>();
   int64_t *idx = indices.as<int64_t>();
   parallelFor(rows, 64, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t r = begin; r < end; ++r) {
-      const float *row = in + r * n;
+      const T *row = in + r * n;
       std::iota(order.begin(), order.end(), 0);
       auto before = [&](int64_t a, int64_t b) {
-        float va = row[a], vb = row[b];
+        T va = row[a], vb = row[b];
         bool na = std::isnan(va), nb = std::isnan(vb);
         if (na != nb)
           return na;
@@ -170,13 +159,149 @@ Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
       }
     }
   });
+}
+
+template <typename T>
+void moeForward(const Routing &r, const Tensor &input, const Tensor &weights,
+                const Tensor &gateUp, const Tensor &down,
+                const Tensor &result) {
+  const int64_t h = r.hidden;
+  // Every (token, slot)'s expert output, in the experts' row order.
+  std::vector<T> out(size_t(r.tokens * r.k * h));
+  parallelFor(r.experts, 1, [&](int64_t begin, int64_t end) {
+    ExpertPass<T> pass;
+    for (int64_t e = begin; e < end; ++e) {
+      if (!r.count(e))
+        continue;
+      pass.forward(r, e, input.as<T>(), gateUp.as<T>(), down.as<T>());
+      std::copy(pass.y.begin(), pass.y.end(),
+                out.begin() + r.offset[size_t(e)] * h);
+    }
+  });
+  T *y = result.as<T>();
+  const T *w = weights.as<T>();
+  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> slots;
+    for (int64_t t = begin; t < end; ++t) {
+      T *dst = y + t * h;
+      std::fill_n(dst, h, T(0));
+      r.slotsInExpertOrder(t, slots);
+      for (int64_t p : slots) {
+        const T *src = out.data() + r.row[size_t(p)] * h;
+        for (int64_t c = 0; c < h; ++c)
+          dst[c] += src[c] * w[p];
+      }
+    }
+  });
+}
+
+template <typename T>
+void moeGradients(const Routing &r, const Tensor &input, const Tensor &weights,
+                  const Tensor &gateUp, const Tensor &down,
+                  const Tensor &gradResult, const Tensor &gradInput,
+                  const Tensor &gradWeights, const Tensor &gradGateUp,
+                  const Tensor &gradDown) {
+  const int64_t h = r.hidden, i = r.inner;
+  const T *gy = gradResult.as<T>(), *wts = weights.as<T>();
+  // Per (token, slot) in row order: the input gradient its expert gives.
+  std::vector<T> gx(size_t(r.tokens * r.k * h));
+  T *gw = gradWeights.as<T>();
+  parallelFor(r.experts, 1, [&](int64_t begin, int64_t end) {
+    ExpertPass<T> pass;
+    std::vector<T> gye, ga, gg, gu;
+    for (int64_t e = begin; e < end; ++e) {
+      T *gGate = gradGateUp.as<T>() + e * 2 * i * h;
+      T *gDown = gradDown.as<T>() + e * h * i;
+      int64_t n = r.count(e);
+      if (!n) {
+        std::fill_n(gGate, 2 * i * h, T(0));
+        std::fill_n(gDown, h * i, T(0));
+        continue;
+      }
+      pass.forward(r, e, input.as<T>(), gateUp.as<T>(), down.as<T>());
+      // The routing weight's gradient, and the output's scaled by it.
+      gye.resize(size_t(n * h));
+      for (int64_t q = 0; q < n; ++q) {
+        int64_t p = r.slot[size_t(r.offset[size_t(e)] + q)], t = p / r.k;
+        const T *g = gy + t * h, *yq = pass.y.data() + q * h;
+        T dot = 0;
+        for (int64_t c = 0; c < h; ++c) {
+          dot += g[c] * yq[c];
+          gye[size_t(q * h + c)] = g[c] * wts[p];
+        }
+        gw[p] = dot;
+      }
+      // down: gDown = gye^T a; ga = gye down.
+      const T *dn = down.as<T>() + e * h * i;
+      gemm(true, false, h, i, n, T(1), gye.data(), h, pass.a.data(), i, T(0),
+           gDown, i);
+      ga.assign(size_t(n * i), T(0));
+      gemm(false, false, n, i, h, T(1), gye.data(), h, dn, i, T(0), ga.data(),
+           i);
+      // a = silu(gate) * up; silu' = s (1 + g (1 - s)).
+      gg.resize(size_t(n * i));
+      gu.resize(size_t(n * i));
+      for (int64_t q = 0; q < n * i; ++q) {
+        T g = pass.gate[size_t(q)], s = sigmoid(g);
+        gu[size_t(q)] = ga[size_t(q)] * g * s;
+        gg[size_t(q)] =
+            ga[size_t(q)] * pass.up[size_t(q)] * s * (T(1) + g * (T(1) - s));
+      }
+      // gate_up: gGate = gg^T x, gUp = gu^T x; the input: gg W_g + gu W_u.
+      gemm(true, false, i, h, n, T(1), gg.data(), i, pass.x.data(), h, T(0),
+           gGate, h);
+      gemm(true, false, i, h, n, T(1), gu.data(), i, pass.x.data(), h, T(0),
+           gGate + i * h, h);
+      const T *w = gateUp.as<T>() + e * 2 * i * h;
+      T *gxe = gx.data() + r.offset[size_t(e)] * h;
+      gemm(false, false, n, h, i, T(1), gg.data(), i, w, h, T(0), gxe, h);
+      gemm(false, false, n, h, i, T(1), gu.data(), i, w + i * h, h, T(1), gxe,
+           h);
+    }
+  });
+  T *gIn = gradInput.as<T>();
+  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> slots;
+    for (int64_t t = begin; t < end; ++t) {
+      T *dst = gIn + t * h;
+      std::fill_n(dst, h, T(0));
+      r.slotsInExpertOrder(t, slots);
+      for (int64_t p : slots) {
+        const T *src = gx.data() + r.row[size_t(p)] * h;
+        for (int64_t c = 0; c < h; ++c)
+          dst[c] += src[c];
+      }
+    }
+  });
+}
+
+} // namespace
+
+Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
+                        const Tensor &indices) {
+  if (Status s = checkFloat("topk", {&input, &values}); !s.ok())
+    return s;
+  if (input.rank < 1 || k < 1 || k > input.dim(input.rank - 1) ||
+      values.rank != input.rank || indices.rank != input.rank ||
+      indices.dtype != DType::I64 || values.dim(values.rank - 1) != k ||
+      values.numElements() != indices.numElements() ||
+      values.numElements() * input.dim(input.rank - 1) !=
+          input.numElements() * k)
+    return Status::error("topk: " + describe(input) + " with k " +
+                         std::to_string(k) + " cannot give " +
+                         describe(values) + " and " + describe(indices));
+  if (input.dtype == DType::F64)
+    topkRows<double>(input, k, values, indices);
+  else
+    topkRows<float>(input, k, values, indices);
   return Status::success();
 }
 
 Status lamina::rt::moe(const Tensor &input, const Tensor &indices,
                        const Tensor &weights, const Tensor &gateUp,
                        const Tensor &down, const Tensor &result) {
-  if (Status s = checkF32("moe", {&input, &weights, &gateUp, &down, &result});
+  if (Status s =
+          checkFloat("moe", {&input, &weights, &gateUp, &down, &result});
       !s.ok())
     return s;
   Routing r;
@@ -186,35 +311,10 @@ Status lamina::rt::moe(const Tensor &input, const Tensor &indices,
       result.dim(1) != r.hidden)
     return Status::error("moe: result " + describe(result) + " for input " +
                          describe(input));
-  const int64_t h = r.hidden;
-  // Every (token, slot)'s expert output, in the experts' row order.
-  std::vector<float> out(size_t(r.tokens * r.k * h));
-  parallelFor(r.experts, 1, [&](int64_t begin, int64_t end) {
-    ExpertPass pass;
-    for (int64_t e = begin; e < end; ++e) {
-      if (!r.count(e))
-        continue;
-      pass.forward(r, e, input.as<float>(), gateUp.as<float>(),
-                   down.as<float>());
-      std::copy(pass.y.begin(), pass.y.end(),
-                out.begin() + r.offset[size_t(e)] * h);
-    }
-  });
-  float *y = result.as<float>();
-  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> slots;
-    for (int64_t t = begin; t < end; ++t) {
-      float *dst = y + t * h;
-      std::fill_n(dst, h, 0.0f);
-      r.slotsInExpertOrder(t, slots);
-      for (int64_t p : slots) {
-        float w = weightOf(weights, p);
-        const float *src = out.data() + r.row[size_t(p)] * h;
-        for (int64_t c = 0; c < h; ++c)
-          dst[c] += src[c] * w;
-      }
-    }
-  });
+  if (input.dtype == DType::F64)
+    moeForward<double>(r, input, weights, gateUp, down, result);
+  else
+    moeForward<float>(r, input, weights, gateUp, down, result);
   return Status::success();
 }
 
@@ -225,9 +325,9 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
                                const Tensor &gradWeights,
                                const Tensor &gradGateUp,
                                const Tensor &gradDown) {
-  if (Status s = checkF32("moe_grad", {&input, &weights, &gateUp, &down,
-                                       &gradResult, &gradInput, &gradWeights,
-                                       &gradGateUp, &gradDown});
+  if (Status s = checkFloat("moe_grad", {&input, &weights, &gateUp, &down,
+                                         &gradResult, &gradInput,
+                                         &gradWeights, &gradGateUp, &gradDown});
       !s.ok())
     return s;
   Routing r;
@@ -239,78 +339,11 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
       gradGateUp.numElements() != gateUp.numElements() ||
       gradDown.numElements() != down.numElements())
     return Status::error("moe_grad: gradients shaped unlike their values");
-  const int64_t h = r.hidden, i = r.inner;
-  const float *gy = gradResult.as<float>();
-  // Per (token, slot) in row order: the input gradient its expert gives.
-  std::vector<float> gx(size_t(r.tokens * r.k * h));
-  float *gw = gradWeights.as<float>();
-  parallelFor(r.experts, 1, [&](int64_t begin, int64_t end) {
-    ExpertPass pass;
-    std::vector<float> gye, ga, gg, gu;
-    for (int64_t e = begin; e < end; ++e) {
-      float *gGate = gradGateUp.as<float>() + e * 2 * i * h;
-      float *gDown = gradDown.as<float>() + e * h * i;
-      int64_t n = r.count(e);
-      if (!n) {
-        std::fill_n(gGate, 2 * i * h, 0.0f);
-        std::fill_n(gDown, h * i, 0.0f);
-        continue;
-      }
-      pass.forward(r, e, input.as<float>(), gateUp.as<float>(),
-                   down.as<float>());
-      // The routing weight's gradient, and the output's scaled by it.
-      gye.resize(size_t(n * h));
-      for (int64_t q = 0; q < n; ++q) {
-        int64_t p = r.slot[size_t(r.offset[size_t(e)] + q)], t = p / r.k;
-        const float *g = gy + t * h, *yq = pass.y.data() + q * h;
-        float dot = 0, w = weightOf(weights, p);
-        for (int64_t c = 0; c < h; ++c) {
-          dot += g[c] * yq[c];
-          gye[size_t(q * h + c)] = g[c] * w;
-        }
-        gw[p] = dot;
-      }
-      // down: gDown = gye^T a; ga = gye down.
-      const float *dn = down.as<float>() + e * h * i;
-      gemm(true, false, h, i, n, 1.0f, gye.data(), h, pass.a.data(), i, 0.0f,
-           gDown, i);
-      ga.assign(size_t(n * i), 0.0f);
-      gemm(false, false, n, i, h, 1.0f, gye.data(), h, dn, i, 0.0f, ga.data(),
-           i);
-      // a = silu(gate) * up.
-      gg.resize(size_t(n * i));
-      gu.resize(size_t(n * i));
-      for (int64_t q = 0; q < n * i; ++q) {
-        float g = pass.gate[size_t(q)], s = 1.0f / (1.0f + std::exp(-g));
-        gu[size_t(q)] = ga[size_t(q)] * g * s;
-        gg[size_t(q)] =
-            ga[size_t(q)] * pass.up[size_t(q)] * s * (1.0f + g * (1.0f - s));
-      }
-      // gate_up: gGate = gg^T x, gUp = gu^T x; the input: gg W_g + gu W_u.
-      gemm(true, false, i, h, n, 1.0f, gg.data(), i, pass.x.data(), h, 0.0f,
-           gGate, h);
-      gemm(true, false, i, h, n, 1.0f, gu.data(), i, pass.x.data(), h, 0.0f,
-           gGate + i * h, h);
-      const float *w = gateUp.as<float>() + e * 2 * i * h;
-      float *gxe = gx.data() + r.offset[size_t(e)] * h;
-      gemm(false, false, n, h, i, 1.0f, gg.data(), i, w, h, 0.0f, gxe, h);
-      gemm(false, false, n, h, i, 1.0f, gu.data(), i, w + i * h, h, 1.0f, gxe,
-           h);
-    }
-  });
-  float *gIn = gradInput.as<float>();
-  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> slots;
-    for (int64_t t = begin; t < end; ++t) {
-      float *dst = gIn + t * h;
-      std::fill_n(dst, h, 0.0f);
-      r.slotsInExpertOrder(t, slots);
-      for (int64_t p : slots) {
-        const float *src = gx.data() + r.row[size_t(p)] * h;
-        for (int64_t c = 0; c < h; ++c)
-          dst[c] += src[c];
-      }
-    }
-  });
+  if (input.dtype == DType::F64)
+    moeGradients<double>(r, input, weights, gateUp, down, gradResult,
+                         gradInput, gradWeights, gradGateUp, gradDown);
+  else
+    moeGradients<float>(r, input, weights, gateUp, down, gradResult,
+                        gradInput, gradWeights, gradGateUp, gradDown);
   return Status::success();
 }

@@ -687,11 +687,16 @@ int runCompile() {
   struct RemoveUnlessKept {
     std::string path;
     bool keep = false;
+    /// The output directory when this compile created it for the copy:
+    /// removed too on failure (when nothing else is in it).
+    std::string dir;
     ~RemoveUnlessKept() {
       if (!keep && !path.empty()) {
         llvm::sys::fs::remove(path);
         llvm::sys::fs::remove(path + ".data");
       }
+      if (!keep && !dir.empty())
+        llvm::sys::fs::remove(dir);
     }
   } restoredCopy;
   std::string importPath = modelPath;
@@ -708,11 +713,14 @@ int runCompile() {
       llvm::sys::fs::remove(restoredPath);
       llvm::sys::fs::remove(restoredPath + ".data");
     }
+    bool existed = llvm::sys::fs::exists(outDir);
     if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
       llvm::errs() << "lamina compile: cannot create '" << outDir
                    << "': " << ec.message() << "\n";
       return 1;
     }
+    if (!existed)
+      restoredCopy.dir = outDir;
     if (llvm::sys::fs::make_absolute(restoredPath)) {
       llvm::errs() << "lamina compile: cannot resolve '" << restoredPath
                    << "'\n";

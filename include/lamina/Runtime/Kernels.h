@@ -287,7 +287,8 @@ Status scatterND(const Tensor &data, const Tensor &indices,
                  const Tensor &result);
 
 //===----------------------------------------------------------------------===//
-// Mixture of experts (MoE.cpp; f32): graph.topk, graph.moe, graph.moe_grad
+// Mixture of experts (MoE.cpp; f32 and f64): graph.topk, graph.moe,
+// graph.moe_grad
 //===----------------------------------------------------------------------===//
 
 /// The k largest values of each row of `input`'s last dim in descending

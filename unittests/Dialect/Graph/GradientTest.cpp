@@ -267,6 +267,47 @@ TEST(GradientTest, SelectAndCast) {
                   1e-2, 1e-3, 1e-5});
 }
 
+TEST(GradientTest, MixtureOfExperts) {
+  checkGradients({"topk",
+                  {{"a", {3, 5}, "trainable", -2, 2}},
+                  "  %y, %i = graph.topk %a {k = 2 : i64} : (tensor<3x5xf64>) "
+                  "-> (tensor<3x2xf64>, tensor<3x2xi64>)",
+                  {3, 2}});
+  // 5 tokens, hidden 3, 3 experts of width 2, top-2; expert 2 sees one
+  // token, every expert's rows out of token order.
+  checkGradients({"moe",
+                  {{"x", {5, 3}, "trainable", -1, 1},
+                   {"e", {5, 2}, "input", 0, 0, {1, 0, 0, 1, 1, 2, 0, 1, 1, 0},
+                    "i64"},
+                   {"w", {5, 2}, "trainable", 0.1, 1},
+                   {"gu", {3, 4, 3}, "trainable", -1, 1},
+                   {"d", {3, 3, 2}, "trainable", -1, 1}},
+                  "  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<5x3xf64>, "
+                  "tensor<5x2xi64>, tensor<5x2xf64>, tensor<3x4x3xf64>, "
+                  "tensor<3x3x2xf64>) -> tensor<5x3xf64>",
+                  {5, 3}});
+  // The router too: softmax, top-2, the picks' weights normalised.
+  checkGradients(
+      {"moe_routed",
+       {{"x", {4, 3}, "trainable", -1, 1},
+        {"wr", {3, 3}, "trainable", -2, 2},
+        {"gu", {3, 4, 3}, "trainable", -1, 1},
+        {"d", {3, 3, 2}, "trainable", -1, 1}},
+       "  %z = graph.matmul %x, %wr : (tensor<4x3xf64>, tensor<3x3xf64>) -> "
+       "tensor<4x3xf64>\n"
+       "  %p = graph.softmax %z {axis = 1 : i64} : tensor<4x3xf64>\n"
+       "  %v, %i = graph.topk %p {k = 2 : i64} : (tensor<4x3xf64>) -> "
+       "(tensor<4x2xf64>, tensor<4x2xi64>)\n"
+       "  %s = graph.reduce_sum %v {axes = array<i64: 1>, keepdims = true} : "
+       "tensor<4x2xf64> -> tensor<4x1xf64>\n"
+       "  %w = graph.div %v, %s : (tensor<4x2xf64>, tensor<4x1xf64>) -> "
+       "tensor<4x2xf64>\n"
+       "  %y = graph.moe %x, %i, %w, %gu, %d : (tensor<4x3xf64>, "
+       "tensor<4x2xi64>, tensor<4x2xf64>, tensor<3x4x3xf64>, "
+       "tensor<3x3x2xf64>) -> tensor<4x3xf64>",
+       {4, 3}});
+}
+
 TEST(GradientTest, MatMul) {
   checkGradients({"matmul",
                   {{"a", {2, 3, 4}}, {"b", {4, 5}}},

@@ -88,10 +88,9 @@ LogicalResult TopKOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   RankedTensorType in = getInput().getType();
   Value g = gradients[0];
   if (!g) {
-    out.append({ConstantOp::create(b, cast<ElementsAttr>(DenseElementsAttr::get(
-                                          in, b.getFloatAttr(
-                                                  in.getElementType(), 0.0)))),
-                Value()});
+    out.push_back(ConstantOp::create(
+        b, cast<ElementsAttr>(DenseElementsAttr::get(
+               in, b.getFloatAttr(in.getElementType(), 0.0)))));
     return success();
   }
   int64_t n = in.getShape().back(), rank = in.getRank();
@@ -116,7 +115,6 @@ LogicalResult TopKOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   Value placed = SelectOp::create(b, hit, grad, zero);
   out.push_back(ReduceSumOp::create(b, placed, b.getDenseI64ArrayAttr(rank - 1),
                                     b.getBoolAttr(false)));
-  out.push_back(Value());
   return success();
 }
 

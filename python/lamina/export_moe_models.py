@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Export tiny Hugging Face mixture-of-experts models as users do, and train
+them in PyTorch for reference (issue 33).
+
+    python3 python/lamina/export_moe_models.py [OUTDIR]   (default /tmp/lamina-moe-exports)
+
+Needs ``torch`` and ``transformers`` (PyPI). Mixtral, Qwen2-MoE (with its
+shared expert) and OLMoE, randomly initialised (seed 0): 1 layer, hidden
+32, 4 query and 2 key/value heads, 4 experts of width 48, top-2, vocab 64.
+The library's default experts code exports with neither PyTorch exporter
+(TorchScript: ``aten::histc``; dynamo: ``grouped_mm_fallback``), so users
+pick ``experts_implementation="eager"``: its per-expert Python loop, which
+TorchScript unrolls over the experts the tracing batch hits. Written:
+
+  <model>_moe_torchscript_opset17.onnx  torch.onnx.export(dynamo=False),
+                                        symbolic batch/seq
+  hf-<model>-moe-training.json          PyTorch training it on the batches
+                                        a compiled ``run --data`` draws
+                                        (export_real_models' corpus and
+                                        sampler): 10 SGD and 10 AdamW steps
+
+The files are committed in test/Inputs/models/ and test/Inputs/reference/
+(test/e2e/moe-training.test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+
+from lamina.export_real_models import (BATCH, POSITIONS, SEED, SEQ, VOCAB,
+                                       corpus, describe, eager, logits_only,
+                                       train_losses)
+
+COMMON = dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=4,
+              num_key_value_heads=2, vocab_size=VOCAB,
+              max_position_embeddings=POSITIONS, tie_word_embeddings=False,
+              bos_token_id=0, eos_token_id=0,
+              experts_implementation="eager")
+MODELS = {
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(intermediate_size=48, num_local_experts=4,
+                     num_experts_per_tok=2)),
+    "qwen2": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+              dict(moe_intermediate_size=48, num_experts=4,
+                   num_experts_per_tok=2, shared_expert_intermediate_size=40,
+                   intermediate_size=64, norm_topk_prob=False,
+                   decoder_sparse_step=1, mlp_only_layers=[])),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
+              dict(intermediate_size=48, num_experts=4,
+                   num_experts_per_tok=2, norm_topk_prob=False)),
+}
+RUNS = {"sgd": dict(lr=0.1, steps=10), "adamw": dict(lr=1e-2, steps=10)}
+
+
+def tiny(kind: str):
+    import torch
+    import transformers as tf
+
+    config, model, extra = MODELS[kind]
+    torch.manual_seed(0)
+    cfg = eager(getattr(tf, config)(**COMMON, **extra))
+    return logits_only(getattr(tf, model)(cfg))
+
+
+def export(kind: str, out: str) -> None:
+    import torch
+
+    model = tiny(kind)
+    # A tracing batch that routes tokens to every expert.
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ),
+                        generator=torch.Generator().manual_seed(0))
+    path = os.path.join(out, f"{kind}_moe_torchscript_opset17.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (ids,), path, dynamo=False, opset_version=17,
+                          input_names=["input_ids"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
+                                        "logits": {0: "batch", 1: "seq"}})
+    print(describe(path))
+    tokens = corpus()
+    runs = {name: dict(run, losses=train_losses(tiny(kind), tokens,
+                                                 name, run["lr"], run["steps"]))
+            for name, run in RUNS.items()}
+    ref = dict(models=[os.path.basename(path)], torch=torch.__version__,
+               batch=BATCH, seq=SEQ, seed=SEED, vocab=VOCAB, runs=runs,
+               tokens=tokens)
+    ref_path = os.path.join(out, f"hf-{kind}-moe-training.json")
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, separators=(",", ":"))
+        f.write("\n")
+    for name, run in runs.items():
+        print(f"{ref_path}: {name} {run['losses'][0]:.6f} -> "
+              f"{run['losses'][-1]:.6f}")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out = argv[0] if argv else "/tmp/lamina-moe-exports"
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        print(f"needs torch and transformers: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    for kind in (argv[1:] or MODELS):
+        export(kind, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
