@@ -728,3 +728,25 @@ func.func @tp_parts(%w: tensor<4x6xf32> {graph.tp_parts = array<i64: 1, 1>}) {
 func.func @tp_split(%w: tensor<4x6xf32> {graph.tp_split = -1 : i64}) {
   return
 }
+
+// -----
+func.func @topk_k(%a: tensor<3x4xf32>) {
+  // expected-error @+1 {{k = 5 must be in [1, 4]}}
+  %v, %i = graph.topk %a {k = 5 : i64} : (tensor<3x4xf32>) -> (tensor<3x5xf32>, tensor<3x5xi64>)
+  return
+}
+
+// -----
+// The experts' weights: gate_up [E, 2I, H] and down [E, H, I].
+func.func @moe_weights(%x: tensor<5x3xf32>, %e: tensor<5x2xi64>, %w: tensor<5x2xf32>, %gu: tensor<3x4x3xf32>, %d: tensor<3x3x4xf32>) {
+  // expected-error @+1 {{gate_up 'tensor<3x4x3xf32>' and down 'tensor<3x3x4xf32>' must be [E, 2I, 3] and [E, 3, I]}}
+  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x4xf32>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+func.func @moe_picks(%x: tensor<5x3xf32>, %e: tensor<5x4xi64>, %w: tensor<5x4xf32>, %gu: tensor<3x4x3xf32>, %d: tensor<3x3x2xf32>) {
+  // expected-error @+1 {{each token's 4 experts must be between 1 and the 3 experts}}
+  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<5x3xf32>, tensor<5x4xi64>, tensor<5x4xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>) -> tensor<5x3xf32>
+  return
+}

@@ -190,3 +190,14 @@ func.func @vision(%x: tensor<2x4x7x7xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6
   %da = graph.avg_pool_grad %gp {count_include_pad, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x4x4xf32> -> tensor<2x4x7x7xf32>
   return %y, %dx, %dw, %y1, %dm, %da, %a : tensor<2x6x2x3xf32>, tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<1x3x4xf64>, tensor<2x4x7x7xf32>, tensor<2x4x7x7xf32>, tensor<2x4x4x4xf32>
 }
+
+// CHECK-LABEL: func @mixture_of_experts
+func.func @mixture_of_experts(%x: tensor<5x3xf32>, %l: tensor<5x3xf32>, %gu: tensor<3x4x3xf32>, %d: tensor<3x3x2xf32>, %g: tensor<5x3xf32>) -> (tensor<5x3xf32>, tensor<5x3xf32>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>) {
+  // CHECK: graph.topk %{{.*}} {k = 2 : i64} : (tensor<5x3xf32>) -> (tensor<5x2xf32>, tensor<5x2xi64>)
+  %v, %i = graph.topk %l {k = 2 : i64} : (tensor<5x3xf32>) -> (tensor<5x2xf32>, tensor<5x2xi64>)
+  // CHECK: graph.moe
+  %y = graph.moe %x, %i, %v, %gu, %d : (tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>) -> tensor<5x3xf32>
+  // CHECK: graph.moe_grad
+  %gx, %gw, %ggu, %gd = graph.moe_grad %x, %i, %v, %gu, %d, %g : (tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>, tensor<5x3xf32>) -> (tensor<5x3xf32>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>)
+  return %y, %gx, %gw, %ggu, %gd : tensor<5x3xf32>, tensor<5x3xf32>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>
+}
