@@ -448,7 +448,9 @@ struct Runner {
           return rt::slice(in(0), o.getStarts().data(), o.getSizes().data(),
                            o.getSteps().data(), out);
         })
-        .Case([&](TileOp o) { return rt::tile(in(0), o.getRepeats().data(), out); })
+        .Case([&](TileOp o) {
+          return rt::tile(in(0), o.getRepeats().data(), out);
+        })
         .Case([&](TriluOp o) {
           return rt::trilu(in(0), int64_t(o.getK()), o.getUpper(), out);
         })

@@ -24,8 +24,7 @@ namespace {
 Status checkFloat(const char *op, std::initializer_list<const Tensor *> ts) {
   DType first = (*ts.begin())->dtype;
   for (const Tensor *t : ts)
-    if ((t->dtype != DType::F32 && t->dtype != DType::F64) ||
-        t->dtype != first)
+    if ((t->dtype != DType::F32 && t->dtype != DType::F64) || t->dtype != first)
       return Status::error(std::string(op) +
                            ": expects f32 or f64 tensors alike, got " +
                            describe(*t));
@@ -55,9 +54,8 @@ struct Routing {
         gateUp.dim(2) != hidden || down.dim(0) != experts ||
         down.dim(1) != hidden)
       return Status::error("moe: inconsistent shapes " + describe(input) +
-                           ", " + describe(indices) + ", " +
-                           describe(weights) + ", " + describe(gateUp) +
-                           ", " + describe(down));
+                           ", " + describe(indices) + ", " + describe(weights) +
+                           ", " + describe(gateUp) + ", " + describe(down));
     if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
       return Status::error("moe: indices must be i32 or i64, got " +
                            describe(indices));
@@ -118,12 +116,11 @@ template <typename T> struct ExpertPass {
     gate.assign(size_t(n * i), T(0));
     up.assign(size_t(n * i), T(0));
     gemm(false, true, n, i, h, T(1), x.data(), h, w, h, T(0), gate.data(), i);
-    gemm(false, true, n, i, h, T(1), x.data(), h, w + i * h, h, T(0),
-         up.data(), i);
+    gemm(false, true, n, i, h, T(1), x.data(), h, w + i * h, h, T(0), up.data(),
+         i);
     a.resize(size_t(n * i));
     for (int64_t q = 0; q < n * i; ++q)
-      a[size_t(q)] =
-          gate[size_t(q)] * sigmoid(gate[size_t(q)]) * up[size_t(q)];
+      a[size_t(q)] = gate[size_t(q)] * sigmoid(gate[size_t(q)]) * up[size_t(q)];
     y.assign(size_t(n * h), T(0));
     gemm(false, true, n, h, i, T(1), a.data(), i, down + e * h * i, i, T(0),
          y.data(), h);
@@ -300,8 +297,7 @@ Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
 Status lamina::rt::moe(const Tensor &input, const Tensor &indices,
                        const Tensor &weights, const Tensor &gateUp,
                        const Tensor &down, const Tensor &result) {
-  if (Status s =
-          checkFloat("moe", {&input, &weights, &gateUp, &down, &result});
+  if (Status s = checkFloat("moe", {&input, &weights, &gateUp, &down, &result});
       !s.ok())
     return s;
   Routing r;
@@ -325,9 +321,9 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
                                const Tensor &gradWeights,
                                const Tensor &gradGateUp,
                                const Tensor &gradDown) {
-  if (Status s = checkFloat("moe_grad", {&input, &weights, &gateUp, &down,
-                                         &gradResult, &gradInput,
-                                         &gradWeights, &gradGateUp, &gradDown});
+  if (Status s = checkFloat("moe_grad",
+                            {&input, &weights, &gateUp, &down, &gradResult,
+                             &gradInput, &gradWeights, &gradGateUp, &gradDown});
       !s.ok())
     return s;
   Routing r;
@@ -340,10 +336,10 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
       gradDown.numElements() != down.numElements())
     return Status::error("moe_grad: gradients shaped unlike their values");
   if (input.dtype == DType::F64)
-    moeGradients<double>(r, input, weights, gateUp, down, gradResult,
-                         gradInput, gradWeights, gradGateUp, gradDown);
+    moeGradients<double>(r, input, weights, gateUp, down, gradResult, gradInput,
+                         gradWeights, gradGateUp, gradDown);
   else
-    moeGradients<float>(r, input, weights, gateUp, down, gradResult,
-                        gradInput, gradWeights, gradGateUp, gradDown);
+    moeGradients<float>(r, input, weights, gateUp, down, gradResult, gradInput,
+                        gradWeights, gradGateUp, gradDown);
   return Status::success();
 }

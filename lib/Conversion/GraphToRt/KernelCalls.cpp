@@ -378,8 +378,8 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("topk", {c.in(0), c.i64(o.getK()), c.out(0), c.out(1)});
       })
       .Case([&](MoEOp) {
-        return c.call("moe", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
-                              c.out()});
+        return c.call("moe",
+                      {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.out()});
       })
       .Case([&](MoEGradOp) {
         return c.call("moeBackward",

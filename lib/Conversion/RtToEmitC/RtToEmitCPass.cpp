@@ -802,8 +802,8 @@ struct ConvertRtToEmitCPass
         if (!llvm::is_contained(hostOnly, call.getCallee()))
           return WalkResult::advance();
         call.emitError("the CUDA target has no kernel for ")
-            << call.getCallee().drop_front(strlen("lamina::rt::"))
-            << " yet (" << call.getLoc()
+            << call.getCallee().drop_front(strlen("lamina::rt::")) << " yet ("
+            << call.getLoc()
             << "; the mixture-of-experts ops, docs/moe-design.md): compile "
                "with --target host";
         return WalkResult::interrupt();

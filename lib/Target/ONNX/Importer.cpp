@@ -295,12 +295,11 @@ void ModelImporter::scanUnsupported(
                       failed);
       continue;
     }
-    bool known = isDefaultDomain(node.domain())
-                     ? (node.op_type() == "If" ||
-                        registry.lookup(node.op_type()))
-                     : node.domain() == kLaminaDomain &&
-                           registry.lookup(node.domain() + "." +
-                                           node.op_type());
+    bool known =
+        isDefaultDomain(node.domain())
+            ? (node.op_type() == "If" || registry.lookup(node.op_type()))
+            : node.domain() == kLaminaDomain &&
+                  registry.lookup(node.domain() + "." + node.op_type());
     if (known)
       continue;
     StringRef domain = isDefaultDomain(node.domain()) ? "ai.onnx" : StringRef(node.domain());

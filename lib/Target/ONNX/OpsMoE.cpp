@@ -96,8 +96,8 @@ LogicalResult importMoEExperts(NodeContext &ctx) {
     return ctx.error() << "the experts read tokens " << tokens
                        << ", not [tokens, hidden]";
   in[2] = ctx.cast(in[2], tokens.getElementType());
-  return ctx.result(ctx.build<graph::MoEOp>(tokens, in[0], in[1], in[2], in[3],
-                                            in[4]));
+  return ctx.result(
+      ctx.build<graph::MoEOp>(tokens, in[0], in[1], in[2], in[3], in[4]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -106,6 +106,7 @@ LogicalResult importMoEExperts(NodeContext &ctx) {
 
 /// Ops the unrolled loop is made of; anything else inside the block means
 /// it is not the loop this matcher knows, and it is refused.
+// clang-format off
 const llvm::StringSet<> kLoopOps = {
     "Constant", "OneHot",    "Transpose",       "ReduceSum", "Greater",
     "NonZero",  "Split",     "Squeeze",         "Unsqueeze", "Gather",
@@ -114,6 +115,7 @@ const llvm::StringSet<> kLoopOps = {
     "Concat",   "Reshape",   "Expand",          "ScatterElements",
     "Equal",    "Where",     "ConstantOfShape", "And",       "Identity",
     "Range",    "ScatterND", "GatherElements",  "Not",       "Less"};
+// clang-format on
 
 struct ExpertsBlock {
   std::vector<int> nodes; // the loop's nodes, to remove
@@ -160,9 +162,8 @@ public:
     for (int n : reached)
       if (node(n).op_type() == "Add")
         for (const std::string &in : node(n).input())
-          if (int p = producerOf(in);
-              p >= 0 && reached.contains(p) &&
-              node(p).op_type() == "ScatterElements")
+          if (int p = producerOf(in); p >= 0 && reached.contains(p) &&
+                                      node(p).op_type() == "ScatterElements")
             adds.push_back(n);
     llvm::DenseSet<int> addSet(adds.begin(), adds.end());
     for (int a : adds) {
@@ -226,8 +227,8 @@ public:
 private:
   /// Walks back from `v` through layout ops to the value they reshape.
   std::string throughLayout(std::string v) const {
-    static const llvm::StringSet<> layout = {"Unsqueeze", "Flatten", "Reshape",
-                                             "Cast", "Identity", "Squeeze"};
+    static const llvm::StringSet<> layout = {
+        "Unsqueeze", "Flatten", "Reshape", "Cast", "Identity", "Squeeze"};
     for (int p = producerOf(v); p >= 0 && layout.contains(node(p).op_type());
          p = producerOf(v))
       v = node(p).input(0);
@@ -291,7 +292,7 @@ private:
     // gate_up [E, 2I, H] and down [E, H, I].
     auto it = experts.begin();
     const ::onnx::TensorProto *a = initializers[it->first],
-                               *b = initializers[std::next(it)->first];
+                              *b = initializers[std::next(it)->first];
     if (a->dims(1) != 2 * b->dims(2))
       std::swap(a, b);
     if (a->dims(0) != b->dims(0) || a->dims(1) != 2 * b->dims(2) ||
@@ -345,8 +346,9 @@ void lamina::onnx::registerMoEOps(OpRegistry &r) {
   r.add((kLaminaDomain + "." + kMoEExperts).str(), importMoEExperts);
 }
 
-std::string lamina::onnx::recognizeEagerExperts(GraphProto &graph,
-                                                std::vector<std::string> &notes) {
+std::string
+lamina::onnx::recognizeEagerExperts(GraphProto &graph,
+                                    std::vector<std::string> &notes) {
   for (;;) {
     int oneHot = -1;
     for (int i = 0; i < graph.node_size() && oneHot < 0; ++i)
@@ -364,13 +366,13 @@ std::string lamina::onnx::recognizeEagerExperts(GraphProto &graph,
     moe.set_op_type(kMoEExperts.str());
     moe.set_domain(kLaminaDomain.str());
     moe.set_name(name + "/experts");
-    for (const std::string &in : {block.tokens, block.picks, block.weights,
-                                  block.gateUp, block.down})
+    for (const std::string &in :
+         {block.tokens, block.picks, block.weights, block.gateUp, block.down})
       moe.add_input(in);
     moe.add_output(m.node(block.sink).output(0));
     notes.push_back(
-        "mixture-of-experts block at '" + name + "' (experts '" +
-        block.gateUp + "', '" + block.down + "'): the export unrolled its " +
+        "mixture-of-experts block at '" + name + "' (experts '" + block.gateUp +
+        "', '" + block.down + "'): the export unrolled its " +
         "loop over the " + std::to_string(block.expertsHit) +
         " experts the tracing batch hit, with that batch's token counts; " +
         "Lamina computes every expert over the tokens that pick it");

@@ -275,17 +275,17 @@ TEST(GradientTest, MixtureOfExperts) {
                   {3, 2}});
   // 5 tokens, hidden 3, 3 experts of width 2, top-2; expert 2 sees one
   // token, every expert's rows out of token order.
-  checkGradients({"moe",
-                  {{"x", {5, 3}, "trainable", -1, 1},
-                   {"e", {5, 2}, "input", 0, 0, {1, 0, 0, 1, 1, 2, 0, 1, 1, 0},
-                    "i64"},
-                   {"w", {5, 2}, "trainable", 0.1, 1},
-                   {"gu", {3, 4, 3}, "trainable", -1, 1},
-                   {"d", {3, 3, 2}, "trainable", -1, 1}},
-                  "  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<5x3xf64>, "
-                  "tensor<5x2xi64>, tensor<5x2xf64>, tensor<3x4x3xf64>, "
-                  "tensor<3x3x2xf64>) -> tensor<5x3xf64>",
-                  {5, 3}});
+  checkGradients(
+      {"moe",
+       {{"x", {5, 3}, "trainable", -1, 1},
+        {"e", {5, 2}, "input", 0, 0, {1, 0, 0, 1, 1, 2, 0, 1, 1, 0}, "i64"},
+        {"w", {5, 2}, "trainable", 0.1, 1},
+        {"gu", {3, 4, 3}, "trainable", -1, 1},
+        {"d", {3, 3, 2}, "trainable", -1, 1}},
+       "  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<5x3xf64>, "
+       "tensor<5x2xi64>, tensor<5x2xf64>, tensor<3x4x3xf64>, "
+       "tensor<3x3x2xf64>) -> tensor<5x3xf64>",
+       {5, 3}});
   // The router too: softmax, top-2, the picks' weights normalised.
   checkGradients(
       {"moe_routed",

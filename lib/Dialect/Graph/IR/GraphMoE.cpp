@@ -22,8 +22,7 @@ struct MoEShape {
 };
 
 LogicalResult verifyMoE(Operation *op, Value input, Value indices,
-                        Value weights, Value gateUp, Value down,
-                        MoEShape &s) {
+                        Value weights, Value gateUp, Value down, MoEShape &s) {
   auto x = typeOf(input), idx = typeOf(indices), w = typeOf(weights),
        gu = typeOf(gateUp), dn = typeOf(down);
   if (x.getRank() != 2 || idx.getRank() != 2 || w.getRank() != 2 ||
@@ -56,11 +55,13 @@ LogicalResult TopKOp::verify() {
   RankedTensorType in = getInput().getType();
   int64_t k = getK();
   if (in.getRank() < 1 || k < 1 || k > in.getDimSize(in.getRank() - 1))
-    return emitOpError("k = ") << k << " must be in [1, " << in.getShape().back()
-                               << "] (the last dim of " << in << ")";
+    return emitOpError("k = ")
+           << k << " must be in [1, " << in.getShape().back()
+           << "] (the last dim of " << in << ")";
   SmallVector<int64_t> shape(in.getShape());
   shape.back() = k;
-  if (getValues().getType() != RankedTensorType::get(shape, in.getElementType()))
+  if (getValues().getType() !=
+      RankedTensorType::get(shape, in.getElementType()))
     return emitOpError("values must be ")
            << RankedTensorType::get(shape, in.getElementType());
   auto indices = getIndices().getType();
@@ -97,8 +98,8 @@ LogicalResult TopKOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   SmallVector<int64_t> picks(typeOf(g).getShape());
   picks.push_back(1);
   auto i64 = b.getI64Type();
-  Value idx = ReshapeOp::create(
-      b, RankedTensorType::get(picks, i64), getIndices());
+  Value idx =
+      ReshapeOp::create(b, RankedTensorType::get(picks, i64), getIndices());
   Value grad = ReshapeOp::create(
       b, RankedTensorType::get(picks, in.getElementType()), g);
   SmallVector<int64_t> iota(n);
@@ -108,10 +109,10 @@ LogicalResult TopKOp::buildGradients(OpBuilder &builder, ValueRange gradients,
       b, cast<ElementsAttr>(DenseElementsAttr::get(
              RankedTensorType::get({n}, i64), ArrayRef<int64_t>(iota))));
   Value hit = EqualOp::create(b, idx, positions);
-  Value zero = ConstantOp::create(
-      b, cast<ElementsAttr>(DenseElementsAttr::get(
-             RankedTensorType::get({}, in.getElementType()),
-             b.getFloatAttr(in.getElementType(), 0.0))));
+  Value zero =
+      ConstantOp::create(b, cast<ElementsAttr>(DenseElementsAttr::get(
+                                RankedTensorType::get({}, in.getElementType()),
+                                b.getFloatAttr(in.getElementType(), 0.0))));
   Value placed = SelectOp::create(b, hit, grad, zero);
   out.push_back(ReduceSumOp::create(b, placed, b.getDenseI64ArrayAttr(rank - 1),
                                     b.getBoolAttr(false)));
@@ -120,12 +121,12 @@ LogicalResult TopKOp::buildGradients(OpBuilder &builder, ValueRange gradients,
 
 LogicalResult MoEOp::buildGradients(OpBuilder &builder, ValueRange gradients,
                                     SmallVectorImpl<Value> &out) {
-  auto grad = MoEGradOp::create(
-      builder, getLoc(),
-      TypeRange{getInput().getType(), getWeights().getType(),
-                getGateUp().getType(), getDown().getType()},
-      getInput(), getIndices(), getWeights(), getGateUp(), getDown(),
-      gradients[0]);
+  auto grad =
+      MoEGradOp::create(builder, getLoc(),
+                        TypeRange{getInput().getType(), getWeights().getType(),
+                                  getGateUp().getType(), getDown().getType()},
+                        getInput(), getIndices(), getWeights(), getGateUp(),
+                        getDown(), gradients[0]);
   out.append({grad.getGradInput(), Value(), grad.getGradWeights(),
               grad.getGradGateUp(), grad.getGradDown()});
   return success();
@@ -137,8 +138,9 @@ LogicalResult MoEOp::buildGradients(OpBuilder &builder, ValueRange gradients,
 int64_t TopKOp::getFlops() { return elements(getInput()); }
 int64_t MoEOp::getFlops() {
   MoEShape s{elements(getInput()) / typeOf(getInput()).getDimSize(1),
-             typeOf(getInput()).getDimSize(1), typeOf(getIndices()).getDimSize(1),
-             0, typeOf(getDown()).getDimSize(2)};
+             typeOf(getInput()).getDimSize(1),
+             typeOf(getIndices()).getDimSize(1), 0,
+             typeOf(getDown()).getDimSize(2)};
   return s.tokens * s.k * (6 * s.hidden * s.inner + 6 * s.inner + 2 * s.hidden);
 }
 int64_t MoEGradOp::getFlops() {
