@@ -158,6 +158,28 @@ void topkRows(const Tensor &input, int64_t k, const Tensor &values,
   });
 }
 
+/// dst[t] = sum over token t's slots p, in expert order, of rows[row(p)]
+/// (times scale[p] when given): the combine and the input gradient's sum.
+template <typename T>
+void combine(const Routing &r, const std::vector<T> &rows, const T *scale,
+             T *dst) {
+  const int64_t h = r.hidden;
+  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> slots;
+    for (int64_t t = begin; t < end; ++t) {
+      T *to = dst + t * h;
+      std::fill_n(to, h, T(0));
+      r.slotsInExpertOrder(t, slots);
+      for (int64_t p : slots) {
+        const T *src = rows.data() + r.row[size_t(p)] * h;
+        T w = scale ? scale[p] : T(1);
+        for (int64_t c = 0; c < h; ++c)
+          to[c] += src[c] * w;
+      }
+    }
+  });
+}
+
 template <typename T>
 void moeForward(const Routing &r, const Tensor &input, const Tensor &weights,
                 const Tensor &gateUp, const Tensor &down,
@@ -175,21 +197,7 @@ void moeForward(const Routing &r, const Tensor &input, const Tensor &weights,
                 out.begin() + r.offset[size_t(e)] * h);
     }
   });
-  T *y = result.as<T>();
-  const T *w = weights.as<T>();
-  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> slots;
-    for (int64_t t = begin; t < end; ++t) {
-      T *dst = y + t * h;
-      std::fill_n(dst, h, T(0));
-      r.slotsInExpertOrder(t, slots);
-      for (int64_t p : slots) {
-        const T *src = out.data() + r.row[size_t(p)] * h;
-        for (int64_t c = 0; c < h; ++c)
-          dst[c] += src[c] * w[p];
-      }
-    }
-  });
+  combine(r, out, weights.as<T>(), result.as<T>());
 }
 
 template <typename T>
@@ -256,20 +264,7 @@ void moeGradients(const Routing &r, const Tensor &input, const Tensor &weights,
            h);
     }
   });
-  T *gIn = gradInput.as<T>();
-  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> slots;
-    for (int64_t t = begin; t < end; ++t) {
-      T *dst = gIn + t * h;
-      std::fill_n(dst, h, T(0));
-      r.slotsInExpertOrder(t, slots);
-      for (int64_t p : slots) {
-        const T *src = gx.data() + r.row[size_t(p)] * h;
-        for (int64_t c = 0; c < h; ++c)
-          dst[c] += src[c];
-      }
-    }
-  });
+  combine<T>(r, gx, nullptr, gradInput.as<T>());
 }
 
 } // namespace
