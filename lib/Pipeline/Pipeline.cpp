@@ -122,6 +122,8 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   loss.output = o.lossOutput;
   loss.ignoreIndex = o.ignoreIndex;
   pm.addPass(graph::createGraphAddLoss(loss));
+  if (o.moeAuxLoss != 0.0)
+    pm.addPass(graph::createGraphAddMoEAuxLoss({o.moeAuxLoss}));
   if (o.dist()) {
     // A fused projection stored as each rank's share of its parts, so
     // that it splits as a column GEMM (autodiff follows the regrouping).

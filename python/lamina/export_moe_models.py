@@ -17,7 +17,10 @@ TorchScript unrolls over the experts the tracing batch hits. Written:
   hf-<model>-moe-training.json          PyTorch training it on the batches
                                         a compiled ``run --data`` draws
                                         (export_real_models' corpus and
-                                        sampler): 10 SGD and 10 AdamW steps
+                                        sampler): 10 SGD and 10 AdamW steps,
+                                        and 10 SGD steps with the routers'
+                                        load-balancing loss (coefficient
+                                        0.02, --moe-aux-loss)
 
 The files are committed in test/Inputs/models/ and test/Inputs/reference/
 (test/e2e/moe-training.test).
@@ -53,6 +56,8 @@ MODELS = {
                    num_experts_per_tok=2, norm_topk_prob=False)),
 }
 RUNS = {"sgd": dict(lr=0.1, steps=10), "adamw": dict(lr=1e-2, steps=10)}
+# With the routers' load-balancing loss (lamina compile --moe-aux-loss).
+AUX = dict(optimizer="sgd", lr=0.1, steps=10, aux_coef=0.02)
 
 
 def tiny(kind: str):
@@ -63,6 +68,30 @@ def tiny(kind: str):
     torch.manual_seed(0)
     cfg = eager(getattr(tf, config)(**COMMON, **extra))
     return logits_only(getattr(tf, model)(cfg))
+
+
+def train_aux_losses(kind: str, tokens, run) -> list[float]:
+    """SGD on the causal-LM loss plus run["aux_coef"] times Transformers'
+    load_balancing_loss_func of the routers (output_router_logits)."""
+    import torch
+
+    from lamina.export_real_models import batches
+
+    net = tiny(kind).inner
+    opt = torch.optim.SGD(net.parameters(), lr=run["lr"])
+    losses = []
+    for ids in batches(tokens, run["steps"]):
+        ids = torch.from_numpy(ids)
+        out = net(input_ids=ids, attention_mask=torch.ones_like(ids),
+                  use_cache=False, output_router_logits=True)
+        loss = torch.nn.functional.cross_entropy(
+            out.logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+        loss = loss + run["aux_coef"] * out.aux_loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
 
 
 def export(kind: str, out: str) -> None:
@@ -84,6 +113,7 @@ def export(kind: str, out: str) -> None:
     runs = {name: dict(run, losses=train_losses(tiny(kind), tokens,
                                                  name, run["lr"], run["steps"]))
             for name, run in RUNS.items()}
+    runs["sgd_aux"] = dict(AUX, losses=train_aux_losses(kind, tokens, AUX))
     ref = dict(models=[os.path.basename(path)], torch=torch.__version__,
                batch=BATCH, seq=SEQ, seed=SEED, vocab=VOCAB, runs=runs,
                tokens=tokens)

@@ -101,6 +101,12 @@ static cl::opt<int> tensorParallel(
              "dataflow, docs/tp-design.md); --compile-to dist shows the "
              "split IR"),
     cl::init(1), cl::sub(compileCommand));
+static cl::opt<double> moeAuxLoss(
+    "moe-aux-loss",
+    cl::desc("--mode train: add COEF times the mixture-of-experts routers' "
+             "load-balancing loss (Mixtral's, over all layers) to the loss; "
+             "single-process programs only"),
+    cl::value_desc("COEF"), cl::init(0.0), cl::sub(compileCommand));
 static cl::opt<std::string> tpReplicate(
     "tp-replicate",
     cl::desc("with --tp: keep whole on every rank the layers (column/row "
@@ -550,6 +556,7 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.tp = tensorParallel;
   o.sequenceParallel = sequenceParallel;
   o.tpReplicate = tpReplicate;
+  o.moeAuxLoss = moeAuxLoss;
   o.microBatches = microBatches;
   o.zero = zeroLevel;
   o.recompute = recomputeMode;
@@ -607,6 +614,13 @@ int runCompile() {
   if (sequenceParallel && tensorParallel < 2) {
     llvm::errs() << "lamina compile: --sequence-parallel needs --tp 2 or "
                     "more\n";
+    return 2;
+  }
+  if (moeAuxLoss != 0.0 && (!train || isDistributed())) {
+    llvm::errs() << "lamina compile: --moe-aux-loss needs --mode train and "
+                    "a single-process program (the loss over all layers' "
+                    "routers is not split over pipeline stages or replicas "
+                    "yet)\n";
     return 2;
   }
   if (!tpReplicate.empty()) {

@@ -126,6 +126,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("with tp: Megatron's sequence parallelism")};
+  Option<double> moeAuxLoss{
+      *this, "moe-aux-loss",
+      llvm::cl::desc("the MoE routers' load-balancing loss coefficient"),
+      llvm::cl::init(0.0)};
   Option<std::string> tpReplicate{
       *this, "tp-replicate",
       llvm::cl::desc("with tp: weights (regex) whose layer stays whole")};

@@ -3,10 +3,10 @@
 // Hugging Face's eager experts (Mixtral, Qwen2-MoE, OLMoE: a one-hot of the
 // router's top-k picks, then a Python loop over the experts the tracing
 // batch hit, each gathering its tokens with NonZero, running its gated MLP
-// and index_add-ing the weighted result) export as that loop unrolled, with
-// the trace's token counts baked into Expand shapes: data-dependent shapes
-// a static compiler cannot import, and a graph that is wrong for any batch
-// that routes differently. recognizeEagerExperts replaces each such block,
+// and index_add-ing the weighted result) export as that loop unrolled over
+// the experts the tracing batch hit: data-dependent shapes (NonZero) a
+// static compiler cannot import, and a graph that fails in onnxruntime on
+// a batch hitting fewer experts and never runs an expert the trace missed. recognizeEagerExperts replaces each such block,
 // before import, by one `ai.lamina` MoEExperts node over what it reads (the
 // tokens, the picks, their weights, the experts' two weight tensors), which
 // imports as graph.moe: every expert over whichever tokens pick it.
@@ -374,8 +374,9 @@ lamina::onnx::recognizeEagerExperts(GraphProto &graph,
         "mixture-of-experts block at '" + name + "' (experts '" + block.gateUp +
         "', '" + block.down + "'): the export unrolled its " +
         "loop over the " + std::to_string(block.expertsHit) +
-        " experts the tracing batch hit, with that batch's token counts; " +
-        "Lamina computes every expert over the tokens that pick it");
+        " experts the tracing batch hit (onnxruntime fails on a batch that " +
+        "hits fewer); Lamina computes every expert over the tokens that " +
+        "pick it");
     // Rebuild the node list: the block's nodes out, MoEExperts where the
     // sink was.
     llvm::DenseSet<int> drop(block.nodes.begin(), block.nodes.end());

@@ -21,8 +21,8 @@ def main():
         return
     run = ref["runs"][sys.argv[3]]
     if what == "args":
-        print(f"--optimizer {sys.argv[3]} --lr {run['lr']} --steps {run['steps']} "
-              f"--seed {ref['seed']} --log-every 1")
+        print(f"--optimizer {run.get('optimizer', sys.argv[3])} --lr {run['lr']} "
+              f"--steps {run['steps']} --seed {ref['seed']} --log-every 1")
         return
     got = [float(m.group(1)) for m in
            (re.match(r"step \d+ loss (\S+) ", line) for line in open(sys.argv[4]))

@@ -656,6 +656,25 @@ def GraphTpRegroupProjections
   ];
 }
 
+def GraphAddMoEAuxLoss : Pass<"graph-add-moe-aux-loss", "mlir::ModuleOp"> {
+  let summary = "Adds the mixture-of-experts routers' load-balancing loss";
+  let description = [{
+    `lamina compile --moe-aux-loss COEF`, after graph-add-loss: the
+    training loss of `@forward` gains `COEF` times Mixtral's
+    `load_balancing_loss_func` over every router (a `graph.topk` whose
+    picks a `graph.moe` reads, on `[T, E]` router probabilities):
+    `E * sum_{j,e} f[j,e] P[e]`, `f` the fraction of the routed tokens of
+    all layers whose pick `j` is expert `e`, `P` their mean probability
+    of `e`. What Transformers adds with `output_router_logits=True` and
+    `router_aux_loss_coef`. A remark says what was added; a model without
+    a router is an error.
+  }];
+  let options = [
+    Option<"coef", "coef", "double", /*default=*/"0.0",
+           "The loss's coefficient (0: nothing added)">,
+  ];
+}
+
 def GraphFreeze : Pass<"graph-freeze", "mlir::ModuleOp"> {
   let summary = "Trainable arguments whose name matches a regex become "
                 "constants";
