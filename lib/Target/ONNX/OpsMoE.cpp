@@ -6,11 +6,11 @@
 // and index_add-ing the weighted result) export as that loop unrolled over
 // the experts the tracing batch hit: data-dependent shapes (NonZero) a
 // static compiler cannot import, and a graph that fails in onnxruntime on
-// a batch hitting fewer experts and never runs an expert the trace missed. recognizeEagerExperts replaces each such block,
-// before import, by one `ai.lamina` MoEExperts node over what it reads (the
-// tokens, the picks, their weights, the experts' two weight tensors), which
-// imports as graph.moe: every expert over whichever tokens pick it.
-// docs/moe-design.md.
+// a batch hitting fewer experts and never runs an expert the trace missed.
+// recognizeEagerExperts replaces each such block, before import, by one
+// `ai.lamina` MoEExperts node over what it reads (the tokens, the picks, their
+// weights, the experts' two weight tensors), which imports as graph.moe: every
+// expert over whichever tokens pick it. docs/moe-design.md.
 //
 //===----------------------------------------------------------------------===//
 

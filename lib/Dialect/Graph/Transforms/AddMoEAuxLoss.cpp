@@ -105,8 +105,8 @@ struct GraphAddMoEAuxLoss
       Value idx = ReshapeOp::create(
           b, RankedTensorType::get({tokens, k, 1}, b.getI64Type()),
           r.getIndices());
-      Value hit = SelectOp::create(b, EqualOp::create(b, idx, positions), one,
-                                   zero);
+      Value hit =
+          SelectOp::create(b, EqualOp::create(b, idx, positions), one, zero);
       Value p = ReduceSumOp::create(b, hit, b.getDenseI64ArrayAttr(0),
                                     b.getBoolAttr(false));
       Value q = ReduceSumOp::create(b, r.getInput(), b.getDenseI64ArrayAttr(0),
@@ -127,9 +127,10 @@ struct GraphAddMoEAuxLoss
       aux = CastOp::create(b, loss.getType(), aux);
     ret.setOperand(*lossIndex, AddOp::create(b, loss, aux));
     f.emitRemark("--moe-aux-loss ")
-        << llvm::formatv("{0}", double(coef)).str() << ": the routers' load-balancing loss of " << routers.size()
-        << " layer(s) (Mixtral's, over " << experts << " experts, top-"
-        << k << ") added to the training loss";
+        << llvm::formatv("{0}", double(coef)).str()
+        << ": the routers' load-balancing loss of " << routers.size()
+        << " layer(s) (Mixtral's, over " << experts << " experts, top-" << k
+        << ") added to the training loss";
   }
 };
 
