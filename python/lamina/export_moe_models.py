@@ -35,7 +35,7 @@ import warnings
 
 from lamina.export_real_models import (BATCH, POSITIONS, SEED, SEQ, VOCAB,
                                        corpus, describe, eager, logits_only,
-                                       train_losses)
+                                       run_exports, train_losses)
 
 COMMON = dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=4,
               num_key_value_heads=2, vocab_size=VOCAB,
@@ -127,18 +127,7 @@ def export(kind: str, out: str) -> None:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    out = argv[0] if argv else "/tmp/lamina-moe-exports"
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        print(f"needs torch and transformers: {e}", file=sys.stderr)
-        return 2
-    os.makedirs(out, exist_ok=True)
-    for kind in (argv[1:] or MODELS):
-        export(kind, out)
-    return 0
+    return run_exports(argv, "/tmp/lamina-moe-exports", export, MODELS)
 
 
 if __name__ == "__main__":

@@ -266,16 +266,24 @@ def export(kind: str, out: str) -> int:
     return status
 
 
-def main(argv=None) -> int:
+def run_exports(argv, default_out: str, export_one, kinds) -> int:
+    """`SCRIPT [OUTDIR [KIND...]]`: export_one(kind, OUTDIR) for each kind
+    (all by default) once torch and transformers import; the worst status."""
     argv = sys.argv[1:] if argv is None else argv
-    out = argv[0] if argv else "/tmp/lamina-real-exports"
+    out = argv[0] if argv else default_out
     try:
         import torch  # noqa: F401
+        import transformers  # noqa: F401
     except ImportError as e:
         print(f"needs torch and transformers: {e}", file=sys.stderr)
         return 2
     os.makedirs(out, exist_ok=True)
-    return max(export(kind, out) for kind in ("gpt2", "llama"))
+    return max(export_one(kind, out) or 0 for kind in (argv[1:] or kinds))
+
+
+def main(argv=None) -> int:
+    return run_exports(argv, "/tmp/lamina-real-exports", export,
+                       ("gpt2", "llama"))
 
 
 if __name__ == "__main__":
