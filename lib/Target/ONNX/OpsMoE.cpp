@@ -160,7 +160,7 @@ public:
     // the one no other such add reads.
     std::vector<int> adds;
     for (int n : reached)
-      if (node(n).op_type() == "Add")
+      if (node(n).op_type() == "Add" && node(n).output_size() == 1)
         for (const std::string &in : node(n).input())
           if (int p = producerOf(in); p >= 0 && reached.contains(p) &&
                                       node(p).op_type() == "ScatterElements")
@@ -212,11 +212,12 @@ public:
                ") in the experts' loop is not one the matcher knows";
     // The constants only the loop reads go with it.
     for (int n = 0; n < graph.node_size(); ++n)
-      if (node(n).op_type() == "Constant" && !inBlock.contains(n)) {
-        bool only = node(n).output_size() == 1;
-        for (int c : consumers[node(n).output(0)])
-          only &= inBlock.contains(c);
-        if (only && !consumers[node(n).output(0)].empty())
+      if (node(n).op_type() == "Constant" && !inBlock.contains(n) &&
+          node(n).output_size() == 1) {
+        const std::vector<int> &readers = consumers[node(n).output(0)];
+        if (!readers.empty() && llvm::all_of(readers, [&](int c) {
+              return inBlock.contains(c);
+            }))
           inBlock.insert(n);
       }
     block.nodes.assign(inBlock.begin(), inBlock.end());
@@ -225,15 +226,32 @@ public:
   }
 
 private:
+public:
   /// Walks back from `v` through layout ops to the value they reshape.
   std::string throughLayout(std::string v) const {
     static const llvm::StringSet<> layout = {
         "Unsqueeze", "Flatten", "Reshape", "Cast", "Identity", "Squeeze"};
-    for (int p = producerOf(v); p >= 0 && layout.contains(node(p).op_type());
-         p = producerOf(v))
+    // At most one step per node: a cyclic file does not loop forever.
+    for (int steps = 0, p = producerOf(v);
+         steps < graph.node_size() && p >= 0 &&
+         layout.contains(node(p).op_type()) && node(p).input_size() > 0;
+         ++steps, p = producerOf(v))
       v = node(p).input(0);
     return v;
   }
+
+  /// Whether node i is a router's one-hot: of a TopK's indices.
+  bool isRoutingOneHot(int i) const {
+    const NodeProto &n = node(i);
+    if (n.op_type() != "OneHot" || n.input_size() < 1 || n.output_size() != 1)
+      return false;
+    int p = producerOf(throughLayout(n.input(0)));
+    return p >= 0 && node(p).op_type() == "TopK" &&
+           node(p).output_size() == 2 &&
+           node(p).output(1) == throughLayout(n.input(0));
+  }
+
+private:
 
   /// What the block reads: the picks (the one-hot's input), the experts'
   /// weights (rank-3 initializers each gathered per expert into a GEMM),
@@ -258,7 +276,8 @@ private:
         if (axis == 0)
           hits = std::max(hits, nd.output_size());
       }
-      if (nd.op_type() != "Gather" || nd.input_size() < 2)
+      if (nd.op_type() != "Gather" || nd.input_size() < 2 ||
+          nd.output_size() < 1)
         continue;
       const std::string &data = nd.input(0);
       if (int p = producerOf(data); p >= 0 && inBlock.contains(p))
@@ -350,13 +369,15 @@ std::string
 lamina::onnx::recognizeEagerExperts(GraphProto &graph,
                                     std::vector<std::string> &notes) {
   for (;;) {
+    // The first one-hot of a router's picks; other one-hots are no
+    // concern here (the importer refuses OneHot itself).
+    Matcher m(graph);
     int oneHot = -1;
     for (int i = 0; i < graph.node_size() && oneHot < 0; ++i)
-      if (graph.node(i).op_type() == "OneHot")
+      if (m.isRoutingOneHot(i))
         oneHot = i;
     if (oneHot < 0)
       return "";
-    Matcher m(graph);
     ExpertsBlock block;
     std::string name = graph.node(oneHot).name();
     if (std::string err = m.match(oneHot, block); !err.empty())
