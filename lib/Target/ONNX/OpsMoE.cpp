@@ -215,9 +215,8 @@ public:
       if (node(n).op_type() == "Constant" && !inBlock.contains(n) &&
           node(n).output_size() == 1) {
         const std::vector<int> &readers = consumers[node(n).output(0)];
-        if (!readers.empty() && llvm::all_of(readers, [&](int c) {
-              return inBlock.contains(c);
-            }))
+        if (!readers.empty() &&
+            llvm::all_of(readers, [&](int c) { return inBlock.contains(c); }))
           inBlock.insert(n);
       }
     block.nodes.assign(inBlock.begin(), inBlock.end());
@@ -252,7 +251,6 @@ public:
   }
 
 private:
-
   /// What the block reads: the picks (the one-hot's input), the experts'
   /// weights (rank-3 initializers each gathered per expert into a GEMM),
   /// the tokens (gathered into the first GEMM) and the routing weights
