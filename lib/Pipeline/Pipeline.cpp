@@ -130,7 +130,6 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
     if (o.tp > 1) {
       graph::GraphTpRegroupProjectionsOptions regroup;
       regroup.tp = unsigned(o.tp);
-      regroup.replicate = o.tpReplicate;
       pm.addNestedPass<func::FuncOp>(
           graph::createGraphTpRegroupProjections(regroup));
     }

@@ -25,6 +25,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <map>
+#include <numeric>
 #include <optional>
 
 namespace lamina::dist {
@@ -281,6 +282,59 @@ void recordSplits(func::FuncOp f) {
   }
 }
 
+/// `v` with its dim `dim` read as [a, b, rest] and stored as [b, a, rest]:
+/// relayout(v, d, parts, t) is graph-tp-regroup-projections' layout of an
+/// initializer, relayout(v, d, t, parts) the way back.
+Value relayout(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t a,
+               int64_t bParts) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> view(type.getShape().take_front(dim));
+  view.append({a, bParts, type.getDimSize(dim) / (a * bParts)});
+  view.append(type.getShape().drop_front(dim + 1).begin(),
+              type.getShape().drop_front(dim + 1).end());
+  SmallVector<int64_t> perm(view.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[size_t(dim)], perm[size_t(dim) + 1]);
+  Type element = type.getElementType();
+  Value x = graph::ReshapeOp::create(
+      b, loc, RankedTensorType::get(view, element), v);
+  x = graph::TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
+  return graph::ReshapeOp::create(b, loc, type, x);
+}
+
+/// A regrouped projection the plan keeps whole reads the initializer's
+/// layout again: its argument (in `f`, and in the backward `bwd`) is
+/// regrouped where the function starts, and its gradient put back where
+/// the backward returns it. One decision, dist-tp-plan's: the regrouping
+/// pass need not guess which layers stay whole.
+void undoRegroup(func::FuncOp fwd, func::FuncOp bwd, StringRef name,
+                 int64_t dim, int64_t parts, int64_t t) {
+  for (func::FuncOp f : {fwd, bwd}) {
+    for (BlockArgument arg : f.getArguments()) {
+      if (argString(f, arg.getArgNumber(), "graph.name") != name ||
+          !f.getArgAttr(arg.getArgNumber(), graph::kTpPartsAttr))
+        continue;
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : arg.getUses())
+        uses.push_back(&use);
+      OpBuilder b = OpBuilder::atBlockBegin(&f.getBody().front());
+      Value regrouped = relayout(b, arg.getLoc(), arg, dim, parts, t);
+      for (OpOperand *use : uses)
+        use->set(regrouped);
+      f.removeArgAttr(arg.getArgNumber(), graph::kTpPartsAttr);
+    }
+  }
+  auto ret = cast<func::ReturnOp>(bwd.getBody().front().getTerminator());
+  auto names = bwd->getAttrOfType<ArrayAttr>("graph.output_names");
+  for (unsigned i = 0; names && i < ret.getNumOperands() && i < names.size();
+       ++i)
+    if (cast<StringAttr>(names[i]).getValue() == ("grad:" + name).str()) {
+      OpBuilder b(ret);
+      ret.setOperand(i, relayout(b, ret.getLoc(), ret.getOperand(i), dim, t,
+                                 parts));
+    }
+}
+
 /// A fused projection stored regrouped for the group
 /// (graph-tp-regroup-projections) must be split on the dim that holds its
 /// parts: whole, its layout would not be the initializer's.
@@ -450,6 +504,38 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     });
     if (tables.wasInterrupted())
       return failure();
+
+    // Regrouped projections the plan keeps whole go back to their
+    // initializer's layout: a weight not seeded on its parts, a bias
+    // added to no product of a weight that is.
+    auto partsOf = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &fwd.getBody().front()
+                 ? fwd.getArgAttrOfType<DenseI64ArrayAttr>(
+                       arg.getArgNumber(), graph::kTpPartsAttr)
+                 : DenseI64ArrayAttr();
+    };
+    auto splitOnParts = [&](BlockArgument arg) {
+      auto it = seeds.find(arg.getArgNumber());
+      return it != seeds.end() &&
+             it->second == splitOn(ctx, partsOf(arg)[0]);
+    };
+    for (BlockArgument arg : fwd.getArguments()) {
+      DenseI64ArrayAttr parts = partsOf(arg);
+      if (!parts)
+        continue;
+      bool split = splitOnParts(arg);
+      for (Operation *user : arg.getUsers())
+        if (auto add = dyn_cast<graph::AddOp>(user))
+          for (Value side : add->getOperands())
+            if (auto mm = side.getDefiningOp<graph::MatMulOp>();
+                mm && weights.count(mm) && partsOf(weights.at(mm).arg))
+              split |= splitOnParts(weights.at(mm).arg);
+      if (!split)
+        undoRegroup(fwd, bwd,
+                    argString(fwd, arg.getArgNumber(), "graph.name"),
+                    parts[0], parts[1], int64_t(tp));
+    }
 
     // The forward: seeds pinned, the boundary outputs whole, then
     // propagation; its residuals keep what propagation chose.

@@ -137,11 +137,11 @@ LogicalResult MoEOp::buildGradients(OpBuilder &builder, ValueRange gradients,
 // the gate and up products and runs six more.
 int64_t TopKOp::getFlops() { return elements(getInput()); }
 int64_t MoEOp::getFlops() {
-  MoEShape s{elements(getInput()) / typeOf(getInput()).getDimSize(1),
-             typeOf(getInput()).getDimSize(1),
-             typeOf(getIndices()).getDimSize(1), 0,
-             typeOf(getDown()).getDimSize(2)};
-  return s.tokens * s.k * (6 * s.hidden * s.inner + 6 * s.inner + 2 * s.hidden);
+  int64_t tokens = typeOf(getInput()).getDimSize(0),
+          hidden = typeOf(getInput()).getDimSize(1),
+          k = typeOf(getIndices()).getDimSize(1),
+          inner = typeOf(getDown()).getDimSize(2);
+  return tokens * k * (6 * hidden * inner + 6 * inner + 2 * hidden);
 }
 int64_t MoEGradOp::getFlops() {
   int64_t tokens = typeOf(getInput()).getDimSize(0),

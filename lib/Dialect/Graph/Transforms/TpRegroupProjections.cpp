@@ -14,8 +14,6 @@
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/Regex.h"
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHTPREGROUPPROJECTIONS
@@ -105,34 +103,6 @@ std::optional<Projection> match(func::FuncOp f, MatMulOp mm, int64_t tp) {
   return p;
 }
 
-/// Whether the parts reach an attention whose heads the group does not
-/// divide (through the reshapes, transposes, casts and elementwise ops
-/// between them): dist-tp-plan keeps that layer whole, so its projection
-/// keeps its layout.
-bool reachesUndividedHeads(const Projection &p, int64_t tp) {
-  SmallVector<Value> work{p.out};
-  llvm::DenseSet<Value> seen;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!seen.insert(v).second)
-      continue;
-    for (Operation *user : v.getUsers()) {
-      if (auto a = dyn_cast<AttentionOp>(user)) {
-        int64_t dim = a.getSeqMajor() ? 2 : 1;
-        for (Value in : {a.getQ(), a.getK()})
-          if (cast<RankedTensorType>(in.getType()).getDimSize(dim) % tp != 0)
-            return true;
-        continue;
-      }
-      if (isa<ReshapeOp, TransposeOp, SliceOp, CastOp>(user) ||
-          !FusedElementwiseOp::stepOf(user).empty())
-        for (Value r : user->getResults())
-          work.push_back(r);
-    }
-  }
-  return false;
-}
-
 struct GraphTpRegroupProjections
     : lamina::graph::impl::GraphTpRegroupProjectionsBase<
           GraphTpRegroupProjections> {
@@ -142,15 +112,9 @@ struct GraphTpRegroupProjections
     if (tp <= 1)
       return;
     func::FuncOp f = getOperation();
-    llvm::Regex named(replicate);
-    auto kept = [&](BlockArgument a) {
-      auto name = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
-      return !replicate.empty() && name && named.match(name.getValue());
-    };
     SmallVector<Projection> found;
     f.walk([&](MatMulOp mm) {
-      std::optional<Projection> p = match(f, mm, int64_t(tp));
-      if (p && !kept(p->weight) && !reachesUndividedHeads(*p, int64_t(tp)))
+      if (std::optional<Projection> p = match(f, mm, int64_t(tp)))
         found.push_back(std::move(*p));
     });
     for (Projection &p : found)

@@ -639,17 +639,15 @@ def GraphTpRegroupProjections
     initializer as it loads it and back as it exports it
     (`ArgSpec::splitParts`). Autodiff then differentiates the regrouped
     form, and `dist-tp-plan` splits the projection as it splits separate
-    q, k and v projections. A weight read by anything else, parts that
-    `tp` does not divide, parts that reach an attention whose heads `tp`
-    does not divide (dist-tp-plan keeps that layer whole) and weights that
-    `replicate` names are left alone.
+    q, k and v projections. A weight read by anything else, or parts that
+    `tp` does not divide, are left alone. Where `dist-tp-plan` keeps the
+    layer whole after all (heads `tp` does not divide, `--tp-replicate`),
+    it reads the initializer's layout again (a relayout of the argument,
+    and of its gradient).
   }];
   let options = [
     Option<"tp", "tp", "unsigned", /*default=*/"1",
            "The tensor-parallel group size (nothing to do at 1)">,
-    Option<"replicate", "replicate", "std::string", /*default=*/"\"\"",
-           "Weights kept whole (lamina compile --tp-replicate): left as "
-           "they are">,
   ];
   let statistics = [
     Statistic<"numRegrouped", "regrouped", "Fused projections regrouped">,
