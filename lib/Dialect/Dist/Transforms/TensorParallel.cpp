@@ -296,8 +296,8 @@ Value relayout(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t a,
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[size_t(dim)], perm[size_t(dim) + 1]);
   Type element = type.getElementType();
-  Value x = graph::ReshapeOp::create(
-      b, loc, RankedTensorType::get(view, element), v);
+  Value x =
+      graph::ReshapeOp::create(b, loc, RankedTensorType::get(view, element), v);
   x = graph::TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
   return graph::ReshapeOp::create(b, loc, type, x);
 }
@@ -330,8 +330,8 @@ void undoRegroup(func::FuncOp fwd, func::FuncOp bwd, StringRef name,
        ++i)
     if (cast<StringAttr>(names[i]).getValue() == ("grad:" + name).str()) {
       OpBuilder b(ret);
-      ret.setOperand(i, relayout(b, ret.getLoc(), ret.getOperand(i), dim, t,
-                                 parts));
+      ret.setOperand(
+          i, relayout(b, ret.getLoc(), ret.getOperand(i), dim, t, parts));
     }
 }
 
@@ -511,14 +511,13 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     auto partsOf = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
       return arg && arg.getOwner() == &fwd.getBody().front()
-                 ? fwd.getArgAttrOfType<DenseI64ArrayAttr>(
-                       arg.getArgNumber(), graph::kTpPartsAttr)
+                 ? fwd.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                           graph::kTpPartsAttr)
                  : DenseI64ArrayAttr();
     };
     auto splitOnParts = [&](BlockArgument arg) {
       auto it = seeds.find(arg.getArgNumber());
-      return it != seeds.end() &&
-             it->second == splitOn(ctx, partsOf(arg)[0]);
+      return it != seeds.end() && it->second == splitOn(ctx, partsOf(arg)[0]);
     };
     for (BlockArgument arg : fwd.getArguments()) {
       DenseI64ArrayAttr parts = partsOf(arg);
@@ -532,8 +531,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
                 mm && weights.count(mm) && partsOf(weights.at(mm).arg))
               split |= splitOnParts(weights.at(mm).arg);
       if (!split)
-        undoRegroup(fwd, bwd,
-                    argString(fwd, arg.getArgNumber(), "graph.name"),
+        undoRegroup(fwd, bwd, argString(fwd, arg.getArgNumber(), "graph.name"),
                     parts[0], parts[1], int64_t(tp));
     }
 
