@@ -465,6 +465,20 @@ struct Runner {
           return rt::moeBackward(in(0), in(1), in(2), in(3), in(4), in(5),
                                  outs[0], outs[1], outs[2], outs[3]);
         })
+        .Case([&](MoEDispatchOp o) {
+          return rt::moeDispatch(in(0), in(1), int64_t(o.getExperts()),
+                                 int64_t(o.getRanks()), outs[0], outs[1]);
+        })
+        .Case([&](MoECombineOp o) {
+          return rt::moeCombine(in(0), in(1), in(2), int64_t(o.getExperts()),
+                                int64_t(o.getRanks()), out);
+        })
+        .Case([&](MoECombineGradOp o) {
+          return rt::moeCombineBackward(
+              in(0), in(1), in(2), in(3), int64_t(o.getExperts()),
+              int64_t(o.getRanks()), outs[0], outs[1]);
+        })
+        .Case([&](MoERowExpertsOp) { return rt::moeRowExperts(in(0), out); })
         // Gather / scatter.
         .Case([&](GatherOp o) {
           return rt::gather(in(0), in(1), int64_t(o.getAxis()), out);

@@ -133,6 +133,14 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
       pm.addNestedPass<func::FuncOp>(
           graph::createGraphTpRegroupProjections(regroup));
     }
+    // Expert parallelism: each MoE layer's experts split over the
+    // replicas, its tokens sent to them by all-to-alls (autodiff gives the
+    // backward's).
+    if (o.ep > 1) {
+      graph::GraphEpSplitExpertsOptions experts;
+      experts.ranks = unsigned(o.ep);
+      pm.addNestedPass<func::FuncOp>(graph::createGraphEpSplitExperts(experts));
+    }
     dist::DistOutlineModulesOptions outline;
     outline.recompute = o.recomputeModules();
     pm.addPass(dist::createDistOutlineModules(outline));

@@ -65,19 +65,23 @@ struct Routing {
       int64_t e = indices.dtype == DType::I64
                       ? indices.as<int64_t>()[p]
                       : int64_t(indices.as<int32_t>()[p]);
-      if (e < 0 || e >= experts)
+      // Negative: no expert (an expert-parallel rank's empty rows).
+      if (e >= experts)
         return Status::error("moe: expert index " + std::to_string(e) +
                              " of token " + std::to_string(p / k) +
                              " is outside [0, " + std::to_string(experts) +
                              ")");
       expert[size_t(p)] = e;
-      ++offset[size_t(e + 1)];
+      if (e >= 0)
+        ++offset[size_t(e + 1)];
     }
     std::partial_sum(offset.begin(), offset.end(), offset.begin());
-    slot.assign(size_t(tokens * k), 0);
-    row.assign(size_t(tokens * k), 0);
+    slot.assign(size_t(offset.back()), 0);
+    row.assign(size_t(tokens * k), -1);
     std::vector<int64_t> next(offset.begin(), offset.end() - 1);
     for (int64_t p = 0; p < tokens * k; ++p) {
+      if (expert[size_t(p)] < 0)
+        continue;
       int64_t r = next[size_t(expert[size_t(p)])]++;
       slot[size_t(r)] = p;
       row[size_t(p)] = r;
@@ -87,10 +91,13 @@ struct Routing {
   int64_t count(int64_t e) const {
     return offset[size_t(e + 1)] - offset[size_t(e)];
   }
-  /// Token t's slots in expert order (what the sum runs over).
+  /// Token t's slots in expert order (what the sum runs over), without
+  /// those that go to no expert.
   void slotsInExpertOrder(int64_t t, std::vector<int64_t> &out) const {
-    out.resize(size_t(k));
-    std::iota(out.begin(), out.end(), t * k);
+    out.clear();
+    for (int64_t p = t * k; p < (t + 1) * k; ++p)
+      if (row[size_t(p)] >= 0)
+        out.push_back(p);
     std::sort(out.begin(), out.end(), [&](int64_t a, int64_t b) {
       return row[size_t(a)] < row[size_t(b)];
     });
@@ -186,7 +193,7 @@ void moeForward(const Routing &r, const Tensor &input, const Tensor &weights,
                 const Tensor &result) {
   const int64_t h = r.hidden;
   // Every (token, slot)'s expert output, in the experts' row order.
-  std::vector<T> out(size_t(r.tokens * r.k * h));
+  std::vector<T> out(size_t(r.offset.back() * h));
   parallelFor(r.experts, 1, [&](int64_t begin, int64_t end) {
     ExpertPass<T> pass;
     for (int64_t e = begin; e < end; ++e) {
@@ -209,8 +216,11 @@ void moeGradients(const Routing &r, const Tensor &input, const Tensor &weights,
   const int64_t h = r.hidden, i = r.inner;
   const T *gy = gradResult.as<T>(), *wts = weights.as<T>();
   // Per (token, slot) in row order: the input gradient its expert gives.
-  std::vector<T> gx(size_t(r.tokens * r.k * h));
+  std::vector<T> gx(size_t(r.offset.back() * h));
   T *gw = gradWeights.as<T>();
+  for (int64_t p = 0; p < r.tokens * r.k; ++p)
+    if (r.row[size_t(p)] < 0)
+      gw[p] = T(0);
   parallelFor(r.experts, 1, [&](int64_t begin, int64_t end) {
     ExpertPass<T> pass;
     std::vector<T> gye, ga, gg, gu;

@@ -6,7 +6,8 @@ them in PyTorch for reference (issue 33).
 
 Needs ``torch`` and ``transformers`` (PyPI). Mixtral, Qwen2-MoE (with its
 shared expert) and OLMoE, randomly initialised (seed 0): 1 layer, hidden
-32, 4 query and 2 key/value heads, 4 experts of width 48, top-2, vocab 64.
+32, 4 query and 2 key/value heads, 4 experts of width 48, top-2, vocab 64;
+and Mixtral with 2 layers (``mixtral2``), for pipelines of MoE stages.
 The library's default experts code exports with neither PyTorch exporter
 (TorchScript: ``aten::histc``; dynamo: ``grouped_mm_fallback``), so users
 pick ``experts_implementation="eager"``: its per-expert Python loop, which
@@ -51,6 +52,10 @@ MODELS = {
                    num_experts_per_tok=2, shared_expert_intermediate_size=40,
                    intermediate_size=64, norm_topk_prob=False,
                    decoder_sparse_step=1, mlp_only_layers=[])),
+    # Two layers: a pipeline of MoE stages (--ep 2 --pp 2, moe-ep.test).
+    "mixtral2": ("MixtralConfig", "MixtralForCausalLM",
+                 dict(intermediate_size=48, num_local_experts=4,
+                      num_experts_per_tok=2, num_hidden_layers=2)),
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
               dict(intermediate_size=48, num_experts=4,
                    num_experts_per_tok=2, norm_topk_prob=False)),
@@ -66,7 +71,7 @@ def tiny(kind: str):
 
     config, model, extra = MODELS[kind]
     torch.manual_seed(0)
-    cfg = eager(getattr(tf, config)(**COMMON, **extra))
+    cfg = eager(getattr(tf, config)(**{**COMMON, **extra}))
     return logits_only(getattr(tf, model)(cfg))
 
 

@@ -101,6 +101,13 @@ static cl::opt<int> tensorParallel(
              "dataflow, docs/tp-design.md); --compile-to dist shows the "
              "split IR"),
     cl::init(1), cl::sub(compileCommand));
+static cl::opt<int> expertParallel(
+    "ep",
+    cl::desc("--mode train: expert-parallel ranks; each mixture-of-experts "
+             "layer's experts are split over the data-parallel replicas "
+             "(--dp defaults to it and must equal it), tokens sent to them "
+             "and back by all-to-alls (docs/moe-design.md)"),
+    cl::init(1), cl::sub(compileCommand));
 static cl::opt<double> moeAuxLoss(
     "moe-aux-loss",
     cl::desc("--mode train: add COEF times the mixture-of-experts routers' "
@@ -469,6 +476,7 @@ static std::string checkTrainFlags(bool train) {
 static bool isDistributed() {
   return pipelineRanks.getNumOccurrences() ||
          dataParallel.getNumOccurrences() || tensorParallel > 1 ||
+         expertParallel > 1 ||
          microBatches.getNumOccurrences() || scheduleName.getNumOccurrences() ||
          zeroLevel.getNumOccurrences() || recomputeMode.getNumOccurrences();
 }
@@ -480,14 +488,26 @@ static std::string checkDistFlags(bool train, bool dist) {
   if (!dist)
     return "";
   if (!train)
-    return tensorParallel > 1
-               ? "--tp needs --mode train"
+    return tensorParallel > 1 || expertParallel > 1
+               ? "--tp and --ep need --mode train"
                : "--pp, --dp, --micro-batches, --schedule, --zero and "
                  "--recompute need --mode train";
   if (pipelineRanks < 1)
     return "--pp must be at least 1";
   if (dataParallel < 1)
     return "--dp must be at least 1";
+  if (expertParallel < 1)
+    return "--ep must be at least 1";
+  // The experts are split over a stage's replicas, all of them.
+  if (expertParallel > 1 && dataParallel.getNumOccurrences() &&
+      dataParallel != expertParallel)
+    return "--ep " + std::to_string(expertParallel) + " with --dp " +
+           std::to_string(dataParallel) +
+           ": the experts are split over all the data-parallel replicas, so "
+           "--dp must equal --ep (expert-parallel groups within a larger "
+           "data-parallel group are not built yet)";
+  if (expertParallel > 1 && tensorParallel > 1)
+    return "--ep with --tp is not built yet (docs/moe-design.md)";
   if (microBatches < 1)
     return "--micro-batches must be at least 1";
   if (zeroLevel < 0 || zeroLevel > 3)
@@ -552,8 +572,9 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.distributed = dist;
   o.schedule = scheduleName;
   o.pp = pipelineRanks;
-  o.dp = dataParallel;
+  o.dp = expertParallel > 1 ? int(expertParallel) : int(dataParallel);
   o.tp = tensorParallel;
+  o.ep = expertParallel;
   o.sequenceParallel = sequenceParallel;
   o.tpReplicate = tpReplicate;
   o.moeAuxLoss = moeAuxLoss;
@@ -644,6 +665,11 @@ int runCompile() {
                     "(the collectives move f32 only); --compile-to train, "
                     "fuse or dist prints the split modules "
                     "(docs/tp-design.md)\n";
+    return 1;
+  }
+  if (expertParallel > 1 && (cuda || precision != "f32")) {
+    llvm::errs() << "lamina compile: --ep runs f32 programs on the host "
+                    "only (the all-to-all is MPI's; docs/moe-design.md)\n";
     return 1;
   }
   if (cuda) {

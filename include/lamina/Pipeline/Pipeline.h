@@ -123,6 +123,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      llvm::cl::desc("tensor-parallel ranks per group: each "
                                     "module's layers split (dist-tp-plan)"),
                      llvm::cl::init(1)};
+  Option<int64_t> ep{*this, "ep",
+                     llvm::cl::desc("expert-parallel ranks: each MoE layer's "
+                                    "experts split over the replicas"),
+                     llvm::cl::init(1)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("with tp: Megatron's sequence parallelism")};

@@ -10,6 +10,7 @@
 #define LAMINA_RUNTIME_GENERATED_H
 
 #include "lamina/Runtime/Device.h"
+#include "lamina/Runtime/ExpertParallel.h"
 #include "lamina/Runtime/Kernels.h"
 #include "lamina/Runtime/Program.h"
 #include "lamina/Runtime/TensorParallel.h"

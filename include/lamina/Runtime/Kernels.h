@@ -296,7 +296,8 @@ Status scatterND(const Tensor &data, const Tensor &indices,
 Status topk(const Tensor &input, int64_t k, const Tensor &values,
             const Tensor &indices);
 /// result [T, H] = sum_j weights[t, j] * down[e] (silu(gate[e] x_t) *
-/// up[e] x_t), e = indices[t, j] (i32 or i64, in [0, E)); gate_up [E, 2I,
+/// up[e] x_t), e = indices[t, j] (i32 or i64, below E; a negative index
+/// sends its row to no expert, its result zero); gate_up [E, 2I,
 /// H] holds the gate rows then the up rows, down is [E, H, I]. One GEMM
 /// per expert over its tokens; each token's sum in expert order.
 Status moe(const Tensor &input, const Tensor &indices, const Tensor &weights,
@@ -308,6 +309,29 @@ Status moeBackward(const Tensor &input, const Tensor &indices,
                    const Tensor &down, const Tensor &gradResult,
                    const Tensor &gradInput, const Tensor &gradWeights,
                    const Tensor &gradGateUp, const Tensor &gradDown);
+
+// Expert parallelism's row layout (MoEDispatch.cpp; f32 and f64):
+// graph.moe_dispatch, graph.moe_combine and its gradient,
+// graph.moe_row_experts (GraphMoEOps.td). `rows` is [R C, H]: `ranks` (R)
+// blocks of C rows, block q the pairs for rank q's experts.
+
+/// rows: each (token, pick) pair's input row, sorted by expert, rank q's
+/// pairs from row q C on (the rest zero); counts [R, E/R] (i64).
+Status moeDispatch(const Tensor &input, const Tensor &indices, int64_t experts,
+                   int64_t ranks, const Tensor &rows, const Tensor &counts);
+/// result[t] = sum_j weights[t, j] rows[row(t, j)], in expert order.
+Status moeCombine(const Tensor &rows, const Tensor &indices,
+                  const Tensor &weights, int64_t experts, int64_t ranks,
+                  const Tensor &result);
+/// gradRows[row(t, j)] = weights[t, j] gradResult[t] (zero elsewhere);
+/// gradWeights[t, j] = rows[row(t, j)] . gradResult[t].
+Status moeCombineBackward(const Tensor &rows, const Tensor &indices,
+                          const Tensor &weights, const Tensor &gradResult,
+                          int64_t experts, int64_t ranks,
+                          const Tensor &gradRows, const Tensor &gradWeights);
+/// result [R C, 1] (i64): block q holds counts[q, e] rows of expert e in
+/// order, then -1.
+Status moeRowExperts(const Tensor &counts, const Tensor &result);
 
 //===----------------------------------------------------------------------===//
 // Vision (Vision.cpp): convolution and pooling over 1 to 3 spatial dims

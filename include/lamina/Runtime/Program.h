@@ -56,6 +56,10 @@ struct ArgSpec {
   /// q/k/v projection's three): a rank's block holds its share of each part,
   /// the parts in order (the layout graph-tp-regroup-projections gives it).
   int splitParts = 1;
+  /// Expert-parallel module functions: a layer's experts (dim 0) split
+  /// over this many ranks, the stage's replicas (`shape` is the block's);
+  /// 0: not split.
+  int expertSplit = 0;
 };
 
 /// One result of the entry function: it lives in the arena at `offset`.

@@ -386,6 +386,29 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                       {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5),
                        c.out(0), c.out(1), c.out(2), c.out(3)});
       })
+      // Expert parallelism's row layout and all-to-all.
+      .Case([&](MoEDispatchOp o) {
+        return c.call("moeDispatch",
+                      {c.in(0), c.in(1), c.i64(o.getExperts()),
+                       c.i64(o.getRanks()), c.out(0), c.out(1)});
+      })
+      .Case([&](MoECombineOp o) {
+        return c.call("moeCombine",
+                      {c.in(0), c.in(1), c.in(2), c.i64(o.getExperts()),
+                       c.i64(o.getRanks()), c.out()});
+      })
+      .Case([&](MoECombineGradOp o) {
+        return c.call("moeCombineBackward",
+                      {c.in(0), c.in(1), c.in(2), c.in(3),
+                       c.i64(o.getExperts()), c.i64(o.getRanks()), c.out(0),
+                       c.out(1)});
+      })
+      .Case([&](MoERowExpertsOp) {
+        return c.call("moeRowExperts", {c.in(0), c.out()});
+      })
+      .Case([&](MoEExchangeOp) {
+        return c.call("ep::exchange", {c.in(0), c.in(1), c.out(0), c.out(1)});
+      })
       // Gather / scatter.
       .Case([&](GatherOp o) {
         return c.call("gather",

@@ -447,11 +447,15 @@ std::string ProgramEmitter::argsTable(StringRef name) {
         entry.getArgAttrOfType<IntegerAttr>(i + 1, graph::kTpSplitAttr);
     auto parts =
         entry.getArgAttrOfType<DenseI64ArrayAttr>(i + 1, graph::kTpPartsAttr);
+    auto experts =
+        entry.getArgAttrOfType<IntegerAttr>(i + 1, graph::kEpSplitAttr);
     std::string layout;
     if (split)
       layout = ", " + std::to_string(split.getInt());
     if (split && parts)
       layout += ", " + std::to_string(parts[1]);
+    if (experts)
+      layout = ", -1, 1, " + std::to_string(experts.getInt());
     args += (i ? ", " : "") +
             llvm::formatv("{{{0}, lamina::rt::ArgKind::{1}, {2}, {3}, {4}{5}}",
                           cString(n), argKindEnumerator(kind),
@@ -797,7 +801,10 @@ struct ConvertRtToEmitCPass
     // Host kernels without a CUDA twin yet: refused naming the node.
     if (target == "cuda") {
       static const llvm::StringLiteral hostOnly[] = {
-          "lamina::rt::topk", "lamina::rt::moe", "lamina::rt::moeBackward"};
+          "lamina::rt::topk",          "lamina::rt::moe",
+          "lamina::rt::moeBackward",   "lamina::rt::moeDispatch",
+          "lamina::rt::moeCombine",    "lamina::rt::moeCombineBackward",
+          "lamina::rt::moeRowExperts", "lamina::rt::ep::exchange"};
       WalkResult missing = module.walk([&](rt_ir::CallOp call) {
         if (!llvm::is_contained(hostOnly, call.getCallee()))
           return WalkResult::advance();

@@ -117,6 +117,22 @@ public:
   virtual Status allGather(void *buf, DType type, const ShardLayout &layout,
                            int group, Request &out) = 0;
 
+  /// All-to-all of bytes over `group`: member q gets sendBytes[q] bytes
+  /// from `send + sendOffsets[q]`; member p's recvBytes[p] land at `recv +
+  /// recvOffsets[p]` (the expert-parallel exchange; host memory). A
+  /// transport without it refuses.
+  virtual Status allToAll(const void *send, const std::vector<int> &sendBytes,
+                          const std::vector<int> &sendOffsets, void *recv,
+                          const std::vector<int> &recvBytes,
+                          const std::vector<int> &recvOffsets, int group,
+                          Request &out) {
+    (void)send, (void)sendBytes, (void)sendOffsets, (void)recv,
+        (void)recvBytes, (void)recvOffsets, (void)group, (void)out;
+    return Status::error(std::string("the ") + name() +
+                         " transport has no all-to-all (expert parallelism "
+                         "runs on the host, over MPI)");
+  }
+
   /// The device work enqueued after this call sees the operation's result
   /// (a stream wait on a GPU; on the host, a wait with the deadline).
   /// `what` and `hint` name it in the timeout error.

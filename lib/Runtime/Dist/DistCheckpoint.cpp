@@ -265,11 +265,22 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
   for (size_t t = 0; t < items.size(); ++t) {
     const ArgSpec &a = *items[t].arg;
     // The owner's tensor-parallel members each hold a block of a split
-    // parameter (member 0 alone sends one held whole).
-    int members = a.splitDim >= 0 ? spec.tp : 1;
-    // Global rank of (pp owner, dp 0, tp 0).
-    int owner = items[t].owner * spec.tp;
-    bool sends = ex.rank >= owner && ex.rank < owner + members;
+    // parameter (member 0 alone sends one held whole); its replicas each
+    // hold a block of split experts.
+    bool experts = a.expertSplit > 0;
+    ArgSpec blocks = experts ? expertBlocks(a) : a;
+    int members = experts ? a.expertSplit : a.splitDim >= 0 ? spec.tp : 1;
+    // Global rank of member m: (pp owner, dp 0 or m, tp 0 or m).
+    auto memberRank = [&](int m) {
+      return experts ? (m * spec.pp + items[t].owner) * spec.tp
+                     : items[t].owner * spec.tp + m;
+    };
+    int member = -1;
+    for (int m = 0; m < members; ++m)
+      if (memberRank(m) == ex.rank)
+        member = m;
+    bool sends = member >= 0;
+    int tags = std::max(spec.tp, spec.dp);
     const float *src = nullptr;
     size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
     if (sends) {
@@ -286,20 +297,20 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
       }
     }
     if (ex.rank == 0) {
-      values[t].allocate(a.dtype, wholeShape(a, members));
+      values[t].allocate(a.dtype, wholeShape(blocks, members));
       std::vector<char> block(bytes);
       for (int m = 0; m < members; ++m) {
         void *into = members > 1 ? block.data() : values[t].data();
-        if (owner + m == 0)
+        if (memberRank(m) == 0)
           std::memcpy(into, src, bytes);
         else
-          control.recv(owner + m, int(t) * spec.tp + m, into, bytes, what);
+          control.recv(memberRank(m), int(t) * tags + m, into, bytes, what);
         if (members > 1)
-          putBlock(a, members, m, into, values[t].data());
+          putBlock(blocks, members, m, into, values[t].data());
       }
       views.push_back({a.name, values[t].view()});
     } else if (sends) {
-      control.send(0, int(t) * spec.tp + (ex.rank - owner), src, bytes, what);
+      control.send(0, int(t) * tags + member, src, bytes, what);
     }
   }
   Status s = Status::success();

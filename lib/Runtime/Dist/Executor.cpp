@@ -57,6 +57,19 @@ Status Executor::setup() {
         std::make_unique<CommTensorParallelGroup>(net, group, tpIndex, spec.tp);
     setTensorParallelGroup(tpGroup.get());
   }
+  // Expert parallelism: the replicas hold the experts in order. A
+  // group of this rank alone holds each block (Param::expert).
+  bool expertSplit = false;
+  for (int k = 0; k < spec.numModules; ++k)
+    for (int i = 0; i < spec.modules[k].forward.numArgs; ++i)
+      expertSplit |= spec.modules[k].forward.args[i].expertSplit > 0;
+  if (expertSplit) {
+    epGroup =
+        std::make_unique<CommExpertParallelGroup>(net, dpGroup, dp, spec.dp);
+    setExpertParallelGroup(epGroup.get());
+    if (Status s = net.split(rank, 0, selfGroup); !s.ok())
+      return s;
+  }
   modelPath = modelPathOf(o, spec.modelPath);
 
   // The inputs, over every module: one name, one type.
@@ -306,7 +319,14 @@ Status Executor::setupParams() {
       p.name = a.name;
       p.arg = &a;
       p.trainable = a.kind == ArgKind::Trainable;
-      p.shared = readers[a.name].size() > 1;
+      p.expert = a.expertSplit > 0;
+      p.shared = readers[a.name].size() > 1 || p.expert;
+      if (p.expert && (a.expertSplit != spec.dp || !p.trainable ||
+                       readers[a.name].size() > 1))
+        return Status::error(
+            "the program is inconsistent: experts '" + p.name +
+            "' split over " + std::to_string(a.expertSplit) +
+            " ranks, not the " + std::to_string(spec.dp) + " replicas");
       p.size = numElements(a.shape, a.rank);
       if (p.trainable && a.dtype != DType::F32)
         return Status::error("trainable parameter '" + p.name +
@@ -329,6 +349,11 @@ Status Executor::setupParams() {
     // A split weight: this rank's block of it.
     if (p.arg->splitDim >= 0 && it != inits.end())
       if (Status s = takeBlock(*p.arg, spec.tp, tpIndex, it->second); !s.ok())
+        return Status::error(s.message() + " in '" + modelPath + "'");
+    // Experts: this replica's block of them.
+    if (p.expert && it != inits.end())
+      if (Status s = takeBlock(expertBlocks(*p.arg), spec.dp, dp, it->second);
+          !s.ok())
         return Status::error(s.message() + " in '" + modelPath + "'");
     if (Status s = checkInitializer(
             *p.arg, it == inits.end() ? nullptr : &it->second, modelPath);
@@ -419,7 +444,14 @@ Status Executor::setupParams() {
       return s;
   }
   for (Param &p : params)
-    if (p.trainable && p.shared) {
+    if (p.expert) {
+      p.holders = selfGroup;
+      if (Status s = setupShared(p, {pp}, readers[p.name], inits[p.name]);
+          !s.ok())
+        return s;
+      // Every replica's block is its own.
+      p.countsForNorm = true;
+    } else if (p.trainable && p.shared) {
       const std::vector<int> &set = sharedSets[p.name];
       p.holders = holderGroups[set];
       if (Status s = setupShared(p, set, readers[p.name], inits[p.name]);

@@ -94,7 +94,12 @@ struct Param {
   std::string name;
   const ArgSpec *arg = nullptr;
   bool trainable = false;
-  bool shared = false; ///< read by more than one module
+  bool shared = false; ///< read by more than one module, or `expert`
+  /// A layer's experts split over the expert-parallel group
+  /// (ArgSpec::expertSplit): this rank's block, held like a shared
+  /// parameter (own buffers) whose holders are this rank alone; the
+  /// all-to-alls already summed its gradient over the group's tokens.
+  bool expert = false;
   int module = -1;     ///< the module reading it (not shared)
   int64_t flatOffset = 0, size = 0;
   // Shared parameters: whole on every holder (own, ownGrad, ownCopy hold
@@ -275,11 +280,16 @@ public:
   Device &device;
   int rank = 0, pp = 0, dp = 0, zero = 0; ///< zero: effective level
   int dpGroup = -1;                        ///< net's group of this stage
+  int selfGroup = -1; ///< net's group of this rank alone (expert blocks)
   /// This rank's index in its tensor-parallel group (DistSpec::tp), and
   /// the group (spec.tp > 1), which the module functions' collectives run
   /// on (setTensorParallelGroup).
   int tpIndex = 0;
   std::unique_ptr<CommTensorParallelGroup> tpGroup;
+  /// The expert-parallel group (the stage's replicas) when a module's
+  /// experts are split (ArgSpec::expertSplit), which graph.moe_exchange
+  /// runs on (setExpertParallelGroup).
+  std::unique_ptr<CommExpertParallelGroup> epGroup;
   /// The global rank of pipeline rank `p` in replica `d` with this rank's
   /// tensor-parallel index.
   int globalRank(int d, int p) const {

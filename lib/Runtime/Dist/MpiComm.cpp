@@ -198,6 +198,23 @@ Status MpiCommunicator::allGather(void *buf, DType type,
   return Status::success();
 }
 
+Status MpiCommunicator::allToAll(const void *send,
+                                 const std::vector<int> &sendBytes,
+                                 const std::vector<int> &sendOffsets,
+                                 void *recv, const std::vector<int> &recvBytes,
+                                 const std::vector<int> &recvOffsets, int group,
+                                 Request &out) {
+  if (staged)
+    return Status::error("the all-to-all of expert parallelism runs on the "
+                         "host only");
+  Op op;
+  MPI_Ialltoallv(send, sendBytes.data(), sendOffsets.data(), MPI_BYTE, recv,
+                 recvBytes.data(), recvOffsets.data(), MPI_BYTE,
+                 groups.at(size_t(group)), &op.req);
+  out = add(std::move(op));
+  return Status::success();
+}
+
 Status MpiCommunicator::finish(std::map<int64_t, Op>::iterator it) {
   Op &op = it->second;
   Status s = Status::success();

@@ -51,6 +51,11 @@ public:
                        Request &out) override;
   Status allGather(void *buf, DType type, const ShardLayout &layout, int group,
                    Request &out) override;
+  Status allToAll(const void *send, const std::vector<int> &sendBytes,
+                  const std::vector<int> &sendOffsets, void *recv,
+                  const std::vector<int> &recvBytes,
+                  const std::vector<int> &recvOffsets, int group,
+                  Request &out) override;
   Status waitForCompute(Request &r, const std::string &what,
                         const std::string &hint) override {
     return wait(r, what, hint);

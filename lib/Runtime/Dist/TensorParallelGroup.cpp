@@ -55,6 +55,28 @@ Status CommTensorParallelGroup::reduceScatter(const float *in, float *out,
   return finish(std::move(s), r, before, "reduce-scatter");
 }
 
+Status CommExpertParallelGroup::allToAll(const void *send,
+                                         const std::vector<int64_t> &sendBytes,
+                                         void *recv,
+                                         const std::vector<int64_t> &recvBytes,
+                                         size_t blockBytes) {
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<int> sb(n), rb(n), offsets(n);
+  for (int q = 0; q < size_; ++q) {
+    sb[size_t(q)] = int(sendBytes[size_t(q)]);
+    rb[size_t(q)] = int(recvBytes[size_t(q)]);
+    offsets[size_t(q)] = int(size_t(q) * blockBytes);
+    if (q != rank_)
+      bytes += double(sendBytes[size_t(q)]);
+  }
+  Request r;
+  if (Status s = net.allToAll(send, sb, offsets, recv, rb, offsets, group, r);
+      !s.ok())
+    return s;
+  return net.waitForCompute(r, "an expert-parallel all-to-all did not complete",
+                            "; a rank of the group may have died");
+}
+
 std::vector<int64_t> lamina::rt::dist::wholeShape(const ArgSpec &a, int t) {
   std::vector<int64_t> shape(a.shape, a.shape + a.rank);
   if (a.splitDim >= 0 && a.splitDim < a.rank)
@@ -125,4 +147,11 @@ void lamina::rt::dist::putBlock(const ArgSpec &a, int t, int index,
     for (int64_t j = 0; j < g.parts; ++j)
       std::memcpy(to + g.inWhole(o, j, t, index), from + g.inBlock(o, j),
                   g.chunk);
+}
+
+ArgSpec lamina::rt::dist::expertBlocks(const ArgSpec &a) {
+  ArgSpec b = a;
+  b.splitDim = 0;
+  b.splitParts = 1;
+  return b;
 }

@@ -143,14 +143,28 @@ public:
     return it == producer.end() ? -1 : it->second;
   }
 
+  /// An index_add: an Add of a ScatterElements result.
+  bool addsScatter(int n) const {
+    if (node(n).op_type() != "Add")
+      return false;
+    for (const std::string &in : node(n).input())
+      if (int p = producerOf(in);
+          p >= 0 && node(p).op_type() == "ScatterElements")
+        return true;
+    return false;
+  }
+
   /// The block the one-hot `oneHot` starts, or an error naming a node.
   std::string match(int oneHot, ExpertsBlock &block) {
-    // Everything the one-hot's value reaches.
+    // Everything the one-hot's value reaches up to the index_add chain:
+    // past it lie the later layers, whose own loops it also reaches.
     llvm::DenseSet<int> reached{oneHot};
     std::vector<int> work{oneHot};
     while (!work.empty()) {
       int n = work.back();
       work.pop_back();
+      if (addsScatter(n))
+        continue;
       for (const std::string &out : node(n).output())
         for (int c : consumers[out])
           if (reached.insert(c).second)

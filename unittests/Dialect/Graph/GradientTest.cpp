@@ -306,6 +306,58 @@ TEST(GradientTest, MixtureOfExperts) {
        "tensor<4x2xi64>, tensor<4x2xf64>, tensor<3x4x3xf64>, "
        "tensor<3x3x2xf64>) -> tensor<4x3xf64>",
        {4, 3}});
+  // A row that goes to no expert (index -1): zero result and gradients.
+  checkGradients(
+      {"moe_no_expert",
+       {{"x", {4, 3}, "trainable", -1, 1},
+        {"e", {4, 1}, "input", 0, 0, {1, -1, 0, 1}, "i64"},
+        {"w", {4, 1}, "trainable", 0.1, 1},
+        {"gu", {2, 4, 3}, "trainable", -1, 1},
+        {"d", {2, 3, 2}, "trainable", -1, 1}},
+       "  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<4x3xf64>, "
+       "tensor<4x1xi64>, tensor<4x1xf64>, tensor<2x4x3xf64>, "
+       "tensor<2x3x2xf64>) -> tensor<4x3xf64>",
+       {4, 3}});
+}
+
+// Expert parallelism's row layout: 5 tokens' top-2 of 4 experts over 2
+// ranks (blocks of 10 rows, some empty), a function of the rows between.
+TEST(GradientTest, ExpertParallelRows) {
+  checkGradients(
+      {"moe_dispatch_combine",
+       {{"x", {5, 3}, "trainable", -1, 1},
+        {"e", {5, 2}, "input", 0, 0, {1, 0, 3, 1, 2, 0, 0, 1, 3, 2}, "i64"},
+        {"w", {5, 2}, "trainable", 0.1, 1}},
+       "  %rows, %cnt = graph.moe_dispatch %x, %e {experts = 4 : i64, ranks = 2 : "
+       "i64} : (tensor<5x3xf64>, tensor<5x2xi64>) -> (tensor<20x3xf64>, "
+       "tensor<2x2xi64>)\n"
+       "  %t = graph.tanh %rows : tensor<20x3xf64>\n"
+       "  %y = graph.moe_combine %t, %e, %w {experts = 4 : i64, ranks = 2 : "
+       "i64} : (tensor<20x3xf64>, tensor<5x2xi64>, tensor<5x2xf64>) -> "
+       "tensor<5x3xf64>",
+       {5, 3}});
+  // One rank: dispatch, the row experts, the experts, combine (the
+  // expert-parallel layer's chain without the exchanges).
+  checkGradients(
+      {"moe_one_rank_chain",
+       {{"x", {5, 3}, "trainable", -1, 1},
+        {"e", {5, 2}, "input", 0, 0, {1, 0, 0, 1, 1, 2, 0, 1, 1, 0}, "i64"},
+        {"w", {5, 2}, "trainable", 0.1, 1},
+        {"gu", {3, 4, 3}, "trainable", -1, 1},
+        {"d", {3, 3, 2}, "trainable", -1, 1}},
+       "  %rows, %cnt = graph.moe_dispatch %x, %e {experts = 3 : i64, ranks = 1 : "
+       "i64} : (tensor<5x3xf64>, tensor<5x2xi64>) -> (tensor<10x3xf64>, "
+       "tensor<1x3xi64>)\n"
+       "  %i = graph.moe_row_experts %cnt : (tensor<1x3xi64>) -> "
+       "tensor<10x1xi64>\n"
+       "  %one = graph.constant dense<1.0> : tensor<10x1xf64>\n"
+       "  %o = graph.moe %rows, %i, %one, %gu, %d : (tensor<10x3xf64>, "
+       "tensor<10x1xi64>, tensor<10x1xf64>, tensor<3x4x3xf64>, "
+       "tensor<3x3x2xf64>) -> tensor<10x3xf64>\n"
+       "  %y = graph.moe_combine %o, %e, %w {experts = 3 : i64, ranks = 1 : "
+       "i64} : (tensor<10x3xf64>, tensor<5x2xi64>, tensor<5x2xf64>) -> "
+       "tensor<5x3xf64>",
+       {5, 3}});
 }
 
 TEST(GradientTest, MatMul) {

@@ -90,6 +90,13 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
                              << " must be [dim, parts] with parts >= 2";
     return success();
   }
+  if (attr.getName() == kEpSplitAttr) {
+    auto ranks = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!ranks || ranks.getInt() < 2)
+      return op->emitError() << "'" << kEpSplitAttr << "' of argument " << arg
+                             << " must be an integer >= 2";
+    return success();
+  }
   return op->emitError() << "unknown graph argument attribute '"
                          << attr.getName() << "'";
 }

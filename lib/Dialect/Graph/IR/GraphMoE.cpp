@@ -1,13 +1,16 @@
 //===- GraphMoE.cpp - the mixture-of-experts ops --------------------------===//
 //
-// graph.topk, graph.moe and graph.moe_grad: verifiers, gradient rules and
-// costs (GraphMoEOps.td, docs/moe-design.md).
+// graph.topk, graph.moe and graph.moe_grad, and the expert-parallel
+// pieces (dispatch, exchange, row experts, combine): verifiers, gradient
+// rules and costs (GraphMoEOps.td, docs/moe-design.md).
 //
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace lamina::graph;
@@ -49,6 +52,44 @@ LogicalResult verifyMoE(Operation *op, Value input, Value indices,
                              "an element type");
   return success();
 }
+
+/// graph.moe_dispatch's and graph.moe_combine's layout: `rows` [R C, H]
+/// for `indices` [T, k] over `experts` split `ranks` ways.
+LogicalResult verifyRowLayout(Operation *op, Value rows, Value indices,
+                              int64_t experts, int64_t ranks) {
+  auto r = typeOf(rows), idx = typeOf(indices);
+  if (r.getRank() != 2 || idx.getRank() != 2)
+    return op->emitOpError("expects rows [R C, H] and indices [T, k]");
+  if (ranks < 1 || experts < 1 || experts % ranks != 0)
+    return op->emitOpError("the ")
+           << experts << " experts must split evenly over " << ranks
+           << " ranks";
+  int64_t k = idx.getDimSize(1), local = experts / ranks;
+  if (k > experts)
+    return op->emitOpError("each token's ")
+           << k << " experts exceed the " << experts << " experts";
+  int64_t need = idx.getDimSize(0) * std::min(k, local);
+  if (r.getDimSize(0) % ranks != 0 || r.getDimSize(0) / ranks < need)
+    return op->emitOpError("rows ")
+           << r << " must be " << ranks << " blocks of at least " << need
+           << " rows (T min(k, E/R))";
+  return success();
+}
+
+/// [R, n] i64 counts.
+LogicalResult verifyCounts(Operation *op, Value counts, StringRef what) {
+  auto c = typeOf(counts);
+  if (c.getRank() != 2 || !c.getElementType().isInteger(64))
+    return op->emitOpError() << what << " must be i64 [R, n], got " << c;
+  return success();
+}
+
+Value onesLike(ImplicitLocOpBuilder &b, Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return ConstantOp::create(
+      b, cast<ElementsAttr>(DenseElementsAttr::get(
+             t, b.getFloatAttr(t.getElementType(), 1.0))));
+}
 } // namespace
 
 LogicalResult TopKOp::verify() {
@@ -78,6 +119,65 @@ LogicalResult MoEOp::verify() {
     return failure();
   if (getResult().getType() != getInput().getType())
     return emitOpError("the result must have the input's type");
+  return success();
+}
+
+LogicalResult MoEDispatchOp::verify() {
+  if (failed(verifyRowLayout(*this, getRows(), getIndices(), getExperts(),
+                             getRanks())) ||
+      failed(verifyCounts(*this, getCounts(), "counts")))
+    return failure();
+  auto x = typeOf(getInput()), rows = typeOf(getRows());
+  if (x.getRank() != 2 || x.getDimSize(0) != typeOf(getIndices()).getDimSize(0) ||
+      rows.getDimSize(1) != x.getDimSize(1) ||
+      rows.getElementType() != x.getElementType())
+    return emitOpError("input [T, H] must match the indices' T and the "
+                       "rows' H and element type");
+  if (typeOf(getCounts()).getShape() !=
+      ArrayRef<int64_t>{int64_t(getRanks()),
+                        int64_t(getExperts() / getRanks())})
+    return emitOpError("counts must be [")
+           << getRanks() << ", " << getExperts() / getRanks() << "]";
+  return success();
+}
+
+LogicalResult MoEExchangeOp::verify() {
+  if (failed(verifyCounts(*this, getCounts(), "counts")))
+    return failure();
+  auto rows = typeOf(getRows());
+  int64_t ranks = typeOf(getCounts()).getDimSize(0);
+  if (rows.getRank() < 1 || ranks < 1 || rows.getDimSize(0) % ranks != 0)
+    return emitOpError("rows ") << rows << " must be " << ranks << " blocks";
+  if (getResult().getType() != getRows().getType() ||
+      getReceived().getType() != getCounts().getType())
+    return emitOpError("the results must have the operands' types");
+  return success();
+}
+
+LogicalResult MoERowExpertsOp::verify() {
+  if (failed(verifyCounts(*this, getCounts(), "counts")))
+    return failure();
+  auto r = typeOf(getResult());
+  int64_t ranks = typeOf(getCounts()).getDimSize(0);
+  if (r.getRank() != 2 || r.getDimSize(1) != 1 ||
+      r.getDimSize(0) % ranks != 0 || !r.getElementType().isInteger(64))
+    return emitOpError("the result must be i64 [R C, 1], got ") << r;
+  return success();
+}
+
+LogicalResult MoECombineOp::verify() {
+  if (failed(verifyRowLayout(*this, getRows(), getIndices(), getExperts(),
+                             getRanks())))
+    return failure();
+  auto rows = typeOf(getRows()), res = typeOf(getResult());
+  if (getWeights().getType().getShape() != typeOf(getIndices()).getShape() ||
+      getWeights().getType().getElementType() != rows.getElementType())
+    return emitOpError("weights must be shaped like the indices, typed like "
+                       "the rows");
+  if (res.getShape() != ArrayRef<int64_t>{typeOf(getIndices()).getDimSize(0),
+                                          rows.getDimSize(1)} ||
+      res.getElementType() != rows.getElementType())
+    return emitOpError("the result must be [T, H] of the rows' type");
   return success();
 }
 
@@ -132,6 +232,53 @@ LogicalResult MoEOp::buildGradients(OpBuilder &builder, ValueRange gradients,
   return success();
 }
 
+LogicalResult MoEDispatchOp::buildGradients(OpBuilder &builder,
+                                            ValueRange gradients,
+                                            SmallVectorImpl<Value> &out) {
+  ImplicitLocOpBuilder b(getLoc(), builder);
+  Value g = gradients[0];
+  if (!g) {
+    out.append({Value(), Value()});
+    return success();
+  }
+  Value ones = onesLike(
+      b, RankedTensorType::get(typeOf(getIndices()).getShape(),
+                               typeOf(getInput()).getElementType()));
+  out.push_back(MoECombineOp::create(b, getInput().getType(), g, getIndices(),
+                                     ones, getExperts(), getRanks()));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult MoEExchangeOp::buildGradients(OpBuilder &builder,
+                                            ValueRange gradients,
+                                            SmallVectorImpl<Value> &out) {
+  Value g = gradients[0];
+  if (!g) {
+    out.append({Value(), Value()});
+    return success();
+  }
+  auto back = MoEExchangeOp::create(builder, getLoc(), getRows().getType(),
+                                    getCounts().getType(), g, getReceived());
+  out.append({back.getResult(), Value()});
+  return success();
+}
+
+LogicalResult MoECombineOp::buildGradients(OpBuilder &builder,
+                                           ValueRange gradients,
+                                           SmallVectorImpl<Value> &out) {
+  Value g = gradients[0];
+  if (!g) {
+    out.append({Value(), Value(), Value()});
+    return success();
+  }
+  auto grad = MoECombineGradOp::create(
+      builder, getLoc(), getRows().getType(), getWeights().getType(),
+      getRows(), getIndices(), getWeights(), g, getExperts(), getRanks());
+  out.append({grad.getGradRows(), Value(), grad.getGradWeights()});
+  return success();
+}
+
 // Costs: each token through k experts' three GEMMs (gate, up, down: 6 H I
 // FLOPs per token and expert) and the SiLU gating; the backward recomputes
 // the gate and up products and runs six more.
@@ -150,3 +297,11 @@ int64_t MoEGradOp::getFlops() {
           inner = typeOf(getDown()).getDimSize(2);
   return tokens * k * (16 * hidden * inner + 12 * inner + 4 * hidden);
 }
+
+// The expert-parallel pieces move rows: one read and one write of each
+// (token, pick) pair's H values (the combines also multiply and add).
+int64_t MoEDispatchOp::getFlops() { return elements(getRows()); }
+int64_t MoEExchangeOp::getFlops() { return 0; }
+int64_t MoERowExpertsOp::getFlops() { return 0; }
+int64_t MoECombineOp::getFlops() { return 2 * elements(getRows()); }
+int64_t MoECombineGradOp::getFlops() { return 4 * elements(getRows()); }

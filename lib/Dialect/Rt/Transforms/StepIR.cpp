@@ -243,7 +243,9 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
       std::set<int> distinct;
       if (it != readers.end())
         distinct.insert(it->second.begin(), it->second.end());
-      if (distinct.size() > 1) // shared: kept whole, outside the layout
+      // Shared (kept whole) and split experts (each replica's block) are
+      // held outside the layout.
+      if (distinct.size() > 1 || f.getArgAttr(i, graph::kEpSplitAttr))
         continue;
       if (kind.getValue() == graph::kKindTrainable && !bwd &&
           counted.insert({k, name.str()}).second)

@@ -46,6 +46,11 @@ inline constexpr llvm::StringLiteral kTpSplitAttr = "graph.tp_split";
 /// (ArgSpec::splitParts). The ONNX initializer keeps the parts' own layout;
 /// load and export convert. dist-tp-plan checks that it splits that dim.
 inline constexpr llvm::StringLiteral kTpPartsAttr = "graph.tp_parts";
+/// Set by graph-ep-split-experts on a layer's expert weights: the number of
+/// ranks (an i64 >= 2) their dim 0 is split over, the stage's data-parallel
+/// replicas in order; the argument is this rank's block
+/// (ArgSpec::expertSplit). The runtime loads that block of the initializer.
+inline constexpr llvm::StringLiteral kEpSplitAttr = "graph.ep_split";
 
 /// The module's `graph.train`, or null before graph-add-loss.
 TrainAttr trainAttrOf(mlir::Operation *module);

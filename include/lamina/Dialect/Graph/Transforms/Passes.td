@@ -654,6 +654,38 @@ def GraphTpRegroupProjections
   ];
 }
 
+def GraphEpSplitExperts
+    : Pass<"graph-ep-split-experts", "mlir::func::FuncOp"> {
+  let summary = "Each mixture-of-experts layer's experts split over the "
+                "expert-parallel ranks, with all-to-alls";
+  let description = [{
+    `lamina compile --ep R`, before autodiff: every `graph.moe` whose
+    expert weights are trainable arguments it alone reads becomes
+
+        rows, counts = graph.moe_dispatch(input, indices)
+        rows', counts' = graph.moe_exchange(rows, counts)     (all-to-all)
+        out = graph.moe(rows', graph.moe_row_experts(counts'), 1, gate_up, down)
+        back, _ = graph.moe_exchange(out, counts')            (all-to-all)
+        result = graph.moe_combine(back, indices, weights)
+
+    and its weights this rank's block of `E / R` experts (`graph.ep_split
+    = R`; the runtime loads that block of the initializer). The rows are
+    static buffers of `R` blocks of `T min(k, E / R)` rows (the most one
+    rank's `T` tokens send another); only the valid rows travel. Autodiff
+    then differentiates the pieces: the backward's all-to-alls are the
+    exchanges' gradients. The result equals the unsplit layer's (the
+    combine sums in expert order, as `graph.moe` does). A remark names each
+    layer; experts that `R` does not divide are an error.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "unsigned", /*default=*/"1",
+           "The expert-parallel group size (nothing to do at 1)">,
+  ];
+  let statistics = [
+    Statistic<"numSplit", "split", "Mixture-of-experts layers split">,
+  ];
+}
+
 def GraphAddMoEAuxLoss : Pass<"graph-add-moe-aux-loss", "mlir::ModuleOp"> {
   let summary = "Adds the mixture-of-experts routers' load-balancing loss";
   let description = [{

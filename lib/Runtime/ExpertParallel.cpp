@@ -1,0 +1,69 @@
+//===- ExpertParallel.cpp - graph.moe_exchange over the group -------------===//
+//
+// The counts first (each member learns how many rows it gets), then the
+// rows, each block's valid rows only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lamina/Runtime/ExpertParallel.h"
+
+#include "Internal.h"
+
+#include <cstring>
+#include <numeric>
+#include <string>
+
+using namespace lamina::rt;
+using namespace lamina::rt::detail;
+
+namespace {
+ExpertParallelGroup *theGroup = nullptr;
+} // namespace
+
+void lamina::rt::setExpertParallelGroup(ExpertParallelGroup *g) {
+  theGroup = g;
+}
+
+ExpertParallelGroup *lamina::rt::expertParallelGroup() { return theGroup; }
+
+Status ep::exchange(const Tensor &rows, const Tensor &counts,
+                    const Tensor &result, const Tensor &received) {
+  ExpertParallelGroup *g = theGroup;
+  if (!g)
+    return Status::error("moe_exchange: the program runs no expert-parallel "
+                         "group");
+  const int n = g->size();
+  if (counts.rank != 2 || counts.dtype != DType::I64 || counts.dim(0) != n ||
+      received.dtype != DType::I64 ||
+      received.numElements() != counts.numElements() || rows.rank < 1 ||
+      rows.dim(0) % n != 0 || result.dtype != rows.dtype ||
+      result.numElements() != rows.numElements())
+    return Status::error("moe_exchange: " + describe(rows) + " and " +
+                         describe(counts) + " are no blocks for the " +
+                         std::to_string(n) + " members of the group");
+  const int64_t local = counts.dim(1), capacity = rows.dim(0) / n;
+  const size_t rowBytes = rows.byteSize() / size_t(rows.dim(0));
+  std::vector<int64_t> countBytes(size_t(n), local * int64_t(sizeof(int64_t)));
+  if (Status s = g->allToAll(counts.data, countBytes, received.data,
+                             countBytes, size_t(local) * sizeof(int64_t));
+      !s.ok())
+    return s;
+  std::vector<int64_t> sendBytes(static_cast<size_t>(n)),
+      recvBytes(static_cast<size_t>(n));
+  const int64_t *sent = counts.as<int64_t>(), *got = received.as<int64_t>();
+  for (int q = 0; q < n; ++q) {
+    int64_t out = std::accumulate(sent + q * local, sent + (q + 1) * local,
+                                  int64_t(0)),
+            in = std::accumulate(got + q * local, got + (q + 1) * local,
+                                 int64_t(0));
+    if (out < 0 || out > capacity || in < 0 || in > capacity)
+      return Status::error("moe_exchange: member " + std::to_string(q) +
+                           "'s rows exceed a block of " +
+                           std::to_string(capacity));
+    sendBytes[size_t(q)] = out * int64_t(rowBytes);
+    recvBytes[size_t(q)] = in * int64_t(rowBytes);
+  }
+  std::memset(result.data, 0, result.byteSize());
+  return g->allToAll(rows.data, sendBytes, result.data, recvBytes,
+                     size_t(capacity) * rowBytes);
+}
