@@ -75,10 +75,13 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
   ControlPlane &control = ex.control;
   Communicator &net = ex.net;
   double n = steps > 0 ? double(steps) : 1.0;
-  char line[512];
+  char line[768];
   // The module functions' tensor-parallel collectives in training (the
   // communicator counts them among its collectives too).
   double tpBytes = ex.tpGroup ? ex.tpGroup->bytes - ex.evalTpBytes : 0;
+  // The expert-parallel all-to-alls' rows and counts sent to the others
+  // (not among the communicator's collectives).
+  double epBytes = ex.epGroup ? ex.epGroup->bytes - ex.evalEpBytes : 0;
   double idle = wall > 0 ? std::max(0.0, 1.0 - ex.busySeconds / wall) : 0;
   std::snprintf(line, sizeof line,
                 "{\"rank\": %d, \"pp\": %d, \"dp\": %d, "
@@ -88,7 +91,8 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                 "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
                 "\"step_buffer_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
                 "\"state_bytes\": %zu, \"tp\": %d, "
-                "\"tensor_parallel_bytes_per_step\": %.0f}",
+                "\"tensor_parallel_bytes_per_step\": %.0f, "
+                "\"expert_parallel_bytes_per_step\": %.0f}",
                 ex.rank, ex.pp, ex.dp,
                 double(net.p2pBytesSent - ex.evalP2pBytes) / n,
                 (net.collectiveBytes - ex.evalCollectiveBytes -
@@ -96,7 +100,7 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                     n,
                 ex.busySeconds, wall, idle, ex.arenaBytes,
                 size_t(ex.spec.stepBufferBytes[ex.pp]), ex.peakGradBytes,
-                ex.stateBytes(), ex.tpIndex, tpBytes / n);
+                ex.stateBytes(), ex.tpIndex, tpBytes / n, epBytes / n);
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();
@@ -124,6 +128,9 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
     double tpBytes = 0;
     std::sscanf(std::strstr(j, "\"tensor_parallel_bytes_per_step\""),
                 "\"tensor_parallel_bytes_per_step\": %lf", &tpBytes);
+    double epBytes = 0;
+    std::sscanf(std::strstr(j, "\"expert_parallel_bytes_per_step\""),
+                "\"expert_parallel_bytes_per_step\": %lf", &epBytes);
     bool tensorParallel = ex.spec.tp > 1;
     std::string tp =
         tensorParallel ? ", tp " + std::to_string(r % ex.spec.tp) : "";
@@ -131,6 +138,9 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
         tensorParallel ? ", tensor-parallel " +
                              std::to_string((long long)tpBytes) + " B/step"
                        : "";
+    if (ex.epGroup)
+      tpTraffic += ", expert-parallel " + std::to_string((long long)epBytes) +
+                   " B/step";
     std::printf("stats: rank %d (pp %d, dp %d%s): p2p %.0f B/step, collective "
                 "%.0f B/step%s, compute %.3f s, idle %.1f%%, arena %llu B, "
                 "step buffer %llu B, peak gradients %llu B, state %llu B\n",

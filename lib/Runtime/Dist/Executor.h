@@ -359,7 +359,7 @@ public:
   double busySeconds = 0, traceStart = 0;
   /// What the evaluations sent (not the training's: --stats).
   uint64_t evalP2pBytes = 0;
-  double evalCollectiveBytes = 0, evalTpBytes = 0;
+  double evalCollectiveBytes = 0, evalTpBytes = 0, evalEpBytes = 0;
   /// And the copies' gathers outside the steps (gatherCopies).
   double copyGatherBytes = 0;
   /// Levels 2-3: bytes (unpadded) of full gradients and reduce-scatter

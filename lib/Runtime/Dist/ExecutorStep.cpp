@@ -731,6 +731,7 @@ Status Executor::evaluate(double &loss) {
   auto p2p = net.p2pBytesSent;
   auto collective = net.collectiveBytes;
   double tpBefore = tpGroup ? tpGroup->bytes : 0;
+  double epBefore = epGroup ? epGroup->bytes : 0;
   evaluating = true;
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
@@ -750,6 +751,8 @@ Status Executor::evaluate(double &loss) {
   evalCollectiveBytes += net.collectiveBytes - collective;
   if (tpGroup)
     evalTpBytes += tpGroup->bytes - tpBefore;
+  if (epGroup)
+    evalEpBytes += epGroup->bytes - epBefore;
   loss = sum / double(o.evalBatches);
   return Status::success();
 }

@@ -750,3 +750,54 @@ func.func @moe_picks(%x: tensor<5x3xf32>, %e: tensor<5x4xi64>, %w: tensor<5x4xf3
   %y = graph.moe %x, %e, %w, %gu, %d : (tensor<5x3xf32>, tensor<5x4xi64>, tensor<5x4xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>) -> tensor<5x3xf32>
   return
 }
+
+// -----
+// Expert parallelism: the experts split evenly over the ranks.
+func.func @moe_dispatch_ranks(%x: tensor<5x3xf32>, %e: tensor<5x2xi64>) {
+  // expected-error @+1 {{the 4 experts must split evenly over 3 ranks}}
+  %r, %n = graph.moe_dispatch %x, %e {experts = 4 : i64, ranks = 3 : i64} : (tensor<5x3xf32>, tensor<5x2xi64>) -> (tensor<30x3xf32>, tensor<3x1xi64>)
+  return
+}
+
+// -----
+// Each rank's block holds the most rows 5 tokens can send it: 5 min(2, 2).
+func.func @moe_dispatch_blocks(%x: tensor<5x3xf32>, %e: tensor<5x2xi64>) {
+  // expected-error @+1 {{rows 'tensor<16x3xf32>' must be 2 blocks of at least 10 rows (T min(k, E/R))}}
+  %r, %n = graph.moe_dispatch %x, %e {experts = 4 : i64, ranks = 2 : i64} : (tensor<5x3xf32>, tensor<5x2xi64>) -> (tensor<16x3xf32>, tensor<2x2xi64>)
+  return
+}
+
+// -----
+func.func @moe_dispatch_counts(%x: tensor<5x3xf32>, %e: tensor<5x2xi64>) {
+  // expected-error @+1 {{counts must be [2, 2]}}
+  %r, %n = graph.moe_dispatch %x, %e {experts = 4 : i64, ranks = 2 : i64} : (tensor<5x3xf32>, tensor<5x2xi64>) -> (tensor<20x3xf32>, tensor<2x4xi64>)
+  return
+}
+
+// -----
+func.func @moe_exchange_blocks(%r: tensor<21x3xf32>, %n: tensor<2x2xi64>) {
+  // expected-error @+1 {{rows 'tensor<21x3xf32>' must be 2 blocks}}
+  %a, %b = graph.moe_exchange %r, %n : (tensor<21x3xf32>, tensor<2x2xi64>) -> (tensor<21x3xf32>, tensor<2x2xi64>)
+  return
+}
+
+// -----
+func.func @moe_row_experts_shape(%n: tensor<2x2xi64>) {
+  // expected-error @+1 {{the result must be i64 [R C, 1]}}
+  %e = graph.moe_row_experts %n : (tensor<2x2xi64>) -> tensor<20x2xi64>
+  return
+}
+
+// -----
+func.func @moe_combine_result(%r: tensor<20x3xf32>, %e: tensor<5x2xi64>, %w: tensor<5x2xf32>) {
+  // expected-error @+1 {{the result must be [T, H] of the rows' type}}
+  %y = graph.moe_combine %r, %e, %w {experts = 4 : i64, ranks = 2 : i64} : (tensor<20x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+// The experts' split on an argument.
+// expected-error @+1 {{'graph.ep_split' of argument 0 must be an integer >= 2}}
+func.func @ep_split_attr(%gu: tensor<2x4x3xf32> {graph.ep_split = 1 : i64}) {
+  return
+}

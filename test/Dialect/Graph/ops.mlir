@@ -201,3 +201,22 @@ func.func @mixture_of_experts(%x: tensor<5x3xf32>, %l: tensor<5x3xf32>, %gu: ten
   %gx, %gw, %ggu, %gd = graph.moe_grad %x, %i, %v, %gu, %d, %g : (tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>, tensor<5x3xf32>) -> (tensor<5x3xf32>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>)
   return %y, %gx, %gw, %ggu, %gd : tensor<5x3xf32>, tensor<5x3xf32>, tensor<5x2xf32>, tensor<3x4x3xf32>, tensor<3x3x2xf32>
 }
+
+// Expert parallelism's pieces: 5 tokens' top-2 of 4 experts over 2 ranks.
+// CHECK-LABEL: func @expert_parallel
+func.func @expert_parallel(%x: tensor<5x3xf32>, %i: tensor<5x2xi64>, %w: tensor<5x2xf32>, %gu: tensor<2x4x3xf32>, %d: tensor<2x3x2xf32>, %g: tensor<5x3xf32>) -> (tensor<5x3xf32>, tensor<20x3xf32>, tensor<5x2xf32>) {
+  // CHECK: graph.moe_dispatch %{{.*}}, %{{.*}} {experts = 4 : i64, ranks = 2 : i64} : (tensor<5x3xf32>, tensor<5x2xi64>) -> (tensor<20x3xf32>, tensor<2x2xi64>)
+  %rows, %n = graph.moe_dispatch %x, %i {experts = 4 : i64, ranks = 2 : i64} : (tensor<5x3xf32>, tensor<5x2xi64>) -> (tensor<20x3xf32>, tensor<2x2xi64>)
+  // CHECK: graph.moe_exchange
+  %there, %got = graph.moe_exchange %rows, %n : (tensor<20x3xf32>, tensor<2x2xi64>) -> (tensor<20x3xf32>, tensor<2x2xi64>)
+  // CHECK: graph.moe_row_experts
+  %e = graph.moe_row_experts %got : (tensor<2x2xi64>) -> tensor<20x1xi64>
+  %one = graph.constant dense<1.0> : tensor<20x1xf32>
+  %out = graph.moe %there, %e, %one, %gu, %d : (tensor<20x3xf32>, tensor<20x1xi64>, tensor<20x1xf32>, tensor<2x4x3xf32>, tensor<2x3x2xf32>) -> tensor<20x3xf32>
+  %back, %_ = graph.moe_exchange %out, %got : (tensor<20x3xf32>, tensor<2x2xi64>) -> (tensor<20x3xf32>, tensor<2x2xi64>)
+  // CHECK: graph.moe_combine
+  %y = graph.moe_combine %back, %i, %w {experts = 4 : i64, ranks = 2 : i64} : (tensor<20x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>) -> tensor<5x3xf32>
+  // CHECK: graph.moe_combine_grad
+  %gr, %gw = graph.moe_combine_grad %back, %i, %w, %g {experts = 4 : i64, ranks = 2 : i64} : (tensor<20x3xf32>, tensor<5x2xi64>, tensor<5x2xf32>, tensor<5x3xf32>) -> (tensor<20x3xf32>, tensor<5x2xf32>)
+  return %y, %gr, %gw : tensor<5x3xf32>, tensor<20x3xf32>, tensor<5x2xf32>
+}
