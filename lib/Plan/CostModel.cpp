@@ -102,7 +102,10 @@ double ringTime(double factor, double bytes, int steps, double bandwidth,
 
 std::string describeConfig(const PlanConfig &c) {
   std::ostringstream os;
-  os << "p" << c.pp << " d" << c.dp << " t" << c.tp << " m" << c.microBatches
+  os << "p" << c.pp << " d" << c.dp << " t" << c.tp;
+  if (c.ep > 1)
+    os << " e" << c.ep;
+  os << " m" << c.microBatches
      << " b" << c.microBatchSize << " "
      << schedule::scheduleKindName(c.schedule);
   if (c.schedule == ScheduleKind::Interleaved1F1B && c.chunks > 0)
@@ -128,6 +131,23 @@ Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
     return bad("dp", c.dp, "must be >= 1");
   if (c.tp < 1)
     return bad("tp", c.tp, "must be >= 1");
+  if (c.ep < 1)
+    return bad("ep", c.ep, "must be >= 1");
+  if (c.ep > 1) {
+    if (c.ep != c.dp)
+      return bad("ep", c.ep,
+                 "the experts are split over all the data-parallel replicas: "
+                 "--dp must equal --ep");
+    if (c.tp > 1)
+      return bad("ep", c.ep, "with --tp is not built yet");
+    if (desc.moeModules() == 0)
+      return bad("ep", c.ep, "the model has no mixture-of-experts layer");
+    for (const ModuleDesc &m : desc.modules)
+      if (m.experts % c.ep != 0)
+        return bad("ep", c.ep,
+                   "the " + std::to_string(m.experts) + " experts of " +
+                       m.name + " do not split evenly over the ranks");
+  }
   if (c.microBatches < 1)
     return bad("micro-batches", c.microBatches, "must be >= 1");
   if (c.microBatchSize < 1)
@@ -360,6 +380,22 @@ void Evaluator::buildStages() {
         tpB += tpAllReduce(m.inputBytes * kb);
       }
       st.params += m.params / t;
+      // Expert parallelism: this GPU holds E / ep of each layer's experts,
+      // and each micro-batch's rows go to the ranks holding their experts
+      // and back (two all-to-alls forward, two backward, two more when the
+      // backward recomputes the forward).
+      if (c.ep > 1 && m.expertParams > 0) {
+        const double e = c.ep;
+        st.params -= m.expertParams * (e - 1) / e;
+        st.expertParams += m.expertParams / e;
+        const double one = m.routedBytes * kb * (e - 1) / e +
+                           double(m.experts) / e * 8 * (e - 1);
+        const double time = ringTime(1, one, c.ep - 1, dpBw, dpLat);
+        const double back = isLayer(m) && c.recompute ? 4 : 2;
+        st.epForward += 2 * time;
+        st.epBackward += back * time;
+        st.epBytes += (2 + back) * one;
+      }
       st.transientBytes =
           std::max(st.transientBytes, m.peakTransientBytes * kb / t);
       // Full recompute keeps the first layer's input and what the other
@@ -378,9 +414,9 @@ void Evaluator::buildStages() {
     const ModuleDesc &tail = desc.modules[st.modules.back()];
     st.tpForward = tpF;
     st.tpBackward = tpB + (c.recompute ? tpLayer : 0);
-    st.forward = fwdCompute + tpF;
-    st.backward =
-        2 * fwdCompute + tpB + (c.recompute ? layerCompute + tpLayer : 0);
+    st.forward = fwdCompute + tpF + st.epForward;
+    st.backward = 2 * fwdCompute + tpB +
+                  (c.recompute ? layerCompute + tpLayer : 0) + st.epBackward;
     // Scatter/gather: each of the t GPUs sends 1/t of the activation, the
     // receivers all-gather it over NVLink.
     st.sendBytes = tail.outputBytes * kb / t;
@@ -405,7 +441,7 @@ void Evaluator::buildStages() {
       st.forward += st.tpForward - estimatedF;
       st.backward += st.tpBackward - estimatedB;
     }
-    const double synced = st.params - st.sharedParams;
+    const double synced = st.synced();
     const double gradBytes = synced * prec.grad;
     if (d > 1) {
       st.allReduce = ringTime(2.0 * (d - 1) / d, gradBytes, 2 * (d - 1),
@@ -469,12 +505,12 @@ struct Evaluator::GradientBuffers {
         scattered(e.plan.stages.size(), false), e(e) {}
   double full(int stage) const {
     const Stage &st = e.plan.stages[size_t(stage)];
-    return (st.params - st.sharedParams) * e.prec.grad;
+    return st.synced() * e.prec.grad;
   }
   /// The replica 0's part (MPI's and NCCL's cuts give it the larger one).
   double part(int stage) const {
     const Stage &st = e.plan.stages[size_t(stage)];
-    return e.partOf(st.params - st.sharedParams, e.c.dp) * e.prec.grad;
+    return e.partOf(st.synced(), e.c.dp) * e.prec.grad;
   }
   void retire(size_t keep) {
     while (flight.size() > keep) {
@@ -548,7 +584,7 @@ void Evaluator::stepBuffers(RankStats &rs, const EvaluateOptions &opts) const {
     sizes.gathered.assign(n, 0);
     for (size_t k = 0; k < n; ++k) {
       const Stage &st = plan.stages[k];
-      const double S = st.params - st.sharedParams;
+      const double S = st.synced();
       const double part =
           c.paddedShards ? std::ceil(S / c.dp - 1e-9) : partOf(S, c.dp);
       const double full = c.paddedShards ? part * c.dp : S;
@@ -615,19 +651,19 @@ void Evaluator::placeStats() {
         break;
       case ActionKind::AllReduce:
         rs.traffic.dataParallel += 2.0 * (d - 1) / d *
-                                   (st->params - st->sharedParams) *
+                                   st->synced() *
                                    prec.grad;
         ++rs.traffic.collectives;
         break;
       case ActionKind::ReduceScatter:
         rs.traffic.dataParallel += double(d - 1) / d *
-                                   (st->params - st->sharedParams) *
+                                   st->synced() *
                                    prec.grad;
         ++rs.traffic.collectives;
         break;
       case ActionKind::AllGather:
         rs.traffic.dataParallel += double(d - 1) / d *
-                                   (st->params - st->sharedParams) *
+                                   st->synced() *
                                    prec.weight;
         ++rs.traffic.collectives;
         break;
@@ -649,6 +685,8 @@ void Evaluator::placeStats() {
         ++rs.traffic.collectives;
       }
     }
+    for (int st : rs.stages)
+      rs.traffic.expertParallel += plan.stages[st].epBytes * c.microBatches;
     // Tensor-parallel ring volume: the compiled modules' collectives when
     // given, else 2(t-1)/t of each all-reduced activation.
     const bool compiled = tpCompiled();
@@ -684,11 +722,16 @@ void Evaluator::memory() {
     // shard at levels 2-3; the optimizer state whole or the shard.
     mem.weights = mem.grads = mem.optimizer = 0;
     for (int st : rs.stages) {
-      const double S = plan.stages[st].params - plan.stages[st].sharedParams;
+      const double S = plan.stages[st].synced();
       const double shard = zero >= 1 ? partOf(S, c.dp) : S;
       mem.weights += (zero >= 3 ? shard : S) * prec.weight;
       mem.grads += (zero >= 2 ? shard : S) * prec.grad;
       mem.optimizer += shard * prec.optimizer;
+      // This GPU's experts: whole, whatever the level.
+      const double experts = plan.stages[st].expertParams;
+      mem.weights += experts * prec.weight;
+      mem.grads += experts * prec.grad;
+      mem.optimizer += experts * prec.optimizer;
     }
     // Tied parameters: weights and gradient whole; at ZeRO >= 1 the part
     // each holder updates (its gradient reduce-scattered in place) has
@@ -710,7 +753,7 @@ void Evaluator::memory() {
     double transient = 0, largest = 0, second = 0;
     for (int st : rs.stages) {
       const Stage &s = plan.stages[st];
-      const double params = s.params - s.sharedParams;
+      const double params = s.synced();
       transient = std::max(transient, s.transientBytes);
       if (params > largest) {
         second = largest;
@@ -853,8 +896,10 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
         return comm ? st->allReduce : 0.0;
       case ActionKind::OptimizerStep: {
         double sharded = 0, whole = 0;
-        for (int s : plan.schedule.placement.modulesOn(g % p))
-          sharded += plan.stages[s].params - plan.stages[s].sharedParams;
+        for (int s : plan.schedule.placement.modulesOn(g % p)) {
+          sharded += plan.stages[s].synced();
+          whole += plan.stages[s].expertParams;
+        }
         for (size_t i = 0; i < tied.size(); ++i) {
           std::vector<int> holders = tiedHolders(i);
           if (std::binary_search(holders.begin(), holders.end(), g % p))

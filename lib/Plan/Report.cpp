@@ -127,6 +127,22 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
        " modules) on " + std::to_string(c.gpus()) + " x " + p.hardware.name +
        "\n";
   o += "config:     " + describeConfig(c) + "\n";
+  if (int moe = desc.moeModules()) {
+    const ModuleDesc *first = nullptr;
+    for (const ModuleDesc &m : desc.modules)
+      if (m.expertParams > 0 && !first)
+        first = &m;
+    o += "experts:    " + std::to_string(moe) + " module" +
+         (moe > 1 ? "s" : "") + " with mixture-of-experts layers (" +
+         std::to_string(first->experts) + " experts, top-" +
+         std::to_string(first->expertsPerToken) + "): " +
+         count(desc.activeParams()) + " of the " + count(desc.totalParams()) +
+         " parameters active per token";
+    if (c.ep > 1)
+      o += "; " + std::to_string(first->experts / c.ep) +
+           " experts per GPU (--ep " + std::to_string(c.ep) + ")";
+    o += "\n";
+  }
   const PrecisionBytes &prec = precisionBytes(c.precision);
   if (p.valueScale != 1)
     o += "values:     the model stores " +
@@ -147,6 +163,21 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
   if (c.tp > 1)
     o += "tensor-parallel collectives: " + seconds(p.tensorParallelTime) +
          " per step on the busiest rank (inside compute)\n";
+  if (c.ep > 1) {
+    double ep = 0, bytes = 0;
+    for (const RankStats &r : p.ranks) {
+      double t = 0;
+      for (int st : r.stages)
+        t += (p.stages[size_t(st)].epForward + p.stages[size_t(st)].epBackward) *
+             c.microBatches;
+      ep = std::max(ep, t);
+      bytes = std::max(bytes, r.traffic.expertParallel);
+    }
+    o += "expert-parallel all-to-alls: " + seconds(ep) + ", " +
+         bytesText(bytes) +
+         " sent per step on the busiest rank (inside compute; for tokens "
+         "routed evenly: a run's routing moves more or less)\n";
+  }
   o += "throughput: " + count(p.tokensPerSecond) + " tokens/s, " +
        fmt("%.1f", p.hardwareTflopsPerGpu) + " TFLOP/s per GPU with " +
        "recompute (" + fmt("%.1f", p.megatronTflopsPerGpu) +
@@ -262,6 +293,7 @@ void writeConfig(json::Writer &w, const PlanConfig &c) {
       .field("pp", c.pp)
       .field("dp", c.dp)
       .field("tp", c.tp)
+      .field("ep", c.ep)
       .field("gpus", c.gpus())
       .field("micro_batches", c.microBatches)
       .field("micro_batch_size", (long long)c.microBatchSize)
@@ -290,6 +322,7 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
       .beginObject()
       .field("name", desc.name)
       .field("params", (long long)desc.totalParams())
+      .field("active_params", desc.activeParams())
       .field("micro_batch_size", (long long)desc.microBatchSize)
       .field("seq_len", (long long)desc.seqLen)
       .field("hidden", (long long)desc.hidden)
@@ -390,6 +423,7 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
         .field("p2p_bytes", r.traffic.p2p)
         .field("data_parallel_bytes", r.traffic.dataParallel)
         .field("tensor_parallel_bytes", r.traffic.tensorParallel)
+        .field("expert_parallel_bytes", r.traffic.expertParallel)
         .field("sends", r.traffic.sends)
         .field("collectives", r.traffic.collectives)
         .endObject();

@@ -119,12 +119,19 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
           if (pp == 1 && (kind == ScheduleKind::BreadthFirst ||
                           kind == ScheduleKind::Interleaved1F1B))
             continue;
+          // Expert parallelism over the replicas, for a mixture-of-experts
+          // model whose experts they divide (checkConfig).
+          std::vector<int> eps = {1};
+          if (dp > 1 && tp == 1 && desc.moeModules() > 0)
+            eps.push_back(dp);
+          for (int ep : eps)
           for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
             for (bool recompute : {true, false}) {
               PlanConfig c;
               c.pp = pp;
               c.dp = dp;
               c.tp = tp;
+              c.ep = ep;
               c.microBatchSize = b;
               c.microBatches = static_cast<int>(m);
               c.schedule = kind;
@@ -235,6 +242,7 @@ std::string formatSearchJson(const SearchResult &r) {
         .field("pp", p.config.pp)
         .field("dp", p.config.dp)
         .field("tp", p.config.tp)
+        .field("ep", p.config.ep)
         .field("micro_batches", p.config.microBatches)
         .field("micro_batch_size", (long long)p.config.microBatchSize)
         .field("schedule", schedule::scheduleKindName(p.config.schedule))

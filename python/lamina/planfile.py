@@ -60,6 +60,7 @@ class Traffic:
     data_parallel_bytes: float
     tensor_parallel_bytes: float
     sends: int = 0
+    expert_parallel_bytes: float = 0  # --ep: the all-to-alls, even routing
     collectives: int = 0
 
 

@@ -57,6 +57,14 @@ static cl::opt<int> tp("tp",
                        cl::desc("tensor-parallel ranks (with --loss: as "
                                 "lamina compile --tp splits the model)"),
                        cl::init(1), cl::sub(planCommand));
+static cl::opt<int> ep("ep",
+                       cl::desc("expert-parallel ranks: each mixture-of-"
+                                "experts layer's experts split over the "
+                                "replicas (as lamina compile --ep; --dp "
+                                "defaults to it)"),
+                       cl::init(1), cl::sub(planCommand));
+/// --dp, or --ep's replicas when --dp is not given.
+static int replicas() { return ep > 1 && !dp.getNumOccurrences() ? ep : dp; }
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("with --tp and --loss: as lamina compile --sequence-parallel"),
@@ -218,7 +226,8 @@ bool compileModules(MLIRContext &context, llvm::StringRef path,
   o.distributed = true;
   o.schedule = scheduleName;
   o.pp = pp;
-  o.dp = dp;
+  o.dp = replicas();
+  o.ep = ep;
   o.microBatches = microBatches;
   o.zero = zero;
   o.recompute = recompute == "full" ? "modules" : "none";
@@ -431,8 +440,9 @@ int runPlan() {
 
   plan::PlanConfig config;
   config.pp = pp;
-  config.dp = dp;
+  config.dp = replicas();
   config.tp = tp;
+  config.ep = ep;
   config.microBatches = microBatches;
   config.microBatchSize = microBatchSize;
   config.schedule = *kind;

@@ -94,6 +94,47 @@ TEST(CostModel, DataParallelVolumes) {
                    3.0 * 8 * (d - 1) / d * Nrank * 2);
 }
 
+// Expert parallelism: each GPU holds 1/ep of the experts whole (outside
+// the data-parallel collectives, unsharded by ZeRO) and sends (ep-1)/ep of
+// each all-to-all's rows and its counts: two all-to-alls forward, two
+// backward, two more with recompute.
+TEST(CostModel, ExpertParallelism) {
+  const int L = 2, d = 4;
+  const int64_t N = 1000, experts = 800, rows = 64; // per layer
+  ModelDesc desc = uniformLayers(L, 1, N, 64);
+  for (ModuleDesc &m : desc.modules) {
+    m.expertParams = experts;
+    m.experts = 8;
+    m.expertsPerToken = 2;
+    m.routedBytes = rows * 2; // stored in bf16
+  }
+  EXPECT_DOUBLE_EQ(desc.activeParams(), L * (N - experts + experts / 4));
+  for (bool recompute : {false, true}) {
+    PlanConfig c = config(ScheduleKind::Layered, 1, 2, d, 1);
+    c.recompute = recompute;
+    c.ep = d;
+    Plan pl = evaluate(desc, c);
+    const RankStats &r = pl.ranks[0];
+    const double synced = L * (N - experts), mine = L * experts / d;
+    EXPECT_DOUBLE_EQ(r.params, synced + mine);
+    EXPECT_DOUBLE_EQ(r.traffic.dataParallel,
+                     2.0 * (d - 1) / d * synced * 2 /*bytes*/);
+    // ZeRO 1 shards the optimizer state of the synced parameters only.
+    EXPECT_DOUBLE_EQ(r.memory.optimizer,
+                     (synced / d + mine) * precisionBytes(c.precision).optimizer);
+    const double one = rows * 2.0 * (d - 1) / d + 8.0 / d * 8 * (d - 1);
+    EXPECT_DOUBLE_EQ(r.traffic.expertParallel,
+                     L * (recompute ? 6 : 4) * one * c.microBatches);
+  }
+  PlanConfig bad = config(ScheduleKind::Layered, 1, 2, d, 1);
+  bad.ep = 2;
+  EXPECT_FALSE(checkConfig(desc, bad).ok()); // ep must equal dp
+  bad.ep = d;
+  for (ModuleDesc &m : desc.modules)
+    m.experts = 6;
+  EXPECT_FALSE(checkConfig(desc, bad).ok()); // 6 experts over 4 ranks
+}
+
 // METHODS.md section 2: contiguous pipelines send (p-1) m activations and as
 // many gradients; breadth-first crosses every one of the L-1 boundaries.
 TEST(CostModel, PointToPointVolumes) {

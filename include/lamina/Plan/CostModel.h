@@ -54,6 +54,9 @@ struct PlanConfig {
   int pp = 1;            ///< pipeline ranks p
   int dp = 1;            ///< data-parallel replicas d
   int tp = 1;            ///< tensor-parallel ranks t (Megatron-style)
+  /// Expert-parallel ranks: each mixture-of-experts layer's experts split
+  /// over the stage's replicas (`lamina compile --ep`: ep == dp).
+  int ep = 1;
   int microBatches = 1;  ///< m, per step per replica
   int64_t microBatchSize = 1; ///< b, samples
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
@@ -66,7 +69,7 @@ struct PlanConfig {
   int chunks = 0;
   Precision precision = Precision::Bf16Mixed;
 
-  int gpus() const { return pp * dp * tp; }
+  int gpus() const { return pp * dp * tp; }  // ep is within dp
 };
 
 /// "p8 d16 t8 m96 b1 interleaved-1f1b zero1 recompute"
@@ -83,10 +86,21 @@ struct Stage {
   /// sharedParams): held whole, outside the stage's collectives (at ZeRO
   /// >= 1 each holder keeps the optimizer state of its part only).
   double sharedParams = 0;
+  /// Of `params`, this GPU's block of the experts (ep > 1): held whole,
+  /// outside the stage's data-parallel collectives (the all-to-alls
+  /// already summed their gradients over the replicas' tokens).
+  double expertParams = 0;
+  /// The parameters the stage's data-parallel collectives move.
+  double synced() const { return params - sharedParams - expertParams; }
   double forward = 0;       ///< seconds, including tensor-parallel comm
   double backward = 0;      ///< seconds, including recompute
   double tpForward = 0;     ///< tensor-parallel all-reduce time in forward
   double tpBackward = 0;    ///< ... in backward (and recompute)
+  /// Expert-parallel all-to-alls (ep > 1) per micro-batch: their time in
+  /// the forward and the backward (with recompute), and the bytes this GPU
+  /// sends the others, for uniform routing (each rank's share of a layer's
+  /// T k rows, (ep - 1) / ep of them to the others, and the counts).
+  double epForward = 0, epBackward = 0, epBytes = 0;
   double sendBytes = 0;     ///< per GPU, one micro-batch's output
   double send = 0;          ///< seconds for that transfer
   /// Per GPU and micro-batch: what full recompute keeps from forward to
@@ -129,6 +143,7 @@ struct RankTraffic {
   double p2p = 0;        ///< pipeline activations and their gradients
   double dataParallel = 0;
   double tensorParallel = 0;
+  double expertParallel = 0; ///< the all-to-alls' rows and counts
   int sends = 0, collectives = 0;
 };
 

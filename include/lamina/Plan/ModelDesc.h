@@ -57,6 +57,14 @@ struct ModuleDesc {
   int64_t activationBytes = 0;
   /// Largest single intermediate (working set during recompute/backward).
   int64_t peakTransientBytes = 0;
+  /// Mixture-of-experts layers (graph.moe): the experts' weights among
+  /// `params` (elements), the experts per layer and per token (E, k; of
+  /// the module's last MoE layer), and the bytes of every (token, pick)
+  /// pair's input row for one micro-batch (T k H values): what one
+  /// expert-parallel all-to-all moves in all, to every rank.
+  int64_t expertParams = 0;
+  int64_t experts = 0, expertsPerToken = 0;
+  int64_t routedBytes = 0;
 };
 
 /// A parameter read by more than one module that is not one copy per layer:
@@ -90,6 +98,24 @@ struct ModelDesc {
     int64_t n = 0;
     for (const ModuleDesc &m : modules)
       n += m.params;
+    return n;
+  }
+  /// The parameters one token runs through: the experts' weights count
+  /// by the k of E each token picks.
+  double activeParams() const {
+    double n = 0;
+    for (const ModuleDesc &m : modules)
+      n += double(m.params - m.expertParams) +
+           (m.experts ? double(m.expertParams) * double(m.expertsPerToken) /
+                            double(m.experts)
+                      : 0.0);
+    return n;
+  }
+  /// Modules with mixture-of-experts layers.
+  int moeModules() const {
+    int n = 0;
+    for (const ModuleDesc &m : modules)
+      n += m.expertParams > 0;
     return n;
   }
 };

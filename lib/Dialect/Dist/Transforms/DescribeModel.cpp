@@ -108,11 +108,20 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
       double flops = static_cast<double>(cost.getFlops());
       md.forwardFlops += flops;
       md.forwardBytes += static_cast<double>(cost.getBytesAccessed());
-      // Fused attention is GEMMs too (tensor cores on a GPU).
-      if (isa<graph::MatMulOp, graph::AttentionOp>(op)) {
+      // Fused attention and the experts are GEMMs too (tensor cores on a
+      // GPU).
+      if (isa<graph::MatMulOp, graph::AttentionOp, graph::MoEOp>(op)) {
         md.matmulFlops += flops;
         md.matmulBytes += static_cast<double>(cost.getBytesAccessed());
       }
+    }
+    // A mixture-of-experts layer: what expert parallelism sends.
+    if (auto moe = dyn_cast<graph::MoEOp>(op)) {
+      auto picks = cast<RankedTensorType>(moe.getIndices().getType());
+      md.experts = cast<RankedTensorType>(moe.getGateUp().getType()).getDimSize(0);
+      md.expertsPerToken = picks.getDimSize(1);
+      md.routedBytes +=
+          tensorBytes(moe.getInput().getType()) * md.expertsPerToken;
     }
     if (isConstant(&op))
       continue;
@@ -154,9 +163,15 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
       desc.sharedParams.push_back(
           {valueName(arg), type.getNumElements(),
            std::vector<int>(readers.begin(), readers.end())});
+    // The experts' weights: what graph.moe alone reads as gate_up or down.
+    bool experts = llvm::all_of(arg.getUses(), [&](OpOperand &use) {
+      return isa<graph::MoEOp>(use.getOwner()) && use.getOperandNumber() >= 3;
+    });
     for (int m : layers) {
       desc.modules[m].params += type.getNumElements();
       desc.modules[m].paramBytes += tensorBytes(type);
+      if (experts)
+        desc.modules[m].expertParams += type.getNumElements();
     }
   }
 
