@@ -134,10 +134,10 @@ Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
   if (c.ep < 1)
     return bad("ep", c.ep, "must be >= 1");
   if (c.ep > 1) {
-    if (c.ep != c.dp)
+    if (c.dp % c.ep != 0)
       return bad("ep", c.ep,
-                 "the experts are split over all the data-parallel replicas: "
-                 "--dp must equal --ep");
+                 "the expert-parallel groups are made of data-parallel "
+                 "replicas: --ep must divide --dp");
     if (c.tp > 1)
       return bad("ep", c.ep, "with --tp is not built yet");
     if (desc.moeModules() == 0)
@@ -281,6 +281,20 @@ private:
   }
   /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
+  /// The replicas holding each expert block (ep > 1): dp / ep.
+  int expertHolders() const { return c.ep > 1 ? c.dp / c.ep : 1; }
+  /// Whether they each update a part of it (ZeRO >= 1), as tied ones do.
+  bool shardsExperts() const {
+    return zeroLevel() >= 1 && expertHolders() > 1;
+  }
+  /// Bytes a GPU sends to synchronise stage `st`'s expert block over its
+  /// holders (as tiedVolume).
+  double expertVolume(const Stage &st) const {
+    const double n = expertHolders();
+    const double perElement =
+        shardsExperts() ? prec.grad + prec.weight : 2.0 * prec.grad;
+    return n > 1 ? (n - 1) / n * st.expertParams * perElement : 0.0;
+  }
   struct GradientBuffers;
   /// rs's compiled step buffer (RankMemory::stepBuffers).
   void stepBuffers(RankStats &rs, const EvaluateOptions &opts) const;
@@ -685,8 +699,14 @@ void Evaluator::placeStats() {
         ++rs.traffic.collectives;
       }
     }
-    for (int st : rs.stages)
+    for (int st : rs.stages) {
       rs.traffic.expertParallel += plan.stages[st].epBytes * c.microBatches;
+      // The expert blocks' holders synchronise them once a step.
+      if (double v = expertVolume(plan.stages[st]); v > 0) {
+        rs.traffic.dataParallel += v;
+        ++rs.traffic.collectives;
+      }
+    }
     // Tensor-parallel ring volume: the compiled modules' collectives when
     // given, else 2(t-1)/t of each all-reduced activation.
     const bool compiled = tpCompiled();
@@ -727,11 +747,14 @@ void Evaluator::memory() {
       mem.weights += (zero >= 3 ? shard : S) * prec.weight;
       mem.grads += (zero >= 2 ? shard : S) * prec.grad;
       mem.optimizer += shard * prec.optimizer;
-      // This GPU's experts: whole, whatever the level.
+      // This GPU's experts: whole; at ZeRO >= 1 with several holders the
+      // optimizer state of replica 0's part (as tied parameters).
       const double experts = plan.stages[st].expertParams;
       mem.weights += experts * prec.weight;
       mem.grads += experts * prec.grad;
-      mem.optimizer += experts * prec.optimizer;
+      mem.optimizer +=
+          (shardsExperts() ? partOf(experts, expertHolders()) : experts) *
+          prec.optimizer;
     }
     // Tied parameters: weights and gradient whole; at ZeRO >= 1 the part
     // each holder updates (its gradient reduce-scattered in place) has
@@ -876,6 +899,9 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
   plan.schedule = std::move(*sched);
 
   const int p = c.pp;
+  // The expert blocks' holders: replicas of one stage.
+  const std::pair<double, double> dpLink =
+      link(static_cast<long long>(c.tp) * c.dp);
   auto durations = [&](bool comm) {
     return [&, comm](int g, const Action &a) -> double {
       const Stage *st = a.module >= 0 ? &plan.stages[a.module] : nullptr;
@@ -896,9 +922,12 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
         return comm ? st->allReduce : 0.0;
       case ActionKind::OptimizerStep: {
         double sharded = 0, whole = 0;
+        double experts = 0;
         for (int s : plan.schedule.placement.modulesOn(g % p)) {
           sharded += plan.stages[s].synced();
-          whole += plan.stages[s].expertParams;
+          whole += plan.stages[s].expertParams /
+                   (shardsExperts() ? expertHolders() : 1);
+          experts += comm ? expertVolume(plan.stages[s]) : 0.0;
         }
         for (size_t i = 0; i < tied.size(); ++i) {
           std::vector<int> holders = tiedHolders(i);
@@ -907,7 +936,10 @@ Expected<Plan> Evaluator::run(const EvaluateOptions &opts) {
         }
         return (sharded / (c.zero >= 1 ? c.dp : 1) + whole) *
                    prec.optimizerStep / (hw.hbmBandwidth * hw.hbmEfficiency) +
-               (comm ? tiedSyncTime(g % p) : 0.0);
+               (comm ? tiedSyncTime(g % p) : 0.0) +
+               (experts > 0 ? ringTime(1, experts, 2 * (expertHolders() - 1),
+                                       dpLink.first, dpLink.second)
+                            : 0.0);
       }
       }
       return 0.0;

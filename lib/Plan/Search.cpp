@@ -119,11 +119,14 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
           if (pp == 1 && (kind == ScheduleKind::BreadthFirst ||
                           kind == ScheduleKind::Interleaved1F1B))
             continue;
-          // Expert parallelism over the replicas, for a mixture-of-experts
-          // model whose experts they divide (checkConfig).
+          // Expert parallelism over groups of the replicas, for a
+          // mixture-of-experts model whose experts they divide
+          // (checkConfig).
           std::vector<int> eps = {1};
-          if (dp > 1 && tp == 1 && desc.moeModules() > 0)
-            eps.push_back(dp);
+          if (tp == 1 && desc.moeModules() > 0)
+            for (int e = 2; e <= dp; ++e)
+              if (dp % e == 0)
+                eps.push_back(e);
           for (int ep : eps)
           for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
             for (bool recompute : {true, false}) {

@@ -104,9 +104,10 @@ static cl::opt<int> tensorParallel(
 static cl::opt<int> expertParallel(
     "ep",
     cl::desc("--mode train: expert-parallel ranks; each mixture-of-experts "
-             "layer's experts are split over the data-parallel replicas "
-             "(--dp defaults to it and must equal it), tokens sent to them "
-             "and back by all-to-alls (docs/moe-design.md)"),
+             "layer's experts are split over groups of this many "
+             "data-parallel replicas (--dp defaults to it; it must divide "
+             "--dp), tokens sent to them and back by all-to-alls "
+             "(docs/moe-design.md)"),
     cl::init(1), cl::sub(compileCommand));
 static cl::opt<double> moeAuxLoss(
     "moe-aux-loss",
@@ -488,8 +489,8 @@ static std::string checkDistFlags(bool train, bool dist) {
   if (!dist)
     return "";
   if (!train)
-    return tensorParallel > 1 || expertParallel > 1
-               ? "--tp and --ep need --mode train"
+    return tensorParallel > 1   ? "--tp needs --mode train"
+           : expertParallel > 1 ? "--ep needs --mode train"
                : "--pp, --dp, --micro-batches, --schedule, --zero and "
                  "--recompute need --mode train";
   if (pipelineRanks < 1)
@@ -498,14 +499,13 @@ static std::string checkDistFlags(bool train, bool dist) {
     return "--dp must be at least 1";
   if (expertParallel < 1)
     return "--ep must be at least 1";
-  // The experts are split over a stage's replicas, all of them.
+  // The experts are split over groups of a stage's replicas.
   if (expertParallel > 1 && dataParallel.getNumOccurrences() &&
-      dataParallel != expertParallel)
+      dataParallel % expertParallel != 0)
     return "--ep " + std::to_string(expertParallel) + " with --dp " +
            std::to_string(dataParallel) +
-           ": the experts are split over all the data-parallel replicas, so "
-           "--dp must equal --ep (expert-parallel groups within a larger "
-           "data-parallel group are not built yet)";
+           ": the expert-parallel groups are made of data-parallel "
+           "replicas, so --ep must divide --dp";
   if (expertParallel > 1 && tensorParallel > 1)
     return "--ep with --tp is not built yet (docs/moe-design.md)";
   if (microBatches < 1)
@@ -572,7 +572,9 @@ static void setPipelineOptions(CompileOptions &o, bool dist,
   o.distributed = dist;
   o.schedule = scheduleName;
   o.pp = pipelineRanks;
-  o.dp = expertParallel > 1 ? int(expertParallel) : int(dataParallel);
+  o.dp = expertParallel > 1 && !dataParallel.getNumOccurrences()
+             ? int(expertParallel)
+             : int(dataParallel);
   o.tp = tensorParallel;
   o.ep = expertParallel;
   o.sequenceParallel = sequenceParallel;

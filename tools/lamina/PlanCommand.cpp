@@ -59,9 +59,9 @@ static cl::opt<int> tp("tp",
                        cl::init(1), cl::sub(planCommand));
 static cl::opt<int> ep("ep",
                        cl::desc("expert-parallel ranks: each mixture-of-"
-                                "experts layer's experts split over the "
-                                "replicas (as lamina compile --ep; --dp "
-                                "defaults to it)"),
+                                "experts layer's experts split over groups "
+                                "of this many replicas (as lamina compile "
+                                "--ep; --dp defaults to it)"),
                        cl::init(1), cl::sub(planCommand));
 /// --dp, or --ep's replicas when --dp is not given.
 static int replicas() { return ep > 1 && !dp.getNumOccurrences() ? ep : dp; }

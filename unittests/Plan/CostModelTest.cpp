@@ -126,9 +126,22 @@ TEST(CostModel, ExpertParallelism) {
     EXPECT_DOUBLE_EQ(r.traffic.expertParallel,
                      L * (recompute ? 6 : 4) * one * c.microBatches);
   }
+  // Groups of 2 of the 4 replicas: each block has 2 holders, which
+  // reduce-scatter its gradient and all-gather it after the update (ZeRO
+  // >= 1), each keeping half the block's optimizer state.
+  PlanConfig half = config(ScheduleKind::Layered, 1, 2, d, 1);
+  half.ep = 2;
+  Plan ph = evaluate(desc, half);
+  const double synced = L * (N - experts), mine = L * experts / 2.0;
+  EXPECT_DOUBLE_EQ(ph.ranks[0].params, synced + mine);
+  EXPECT_DOUBLE_EQ(ph.ranks[0].traffic.dataParallel,
+                   2.0 * (d - 1) / d * synced * 2 + 0.5 * mine * (2 + 2));
+  EXPECT_DOUBLE_EQ(ph.ranks[0].memory.optimizer,
+                   (synced / d + mine / 2) *
+                       precisionBytes(half.precision).optimizer);
   PlanConfig bad = config(ScheduleKind::Layered, 1, 2, d, 1);
-  bad.ep = 2;
-  EXPECT_FALSE(checkConfig(desc, bad).ok()); // ep must equal dp
+  bad.ep = 3;
+  EXPECT_FALSE(checkConfig(desc, bad).ok()); // ep must divide dp
   bad.ep = d;
   for (ModuleDesc &m : desc.modules)
     m.experts = 6;

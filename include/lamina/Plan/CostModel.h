@@ -55,7 +55,8 @@ struct PlanConfig {
   int dp = 1;            ///< data-parallel replicas d
   int tp = 1;            ///< tensor-parallel ranks t (Megatron-style)
   /// Expert-parallel ranks: each mixture-of-experts layer's experts split
-  /// over the stage's replicas (`lamina compile --ep`: ep == dp).
+  /// over groups of ep of the stage's replicas (`lamina compile --ep`; ep
+  /// divides dp, and each block's dp / ep holders synchronise it).
   int ep = 1;
   int microBatches = 1;  ///< m, per step per replica
   int64_t microBatchSize = 1; ///< b, samples
@@ -88,7 +89,8 @@ struct Stage {
   double sharedParams = 0;
   /// Of `params`, this GPU's block of the experts (ep > 1): held whole,
   /// outside the stage's data-parallel collectives (the all-to-alls
-  /// already summed their gradients over the replicas' tokens).
+  /// already summed their gradients over the group's tokens; the block's
+  /// holders, dp / ep replicas, synchronise it as tied parameters).
   double expertParams = 0;
   /// The parameters the stage's data-parallel collectives move.
   double synced() const { return params - sharedParams - expertParams; }

@@ -57,8 +57,8 @@ struct ArgSpec {
   /// the parts in order (the layout graph-tp-regroup-projections gives it).
   int splitParts = 1;
   /// Expert-parallel module functions: a layer's experts (dim 0) split
-  /// over this many ranks, the stage's replicas (`shape` is the block's);
-  /// 0: not split.
+  /// over groups of this many consecutive replicas of the stage, replica d
+  /// holding block d % expertSplit (`shape` is the block's); 0: not split.
   int expertSplit = 0;
 };
 

@@ -72,6 +72,8 @@ struct ConvertDistToRtPass
         rt_ir::readersOf(module);
     std::vector<std::pair<std::string, std::vector<int>>> readers(
         readerMap.begin(), readerMap.end());
+    std::map<std::string, std::pair<int, int64_t>> experts =
+        rt_ir::expertBlocksOf(module);
     for (dist::ProgramOp program : programs) {
       FailureOr<sch::Schedule> sched = dist::readSchedule(program);
       if (failed(sched))
@@ -96,10 +98,21 @@ struct ConvertDistToRtPass
       b.setInsertionPoint(program);
       for (auto step : program.getBody().front().getOps<dist::StepOp>()) {
         int64_t p = step.getPpRank();
-        std::vector<sch::StepCall> calls = sch::directStep(
-            sched->ranks[size_t(p)], zero,
-            sch::sharedParamsOf(int(p), cfg.dataParallel, zero, readers,
-                                sched->placement.rankOf));
+        std::vector<sch::SharedParam> shared = sch::sharedParamsOf(
+            int(p), cfg.dataParallel, zero, readers, sched->placement.rankOf);
+        // Experts split over groups smaller than the replicas: each block's
+        // holders (the replicas with the same block) sum its gradient as
+        // the holders of a tied parameter do, ZeRO >= 1 over them.
+        for (const auto &[name, where] : experts)
+          if (sched->placement.rankOf[size_t(where.first)] == p &&
+              cfg.dataParallel / where.second > 1)
+            shared.push_back({name, zero >= 1});
+        std::sort(shared.begin(), shared.end(),
+                  [](const sch::SharedParam &a, const sch::SharedParam &b) {
+                    return a.name < b.name;
+                  });
+        std::vector<sch::StepCall> calls =
+            sch::directStep(sched->ranks[size_t(p)], zero, shared);
         std::string name =
             (eval ? "lamina_eval_step_" : "lamina_step_") + std::to_string(p);
         auto fn = func::FuncOp::create(b, step.getLoc(), name,

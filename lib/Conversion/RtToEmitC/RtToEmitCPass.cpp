@@ -801,17 +801,16 @@ struct ConvertRtToEmitCPass
     // Host kernels without a CUDA twin yet: refused naming the node.
     if (target == "cuda") {
       static const llvm::StringLiteral hostOnly[] = {
-          "lamina::rt::topk",          "lamina::rt::moe",
-          "lamina::rt::moeBackward",   "lamina::rt::moeDispatch",
-          "lamina::rt::moeCombine",    "lamina::rt::moeCombineBackward",
-          "lamina::rt::moeRowExperts", "lamina::rt::ep::exchange"};
+          "lamina::rt::moeDispatch", "lamina::rt::moeCombine",
+          "lamina::rt::moeCombineBackward", "lamina::rt::moeRowExperts",
+          "lamina::rt::ep::exchange"};
       WalkResult missing = module.walk([&](rt_ir::CallOp call) {
         if (!llvm::is_contained(hostOnly, call.getCallee()))
           return WalkResult::advance();
         call.emitError("the CUDA target has no kernel for ")
             << call.getCallee().drop_front(strlen("lamina::rt::")) << " yet ("
             << call.getLoc()
-            << "; the mixture-of-experts ops, docs/moe-design.md): compile "
+            << "; expert parallelism's ops, docs/moe-design.md): compile "
                "with --target host";
         return WalkResult::interrupt();
       });

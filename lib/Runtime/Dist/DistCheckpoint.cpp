@@ -281,6 +281,7 @@ Status lamina::rt::dist::exportDist(Executor &ex, const std::string &path) {
         member = m;
     bool sends = member >= 0;
     int tags = std::max(spec.tp, spec.dp);
+    // Block m of split experts: replica m (of the first group) holds it.
     const float *src = nullptr;
     size_t bytes = size_t(numElements(a.shape, a.rank)) * sizeof(float);
     if (sends) {

@@ -57,17 +57,31 @@ Status Executor::setup() {
         std::make_unique<CommTensorParallelGroup>(net, group, tpIndex, spec.tp);
     setTensorParallelGroup(tpGroup.get());
   }
-  // Expert parallelism: the replicas hold the experts in order. A
-  // group of this rank alone holds each block (Param::expert).
-  bool expertSplit = false;
+  // Expert parallelism: groups of `experts` consecutive replicas hold the
+  // experts in order (this rank block dp % experts); the replicas with
+  // the same block (dp / experts orders them) are its holders
+  // (Param::expert).
   for (int k = 0; k < spec.numModules; ++k)
     for (int i = 0; i < spec.modules[k].forward.numArgs; ++i)
-      expertSplit |= spec.modules[k].forward.args[i].expertSplit > 0;
-  if (expertSplit) {
-    epGroup =
-        std::make_unique<CommExpertParallelGroup>(net, dpGroup, dp, spec.dp);
+      if (int e = spec.modules[k].forward.args[i].expertSplit; e > 0) {
+        if ((experts && e != experts) || spec.dp % e != 0)
+          return Status::error("the program is inconsistent: experts split "
+                               "over " + std::to_string(e) + " of " +
+                               std::to_string(spec.dp) + " replicas");
+        experts = e;
+      }
+  if (experts) {
+    int stage = pp * spec.tp + tpIndex, groups = spec.dp / experts, group = -1;
+    if (Status s = net.split(stage * groups + dp / experts, dp % experts,
+                             group);
+        !s.ok())
+      return s;
+    epGroup = std::make_unique<CommExpertParallelGroup>(net, group,
+                                                        dp % experts, experts);
     setExpertParallelGroup(epGroup.get());
-    if (Status s = net.split(rank, 0, selfGroup); !s.ok())
+    if (Status s = net.split(stage * experts + dp % experts, dp / experts,
+                             expertHolders);
+        !s.ok())
       return s;
   }
   modelPath = modelPathOf(o, spec.modelPath);
@@ -321,12 +335,9 @@ Status Executor::setupParams() {
       p.trainable = a.kind == ArgKind::Trainable;
       p.expert = a.expertSplit > 0;
       p.shared = readers[a.name].size() > 1 || p.expert;
-      if (p.expert && (a.expertSplit != spec.dp || !p.trainable ||
-                       readers[a.name].size() > 1))
-        return Status::error(
-            "the program is inconsistent: experts '" + p.name +
-            "' split over " + std::to_string(a.expertSplit) +
-            " ranks, not the " + std::to_string(spec.dp) + " replicas");
+      if (p.expert && (!p.trainable || readers[a.name].size() > 1))
+        return Status::error("the program is inconsistent: experts '" +
+                             p.name + "' are not one module's trainables");
       p.size = numElements(a.shape, a.rank);
       if (p.trainable && a.dtype != DType::F32)
         return Status::error("trainable parameter '" + p.name +
@@ -352,7 +363,8 @@ Status Executor::setupParams() {
         return Status::error(s.message() + " in '" + modelPath + "'");
     // Experts: this replica's block of them.
     if (p.expert && it != inits.end())
-      if (Status s = takeBlock(expertBlocks(*p.arg), spec.dp, dp, it->second);
+      if (Status s = takeBlock(expertBlocks(*p.arg), experts, dp % experts,
+                               it->second);
           !s.ok())
         return Status::error(s.message() + " in '" + modelPath + "'");
     if (Status s = checkInitializer(
@@ -445,12 +457,10 @@ Status Executor::setupParams() {
   }
   for (Param &p : params)
     if (p.expert) {
-      p.holders = selfGroup;
+      p.holders = expertHolders;
       if (Status s = setupShared(p, {pp}, readers[p.name], inits[p.name]);
           !s.ok())
         return s;
-      // Every replica's block is its own.
-      p.countsForNorm = true;
     } else if (p.trainable && p.shared) {
       const std::vector<int> &set = sharedSets[p.name];
       p.holders = holderGroups[set];
@@ -471,10 +481,13 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
   if (p.shardsOwn) {
     p.holderShards = net.shardLayout(p.size, n);
     capacity = p.holderShards.fullCapacity;
-    // The holders group ranks its members by global rank (dp * pp + pp).
+    // The holders group ranks its members by global rank (dp * pp + pp);
+    // an expert block's holders by replica.
     p.holderIndex =
-        dp * int(set.size()) +
-        int(std::lower_bound(set.begin(), set.end(), pp) - set.begin());
+        p.expert ? dp / experts
+                 : dp * int(set.size()) +
+                       int(std::lower_bound(set.begin(), set.end(), pp) -
+                           set.begin());
     p.ownCopiesOnly = true;
     for (int k : readers)
       p.ownCopiesOnly = p.ownCopiesOnly && spec.modules[k].copiesOnly;
@@ -493,6 +506,9 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
   // A weight every tensor-parallel member holds whole counts on member 0.
   p.countsForNorm = (p.shardsOwn || (dp == 0 && pp == set.front())) &&
                     (p.arg->splitDim >= 0 || tpIndex == 0);
+  // An expert block: on each holder (its part) or the first replica.
+  if (p.expert)
+    p.countsForNorm = p.shardsOwn || dp / experts == 0;
   size_t bytes = size_t(capacity) * sizeof(float);
   if (!p.ownCopiesOnly) {
     std::vector<float> whole(value, value + p.size);

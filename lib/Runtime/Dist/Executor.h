@@ -97,7 +97,8 @@ struct Param {
   bool shared = false; ///< read by more than one module, or `expert`
   /// A layer's experts split over the expert-parallel group
   /// (ArgSpec::expertSplit): this rank's block, held like a shared
-  /// parameter (own buffers) whose holders are this rank alone; the
+  /// parameter (own buffers) whose holders are the replicas with the same
+  /// block (this rank alone when the group is all replicas); the
   /// all-to-alls already summed its gradient over the group's tokens.
   bool expert = false;
   int module = -1;     ///< the module reading it (not shared)
@@ -280,7 +281,9 @@ public:
   Device &device;
   int rank = 0, pp = 0, dp = 0, zero = 0; ///< zero: effective level
   int dpGroup = -1;                        ///< net's group of this stage
-  int selfGroup = -1; ///< net's group of this rank alone (expert blocks)
+  /// Expert parallelism: the expert-parallel group's size (0: none), and
+  /// net's group of the replicas holding this rank's expert block.
+  int experts = 0, expertHolders = -1;
   /// This rank's index in its tensor-parallel group (DistSpec::tp), and
   /// the group (spec.tp > 1), which the module functions' collectives run
   /// on (setTensorParallelGroup).

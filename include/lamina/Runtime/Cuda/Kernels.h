@@ -264,6 +264,21 @@ Status reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
 /// compute type in the host's (serial) order, so results are bit-identical:
 /// one thread per column, which suits the short axes of position ids and
 /// masks rather than long scans. In place allowed.
+// Mixture of experts (MoE.cu; f32): the host kernels' twins. moe and
+// moe_grad route on the host (the indices copied back: a wait for the
+// stream), then run each expert's GEMMs on its rows.
+Status topk(const Tensor &input, int64_t k, const Tensor &values,
+            const Tensor &indices, cudaStream_t stream);
+Status moe(const Tensor &input, const Tensor &indices, const Tensor &weights,
+           const Tensor &gateUp, const Tensor &down, const Tensor &result,
+           cudaStream_t stream);
+Status moeBackward(const Tensor &input, const Tensor &indices,
+                   const Tensor &weights, const Tensor &gateUp,
+                   const Tensor &down, const Tensor &gradResult,
+                   const Tensor &gradInput, const Tensor &gradWeights,
+                   const Tensor &gradGateUp, const Tensor &gradDown,
+                   cudaStream_t stream);
+
 Status cumsum(const Tensor &input, int64_t axis, bool exclusive, bool reverse,
               const Tensor &result, cudaStream_t stream);
 

@@ -176,6 +176,25 @@ std::map<std::string, std::vector<int>> readersOf(ModuleOp module) {
   return readers;
 }
 
+std::map<std::string, std::pair<int, int64_t>>
+expertBlocksOf(ModuleOp module) {
+  std::map<std::string, std::pair<int, int64_t>> out;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto outlined =
+        f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+    if (!outlined || !f.getName().starts_with("fwd_"))
+      continue;
+    int k = int(outlined.getAs<IntegerAttr>("module").getInt());
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      auto ranks = f.getArgAttrOfType<IntegerAttr>(i, graph::kEpSplitAttr);
+      if (name && ranks)
+        out[name.str()] = {k, ranks.getInt()};
+    }
+  }
+  return out;
+}
+
 /// Bytes of a tensor or memref type (its element type's bytes, rounded up).
 static int64_t bytesOf(Type t) {
   auto shaped = dyn_cast<ShapedType>(t);

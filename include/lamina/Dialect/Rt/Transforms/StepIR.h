@@ -70,6 +70,11 @@ void applyEdits(mlir::func::FuncOp f, const StepOps &step,
 /// The modules reading each trainable parameter (their forwards' arguments).
 std::map<std::string, std::vector<int>> readersOf(mlir::ModuleOp module);
 
+/// The experts split over an expert-parallel group (`graph.ep_split` on a
+/// forward's argument): each one's module and the group's size.
+std::map<std::string, std::pair<int, int64_t>>
+expertBlocksOf(mlir::ModuleOp module);
+
 /// The packed sizes of what the steps hold, from the module functions: the
 /// forward's boundary outputs and residuals, the backward's cotangents, and
 /// at ZeRO >= 2 the modules' gathered weights and gradients as the runtime

@@ -1,0 +1,94 @@
+//===- MoERouting.h - the experts' rows, grouped ----------------*- C++ -*-===//
+//
+// Private to lib/Runtime: how moe and moe_grad group the (token, pick)
+// pairs by expert, shared by the host kernels (MoE.cpp) and the CUDA ones
+// (Cuda/MoE.cu), which route on the host too, so both run each expert over
+// the same rows in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LAMINA_LIB_RUNTIME_MOEROUTING_H
+#define LAMINA_LIB_RUNTIME_MOEROUTING_H
+
+#include "Internal.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace lamina::rt::detail {
+
+/// Who each expert serves: rows [offset[e], offset[e+1]) of `slot` are the
+/// (token * k + j) pairs routed to expert e, in token order; `row` maps a
+/// pair back to its row.
+struct Routing {
+  int64_t tokens = 0, k = 0, experts = 0, hidden = 0, inner = 0;
+  std::vector<int64_t> offset, slot, row;
+
+  Status build(const Tensor &input, const Tensor &indices,
+               const Tensor &weights, const Tensor &gateUp,
+               const Tensor &down) {
+    if (input.rank != 2 || indices.rank != 2 || weights.rank != 2 ||
+        gateUp.rank != 3 || down.rank != 3)
+      return Status::error("moe: expects input [T, H], indices and weights "
+                           "[T, k], gate_up [E, 2I, H] and down [E, H, I]");
+    tokens = input.dim(0), hidden = input.dim(1), k = indices.dim(1);
+    experts = gateUp.dim(0), inner = down.dim(2);
+    if (indices.dim(0) != tokens || weights.dim(0) != tokens ||
+        weights.dim(1) != k || gateUp.dim(1) != 2 * inner ||
+        gateUp.dim(2) != hidden || down.dim(0) != experts ||
+        down.dim(1) != hidden)
+      return Status::error("moe: inconsistent shapes " + describe(input) +
+                           ", " + describe(indices) + ", " + describe(weights) +
+                           ", " + describe(gateUp) + ", " + describe(down));
+    if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+      return Status::error("moe: indices must be i32 or i64, got " +
+                           describe(indices));
+    std::vector<int64_t> expert(size_t(tokens * k));
+    offset.assign(size_t(experts + 1), 0);
+    for (int64_t p = 0; p < tokens * k; ++p) {
+      int64_t e = indices.dtype == DType::I64
+                      ? indices.as<int64_t>()[p]
+                      : int64_t(indices.as<int32_t>()[p]);
+      // Negative: no expert (an expert-parallel rank's empty rows).
+      if (e >= experts)
+        return Status::error("moe: expert index " + std::to_string(e) +
+                             " of token " + std::to_string(p / k) +
+                             " is outside [0, " + std::to_string(experts) +
+                             ")");
+      expert[size_t(p)] = e;
+      if (e >= 0)
+        ++offset[size_t(e + 1)];
+    }
+    std::partial_sum(offset.begin(), offset.end(), offset.begin());
+    slot.assign(size_t(offset.back()), 0);
+    row.assign(size_t(tokens * k), -1);
+    std::vector<int64_t> next(offset.begin(), offset.end() - 1);
+    for (int64_t p = 0; p < tokens * k; ++p) {
+      if (expert[size_t(p)] < 0)
+        continue;
+      int64_t r = next[size_t(expert[size_t(p)])]++;
+      slot[size_t(r)] = p;
+      row[size_t(p)] = r;
+    }
+    return Status::success();
+  }
+  int64_t count(int64_t e) const {
+    return offset[size_t(e + 1)] - offset[size_t(e)];
+  }
+  /// Token t's slots in expert order (what the sum runs over), without
+  /// those that go to no expert.
+  void slotsInExpertOrder(int64_t t, std::vector<int64_t> &out) const {
+    out.clear();
+    for (int64_t p = t * k; p < (t + 1) * k; ++p)
+      if (row[size_t(p)] >= 0)
+        out.push_back(p);
+    std::sort(out.begin(), out.end(), [&](int64_t a, int64_t b) {
+      return row[size_t(a)] < row[size_t(b)];
+    });
+  }
+};
+
+} // namespace lamina::rt::detail
+
+#endif // LAMINA_LIB_RUNTIME_MOEROUTING_H
