@@ -138,8 +138,6 @@ Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
       return bad("ep", c.ep,
                  "the expert-parallel groups are made of data-parallel "
                  "replicas: --ep must divide --dp");
-    if (c.tp > 1)
-      return bad("ep", c.ep, "with --tp is not built yet");
     if (desc.moeModules() == 0)
       return bad("ep", c.ep, "the model has no mixture-of-experts layer");
     for (const ModuleDesc &m : desc.modules)
@@ -393,14 +391,15 @@ void Evaluator::buildStages() {
       } else {
         tpB += tpAllReduce(m.inputBytes * kb);
       }
-      st.params += m.params / t;
-      // Expert parallelism: this GPU holds E / ep of each layer's experts,
-      // and each micro-batch's rows go to the ranks holding their experts
-      // and back (two all-to-alls forward, two backward, two more when the
-      // backward recomputes the forward).
+      // The experts are not split over a tensor-parallel group: each GPU
+      // holds E / ep of each layer's experts whole.
+      st.params += (m.params - m.expertParams) / t +
+                   double(m.expertParams) / c.ep;
+      // Expert parallelism: each micro-batch's rows go to the ranks holding
+      // their experts and back (two all-to-alls forward, two backward, two
+      // more when the backward recomputes the forward).
       if (c.ep > 1 && m.expertParams > 0) {
         const double e = c.ep;
-        st.params -= m.expertParams * (e - 1) / e;
         st.expertParams += m.expertParams / e;
         const double one = m.routedBytes * kb * (e - 1) / e +
                            double(m.experts) / e * 8 * (e - 1);

@@ -506,8 +506,6 @@ static std::string checkDistFlags(bool train, bool dist) {
            std::to_string(dataParallel) +
            ": the expert-parallel groups are made of data-parallel "
            "replicas, so --ep must divide --dp";
-  if (expertParallel > 1 && tensorParallel > 1)
-    return "--ep with --tp is not built yet (docs/moe-design.md)";
   if (microBatches < 1)
     return "--micro-batches must be at least 1";
   if (zeroLevel < 0 || zeroLevel > 3)
@@ -874,11 +872,11 @@ int runCompile() {
             : dist
                 ? llvm::formatv(
                       " ({7}, train, {0} ranks: {1} {8}pp {2} x "
-                      "dp {3}, {4} micro-batches, zero {5}, "
+                      "dp {3}{9}, {4} micro-batch{10}, zero {5}, "
                       "recompute {6})\n",
-                      pipelineRanks * dataParallel * tensorParallel,
-                      scheduleName, pipelineRanks, dataParallel, microBatches,
-                      zeroLevel,
+                      pipelineRanks * int64_t(pipeline.dp) * tensorParallel,
+                      scheduleName, pipelineRanks, int64_t(pipeline.dp),
+                      microBatches, zeroLevel,
                       pipeline.recomputeModules() ? "modules" : "none",
                       std::string(target),
                       tensorParallel > 1
@@ -886,7 +884,12 @@ int runCompile() {
                                 "tp {0}{1} x ", tensorParallel,
                                 sequenceParallel ? " (sequence-parallel)" : "")
                                 .str()
-                          : std::string())
+                          : std::string(),
+                      expertParallel > 1
+                          ? " (experts over groups of " +
+                                std::to_string(expertParallel) + ")"
+                          : std::string(),
+                      microBatches == 1 ? "" : "es")
                       .str()
                 : " (" + target + ", train)\n");
     llvm::outs() << distSummary;

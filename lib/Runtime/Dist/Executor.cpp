@@ -508,7 +508,7 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
                     (p.arg->splitDim >= 0 || tpIndex == 0);
   // An expert block: on each holder (its part) or the first replica.
   if (p.expert)
-    p.countsForNorm = p.shardsOwn || dp / experts == 0;
+    p.countsForNorm = (p.shardsOwn || dp / experts == 0) && tpIndex == 0;
   size_t bytes = size_t(capacity) * sizeof(float);
   if (!p.ownCopiesOnly) {
     std::vector<float> whole(value, value + p.size);

@@ -417,6 +417,18 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       }
       if (failed(planModule(ctx, fwd, bwd)))
         return signalPassFailure();
+      // No expert tensor parallelism: what the compile changes, it says.
+      bool split = !fwd.getOps<graph::MoEDispatchOp>().empty();
+      fwd.walk([&](Operation *op) {
+        if (split ? !isa<graph::MoEDispatchOp>(op) : !isa<graph::MoEOp>(op))
+          return;
+        op->emitRemark("dist-tp-plan: the mixture-of-experts layer at ")
+            << op->getLoc() << " runs whole on every tensor-parallel rank"
+            << (split ? " (its share of the experts, the all-to-alls over "
+                        "the rank's expert-parallel group)"
+                      : " (its experts are not split over the group; --ep "
+                        "splits them over data-parallel replicas)");
+      });
     }
   }
 

@@ -518,7 +518,8 @@ struct BroadcastSharding
   }
 };
 
-/// Ops with no tensor-parallel rule (a softmax, a cumulative sum, ...).
+/// Ops with no tensor-parallel rule (a softmax, a cumulative sum, a
+/// mixture-of-experts layer: its experts run whole on every rank).
 template <typename Op>
 struct WholeSharding : public GraphSharding<WholeSharding<Op>, Op> {
   LoopSpace space(Operation *op) const { return wholeSpace(op); }
@@ -551,7 +552,9 @@ void registerShardingInterfaceExternalModels(DialectRegistry &registry) {
     attach<AttentionSharding, AttentionOp, AttentionGradOp>(ctx);
     attach<WholeSharding, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
            LogSoftmaxGradOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp, CumSumOp,
-           TileOp, TriluOp, GatherNDOp>(ctx);
+           TileOp, TriluOp, GatherNDOp, TopKOp, MoEOp, MoEGradOp,
+           MoEDispatchOp, MoEExchangeOp, MoERowExpertsOp, MoECombineOp,
+           MoECombineGradOp>(ctx);
     attachVocabParallelModels(ctx);
   });
 }
