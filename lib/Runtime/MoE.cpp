@@ -21,17 +21,6 @@ using namespace lamina::rt::detail;
 
 namespace {
 
-/// f32 or f64, all alike.
-Status checkFloat(const char *op, std::initializer_list<const Tensor *> ts) {
-  DType first = (*ts.begin())->dtype;
-  for (const Tensor *t : ts)
-    if ((t->dtype != DType::F32 && t->dtype != DType::F64) || t->dtype != first)
-      return Status::error(std::string(op) +
-                           ": expects f32 or f64 tensors alike, got " +
-                           describe(*t));
-  return Status::success();
-}
-
 template <typename T> T sigmoid(T g) { return T(1) / (T(1) + std::exp(-g)); }
 
 /// One expert's forward over its rows: x [n, H] gathered, gate and up [n,
@@ -211,17 +200,10 @@ void moeGradients(const Routing &r, const Tensor &input, const Tensor &weights,
 
 Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
                         const Tensor &indices) {
-  if (Status s = checkFloat("topk", {&input, &values}); !s.ok())
+  if (Status s = checkMoEFloats("topk", {&input, &values}); !s.ok())
     return s;
-  if (input.rank < 1 || k < 1 || k > input.dim(input.rank - 1) ||
-      values.rank != input.rank || indices.rank != input.rank ||
-      indices.dtype != DType::I64 || values.dim(values.rank - 1) != k ||
-      values.numElements() != indices.numElements() ||
-      values.numElements() * input.dim(input.rank - 1) !=
-          input.numElements() * k)
-    return Status::error("topk: " + describe(input) + " with k " +
-                         std::to_string(k) + " cannot give " +
-                         describe(values) + " and " + describe(indices));
+  if (Status s = checkTopK(input, k, values, indices); !s.ok())
+    return s;
   if (input.dtype == DType::F64)
     topkRows<double>(input, k, values, indices);
   else
@@ -232,7 +214,7 @@ Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
 Status lamina::rt::moe(const Tensor &input, const Tensor &indices,
                        const Tensor &weights, const Tensor &gateUp,
                        const Tensor &down, const Tensor &result) {
-  if (Status s = checkFloat("moe", {&input, &weights, &gateUp, &down, &result});
+  if (Status s = checkMoEFloats("moe", {&input, &weights, &gateUp, &down, &result});
       !s.ok())
     return s;
   Routing r;
@@ -256,7 +238,7 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
                                const Tensor &gradWeights,
                                const Tensor &gradGateUp,
                                const Tensor &gradDown) {
-  if (Status s = checkFloat("moe_grad",
+  if (Status s = checkMoEFloats("moe_grad",
                             {&input, &weights, &gateUp, &down, &gradResult,
                              &gradInput, &gradWeights, &gradGateUp, &gradDown});
       !s.ok())
@@ -264,12 +246,11 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
   Routing r;
   if (Status s = r.build(input, indices, weights, gateUp, down); !s.ok())
     return s;
-  if (gradResult.numElements() != input.numElements() ||
-      gradInput.numElements() != input.numElements() ||
-      gradWeights.numElements() != weights.numElements() ||
-      gradGateUp.numElements() != gateUp.numElements() ||
-      gradDown.numElements() != down.numElements())
-    return Status::error("moe_grad: gradients shaped unlike their values");
+  if (Status s = checkMoEGradients(input, weights, gateUp, down, gradResult,
+                                   gradInput, gradWeights, gradGateUp,
+                                   gradDown);
+      !s.ok())
+    return s;
   if (input.dtype == DType::F64)
     moeGradients<double>(r, input, weights, gateUp, down, gradResult, gradInput,
                          gradWeights, gradGateUp, gradDown);

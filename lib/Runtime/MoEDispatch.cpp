@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "MoERouting.h"
 
 #include <algorithm>
 #include <vector>
@@ -82,16 +83,6 @@ struct RowLayout {
   }
 };
 
-Status checkFloats(const char *op, std::initializer_list<const Tensor *> ts) {
-  DType first = (*ts.begin())->dtype;
-  for (const Tensor *t : ts)
-    if ((t->dtype != DType::F32 && t->dtype != DType::F64) || t->dtype != first)
-      return Status::error(std::string(op) +
-                           ": expects f32 or f64 tensors alike, got " +
-                           describe(*t));
-  return Status::success();
-}
-
 template <typename T>
 void dispatchRows(const RowLayout &l, const T *in, T *rows, size_t rowCount) {
   std::fill_n(rows, rowCount * size_t(l.hidden), T(0));
@@ -144,7 +135,7 @@ void combineGradients(const RowLayout &l, const T *rows, const T *weights,
 Status lamina::rt::moeDispatch(const Tensor &input, const Tensor &indices,
                                int64_t experts, int64_t ranks,
                                const Tensor &rows, const Tensor &counts) {
-  if (Status s = checkFloats("moe_dispatch", {&input, &rows}); !s.ok())
+  if (Status s = checkMoEFloats("moe_dispatch", {&input, &rows}); !s.ok())
     return s;
   RowLayout l;
   if (Status s = l.build("moe_dispatch", rows, indices, experts, ranks);
@@ -165,7 +156,7 @@ Status lamina::rt::moeDispatch(const Tensor &input, const Tensor &indices,
 Status lamina::rt::moeCombine(const Tensor &rows, const Tensor &indices,
                               const Tensor &weights, int64_t experts,
                               int64_t ranks, const Tensor &result) {
-  if (Status s = checkFloats("moe_combine", {&rows, &weights, &result});
+  if (Status s = checkMoEFloats("moe_combine", {&rows, &weights, &result});
       !s.ok())
     return s;
   RowLayout l;
@@ -190,7 +181,7 @@ Status lamina::rt::moeCombineBackward(const Tensor &rows, const Tensor &indices,
                                       const Tensor &gradResult, int64_t experts,
                                       int64_t ranks, const Tensor &gradRows,
                                       const Tensor &gradWeights) {
-  if (Status s = checkFloats("moe_combine_grad", {&rows, &weights, &gradResult,
+  if (Status s = checkMoEFloats("moe_combine_grad", {&rows, &weights, &gradResult,
                                                   &gradRows, &gradWeights});
       !s.ok())
     return s;

@@ -13,10 +13,57 @@
 #include "Internal.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string>
 #include <numeric>
 #include <vector>
 
 namespace lamina::rt::detail {
+
+/// The MoE kernels' float operands: f32 or f64, all alike.
+inline Status checkMoEFloats(const char *op,
+                             std::initializer_list<const Tensor *> ts) {
+  DType first = (*ts.begin())->dtype;
+  for (const Tensor *t : ts)
+    if ((t->dtype != DType::F32 && t->dtype != DType::F64) || t->dtype != first)
+      return Status::error(std::string(op) +
+                           ": expects f32 or f64 tensors alike, got " +
+                           describe(*t));
+  return Status::success();
+}
+
+/// moe_grad's gradients: each shaped as its value.
+inline Status checkMoEGradients(const Tensor &input, const Tensor &weights,
+                                const Tensor &gateUp, const Tensor &down,
+                                const Tensor &gradResult,
+                                const Tensor &gradInput,
+                                const Tensor &gradWeights,
+                                const Tensor &gradGateUp,
+                                const Tensor &gradDown) {
+  if (gradResult.numElements() != input.numElements() ||
+      gradInput.numElements() != input.numElements() ||
+      gradWeights.numElements() != weights.numElements() ||
+      gradGateUp.numElements() != gateUp.numElements() ||
+      gradDown.numElements() != down.numElements())
+    return Status::error("moe_grad: gradients shaped unlike their values");
+  return Status::success();
+}
+
+/// topk's shapes: `values` and `indices` (i64) the k largest of each row
+/// of `input`'s last dim.
+inline Status checkTopK(const Tensor &input, int64_t k, const Tensor &values,
+                        const Tensor &indices) {
+  if (input.rank < 1 || k < 1 || k > input.dim(input.rank - 1) ||
+      values.rank != input.rank || indices.rank != input.rank ||
+      indices.dtype != DType::I64 || values.dim(values.rank - 1) != k ||
+      values.numElements() != indices.numElements() ||
+      values.numElements() * input.dim(input.rank - 1) !=
+          input.numElements() * k)
+    return Status::error("topk: " + describe(input) + " with k " +
+                         std::to_string(k) + " cannot give " +
+                         describe(values) + " and " + describe(indices));
+  return Status::success();
+}
 
 /// Who each expert serves: rows [offset[e], offset[e+1]) of `slot` are the
 /// (token * k + j) pairs routed to expert e, in token order; `row` maps a

@@ -290,15 +290,9 @@ Status lamina::rt::cuda::topk(const Tensor &input, int64_t k,
                               cudaStream_t stream) {
   if (input.dtype != DType::F32 || values.dtype != DType::F32)
     return Status::error("topk on CUDA: f32 only, got " + describe(input));
-  if (input.rank < 1 || k < 1 || k > input.shape[input.rank - 1] ||
-      values.rank != input.rank || indices.rank != input.rank ||
-      indices.dtype != DType::I64 || values.shape[values.rank - 1] != k ||
-      values.numElements() != indices.numElements() ||
-      values.numElements() * input.shape[input.rank - 1] !=
-          input.numElements() * k)
-    return Status::error("topk: " + describe(input) + " with k " +
-                         std::to_string(k) + " cannot give " +
-                         describe(values) + " and " + describe(indices));
+  if (Status s = lamina::rt::detail::checkTopK(input, k, values, indices);
+      !s.ok())
+    return s;
   const int64_t n = input.shape[input.rank - 1],
                 rows = n ? input.numElements() / n : 0;
   if (rows == 0)
@@ -342,12 +336,12 @@ Status lamina::rt::cuda::moeBackward(
                           &gradDown})
     if (t->dtype != DType::F32)
       return Status::error("moe_grad on CUDA: f32 only, got " + describe(*t));
-  if (gradResult.numElements() != input.numElements() ||
-      gradInput.numElements() != input.numElements() ||
-      gradWeights.numElements() != weights.numElements() ||
-      gradGateUp.numElements() != gateUp.numElements() ||
-      gradDown.numElements() != down.numElements())
-    return Status::error("moe_grad: gradients shaped unlike their values");
+  if (Status s = lamina::rt::detail::checkMoEGradients(
+          input, weights, gateUp, down, gradResult,
+                                   gradInput, gradWeights, gradGateUp,
+                                   gradDown);
+      !s.ok())
+    return s;
   const Routing &r = d.r;
   const int64_t rows = r.offset.back(), h = r.hidden, i = r.inner;
   ExpertsForward f(stream);

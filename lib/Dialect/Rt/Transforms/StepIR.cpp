@@ -158,40 +158,40 @@ void applyEdits(func::FuncOp f, const StepOps &step,
   }
 }
 
-std::map<std::string, std::vector<int>> readersOf(ModuleOp module) {
-  std::map<std::string, std::vector<int>> readers;
-  for (auto f : module.getOps<func::FuncOp>()) {
+/// Calls f(module, forward, argument index, name) for every named argument
+/// of every module's forward.
+template <typename F> static void forEachForwardArg(ModuleOp module, F &&f) {
+  for (auto fwd : module.getOps<func::FuncOp>()) {
     auto outlined =
-        f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
-    if (!outlined || !f.getName().starts_with("fwd_"))
+        fwd->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+    if (!outlined || !fwd.getName().starts_with("fwd_"))
       continue;
     int k = int(outlined.getAs<IntegerAttr>("module").getInt());
-    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-      if (kind && name && kind.getValue() == graph::kKindTrainable)
-        readers[name.str()].push_back(k);
-    }
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, graph::kNameAttr))
+        f(k, fwd, i, name.str());
   }
+}
+
+std::map<std::string, std::vector<int>> readersOf(ModuleOp module) {
+  std::map<std::string, std::vector<int>> readers;
+  forEachForwardArg(module, [&](int k, func::FuncOp f, unsigned i,
+                                const std::string &name) {
+    auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+    if (kind && kind.getValue() == graph::kKindTrainable)
+      readers[name].push_back(k);
+  });
   return readers;
 }
 
 std::map<std::string, std::pair<int, int64_t>>
 expertBlocksOf(ModuleOp module) {
   std::map<std::string, std::pair<int, int64_t>> out;
-  for (auto f : module.getOps<func::FuncOp>()) {
-    auto outlined =
-        f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
-    if (!outlined || !f.getName().starts_with("fwd_"))
-      continue;
-    int k = int(outlined.getAs<IntegerAttr>("module").getInt());
-    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-      auto ranks = f.getArgAttrOfType<IntegerAttr>(i, graph::kEpSplitAttr);
-      if (name && ranks)
-        out[name.str()] = {k, ranks.getInt()};
-    }
-  }
+  forEachForwardArg(module, [&](int k, func::FuncOp f, unsigned i,
+                                const std::string &name) {
+    if (auto ranks = f.getArgAttrOfType<IntegerAttr>(i, graph::kEpSplitAttr))
+      out[name] = {k, ranks.getInt()};
+  });
   return out;
 }
 
