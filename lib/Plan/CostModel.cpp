@@ -105,8 +105,7 @@ std::string describeConfig(const PlanConfig &c) {
   os << "p" << c.pp << " d" << c.dp << " t" << c.tp;
   if (c.ep > 1)
     os << " e" << c.ep;
-  os << " m" << c.microBatches
-     << " b" << c.microBatchSize << " "
+  os << " m" << c.microBatches << " b" << c.microBatchSize << " "
      << schedule::scheduleKindName(c.schedule);
   if (c.schedule == ScheduleKind::Interleaved1F1B && c.chunks > 0)
     os << " v" << c.chunks;
@@ -282,9 +281,7 @@ private:
   /// The replicas holding each expert block (ep > 1): dp / ep.
   int expertHolders() const { return c.ep > 1 ? c.dp / c.ep : 1; }
   /// Whether they each update a part of it (ZeRO >= 1), as tied ones do.
-  bool shardsExperts() const {
-    return zeroLevel() >= 1 && expertHolders() > 1;
-  }
+  bool shardsExperts() const { return zeroLevel() >= 1 && expertHolders() > 1; }
   /// Bytes a GPU sends to synchronise stage `st`'s expert block over its
   /// holders (as tiedVolume).
   double expertVolume(const Stage &st) const {
@@ -393,8 +390,8 @@ void Evaluator::buildStages() {
       }
       // The experts are not split over a tensor-parallel group: each GPU
       // holds E / ep of each layer's experts whole.
-      st.params += (m.params - m.expertParams) / t +
-                   double(m.expertParams) / c.ep;
+      st.params +=
+          (m.params - m.expertParams) / t + double(m.expertParams) / c.ep;
       // Expert parallelism: each micro-batch's rows go to the ranks holding
       // their experts and back (two all-to-alls forward, two backward, two
       // more when the backward recomputes the forward).
@@ -663,21 +660,16 @@ void Evaluator::placeStats() {
         ++rs.traffic.sends;
         break;
       case ActionKind::AllReduce:
-        rs.traffic.dataParallel += 2.0 * (d - 1) / d *
-                                   st->synced() *
-                                   prec.grad;
+        rs.traffic.dataParallel += 2.0 * (d - 1) / d * st->synced() * prec.grad;
         ++rs.traffic.collectives;
         break;
       case ActionKind::ReduceScatter:
-        rs.traffic.dataParallel += double(d - 1) / d *
-                                   st->synced() *
-                                   prec.grad;
+        rs.traffic.dataParallel += double(d - 1) / d * st->synced() * prec.grad;
         ++rs.traffic.collectives;
         break;
       case ActionKind::AllGather:
-        rs.traffic.dataParallel += double(d - 1) / d *
-                                   st->synced() *
-                                   prec.weight;
+        rs.traffic.dataParallel +=
+            double(d - 1) / d * st->synced() * prec.weight;
         ++rs.traffic.collectives;
         break;
       default:

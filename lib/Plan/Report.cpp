@@ -135,9 +135,9 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
     o += "experts:    " + std::to_string(moe) + " module" +
          (moe > 1 ? "s" : "") + " with mixture-of-experts layers (" +
          std::to_string(first->experts) + " experts, top-" +
-         std::to_string(first->expertsPerToken) + "): " +
-         count(desc.activeParams()) + " of the " + count(desc.totalParams()) +
-         " parameters active per token";
+         std::to_string(first->expertsPerToken) +
+         "): " + count(desc.activeParams()) + " of the " +
+         count(desc.totalParams()) + " parameters active per token";
     if (c.ep > 1)
       o += "; " + std::to_string(first->experts / c.ep) +
            " experts per GPU (--ep " + std::to_string(c.ep) + ")";
@@ -168,8 +168,9 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
     for (const RankStats &r : p.ranks) {
       double t = 0;
       for (int st : r.stages)
-        t += (p.stages[size_t(st)].epForward + p.stages[size_t(st)].epBackward) *
-             c.microBatches;
+        t +=
+            (p.stages[size_t(st)].epForward + p.stages[size_t(st)].epBackward) *
+            c.microBatches;
       ep = std::max(ep, t);
       bytes = std::max(bytes, r.traffic.expertParallel);
     }

@@ -123,33 +123,34 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
           // mixture-of-experts model whose experts they divide
           // (checkConfig).
           std::vector<int> eps = {1};
-          if (tp == 1 && desc.moeModules() > 0)
+          if (desc.moeModules() > 0)
             for (int e = 2; e <= dp; ++e)
               if (dp % e == 0)
                 eps.push_back(e);
-          for (int ep : eps)
-          for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
-            for (bool recompute : {true, false}) {
-              PlanConfig c;
-              c.pp = pp;
-              c.dp = dp;
-              c.tp = tp;
-              c.ep = ep;
-              c.microBatchSize = b;
-              c.microBatches = static_cast<int>(m);
-              c.schedule = kind;
-              c.zero = zero;
-              c.recompute = recompute;
-              c.precision = o.precision;
-              Expected<PlanBound> bound = boundPlan(desc, c, hw);
-              if (!bound)
-                continue;
-              ++result.enumerated;
-              if (bound->memory > usable)
-                continue;
-              ++result.staticFit;
-              candidates.push_back({c, *bound});
-            }
+          for (int ep : eps) {
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
+              for (bool recompute : {true, false}) {
+                PlanConfig c;
+                c.pp = pp;
+                c.dp = dp;
+                c.tp = tp;
+                c.ep = ep;
+                c.microBatchSize = b;
+                c.microBatches = static_cast<int>(m);
+                c.schedule = kind;
+                c.zero = zero;
+                c.recompute = recompute;
+                c.precision = o.precision;
+                Expected<PlanBound> bound = boundPlan(desc, c, hw);
+                if (!bound)
+                  continue;
+                ++result.enumerated;
+                if (bound->memory > usable)
+                  continue;
+                ++result.staticFit;
+                candidates.push_back({c, *bound});
+              }
+          }
         }
       }
     }

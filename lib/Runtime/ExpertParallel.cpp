@@ -44,8 +44,8 @@ Status ep::exchange(const Tensor &rows, const Tensor &counts,
   const int64_t local = counts.dim(1), capacity = rows.dim(0) / n;
   const size_t rowBytes = rows.byteSize() / size_t(rows.dim(0));
   std::vector<int64_t> countBytes(size_t(n), local * int64_t(sizeof(int64_t)));
-  if (Status s = g->allToAll(counts.data, countBytes, received.data,
-                             countBytes, size_t(local) * sizeof(int64_t));
+  if (Status s = g->allToAll(counts.data, countBytes, received.data, countBytes,
+                             size_t(local) * sizeof(int64_t));
       !s.ok())
     return s;
   std::vector<int64_t> sendBytes(static_cast<size_t>(n)),

@@ -214,7 +214,8 @@ Status lamina::rt::topk(const Tensor &input, int64_t k, const Tensor &values,
 Status lamina::rt::moe(const Tensor &input, const Tensor &indices,
                        const Tensor &weights, const Tensor &gateUp,
                        const Tensor &down, const Tensor &result) {
-  if (Status s = checkMoEFloats("moe", {&input, &weights, &gateUp, &down, &result});
+  if (Status s =
+          checkMoEFloats("moe", {&input, &weights, &gateUp, &down, &result});
       !s.ok())
     return s;
   Routing r;
@@ -238,17 +239,17 @@ Status lamina::rt::moeBackward(const Tensor &input, const Tensor &indices,
                                const Tensor &gradWeights,
                                const Tensor &gradGateUp,
                                const Tensor &gradDown) {
-  if (Status s = checkMoEFloats("moe_grad",
-                            {&input, &weights, &gateUp, &down, &gradResult,
-                             &gradInput, &gradWeights, &gradGateUp, &gradDown});
+  if (Status s = checkMoEFloats(
+          "moe_grad", {&input, &weights, &gateUp, &down, &gradResult,
+                       &gradInput, &gradWeights, &gradGateUp, &gradDown});
       !s.ok())
     return s;
   Routing r;
   if (Status s = r.build(input, indices, weights, gateUp, down); !s.ok())
     return s;
-  if (Status s = checkMoEGradients(input, weights, gateUp, down, gradResult,
-                                   gradInput, gradWeights, gradGateUp,
-                                   gradDown);
+  if (Status s =
+          checkMoEGradients(input, weights, gateUp, down, gradResult, gradInput,
+                            gradWeights, gradGateUp, gradDown);
       !s.ok())
     return s;
   if (input.dtype == DType::F64)

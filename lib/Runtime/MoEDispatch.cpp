@@ -30,8 +30,8 @@ struct RowLayout {
     if (rows.rank != 2 || indices.rank != 2 || ranks < 1 || experts < 1 ||
         experts % ranks != 0 || rows.dim(0) % ranks != 0 ||
         (indices.dtype != DType::I64 && indices.dtype != DType::I32))
-      return Status::error(std::string(op) + ": " + describe(rows) +
-                           " and " + describe(indices) + " do not split " +
+      return Status::error(std::string(op) + ": " + describe(rows) + " and " +
+                           describe(indices) + " do not split " +
                            std::to_string(experts) + " experts over " +
                            std::to_string(ranks) + " ranks");
     tokens = indices.dim(0), k = indices.dim(1), hidden = rows.dim(1);
@@ -60,11 +60,10 @@ struct RowLayout {
         at += counts[size_t(e)];
       }
       if (at > (q + 1) * capacity)
-        return Status::error(std::string(op) + ": " +
-                             std::to_string(at - q * capacity) +
-                             " rows for rank " + std::to_string(q) +
-                             " exceed its block of " +
-                             std::to_string(capacity));
+        return Status::error(
+            std::string(op) + ": " + std::to_string(at - q * capacity) +
+            " rows for rank " + std::to_string(q) + " exceed its block of " +
+            std::to_string(capacity));
     }
     row.resize(size_t(tokens * k));
     for (int64_t p = 0; p < tokens * k; ++p)
@@ -160,8 +159,7 @@ Status lamina::rt::moeCombine(const Tensor &rows, const Tensor &indices,
       !s.ok())
     return s;
   RowLayout l;
-  if (Status s = l.build("moe_combine", rows, indices, experts, ranks);
-      !s.ok())
+  if (Status s = l.build("moe_combine", rows, indices, experts, ranks); !s.ok())
     return s;
   if (weights.numElements() != l.tokens * l.k ||
       result.numElements() != l.tokens * l.hidden)
@@ -181,8 +179,9 @@ Status lamina::rt::moeCombineBackward(const Tensor &rows, const Tensor &indices,
                                       const Tensor &gradResult, int64_t experts,
                                       int64_t ranks, const Tensor &gradRows,
                                       const Tensor &gradWeights) {
-  if (Status s = checkMoEFloats("moe_combine_grad", {&rows, &weights, &gradResult,
-                                                  &gradRows, &gradWeights});
+  if (Status s =
+          checkMoEFloats("moe_combine_grad", {&rows, &weights, &gradResult,
+                                              &gradRows, &gradWeights});
       !s.ok())
     return s;
   RowLayout l;

@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <string>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace lamina::rt::detail {

@@ -477,9 +477,9 @@ static std::string checkTrainFlags(bool train) {
 static bool isDistributed() {
   return pipelineRanks.getNumOccurrences() ||
          dataParallel.getNumOccurrences() || tensorParallel > 1 ||
-         expertParallel > 1 ||
-         microBatches.getNumOccurrences() || scheduleName.getNumOccurrences() ||
-         zeroLevel.getNumOccurrences() || recomputeMode.getNumOccurrences();
+         expertParallel > 1 || microBatches.getNumOccurrences() ||
+         scheduleName.getNumOccurrences() || zeroLevel.getNumOccurrences() ||
+         recomputeMode.getNumOccurrences();
 }
 
 /// The distributed flags agree with each other; "" when they do. The
@@ -489,8 +489,9 @@ static std::string checkDistFlags(bool train, bool dist) {
   if (!dist)
     return "";
   if (!train)
-    return tensorParallel > 1   ? "--tp needs --mode train"
-           : expertParallel > 1 ? "--ep needs --mode train"
+    return tensorParallel > 1 ? "--tp needs --mode train"
+           : expertParallel > 1
+               ? "--ep needs --mode train"
                : "--pp, --dp, --micro-batches, --schedule, --zero and "
                  "--recompute need --mode train";
   if (pipelineRanks < 1)

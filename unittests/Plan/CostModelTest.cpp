@@ -121,7 +121,8 @@ TEST(CostModel, ExpertParallelism) {
                      2.0 * (d - 1) / d * synced * 2 /*bytes*/);
     // ZeRO 1 shards the optimizer state of the synced parameters only.
     EXPECT_DOUBLE_EQ(r.memory.optimizer,
-                     (synced / d + mine) * precisionBytes(c.precision).optimizer);
+                     (synced / d + mine) *
+                         precisionBytes(c.precision).optimizer);
     const double one = rows * 2.0 * (d - 1) / d + 8.0 / d * 8 * (d - 1);
     EXPECT_DOUBLE_EQ(r.traffic.expertParallel,
                      L * (recompute ? 6 : 4) * one * c.microBatches);

@@ -70,7 +70,7 @@ struct PlanConfig {
   int chunks = 0;
   Precision precision = Precision::Bf16Mixed;
 
-  int gpus() const { return pp * dp * tp; }  // ep is within dp
+  int gpus() const { return pp * dp * tp; } // ep is within dp
 };
 
 /// "p8 d16 t8 m96 b1 interleaved-1f1b zero1 recompute"

@@ -1,4 +1,5 @@
-//===- ExpertParallel.h - the expert-parallel all-to-all ------------*- C++ -*-===//
+//===- ExpertParallel.h - the expert-parallel all-to-all ------------*- C++
+//-*-===//
 //
 // graph.moe_exchange's runtime call (docs/moe-design.md): a module
 // function of an expert-parallel program sends each rank of its group the

@@ -388,9 +388,8 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       })
       // Expert parallelism's row layout and all-to-all.
       .Case([&](MoEDispatchOp o) {
-        return c.call("moeDispatch",
-                      {c.in(0), c.in(1), c.i64(o.getExperts()),
-                       c.i64(o.getRanks()), c.out(0), c.out(1)});
+        return c.call("moeDispatch", {c.in(0), c.in(1), c.i64(o.getExperts()),
+                                      c.i64(o.getRanks()), c.out(0), c.out(1)});
       })
       .Case([&](MoECombineOp o) {
         return c.call("moeCombine",

@@ -119,9 +119,8 @@ __global__ void combineKernel(const float *rows, const int64_t *order,
 /// pair routed nowhere is 0.
 __global__ void routingGradKernel(const float *gy, const float *y,
                                   const float *weights, const int64_t *slot,
-                                  const int64_t *row, int64_t k,
-                                  int64_t hidden, float *gye, float *gw,
-                                  int64_t pairs) {
+                                  const int64_t *row, int64_t k, int64_t hidden,
+                                  float *gye, float *gw, int64_t pairs) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pairs;
        p += int64_t(gridDim.x) * blockDim.x) {
     int64_t q = row[p];
@@ -153,11 +152,11 @@ Status upload(const char *op, Scratch &to, const std::vector<int64_t> &v,
   if (Status s = cudaCheck(op, cudaMallocAsync(&to.ptr, bytes, stream));
       !s.ok())
     return s;
-  return v.empty() ? Status::success()
-                   : cudaCheck(op, cudaMemcpyAsync(to.ptr, v.data(),
-                                                   v.size() * sizeof(int64_t),
-                                                   cudaMemcpyHostToDevice,
-                                                   stream));
+  return v.empty()
+             ? Status::success()
+             : cudaCheck(op, cudaMemcpyAsync(to.ptr, v.data(),
+                                             v.size() * sizeof(int64_t),
+                                             cudaMemcpyHostToDevice, stream));
 }
 
 /// Routes on the host: the indices copied back (a wait for the stream),
@@ -203,12 +202,11 @@ Status route(const char *op, const Tensor &input, const Tensor &indices,
 }
 
 /// f32 scratch of `count` elements.
-Status scratch(const char *op, Scratch &s, int64_t count,
-               cudaStream_t stream) {
-  return cudaCheck(op, cudaMallocAsync(&s.ptr,
-                                       size_t(std::max<int64_t>(count, 1)) *
-                                           sizeof(float),
-                                       stream));
+Status scratch(const char *op, Scratch &s, int64_t count, cudaStream_t stream) {
+  return cudaCheck(
+      op, cudaMallocAsync(&s.ptr,
+                          size_t(std::max<int64_t>(count, 1)) * sizeof(float),
+                          stream));
 }
 
 Tensor view(void *data, std::initializer_list<int64_t> shape,
@@ -332,14 +330,13 @@ Status lamina::rt::cuda::moeBackward(
   if (Status s = route(op, input, indices, weights, gateUp, down, stream, d);
       !s.ok())
     return s;
-  for (const Tensor *t : {&gradResult, &gradInput, &gradWeights, &gradGateUp,
-                          &gradDown})
+  for (const Tensor *t :
+       {&gradResult, &gradInput, &gradWeights, &gradGateUp, &gradDown})
     if (t->dtype != DType::F32)
       return Status::error("moe_grad on CUDA: f32 only, got " + describe(*t));
   if (Status s = lamina::rt::detail::checkMoEGradients(
-          input, weights, gateUp, down, gradResult,
-                                   gradInput, gradWeights, gradGateUp,
-                                   gradDown);
+          input, weights, gateUp, down, gradResult, gradInput, gradWeights,
+          gradGateUp, gradDown);
       !s.ok())
     return s;
   const Routing &r = d.r;
@@ -355,9 +352,9 @@ Status lamina::rt::cuda::moeBackward(
       return s;
   if (r.tokens * r.k > 0) {
     launchKernel(routingGradKernel, gridFor(r.tokens * r.k, 128), 128, 0,
-                 stream, gradResult.as<float>(), f32(f.y),
-                 weights.as<float>(), i64(d.slot), i64(d.row), r.k, h,
-                 f32(gye), gradWeights.as<float>(), r.tokens * r.k);
+                 stream, gradResult.as<float>(), f32(f.y), weights.as<float>(),
+                 i64(d.slot), i64(d.row), r.k, h, f32(gye),
+                 gradWeights.as<float>(), r.tokens * r.k);
     if (Status s = launched(op); !s.ok())
       return s;
   }

@@ -126,8 +126,8 @@ public:
                           const std::vector<int> &recvBytes,
                           const std::vector<int> &recvOffsets, int group,
                           Request &out) {
-    (void)send, (void)sendBytes, (void)sendOffsets, (void)recv,
-        (void)recvBytes, (void)recvOffsets, (void)group, (void)out;
+    (void)send, (void)sendBytes, (void)sendOffsets, (void)recv, (void)recvBytes,
+        (void)recvOffsets, (void)group, (void)out;
     return Status::error(std::string("the ") + name() +
                          " transport has no all-to-all (expert parallelism "
                          "runs on the host, over MPI)");

@@ -139,8 +139,8 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
                              std::to_string((long long)tpBytes) + " B/step"
                        : "";
     if (ex.epGroup)
-      tpTraffic += ", expert-parallel " + std::to_string((long long)epBytes) +
-                   " B/step";
+      tpTraffic +=
+          ", expert-parallel " + std::to_string((long long)epBytes) + " B/step";
     std::printf("stats: rank %d (pp %d, dp %d%s): p2p %.0f B/step, collective "
                 "%.0f B/step%s, compute %.3f s, idle %.1f%%, arena %llu B, "
                 "step buffer %llu B, peak gradients %llu B, state %llu B\n",

@@ -66,14 +66,15 @@ Status Executor::setup() {
       if (int e = spec.modules[k].forward.args[i].expertSplit; e > 0) {
         if ((experts && e != experts) || spec.dp % e != 0)
           return Status::error("the program is inconsistent: experts split "
-                               "over " + std::to_string(e) + " of " +
+                               "over " +
+                               std::to_string(e) + " of " +
                                std::to_string(spec.dp) + " replicas");
         experts = e;
       }
   if (experts) {
     int stage = pp * spec.tp + tpIndex, groups = spec.dp / experts, group = -1;
-    if (Status s = net.split(stage * groups + dp / experts, dp % experts,
-                             group);
+    if (Status s =
+            net.split(stage * groups + dp / experts, dp % experts, group);
         !s.ok())
       return s;
     epGroup = std::make_unique<CommExpertParallelGroup>(net, group,
@@ -336,8 +337,8 @@ Status Executor::setupParams() {
       p.expert = a.expertSplit > 0;
       p.shared = readers[a.name].size() > 1 || p.expert;
       if (p.expert && (!p.trainable || readers[a.name].size() > 1))
-        return Status::error("the program is inconsistent: experts '" +
-                             p.name + "' are not one module's trainables");
+        return Status::error("the program is inconsistent: experts '" + p.name +
+                             "' are not one module's trainables");
       p.size = numElements(a.shape, a.rank);
       if (p.trainable && a.dtype != DType::F32)
         return Status::error("trainable parameter '" + p.name +
@@ -483,11 +484,11 @@ Status Executor::setupShared(Param &p, const std::vector<int> &set,
     capacity = p.holderShards.fullCapacity;
     // The holders group ranks its members by global rank (dp * pp + pp);
     // an expert block's holders by replica.
-    p.holderIndex =
-        p.expert ? dp / experts
-                 : dp * int(set.size()) +
-                       int(std::lower_bound(set.begin(), set.end(), pp) -
-                           set.begin());
+    p.holderIndex = p.expert
+                        ? dp / experts
+                        : dp * int(set.size()) +
+                              int(std::lower_bound(set.begin(), set.end(), pp) -
+                                  set.begin());
     p.ownCopiesOnly = true;
     for (int k : readers)
       p.ownCopiesOnly = p.ownCopiesOnly && spec.modules[k].copiesOnly;

@@ -307,17 +307,16 @@ TEST(GradientTest, MixtureOfExperts) {
        "tensor<3x3x2xf64>) -> tensor<4x3xf64>",
        {4, 3}});
   // A row that goes to no expert (index -1): zero result and gradients.
-  checkGradients(
-      {"moe_no_expert",
-       {{"x", {4, 3}, "trainable", -1, 1},
-        {"e", {4, 1}, "input", 0, 0, {1, -1, 0, 1}, "i64"},
-        {"w", {4, 1}, "trainable", 0.1, 1},
-        {"gu", {2, 4, 3}, "trainable", -1, 1},
-        {"d", {2, 3, 2}, "trainable", -1, 1}},
-       "  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<4x3xf64>, "
-       "tensor<4x1xi64>, tensor<4x1xf64>, tensor<2x4x3xf64>, "
-       "tensor<2x3x2xf64>) -> tensor<4x3xf64>",
-       {4, 3}});
+  checkGradients({"moe_no_expert",
+                  {{"x", {4, 3}, "trainable", -1, 1},
+                   {"e", {4, 1}, "input", 0, 0, {1, -1, 0, 1}, "i64"},
+                   {"w", {4, 1}, "trainable", 0.1, 1},
+                   {"gu", {2, 4, 3}, "trainable", -1, 1},
+                   {"d", {2, 3, 2}, "trainable", -1, 1}},
+                  "  %y = graph.moe %x, %e, %w, %gu, %d : (tensor<4x3xf64>, "
+                  "tensor<4x1xi64>, tensor<4x1xf64>, tensor<2x4x3xf64>, "
+                  "tensor<2x3x2xf64>) -> tensor<4x3xf64>",
+                  {4, 3}});
 }
 
 // Expert parallelism's row layout: 5 tokens' top-2 of 4 experts over 2
@@ -328,7 +327,8 @@ TEST(GradientTest, ExpertParallelRows) {
        {{"x", {5, 3}, "trainable", -1, 1},
         {"e", {5, 2}, "input", 0, 0, {1, 0, 3, 1, 2, 0, 0, 1, 3, 2}, "i64"},
         {"w", {5, 2}, "trainable", 0.1, 1}},
-       "  %rows, %cnt = graph.moe_dispatch %x, %e {experts = 4 : i64, ranks = 2 : "
+       "  %rows, %cnt = graph.moe_dispatch %x, %e {experts = 4 : i64, ranks = "
+       "2 : "
        "i64} : (tensor<5x3xf64>, tensor<5x2xi64>) -> (tensor<20x3xf64>, "
        "tensor<2x2xi64>)\n"
        "  %t = graph.tanh %rows : tensor<20x3xf64>\n"
@@ -345,7 +345,8 @@ TEST(GradientTest, ExpertParallelRows) {
         {"w", {5, 2}, "trainable", 0.1, 1},
         {"gu", {3, 4, 3}, "trainable", -1, 1},
         {"d", {3, 3, 2}, "trainable", -1, 1}},
-       "  %rows, %cnt = graph.moe_dispatch %x, %e {experts = 3 : i64, ranks = 1 : "
+       "  %rows, %cnt = graph.moe_dispatch %x, %e {experts = 3 : i64, ranks = "
+       "1 : "
        "i64} : (tensor<5x3xf64>, tensor<5x2xi64>) -> (tensor<10x3xf64>, "
        "tensor<1x3xi64>)\n"
        "  %i = graph.moe_row_experts %cnt : (tensor<1x3xi64>) -> "

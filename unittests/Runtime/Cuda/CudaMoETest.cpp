@@ -31,14 +31,15 @@ TEST_F(CudaKernel, TopKMatchesHost) {
 // and one pair goes to no expert (index -1).
 TEST_F(CudaKernel, MixtureOfExpertsMatchesHost) {
   const int64_t T = 9, H = 8, E = 4, I = 6, k = 2;
-  std::vector<int64_t> picks = {0, 1, 1, 2, 2, 0, 1, 0, 0, 2,
-                                2, 1, 1, -1, 0, 1, 2, 0};
+  std::vector<int64_t> picks = {0, 1, 1, 2, 2,  0, 1, 0, 0,
+                                2, 2, 1, 1, -1, 0, 1, 2, 0};
   Buf x = randomF32({T, H}), idx = i64({T, k}, picks),
-      w = randomF32({T, k}, 0.1f, 1), gu = randomF32({E, 2 * I, H}, -0.5f, 0.5f),
+      w = randomF32({T, k}, 0.1f, 1),
+      gu = randomF32({E, 2 * I, H}, -0.5f, 0.5f),
       dn = randomF32({E, H, I}, -0.5f, 0.5f), gy = randomF32({T, H});
   Buf want(DType::F32, {T, H});
-  EXPECT_OK(moe(x.view(), idx.view(), w.view(), gu.view(), dn.view(),
-                want.view()));
+  EXPECT_OK(
+      moe(x.view(), idx.view(), w.view(), gu.view(), dn.view(), want.view()));
   Dev dx(x), di(idx), dw(w), dgu(gu), ddn(dn), dgy(gy), y(DType::F32, {T, H});
   EXPECT_OK(cu::moe(dx.view(), di.view(), dw.view(), dgu.view(), ddn.view(),
                     y.view(), stream));

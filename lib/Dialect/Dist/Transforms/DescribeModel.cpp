@@ -118,7 +118,8 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
     // A mixture-of-experts layer: what expert parallelism sends.
     if (auto moe = dyn_cast<graph::MoEOp>(op)) {
       auto picks = cast<RankedTensorType>(moe.getIndices().getType());
-      md.experts = cast<RankedTensorType>(moe.getGateUp().getType()).getDimSize(0);
+      md.experts =
+          cast<RankedTensorType>(moe.getGateUp().getType()).getDimSize(0);
       md.expertsPerToken = picks.getDimSize(1);
       md.routedBytes +=
           tensorBytes(moe.getInput().getType()) * md.expertsPerToken;

@@ -86,9 +86,9 @@ LogicalResult verifyCounts(Operation *op, Value counts, StringRef what) {
 
 Value onesLike(ImplicitLocOpBuilder &b, Type type) {
   auto t = cast<RankedTensorType>(type);
-  return ConstantOp::create(
-      b, cast<ElementsAttr>(DenseElementsAttr::get(
-             t, b.getFloatAttr(t.getElementType(), 1.0))));
+  return ConstantOp::create(b,
+                            cast<ElementsAttr>(DenseElementsAttr::get(
+                                t, b.getFloatAttr(t.getElementType(), 1.0))));
 }
 } // namespace
 
@@ -128,7 +128,8 @@ LogicalResult MoEDispatchOp::verify() {
       failed(verifyCounts(*this, getCounts(), "counts")))
     return failure();
   auto x = typeOf(getInput()), rows = typeOf(getRows());
-  if (x.getRank() != 2 || x.getDimSize(0) != typeOf(getIndices()).getDimSize(0) ||
+  if (x.getRank() != 2 ||
+      x.getDimSize(0) != typeOf(getIndices()).getDimSize(0) ||
       rows.getDimSize(1) != x.getDimSize(1) ||
       rows.getElementType() != x.getElementType())
     return emitOpError("input [T, H] must match the indices' T and the "
@@ -241,9 +242,9 @@ LogicalResult MoEDispatchOp::buildGradients(OpBuilder &builder,
     out.append({Value(), Value()});
     return success();
   }
-  Value ones = onesLike(
-      b, RankedTensorType::get(typeOf(getIndices()).getShape(),
-                               typeOf(getInput()).getElementType()));
+  Value ones =
+      onesLike(b, RankedTensorType::get(typeOf(getIndices()).getShape(),
+                                        typeOf(getInput()).getElementType()));
   out.push_back(MoECombineOp::create(b, getInput().getType(), g, getIndices(),
                                      ones, getExperts(), getRanks()));
   out.push_back(Value());
@@ -273,8 +274,8 @@ LogicalResult MoECombineOp::buildGradients(OpBuilder &builder,
     return success();
   }
   auto grad = MoECombineGradOp::create(
-      builder, getLoc(), getRows().getType(), getWeights().getType(),
-      getRows(), getIndices(), getWeights(), g, getExperts(), getRanks());
+      builder, getLoc(), getRows().getType(), getWeights().getType(), getRows(),
+      getIndices(), getWeights(), g, getExperts(), getRanks());
   out.append({grad.getGradRows(), Value(), grad.getGradWeights()});
   return success();
 }

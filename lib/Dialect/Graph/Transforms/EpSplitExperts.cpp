@@ -64,7 +64,8 @@ struct GraphEpSplitExperts
     auto downType = cast<RankedTensorType>(moe.getDown().getType());
     auto x = cast<RankedTensorType>(moe.getInput().getType());
     int64_t experts = gateUpType.getDimSize(0),
-            k = cast<RankedTensorType>(moe.getIndices().getType()).getDimSize(1);
+            k = cast<RankedTensorType>(moe.getIndices().getType())
+                    .getDimSize(1);
     if (experts % r != 0)
       return moe.emitError("--ep ")
              << r << ": the " << experts
@@ -97,11 +98,10 @@ struct GraphEpSplitExperts
     auto dispatch =
         MoEDispatchOp::create(b, loc, rowsType, countsType, moe.getInput(),
                               moe.getIndices(), experts, r);
-    auto there = MoEExchangeOp::create(b, loc, rowsType, countsType,
-                                       dispatch.getRows(), dispatch.getCounts());
+    auto there = MoEExchangeOp::create(
+        b, loc, rowsType, countsType, dispatch.getRows(), dispatch.getCounts());
     auto idsType = RankedTensorType::get({r * capacity, 1}, i64);
-    Value ids =
-        MoERowExpertsOp::create(b, loc, idsType, there.getReceived());
+    Value ids = MoERowExpertsOp::create(b, loc, idsType, there.getReceived());
     auto onesType =
         RankedTensorType::get({r * capacity, 1}, x.getElementType());
     Value ones = ConstantOp::create(

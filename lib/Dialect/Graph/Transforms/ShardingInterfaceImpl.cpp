@@ -552,9 +552,8 @@ void registerShardingInterfaceExternalModels(DialectRegistry &registry) {
     attach<AttentionSharding, AttentionOp, AttentionGradOp>(ctx);
     attach<WholeSharding, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
            LogSoftmaxGradOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp, CumSumOp,
-           TileOp, TriluOp, GatherNDOp, TopKOp, MoEOp, MoEGradOp,
-           MoEDispatchOp, MoEExchangeOp, MoERowExpertsOp, MoECombineOp,
-           MoECombineGradOp>(ctx);
+           TileOp, TriluOp, GatherNDOp, TopKOp, MoEOp, MoEGradOp, MoEDispatchOp,
+           MoEExchangeOp, MoERowExpertsOp, MoECombineOp, MoECombineGradOp>(ctx);
     attachVocabParallelModels(ctx);
   });
 }

@@ -175,17 +175,16 @@ template <typename F> static void forEachForwardArg(ModuleOp module, F &&f) {
 
 std::map<std::string, std::vector<int>> readersOf(ModuleOp module) {
   std::map<std::string, std::vector<int>> readers;
-  forEachForwardArg(module, [&](int k, func::FuncOp f, unsigned i,
-                                const std::string &name) {
-    auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-    if (kind && kind.getValue() == graph::kKindTrainable)
-      readers[name].push_back(k);
-  });
+  forEachForwardArg(
+      module, [&](int k, func::FuncOp f, unsigned i, const std::string &name) {
+        auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+        if (kind && kind.getValue() == graph::kKindTrainable)
+          readers[name].push_back(k);
+      });
   return readers;
 }
 
-std::map<std::string, std::pair<int, int64_t>>
-expertBlocksOf(ModuleOp module) {
+std::map<std::string, std::pair<int, int64_t>> expertBlocksOf(ModuleOp module) {
   std::map<std::string, std::pair<int, int64_t>> out;
   forEachForwardArg(module, [&](int k, func::FuncOp f, unsigned i,
                                 const std::string &name) {
