@@ -119,6 +119,11 @@ def config(arch, extra=None):
     if getattr(cfg, "architectures", None) is None:
         cfg.architectures = []
     cfg._attn_implementation = "eager"  # plain MatMul/Softmax, no SDPA op
+    # Mixture-of-experts models: the experts' Python loop, which the
+    # TorchScript exporter unrolls and Lamina recognises (the default
+    # grouped_mm exports with neither exporter; docs/moe-design.md).
+    if hasattr(cfg, "_experts_implementation"):
+        cfg._experts_implementation = "eager"
     cfg.use_cache = False
     return cfg
 
