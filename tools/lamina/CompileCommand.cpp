@@ -872,7 +872,7 @@ int runCompile() {
         << (!train ? " (" + target + ", inference)\n"
             : dist
                 ? llvm::formatv(
-                      " ({7}, train, {0} ranks: {1} {8}pp {2} x "
+                      " ({7}, train, {0} rank{11}: {1} {8}pp {2} x "
                       "dp {3}{9}, {4} micro-batch{10}, zero {5}, "
                       "recompute {6})\n",
                       pipelineRanks * int64_t(pipeline.dp) * tensorParallel,
@@ -890,7 +890,11 @@ int runCompile() {
                           ? " (experts over groups of " +
                                 std::to_string(expertParallel) + ")"
                           : std::string(),
-                      microBatches == 1 ? "" : "es")
+                      microBatches == 1 ? "" : "es",
+                      pipelineRanks * int64_t(pipeline.dp) * tensorParallel ==
+                              1
+                          ? ""
+                          : "s")
                       .str()
                 : " (" + target + ", train)\n");
     llvm::outs() << distSummary;
