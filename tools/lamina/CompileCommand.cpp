@@ -891,8 +891,7 @@ int runCompile() {
                                 std::to_string(expertParallel) + ")"
                           : std::string(),
                       microBatches == 1 ? "" : "es",
-                      pipelineRanks * int64_t(pipeline.dp) * tensorParallel ==
-                              1
+                      pipelineRanks * int64_t(pipeline.dp) * tensorParallel == 1
                           ? ""
                           : "s")
                       .str()
