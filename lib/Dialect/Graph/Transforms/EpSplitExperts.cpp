@@ -49,6 +49,14 @@ struct GraphEpSplitExperts
     func::FuncOp f = getOperation();
     SmallVector<MoEOp> layers;
     f.walk([&](MoEOp m) { layers.push_back(m); });
+    // The model's forward: --ep on a model without experts is a mistake.
+    if (layers.empty() && f.getSymName() == "forward") {
+      f.emitError("--ep ") << unsigned(ranks)
+                           << ": the model has no mixture-of-experts layer "
+                              "(an experts' loop Lamina recognises as "
+                              "graph.moe) to split";
+      return signalPassFailure();
+    }
     for (MoEOp m : layers)
       if (failed(split(f, m)))
         return signalPassFailure();

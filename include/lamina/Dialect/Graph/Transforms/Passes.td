@@ -675,7 +675,8 @@ def GraphEpSplitExperts
     then differentiates the pieces: the backward's all-to-alls are the
     exchanges' gradients. The result equals the unsplit layer's (the
     combine sums in expert order, as `graph.moe` does). A remark names each
-    layer; experts that `R` does not divide are an error.
+    layer; experts that `R` does not divide, and a `@forward` without a
+    `graph.moe`, are errors.
   }];
   let options = [
     Option<"ranks", "ranks", "unsigned", /*default=*/"1",
