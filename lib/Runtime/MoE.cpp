@@ -84,28 +84,6 @@ void topkRows(const Tensor &input, int64_t k, const Tensor &values,
   });
 }
 
-/// dst[t] = sum over token t's slots p, in expert order, of rows[row(p)]
-/// (times scale[p] when given): the combine and the input gradient's sum.
-template <typename T>
-void combine(const Routing &r, const std::vector<T> &rows, const T *scale,
-             T *dst) {
-  const int64_t h = r.hidden;
-  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> slots;
-    for (int64_t t = begin; t < end; ++t) {
-      T *to = dst + t * h;
-      std::fill_n(to, h, T(0));
-      r.slotsInExpertOrder(t, slots);
-      for (int64_t p : slots) {
-        const T *src = rows.data() + r.row[size_t(p)] * h;
-        T w = scale ? scale[p] : T(1);
-        for (int64_t c = 0; c < h; ++c)
-          to[c] += src[c] * w;
-      }
-    }
-  });
-}
-
 template <typename T>
 void moeForward(const Routing &r, const Tensor &input, const Tensor &weights,
                 const Tensor &gateUp, const Tensor &down,
@@ -123,7 +101,8 @@ void moeForward(const Routing &r, const Tensor &input, const Tensor &weights,
                 out.begin() + r.offset[size_t(e)] * h);
     }
   });
-  combine(r, out, weights.as<T>(), result.as<T>());
+  combineInExpertOrder(r, r.row.data(), out.data(), h, weights.as<T>(),
+                       result.as<T>());
 }
 
 template <typename T>
@@ -193,7 +172,8 @@ void moeGradients(const Routing &r, const Tensor &input, const Tensor &weights,
            h);
     }
   });
-  combine<T>(r, gx, nullptr, gradInput.as<T>());
+  combineInExpertOrder<T>(r, r.row.data(), gx.data(), h, nullptr,
+                          gradInput.as<T>());
 }
 
 } // namespace

@@ -67,11 +67,12 @@ inline Status checkTopK(const Tensor &input, int64_t k, const Tensor &values,
 
 /// Who each expert serves: rows [offset[e], offset[e+1]) of `slot` are the
 /// (token * k + j) pairs routed to expert e, in token order; `row` maps a
-/// pair back to its row.
+/// pair back to its row (-1: a negative index, no expert).
 struct Routing {
   int64_t tokens = 0, k = 0, experts = 0, hidden = 0, inner = 0;
   std::vector<int64_t> offset, slot, row;
 
+  /// moe's and moe_grad's operands, then group().
   Status build(const Tensor &input, const Tensor &indices,
                const Tensor &weights, const Tensor &gateUp,
                const Tensor &down) {
@@ -79,18 +80,25 @@ struct Routing {
         gateUp.rank != 3 || down.rank != 3)
       return Status::error("moe: expects input [T, H], indices and weights "
                            "[T, k], gate_up [E, 2I, H] and down [E, H, I]");
-    tokens = input.dim(0), hidden = input.dim(1), k = indices.dim(1);
-    experts = gateUp.dim(0), inner = down.dim(2);
-    if (indices.dim(0) != tokens || weights.dim(0) != tokens ||
-        weights.dim(1) != k || gateUp.dim(1) != 2 * inner ||
-        gateUp.dim(2) != hidden || down.dim(0) != experts ||
+    hidden = input.dim(1), inner = down.dim(2);
+    if (indices.dim(0) != input.dim(0) || weights.dim(0) != input.dim(0) ||
+        weights.dim(1) != indices.dim(1) || gateUp.dim(1) != 2 * inner ||
+        gateUp.dim(2) != hidden || down.dim(0) != gateUp.dim(0) ||
         down.dim(1) != hidden)
       return Status::error("moe: inconsistent shapes " + describe(input) +
                            ", " + describe(indices) + ", " + describe(weights) +
                            ", " + describe(gateUp) + ", " + describe(down));
-    if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
-      return Status::error("moe: indices must be i32 or i64, got " +
+    return group("moe", indices, gateUp.dim(0));
+  }
+
+  /// The counting sort of `indices` [T, k] (i32 or i64) over `experts`.
+  Status group(const char *op, const Tensor &indices, int64_t numExperts) {
+    if (indices.rank != 2 ||
+        (indices.dtype != DType::I32 && indices.dtype != DType::I64))
+      return Status::error(std::string(op) +
+                           ": indices must be i32 or i64 [T, k], got " +
                            describe(indices));
+    tokens = indices.dim(0), k = indices.dim(1), experts = numExperts;
     std::vector<int64_t> expert(size_t(tokens * k));
     offset.assign(size_t(experts + 1), 0);
     for (int64_t p = 0; p < tokens * k; ++p) {
@@ -99,10 +107,10 @@ struct Routing {
                       : int64_t(indices.as<int32_t>()[p]);
       // Negative: no expert (an expert-parallel rank's empty rows).
       if (e >= experts)
-        return Status::error("moe: expert index " + std::to_string(e) +
-                             " of token " + std::to_string(p / k) +
-                             " is outside [0, " + std::to_string(experts) +
-                             ")");
+        return Status::error(std::string(op) + ": expert index " +
+                             std::to_string(e) + " of token " +
+                             std::to_string(p / k) + " is outside [0, " +
+                             std::to_string(experts) + ")");
       expert[size_t(p)] = e;
       if (e >= 0)
         ++offset[size_t(e + 1)];
@@ -135,6 +143,30 @@ struct Routing {
     });
   }
 };
+
+/// dst[t] = sum over token t's pairs p, in expert order, of rows[rowOf[p]]
+/// (H wide; times scale[p] when given): moe's combine and its input
+/// gradient's sum, and moe_combine's over the expert-parallel layout
+/// (whose rows keep the experts' order).
+template <typename T>
+void combineInExpertOrder(const Routing &r, const int64_t *rowOf,
+                          const T *rows, int64_t hidden, const T *scale,
+                          T *dst) {
+  parallelFor(r.tokens, 16, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> slots;
+    for (int64_t t = begin; t < end; ++t) {
+      T *to = dst + t * hidden;
+      std::fill_n(to, hidden, T(0));
+      r.slotsInExpertOrder(t, slots);
+      for (int64_t p : slots) {
+        const T *src = rows + rowOf[p] * hidden;
+        T w = scale ? scale[p] : T(1);
+        for (int64_t c = 0; c < hidden; ++c)
+          to[c] += src[c] * w;
+      }
+    }
+  });
+}
 
 } // namespace lamina::rt::detail
 

@@ -102,7 +102,8 @@ def Graph_MoEDispatchOp : Graph_Op<"moe_dispatch", [Pure, Graph_Differentiable]>
     pairs `(t, j)` sorted by expert (tokens in order within an expert);
     rank q's pairs (experts `[q E/R, (q+1) E/R)`, `R = ranks`) fill rows
     `[q C, q C + n_q)` of `rows` [R C, H] with `input[t]`, the rest zero;
-    `counts` [R, E/R] (i64) holds how many pairs go to each expert. The
+    `counts` [R, E/R] (i64) holds how many pairs go to each expert (a
+    negative index sends its pair nowhere, as in graph.moe). The
     gradient of `input` sums each token's rows back (graph.moe_combine with
     unit weights).
   }];
