@@ -26,9 +26,10 @@ void lamina::rt::setExpertParallelGroup(ExpertParallelGroup *g) {
 
 ExpertParallelGroup *lamina::rt::expertParallelGroup() { return theGroup; }
 
-Status ep::exchange(const Tensor &rows, const Tensor &counts,
-                    const Tensor &result, const Tensor &received) {
-  ExpertParallelGroup *g = theGroup;
+Status ep::detail::begin(const Tensor &rows, const Tensor &counts,
+                        const Tensor &result, const Tensor &received,
+                        ExpertParallelGroup *&g) {
+  g = theGroup;
   if (!g)
     return Status::error("moe_exchange: the program runs no expert-parallel "
                          "group");
@@ -41,16 +42,23 @@ Status ep::exchange(const Tensor &rows, const Tensor &counts,
     return Status::error("moe_exchange: " + describe(rows) + " and " +
                          describe(counts) + " are no blocks for the " +
                          std::to_string(n) + " members of the group");
-  const int64_t local = counts.dim(1), capacity = rows.dim(0) / n;
-  const size_t rowBytes = rows.byteSize() / size_t(rows.dim(0));
-  std::vector<int64_t> countBytes(size_t(n), local * int64_t(sizeof(int64_t)));
-  if (Status s = g->allToAll(counts.data, countBytes, received.data, countBytes,
-                             size_t(local) * sizeof(int64_t));
-      !s.ok())
-    return s;
-  std::vector<int64_t> sendBytes(static_cast<size_t>(n)),
-      recvBytes(static_cast<size_t>(n));
-  const int64_t *sent = counts.as<int64_t>(), *got = received.as<int64_t>();
+  return Status::success();
+}
+
+std::vector<int64_t> ep::detail::countBytes(const Tensor &counts) {
+  return std::vector<int64_t>(static_cast<size_t>(counts.dim(0)),
+                              counts.dim(1) * int64_t(sizeof(int64_t)));
+}
+
+Status ep::detail::rowBytes(const Tensor &rows, const int64_t *sent,
+                            const int64_t *got, int n, int64_t local,
+                            std::vector<int64_t> &sendBytes,
+                            std::vector<int64_t> &recvBytes,
+                            size_t &blockBytes) {
+  const int64_t capacity = rows.dim(0) / n;
+  const size_t rowSize = rows.byteSize() / size_t(rows.dim(0));
+  sendBytes.assign(static_cast<size_t>(n), 0);
+  recvBytes.assign(static_cast<size_t>(n), 0);
   for (int q = 0; q < n; ++q) {
     int64_t out = std::accumulate(sent + q * local, sent + (q + 1) * local,
                                   int64_t(0)),
@@ -60,10 +68,31 @@ Status ep::exchange(const Tensor &rows, const Tensor &counts,
       return Status::error("moe_exchange: member " + std::to_string(q) +
                            "'s rows exceed a block of " +
                            std::to_string(capacity));
-    sendBytes[size_t(q)] = out * int64_t(rowBytes);
-    recvBytes[size_t(q)] = in * int64_t(rowBytes);
+    sendBytes[size_t(q)] = out * int64_t(rowSize);
+    recvBytes[size_t(q)] = in * int64_t(rowSize);
   }
+  blockBytes = size_t(capacity) * rowSize;
+  return Status::success();
+}
+
+Status ep::exchange(const Tensor &rows, const Tensor &counts,
+                    const Tensor &result, const Tensor &received) {
+  ExpertParallelGroup *g;
+  if (Status s = detail::begin(rows, counts, result, received, g); !s.ok())
+    return s;
+  if (Status s = g->allToAll(counts.data, detail::countBytes(counts),
+                             received.data, detail::countBytes(counts),
+                             size_t(counts.dim(1)) * sizeof(int64_t));
+      !s.ok())
+    return s;
+  std::vector<int64_t> sendBytes, recvBytes;
+  size_t blockBytes;
+  if (Status s = detail::rowBytes(rows, counts.as<int64_t>(),
+                                  received.as<int64_t>(), g->size(),
+                                  counts.dim(1), sendBytes, recvBytes,
+                                  blockBytes);
+      !s.ok())
+    return s;
   std::memset(result.data, 0, result.byteSize());
-  return g->allToAll(rows.data, sendBytes, result.data, recvBytes,
-                     size_t(capacity) * rowBytes);
+  return g->allToAll(rows.data, sendBytes, result.data, recvBytes, blockBytes);
 }

@@ -20,45 +20,6 @@ using namespace lamina::rt::detail;
 
 namespace {
 
-/// The pairs grouped by expert (Routing), each rank's experts' rows in its
-/// block of `capacity` rows: row[p] for pair p = t * k + j (-1: none).
-struct RowLayout {
-  Routing r;
-  int64_t capacity = 0, local = 0;
-  std::vector<int64_t> row;
-
-  Status build(const char *op, const Tensor &rows, const Tensor &indices,
-               int64_t experts, int64_t ranks) {
-    if (rows.rank != 2 || ranks < 1 || experts < 1 || experts % ranks != 0 ||
-        rows.dim(0) % ranks != 0)
-      return Status::error(std::string(op) + ": " + describe(rows) +
-                           " is no row blocks for " + std::to_string(experts) +
-                           " experts over " + std::to_string(ranks) +
-                           " ranks");
-    if (Status s = r.group(op, indices, experts); !s.ok())
-      return s;
-    r.hidden = rows.dim(1);
-    capacity = rows.dim(0) / ranks, local = experts / ranks;
-    // Routing's rows, experts in order, cut at each rank's experts.
-    std::vector<int64_t> blocked(size_t(r.offset.back()));
-    for (int64_t q = 0; q < ranks; ++q) {
-      int64_t first = r.offset[size_t(q * local)],
-              last = r.offset[size_t((q + 1) * local)];
-      if (last - first > capacity)
-        return Status::error(std::string(op) + ": " +
-                             std::to_string(last - first) + " rows for rank " +
-                             std::to_string(q) + " exceed its block of " +
-                             std::to_string(capacity));
-      for (int64_t d = first; d < last; ++d)
-        blocked[size_t(d)] = q * capacity + d - first;
-    }
-    row.resize(r.row.size());
-    for (size_t p = 0; p < row.size(); ++p)
-      row[p] = r.row[p] < 0 ? -1 : blocked[size_t(r.row[p])];
-    return Status::success();
-  }
-};
-
 template <typename T>
 void dispatchRows(const RowLayout &l, const T *in, T *rows, size_t rowCount) {
   const int64_t h = l.r.hidden;

@@ -668,9 +668,10 @@ int runCompile() {
                     "(docs/tp-design.md)\n";
     return 1;
   }
-  if (expertParallel > 1 && (cuda || precision != "f32")) {
-    llvm::errs() << "lamina compile: --ep runs f32 programs on the host "
-                    "only (the all-to-all is MPI's; docs/moe-design.md)\n";
+  if (expertParallel > 1 && precision != "f32") {
+    llvm::errs() << "lamina compile: --ep runs f32 programs only (the "
+                    "experts' kernels and the all-to-all move f32; "
+                    "docs/moe-design.md)\n";
     return 1;
   }
   if (cuda) {

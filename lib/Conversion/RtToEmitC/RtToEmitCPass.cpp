@@ -798,25 +798,6 @@ struct ConvertRtToEmitCPass
           << target << "'";
       return signalPassFailure();
     }
-    // Host kernels without a CUDA twin yet: refused naming the node.
-    if (target == "cuda") {
-      static const llvm::StringLiteral hostOnly[] = {
-          "lamina::rt::moeDispatch", "lamina::rt::moeCombine",
-          "lamina::rt::moeCombineBackward", "lamina::rt::moeRowExperts",
-          "lamina::rt::ep::exchange"};
-      WalkResult missing = module.walk([&](rt_ir::CallOp call) {
-        if (!llvm::is_contained(hostOnly, call.getCallee()))
-          return WalkResult::advance();
-        call.emitError("the CUDA target has no kernel for ")
-            << call.getCallee().drop_front(strlen("lamina::rt::")) << " yet ("
-            << call.getLoc()
-            << "; expert parallelism's ops, docs/moe-design.md): compile "
-               "with --target host";
-        return WalkResult::interrupt();
-      });
-      if (missing.wasInterrupted())
-        return signalPassFailure();
-    }
     // The mode follows from the IR unless given: a verified schedule is a
     // distributed program, graph.train a training one.
     std::string mode = this->mode;

@@ -69,6 +69,17 @@ __global__ void gatherRowsKernel(const float *input, const int64_t *slot,
   }
 }
 
+/// rows[q] = input[token of pair source[q]] (zero when source[q] < 0).
+__global__ void dispatchKernel(const float *input, const int64_t *source,
+                               int64_t k, int64_t hidden, float *rows,
+                               int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t q = i / hidden, c = i % hidden, p = source[q];
+    rows[i] = p < 0 ? 0.0f : input[(p / k) * hidden + c];
+  }
+}
+
 __device__ inline float sigmoidOf(float g) { return 1.0f / (1.0f + expf(-g)); }
 
 /// a[q, c] = silu(gate) * up from gu[q] = [gate (I), up (I)].
@@ -115,12 +126,12 @@ __global__ void combineKernel(const float *rows, const int64_t *order,
   }
 }
 
-/// Per row q (pair p): gw[p] = gy[t] . y[q], gye[q] = gy[t] w[p]; gw of a
-/// pair routed nowhere is 0.
+/// Per pair p (row q = row[p]): gw[p] = gy[t] . y[q], gye[q] = gy[t] w[p];
+/// gw of a pair routed nowhere is 0 (gye's rows no pair reads untouched).
 __global__ void routingGradKernel(const float *gy, const float *y,
-                                  const float *weights, const int64_t *slot,
-                                  const int64_t *row, int64_t k, int64_t hidden,
-                                  float *gye, float *gw, int64_t pairs) {
+                                  const float *weights, const int64_t *row,
+                                  int64_t k, int64_t hidden, float *gye,
+                                  float *gw, int64_t pairs) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pairs;
        p += int64_t(gridDim.x) * blockDim.x) {
     int64_t q = row[p];
@@ -159,46 +170,70 @@ Status upload(const char *op, Scratch &to, const std::vector<int64_t> &v,
                                              cudaMemcpyHostToDevice, stream));
 }
 
-/// Routes on the host: the indices copied back (a wait for the stream),
-/// grouped as the host kernels group them, the tables uploaded.
-Status route(const char *op, const Tensor &input, const Tensor &indices,
-             const Tensor &weights, const Tensor &gateUp, const Tensor &down,
-             cudaStream_t stream, DeviceRouting &d) {
+/// `op`'s f32 operands.
+Status checkF32(const char *op, std::initializer_list<const Tensor *> ts) {
+  for (const Tensor *t : ts)
+    if (t->dtype != DType::F32)
+      return Status::error(std::string(op) + " on CUDA: f32 only, got " +
+                           describe(*t));
+  return Status::success();
+}
+
+/// An i64 device tensor copied to `host` (a wait for the stream; refused
+/// while a CUDA graph captures it); `view` is it over that copy.
+Status toHost(const char *op, const Tensor &t, cudaStream_t stream,
+              std::vector<int64_t> &host, Tensor &view) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
       capture != cudaStreamCaptureStatusNone)
     return Status::error(std::string(op) +
                          ": routes the tokens on the host, which a CUDA "
                          "graph cannot capture (unset LAMINA_CUDA_GRAPHS)");
-  for (const Tensor *t : {&input, &weights, &gateUp, &down})
-    if (t->dtype != DType::F32)
-      return Status::error(std::string(op) + " on CUDA: f32 only, got " +
-                           describe(*t));
-  if (indices.dtype != DType::I64)
+  if (t.dtype != DType::I64)
     return Status::error(std::string(op) + " on CUDA: i64 indices, got " +
-                         describe(indices));
-  std::vector<int64_t> host(size_t(indices.numElements()));
-  if (Status s = cudaCheck(op, cudaMemcpyAsync(host.data(), indices.data,
-                                               indices.byteSize(),
+                         describe(t));
+  host.resize(size_t(t.numElements()));
+  if (Status s = cudaCheck(op, cudaMemcpyAsync(host.data(), t.data,
+                                               t.byteSize(),
                                                cudaMemcpyDeviceToHost, stream));
       !s.ok())
     return s;
   if (Status s = cudaCheck(op, cudaStreamSynchronize(stream)); !s.ok())
     return s;
-  Tensor hostIndices = indices;
-  hostIndices.data = host.data();
+  view = t;
+  view.data = host.data();
+  return Status::success();
+}
+
+/// Each token's pairs in expert order (-1 past them): what combineKernel
+/// sums.
+std::vector<int64_t> expertOrder(const Routing &r) {
+  std::vector<int64_t> order(size_t(r.tokens * r.k), -1), slots;
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    r.slotsInExpertOrder(t, slots);
+    std::copy(slots.begin(), slots.end(), order.begin() + t * r.k);
+  }
+  return order;
+}
+
+/// Routes on the host: the indices copied back (a wait for the stream),
+/// grouped as the host kernels group them, the tables uploaded.
+Status route(const char *op, const Tensor &input, const Tensor &indices,
+             const Tensor &weights, const Tensor &gateUp, const Tensor &down,
+             cudaStream_t stream, DeviceRouting &d) {
+  if (Status s = checkF32(op, {&input, &weights, &gateUp, &down}); !s.ok())
+    return s;
+  std::vector<int64_t> host;
+  Tensor hostIndices;
+  if (Status s = toHost(op, indices, stream, host, hostIndices); !s.ok())
+    return s;
   if (Status s = d.r.build(input, hostIndices, weights, gateUp, down); !s.ok())
     return s;
-  std::vector<int64_t> order(size_t(d.r.tokens * d.r.k), -1), slots;
-  for (int64_t t = 0; t < d.r.tokens; ++t) {
-    d.r.slotsInExpertOrder(t, slots);
-    std::copy(slots.begin(), slots.end(), order.begin() + t * d.r.k);
-  }
   if (Status s = upload(op, d.slot, d.r.slot, stream); !s.ok())
     return s;
   if (Status s = upload(op, d.row, d.r.row, stream); !s.ok())
     return s;
-  return upload(op, d.order, order, stream);
+  return upload(op, d.order, expertOrder(d.r), stream);
 }
 
 /// f32 scratch of `count` elements.
@@ -353,7 +388,7 @@ Status lamina::rt::cuda::moeBackward(
   if (r.tokens * r.k > 0) {
     launchKernel(routingGradKernel, gridFor(r.tokens * r.k, 128), 128, 0,
                  stream, gradResult.as<float>(), f32(f.y), weights.as<float>(),
-                 i64(d.slot), i64(d.row), r.k, h, f32(gye),
+                 i64(d.row), r.k, h, f32(gye),
                  gradWeights.as<float>(), r.tokens * r.k);
     if (Status s = launched(op); !s.ok())
       return s;
@@ -397,4 +432,147 @@ Status lamina::rt::cuda::moeBackward(
       return s;
   }
   return combine(op, d, f32(gx), nullptr, gradInput.as<float>(), stream);
+}
+
+namespace {
+/// Expert parallelism's layout for `rows` [R C, H] from the device
+/// `indices`, routed on the host (MoERouting.h's RowLayout) with the pair
+/// of each row (-1: none) and each pair's row uploaded.
+struct DeviceRows {
+  lamina::rt::detail::RowLayout l;
+  Scratch source, row;
+  explicit DeviceRows(cudaStream_t s) : source(s), row(s) {}
+
+  Status build(const char *op, const Tensor &rows, const Tensor &indices,
+               int64_t experts, int64_t ranks, cudaStream_t stream) {
+    std::vector<int64_t> host;
+    Tensor hostIndices;
+    if (Status s = toHost(op, indices, stream, host, hostIndices); !s.ok())
+      return s;
+    if (Status s = l.build(op, rows, hostIndices, experts, ranks); !s.ok())
+      return s;
+    std::vector<int64_t> pairOf(size_t(rows.shape[0]), -1);
+    for (size_t p = 0; p < l.row.size(); ++p)
+      if (l.row[p] >= 0)
+        pairOf[size_t(l.row[p])] = int64_t(p);
+    if (Status s = upload(op, source, pairOf, stream); !s.ok())
+      return s;
+    return upload(op, row, l.row, stream);
+  }
+};
+} // namespace
+
+Status lamina::rt::cuda::moeDispatch(const Tensor &input, const Tensor &indices,
+                                     int64_t experts, int64_t ranks,
+                                     const Tensor &rows, const Tensor &counts,
+                                     cudaStream_t stream) {
+  const char *op = "moe_dispatch";
+  if (Status s = checkF32(op, {&input, &rows}); !s.ok())
+    return s;
+  DeviceRows d(stream);
+  if (Status s = d.build(op, rows, indices, experts, ranks, stream); !s.ok())
+    return s;
+  const Routing &r = d.l.r;
+  if (input.rank != 2 || input.shape[0] != r.tokens ||
+      input.shape[1] != r.hidden || counts.dtype != DType::I64 ||
+      counts.numElements() != experts)
+    return Status::error("moe_dispatch: " + describe(input) + " and " +
+                         describe(counts) + " do not match " + describe(rows));
+  std::vector<int64_t> perExpert(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e)
+    perExpert[size_t(e)] = r.count(e);
+  if (Status s = cudaCheck(
+          op, cudaMemcpyAsync(counts.data, perExpert.data(), counts.byteSize(),
+                              cudaMemcpyHostToDevice, stream));
+      !s.ok())
+    return s;
+  const int64_t n = rows.numElements();
+  if (n == 0)
+    return Status::success();
+  launchKernel(dispatchKernel, gridFor(n), 256, 0, stream, input.as<float>(),
+               i64(d.source), r.k, r.hidden, rows.as<float>(), n);
+  return launched(op);
+}
+
+Status lamina::rt::cuda::moeCombine(const Tensor &rows, const Tensor &indices,
+                                    const Tensor &weights, int64_t experts,
+                                    int64_t ranks, const Tensor &result,
+                                    cudaStream_t stream) {
+  const char *op = "moe_combine";
+  if (Status s = checkF32(op, {&rows, &weights, &result}); !s.ok())
+    return s;
+  DeviceRows d(stream);
+  if (Status s = d.build(op, rows, indices, experts, ranks, stream); !s.ok())
+    return s;
+  const Routing &r = d.l.r;
+  if (weights.numElements() != r.tokens * r.k ||
+      result.numElements() != r.tokens * r.hidden)
+    return Status::error("moe_combine: " + describe(weights) + " and " +
+                         describe(result) + " do not match " +
+                         describe(indices));
+  Scratch order(stream);
+  if (Status s = upload(op, order, expertOrder(r), stream); !s.ok())
+    return s;
+  const int64_t n = r.tokens * r.hidden;
+  if (n == 0)
+    return Status::success();
+  launchKernel(combineKernel, gridFor(n), 256, 0, stream, rows.as<float>(),
+               i64(order), i64(d.row), weights.as<float>(), r.k, r.hidden,
+               result.as<float>(), n);
+  return launched(op);
+}
+
+Status lamina::rt::cuda::moeCombineBackward(
+    const Tensor &rows, const Tensor &indices, const Tensor &weights,
+    const Tensor &gradResult, int64_t experts, int64_t ranks,
+    const Tensor &gradRows, const Tensor &gradWeights, cudaStream_t stream) {
+  const char *op = "moe_combine_grad";
+  if (Status s =
+          checkF32(op, {&rows, &weights, &gradResult, &gradRows, &gradWeights});
+      !s.ok())
+    return s;
+  DeviceRows d(stream);
+  if (Status s = d.build(op, rows, indices, experts, ranks, stream); !s.ok())
+    return s;
+  const Routing &r = d.l.r;
+  if (weights.numElements() != r.tokens * r.k ||
+      gradWeights.numElements() != r.tokens * r.k ||
+      gradResult.numElements() != r.tokens * r.hidden ||
+      gradRows.numElements() != rows.numElements())
+    return Status::error("moe_combine_grad: gradients shaped unlike their "
+                         "values");
+  // The rows no pair reads get no gradient.
+  if (Status s = cudaCheck(op, cudaMemsetAsync(gradRows.data, 0,
+                                               gradRows.byteSize(), stream));
+      !s.ok())
+    return s;
+  const int64_t pairs = r.tokens * r.k;
+  if (pairs == 0)
+    return Status::success();
+  launchKernel(routingGradKernel, gridFor(pairs, 128), 128, 0, stream,
+               gradResult.as<float>(), rows.as<float>(), weights.as<float>(),
+               i64(d.row), r.k, r.hidden, gradRows.as<float>(),
+               gradWeights.as<float>(), pairs);
+  return launched(op);
+}
+
+Status lamina::rt::cuda::moeRowExperts(const Tensor &counts,
+                                       const Tensor &result,
+                                       cudaStream_t stream) {
+  const char *op = "moe_row_experts";
+  // The host kernel over the counts copied back (R x E/R numbers).
+  std::vector<int64_t> hostCounts, hostResult(size_t(result.numElements()));
+  Tensor countsView;
+  if (Status s = toHost(op, counts, stream, hostCounts, countsView); !s.ok())
+    return s;
+  Tensor resultView = result;
+  resultView.data = hostResult.data();
+  if (result.dtype != DType::I64)
+    return Status::error("moe_row_experts: " + describe(counts) +
+                         " cannot give " + describe(result));
+  if (Status s = lamina::rt::moeRowExperts(countsView, resultView); !s.ok())
+    return s;
+  return cudaCheck(op, cudaMemcpyAsync(result.data, hostResult.data(),
+                                       result.byteSize(),
+                                       cudaMemcpyHostToDevice, stream));
 }

@@ -119,8 +119,8 @@ public:
 
   /// All-to-all of bytes over `group`: member q gets sendBytes[q] bytes
   /// from `send + sendOffsets[q]`; member p's recvBytes[p] land at `recv +
-  /// recvOffsets[p]` (the expert-parallel exchange; host memory). A
-  /// transport without it refuses.
+  /// recvOffsets[p]` (the expert-parallel exchange; host memory over MPI,
+  /// device memory over NCCL). A transport without it refuses.
   virtual Status allToAll(const void *send, const std::vector<int> &sendBytes,
                           const std::vector<int> &sendOffsets, void *recv,
                           const std::vector<int> &recvBytes,
@@ -129,8 +129,8 @@ public:
     (void)send, (void)sendBytes, (void)sendOffsets, (void)recv, (void)recvBytes,
         (void)recvOffsets, (void)group, (void)out;
     return Status::error(std::string("the ") + name() +
-                         " transport has no all-to-all (expert parallelism "
-                         "runs on the host, over MPI)");
+                         " transport has no all-to-all (expert "
+                         "parallelism's exchange)");
   }
 
   /// The device work enqueued after this call sees the operation's result

@@ -215,6 +215,27 @@ public:
     return Status::success();
   }
 
+  /// Not counted in collectiveBytes: the expert-parallel group counts the
+  /// rows it sends (CommExpertParallelGroup), as over MPI.
+  Status allToAll(const void *send, const std::vector<int> &sendBytes,
+                  const std::vector<int> &sendOffsets, void *recv,
+                  const std::vector<int> &recvBytes,
+                  const std::vector<int> &recvOffsets, int group,
+                  Request &out) override {
+    auto sizes = [](const std::vector<int> &v) {
+      return std::vector<size_t>(v.begin(), v.end());
+    };
+    nccl::CommHandle h;
+    if (Status s = streams->allToAll(
+            *channels.at(size_t(group)), send, sizes(sendBytes),
+            sizes(sendOffsets), recv, sizes(recvBytes), sizes(recvOffsets),
+            compute, h);
+        !s.ok())
+      return s;
+    out = add(h);
+    return Status::success();
+  }
+
   Status waitForCompute(Request &r, const std::string &what,
                         const std::string &) override {
     nccl::CommHandle h;

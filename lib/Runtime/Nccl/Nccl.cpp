@@ -1047,6 +1047,63 @@ Status CommStreams::sendRecv(Channel &ch, const void *sendBuf,
   return st;
 }
 
+Status CommStreams::allToAll(Channel &ch, const void *send,
+                             const std::vector<size_t> &sendBytes,
+                             const std::vector<size_t> &sendOffsets,
+                             void *recv, const std::vector<size_t> &recvBytes,
+                             const std::vector<size_t> &recvOffsets,
+                             cudaStream_t compute, CommHandle &out) {
+  out = CommHandle();
+  if (Status s = usable(ch, "all-to-all"); !s.ok())
+    return s;
+  const size_t n = size_t(ch.size);
+  if (sendBytes.size() != n || sendOffsets.size() != n ||
+      recvBytes.size() != n || recvOffsets.size() != n)
+    return Status::error("all-to-all on " + ch.name + ": counts for " +
+                         std::to_string(sendBytes.size()) + " ranks, not " +
+                         std::to_string(n));
+  size_t sent = 0, got = 0;
+  for (size_t q = 0; q < n; ++q)
+    sent += sendBytes[q], got += recvBytes[q];
+  if ((sent && !send) || (got && !recv))
+    return Status::error("all-to-all on " + ch.name + ": a null buffer");
+  std::string what = "all-to-all of " + std::to_string(sent) + " bytes out, " +
+                     std::to_string(got) + " in on " + ch.name + " (rank " +
+                     std::to_string(ch.rank) + " of " +
+                     std::to_string(ch.size) + ")";
+  int slot;
+  if (Status s = begin(ch, compute, what, slot); !s.ok())
+    return s;
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) {
+    release(slot);
+    return Status::error(what + ": " + ncclText("ncclGroupStart", r, ch.comm));
+  }
+  const char *failed = nullptr;
+  ncclResult_t first = ncclSuccess;
+  for (size_t q = 0; q < n && !failed; ++q) {
+    if (sendBytes[q]) {
+      r = ncclSend(static_cast<const char *>(send) + sendOffsets[q],
+                   sendBytes[q], ncclUint8, int(q), ch.comm, ch.stream);
+      if (r != ncclSuccess && r != ncclInProgress)
+        failed = "ncclSend", first = r;
+    }
+    if (recvBytes[q] && !failed) {
+      r = ncclRecv(static_cast<char *>(recv) + recvOffsets[q], recvBytes[q],
+                   ncclUint8, int(q), ch.comm, ch.stream);
+      if (r != ncclSuccess && r != ncclInProgress)
+        failed = "ncclRecv", first = r;
+    }
+  }
+  // The group is always closed, even after a failed call inside it.
+  r = ncclGroupEnd();
+  if (failed) {
+    release(slot);
+    return Status::error(what + ": " + ncclText(failed, first, ch.comm));
+  }
+  return finish(ch, slot, r, "ncclGroupEnd", out);
+}
+
 Status CommStreams::allReduce(Channel &ch, const void *send, void *recv,
                               size_t count, DType type, cudaStream_t compute,
                               CommHandle &out, bool maximum) {

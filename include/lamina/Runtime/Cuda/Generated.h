@@ -13,6 +13,7 @@
 #ifndef LAMINA_RUNTIME_CUDA_GENERATED_H
 #define LAMINA_RUNTIME_CUDA_GENERATED_H
 
+#include "lamina/Runtime/Cuda/ExpertParallel.h"
 #include "lamina/Runtime/Cuda/Kernels.h"
 #include "lamina/Runtime/Cuda/TensorParallel.h"
 #include "lamina/Runtime/Device.h"

@@ -260,10 +260,6 @@ Status reduce(ReduceOp op, const Tensor &input, const int64_t *axes,
               int numAxes, bool keepdims, const Tensor &result,
               cudaStream_t stream);
 
-/// Running sum along `axis`, any numeric type, accumulating in the host's
-/// compute type in the host's (serial) order, so results are bit-identical:
-/// one thread per column, which suits the short axes of position ids and
-/// masks rather than long scans. In place allowed.
 // Mixture of experts (MoE.cu; f32): the host kernels' twins. moe and
 // moe_grad route on the host (the indices copied back: a wait for the
 // stream), then run each expert's GEMMs on its rows.
@@ -278,7 +274,27 @@ Status moeBackward(const Tensor &input, const Tensor &indices,
                    const Tensor &gradInput, const Tensor &gradWeights,
                    const Tensor &gradGateUp, const Tensor &gradDown,
                    cudaStream_t stream);
+// Expert parallelism's row layout (graph.moe_dispatch, moe_combine and its
+// gradient, moe_row_experts): the host kernels' layout, routed on the host
+// as moe is; f32.
+Status moeDispatch(const Tensor &input, const Tensor &indices, int64_t experts,
+                   int64_t ranks, const Tensor &rows, const Tensor &counts,
+                   cudaStream_t stream);
+Status moeCombine(const Tensor &rows, const Tensor &indices,
+                  const Tensor &weights, int64_t experts, int64_t ranks,
+                  const Tensor &result, cudaStream_t stream);
+Status moeCombineBackward(const Tensor &rows, const Tensor &indices,
+                          const Tensor &weights, const Tensor &gradResult,
+                          int64_t experts, int64_t ranks,
+                          const Tensor &gradRows, const Tensor &gradWeights,
+                          cudaStream_t stream);
+Status moeRowExperts(const Tensor &counts, const Tensor &result,
+                     cudaStream_t stream);
 
+/// Running sum along `axis`, any numeric type, accumulating in the host's
+/// compute type in the host's (serial) order, so results are bit-identical:
+/// one thread per column, which suits the short axes of position ids and
+/// masks rather than long scans. In place allowed.
 Status cumsum(const Tensor &input, int64_t axis, bool exclusive, bool reverse,
               const Tensor &result, cudaStream_t stream);
 

@@ -274,6 +274,17 @@ public:
     return sendRecv(ch, nullptr, 0, -1, buf, bytes, peer, compute, out);
   }
 
+  /// All-to-all of bytes: sendBytes[q] from send + sendOffsets[q] to rank
+  /// q, recvBytes[p] from rank p into recv + recvOffsets[p] (a zero count
+  /// skips that peer; each side knows its counts), as one group of sends
+  /// and receives. Expert parallelism's exchange.
+  Status allToAll(Channel &ch, const void *send,
+                  const std::vector<size_t> &sendBytes,
+                  const std::vector<size_t> &sendOffsets, void *recv,
+                  const std::vector<size_t> &recvBytes,
+                  const std::vector<size_t> &recvOffsets, cudaStream_t compute,
+                  CommHandle &out);
+
   /// Sum (or, with `maximum`, the maximum) of `count` elements over `ch`;
   /// in place when send == recv.
   Status allReduce(Channel &ch, const void *send, void *recv, size_t count,
