@@ -368,6 +368,47 @@ Status ring(Check &c, size_t count) {
                      ", from rank " + std::to_string(from) + ")");
 }
 
+/// Expert parallelism's exchange: rank r sends (r + q + 1) * unit floats
+/// to each rank q (itself included; rank 0 nothing to the last), at q's
+/// block of the send buffer, and receives each block at its offset.
+Status allToAll(Check &c, size_t unit) {
+  Channel &ch = c.groups.world;
+  const int n = ch.size, r = ch.rank;
+  const size_t block = size_t(2 * n) * unit;
+  auto floats = [&](int from, int to) {
+    return from == 0 && to == n - 1 && n > 1 ? size_t(0)
+                                             : size_t(from + to + 1) * unit;
+  };
+  auto value = [](int from, int to, size_t i) {
+    return float(from) * 1000.0f + float(to) * 100.0f + float(i % 97) + 0.5f;
+  };
+  const size_t members = static_cast<size_t>(n);
+  std::vector<float> mine(members * block, 0.0f), out(members * block),
+      expect(members * block, -1.0f);
+  std::vector<size_t> sendBytes(members), recvBytes(members), offsets(members);
+  for (int q = 0; q < n; ++q) {
+    offsets[size_t(q)] = size_t(q) * block * 4;
+    sendBytes[size_t(q)] = floats(r, q) * 4;
+    recvBytes[size_t(q)] = floats(q, r) * 4;
+    for (size_t i = 0; i < floats(r, q); ++i)
+      mine[size_t(q) * block + i] = value(r, q, i);
+    for (size_t i = 0; i < floats(q, r); ++i)
+      expect[size_t(q) * block + i] = value(q, r, i);
+  }
+  DeviceBuffer send, recv;
+  TRY(send.allocate(mine.size() * 4));
+  TRY(recv.allocate(out.size() * 4));
+  TRY(c.upload(send.as<float>(), mine));
+  // -1 everywhere first: a transfer past its count would show.
+  TRY(c.upload(recv.as<float>(), std::vector<float>(out.size(), -1.0f)));
+  CommHandle h;
+  TRY(c.streams.allToAll(ch, send.as<float>(), sendBytes, offsets,
+                         recv.as<float>(), recvBytes, offsets, c.compute, h));
+  TRY(c.finishOp(h));
+  TRY(c.download(out, recv.as<float>(), "all-to-all check"));
+  return compare(out, expect, "all-to-all on world");
+}
+
 /// Activations to the next stage and gradients to the previous one, at once
 /// (as a 1F1B steady state does), each pair on its own communicator and
 /// stream.
@@ -778,6 +819,7 @@ int main(int argc, char **argv) {
        [](Check &c) { return allGatherF32(c, c.groups.dpGroup, 4099, true); }},
       {"send/recv ring world", [](Check &c) { return ring(c, 300001); }},
       {"pipeline neighbours", [](Check &c) { return pipeline(c, 250007); }},
+      {"all-to-all world", [](Check &c) { return allToAll(c, 1001); }},
       {"handles", [](Check &c) { return handles(c); }},
   };
   for (const Case &k : cases) {
