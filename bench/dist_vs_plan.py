@@ -41,7 +41,7 @@ reduce-scatter and an all-gather of the updated part), is priced the same
 way by the plan
 (`ModelDesc::sharedParams`, docs/plan.md "Shared parameters"). One
 runtime difference this model does not show: a boundary whose bytes are not
-a multiple of 64 is sent with its packing padding (docs/performance.md,
+a multiple of 64 is sent with its packing padding (docs/results/performance.md,
 "Distributed runs against the plan"); every boundary here is 4,096 B.
 
   python3 bench/dist_vs_plan.py --lamina build/bin/lamina [--steps 3]

@@ -28,7 +28,7 @@ PyTorch eager, on the same model, weights, batches, loss and optimizer.
    both sides compared (same weights, same batch: they must agree to bf16
    rounding), memory (torch.cuda.max_memory_allocated; for Lamina the
    largest nvidia-smi memory.used seen during its run), JSON (--json) and a
-   markdown snippet (--markdown) for docs/performance.md.
+   markdown snippet (--markdown) for docs/results/performance.md.
 
 MFU = tokens/s x (6 N + 12 L H S) / peak (gpu_common.flops_per_token;
 N = all 912,953,344 parameters, embeddings included), peak = dense bf16 of
@@ -43,7 +43,7 @@ arena (activations + gradients of a step), measured with `lamina compile
 (bf16), so ~64 GiB in all at batch 4. PyTorch eager at batch 4 holds per
 layer the f32 softmax output and its bf16 copy (1.5 GiB) and the other
 activations: ~50 GiB (estimate). Batch 8 would need ~115 GiB on Lamina's
-side. docs/performance.md, "GPU (CUDA) benchmark".
+side. docs/results/performance.md, "GPU (CUDA) benchmark".
 
 `--program DIR` skips the compile and runs a program compiled elsewhere
 (scripts/gpu-bundle.sh compiles it on a machine with lamina, for a GPU

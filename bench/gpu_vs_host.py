@@ -26,7 +26,7 @@ accumulation, so only summation order and libm differ), both run
   atol 0 (only the summation order and nvcc's FMA contraction differ;
   distributed AdamW runs, which also sum in another order, keep their
   losses within 1e-5 of one process's, docs/distributed.md). Measured on
-  an H200 (docs/performance.md): steps 1-10 agree to 7.5e-6 (1.7e-6 on the
+  an H200 (docs/results/performance.md): steps 1-10 agree to 7.5e-6 (1.7e-6 on the
   kernel emulator), then the run passes a stretch (steps 11-13) where
   rounding differences grow with the same shape on every build: 6e-5 on
   most, 1.3e-4 on one whose kernels contracted differently;

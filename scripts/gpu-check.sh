@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of the CUDA backend, for a machine with one NVIDIA GPU and no
 # internet, in under 10 minutes (docs/cuda.md "Checking on a GPU",
-# docs/performance.md "GPU (CUDA) benchmark"):
+# docs/results/performance.md "GPU (CUDA) benchmark"):
 #
 #   a. configure + build with CUDA (scripts/build.sh, -j$JOBS): lamina and
 #      the CUDA test binaries only, not the whole tree;
@@ -17,7 +17,7 @@
 #      lit if 150 s are left; optional: skipping them for time is not a
 #      failure)
 #   e. results in $OUT (default /tmp/gpu-check): summary.json, one JSON per
-#      stage, logs, and performance-snippet.md for docs/performance.md.
+#      stage, logs, and performance-snippet.md for docs/results/performance.md.
 #
 # Each stage is timed; a stage that would not fit in the time left is
 # skipped and said so (that counts as a failure). Exit status: 0 when every
@@ -150,7 +150,7 @@ summary() {
       *) ok=0 ;;
     esac
   done
-  # The markdown snippet for docs/performance.md.
+  # The markdown snippet for docs/results/performance.md.
   {
     echo "### Measured $(date -u +%Y-%m-%d) on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1) (scripts/gpu-check.sh)"
     echo
@@ -159,7 +159,7 @@ summary() {
     if [ -f "$OUT/kernel_profile.md" ]; then cat "$OUT/kernel_profile.md"; echo; fi
     echo "Stages: $(for i in "${!names[@]}"; do printf '%s %s (%s s); ' "${names[$i]}" "${states[$i]}" "${secs[$i]}"; done)"
   } > "$OUT/performance-snippet.md"
-  echo "  markdown for docs/performance.md: $OUT/performance-snippet.md"
+  echo "  markdown for docs/results/performance.md: $OUT/performance-snippet.md"
   if [ "$ok" = 1 ]; then echo "gpu-check: all stages passed"; exit 0; fi
   echo "gpu-check: FAILED (see above)"; exit 1
 }

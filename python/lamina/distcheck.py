@@ -26,7 +26,7 @@ docs/plan.md), and prints per global rank, side by side:
 * the idle fraction, measured `1 - compute/wall` against the plan's
   `idle / (busy + idle)`. These agree only in ordering: on a few CPU cores
   shared by several ranks, waits for descheduled peers and per-action
-  copies are idle time the plan does not model (docs/performance.md).
+  copies are idle time the plan does not model (docs/results/performance.md).
 
   python3 -m lamina.distcheck compare STATS.json PLAN.json [--trace T.json]
       [--markdown]
@@ -176,7 +176,7 @@ def bytes_equal(row):
 
 
 def markdown(rs):
-    """The table of bench/dist_vs_plan.py and docs/performance.md."""
+    """The table of bench/dist_vs_plan.py and docs/results/performance.md."""
     lines = ["| rank (pp, dp) | p2p B/step run / plan | DP B/step run / plan "
              "| TP B/step run / plan "
              "| gradient buffers run / plan | step buffer run / plan "
@@ -237,7 +237,7 @@ def main(argv=None):
     c.add_argument("plan", help="lamina plan ... --format json")
     c.add_argument("--trace", help="also summarise this --trace FILE")
     c.add_argument("--markdown", action="store_true",
-                   help="the longer table with memory (docs/performance.md)")
+                   help="the longer table with memory (docs/results/performance.md)")
     h = sub.add_parser("hardware", help="write a hardware JSON for this host")
     h.add_argument("out")
     args = ap.parse_args(argv)
@@ -264,7 +264,7 @@ def main(argv=None):
           f"step buffer, state){routed}. Idle: the plan's is the "
           "schedule's bubble and exposed communication; the run's also "
           "counts copies, MPI progress and, with more ranks than cores, "
-          "waits for descheduled peers (docs/performance.md)")
+          "waits for descheduled peers (docs/results/performance.md)")
     return 0
 
 
