@@ -4,10 +4,10 @@
 // the (token, pick) pairs are grouped by expert on the host (MoERouting.h:
 // the indices are copied back, so a call waits for the stream, as
 // Megatron-Core's token dispatcher waits for its per-expert counts), then
-// each expert's rows run through cuBLASLt GEMMs (its share of a grouped
-// GEMM, one call per expert), the SiLU gating and the weighted combine are
-// kernels, and each token's rows are summed in expert order, as the host
-// sums them. f32. The host wait cannot be captured in a CUDA graph: under
+// the experts' rows run through cuBLAS grouped GEMMs (one call per
+// product for every expert, GroupedGemm.cpp), the SiLU gating and the
+// weighted combine are kernels, and each token's rows are summed in expert
+// order, as the host sums them. f32. The host wait cannot be captured in a CUDA graph: under
 // LAMINA_CUDA_GRAPHS these calls are an error naming them.
 //
 //===----------------------------------------------------------------------===//
@@ -244,12 +244,6 @@ Status scratch(const char *op, Scratch &s, int64_t count, cudaStream_t stream) {
                           stream));
 }
 
-Tensor view(void *data, std::initializer_list<int64_t> shape,
-            std::vector<int64_t> &storage) {
-  storage.assign(shape);
-  return Tensor{data, DType::F32, int(storage.size()), storage.data()};
-}
-
 const int64_t *i64(const Scratch &s) {
   return static_cast<const int64_t *>(s.ptr);
 }
@@ -277,32 +271,23 @@ struct ExpertsForward {
                  input.as<float>(), i64(d.slot), r.k, h, f32(x), rows * h);
     if (Status s = launched(op); !s.ok())
       return s;
-    std::vector<int64_t> s1, s2, s3;
+    // Each expert's rows against its gate and up rows, then its down
+    // projection: one grouped GEMM each.
+    std::vector<GemmProblem> gateUps, downs;
     for (int64_t e = 0; e < r.experts; ++e) {
       int64_t n = r.count(e), at = r.offset[size_t(e)];
-      if (!n)
-        continue;
-      Tensor xe = view(f32(x) + at * h, {n, h}, s1);
-      Tensor we = view(gateUp.as<float>() + e * 2 * i * h, {2 * i, h}, s2);
-      Tensor ge = view(f32(gu) + at * 2 * i, {n, 2 * i}, s3);
-      if (Status s = matmul(xe, we, ge, false, true, stream); !s.ok())
-        return s;
+      gateUps.push_back({f32(x) + at * h, gateUp.as<float>() + e * 2 * i * h,
+                         f32(gu) + at * 2 * i, n, 2 * i, h, false, true});
+      downs.push_back({f32(a) + at * i, down.as<float>() + e * h * i,
+                       f32(y) + at * h, n, h, i, false, true});
     }
+    if (Status s = groupedMatmul(gateUps, stream); !s.ok())
+      return s;
     launchKernel(gateKernel, gridFor(rows * i), 256, 0, stream, f32(gu), i,
                  f32(a), rows * i);
     if (Status s = launched(op); !s.ok())
       return s;
-    for (int64_t e = 0; e < r.experts; ++e) {
-      int64_t n = r.count(e), at = r.offset[size_t(e)];
-      if (!n)
-        continue;
-      Tensor ae = view(f32(a) + at * i, {n, i}, s1);
-      Tensor de = view(down.as<float>() + e * h * i, {h, i}, s2);
-      Tensor ye = view(f32(y) + at * h, {n, h}, s3);
-      if (Status s = matmul(ae, de, ye, false, true, stream); !s.ok())
-        return s;
-    }
-    return Status::success();
+    return groupedMatmul(downs, stream);
   }
 };
 
@@ -393,23 +378,24 @@ Status lamina::rt::cuda::moeBackward(
     if (Status s = launched(op); !s.ok())
       return s;
   }
-  // Per expert (an expert without rows gets zero gradients: the products
-  // over no rows): gDown = gye^T a, ga = gye down.
-  std::vector<int64_t> s1, s2, s3;
+  // The experts' weight gradients are sums over their rows: an expert
+  // without rows gets zeros, which the grouped GEMMs skip.
+  for (const Tensor *t : {&gradGateUp, &gradDown})
+    if (Status s = cudaCheck(op, cudaMemsetAsync(t->data, 0, t->byteSize(),
+                                                 stream));
+        !s.ok())
+      return s;
+  // Per expert, one grouped GEMM: gDown = gye^T a, ga = gye down.
+  std::vector<GemmProblem> first, second;
   for (int64_t e = 0; e < r.experts; ++e) {
     int64_t n = r.count(e), at = r.offset[size_t(e)];
-    Tensor gyeE = view(f32(gye) + at * h, {n, h}, s1);
-    Tensor aE = view(f32(f.a) + at * i, {n, i}, s2);
-    Tensor gd = view(gradDown.as<float>() + e * h * i, {h, i}, s3);
-    if (Status s = matmul(gyeE, aE, gd, true, false, stream); !s.ok())
-      return s;
-    if (!n)
-      continue;
-    Tensor de = view(down.as<float>() + e * h * i, {h, i}, s2);
-    Tensor gaE = view(f32(ga) + at * i, {n, i}, s3);
-    if (Status s = matmul(gyeE, de, gaE, false, false, stream); !s.ok())
-      return s;
+    first.push_back({f32(gye) + at * h, f32(f.a) + at * i,
+                     gradDown.as<float>() + e * h * i, h, i, n, true, false});
+    first.push_back({f32(gye) + at * h, down.as<float>() + e * h * i,
+                     f32(ga) + at * i, n, i, h, false, false});
   }
+  if (Status s = groupedMatmul(first, stream); !s.ok())
+    return s;
   if (rows * i > 0) {
     launchKernel(gateGradKernel, gridFor(rows * i), 256, 0, stream, f32(f.gu),
                  f32(ga), i, rows * i);
@@ -419,18 +405,14 @@ Status lamina::rt::cuda::moeBackward(
   // gate_up: gGateUp = gg^T x; the rows' input gradient gx = gg gate_up.
   for (int64_t e = 0; e < r.experts; ++e) {
     int64_t n = r.count(e), at = r.offset[size_t(e)];
-    Tensor ggE = view(f32(f.gu) + at * 2 * i, {n, 2 * i}, s1);
-    Tensor xE = view(f32(f.x) + at * h, {n, h}, s2);
-    Tensor gw = view(gradGateUp.as<float>() + e * 2 * i * h, {2 * i, h}, s3);
-    if (Status s = matmul(ggE, xE, gw, true, false, stream); !s.ok())
-      return s;
-    if (!n)
-      continue;
-    Tensor we = view(gateUp.as<float>() + e * 2 * i * h, {2 * i, h}, s2);
-    Tensor gxE = view(f32(gx) + at * h, {n, h}, s3);
-    if (Status s = matmul(ggE, we, gxE, false, false, stream); !s.ok())
-      return s;
+    second.push_back({f32(f.gu) + at * 2 * i, f32(f.x) + at * h,
+                      gradGateUp.as<float>() + e * 2 * i * h, 2 * i, h, n,
+                      true, false});
+    second.push_back({f32(f.gu) + at * 2 * i, gateUp.as<float>() + e * 2 * i * h,
+                      f32(gx) + at * h, n, h, 2 * i, false, false});
   }
+  if (Status s = groupedMatmul(second, stream); !s.ok())
+    return s;
   return combine(op, d, f32(gx), nullptr, gradInput.as<float>(), stream);
 }
 

@@ -4,11 +4,14 @@
 // C with beta = 1) against the host's matmulEpilogue, over the paths of
 // Gemm.cpp: one call, strided batches, the shared rhs folded into m, one
 // call per broadcast batch (the addend offset per batch), transposes, the
-// result written over the addend, k = 0. Skipped without a GPU.
+// result written over the addend, k = 0; and the grouped GEMM of the
+// experts (GroupedGemm.cpp). Skipped without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
+
+#include <memory>
 
 using namespace lamina::rt;
 using namespace lamina::rt::test;
@@ -99,4 +102,45 @@ TEST_F(CudaKernel, MatmulEpilogueEmptyKAndErrors) {
                "is not a row");
 }
 
+} // namespace
+
+namespace {
+// groupedMatmul: every transpose pair, sizes differing per problem, and
+// problems with no rows or k = 0 left as they were; each against the host
+// matmul.
+TEST_F(CudaKernel, GroupedMatmulMatchesHost) {
+  struct Case {
+    int64_t m, n, k;
+    bool ta, tb;
+  };
+  const Case cases[] = {{5, 7, 3, false, false}, {4, 6, 9, true, false},
+                        {8, 3, 5, false, true},  {3, 5, 4, true, true},
+                        {0, 6, 4, false, true},  {2, 3, 0, false, false}};
+  std::vector<Buf> lhs, rhs, want;
+  std::vector<std::unique_ptr<Dev>> dl, dr, dc;
+  std::vector<cu::GemmProblem> problems;
+  for (const Case &c : cases) {
+    lhs.push_back(randomF32(c.ta ? std::vector<int64_t>{c.k, c.m}
+                                 : std::vector<int64_t>{c.m, c.k}));
+    rhs.push_back(randomF32(c.tb ? std::vector<int64_t>{c.n, c.k}
+                                 : std::vector<int64_t>{c.k, c.n}));
+    Buf result = randomF32({c.m, c.n});
+    dc.push_back(std::make_unique<Dev>(result));
+    if (c.m && c.k)
+      EXPECT_OK(matmul(lhs.back().view(), rhs.back().view(), result.view(),
+                       c.ta, c.tb));
+    want.push_back(std::move(result)); // k = 0: untouched
+    dl.push_back(std::make_unique<Dev>(lhs.back()));
+    dr.push_back(std::make_unique<Dev>(rhs.back()));
+    problems.push_back({static_cast<const float *>(dl.back()->ptr),
+                        static_cast<const float *>(dr.back()->ptr),
+                        static_cast<float *>(dc.back()->ptr), c.m, c.n, c.k,
+                        c.ta, c.tb});
+  }
+  EXPECT_OK(cu::groupedMatmul(problems, stream));
+  sync();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(allClose(dc[i]->download(), want[i], 1e-5, 1e-6))
+        << "problem " << i;
+}
 } // namespace

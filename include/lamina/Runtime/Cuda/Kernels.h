@@ -47,6 +47,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <vector>
+
 namespace lamina::rt::cuda {
 
 /// Most dims a device kernel takes (shapes travel to kernels by value).
@@ -274,6 +276,19 @@ Status moeBackward(const Tensor &input, const Tensor &indices,
                    const Tensor &gradInput, const Tensor &gradWeights,
                    const Tensor &gradGateUp, const Tensor &gradDown,
                    cudaStream_t stream);
+/// One row-major f32 product c [m, n] = op(a) op(b), op(a) [m, k], op(b)
+/// [k, n] (a stored [k, m] when transA, b stored [n, k] when transB).
+struct GemmProblem {
+  const float *a, *b;
+  float *c;
+  int64_t m, n, k;
+  bool transA, transB;
+};
+/// The problems as one cuBLAS grouped GEMM (GroupedGemm.cpp). A problem
+/// with m, n or k zero is skipped: its c is left as it is (the product
+/// over no rows is zero; the caller clears it).
+Status groupedMatmul(const std::vector<GemmProblem> &problems,
+                     cudaStream_t stream);
 // Expert parallelism's row layout (graph.moe_dispatch, moe_combine and its
 // gradient, moe_row_experts): the host kernels' layout, routed on the host
 // as moe is; f32.
