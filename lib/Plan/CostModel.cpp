@@ -112,7 +112,35 @@ std::string describeConfig(const PlanConfig &c) {
   os << " zero" << c.zero << (c.recompute ? " recompute" : " no-recompute");
   if (c.precision != Precision::Bf16Mixed)
     os << " " << precisionBytes(c.precision).name;
+  // What is priced: without expert parallelism the factor changes nothing.
+  if (c.ep > 1 && c.moeImbalance != 1)
+    os << " imbalance" << c.moeImbalance;
   return os.str();
+}
+
+double moeImbalance(const ModuleDesc &m, const PlanConfig &c) {
+  if (c.ep <= 1 || m.experts <= 0 || m.expertsPerToken <= 0)
+    return 1;
+  const double most =
+      double(c.ep) *
+      double(std::min<int64_t>(m.expertsPerToken, m.experts / c.ep)) /
+      double(m.expertsPerToken);
+  return std::max(1.0, std::min(c.moeImbalance, most));
+}
+
+Status checkMoeImbalance(const ModelDesc &desc, double factor) {
+  std::ostringstream flag;
+  flag << "--moe-imbalance " << factor << ": ";
+  // Written so that NaN fails too.
+  if (!(factor >= 1) || !std::isfinite(factor))
+    return Status::error(flag.str() +
+                         "must be a finite factor >= 1 (the busiest "
+                         "expert-parallel rank's rows over the mean; 1: "
+                         "tokens routed evenly)");
+  if (factor > 1 && desc.moeModules() == 0)
+    return Status::error(flag.str() +
+                         "the model has no mixture-of-experts layer");
+  return Status::success();
 }
 
 Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
@@ -145,6 +173,8 @@ Status checkConfig(const ModelDesc &desc, const PlanConfig &c) {
                    "the " + std::to_string(m.experts) + " experts of " +
                        m.name + " do not split evenly over the ranks");
   }
+  if (Status s = checkMoeImbalance(desc, c.moeImbalance); !s)
+    return s;
   if (c.microBatches < 1)
     return bad("micro-batches", c.microBatches, "must be >= 1");
   if (c.microBatchSize < 1)
@@ -362,17 +392,29 @@ void Evaluator::buildStages() {
   auto [tpBw, tpLat] = link(c.tp);
   const int d = c.dp;
   for (Stage &st : plan.stages) {
-    double fwdCompute = 0, layerCompute = 0, tpF = 0, tpB = 0, tpLayer = 0;
+    double fwdCompute = 0, layerCompute = 0, tpF = 0, tpB = 0, tpLayer = 0,
+           layerExperts = 0;
     bool firstLayer = true;
     for (size_t j = 0; j < st.modules.size(); ++j) {
       const ModuleDesc &m = desc.modules[st.modules[j]];
       const double otherBytes =
           std::max(0.0, m.forwardBytes - m.matmulBytes) * kb / t;
       // Non-GEMM FLOPs are few; charge them at tensor peak so none is free.
-      const double compute =
+      double compute =
           m.matmulFlops * k / t / gemm + otherBytes / hbm +
-          std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t /
-              hw.peakFlops;
+          std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t / hw.peakFlops;
+      // The experts' GEMMs (part of matmulFlops, charged as the other
+      // GEMMs are): every rank waits for the busiest, which runs f times
+      // the mean rows through its experts (ep == 1: f = 1, one GPU's FLOPs).
+      if (m.expertParams > 0) {
+        const double f = moeImbalance(m, c);
+        const double experts =
+            std::min(desc.expertFlops(m), m.matmulFlops) * k / t / gemm;
+        compute += (f - 1) * experts;
+        st.expertForward += f * experts;
+        if (isLayer(m))
+          layerExperts += f * experts;
+      }
       fwdCompute += compute;
       // Megatron: 2 all-reduces of the b*s*h activation per layer in the
       // forward and 2 in the backward; the vocabulary-parallel embedding
@@ -398,9 +440,14 @@ void Evaluator::buildStages() {
       if (c.ep > 1 && m.expertParams > 0) {
         const double e = c.ep;
         st.expertParams += m.expertParams / e;
-        const double one = m.routedBytes * kb * (e - 1) / e +
-                           double(m.experts) / e * 8 * (e - 1);
-        const double time = ringTime(1, one, c.ep - 1, dpBw, dpLat);
+        const double rows = m.routedBytes * kb * (e - 1) / e,
+                     counts = double(m.experts) / e * 8 * (e - 1);
+        const double one = rows + counts;
+        // The busiest rank receives (dispatch) and sends back (combine) f
+        // times the mean rows and every rank waits for it; the bytes stay
+        // the mean, which distcheck compares with a run's.
+        const double time = ringTime(1, moeImbalance(m, c) * rows + counts,
+                                     c.ep - 1, dpBw, dpLat);
         const double back = isLayer(m) && c.recompute ? 4 : 2;
         st.epForward += 2 * time;
         st.epBackward += back * time;
@@ -427,6 +474,7 @@ void Evaluator::buildStages() {
     st.forward = fwdCompute + tpF + st.epForward;
     st.backward = 2 * fwdCompute + tpB +
                   (c.recompute ? layerCompute + tpLayer : 0) + st.epBackward;
+    st.expertBackward = 2 * st.expertForward + (c.recompute ? layerExperts : 0);
     // Scatter/gather: each of the t GPUs sends 1/t of the activation, the
     // receivers all-gather it over NVLink.
     st.sendBytes = tail.outputBytes * kb / t;
@@ -852,6 +900,24 @@ void Evaluator::metrics() {
   if (c.schedule != ScheduleKind::Interleaved1F1B && layers % c.pp != 0)
     warn(std::to_string(layers) + " layers do not divide by --pp " +
          std::to_string(c.pp) + ": stages are uneven");
+  if (c.moeImbalance > 1) {
+    double most = 1;
+    for (const ModuleDesc &m : desc.modules)
+      if (m.expertParams > 0)
+        most = std::max(most, moeImbalance(m, c));
+    std::ostringstream f;
+    f << "--moe-imbalance " << c.moeImbalance;
+    if (c.ep == 1) {
+      warn(f.str() + " has no effect at --ep 1: one GPU runs every expert, "
+                     "and its FLOPs do not depend on the routing");
+    } else if (most < c.moeImbalance) {
+      f << " is more than a rank can receive: at --ep " << c.ep
+        << " the busiest gets at most " << most
+        << " times the mean rows (every rank's tokens sending it min(k, "
+           "E/ep) rows each); priced at that";
+      warn(f.str());
+    }
+  }
   if (c.zero >= 3 && (c.schedule == ScheduleKind::GPipe ||
                       c.schedule == ScheduleKind::OneFOneB ||
                       c.schedule == ScheduleKind::Interleaved1F1B) &&

@@ -141,6 +141,9 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
     if (c.ep > 1)
       o += "; " + std::to_string(first->experts / c.ep) +
            " experts per GPU (--ep " + std::to_string(c.ep) + ")";
+    if (const double f = moeImbalance(*first, c); f > 1)
+      o += "; the busiest rank gets " + fmt("%g", f) +
+           "x the mean rows (--moe-imbalance)";
     o += "\n";
   }
   const PrecisionBytes &prec = precisionBytes(c.precision);
@@ -175,9 +178,12 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
       bytes = std::max(bytes, r.traffic.expertParallel);
     }
     o += "expert-parallel all-to-alls: " + seconds(ep) + ", " +
-         bytesText(bytes) +
-         " sent per step on the busiest rank (inside compute; for tokens "
-         "routed evenly: a run's routing moves more or less)\n";
+         bytesText(bytes) + " sent per step on the busiest rank (inside " +
+         (c.moeImbalance > 1 ? "compute; timed for the busiest rank's rows, "
+                               "the bytes for tokens routed evenly"
+                             : "compute; for tokens routed evenly: a run's "
+                               "routing moves more or less") +
+         ")\n";
   }
   o += "throughput: " + count(p.tokensPerSecond) + " tokens/s, " +
        fmt("%.1f", p.hardwareTflopsPerGpu) + " TFLOP/s per GPU with " +
@@ -304,6 +310,7 @@ void writeConfig(json::Writer &w, const PlanConfig &c) {
       .field("recompute", c.recompute ? "full" : "none")
       .field("target", c.paddedShards ? "cuda" : "host")
       .field("precision", precisionBytes(c.precision).name)
+      .field("moe_imbalance", c.moeImbalance)
       .endObject();
 }
 } // namespace
@@ -395,6 +402,10 @@ std::string formatJson(const Plan &p, const ModelDesc &desc) {
         .field("all_gather_s", s.allGather)
         .field("reduce_scatter_s", s.reduceScatter)
         .field("all_reduce_s", s.allReduce)
+        .field("experts_forward_s", s.expertForward)
+        .field("experts_backward_s", s.expertBackward)
+        .field("all_to_all_forward_s", s.epForward)
+        .field("all_to_all_backward_s", s.epBackward)
         .endObject();
   }
   w.endArray();

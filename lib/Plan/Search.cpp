@@ -85,6 +85,9 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
   if (o.globalBatch < 1)
     return Status::error("--global-batch " + std::to_string(o.globalBatch) +
                          ": must be >= 1");
+  // Every candidate would fail it (checkConfig).
+  if (Status s = checkMoeImbalance(desc, o.moeImbalance); !s)
+    return s;
   int layers = 0;
   for (const ModuleDesc &m : desc.modules)
     layers += m.role == ModuleRole::Layer;
@@ -141,6 +144,7 @@ Expected<SearchResult> searchPlans(const ModelDesc &desc, const Hardware &hw,
                 c.zero = zero;
                 c.recompute = recompute;
                 c.precision = o.precision;
+                c.moeImbalance = o.moeImbalance;
                 Expected<PlanBound> bound = boundPlan(desc, c, hw);
                 if (!bound)
                   continue;
@@ -211,16 +215,19 @@ std::string formatSearch(const SearchResult &r, const ModelDesc &desc) {
   out += "model " + desc.name + " on " +
          std::to_string(r.best[0].config.gpus()) + " x " +
          r.best[0].hardware.name + ", fastest first:\n";
-  std::snprintf(line, sizeof line,
-                "  %-3s %-52s %9s %11s %8s %6s %7s %9s\n", "#", "config",
-                "step (s)", "tokens/s", "TFLOP/s", "MFU", "bubble",
-                "peak mem");
+  // Wide enough for the longest (expert parallelism, its imbalance).
+  int width = 52;
+  for (const Plan &p : r.best)
+    width = std::max(width, int(describeConfig(p.config).size()));
+  std::snprintf(line, sizeof line, "  %-3s %-*s %9s %11s %8s %6s %7s %9s\n",
+                "#", width, "config", "step (s)", "tokens/s", "TFLOP/s", "MFU",
+                "bubble", "peak mem");
   out += line;
   int i = 0;
   for (const Plan &p : r.best) {
     std::snprintf(line, sizeof line,
-                  "  %-3d %-52s %9.3f %11.0f %8.1f %5.1f%% %6.1f%% %5.1f GiB\n",
-                  ++i, describeConfig(p.config).c_str(), p.stepTime,
+                  "  %-3d %-*s %9.3f %11.0f %8.1f %5.1f%% %6.1f%% %5.1f GiB\n",
+                  ++i, width, describeConfig(p.config).c_str(), p.stepTime,
                   p.tokensPerSecond, p.hardwareTflopsPerGpu, p.mfu * 100,
                   p.bubbleFraction * 100, p.peakMemory / (1 << 30));
     out += line;
@@ -253,6 +260,7 @@ std::string formatSearchJson(const SearchResult &r) {
         .field("zero", p.config.zero)
         .field("recompute", p.config.recompute)
         .field("precision", precisionBytes(p.config.precision).name)
+        .field("moe_imbalance", p.config.moeImbalance)
         .field("step_time_s", p.stepTime)
         .field("tokens_per_s", p.tokensPerSecond)
         .field("hardware_tflops_per_gpu", p.hardwareTflopsPerGpu)

@@ -63,6 +63,12 @@ static cl::opt<int> ep("ep",
                                 "of this many replicas (as lamina compile "
                                 "--ep; --dp defaults to it)"),
                        cl::init(1), cl::sub(planCommand));
+static cl::opt<double> moeImbalance(
+    "moe-imbalance",
+    cl::desc("mixture-of-experts routing: the rows the busiest expert-"
+             "parallel rank receives over the mean (>= 1; 1: even). Times "
+             "its experts' GEMMs and all-to-alls, not the bytes"),
+    cl::value_desc("F"), cl::init(1.0), cl::sub(planCommand));
 /// --dp, or --ep's replicas when --dp is not given.
 static int replicas() { return ep > 1 && !dp.getNumOccurrences() ? ep : dp; }
 static cl::opt<bool> sequenceParallel(
@@ -427,6 +433,7 @@ int runPlan() {
     options.globalBatch = globalBatch;
     options.top = top;
     options.precision = *precision;
+    options.moeImbalance = moeImbalance;
     schedule::Expected<plan::SearchResult> result =
         plan::searchPlans(*desc, *hw, options);
     if (!result)
@@ -443,6 +450,7 @@ int runPlan() {
   config.dp = replicas();
   config.tp = tp;
   config.ep = ep;
+  config.moeImbalance = moeImbalance;
   config.microBatches = microBatches;
   config.microBatchSize = microBatchSize;
   config.schedule = *kind;

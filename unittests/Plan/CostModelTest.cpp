@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace lamina::plan;
 using namespace lamina::plan::test;
 using lamina::schedule::ScheduleKind;
@@ -147,6 +149,123 @@ TEST(CostModel, ExpertParallelism) {
   for (ModuleDesc &m : desc.modules)
     m.experts = 6;
   EXPECT_FALSE(checkConfig(desc, bad).ok()); // 6 experts over 4 ranks
+}
+
+// Routing imbalance (--moe-imbalance F): the busiest expert-parallel rank
+// runs F times the mean rows through its experts and receives and sends
+// back F times the mean rows on every all-to-all; every rank waits for it.
+// Its time rises by exactly that, the bytes (what distcheck compares with
+// a run) and memory do not; F = 1 is the even routing's plan bit for bit.
+TEST(CostModel, ExpertImbalance) {
+  const int L = 2, d = 4;
+  const double flops = 10000, experts = 800, routed = 128;
+  ModelDesc desc = uniformLayers(L, flops, 1000, 64);
+  desc.seqLen = 16; // T = 16 tokens, k = 2: 32 rows through one expert each
+  for (ModuleDesc &m : desc.modules) {
+    m.expertParams = int64_t(experts);
+    m.experts = 8;
+    m.expertsPerToken = 2;
+    m.routedBytes = int64_t(routed);
+  }
+  const double expertFlops = 2.0 * 16 * 2 * experts / 8; // 6400
+  EXPECT_DOUBLE_EQ(desc.expertFlops(desc.modules[0]), expertFlops);
+  // One byte a second on the all-to-alls, no latency: their time is bytes.
+  Hardware hw = unitHardware();
+  hw.intraNodeBandwidth = 1;
+  hw.intraNodeLatency = 0;
+  // One all-to-all of the even routing: (ep-1)/ep of the rows and the
+  // counts (E/ep per peer, 8 bytes each).
+  const double rows = routed * (d - 1) / d, counts = 8.0 / d * 8 * (d - 1);
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "no recompute");
+    PlanConfig c = config(ScheduleKind::Layered, 1, 2, d, 1);
+    c.recompute = recompute;
+    c.ep = d;
+    const Plan even = evaluate(desc, c, hw);
+    c.moeImbalance = 2;
+    const Plan skewed = evaluate(desc, c, hw);
+    const double back = recompute ? 4 : 2; // all-to-alls in the backward
+    for (size_t s = 0; s < even.stages.size(); ++s) {
+      const Stage &e = even.stages[s], &f = skewed.stages[s];
+      // Even routing: the experts' GEMMs are part of the module's FLOPs.
+      EXPECT_DOUBLE_EQ(e.expertForward, expertFlops);
+      EXPECT_DOUBLE_EQ(e.expertBackward, (recompute ? 3 : 2) * expertFlops);
+      EXPECT_DOUBLE_EQ(e.epForward, 2 * (rows + counts));
+      EXPECT_DOUBLE_EQ(e.epBackward, back * (rows + counts));
+      EXPECT_DOUBLE_EQ(e.forward, flops + e.epForward);
+      EXPECT_DOUBLE_EQ(e.backward, (recompute ? 3 : 2) * flops + e.epBackward);
+      // F = 2: one more mean share of the experts' GEMMs and of the rows
+      // on every all-to-all, the counts as they were.
+      EXPECT_DOUBLE_EQ(f.expertForward, 2 * expertFlops);
+      EXPECT_DOUBLE_EQ(f.expertBackward, (recompute ? 3 : 2) * 2 * expertFlops);
+      EXPECT_DOUBLE_EQ(f.epForward, 2 * (2 * rows + counts));
+      EXPECT_DOUBLE_EQ(f.epBackward, back * (2 * rows + counts));
+      EXPECT_DOUBLE_EQ(f.forward - e.forward, expertFlops + 2 * rows);
+      EXPECT_DOUBLE_EQ(f.backward - e.backward,
+                       (recompute ? 3 : 2) * expertFlops + back * rows);
+      EXPECT_DOUBLE_EQ(f.epBytes, e.epBytes);
+    }
+    EXPECT_GT(skewed.stepTime, even.stepTime);
+    const RankStats &re = even.ranks[0], &rf = skewed.ranks[0];
+    EXPECT_DOUBLE_EQ(rf.traffic.expertParallel, re.traffic.expertParallel);
+    EXPECT_DOUBLE_EQ(rf.traffic.expertParallel,
+                     L * (2 + back) * (rows + counts) * c.microBatches);
+    EXPECT_DOUBLE_EQ(rf.traffic.dataParallel, re.traffic.dataParallel);
+    EXPECT_DOUBLE_EQ(rf.memory.total(), re.memory.total());
+    EXPECT_DOUBLE_EQ(rf.params, re.params);
+    EXPECT_DOUBLE_EQ(skewed.modelFlopsPerStep, even.modelFlopsPerStep);
+    // Within what a rank can receive: nothing to warn about.
+    for (const std::string &w : skewed.warnings)
+      EXPECT_EQ(w.find("--moe-imbalance"), std::string::npos) << w;
+  }
+
+  // A rank receives at most every rank's min(k, E/ep) rows per token:
+  // min(ep, E/k) = 4 times the mean here; more is priced at that.
+  PlanConfig c = config(ScheduleKind::Layered, 1, 2, d, 1);
+  c.ep = d;
+  c.moeImbalance = 4;
+  const Plan four = evaluate(desc, c, hw);
+  c.moeImbalance = 6;
+  EXPECT_DOUBLE_EQ(moeImbalance(desc.modules[0], c), 4);
+  const Plan six = evaluate(desc, c, hw);
+  EXPECT_DOUBLE_EQ(six.stepTime, four.stepTime);
+  EXPECT_DOUBLE_EQ(six.stages[0].expertForward, 4 * expertFlops);
+  ASSERT_FALSE(six.warnings.empty());
+  EXPECT_NE(six.warnings.back().find("at most 4 times the mean"),
+            std::string::npos)
+      << six.warnings.back();
+
+  // One GPU runs every expert (--ep 1): its FLOPs, hence its time, do not
+  // depend on the routing.
+  PlanConfig one = config(ScheduleKind::Layered, 1, 2, d, 1);
+  const Plan oneEven = evaluate(desc, one, hw);
+  one.moeImbalance = 2;
+  EXPECT_DOUBLE_EQ(moeImbalance(desc.modules[0], one), 1);
+  const Plan oneSkewed = evaluate(desc, one, hw);
+  EXPECT_DOUBLE_EQ(oneSkewed.stepTime, oneEven.stepTime);
+  EXPECT_DOUBLE_EQ(oneSkewed.stages[0].forward, oneEven.stages[0].forward);
+  ASSERT_FALSE(oneSkewed.warnings.empty());
+  EXPECT_NE(oneSkewed.warnings.back().find("no effect at --ep 1"),
+            std::string::npos);
+
+  // Validation: a factor >= 1, finite, above 1 only with experts.
+  PlanConfig bad = config(ScheduleKind::Layered, 1, 2, d, 1);
+  bad.ep = d;
+  for (double f : {0.5, 0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    bad.moeImbalance = f;
+    lamina::schedule::Status s = checkConfig(desc, bad);
+    ASSERT_FALSE(s.ok()) << f;
+    EXPECT_EQ(s.message().rfind("--moe-imbalance ", 0), 0u) << s.message();
+  }
+  ModelDesc dense = uniformLayers(L, flops, 1000, 64);
+  PlanConfig plain = config(ScheduleKind::Layered, 1, 2, d, 1);
+  plain.moeImbalance = 1.5;
+  lamina::schedule::Status s = checkConfig(dense, plain);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "--moe-imbalance 1.5: the model has no "
+                         "mixture-of-experts layer");
+  plain.moeImbalance = 1;
+  EXPECT_TRUE(checkConfig(dense, plain).ok());
 }
 
 // METHODS.md section 2: contiguous pipelines send (p-1) m activations and as

@@ -58,6 +58,11 @@ struct PlanConfig {
   /// over groups of ep of the stage's replicas (`lamina compile --ep`; ep
   /// divides dp, and each block's dp / ep holders synchronise it).
   int ep = 1;
+  /// Expert-parallel routing imbalance: the rows the busiest rank of an
+  /// expert-parallel group receives over the mean (1: tokens routed
+  /// evenly). Every rank waits for the busiest, so its experts' GEMMs and
+  /// its all-to-all rows set the time; the bytes per step stay the mean.
+  double moeImbalance = 1;
   int microBatches = 1;  ///< m, per step per replica
   int64_t microBatchSize = 1; ///< b, samples
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
@@ -103,6 +108,10 @@ struct Stage {
   /// sends the others, for uniform routing (each rank's share of a layer's
   /// T k rows, (ep - 1) / ep of them to the others, and the counts).
   double epForward = 0, epBackward = 0, epBytes = 0;
+  /// The experts' GEMMs per micro-batch on the busiest expert-parallel
+  /// rank (PlanConfig::moeImbalance times the mean): forward, and backward
+  /// with recompute. Part of `forward` and `backward`.
+  double expertForward = 0, expertBackward = 0;
   double sendBytes = 0;     ///< per GPU, one micro-batch's output
   double send = 0;          ///< seconds for that transfer
   /// Per GPU and micro-batch: what full recompute keeps from forward to
@@ -224,6 +233,17 @@ struct EvaluateOptions {
       tensorParallelForwardSteps, tensorParallelBackwardSteps,
       tensorParallelParams, tensorParallelSends;
 };
+
+/// The imbalance module `m` is priced with under `config`:
+/// PlanConfig::moeImbalance, at most what one rank can receive (every
+/// rank's T tokens sending it min(k, E / ep) rows each: min(ep, E / k)
+/// times the mean), so 1 with ep == 1 (one GPU runs every expert, its
+/// FLOPs the same however the tokens are routed) and for dense modules.
+double moeImbalance(const ModuleDesc &m, const PlanConfig &config);
+
+/// Checks --moe-imbalance: a finite factor >= 1, above 1 only for a model
+/// with mixture-of-experts layers.
+schedule::Status checkMoeImbalance(const ModelDesc &desc, double factor);
 
 /// Checks the configuration against the model (ranges, p <= layers, chunks
 /// that divide); the message names the offending option.

@@ -111,6 +111,17 @@ struct ModelDesc {
                       : 0.0);
     return n;
   }
+  /// The experts' GEMM FLOPs of module `m` for one micro-batch: each of
+  /// the T k (token, pick) rows of its MoE layers runs through one
+  /// expert's weights, 2 FLOPs a weight, with T = microBatchSize x seqLen
+  /// tokens (graph.moe's SiLU gating and weighted sum, 6 I + 2 H a row,
+  /// aside). Part of `m.matmulFlops`.
+  double expertFlops(const ModuleDesc &m) const {
+    return m.experts ? 2.0 * double(microBatchSize) * double(seqLen) *
+                           double(m.expertsPerToken) * double(m.expertParams) /
+                           double(m.experts)
+                     : 0.0;
+  }
   /// Modules with mixture-of-experts layers.
   int moeModules() const {
     int n = 0;

@@ -29,6 +29,8 @@ struct SearchOptions {
       schedule::ScheduleKind::BreadthFirst, schedule::ScheduleKind::Layered};
   std::vector<int64_t> microBatchSizes = {1, 2, 4, 8};
   Precision precision = Precision::Bf16Mixed;
+  /// PlanConfig::moeImbalance of every candidate.
+  double moeImbalance = 1;
 };
 
 struct SearchResult {
