@@ -403,14 +403,16 @@ void Evaluator::buildStages() {
       double compute =
           m.matmulFlops * k / t / gemm + otherBytes / hbm +
           std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t / hw.peakFlops;
-      // The experts' GEMMs (part of matmulFlops, charged as the other
-      // GEMMs are): every rank waits for the busiest, which runs f times
-      // the mean rows through its experts (ep == 1: f = 1, one GPU's FLOPs).
+      // The experts' GEMMs (part of matmulFlops, charged above split t
+      // ways): every tensor-parallel rank runs them whole (no expert tensor
+      // parallelism), and every rank waits for the busiest, which runs f
+      // times the mean rows through its experts (ep == 1: f = 1, one GPU's
+      // FLOPs).
       if (m.expertParams > 0) {
         const double f = moeImbalance(m, c);
         const double experts =
-            std::min(desc.expertFlops(m), m.matmulFlops) * k / t / gemm;
-        compute += (f - 1) * experts;
+            std::min(desc.expertFlops(m), m.matmulFlops) * k / gemm;
+        compute += f * experts - experts / t;
         st.expertForward += f * experts;
         if (isLayer(m))
           layerExperts += f * experts;

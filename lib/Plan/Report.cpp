@@ -140,7 +140,8 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
          count(desc.totalParams()) + " parameters active per token";
     if (c.ep > 1)
       o += "; " + std::to_string(first->experts / c.ep) +
-           " experts per GPU (--ep " + std::to_string(c.ep) + ")";
+           (first->experts / c.ep == 1 ? " expert" : " experts") +
+           " per GPU (--ep " + std::to_string(c.ep) + ")";
     if (const double f = moeImbalance(*first, c); f > 1)
       o += "; the busiest rank gets " + fmt("%g", f) +
            "x the mean rows (--moe-imbalance)";

@@ -132,6 +132,7 @@ def _options(**kw: Any) -> list[str]:
 
 def plan(model: Any, *, dims: Mapping[str, int] | None = None,
          example_inputs: Any = None, pp: int = 1, dp: int = 1, tp: int = 1,
+         ep: int = 1, moe_imbalance: float | None = None,
          micro_batches: int = 1, micro_batch_size: int | None = None,
          schedule: str | None = None, zero: int | None = None,
          recompute: str | None = None, precision: str | None = None,
@@ -149,7 +150,9 @@ def plan(model: Any, *, dims: Mapping[str, int] | None = None,
         arg = _model_arg(model, tmp, example_inputs, dims)
         json_path, html_path = os.path.join(tmp, "p.json"), os.path.join(tmp, "p.html")
         run_tool([find_tool(), "plan", arg, *dim_args(dims),
-                  *_options(pp=pp, dp=dp, tp=tp, micro_batches=micro_batches,
+                  *_options(pp=pp, dp=dp, tp=tp, ep=ep,
+                            moe_imbalance=moe_imbalance,
+                            micro_batches=micro_batches,
                             micro_batch_size=micro_batch_size,
                             schedule=schedule, zero=zero, recompute=recompute,
                             precision=precision, hardware=hardware,
@@ -168,7 +171,8 @@ def search(model: Any, *, gpus: int, global_batch: int,
            dims: Mapping[str, int] | None = None, example_inputs: Any = None,
            top: int = 5, hardware: str | None = None,
            precision: str | None = None, module_regex: str | None = None,
-           fuse_attention: bool = True) -> list[Plan]:
+           fuse_attention: bool = True,
+           moe_imbalance: float | None = None) -> list[Plan]:
     """The fastest configurations that fit (``lamina plan --search``), best
     first, each priced in full as :func:`plan` prices it."""
     with tempfile.TemporaryDirectory(prefix="lamina-search-") as tmp:
@@ -176,6 +180,7 @@ def search(model: Any, *, gpus: int, global_batch: int,
         out = os.path.join(tmp, "s.json")
         common = _options(hardware=hardware, precision=precision,
                           module_regex=module_regex,
+                          moe_imbalance=moe_imbalance,
                           no_fuse_attention=not fuse_attention)
         run_tool([find_tool(), "plan", arg, *dim_args(dims), "--search",
                   f"--gpus={gpus}", f"--global-batch={global_batch}",
@@ -186,6 +191,7 @@ def search(model: Any, *, gpus: int, global_batch: int,
         for c in best:
             plans.append(plan(
                 arg, dims=dims, pp=c["pp"], dp=c["dp"], tp=c["tp"],
+                ep=c.get("ep", 1), moe_imbalance=moe_imbalance,
                 micro_batches=c["micro_batches"],
                 micro_batch_size=c["micro_batch_size"], schedule=c["schedule"],
                 zero=c["zero"], recompute="full" if c["recompute"] else "none",
