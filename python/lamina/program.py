@@ -493,7 +493,7 @@ def compile(model: Any, *, example_inputs: Any = None, mode: str = "train",
             loss: str | None = "causal-lm", logits: str | None = None,
             labels: str | None = None, loss_output: str | None = None,
             ignore_index: int | None = None, pp: int = 1, dp: int = 1,
-            tp: int = 1, micro_batches: int | None = None,
+            tp: int = 1, ep: int = 1, micro_batches: int | None = None,
             schedule: str | None = None, zero: int | None = None,
             precision: str | None = None, recompute: str | None = None,
             freeze: str | None = None, padding_idx: Mapping[str, int] | None = None,
@@ -549,6 +549,8 @@ def compile(model: Any, *, example_inputs: Any = None, mode: str = "train",
             cmd += ["--pp", str(pp), "--dp", str(dp)]
         if tp != 1:
             cmd += ["--tp", str(tp)]
+        if ep != 1:
+            cmd += ["--ep", str(ep)]
         for flag, value in (("--micro-batches", micro_batches),
                             ("--schedule", schedule), ("--zero", zero),
                             ("--recompute", recompute)):
@@ -578,11 +580,14 @@ def compile(model: Any, *, example_inputs: Any = None, mode: str = "train",
     log = run_tool(cmd)
     if names is not None:
         names.save(folder)
-    program = Program(folder, mode=mode, source=source, ranks=pp * dp,
+    # One rank per (stage, replica, tensor-parallel member); --ep alone
+    # makes its groups the replicas (lamina compile's --dp default).
+    ranks = pp * (ep if dp == 1 else dp) * tp
+    program = Program(folder, mode=mode, source=source, ranks=ranks,
                       dims=dims, torch_names=names, log=log, target=target,
                       temporary=temporary)
     with open(os.path.join(folder, PROGRAM_FILE), "w", encoding="utf-8") as f:
-        json.dump({"mode": mode, "source": source, "ranks": pp * dp,
+        json.dump({"mode": mode, "source": source, "ranks": ranks,
                    "dims": dict(dims or {}), "target": target}, f, indent=1)
     return program
 
