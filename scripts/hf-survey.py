@@ -4,7 +4,7 @@
     python3 scripts/hf-survey.py [--task causal-lm|masked-lm|seq2seq|image-classification]
         [--loss logits|own|both] [--exporter torchscript|dynamo|both]
         [--pp P --micro-batches M] [--config KEY=VALUE ...] [--static]
-        [--compile-flag=FLAG ...]
+        [--compile-flag=FLAG ...] [--experts auto|eager|batched_mm]
         [--steps 10] [--lr 0.1] [--markdown] [--lamina build/bin/lamina]
         [--work DIR] [ARCH ...]
 
@@ -40,6 +40,11 @@ otherwise; a model with batch norm is trained and exported in train mode
 a config attribute after the tiny sizes, --compile-flag passes a flag on
 to `lamina compile` (`--compile-flag=--freeze=embed_positions`).
 --markdown prints the lines as rows of docs/model-survey.md's tables.
+Mixture-of-experts models (Mixtral, Qwen2-MoE, OLMoE) export with
+--experts auto: the eager experts for TorchScript (its loop unrolled),
+batched_mm for dynamo (which cannot export the eager loop); both import as
+one graph.moe (docs/moe-design.md). The PyTorch reference trains the eager
+experts either way: the weights are the same.
 """
 
 from __future__ import annotations
@@ -83,6 +88,20 @@ def compile_flags(task, own):
             "labels"]
 
 
+def experts_for(model, exporter, choice):
+    """Sets the experts implementation the export traces (a mixture-of-experts
+    model only): eager for TorchScript, batched_mm for dynamo under "auto".
+    Returns it, or None for a model without experts."""
+    inner = getattr(model, "inner", None)
+    can = getattr(inner, "_can_set_experts_implementation", None)
+    if inner is None or can is None or not can():
+        return None
+    impl = choice if choice != "auto" else (
+        "batched_mm" if exporter == "dynamo" else "eager")
+    inner.set_experts_implementation(impl)
+    return impl
+
+
 def one(a, task, arch, exporter, own, ref, data_flags, out):
     """Export, compile, train one model; returns (status, details)."""
     from hf_survey import data as D
@@ -90,6 +109,7 @@ def one(a, task, arch, exporter, own, ref, data_flags, out):
 
     rows = M.BATCH // a.micro_batches
     model, spec = M.build(task, arch, M.parse_overrides(a.config), own=own)
+    experts = experts_for(model, exporter, a.experts)
     tag = f"{exporter}-{'own' if own else 'logits'}"
     path = os.path.join(out, f"{tag}.onnx")
     try:
@@ -99,7 +119,8 @@ def one(a, task, arch, exporter, own, ref, data_flags, out):
     except Exception as e:  # noqa: BLE001 - report and go on
         if a.verbose:
             traceback.print_exc()
-        return "export failed", f"{type(e).__name__}: {first_error(str(e))}"
+        return "export failed", (f"{type(e).__name__}: {first_error(str(e))}"
+                                 + (f" (experts {experts})" if experts else ""))
     syms = M.symbolic_dims(path)
     dims = []
     for name, size in (("batch", rows), ("seq", M.SEQ), ("tgt", M.TGT)):
@@ -204,6 +225,10 @@ def main() -> int:
                    help="a config attribute (Python literal), after the tiny sizes")
     p.add_argument("--compile-flag", action="append", metavar="FLAG",
                    help="passed on to lamina compile (--compile-flag=--freeze=X)")
+    p.add_argument("--experts", default="auto",
+                   choices=["auto", "eager", "batched_mm"],
+                   help="mixture-of-experts models' experts code for the export "
+                        "(auto: eager for torchscript, batched_mm for dynamo)")
     p.add_argument("--static", action="store_true",
                    help="export at the training shape (no symbolic dims)")
     p.add_argument("--lamina", default=os.path.join(SRC, "build", "bin", "lamina"))

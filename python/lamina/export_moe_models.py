@@ -11,10 +11,18 @@ and Mixtral with 2 layers (``mixtral2``), for pipelines of MoE stages.
 The library's default experts code exports with neither PyTorch exporter
 (TorchScript: ``aten::histc``; dynamo: ``grouped_mm_fallback``), so users
 pick ``experts_implementation="eager"``: its per-expert Python loop, which
-TorchScript unrolls over the experts the tracing batch hits. Written:
+TorchScript unrolls over the experts the tracing batch hits. The dynamo
+exporter cannot export that loop either (torch.export: a data-dependent
+trip count, ``GuardOnDataDependentSymNode`` at ``for expert_idx in
+expert_hit``); its users pick ``experts_implementation="batched_mm"``
+(every token's experts' weights gathered, batched GEMMs), the same
+weights. Written:
 
   <model>_moe_torchscript_opset17.onnx  torch.onnx.export(dynamo=False),
-                                        symbolic batch/seq
+                                        eager experts, symbolic batch/seq
+  <model>_moe_dynamo_opset18.onnx       torch.onnx.export(dynamo=True),
+                                        batched_mm experts, symbolic
+                                        batch/seq (also needs onnxscript)
   hf-<model>-moe-training.json          PyTorch training it on the batches
                                         a compiled ``run --data`` draws
                                         (export_real_models' corpus and
@@ -23,8 +31,9 @@ TorchScript unrolls over the experts the tracing batch hits. Written:
                                         load-balancing loss (coefficient
                                         0.02, --moe-aux-loss)
 
-The files are committed in test/Inputs/models/ and test/Inputs/reference/
-(test/e2e/moe-training.test).
+The files are committed in test/Inputs/models/ (of the dynamo exports,
+Mixtral's) and test/Inputs/reference/ (test/e2e/moe-training.test); the
+references train the eager model, whose weights the dynamo export shares.
 """
 
 from __future__ import annotations
@@ -65,14 +74,30 @@ RUNS = {"sgd": dict(lr=0.1, steps=10), "adamw": dict(lr=1e-2, steps=10)}
 AUX = dict(optimizer="sgd", lr=0.1, steps=10, aux_coef=0.02)
 
 
-def tiny(kind: str):
+def tiny(kind: str, experts: str = "eager"):
     import torch
     import transformers as tf
 
     config, model, extra = MODELS[kind]
     torch.manual_seed(0)
-    cfg = eager(getattr(tf, config)(**{**COMMON, **extra}))
+    cfg = eager(getattr(tf, config)(**{**COMMON, **extra,
+                                       "experts_implementation": experts}))
     return logits_only(getattr(tf, model)(cfg))
+
+
+def export_dynamo(kind: str, ids, path: str) -> None:
+    """The dynamo export, with the batched experts (the eager loop does not
+    export: torch.export cannot trace its data-dependent trip count)."""
+    import torch
+
+    from lamina.export_real_models import POSITIONS
+
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=POSITIONS)
+    prog = torch.onnx.export(tiny(kind, "batched_mm"), (ids,), dynamo=True,
+                             opset_version=18, input_names=["input_ids"],
+                             output_names=["logits"],
+                             dynamic_shapes={"input_ids": {0: batch, 1: seq}})
+    prog.save(path)
 
 
 def train_aux_losses(kind: str, tokens, run) -> list[float]:
@@ -114,6 +139,14 @@ def export(kind: str, out: str) -> None:
                           dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
                                         "logits": {0: "batch", 1: "seq"}})
     print(describe(path))
+    dynamo = os.path.join(out, f"{kind}_moe_dynamo_opset18.onnx")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export_dynamo(kind, ids, dynamo)
+        print(describe(dynamo))
+    except Exception as e:  # noqa: BLE001 - report, keep the TorchScript one
+        print(f"{dynamo}: export failed: {type(e).__name__}: {str(e)[:300]}")
     tokens = corpus()
     runs = {name: dict(run, losses=train_losses(tiny(kind), tokens,
                                                  name, run["lr"], run["steps"]))

@@ -876,8 +876,10 @@ lamina::onnx::importModelBytes(MLIRContext &context, StringRef bytes,
     return {};
   }
   std::vector<std::string> notes;
-  if (std::string err = recognizeEagerExperts(*model.mutable_graph(), notes);
-      !err.empty()) {
+  std::string err = recognizeEagerExperts(*model.mutable_graph(), notes);
+  if (err.empty())
+    err = recognizeBatchedExperts(*model.mutable_graph(), notes);
+  if (!err.empty()) {
     emitError(FileLineColLoc::get(&context, displayName, 0, 0)) << err;
     return {};
   }

@@ -165,6 +165,12 @@ inline constexpr llvm::StringLiteral kMoEExperts = "MoEExperts";
 /// block's one-hot node when a block is recognised only in part, or "".
 std::string recognizeEagerExperts(::onnx::GraphProto &graph,
                                   std::vector<std::string> &notes);
+/// Replaces each block of Hugging Face's batched experts
+/// (`experts_implementation="batched_mm"`, what the dynamo exporter can
+/// export: every (token, pick) pair's expert weights gathered, batched
+/// GEMMs, a sum over the picks) by one MoEExperts node; the same contract.
+std::string recognizeBatchedExperts(::onnx::GraphProto &graph,
+                                    std::vector<std::string> &notes);
 
 /// Normalises ONNX reduction axes (attribute or input) for `rank`; an empty
 /// list means all axes.
