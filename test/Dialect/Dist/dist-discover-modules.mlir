@@ -4,6 +4,7 @@
 // RUN: lamina-opt %t/names.mlir --dist-discover-modules --dist-describe-model -o /dev/null | FileCheck %s --check-prefix=DESC
 // RUN: lamina-opt %t/annotated.mlir --dist-describe-model -o /dev/null | FileCheck %s --check-prefix=ANNOT
 // RUN: lamina-opt %t/experts.mlir --dist-discover-modules | FileCheck %s --check-prefix=MOE
+// RUN: lamina-opt %t/dynamo.mlir --dist-discover-modules | FileCheck %s --check-prefix=DYNAMO
 // RUN: lamina-opt %t/structure.mlir --dist-discover-modules | FileCheck %s --check-prefix=STRUCT
 // RUN: lamina-opt %t/regex.mlir --dist-discover-modules | FileCheck %s --check-prefix=NONE
 // RUN: lamina-opt %t/regex.mlir --dist-discover-modules="module-regex=blk_([a-z])" | FileCheck %s --check-prefix=REGEX
@@ -95,6 +96,32 @@ func.func @forward(
   %s1 = graph.add %m10, %m11 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   %t1 = graph.add %s1, %m12 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   %r1 = graph.add %r0, %t1 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %r1 : tensor<3x4xf32>
+}
+
+//--- dynamo.mlir
+// Dynamo's names: anonymous weights (`val_10`), node counters, and one
+// name that reads as a numbered container (`node_topk_1__1`: `node_topk`,
+// index 1) with one layer where the parameters name two. The module
+// scopes of the nodes' metadata (the locations' children) place the ops
+// then: each residual add in its own layer.
+// DYNAMO: dist.chain = [#dist.module<"layer.0", layer, body = 0>, #dist.module<"layer.1", layer, body = 0>]
+// DYNAMO: graph.matmul {{.*}}dist.module = 0
+// DYNAMO: graph.add {{.*}}dist.module = 0
+// DYNAMO: graph.matmul {{.*}}dist.module = 1
+// DYNAMO: graph.add {{.*}}dist.module = 1
+func.func @forward(
+    %n0: tensor<4xf32> {graph.kind = "trainable", graph.name = "model.layers.0.norm.weight"},
+    %n1: tensor<4xf32> {graph.kind = "trainable", graph.name = "model.layers.1.norm.weight"},
+    %w0: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "val_10"},
+    %w1: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "val_20"},
+    %x: tensor<3x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<3x4xf32> {
+  %a0 = graph.mul %x, %n0 : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32> loc("node_mul_1"("model.layers.0.norm/mul_1"))
+  %m0 = graph.matmul %a0, %w0 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32> loc("node_linear"("model.layers.0.mlp/linear"))
+  %r0 = graph.add %x, %m0 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32> loc("node_add_2"("model.layers.0/add_2"))
+  %a1 = graph.mul %r0, %n1 : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32> loc("node_mul_3"("model.layers.1.norm/mul_3"))
+  %m1 = graph.matmul %a1, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32> loc("node_topk_1__1"("model.layers.1.mlp/linear_1"))
+  %r1 = graph.add %r0, %m1 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32> loc("node_add_4"("model.layers.1/add_4"))
   return %r1 : tensor<3x4xf32>
 }
 

@@ -232,11 +232,18 @@ struct Discoverer {
     auto paramKey = pickKey(paramStats, paramLayers);
     auto nodeKey = pickKey(nodeStats, nodeLayers);
     // Node names without scopes (dynamo's `node_add_5`): the module scopes
-    // of the nodes' metadata stand in for them.
+    // of the nodes' metadata stand in for them, also when the names' only
+    // reading disagrees with the parameters (dynamo's `node_topk_1__1`
+    // reads as container `node_topk`, index 1).
     bool fromMetadata = false;
-    if (!nodeKey) {
-      nodeKey = pickKey(metaStats, nodeLayers);
-      fromMetadata = nodeKey.has_value();
+    if (!nodeKey || (paramKey && nodeLayers != paramLayers)) {
+      int64_t metaLayers = 0;
+      auto metaKey = pickKey(metaStats, metaLayers);
+      if (metaKey && (!nodeKey || metaLayers == paramLayers)) {
+        nodeKey = metaKey;
+        nodeLayers = metaLayers;
+        fromMetadata = true;
+      }
     }
     if (!paramKey && !nodeKey)
       return false;
