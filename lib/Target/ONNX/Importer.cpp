@@ -883,6 +883,7 @@ lamina::onnx::importModelBytes(MLIRContext &context, StringRef bytes,
     emitError(FileLineColLoc::get(&context, displayName, 0, 0)) << err;
     return {};
   }
+  noteRoutingHistograms(model.graph(), notes);
   for (const std::string &note : notes)
     emitRemark(FileLineColLoc::get(&context, displayName, 0, 0)) << note;
   TensorReader reader(baseDir, options.allowMissingExternalData);

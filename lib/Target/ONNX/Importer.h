@@ -171,6 +171,12 @@ std::string recognizeEagerExperts(::onnx::GraphProto &graph,
 /// GEMMs, a sum over the picks) by one MoEExperts node; the same contract.
 std::string recognizeBatchedExperts(::onnx::GraphProto &graph,
                                     std::vector<std::string> &notes);
+/// Notes each ScatterElements without a reduction that writes at a TopK's
+/// picks: repeated picks overwrite instead of adding (TorchScript's export
+/// of torch.histc, which counts the tokens per expert in Hugging Face's
+/// load-balancing loss), so the file computes something else than PyTorch.
+void noteRoutingHistograms(const ::onnx::GraphProto &graph,
+                           std::vector<std::string> &notes);
 
 /// Normalises ONNX reduction axes (attribute or input) for `rank`; an empty
 /// list means all axes.

@@ -858,3 +858,56 @@ lamina::onnx::recognizeBatchedExperts(GraphProto &graph,
     removeDeadNodes(graph);
   }
 }
+
+void lamina::onnx::noteRoutingHistograms(const GraphProto &graph,
+                                         std::vector<std::string> &notes) {
+  llvm::StringMap<int> producer;
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const std::string &out : graph.node(i).output())
+      producer[out] = i;
+  for (const NodeProto &n : graph.node()) {
+    if (n.op_type() != "ScatterElements" || n.input_size() < 3)
+      continue;
+    bool accumulates = false;
+    for (const auto &a : n.attribute())
+      if (a.name() == "reduction" && a.s() != "none")
+        accumulates = true;
+    if (accumulates)
+      continue;
+    // The indices, through shape-only ops, a TopK's picks?
+    std::string v = n.input(1);
+    const NodeProto *topk = nullptr;
+    for (int depth = 0; depth < 8; ++depth) {
+      auto it = producer.find(v);
+      if (it == producer.end())
+        break;
+      const NodeProto &p = graph.node(it->second);
+      if (p.op_type() == "TopK") {
+        if (p.output_size() > 1 && p.output(1) == v)
+          topk = &p;
+        break;
+      }
+      if (!llvm::is_contained({"Reshape", "Flatten", "Unsqueeze", "Squeeze",
+                               "Cast", "Identity"},
+                              p.op_type()) ||
+          p.input_size() < 1)
+        break;
+      v = p.input(0);
+    }
+    if (!topk)
+      continue;
+    // Unnamed nodes (hand-written files) by their first output.
+    auto label = [](const NodeProto &x) {
+      return x.name().empty() ? "of output '" + x.output(0) + "'"
+                              : "'" + x.name() + "'";
+    };
+    notes.push_back(
+        "node " + label(n) + " (ScatterElements without a reduction) " +
+        "writes at the picks of TopK " + label(*topk) + ", which repeat: later writes replace earlier ones, so it marks "
+        "the experts a batch hit instead of counting their tokens (how "
+        "TorchScript exports torch.histc in the routers' load-balancing "
+        "loss). Lamina computes what the file says, so this loss term "
+        "differs from PyTorch's; --loss causal-lm --logits NAME "
+        "--moe-aux-loss COEF trains with the loss PyTorch computes");
+  }
+}
