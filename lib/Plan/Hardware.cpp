@@ -14,7 +14,7 @@
 
 #include "lamina/Plan/Hardware.h"
 
-#include "Json.h"
+#include "lamina/Support/Json.h"
 
 #include <cmath>
 #include <fstream>

@@ -10,8 +10,6 @@
 
 #include "lamina/Plan/Report.h"
 
-#include "Json.h"
-
 #include <algorithm>
 #include <cstdio>
 

@@ -2,7 +2,7 @@
 
 #include "lamina/Plan/Search.h"
 
-#include "Json.h"
+#include "lamina/Support/Json.h"
 
 #include <algorithm>
 #include <chrono>

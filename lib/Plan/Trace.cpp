@@ -2,7 +2,7 @@
 
 #include "lamina/Plan/Report.h"
 
-#include "Json.h"
+#include "lamina/Support/Json.h"
 
 #include <cmath>
 #include <cstdio>
@@ -28,7 +28,7 @@ int trackOf(const Action &a) {
 
 std::string formatChromeTrace(const Plan &p) {
   std::string out;
-  json::Writer w(out, /*pretty=*/false);
+  json::Writer w(out, json::Layout::Compact);
   w.beginObject().field("displayTimeUnit", "ms");
   w.key("traceEvents").beginArray();
   const auto &s = p.schedule;

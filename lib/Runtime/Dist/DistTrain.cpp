@@ -18,6 +18,7 @@
 
 #include "lamina/Runtime/DistProgram.h"
 #include "lamina/Runtime/Kernels.h"
+#include "lamina/Support/Json.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -31,6 +32,8 @@
 
 using namespace lamina::rt;
 using namespace lamina::rt::dist;
+using lamina::Expected;
+namespace json = lamina::json;
 
 namespace {
 
@@ -60,22 +63,11 @@ Status writeText(const std::string &path, const std::string &text) {
             : Status::error("cannot write '" + path + "'");
 }
 
-std::string jsonEscape(const std::string &s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 /// Per-rank statistics: printed by rank 0, and as JSON with --stats.
 Status reportStats(Executor &ex, int64_t steps, double wall) {
   ControlPlane &control = ex.control;
   Communicator &net = ex.net;
   double n = steps > 0 ? double(steps) : 1.0;
-  char line[768];
   // The module functions' tensor-parallel collectives in training (the
   // communicator counts them among its collectives too).
   double tpBytes = ex.tpGroup ? ex.tpGroup->bytes - ex.evalTpBytes : 0;
@@ -83,54 +75,59 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
   // (not among the communicator's collectives).
   double epBytes = ex.epGroup ? ex.epGroup->bytes - ex.evalEpBytes : 0;
   double idle = wall > 0 ? std::max(0.0, 1.0 - ex.busySeconds / wall) : 0;
-  std::snprintf(line, sizeof line,
-                "{\"rank\": %d, \"pp\": %d, \"dp\": %d, "
-                "\"p2p_bytes_per_step\": %.0f, "
-                "\"collective_bytes_per_step\": %.0f, "
-                "\"compute_seconds\": %.6f, \"wall_seconds\": %.6f, "
-                "\"idle_fraction\": %.4f, \"arena_bytes\": %zu, "
-                "\"step_buffer_bytes\": %zu, \"peak_gradient_bytes\": %zu, "
-                "\"state_bytes\": %zu, \"tp\": %d, "
-                "\"tensor_parallel_bytes_per_step\": %.0f, "
-                "\"expert_parallel_bytes_per_step\": %.0f}",
-                ex.rank, ex.pp, ex.dp,
-                double(net.p2pBytesSent - ex.evalP2pBytes) / n,
-                (net.collectiveBytes - ex.evalCollectiveBytes -
-                 ex.copyGatherBytes - tpBytes) /
-                    n,
-                ex.busySeconds, wall, idle, ex.arenaBytes,
-                size_t(ex.spec.stepBufferBytes[ex.pp]), ex.peakGradBytes,
-                ex.stateBytes(), ex.tpIndex, tpBytes / n, epBytes / n);
+  // One line of JSON per rank; rank 0 reads them back and copies them into
+  // the --stats file as they are.
+  std::string line;
+  json::Writer(line, json::Layout::Inline)
+      .beginObject()
+      .field("rank", ex.rank)
+      .field("pp", ex.pp)
+      .field("dp", ex.dp)
+      .key("p2p_bytes_per_step")
+      .fixedValue(double(net.p2pBytesSent - ex.evalP2pBytes) / n, 0)
+      .key("collective_bytes_per_step")
+      .fixedValue((net.collectiveBytes - ex.evalCollectiveBytes -
+                   ex.copyGatherBytes - tpBytes) /
+                      n,
+                  0)
+      .key("compute_seconds")
+      .fixedValue(ex.busySeconds, 6)
+      .key("wall_seconds")
+      .fixedValue(wall, 6)
+      .key("idle_fraction")
+      .fixedValue(idle, 4)
+      .field("arena_bytes", ex.arenaBytes)
+      .field("step_buffer_bytes", size_t(ex.spec.stepBufferBytes[ex.pp]))
+      .field("peak_gradient_bytes", ex.peakGradBytes)
+      .field("state_bytes", ex.stateBytes())
+      .field("tp", ex.tpIndex)
+      .key("tensor_parallel_bytes_per_step")
+      .fixedValue(tpBytes / n, 0)
+      .key("expert_parallel_bytes_per_step")
+      .fixedValue(epBytes / n, 0)
+      .endObject();
   std::vector<std::string> all = control.gather(line);
   if (control.rank() != 0)
     return Status::success();
   for (int r = 0; r < control.size(); ++r) {
     int pp = r / ex.spec.tp % ex.spec.pp, dp = r / ex.spec.tp / ex.spec.pp;
-    double p2p = 0, coll = 0, busy = 0, idleF = 0;
-    unsigned long long arena = 0, peak = 0, gradPeak = 0, state = 0;
-    const char *j = all[size_t(r)].c_str();
-    std::sscanf(std::strstr(j, "\"p2p_bytes_per_step\""),
-                "\"p2p_bytes_per_step\": %lf", &p2p);
-    std::sscanf(std::strstr(j, "\"collective_bytes_per_step\""),
-                "\"collective_bytes_per_step\": %lf", &coll);
-    std::sscanf(std::strstr(j, "\"compute_seconds\""),
-                "\"compute_seconds\": %lf", &busy);
-    std::sscanf(std::strstr(j, "\"idle_fraction\""), "\"idle_fraction\": %lf",
-                &idleF);
-    std::sscanf(std::strstr(j, "\"arena_bytes\""), "\"arena_bytes\": %llu",
-                &arena);
-    std::sscanf(std::strstr(j, "\"step_buffer_bytes\""),
-                "\"step_buffer_bytes\": %llu", &peak);
-    std::sscanf(std::strstr(j, "\"peak_gradient_bytes\""),
-                "\"peak_gradient_bytes\": %llu", &gradPeak);
-    std::sscanf(std::strstr(j, "\"state_bytes\""), "\"state_bytes\": %llu",
-                &state);
-    double tpBytes = 0;
-    std::sscanf(std::strstr(j, "\"tensor_parallel_bytes_per_step\""),
-                "\"tensor_parallel_bytes_per_step\": %lf", &tpBytes);
-    double epBytes = 0;
-    std::sscanf(std::strstr(j, "\"expert_parallel_bytes_per_step\""),
-                "\"expert_parallel_bytes_per_step\": %lf", &epBytes);
+    Expected<json::Value> stats = json::parse(all[size_t(r)]);
+    if (!stats.ok())
+      return Status::error("rank " + std::to_string(r) +
+                           "'s statistics: " + stats.error());
+    auto get = [&](const char *key) { return stats->numberOr(key, 0); };
+    double p2p = get("p2p_bytes_per_step");
+    double coll = get("collective_bytes_per_step");
+    double busy = get("compute_seconds"), idleF = get("idle_fraction");
+    auto bytes = [&](const char *key) {
+      return static_cast<unsigned long long>(get(key));
+    };
+    unsigned long long arena = bytes("arena_bytes"),
+                       peak = bytes("step_buffer_bytes"),
+                       gradPeak = bytes("peak_gradient_bytes"),
+                       state = bytes("state_bytes");
+    double tpBytes = get("tensor_parallel_bytes_per_step");
+    double epBytes = get("expert_parallel_bytes_per_step");
     bool tensorParallel = ex.spec.tp > 1;
     std::string tp =
         tensorParallel ? ", tp " + std::to_string(r % ex.spec.tp) : "";
@@ -150,39 +147,70 @@ Status reportStats(Executor &ex, int64_t steps, double wall) {
   std::fflush(stdout);
   if (ex.o.stats.empty())
     return Status::success();
-  std::string json = "{\"config\": \"" + jsonEscape(configLine(ex.spec)) +
-                     "\", \"steps\": " + std::to_string(steps) +
-                     ", \"ranks\": [\n";
-  for (size_t r = 0; r < all.size(); ++r)
-    json += "  " + all[r] + (r + 1 < all.size() ? ",\n" : "\n");
-  json += "]}\n";
-  return writeText(ex.o.stats, json);
+  // {"config": ..., "steps": N, "ranks": [ one rank a line ]}
+  std::string text;
+  json::Writer w(text, json::Layout::Inline);
+  w.beginObject()
+      .field("config", configLine(ex.spec))
+      .field("steps", steps)
+      .key("ranks")
+      .beginArray(json::Layout::Indented);
+  for (const std::string &rank : all)
+    w.rawValue(rank);
+  w.endArray().endObject();
+  return writeText(ex.o.stats, text + "\n");
 }
 
 /// Chrome trace: rank 0 gathers every rank's events (pid = rank).
 Status writeTrace(Executor &ex) {
+  // Every rank writes its events as one array; rank 0 parses them and
+  // writes them all into traceEvents, one event a line.
   std::string mine;
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
-                "\"args\": {\"name\": \"rank %d (pp %d, dp %d)\"}}",
-                ex.rank, ex.rank, ex.pp, ex.dp);
-  mine += buf;
-  for (const TraceEvent &e : ex.events) {
-    std::snprintf(buf, sizeof buf,
-                  ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
-                  "\"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f}",
-                  e.name.c_str(), e.cat, ex.rank, e.start * 1e6, e.dur * 1e6);
-    mine += buf;
-  }
+  json::Writer w(mine, json::Layout::Compact);
+  w.beginArray();
+  w.beginObject(json::Layout::Inline)
+      .field("name", "process_name")
+      .field("ph", "M")
+      .field("pid", ex.rank)
+      .key("args")
+      .beginObject()
+      .field("name", "rank " + std::to_string(ex.rank) + " (pp " +
+                         std::to_string(ex.pp) + ", dp " +
+                         std::to_string(ex.dp) + ")")
+      .endObject()
+      .endObject();
+  for (const TraceEvent &e : ex.events)
+    w.beginObject(json::Layout::Inline)
+        .field("name", e.name)
+        .field("cat", e.cat)
+        .field("ph", "X")
+        .field("pid", ex.rank)
+        .field("tid", 0)
+        .key("ts")
+        .fixedValue(e.start * 1e6, 3)
+        .key("dur")
+        .fixedValue(e.dur * 1e6, 3)
+        .endObject();
+  w.endArray();
   std::vector<std::string> all = ex.control.gather(mine);
   if (ex.rank != 0)
     return Status::success();
-  std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  for (size_t r = 0; r < all.size(); ++r)
-    json += all[r] + (r + 1 < all.size() ? ",\n" : "\n");
-  json += "]}\n";
-  return writeText(ex.o.trace, json);
+  std::string text;
+  json::Writer out(text, json::Layout::Inline);
+  out.beginObject()
+      .field("displayTimeUnit", "ms")
+      .key("traceEvents")
+      .beginArray(json::Layout::Indented);
+  for (size_t r = 0; r < all.size(); ++r) {
+    Expected<json::Value> events = json::parse(all[r]);
+    if (!events.ok())
+      return Status::error("rank " + std::to_string(r) +
+                           "'s trace: " + events.error());
+    for (const json::Value &e : events->array)
+      out.value(e, json::Layout::Inline);
+  }
+  out.endArray().endObject();
+  return writeText(ex.o.trace, text + "\n");
 }
 
 int run(int argc, char **argv, const DistSpec &spec, ControlPlane &control,

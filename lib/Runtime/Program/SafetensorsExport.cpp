@@ -14,11 +14,14 @@
 
 #include "FileUtil.h"
 
+#include "lamina/Support/Json.h"
+
 #include <cstdio>
 #include <cstring>
 #include <map>
 
 using namespace lamina::rt;
+namespace json = lamina::json;
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian and is copied from memory");
@@ -41,24 +44,6 @@ static const char *safetensorsDType(DType t) {
   case DType::U64: return "U64";
   }
   return nullptr;
-}
-
-/// `s` as a JSON string.
-static std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
 }
 
 Status lamina::rt::exportSafetensors(const std::string &sourcePath,
@@ -93,22 +78,24 @@ Status lamina::rt::exportSafetensors(const std::string &sourcePath,
       return fail("initializer '" + r.name + "' is given twice");
   }
   // The header, names in order (std::map): offsets follow it.
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+  std::string header;
+  json::Writer w(header, json::Layout::Compact);
+  w.beginObject().key("__metadata__").beginObject().field("format", "pt");
+  w.endObject();
   uint64_t offset = 0;
   for (const auto &[name, t] : inits) {
     const char *dtype = safetensorsDType(t.dtype);
     if (!dtype)
       return fail("initializer '" + name + "' has no safetensors dtype");
-    header += "," + jsonString(name) + ":{\"dtype\":\"" + dtype +
-              "\",\"shape\":[";
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      header += (d ? "," : "") + std::to_string(t.shape[d]);
+    w.key(name).beginObject().field("dtype", dtype).key("shape").beginArray();
+    for (int64_t d : t.shape)
+      w.value(d);
     uint64_t end = offset + t.byteSize();
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(end) + "]}";
+    w.endArray().key("data_offsets").beginArray().value(offset).value(end);
+    w.endArray().endObject();
     offset = end;
   }
-  header += "}";
+  w.endObject();
   // Padded with spaces so the data starts 8-byte aligned (as the reference
   // writer does).
   header.append((8 - header.size() % 8) % 8, ' ');

@@ -1,16 +1,18 @@
-//===- Json.cpp - small JSON reader and writer ----------------------------===//
+//===- Json.cpp - the small JSON reader and writer
+//-------------------------===//
+//
+// lamina/Support/Json.h. Plain C++17, no LLVM: generated programs link it.
+//
+//===----------------------------------------------------------------------===//
 
-#include "Json.h"
+#include "lamina/Support/Json.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-namespace lamina::plan::json {
-
-using schedule::Expected;
-using schedule::Status;
+namespace lamina::json {
 
 namespace {
 class Parser {
@@ -63,18 +65,28 @@ private:
         break;
       char e = s[pos++];
       switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
       case 'u': {
         if (pos + 4 > s.size())
           return fail("truncated \\u escape");
-        unsigned code = std::strtoul(std::string(s.substr(pos, 4)).c_str(),
-                                     nullptr, 16);
+        unsigned code =
+            std::strtoul(std::string(s.substr(pos, 4)).c_str(), nullptr, 16);
         pos += 4;
-        // Hardware files are ASCII; keep BMP code points as UTF-8.
+        // Keep BMP code points as UTF-8 (surrogate pairs are not joined).
         if (code < 0x80) {
           out += char(code);
         } else if (code < 0x800) {
@@ -87,7 +99,8 @@ private:
         }
         break;
       }
-      default: out += e;
+      default:
+        out += e;
       }
     }
     if (pos >= s.size())
@@ -177,17 +190,41 @@ private:
 };
 } // namespace
 
+const Value *Value::find(std::string_view key) const {
+  if (kind != Object)
+    return nullptr;
+  for (const auto &[k, v] : object)
+    if (k == key)
+      return &v;
+  return nullptr;
+}
+
+double Value::numberOr(std::string_view key, double otherwise) const {
+  const Value *v = find(key);
+  return v && v->kind == Number ? v->number : otherwise;
+}
+
 Expected<Value> parse(std::string_view text) { return Parser(text).document(); }
 
 std::string quote(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
     switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    case '\r': out += "\\r"; break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
     default:
       if (static_cast<unsigned char>(c) < 0x20) {
         char buf[8];
@@ -211,32 +248,51 @@ std::string number(double v) {
   return std::string(buf, ec == std::errc() ? end : buf);
 }
 
+std::string fixed(double v, int decimals) {
+  if (!std::isfinite(v))
+    return "null";
+  int n = std::snprintf(nullptr, 0, "%.*f", decimals, v);
+  std::string out(size_t(n > 0 ? n : 0), '\0');
+  std::snprintf(out.data(), out.size() + 1, "%.*f", decimals, v);
+  return out;
+}
+
+std::string Writer::indent() const {
+  size_t n = 0;
+  for (const Open &o : stack)
+    n += o.layout == Layout::Indented;
+  return std::string(2 * n, ' ');
+}
+
 void Writer::separate() {
   if (afterKey) {
     afterKey = false;
     return;
   }
-  if (!first.empty()) {
-    if (!first.back())
-      out += ',';
-    first.back() = false;
-    if (pretty)
-      out += '\n' + std::string(2 * first.size(), ' ');
-  }
+  if (stack.empty())
+    return;
+  Open &o = stack.back();
+  if (!o.empty)
+    out += ',';
+  if (o.layout == Layout::Indented)
+    out += '\n' + indent();
+  else if (o.layout == Layout::Inline && !o.empty)
+    out += ' ';
+  o.empty = false;
 }
 
-Writer &Writer::open(char c) {
+Writer &Writer::open(char c, Layout l) {
   separate();
   out += c;
-  first.push_back(true);
+  stack.push_back({l, true});
   return *this;
 }
 
 Writer &Writer::close(char c) {
-  bool empty = first.back();
-  first.pop_back();
-  if (pretty && !empty)
-    out += '\n' + std::string(2 * first.size(), ' ');
+  Open o = stack.back();
+  stack.pop_back();
+  if (o.layout == Layout::Indented && !o.empty)
+    out += '\n' + indent();
   out += c;
   return *this;
 }
@@ -244,15 +300,39 @@ Writer &Writer::close(char c) {
 Writer &Writer::key(std::string_view k) {
   separate();
   out += quote(k);
-  out += pretty ? ": " : ":";
+  out += current() == Layout::Compact ? ":" : ": ";
   afterKey = true;
   return *this;
 }
 
-Writer &Writer::raw(const std::string &text) {
+Writer &Writer::raw(std::string_view text) {
   separate();
   out += text;
   return *this;
 }
 
-} // namespace lamina::plan::json
+Writer &Writer::value(const Value &v, Layout l) {
+  switch (v.kind) {
+  case Value::Null:
+    return null();
+  case Value::Bool:
+    return value(v.boolean);
+  case Value::Number:
+    return value(v.number);
+  case Value::String:
+    return value(v.string);
+  case Value::Array:
+    beginArray(l);
+    for (const Value &item : v.array)
+      value(item, l);
+    return endArray();
+  case Value::Object:
+    beginObject(l);
+    for (const auto &[k, member] : v.object)
+      key(k).value(member, l);
+    return endObject();
+  }
+  return *this;
+}
+
+} // namespace lamina::json
