@@ -70,8 +70,12 @@ std::string CompileOptions::everyRead() const {
   return copiesOnly ? std::string(precision) : std::string();
 }
 
+// Passes that rewrite one function and read nothing outside it run nested
+// on func.func (in parallel over the functions); those that look up a
+// function by name, create, erase or pair functions, or write the module's
+// attributes stay on the module (docs/architecture.md lists which).
 static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
-  pm.addPass(graph::createGraphVerifyImported());
+  pm.addNestedPass<func::FuncOp>(graph::createGraphVerifyImported());
   if (o.train()) {
     // What the exporters wrote that PyTorch does not train, and the inputs
     // a window of packed tokens fixes (folded through the masks, so the
@@ -101,15 +105,16 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
   // Attention, the written-out norms and GELU fused before autocast and
   // autodiff: one low-precision op and its gradient rule, not the
   // differentiated chain and its intermediates.
+  OpPassManager &fn = pm.nest<func::FuncOp>();
   if (o.fuseAttention)
-    pm.addPass(graph::createGraphFuseAttention());
-  pm.addPass(graph::createGraphFuseNorms());
+    fn.addPass(graph::createGraphFuseAttention());
+  fn.addPass(graph::createGraphFuseNorms());
   if (o.train())
-    pm.addPass(graph::createGraphFuseGelu());
+    fn.addPass(graph::createGraphFuseGelu());
   // Mixed precision on @forward: autodiff then makes the backward's
   // matmuls low-precision too; parameters stay f32.
   if (o.precision != "f32")
-    pm.addPass(graph::createGraphAutocast({o.precision}));
+    fn.addPass(graph::createGraphAutocast({o.precision}));
 }
 
 static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
@@ -203,13 +208,14 @@ static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
 
 static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
   bool lowPrecision = o.precision != "f32";
-  pm.addPass(graph::createGraphFuseGelu());
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(graph::createGraphFuseGelu());
   // Last on the graph: after autodiff and autocast (no gradient rule).
   if (lowPrecision)
-    pm.addPass(graph::createGraphFoldMatMulCasts());
+    fn.addPass(graph::createGraphFoldMatMulCasts());
   // Bias and residual adds into the GEMM's epilogue (and gradient sums
   // into the norms' backward), before elementwise fusion would take them.
-  pm.addPass(graph::createGraphFuseEpilogues());
+  fn.addPass(graph::createGraphFuseEpilogues());
   // What a module keeps for its backward, narrowed as above.
   if (o.dist() && lowPrecision)
     pm.addPass(dist::createDistNarrowResiduals());
@@ -223,9 +229,10 @@ static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
   if (o.dist() && lowPrecision && o.paramCopies && distCopies)
     pm.addPass(dist::createDistHoistParamCasts({everyRead}));
   // cuDNN reads q, k and v from the fused projection at a row stride.
+  OpPassManager &last = pm.nest<func::FuncOp>();
   if (o.cuda())
-    pm.addPass(graph::createGraphPackAttention());
-  pm.addPass(graph::createGraphFuseElementwise());
+    last.addPass(graph::createGraphPackAttention());
+  last.addPass(graph::createGraphFuseElementwise());
 }
 
 static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {

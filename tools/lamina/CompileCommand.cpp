@@ -302,27 +302,26 @@ static std::string describeDistProgram(ModuleOp module) {
   llvm::raw_string_ostream os(out);
   // The placement convert-dist-to-rt recorded (the evaluation step runs on
   // the same one).
-  if (auto dist = module->getAttrOfType<DictionaryAttr>("rt.dist"))
-    if (auto placementAttr = dist.getAs<DenseI64ArrayAttr>("placement")) {
-      ArrayRef<int64_t> placement = placementAttr.asArrayRef();
-      int64_t ranks = 0;
-      for (int64_t r : placement)
-        ranks = std::max(ranks, r + 1);
-      for (int64_t r = 0; r < ranks; ++r) {
-        int64_t arena = 0;
-        std::string names;
-        for (auto [k, rank] : llvm::enumerate(placement))
-          if (rank == r) {
-            names += (names.empty() ? "" : ", ") + modules[k].first;
-            arena = std::max(arena, modules[k].second);
-          }
-        os << "  pipeline rank " << r << ": " << names << "; arena "
-           << humanBytes(arena);
-        if (stepBytes.count(r))
-          os << ", step buffer " << humanBytes(stepBytes[r]);
-        os << "\n";
-      }
+  if (auto dist = module->getAttrOfType<rt_ir::DistAttr>(rt_ir::kDistAttr)) {
+    ArrayRef<int64_t> placement = dist.getPlacement().asArrayRef();
+    int64_t ranks = 0;
+    for (int64_t r : placement)
+      ranks = std::max(ranks, r + 1);
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t arena = 0;
+      std::string names;
+      for (auto [k, rank] : llvm::enumerate(placement))
+        if (rank == r) {
+          names += (names.empty() ? "" : ", ") + modules[k].first;
+          arena = std::max(arena, modules[k].second);
+        }
+      os << "  pipeline rank " << r << ": " << names << "; arena "
+         << humanBytes(arena);
+      if (stepBytes.count(r))
+        os << ", step buffer " << humanBytes(stepBytes[r]);
+      os << "\n";
     }
+  }
   return out;
 }
 

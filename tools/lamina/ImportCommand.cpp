@@ -142,7 +142,7 @@ int runImport() {
   pm.enableVerifier(false);
   TimingScope verifyTimer = root.nest("graph-verify-imported");
   pm.enableTiming(verifyTimer);
-  pm.addPass(graph::createGraphVerifyImported());
+  pm.addNestedPass<func::FuncOp>(graph::createGraphVerifyImported());
   if (failed(pm.run(*module)))
     return 1;
 

@@ -96,7 +96,7 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     `dist.call @f[mb]` becomes `rt.step_call %s @f[mb]` (a backward's
     `dist.accumulate` an `rt.step_accumulate`), the transfers and
     collectives their `rt.step_*` twins. The training program's settings
-    go to the module's `rt.dist` dictionary (kind, modules, pp, dp,
+    go to the module's `rt.dist`, a `#rt.dist` (kind, modules, pp, dp,
     micro_batches, zero, placement, and each module's flat parameter count
     `flat_params`; `tp`, the size of dist-tp-plan's grid `@tp`, for a
     tensor-parallel program, whose grid then goes) and the `dist.program`s

@@ -142,23 +142,14 @@ struct ConvertDistToRtPass
         const sch::ScheduleConfig &c = sched->config;
         SmallVector<int64_t> placement(sched->placement.rankOf.begin(),
                                        sched->placement.rankOf.end());
-        SmallVector<NamedAttribute> fields = {
-            b.getNamedAttr("kind", program.getKindAttr()),
-            b.getNamedAttr("modules", b.getI64IntegerAttr(c.numModules)),
-            b.getNamedAttr("pp", b.getI64IntegerAttr(pp)),
-            b.getNamedAttr("dp", b.getI64IntegerAttr(c.dataParallel)),
-            b.getNamedAttr("micro_batches",
-                           b.getI64IntegerAttr(c.microBatches)),
-            b.getNamedAttr("zero", b.getI64IntegerAttr(c.zeroLevel)),
-            b.getNamedAttr("placement", b.getDenseI64ArrayAttr(placement)),
-            // Each module's flat layout (rt-plan-step-buffers sizes
-            // ZeRO's buffers from it; the runtime checks its own).
-            b.getNamedAttr("flat_params", b.getDenseI64ArrayAttr(flat)),
-        };
-        // Only tensor-parallel programs name their group's size.
-        if (tp > 1)
-          fields.push_back(b.getNamedAttr("tp", b.getI64IntegerAttr(tp)));
-        module->setAttr("rt.dist", b.getDictionaryAttr(fields));
+        // Each module's flat layout: rt-plan-step-buffers sizes ZeRO's
+        // buffers from it; the runtime checks its own.
+        module->setAttr(rt_ir::kDistAttr,
+                        rt_ir::DistAttr::get(
+                            module.getContext(), program.getKind(),
+                            c.numModules, pp, c.dataParallel, c.microBatches,
+                            c.zeroLevel, b.getDenseI64ArrayAttr(placement),
+                            b.getDenseI64ArrayAttr(flat), tp));
       }
     }
     for (dist::ProgramOp program : programs)

@@ -802,9 +802,9 @@ struct ConvertRtToEmitCPass
     // distributed program, graph.train a training one.
     std::string mode = this->mode;
     if (mode.empty())
-      mode = module->hasAttr("rt.dist") ? "dist"
-             : graph::trainAttrOf(module)               ? "train"
-                                                        : "inference";
+      mode = module->hasAttr(rt_ir::kDistAttr) ? "dist"
+             : graph::trainAttrOf(module)      ? "train"
+                                               : "inference";
     if (mode != "inference" && mode != "train" && mode != "dist") {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be "
                                        "inference, train or dist, got '")
@@ -897,52 +897,26 @@ struct ConvertRtToEmitCPass
       if (failed(checkRtFunction(f)))
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
-    auto dist = module->getAttrOfType<DictionaryAttr>("rt.dist");
+    auto dist = module->getAttrOfType<rt_ir::DistAttr>(rt_ir::kDistAttr);
     if (!dist) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist needs "
                                        "the module's rt.dist and step "
                                        "functions (run convert-dist-to-rt)");
       return signalPassFailure();
     }
-    auto i64 = [&](StringRef key) -> FailureOr<int64_t> {
-      if (auto v = dist.getAs<IntegerAttr>(key))
-        return v.getInt();
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist has no "
-                                       "integer '")
-          << key << "'";
-      return failure();
-    };
-    FailureOr<int64_t> numModules = i64("modules"), pp = i64("pp"),
-                       dp = i64("dp"), m = i64("micro_batches"),
-                       zero = i64("zero");
-    // Only tensor-parallel programs name their group's size.
-    FailureOr<int64_t> tp =
-        dist.get("tp") ? i64("tp") : FailureOr<int64_t>(int64_t(1));
-    // (Each missing key is reported once; the checks below need all.)
-    auto kind = dist.getAs<StringAttr>("kind");
-    auto placement = dist.getAs<DenseI64ArrayAttr>("placement");
-    auto flat = dist.getAs<DenseI64ArrayAttr>("flat_params");
-    if (failed(numModules) || failed(pp) || failed(dp) || failed(m) ||
-        failed(zero) || failed(tp))
-      return signalPassFailure();
-    if (!kind || !placement || !flat || *pp < 1 || *dp < 1 || *m < 1 ||
-        *zero < 0 || *zero > 3 || *tp < 1) {
-      mlir::emitError(module.getLoc(), "convert-rt-to-emitc: rt.dist is "
-                                       "incomplete or out of range: ")
-          << dist;
-      return signalPassFailure();
-    }
-    opts.kind = kind.getValue().str();
-    opts.numModules = *numModules;
-    opts.pp = *pp;
-    opts.dp = *dp;
-    opts.tp = *tp;
-    opts.microBatches = *m;
-    opts.zero = *zero;
-    opts.placement.assign(placement.asArrayRef().begin(),
-                          placement.asArrayRef().end());
-    opts.flatParams.assign(flat.asArrayRef().begin(), flat.asArrayRef().end());
-    module->removeAttr("rt.dist");
+    // (The attribute's verifier checked the ranges.)
+    opts.kind = dist.getKind().str();
+    opts.numModules = dist.getModules();
+    opts.pp = dist.getPp();
+    opts.dp = dist.getDp();
+    opts.tp = dist.getTp();
+    opts.microBatches = dist.getMicroBatches();
+    opts.zero = dist.getZero();
+    ArrayRef<int64_t> placement = dist.getPlacement().asArrayRef();
+    ArrayRef<int64_t> flat = dist.getFlatParams().asArrayRef();
+    opts.placement.assign(placement.begin(), placement.end());
+    opts.flatParams.assign(flat.begin(), flat.end());
+    module->removeAttr(rt_ir::kDistAttr);
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)
       if (auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined"))

@@ -29,7 +29,7 @@
 // RUN: not lamina-opt %s -graph-add-loss="kind=output output=loss" -dist-outline-modules -dist-partition=pp=2 -dist-schedule="schedule=1f1b pp=2 micro-batches=2" -dist-insert-comm -dist-build-steps -convert-graph-to-rt -convert-dist-to-rt -rt-plan-step-buffers=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
 // TARGET: rt-plan-step-buffers: target must be host or cuda, got 'tpu'
 
-// CHECK: module attributes {{.*}}rt.dist = {dp = 1 : i64, flat_params = array<i64: 16, 16>, kind = "1f1b", micro_batches = 2 : i64, modules = 2 : i64, placement = array<i64: 0, 1>, pp = 2 : i64, zero = 0 : i64}}
+// CHECK: module attributes {{.*}}rt.dist = #rt.dist<kind = "1f1b", modules = 2, pp = 2, dp = 1, micro_batches = 2, zero = 0, placement = [0, 1], flat_params = [16, 16]>}
 // CHECK-NOT: dist.program
 // CHECK-LABEL: func.func @lamina_step_0(
 // CHECK-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 256 : i64, rt.step_pp = 0 : i64, rt.step_zero = 0 : i64} {
@@ -68,7 +68,7 @@
 // CHECK-NEXT:   rt.step_wait_send %[[S]] gradient 0, 1 to 0
 // CHECK-NEXT:   return
 
-// ZERO3: rt.dist = {dp = 2 : i64, flat_params = array<i64: 16, 16>, kind = "breadth-first", {{.*}}zero = 3 : i64}
+// ZERO3: rt.dist = #rt.dist<kind = "breadth-first", {{.*}}dp = 2, {{.*}}zero = 3, {{.*}}flat_params = [16, 16]>
 // ZERO3-LABEL: func.func @lamina_step_0(
 // ZERO3-SAME: %[[S:[^:]*]]: !rt.step) attributes {rt.step_buffer_bytes = 384 : i64, rt.step_pp = 0 : i64, rt.step_zero = 3 : i64} {
 // ZERO3:        rt.step_all_gather %[[S]] 0 at 64

@@ -718,9 +718,10 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
   Builder attrs(&context);
   PassManager pm(&context);
   if (fuseGelu)
-    pm.addPass(lamina::graph::createGraphFuseGelu());
+    pm.addNestedPass<func::FuncOp>(lamina::graph::createGraphFuseGelu());
   if (fuseAttention)
-    pm.addPass(lamina::graph::createGraphFuseAttention());
+    pm.addNestedPass<func::FuncOp>(
+        lamina::graph::createGraphFuseAttention());
   if (causalLm)
     pm.addPass(lamina::graph::createGraphAddLoss());
   pm.addPass(lamina::graph::createGraphAutodiff());

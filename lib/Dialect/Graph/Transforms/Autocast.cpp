@@ -69,7 +69,8 @@ public:
       Value input = get(r.getInput(), user);
       result = ReshapeOp::create(b, r.getLoc(), withLow(v.getType()), input);
     } else if (auto s = v.getDefiningOp<SliceOp>();
-               s && isF32Tensor(s.getInput()) && onlyFeedsNarrow(s.getInput())) {
+               s && isF32Tensor(s.getInput()) &&
+               onlyFeedsNarrow(s.getInput())) {
       // q, k and v sliced from one projection: cast the projection once
       // (graph-fuse-elementwise folds that cast into its bias add) and
       // slice half the bytes.
@@ -101,7 +102,8 @@ private:
         continue;
       if (auto at = dyn_cast<AttentionOp>(u); at && use.getOperandNumber() < 3)
         continue;
-      if (auto c = dyn_cast<CastOp>(u); c && c.getType() == withLow(v.getType()))
+      if (auto c = dyn_cast<CastOp>(u);
+          c && c.getType() == withLow(v.getType()))
         continue; // this pass's own cast, made for another reader
 
       if (!isa<SliceOp, ReshapeOp, TransposeOp>(u) ||
@@ -126,12 +128,11 @@ private:
   llvm::DenseMap<Value, Value> cache;
 };
 
-struct GraphAutocast
-    : lamina::graph::impl::GraphAutocastBase<GraphAutocast> {
+struct GraphAutocast : lamina::graph::impl::GraphAutocastBase<GraphAutocast> {
   using Base::Base;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
+    func::FuncOp func = getOperation();
     Builder builder(&getContext());
     Type low;
     if (precision == "bf16")
@@ -139,63 +140,62 @@ struct GraphAutocast
     else if (precision == "f16")
       low = builder.getF16Type();
     else {
-      module.emitError("graph-autocast: unknown precision '")
+      func.emitError("graph-autocast: unknown precision '")
           << precision << "' (expected bf16 or f16)";
       return signalPassFailure();
     }
-    for (auto func : module.getOps<func::FuncOp>())
-      for (Block &block : func.getBody()) {
-        Caster caster(low, numCasts);
-        // Attention and matmuls in block order, so every cached narrow
-        // value is built before all its readers, and a matmul after an
-        // attention reads its narrow output without a cast. Attention's q,
-        // k, v and out narrow; its scores and lse stay f32 inside the
-        // kernel, and the bias, a mask, as it is.
-        SmallVector<Operation *> targets;
-        for (Operation &op : block)
-          if (isa<AttentionOp, MatMulOp>(op))
-            targets.push_back(&op);
-        for (Operation *op : targets) {
-          if (auto at = dyn_cast<AttentionOp>(op)) {
-            if (!isF32Tensor(at.getQ()) || !isF32Tensor(at.getK()) ||
-                !isF32Tensor(at.getV()) || !at.getLse().use_empty())
-              continue;
-            OpBuilder b(at);
-            Value q = caster.get(at.getQ(), at), k = caster.get(at.getK(), at),
-                  v = caster.get(at.getV(), at);
-            auto narrow = AttentionOp::create(
-                b, at.getLoc(),
-                TypeRange{
-                    cast<RankedTensorType>(at.getOut().getType()).clone(low),
-                    at.getLse().getType()},
-                q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
-                at.getSeqMajorAttr());
-            narrow->setDiscardableAttrs(at->getDiscardableAttrDictionary());
-            auto wide = CastOp::create(b, at.getLoc(), at.getOut().getType(),
-                                       narrow.getOut());
-            at.getOut().replaceAllUsesWith(wide.getResult());
-            at.erase();
-            ++numAttentions;
+    for (Block &block : func.getBody()) {
+      Caster caster(low, numCasts);
+      // Attention and matmuls in block order, so every cached narrow
+      // value is built before all its readers, and a matmul after an
+      // attention reads its narrow output without a cast. Attention's q,
+      // k, v and out narrow; its scores and lse stay f32 inside the
+      // kernel, and the bias, a mask, as it is.
+      SmallVector<Operation *> targets;
+      for (Operation &op : block)
+        if (isa<AttentionOp, MatMulOp>(op))
+          targets.push_back(&op);
+      for (Operation *op : targets) {
+        if (auto at = dyn_cast<AttentionOp>(op)) {
+          if (!isF32Tensor(at.getQ()) || !isF32Tensor(at.getK()) ||
+              !isF32Tensor(at.getV()) || !at.getLse().use_empty())
             continue;
-          }
-          auto mm = cast<MatMulOp>(op);
-          if (!isF32Tensor(mm.getLhs()) || !isF32Tensor(mm.getRhs()) ||
-              !isF32Tensor(mm.getResult()))
-            continue;
-          Value lhs = caster.get(mm.getLhs(), mm);
-          Value rhs = caster.get(mm.getRhs(), mm);
-          OpBuilder b(mm);
-          auto narrow = MatMulOp::create(b, mm.getLoc(), lhs, rhs);
-          narrow->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
-          auto wide = CastOp::create(b, mm.getLoc(), mm.getType(), narrow);
-          mm.getResult().replaceAllUsesWith(wide.getResult());
-          mm.erase();
-          ++numMatMuls;
+          OpBuilder b(at);
+          Value q = caster.get(at.getQ(), at), k = caster.get(at.getK(), at),
+                v = caster.get(at.getV(), at);
+          auto narrow = AttentionOp::create(
+              b, at.getLoc(),
+              TypeRange{
+                  cast<RankedTensorType>(at.getOut().getType()).clone(low),
+                  at.getLse().getType()},
+              q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
+              at.getSeqMajorAttr());
+          narrow->setDiscardableAttrs(at->getDiscardableAttrDictionary());
+          auto wide = CastOp::create(b, at.getLoc(), at.getOut().getType(),
+                                     narrow.getOut());
+          at.getOut().replaceAllUsesWith(wide.getResult());
+          at.erase();
+          ++numAttentions;
+          continue;
         }
-        // What only fed the narrowed ops (the f32 casts back of matmuls
-        // now read narrow, f32 transposes, reshapes and slices).
-        eraseDeadOps(block);
+        auto mm = cast<MatMulOp>(op);
+        if (!isF32Tensor(mm.getLhs()) || !isF32Tensor(mm.getRhs()) ||
+            !isF32Tensor(mm.getResult()))
+          continue;
+        Value lhs = caster.get(mm.getLhs(), mm);
+        Value rhs = caster.get(mm.getRhs(), mm);
+        OpBuilder b(mm);
+        auto narrow = MatMulOp::create(b, mm.getLoc(), lhs, rhs);
+        narrow->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
+        auto wide = CastOp::create(b, mm.getLoc(), mm.getType(), narrow);
+        mm.getResult().replaceAllUsesWith(wide.getResult());
+        mm.erase();
+        ++numMatMuls;
       }
+      // What only fed the narrowed ops (the f32 casts back of matmuls
+      // now read narrow, f32 transposes, reshapes and slices).
+      eraseDeadOps(block);
+    }
   }
 };
 } // namespace

@@ -7,8 +7,9 @@
 // concat (half the bytes moved, one cast instead of one per piece), a
 // narrow cast of a widened narrow value is that value, and a sum or mean of
 // a widened narrow value reads the narrow value (a bias gradient); and a
-// norm whose f32 result is only narrowed stores the narrow result itself. Plain walks rather
-// than a greedy rewrite: no pattern creates another instance of itself.
+// norm whose f32 result is only narrowed stores the narrow result itself. Plain
+// walks rather than a greedy rewrite: no pattern creates another instance of
+// itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,7 +64,8 @@ void foldConcatCasts(Operation *root, llvm::Statistic &count) {
   SmallVector<ConcatOp> concats;
   root->walk([&](ConcatOp c) { concats.push_back(c); });
   for (ConcatOp c : concats) {
-    Type narrow = c.getInputs().empty() ? Type() : widenedFrom(c.getInputs()[0]);
+    Type narrow =
+        c.getInputs().empty() ? Type() : widenedFrom(c.getInputs()[0]);
     if (!narrow || !llvm::all_of(c.getInputs(), [&](Value in) {
           return widenedFrom(in) == narrow;
         }))
@@ -149,7 +151,8 @@ struct GraphFoldMatMulCasts
     for (CastOp c : casts) {
       auto matmul = c.getInput().getDefiningOp<MatMulOp>();
       auto to = cast<RankedTensorType>(c.getType());
-      Type from = cast<RankedTensorType>(c.getInput().getType()).getElementType();
+      Type from =
+          cast<RankedTensorType>(c.getInput().getType()).getElementType();
       if (!matmul || !matmul->hasOneUse() || !to.getElementType().isF32() ||
           !(from.isF16() || from.isBF16()))
         continue;
@@ -163,10 +166,8 @@ struct GraphFoldMatMulCasts
       ++numFolded;
     }
     // What the rewrites left unused (a dead op would still run).
-    getOperation().walk([](func::FuncOp f) {
-      for (Block &block : f.getBody())
-        eraseDeadOps(block);
-    });
+    for (Block &block : getOperation().getBody())
+      eraseDeadOps(block);
   }
 };
 } // namespace

@@ -25,8 +25,8 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <optional>
+#include <tuple>
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFUSEATTENTION
@@ -115,7 +115,8 @@ ElementFn elementFn(Value v, int depth = 0) {
   }
   if (isa<ReshapeOp, BroadcastOp>(def)) {
     Value in = def->getOperand(0);
-    if (isa<ReshapeOp>(def) && tail(in) != shape.take_back(std::min<int64_t>(r, 2)))
+    if (isa<ReshapeOp>(def) &&
+        tail(in) != shape.take_back(std::min<int64_t>(r, 2)))
       return {};
     ElementFn f = elementFn(in, depth + 1);
     auto inTail = tail(in);
@@ -131,8 +132,8 @@ ElementFn elementFn(Value v, int depth = 0) {
     ElementFn f = elementFn(tri.getInput(), depth + 1);
     if (!f || r < 2)
       return {};
-    return [f, k = int64_t(tri.getK()), upper = tri.getUpper(), index](int64_t i,
-                                                             int64_t j) {
+    return [f, k = int64_t(tri.getK()), upper = tri.getUpper(),
+            index](int64_t i, int64_t j) {
       index(i, j);
       bool keep = upper ? j - i >= k : j - i <= k;
       return keep ? f(i, j) : 0.0;
@@ -234,8 +235,7 @@ std::optional<double>
 maskMatchesUncached(Value v, int64_t sq, int64_t sk,
                     llvm::function_ref<bool(int64_t, int64_t)> pred) {
   auto t = typeOf(v);
-  if (t.getRank() < 2 ||
-      t.getShape().take_back(2) != ArrayRef<int64_t>{sq, sk})
+  if (t.getRank() < 2 || t.getShape().take_back(2) != ArrayRef<int64_t>{sq, sk})
     return std::nullopt;
   ElementFn f = elementFn(v);
   if (!f)
@@ -248,8 +248,7 @@ maskMatchesUncached(Value v, int64_t sq, int64_t sk,
     for (int64_t j = 0; j < sk; ++j) {
       double x = f(i, j);
       bool want = pred(i, j);
-      if (boolean ? (x != 0) != want
-                  : want ? !(x <= kCausalFillBelow) : x != 0)
+      if (boolean ? (x != 0) != want : want ? !(x <= kCausalFillBelow) : x != 0)
         return std::nullopt;
       if (!boolean && want)
         fill = std::max(fill, x);
@@ -259,8 +258,8 @@ maskMatchesUncached(Value v, int64_t sq, int64_t sk,
 
 /// maskMatchesUncached's answers by (mask, Sq, Sk, predicate kind): every
 /// layer reads the same mask.
-using MaskCache = std::map<std::tuple<void *, int64_t, int64_t, int>,
-                           std::optional<double>>;
+using MaskCache =
+    std::map<std::tuple<void *, int64_t, int64_t, int>, std::optional<double>>;
 
 std::optional<double>
 maskMatches(MaskCache &cache, int kind, Value v, int64_t sq, int64_t sk,
@@ -381,8 +380,7 @@ std::optional<Match> matchChain(SoftmaxOp softmax, MaskCache &cache,
       break;
     if (!cur.hasOneUse())
       return fail("an intermediate value of the chain (" +
-                  def->getName().getStringRef() +
-                  ") is read elsewhere too");
+                  def->getName().getStringRef() + ") is read elsewhere too");
     if (auto sel = dyn_cast<SelectOp>(def)) {
       // select(mask, fill, s) with the masked keys true, or
       // select(mask, s, fill) with the kept keys true.
@@ -515,8 +513,8 @@ Value sharedKvHeads(Value x) {
   ArrayRef<int64_t> i5 = typeOf(inner.getResult()).getShape();
   bool ok = i5 == ArrayRef<int64_t>{from[0], from[1], 1, from[2], from[3]} &&
             b5[0] == from[0] && b5[1] == from[1] && b5[3] == from[2] &&
-            b5[4] == from[3] && to[0] == from[0] &&
-            to[1] == from[1] * b5[2] && to[2] == from[2] && to[3] == from[3];
+            b5[4] == from[3] && to[0] == from[0] && to[1] == from[1] * b5[2] &&
+            to[2] == from[2] && to[3] == from[3];
   return ok ? kv : x;
 }
 
@@ -539,7 +537,7 @@ Value untransposeKeys(OpBuilder &b, Location loc, Value kT) {
 Value seqMajorSource(Value v) {
   auto t = v.getDefiningOp<TransposeOp>();
   return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3} ? t.getInput()
-                                                            : Value();
+                                                           : Value();
 }
 
 /// q, k and v transposed from [B, S, heads, D] and out only transposed
@@ -560,8 +558,8 @@ bool makeSeqMajor(AttentionOp at) {
   std::swap(outShape[1], outShape[2]);
   auto seq = AttentionOp::create(
       b, at.getLoc(),
-      TypeRange{typeOf(at.getOut()).clone(outShape), at.getLse().getType()},
-      q, k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
+      TypeRange{typeOf(at.getOut()).clone(outShape), at.getLse().getType()}, q,
+      k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
       b.getUnitAttr());
   for (Operation *user : llvm::make_early_inc_range(at.getOut().getUsers())) {
     user->getResult(0).replaceAllUsesWith(seq.getOut());
@@ -575,97 +573,94 @@ bool makeSeqMajor(AttentionOp at) {
 struct GraphFuseAttention
     : lamina::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      MaskCache cache;
-      SmallVector<SoftmaxOp> softmaxes;
-      func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
-      bool changed = false;
-      // Unfused chains by reason (the first node, how many), and the
-      // causal masks whose fill was taken as -inf.
-      std::map<std::string, std::pair<std::string, int>> unfused;
-      int largeFills = 0;
-      double largestFill = -std::numeric_limits<double>::infinity();
-      for (SoftmaxOp softmax : softmaxes) {
-        std::string why;
-        std::optional<Match> m = matchChain(softmax, cache, why);
-        if (!m) {
-          if (!why.empty()) {
-            auto &entry = unfused[why];
-            if (entry.second++ == 0)
-              entry.first = nodeNameOf(softmax);
-          }
-          continue;
+    func::FuncOp func = getOperation();
+    MaskCache cache;
+    SmallVector<SoftmaxOp> softmaxes;
+    func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
+    bool changed = false;
+    // Unfused chains by reason (the first node, how many), and the
+    // causal masks whose fill was taken as -inf.
+    std::map<std::string, std::pair<std::string, int>> unfused;
+    int largeFills = 0;
+    double largestFill = -std::numeric_limits<double>::infinity();
+    for (SoftmaxOp softmax : softmaxes) {
+      std::string why;
+      std::optional<Match> m = matchChain(softmax, cache, why);
+      if (!m) {
+        if (!why.empty()) {
+          auto &entry = unfused[why];
+          if (entry.second++ == 0)
+            entry.first = nodeNameOf(softmax);
         }
-        if (m->causal && m->causalFill > kMaskedBelow) {
-          ++largeFills;
-          largestFill = std::max(largestFill, m->causalFill);
-        }
-        OpBuilder b(m->output);
-        Location loc = m->scores.getLoc();
-        Value k = sharedKvHeads(untransposeKeys(b, loc, m->kT));
-        Value v = sharedKvHeads(m->v);
-        if (typeOf(k).getShape()[1] != typeOf(v).getShape()[1]) {
-          // Only one of them shares heads: read both repeated.
-          k = untransposeKeys(b, loc, m->kT);
-          v = m->v;
-        }
-        auto qt = typeOf(m->q);
-        Type lseElement = qt.getElementType().isF64()
-                              ? qt.getElementType()
-                              : Type(b.getF32Type());
-        auto lseType = RankedTensorType::get(qt.getShape().drop_back(),
-                                             lseElement);
-        if (m->boolMask) {
-          Type element = typeOf(m->output.getResult()).getElementType();
-          auto scalar = [&](double x) -> Value {
-            auto t = RankedTensorType::get({}, element);
-            return ConstantOp::create(
-                b, loc,
-                cast<ElementsAttr>(DenseElementsAttr::get(
-                    t, b.getFloatAttr(element, x))));
-          };
-          Value fill = scalar(m->fill), zero = scalar(0);
-          m->bias = m->keepIsTrue
-                        ? SelectOp::create(b, loc, m->boolMask, zero, fill)
-                        : SelectOp::create(b, loc, m->boolMask, fill, zero);
-        }
-        auto attention = AttentionOp::create(
-            b, loc, TypeRange{m->output.getType(), lseType}, m->q, k, v,
-            m->bias, b.getF64FloatAttr(m->scale),
-            m->causal ? b.getUnitAttr() : UnitAttr());
-        m->output.getResult().replaceAllUsesWith(attention.getOut());
-        for (Operation *op : m->chain)
-          op->erase();
-        numSeqMajor += makeSeqMajor(attention);
-        ++numFused;
-        if (m->causal)
-          ++numCausal;
-        changed = true;
-      }
-      // Say what the fusion changed and what it left (issue: no silent
-      // performance cliffs, no silent change of what the model computes).
-      if (largeFills)
-        func.emitRemark()
-            << largeFills << " attention chain" << (largeFills > 1 ? "s" : "")
-            << " fused with a causal mask filling " << number(largestFill)
-            << " taken as -inf: the probabilities are the model's while "
-               "every row's largest kept score exceeds the fill by "
-            << number(kUnderflow) << " (exp underflows to 0 in f32)";
-      for (const auto &[why, where] : unfused)
-        func.emitRemark() << "attention at " << where.first
-                          << (where.second > 1
-                                  ? " (and " + std::to_string(where.second - 1) +
-                                        " more)"
-                                  : std::string())
-                          << " not fused: " << why
-                          << "; it runs as matmul, softmax, matmul and keeps "
-                             "the [batch, heads, queries, keys] scores";
-      if (!changed)
         continue;
-      // The masks, transposes and kv-head repeats that only fed the chains.
-      for (Block &block : func.getBody())
-        eraseDeadOps(block);
+      }
+      if (m->causal && m->causalFill > kMaskedBelow) {
+        ++largeFills;
+        largestFill = std::max(largestFill, m->causalFill);
+      }
+      OpBuilder b(m->output);
+      Location loc = m->scores.getLoc();
+      Value k = sharedKvHeads(untransposeKeys(b, loc, m->kT));
+      Value v = sharedKvHeads(m->v);
+      if (typeOf(k).getShape()[1] != typeOf(v).getShape()[1]) {
+        // Only one of them shares heads: read both repeated.
+        k = untransposeKeys(b, loc, m->kT);
+        v = m->v;
+      }
+      auto qt = typeOf(m->q);
+      Type lseElement = qt.getElementType().isF64() ? qt.getElementType()
+                                                    : Type(b.getF32Type());
+      auto lseType =
+          RankedTensorType::get(qt.getShape().drop_back(), lseElement);
+      if (m->boolMask) {
+        Type element = typeOf(m->output.getResult()).getElementType();
+        auto scalar = [&](double x) -> Value {
+          auto t = RankedTensorType::get({}, element);
+          return ConstantOp::create(b, loc,
+                                    cast<ElementsAttr>(DenseElementsAttr::get(
+                                        t, b.getFloatAttr(element, x))));
+        };
+        Value fill = scalar(m->fill), zero = scalar(0);
+        m->bias = m->keepIsTrue
+                      ? SelectOp::create(b, loc, m->boolMask, zero, fill)
+                      : SelectOp::create(b, loc, m->boolMask, fill, zero);
+      }
+      auto attention =
+          AttentionOp::create(b, loc, TypeRange{m->output.getType(), lseType},
+                              m->q, k, v, m->bias, b.getF64FloatAttr(m->scale),
+                              m->causal ? b.getUnitAttr() : UnitAttr());
+      m->output.getResult().replaceAllUsesWith(attention.getOut());
+      for (Operation *op : m->chain)
+        op->erase();
+      numSeqMajor += makeSeqMajor(attention);
+      ++numFused;
+      if (m->causal)
+        ++numCausal;
+      changed = true;
     }
+    // Say what the fusion changed and what it left (issue: no silent
+    // performance cliffs, no silent change of what the model computes).
+    if (largeFills)
+      func.emitRemark()
+          << largeFills << " attention chain" << (largeFills > 1 ? "s" : "")
+          << " fused with a causal mask filling " << number(largestFill)
+          << " taken as -inf: the probabilities are the model's while "
+             "every row's largest kept score exceeds the fill by "
+          << number(kUnderflow) << " (exp underflows to 0 in f32)";
+    for (const auto &[why, where] : unfused)
+      func.emitRemark() << "attention at " << where.first
+                        << (where.second > 1
+                                ? " (and " + std::to_string(where.second - 1) +
+                                      " more)"
+                                : std::string())
+                        << " not fused: " << why
+                        << "; it runs as matmul, softmax, matmul and keeps "
+                           "the [batch, heads, queries, keys] scores";
+    if (!changed)
+      return;
+    // The masks, transposes and kv-head repeats that only fed the chains.
+    for (Block &block : func.getBody())
+      eraseDeadOps(block);
   }
 };
 } // namespace

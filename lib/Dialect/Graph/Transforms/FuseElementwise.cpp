@@ -82,11 +82,10 @@ SmallVector<Value> groupInputs(const llvm::SetVector<Operation *> &members) {
 struct GraphFuseElementwise
     : lamina::graph::impl::GraphFuseElementwiseBase<GraphFuseElementwise> {
   void runOnOperation() override {
-    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
-      for (Block &block : func.getBody()) {
-        fuseBlock(block);
-        fuseSums(block);
-      }
+    for (Block &block : getOperation().getBody()) {
+      fuseBlock(block);
+      fuseSums(block);
+    }
   }
 
   /// An f32 value used by a sum over its leading dims (a bias gradient)
@@ -199,11 +198,11 @@ struct GraphFuseElementwise
     // its f32 operand. Every absorbed value has it (same shape: no step
     // runs on more elements than the op it replaces).
     bool narrowingRoot = isNarrowingCast(root);
-    Type type = (narrowingRoot ? root->getOperand(0) : root->getResult(0))
-                    .getType();
-    bool f32Chain = elementOf(narrowingRoot ? root->getOperand(0)
-                                            : root->getResult(0))
-                        .isF32();
+    Type type =
+        (narrowingRoot ? root->getOperand(0) : root->getResult(0)).getType();
+    bool f32Chain =
+        elementOf(narrowingRoot ? root->getOperand(0) : root->getResult(0))
+            .isF32();
     llvm::SetVector<Operation *> members;
     members.insert(root);
     for (bool changed = true; changed;) {
@@ -270,8 +269,8 @@ struct GraphFuseElementwise
     auto fused = FusedElementwiseOp::create(
         b, FusedLoc::get(root->getContext(), locs),
         root->getResult(0).getType(), /*sum=*/Type(), inputs,
-        b.getStrArrayAttr(names),
-        b.getDenseI64ArrayAttr(lhs), b.getDenseI64ArrayAttr(rhs));
+        b.getStrArrayAttr(names), b.getDenseI64ArrayAttr(lhs),
+        b.getDenseI64ArrayAttr(rhs));
     root->getResult(0).replaceAllUsesWith(fused.getResult());
     for (Operation *op : llvm::reverse(members))
       op->erase();

@@ -418,15 +418,13 @@ bool readAsNarrowLogits(Value arg, Type narrow) {
 /// built at `b` (after every operand).
 Operation *withAddend(OpBuilder &b, Operation *norm, Value addend) {
   if (auto ln = dyn_cast<LayerNormGradOp>(norm))
-    return LayerNormGradOp::create(b, ln.getLoc(), ln->getResultTypes(),
-                                   ln.getInput(), ln.getScale(),
-                                   ln.getGradResult(), addend,
-                                   ln.getAxisAttr(), ln.getEpsilonAttr());
+    return LayerNormGradOp::create(
+        b, ln.getLoc(), ln->getResultTypes(), ln.getInput(), ln.getScale(),
+        ln.getGradResult(), addend, ln.getAxisAttr(), ln.getEpsilonAttr());
   auto rms = cast<RMSNormGradOp>(norm);
-  return RMSNormGradOp::create(b, rms.getLoc(), rms->getResultTypes(),
-                               rms.getInput(), rms.getScale(),
-                               rms.getGradResult(), addend, rms.getAxisAttr(),
-                               rms.getEpsilonAttr());
+  return RMSNormGradOp::create(
+      b, rms.getLoc(), rms->getResultTypes(), rms.getInput(), rms.getScale(),
+      rms.getGradResult(), addend, rms.getAxisAttr(), rms.getEpsilonAttr());
 }
 
 /// add(norm_grad.grad_input, other of its type) -> the norm's gradient
@@ -440,18 +438,19 @@ bool fuseNormGradAdd(AddOp add) {
     Operation *norm = mine.getDefiningOp();
     if (!norm || !isa<LayerNormGradOp, RMSNormGradOp>(norm) ||
         norm->getBlock() != add->getBlock() || mine != norm->getResult(0) ||
-        !mine.hasOneUse() || typeOf(mine) != type ||
-        typeOf(other) != type || norm->getNumOperands() != 3)
+        !mine.hasOneUse() || typeOf(mine) != type || typeOf(other) != type ||
+        norm->getNumOperands() != 3)
       continue;
     Operation *def = other.getDefiningOp();
     bool otherFirst = !def || def->getBlock() != norm->getBlock() ||
                       def->isBeforeInBlock(norm);
-    bool paramsAfter = llvm::all_of(norm->getResults().drop_front(), [&](Value r) {
-      return llvm::all_of(r.getUsers(), [&](Operation *user) {
-        return user->getBlock() == add->getBlock() &&
-               add->isBeforeInBlock(user);
-      });
-    });
+    bool paramsAfter =
+        llvm::all_of(norm->getResults().drop_front(), [&](Value r) {
+          return llvm::all_of(r.getUsers(), [&](Operation *user) {
+            return user->getBlock() == add->getBlock() &&
+                   add->isBeforeInBlock(user);
+          });
+        });
     if (!otherFirst && !paramsAfter)
       continue;
     OpBuilder b(otherFirst ? norm : add.getOperation());
@@ -540,44 +539,42 @@ namespace {
 struct GraphFuseEpilogues
     : lamina::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
   void runOnOperation() override {
-    getOperation().walk([&](func::FuncOp f) {
-      for (Block &block : f.getBody()) {
-        SmallVector<Operation *> candidates;
-        for (Operation &op : block)
-          if (isa<AddOp, CastOp, TransposeOp>(op))
-            candidates.push_back(&op);
-        // Each rewrite erases only the visited op and the product or norm
-        // gradient before it (neither is a candidate).
-        for (Operation *op : candidates) {
-          if (auto add = dyn_cast<AddOp>(op)) {
-            if (fuseAdd(add))
-              ++numAdds;
-            else if (fuseNormGradAdd(add))
-              ++numNormGrads;
-            continue;
-          }
-          if (auto t = dyn_cast<TransposeOp>(op)) {
-            numSwapped += swapTransposedProduct(t);
-            continue;
-          }
-          numNarrowed += narrowResult(cast<CastOp>(op));
+    for (Block &block : getOperation().getBody()) {
+      SmallVector<Operation *> candidates;
+      for (Operation &op : block)
+        if (isa<AddOp, CastOp, TransposeOp>(op))
+          candidates.push_back(&op);
+      // Each rewrite erases only the visited op and the product or norm
+      // gradient before it (neither is a candidate).
+      for (Operation *op : candidates) {
+        if (auto add = dyn_cast<AddOp>(op)) {
+          if (fuseAdd(add))
+            ++numAdds;
+          else if (fuseNormGradAdd(add))
+            ++numNormGrads;
+          continue;
         }
-        // After the epilogues: a product with an addend stays f32.
-        SmallVector<Operation *> products;
-        for (Operation &op : block)
-          if (isa<MatMulOp, FusedMatMulOp>(op))
-            products.push_back(&op);
-        for (Operation *op : products) {
-          if (narrowActivation(op))
-            ++numActivations;
-          else if (narrowNormGradient(op))
-            ++numNormGradients;
-          else
-            numLogits += narrowLogits(op);
+        if (auto t = dyn_cast<TransposeOp>(op)) {
+          numSwapped += swapTransposedProduct(t);
+          continue;
         }
-        eraseDeadOps(block);
+        numNarrowed += narrowResult(cast<CastOp>(op));
       }
-    });
+      // After the epilogues: a product with an addend stays f32.
+      SmallVector<Operation *> products;
+      for (Operation &op : block)
+        if (isa<MatMulOp, FusedMatMulOp>(op))
+          products.push_back(&op);
+      for (Operation *op : products) {
+        if (narrowActivation(op))
+          ++numActivations;
+        else if (narrowNormGradient(op))
+          ++numNormGradients;
+        else
+          numLogits += narrowLogits(op);
+      }
+      eraseDeadOps(block);
+    }
   }
 };
 } // namespace

@@ -18,9 +18,8 @@ namespace {
 struct GraphVerifyImported
     : lamina::graph::impl::GraphVerifyImportedBase<GraphVerifyImported> {
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(verifyFunc(func)))
-        return signalPassFailure();
+    if (failed(verifyFunc(getOperation())))
+      signalPassFailure();
   }
 
   LogicalResult verifyFunc(func::FuncOp func) {
@@ -33,7 +32,8 @@ struct GraphVerifyImported
       if (op == func.getOperation())
         return WalkResult::advance();
       ++numOps;
-      for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
+      for (Type t :
+           llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
         auto ranked = dyn_cast<RankedTensorType>(t);
         if (!ranked || !ranked.hasStaticShape())
           return op->emitError() << "value of type " << t

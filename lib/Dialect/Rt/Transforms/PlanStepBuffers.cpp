@@ -48,18 +48,15 @@ struct RtPlanStepBuffersPass
         steps.push_back(f);
     if (steps.empty())
       return;
-    auto dist = module->getAttrOfType<DictionaryAttr>("rt.dist");
-    auto get = [&](StringRef key) {
-      auto v = dist ? dist.getAs<IntegerAttr>(key) : IntegerAttr();
-      return v ? v.getInt() : int64_t(-1);
-    };
-    int64_t numModules = get("modules"), dp = get("dp"), zero = get("zero");
-    if (numModules < 1 || dp < 1 || zero < 0) {
+    auto dist = module->getAttrOfType<DistAttr>(kDistAttr);
+    if (!dist) {
       mlir::emitError(module.getLoc(),
                       "rt-plan-step-buffers: step functions need the "
                       "module's rt.dist (modules, dp, zero)");
       return signalPassFailure();
     }
+    int64_t numModules = dist.getModules(), dp = dist.getDp(),
+            zero = dist.getZero();
     // One replica runs every level as level 0.
     int effective = dp > 1 ? int(zero) : 0;
     std::vector<int64_t> flat;
@@ -67,8 +64,7 @@ struct RtPlanStepBuffersPass
         module, int(numModules), effective, int(dp), target == "cuda", flat);
     if (failed(sizes))
       return signalPassFailure();
-    auto recorded = dist.getAs<DenseI64ArrayAttr>("flat_params");
-    if (!recorded || ArrayRef<int64_t>(flat) != recorded.asArrayRef()) {
+    if (ArrayRef<int64_t>(flat) != dist.getFlatParams().asArrayRef()) {
       mlir::emitError(module.getLoc(),
                       "rt-plan-step-buffers: rt.dist's flat_params differ "
                       "from the module functions' parameters");

@@ -4,7 +4,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def GraphVerifyImported : Pass<"graph-verify-imported", "mlir::ModuleOp"> {
+def GraphVerifyImported : Pass<"graph-verify-imported", "mlir::func::FuncOp"> {
   let summary = "Checks phase contract 1: the importer's output";
   let description = [{
     After import every function is a `func.func` over the `graph` dialect,
@@ -24,7 +24,7 @@ def GraphVerifyImported : Pass<"graph-verify-imported", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
+def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Recognise scaled dot-product attention as one graph.attention";
   let description = [{
     Exporters write attention as `matmul(q, k^T)`, a scale (`div` or `mul`
@@ -88,7 +88,7 @@ def GraphFuseAttention : Pass<"graph-fuse-attention", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFuseNorms : Pass<"graph-fuse-norms", "mlir::ModuleOp"> {
+def GraphFuseNorms : Pass<"graph-fuse-norms", "mlir::func::FuncOp"> {
   let summary = "Recognise LayerNorm and RMSNorm written out as ops";
   let description = [{
     Exporters write LayerNorm out where the opset has no
@@ -116,7 +116,7 @@ def GraphFuseNorms : Pass<"graph-fuse-norms", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
+def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::func::FuncOp"> {
   let summary = "Recognise GELU written out as elementwise ops";
   let description = [{
     Exporters spell GELU as a chain of elementwise ops: the tanh form
@@ -139,7 +139,8 @@ def GraphFuseGelu : Pass<"graph-fuse-gelu", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
+def GraphFoldMatMulCasts
+    : Pass<"graph-fold-matmul-casts", "mlir::func::FuncOp"> {
   let summary = "Stores f16/bf16 matmuls' f32 accumulators when the result "
                 "is cast to f32";
   let description = [{
@@ -182,7 +183,7 @@ def GraphFoldMatMulCasts : Pass<"graph-fold-matmul-casts", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::ModuleOp"> {
+def GraphFuseEpilogues : Pass<"graph-fuse-epilogues", "mlir::func::FuncOp"> {
   let summary = "Moves the adds and the narrowing cast after a matmul into "
                 "graph.fused_matmul, and gradient accumulations into the "
                 "norm gradients";
@@ -314,7 +315,7 @@ def GraphHoistParamCasts : Pass<"graph-hoist-param-casts", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphPackAttention : Pass<"graph-pack-attention", "mlir::ModuleOp"> {
+def GraphPackAttention : Pass<"graph-pack-attention", "mlir::func::FuncOp"> {
   let summary = "Attention on a fused q/k/v projection reads it in place";
   let description = [{
     A seq-major `graph.attention` without bias whose q, k and v are the
@@ -348,7 +349,8 @@ def GraphPackAttention : Pass<"graph-pack-attention", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
+def GraphFuseElementwise
+    : Pass<"graph-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups chains of float elementwise ops into "
                 "graph.fused_elementwise";
   let description = [{
@@ -405,7 +407,7 @@ def GraphFuseElementwise : Pass<"graph-fuse-elementwise", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphAutocast : Pass<"graph-autocast", "mlir::ModuleOp"> {
+def GraphAutocast : Pass<"graph-autocast", "mlir::func::FuncOp"> {
   let summary = "Mixed precision: matmuls compute in bf16 (or f16), the rest "
                 "stays f32";
   let description = [{

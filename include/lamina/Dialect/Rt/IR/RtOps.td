@@ -29,6 +29,7 @@ def Rt_Dialect : Dialect {
     without reuse.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Rt_Op<string mnemonic, list<Trait> traits = []>
@@ -37,6 +38,41 @@ class Rt_Op<string mnemonic, list<Trait> traits = []>
 def Rt_ArenaType : TypeDef<Rt_Dialect, "Arena"> {
   let mnemonic = "arena";
   let summary = "the scratch memory of one function call";
+}
+
+def Rt_DistAttr : AttrDef<Rt_Dialect, "Dist"> {
+  let mnemonic = "dist";
+  let summary = "A distributed program's settings, the module's `rt.dist`";
+  let description = [{
+    What convert-dist-to-rt records of the training `dist.program` for
+    rt-plan-step-buffers and convert-rt-to-emitc: the schedule's `kind`,
+    the number of `modules`, the pipeline (`pp`) and data-parallel (`dp`)
+    ranks, the `micro_batches`, the ZeRO level (`zero`), each module's
+    pipeline rank (`placement`), each module's flat parameter layout in
+    elements (`flat_params`) and, printed only above 1, the
+    tensor-parallel group's size (`tp`).
+
+    ```mlir
+    module attributes {rt.dist = #rt.dist<kind = "1f1b", modules = 2, pp = 2,
+        dp = 1, micro_batches = 2, zero = 0, placement = [0, 1],
+        flat_params = [16, 16]>}
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the schedule's name">:$kind,
+    AttrParameter<"int64_t", "the number of modules">:$modules,
+    AttrParameter<"int64_t", "pipeline ranks">:$pp,
+    AttrParameter<"int64_t", "data-parallel replicas">:$dp,
+    AttrParameter<"int64_t", "micro-batches per step">:$micro_batches,
+    AttrParameter<"int64_t", "the ZeRO level, 0 to 3">:$zero,
+    AttrParameter<"::mlir::DenseI64ArrayAttr",
+                  "each module's pipeline rank">:$placement,
+    AttrParameter<"::mlir::DenseI64ArrayAttr",
+                  "each module's flat parameter count">:$flat_params,
+    DefaultValuedParameter<"int64_t", "1",
+                           "the tensor-parallel group's size">:$tp);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 // Buffers: dense row-major memrefs with static shapes (identity layout).
