@@ -308,6 +308,11 @@ private:
   }
   /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
+  /// Whether module m's experts are split over the tensor-parallel group
+  /// (as dist-tp-plan splits them: without --ep, when t divides E).
+  bool expertsOverTp(const ModuleDesc &m) const {
+    return c.tp > 1 && c.ep == 1 && m.experts > 0 && m.experts % c.tp == 0;
+  }
   /// The replicas holding each expert block (ep > 1): dp / ep.
   int expertHolders() const { return c.ep > 1 ? c.dp / c.ep : 1; }
   /// Whether they each update a part of it (ZeRO >= 1), as tied ones do.
@@ -404,15 +409,16 @@ void Evaluator::buildStages() {
           m.matmulFlops * k / t / gemm + otherBytes / hbm +
           std::max(0.0, m.forwardFlops - m.matmulFlops) * k / t / hw.peakFlops;
       // The experts' GEMMs (part of matmulFlops, charged above split t
-      // ways): every tensor-parallel rank runs them whole (no expert tensor
-      // parallelism), and every rank waits for the busiest, which runs f
-      // times the mean rows through its experts (ep == 1: f = 1, one GPU's
-      // FLOPs).
+      // ways): split over the tensor-parallel ranks when --ep does not
+      // split them (each rank E/t experts), else whole on every rank; and
+      // every rank waits for the busiest, which runs f times the mean rows
+      // through its experts (ep == 1: f = 1, one GPU's FLOPs).
       if (m.expertParams > 0) {
         const double f = moeImbalance(m, c);
+        const double split = expertsOverTp(m) ? t : 1;
         const double experts =
-            std::min(desc.expertFlops(m), m.matmulFlops) * k / gemm;
-        compute += f * experts - experts / t;
+            std::min(desc.expertFlops(m), m.matmulFlops) * k / gemm / split;
+        compute += f * experts - experts * split / t;
         st.expertForward += f * experts;
         if (isLayer(m))
           layerExperts += f * experts;
@@ -432,10 +438,10 @@ void Evaluator::buildStages() {
       } else {
         tpB += tpAllReduce(m.inputBytes * kb);
       }
-      // The experts are not split over a tensor-parallel group: each GPU
-      // holds E / ep of each layer's experts whole.
-      st.params +=
-          (m.params - m.expertParams) / t + double(m.expertParams) / c.ep;
+      // The experts: E / t of them on each tensor-parallel rank when --ep
+      // does not split them, else E / ep whole on every rank.
+      st.params += (m.params - m.expertParams) / t +
+                   double(m.expertParams) / (expertsOverTp(m) ? t : c.ep);
       // Expert parallelism: each micro-batch's rows go to the ranks holding
       // their experts and back (two all-to-alls forward, two backward, two
       // more when the backward recomputes the forward).

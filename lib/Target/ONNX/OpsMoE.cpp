@@ -779,11 +779,7 @@ lamina::onnx::recognizeEagerExperts(GraphProto &graph,
     NodeProto moe;
     moe.set_op_type(kMoEExperts.str());
     moe.set_domain(kLaminaDomain.str());
-    // The sink's own name, which it no longer needs: a suffix after
-    // dynamo's `node_sum_2` would read as a numbered container to module
-    // discovery (`node_sum` 2, 4, ... one per layer) and place the layer
-    // by it rather than by its module scope.
-    moe.set_name(name);
+    moe.set_name(name + "/experts");
     for (const std::string &in :
          {block.tokens, block.picks, block.weights, block.gateUp, block.down})
       moe.add_input(in);

@@ -417,17 +417,14 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       }
       if (failed(planModule(ctx, fwd, bwd)))
         return signalPassFailure();
-      // No expert tensor parallelism: what the compile changes, it says.
-      bool split = !fwd.getOps<graph::MoEDispatchOp>().empty();
-      fwd.walk([&](Operation *op) {
-        if (split ? !isa<graph::MoEDispatchOp>(op) : !isa<graph::MoEOp>(op))
-          return;
+      // Expert parallelism's layers run whole on the group (ExpertSharding
+      // splits the others' experts, planModule says so).
+      fwd.walk([&](graph::MoEDispatchOp op) {
         op->emitRemark("dist-tp-plan: the mixture-of-experts layer at ")
-            << op->getLoc() << " runs whole on every tensor-parallel rank"
-            << (split ? " (its share of the experts, the all-to-alls over "
-                        "the rank's expert-parallel group)"
-                      : " (its experts are not split over the group; --ep "
-                        "splits them over data-parallel replicas)");
+            << op->getLoc()
+            << " runs whole on every tensor-parallel rank (its share of the "
+               "experts, the all-to-alls over the rank's expert-parallel "
+               "group)";
       });
     }
   }
@@ -515,6 +512,55 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       return WalkResult::advance();
     });
     if (tables.wasInterrupted())
+      return failure();
+    // A mixture-of-experts layer: its experts split over the group (each
+    // rank E/t of them whole, ExpertSharding.cpp), unless --ep already
+    // splits them over replicas (then every rank holds its replica's
+    // block whole), --tp-replicate names them, or t does not divide E.
+    WalkResult experts = fwd.walk([&](graph::MoEOp moe) {
+      SmallVector<BlockArgument> params;
+      for (Value v : {moe.getGateUp(), moe.getDown()}) {
+        auto arg = dyn_cast<BlockArgument>(v);
+        if (!arg || arg.getOwner() != &fwd.getBody().front() ||
+            argString(fwd, arg.getArgNumber(), "graph.kind") != "trainable" ||
+            fwd.getArgAttr(arg.getArgNumber(), graph::kEpSplitAttr))
+          return WalkResult::advance();
+        params.push_back(arg);
+      }
+      int64_t numExperts =
+          cast<RankedTensorType>(moe.getGateUp().getType()).getDimSize(0);
+      llvm::Regex named(replicate);
+      bool replicated = llvm::any_of(params, [&](BlockArgument arg) {
+        return !replicate.empty() &&
+               named.match(argString(fwd, arg.getArgNumber(), "graph.name"));
+      });
+      if (numExperts % int64_t(tp) != 0 || replicated) {
+        moe->emitRemark("dist-tp-plan: the mixture-of-experts layer at ")
+            << moe->getLoc() << " runs whole on every tensor-parallel rank ("
+            << (replicated ? "--tp-replicate names its experts"
+                           : std::to_string(tp) + " ranks do not divide its " +
+                                 std::to_string(numExperts) + " experts")
+            << ")";
+        return WalkResult::advance();
+      }
+      moe->emitRemark("dist-tp-plan: the mixture-of-experts layer at ")
+          << moe->getLoc() << " splits its " << numExperts << " experts over "
+          << unsigned(tp) << " tensor-parallel ranks (" << numExperts / tp
+          << " each; every rank sees every token, and one all-reduce adds "
+             "the experts' shares of each token)";
+      shard::Sharding s = splitOn(ctx, 0);
+      for (BlockArgument arg : params) {
+        auto [it, fresh] = seeds.emplace(arg.getArgNumber(), s);
+        if (!fresh && !(it->second == s)) {
+          moe->emitError("dist-tp-plan: experts '")
+              << argString(fwd, arg.getArgNumber(), "graph.name")
+              << "' are also read by an op that splits them otherwise";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (experts.wasInterrupted())
       return failure();
 
     // Regrouped projections the plan keeps whole go back to their

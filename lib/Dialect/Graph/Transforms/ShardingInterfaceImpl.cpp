@@ -15,10 +15,12 @@
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/IRMapping.h"
@@ -161,6 +163,74 @@ LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,
     partitionMap.map(result, sum);
   }
   return success();
+}
+
+ArrayRef<shard::GridAxis> axesOf(const shard::Sharding &s, int64_t dim) {
+  if (!s || dim >= int64_t(s.getSplitAxes().size()))
+    return {};
+  return s.getSplitAxes()[size_t(dim)].asArrayRef();
+}
+
+bool onlyVocabSplit(ArrayRef<shard::Sharding> shardings,
+                    ArrayRef<int64_t> vocabDims) {
+  for (auto [i, s] : llvm::enumerate(shardings)) {
+    if (!s)
+      continue;
+    for (auto [d, axes] : llvm::enumerate(s.getSplitAxes()))
+      if (!axes.asArrayRef().empty() && int64_t(d) != vocabDims[i])
+        return false;
+  }
+  return true;
+}
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type element) {
+  return RankedTensorType::get(shape, element);
+}
+
+Value scalar(OpBuilder &b, Location loc, Type element, int64_t value) {
+  return ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(tensorOf({}, element),
+                             Attribute(IntegerAttr::get(element, value))));
+}
+
+std::tuple<Value, Value, Value> Block::local(Value ids) {
+    auto idsType = cast<RankedTensorType>(ids.getType());
+    Type i64 = idsType.getElementType();
+    Value index = shard::ProcessLinearIndexOp::create(b, loc, grid);
+    Value first = arith::IndexCastOp::create(b, loc, i64, index);
+    first = tensor::FromElementsOp::create(b, loc, tensorOf({}, i64),
+                                           ValueRange{first});
+    first = MulOp::create(b, loc, first, scalar(b, loc, i64, size));
+    Value shifted = SubOp::create(b, loc, ids, first);
+    Value zero = scalar(b, loc, i64, 0);
+    Value in = AndOp::create(
+        b, loc, GreaterEqualOp::create(b, loc, shifted, zero),
+        LessOp::create(b, loc, shifted, scalar(b, loc, i64, size)));
+    Value safe = SelectOp::create(b, loc, in, shifted,
+                                  BroadcastOp::create(b, loc, idsType, zero));
+    return {shifted, in, safe};
+}
+
+Value Block::allReduce(Value v, shard::ReductionKind kind) {
+    return shard::AllReduceOp::create(b, loc, v.getType(), grid.getSymName(),
+                                      axes, v, kind);
+}
+
+FailureOr<Block> blockOf(Operation *op, OpBuilder &b, const shard::Sharding &s,
+                         ArrayRef<shard::GridAxis> axes, int64_t vocab,
+                         SymbolTableCollection &symbols) {
+  shard::GridOp grid = shard::getGridOrNull(op, s.getGridAttr(), symbols);
+  if (!grid || grid.getShape().size() != 1 || axes.size() != 1 || axes[0] != 0)
+    return op->emitOpError("splits its vocabulary over a grid other than "
+                           "one group of ranks");
+  int64_t ranks = grid.getShape()[0];
+  if (ShapedType::isDynamic(vocab) || vocab % ranks != 0)
+    return op->emitOpError("a vocabulary of ")
+           << vocab << " does not divide over " << ranks << " ranks";
+  return Block{b, op->getLoc(), grid,
+               SmallVector<shard::GridAxis>(axes.begin(), axes.end()),
+               vocab / ranks};
 }
 
 } // namespace sharding
@@ -518,8 +588,8 @@ struct BroadcastSharding
   }
 };
 
-/// Ops with no tensor-parallel rule (a softmax, a cumulative sum, a
-/// mixture-of-experts layer: its experts run whole on every rank).
+/// Ops with no tensor-parallel rule (a softmax, a cumulative sum, top-k,
+/// expert parallelism's row layout and all-to-all: whole on every rank).
 template <typename Op>
 struct WholeSharding : public GraphSharding<WholeSharding<Op>, Op> {
   LoopSpace space(Operation *op) const { return wholeSpace(op); }
@@ -552,9 +622,10 @@ void registerShardingInterfaceExternalModels(DialectRegistry &registry) {
     attach<AttentionSharding, AttentionOp, AttentionGradOp>(ctx);
     attach<WholeSharding, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
            LogSoftmaxGradOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp, CumSumOp,
-           TileOp, TriluOp, GatherNDOp, TopKOp, MoEOp, MoEGradOp, MoEDispatchOp,
-           MoEExchangeOp, MoERowExpertsOp, MoECombineOp, MoECombineGradOp>(ctx);
+           TileOp, TriluOp, GatherNDOp, TopKOp, MoEDispatchOp, MoEExchangeOp,
+           MoERowExpertsOp, MoECombineOp, MoECombineGradOp>(ctx);
     attachVocabParallelModels(ctx);
+    attachExpertShardingModels(ctx);
   });
 }
 

@@ -20,6 +20,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SmallBitVector.h"
 
+#include <tuple>
+
 namespace lamina::graph::sharding {
 
 using namespace mlir;
@@ -93,6 +95,38 @@ LogicalResult partitionWithSums(Operation *op, const LoopSpace &space,
                                 SymbolTableCollection &symbolTable,
                                 OpBuilder &builder);
 
+/// The grid axes splitting dim `dim` of `s` (none: whole).
+ArrayRef<shard::GridAxis> axesOf(const shard::Sharding &s, int64_t dim);
+/// Only one dim split, vocabDims[i] of shardings[i] (-1: none): every other
+/// dim of every value whole.
+bool onlyVocabSplit(ArrayRef<shard::Sharding> shardings,
+                    ArrayRef<int64_t> vocabDims);
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type element);
+/// A 0-d integer constant of type `element`.
+Value scalar(OpBuilder &b, Location loc, Type element, int64_t value);
+
+/// A dim split in equal blocks over one group of ranks (a vocabulary, the
+/// experts): the grid, and the block's index arithmetic.
+struct Block {
+  OpBuilder &b;
+  Location loc;
+  shard::GridOp grid;
+  SmallVector<shard::GridAxis> axes;
+  int64_t size; // rows (or logits, experts) per rank
+
+  /// `ids - first row`, whether each is in this rank's block, and the
+  /// shifted ids with those outside replaced by 0 (a row every rank has).
+  std::tuple<Value, Value, Value> local(Value ids);
+  Value allReduce(Value v, shard::ReductionKind kind);
+};
+
+/// The grid and block of a dim of `vocab` entries split over `axes`;
+/// failure (an error on `op`) when the grid is not a group of ranks that
+/// divides it.
+FailureOr<Block> blockOf(Operation *op, OpBuilder &b, const shard::Sharding &s,
+                         ArrayRef<shard::GridAxis> axes, int64_t vocab,
+                         SymbolTableCollection &symbols);
+
 /// What every model shares: its LoopSpace (Model::space) read as upstream's
 /// loops and maps, a sum per reduction loop, and partition through
 /// partitionWithSums; Model::localize fixes the attributes of the clone
@@ -161,6 +195,9 @@ namespace lamina::graph {
 /// The models of VocabParallel.cpp: the embedding, its gradient and the
 /// cross-entropy over a vocabulary split across the group.
 void attachVocabParallelModels(mlir::MLIRContext *ctx);
+/// The models of ExpertSharding.cpp: a mixture-of-experts layer and its
+/// gradient with the experts split over the group.
+void attachExpertShardingModels(mlir::MLIRContext *ctx);
 } // namespace lamina::graph
 
 #endif // LAMINA_LIB_DIALECT_GRAPH_TRANSFORMS_SHARDINGMODELS_H
