@@ -27,8 +27,8 @@ void lamina::rt::setExpertParallelGroup(ExpertParallelGroup *g) {
 ExpertParallelGroup *lamina::rt::expertParallelGroup() { return theGroup; }
 
 Status ep::detail::begin(const Tensor &rows, const Tensor &counts,
-                        const Tensor &result, const Tensor &received,
-                        ExpertParallelGroup *&g) {
+                         const Tensor &result, const Tensor &received,
+                         ExpertParallelGroup *&g) {
   g = theGroup;
   if (!g)
     return Status::error("moe_exchange: the program runs no expert-parallel "
@@ -87,10 +87,9 @@ Status ep::exchange(const Tensor &rows, const Tensor &counts,
     return s;
   std::vector<int64_t> sendBytes, recvBytes;
   size_t blockBytes;
-  if (Status s = detail::rowBytes(rows, counts.as<int64_t>(),
-                                  received.as<int64_t>(), g->size(),
-                                  counts.dim(1), sendBytes, recvBytes,
-                                  blockBytes);
+  if (Status s = detail::rowBytes(
+          rows, counts.as<int64_t>(), received.as<int64_t>(), g->size(),
+          counts.dim(1), sendBytes, recvBytes, blockBytes);
       !s.ok())
     return s;
   std::memset(result.data, 0, result.byteSize());

@@ -160,8 +160,7 @@ struct RowLayout {
         rows.dim(0) % ranks != 0)
       return Status::error(std::string(op) + ": " + describe(rows) +
                            " is no row blocks for " + std::to_string(experts) +
-                           " experts over " + std::to_string(ranks) +
-                           " ranks");
+                           " experts over " + std::to_string(ranks) + " ranks");
     if (Status s = r.group(op, indices, experts); !s.ok())
       return s;
     r.hidden = rows.dim(1);

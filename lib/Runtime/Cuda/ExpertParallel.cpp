@@ -51,13 +51,13 @@ Status lamina::rt::cuda::ep::exchange(const Tensor &rows, const Tensor &counts,
     return s;
   std::vector<int64_t> sendBytes, recvBytes;
   size_t blockBytes;
-  if (Status s = shared::rowBytes(rows, sent.data(), got.data(), g->size(),
-                                  counts.shape[1], sendBytes, recvBytes,
-                                  blockBytes);
+  if (Status s =
+          shared::rowBytes(rows, sent.data(), got.data(), g->size(),
+                           counts.shape[1], sendBytes, recvBytes, blockBytes);
       !s.ok())
     return s;
-  if (Status s = cudaCheck(op, cudaMemsetAsync(result.data, 0,
-                                               result.byteSize(), stream));
+  if (Status s = cudaCheck(
+          op, cudaMemsetAsync(result.data, 0, result.byteSize(), stream));
       !s.ok())
     return s;
   return g->allToAll(rows.data, sendBytes, result.data, recvBytes, blockBytes);

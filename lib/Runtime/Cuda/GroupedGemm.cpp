@@ -96,18 +96,19 @@ Status lamina::rt::cuda::groupedMatmul(const std::vector<GemmProblem> &problems,
   if (Status st = cudaCheck(op, cudaMallocAsync(&table.ptr, bytes, stream));
       !st.ok())
     return st;
-  if (Status st = cudaCheck(op, cudaMemcpyAsync(table.ptr, pointers.data(),
-                                                bytes, cudaMemcpyHostToDevice,
-                                                stream));
+  if (Status st =
+          cudaCheck(op, cudaMemcpyAsync(table.ptr, pointers.data(), bytes,
+                                        cudaMemcpyHostToDevice, stream));
       !st.ok())
     return st;
   auto *devA = static_cast<const float *const *>(table.ptr);
   const float *const *devB = devA + groups;
   float *const *devC = const_cast<float *const *>(
       reinterpret_cast<const float *const *>(devA + 2 * groups));
-  return blasCheck("cublasSgemmGroupedBatched",
-                   cublasSgemmGroupedBatched(
-                       h, opA.data(), opB.data(), m.data(), n.data(), k.data(),
-                       alpha.data(), devA, lda.data(), devB, ldb.data(),
-                       beta.data(), devC, ldc.data(), int(groups), ones.data()));
+  return blasCheck(
+      "cublasSgemmGroupedBatched",
+      cublasSgemmGroupedBatched(h, opA.data(), opB.data(), m.data(), n.data(),
+                                k.data(), alpha.data(), devA, lda.data(), devB,
+                                ldb.data(), beta.data(), devC, ldc.data(),
+                                int(groups), ones.data()));
 }

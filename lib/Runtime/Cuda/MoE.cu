@@ -7,8 +7,8 @@
 // the experts' rows run through cuBLAS grouped GEMMs (one call per
 // product for every expert, GroupedGemm.cpp), the SiLU gating and the
 // weighted combine are kernels, and each token's rows are summed in expert
-// order, as the host sums them. f32. The host wait cannot be captured in a CUDA graph: under
-// LAMINA_CUDA_GRAPHS these calls are an error naming them.
+// order, as the host sums them. f32. The host wait cannot be captured in a CUDA
+// graph: under LAMINA_CUDA_GRAPHS these calls are an error naming them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -193,9 +193,9 @@ Status toHost(const char *op, const Tensor &t, cudaStream_t stream,
     return Status::error(std::string(op) + " on CUDA: i64 indices, got " +
                          describe(t));
   host.resize(size_t(t.numElements()));
-  if (Status s = cudaCheck(op, cudaMemcpyAsync(host.data(), t.data,
-                                               t.byteSize(),
-                                               cudaMemcpyDeviceToHost, stream));
+  if (Status s =
+          cudaCheck(op, cudaMemcpyAsync(host.data(), t.data, t.byteSize(),
+                                        cudaMemcpyDeviceToHost, stream));
       !s.ok())
     return s;
   if (Status s = cudaCheck(op, cudaStreamSynchronize(stream)); !s.ok())
@@ -373,16 +373,16 @@ Status lamina::rt::cuda::moeBackward(
   if (r.tokens * r.k > 0) {
     launchKernel(routingGradKernel, gridFor(r.tokens * r.k, 128), 128, 0,
                  stream, gradResult.as<float>(), f32(f.y), weights.as<float>(),
-                 i64(d.row), r.k, h, f32(gye),
-                 gradWeights.as<float>(), r.tokens * r.k);
+                 i64(d.row), r.k, h, f32(gye), gradWeights.as<float>(),
+                 r.tokens * r.k);
     if (Status s = launched(op); !s.ok())
       return s;
   }
   // The experts' weight gradients are sums over their rows: an expert
   // without rows gets zeros, which the grouped GEMMs skip.
   for (const Tensor *t : {&gradGateUp, &gradDown})
-    if (Status s = cudaCheck(op, cudaMemsetAsync(t->data, 0, t->byteSize(),
-                                                 stream));
+    if (Status s =
+            cudaCheck(op, cudaMemsetAsync(t->data, 0, t->byteSize(), stream));
         !s.ok())
       return s;
   // Per expert, one grouped GEMM: gDown = gye^T a, ga = gye down.
@@ -406,10 +406,11 @@ Status lamina::rt::cuda::moeBackward(
   for (int64_t e = 0; e < r.experts; ++e) {
     int64_t n = r.count(e), at = r.offset[size_t(e)];
     second.push_back({f32(f.gu) + at * 2 * i, f32(f.x) + at * h,
-                      gradGateUp.as<float>() + e * 2 * i * h, 2 * i, h, n,
-                      true, false});
-    second.push_back({f32(f.gu) + at * 2 * i, gateUp.as<float>() + e * 2 * i * h,
-                      f32(gx) + at * h, n, h, 2 * i, false, false});
+                      gradGateUp.as<float>() + e * 2 * i * h, 2 * i, h, n, true,
+                      false});
+    second.push_back({f32(f.gu) + at * 2 * i,
+                      gateUp.as<float>() + e * 2 * i * h, f32(gx) + at * h, n,
+                      h, 2 * i, false, false});
   }
   if (Status s = groupedMatmul(second, stream); !s.ok())
     return s;
@@ -463,9 +464,9 @@ Status lamina::rt::cuda::moeDispatch(const Tensor &input, const Tensor &indices,
   std::vector<int64_t> perExpert(static_cast<size_t>(experts));
   for (int64_t e = 0; e < experts; ++e)
     perExpert[size_t(e)] = r.count(e);
-  if (Status s = cudaCheck(
-          op, cudaMemcpyAsync(counts.data, perExpert.data(), counts.byteSize(),
-                              cudaMemcpyHostToDevice, stream));
+  if (Status s = cudaCheck(op, cudaMemcpyAsync(counts.data, perExpert.data(),
+                                               counts.byteSize(),
+                                               cudaMemcpyHostToDevice, stream));
       !s.ok())
     return s;
   const int64_t n = rows.numElements();
@@ -524,8 +525,8 @@ Status lamina::rt::cuda::moeCombineBackward(
     return Status::error("moe_combine_grad: gradients shaped unlike their "
                          "values");
   // The rows no pair reads get no gradient.
-  if (Status s = cudaCheck(op, cudaMemsetAsync(gradRows.data, 0,
-                                               gradRows.byteSize(), stream));
+  if (Status s = cudaCheck(
+          op, cudaMemsetAsync(gradRows.data, 0, gradRows.byteSize(), stream));
       !s.ok())
     return s;
   const int64_t pairs = r.tokens * r.k;

@@ -199,9 +199,9 @@ __global__ void rmsNormBackwardKernel(const T *x, const T *g, const D *dy,
 // over registers. Small blocks keep many rows in flight on an SM, so one
 // block's reductions overlap the others' loads; the one-block-a-row
 // kernels above (512 threads, a scalar load per element per pass) moved a
-// third of the H200's bandwidth (docs/results/performance.md, run 5), and keeping
-// their rows in registers alone did not help (run 4). The backward kernel
-// also sums its chunk of rows' parameter gradients, each thread over its
+// third of the H200's bandwidth (docs/results/performance.md, run 5), and
+// keeping their rows in registers alone did not help (run 4). The backward
+// kernel also sums its chunk of rows' parameter gradients, each thread over its
 // own columns, so x and dy are read once, not again by
 // normParamGradKernel. Sums are in f32 in a fixed order: deterministic.
 

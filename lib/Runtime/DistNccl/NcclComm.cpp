@@ -226,10 +226,10 @@ public:
       return std::vector<size_t>(v.begin(), v.end());
     };
     nccl::CommHandle h;
-    if (Status s = streams->allToAll(
-            *channels.at(size_t(group)), send, sizes(sendBytes),
-            sizes(sendOffsets), recv, sizes(recvBytes), sizes(recvOffsets),
-            compute, h);
+    if (Status s =
+            streams->allToAll(*channels.at(size_t(group)), send,
+                              sizes(sendBytes), sizes(sendOffsets), recv,
+                              sizes(recvBytes), sizes(recvOffsets), compute, h);
         !s.ok())
       return s;
     out = add(h);

@@ -51,7 +51,9 @@ Status split(Channel &parent, int color, int key, double timeout,
   auto slot = std::make_unique<ncclComm_t>(nullptr);
   ncclResult_t r = ncclCommSplit(parent.comm, color, key, slot.get(), &config);
   std::string what = "ncclCommSplit (" + name + ")";
-  auto child = [&slot] { return __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE); };
+  auto child = [&slot] {
+    return __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE);
+  };
   if (r != ncclSuccess && r != ncclInProgress) {
     std::string text = ncclText("ncclCommSplit", r, parent.comm);
     if (child())
@@ -89,7 +91,8 @@ Status split(Channel &parent, int color, int key, double timeout,
 namespace {
 
 /// Polls cudaStreamQuery until `stream` is idle or the deadline passes.
-Status waitStream(cudaStream_t stream, double timeout, const std::string &what) {
+Status waitStream(cudaStream_t stream, double timeout,
+                  const std::string &what) {
   double deadline = now() + timeout;
   for (unsigned spins = 0;; ++spins) {
     cudaError_t e = cudaStreamQuery(stream);
@@ -127,12 +130,11 @@ Status warmUpPairs(NcclGroups &g) {
     unsigned char *bytes = static_cast<unsigned char *>(buf);
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) {
-      result = Status::error(what + ": " + ncclText("ncclGroupStart", r,
-                                                    ch->comm));
+      result =
+          Status::error(what + ": " + ncclText("ncclGroupStart", r, ch->comm));
       continue;
     }
-    ncclResult_t rs = ncclSend(bytes, 1, ncclUint8, peer, ch->comm,
-                               ch->stream);
+    ncclResult_t rs = ncclSend(bytes, 1, ncclUint8, peer, ch->comm, ch->stream);
     ncclResult_t rr = ncclSuccess;
     if (rs == ncclSuccess || rs == ncclInProgress)
       rr = ncclRecv(bytes + 1, 1, ncclUint8, peer, ch->comm, ch->stream);
@@ -329,8 +331,7 @@ Status NcclGroups::destroy() {
       if (r != ncclSuccess && r != ncclInProgress)
         s = Status::error(ncclText("ncclCommFinalize", r, ch->comm));
       else
-        s = waitReady(ch->comm, now() + timeout_, timeout_,
-                      "ncclCommFinalize");
+        s = waitReady(ch->comm, now() + timeout_, timeout_, "ncclCommFinalize");
       if (s.ok()) {
         r = ncclCommDestroy(ch->comm);
         if (r != ncclSuccess)

@@ -125,8 +125,8 @@ Status CommStreams::enqueued(Channel &ch, ncclResult_t r, const char *call,
     return Status::error(what + ": " + ncclText(call, r, ch.comm));
   // Non-blocking communicator: the operation is enqueued once the
   // communicator is ready again (connections may be set up first).
-  Status s = waitReady(ch.comm, now() + timeout, timeout,
-                       what + " (" + call + ")");
+  Status s =
+      waitReady(ch.comm, now() + timeout, timeout, what + " (" + call + ")");
   if (!s.ok()) {
     std::string async = groups_.asyncErrors();
     groups_.abortAll();
@@ -155,10 +155,10 @@ Status CommStreams::finish(Channel &ch, int slot, ncclResult_t r,
   return Status::success();
 }
 
-Status CommStreams::sendRecv(Channel &ch, const void *sendBuf,
-                             size_t sendBytes, int sendPeer, void *recvBuf,
-                             size_t recvBytes, int recvPeer,
-                             cudaStream_t compute, CommHandle &out) {
+Status CommStreams::sendRecv(Channel &ch, const void *sendBuf, size_t sendBytes,
+                             int sendPeer, void *recvBuf, size_t recvBytes,
+                             int recvPeer, cudaStream_t compute,
+                             CommHandle &out) {
   out = CommHandle();
   if (Status s = usable(ch, "send/recv"); !s.ok())
     return s;
@@ -171,7 +171,8 @@ Status CommStreams::sendRecv(Channel &ch, const void *sendBuf,
                          " is not a rank of the " + std::to_string(ch.size) +
                          "-rank communicator");
   if (sendPeer < 0 && recvPeer < 0)
-    return Status::error("send/recv on " + ch.name + ": neither a send nor a "
+    return Status::error("send/recv on " + ch.name +
+                         ": neither a send nor a "
                          "receive");
   if ((sendPeer >= 0 && sendBytes && !sendBuf) ||
       (recvPeer >= 0 && recvBytes && !recvBuf))
@@ -224,8 +225,8 @@ Status CommStreams::sendRecv(Channel &ch, const void *sendBuf,
 
 Status CommStreams::allToAll(Channel &ch, const void *send,
                              const std::vector<size_t> &sendBytes,
-                             const std::vector<size_t> &sendOffsets,
-                             void *recv, const std::vector<size_t> &recvBytes,
+                             const std::vector<size_t> &sendOffsets, void *recv,
+                             const std::vector<size_t> &recvBytes,
                              const std::vector<size_t> &recvOffsets,
                              cudaStream_t compute, CommHandle &out) {
   out = CommHandle();
@@ -299,8 +300,8 @@ Status CommStreams::allReduce(Channel &ch, const void *send, void *recv,
                     maximum ? ncclMax : ncclSum, ch.comm, ch.stream);
   Status st = finish(ch, slot, r, "ncclAllReduce", out);
   if (st.ok())
-    ch.collectiveBytes += 2.0 * (ch.size - 1) / ch.size * double(count) *
-                          double(dtypeSize(type));
+    ch.collectiveBytes +=
+        2.0 * (ch.size - 1) / ch.size * double(count) * double(dtypeSize(type));
   return st;
 }
 
@@ -312,11 +313,10 @@ Status CommStreams::reduceScatter(Channel &ch, const void *send, void *recv,
     return s;
   if (countPerRank && (!send || !recv))
     return Status::error("reduce-scatter on " + ch.name + ": a null buffer");
-  std::string what = "reduce-scatter (sum) of " +
-                     std::to_string(countPerRank) + " x " +
-                     std::to_string(ch.size) + " " + dtypeName(type) + " on " +
-                     ch.name + " (rank " + std::to_string(ch.rank) + " of " +
-                     std::to_string(ch.size) + ")";
+  std::string what = "reduce-scatter (sum) of " + std::to_string(countPerRank) +
+                     " x " + std::to_string(ch.size) + " " + dtypeName(type) +
+                     " on " + ch.name + " (rank " + std::to_string(ch.rank) +
+                     " of " + std::to_string(ch.size) + ")";
   int slot;
   if (Status s = begin(ch, compute, what, slot); !s.ok())
     return s;
@@ -324,8 +324,8 @@ Status CommStreams::reduceScatter(Channel &ch, const void *send, void *recv,
                                      ncclSum, ch.comm, ch.stream);
   Status st = finish(ch, slot, r, "ncclReduceScatter", out);
   if (st.ok())
-    ch.collectiveBytes += double(ch.size - 1) * double(countPerRank) *
-                          double(dtypeSize(type));
+    ch.collectiveBytes +=
+        double(ch.size - 1) * double(countPerRank) * double(dtypeSize(type));
   return st;
 }
 
@@ -348,15 +348,14 @@ Status CommStreams::allGather(Channel &ch, const void *send, void *recv,
                                  ch.comm, ch.stream);
   Status st = finish(ch, slot, r, "ncclAllGather", out);
   if (st.ok())
-    ch.collectiveBytes += double(ch.size - 1) * double(countPerRank) *
-                          double(dtypeSize(type));
+    ch.collectiveBytes +=
+        double(ch.size - 1) * double(countPerRank) * double(dtypeSize(type));
   return st;
 }
 
 Status CommStreams::check(const CommHandle &h, Slot *&s) {
   if (h.slot < 0 || size_t(h.slot) >= slots_.size() ||
-      !slots_[size_t(h.slot)].busy ||
-      slots_[size_t(h.slot)].serial != h.serial)
+      !slots_[size_t(h.slot)].busy || slots_[size_t(h.slot)].serial != h.serial)
     return Status::error("invalid communication handle (already waited for, "
                          "completed, or never issued)");
   s = &slots_[size_t(h.slot)];

@@ -146,8 +146,8 @@ Status initComm(const IdMessage &m, int size, int rank, double deadline,
   ncclConfig_t config = nonBlockingConfig();
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, size, m.id, rank, &config);
-  std::string what = "ncclCommInitRank (rank " + std::to_string(rank) +
-                     " of " + std::to_string(size) + ")";
+  std::string what = "ncclCommInitRank (rank " + std::to_string(rank) + " of " +
+                     std::to_string(size) + ")";
   if (r != ncclSuccess && r != ncclInProgress) {
     std::string text = ncclText("ncclCommInitRankConfig", r, comm);
     if (comm)
@@ -247,8 +247,7 @@ Status worldOverMpi(const WorldOptions &o, double deadline, ncclComm_t &world,
     return Status::error(mpiText("MPI_Comm_rank (node)", rc));
   info.bootstrap = "mpi";
   info.launcher = "mpi";
-  info.localRankVariable =
-      "the rank's index on its node, MPI_COMM_TYPE_SHARED";
+  info.localRankVariable = "the rank's index on its node, MPI_COMM_TYPE_SHARED";
 
   auto agree = [&](bool ok, int &firstFailed) -> Status {
     int mine = ok ? INT_MAX : info.rank;
@@ -288,8 +287,8 @@ Status worldOverEnv(const WorldOptions &o, bool single, double deadline,
     info.launcher = env.launcher;
     info.localRankVariable = localVariableOf(env.launcher);
   }
-  Status local = selectDevice(info.localRank, o.device,
-                              info.localRankVariable, info.device);
+  Status local = selectDevice(info.localRank, o.device, info.localRankVariable,
+                              info.device);
   // A rank other than 0 that failed stops here (rank 0 then times out
   // waiting for it); rank 0 still tells the others it failed.
   if (!local.ok() && info.rank != 0)
@@ -318,8 +317,8 @@ Status worldOverEnv(const WorldOptions &o, bool single, double deadline,
 
 /// Bootstrap::Host: as over MPI (every rank agrees that every rank has its
 /// device before rank 0 broadcasts the id), on the caller's collectives.
-Status worldOverHost(const WorldOptions &o, double deadline,
-                     ncclComm_t &world, WorldInfo &info) {
+Status worldOverHost(const WorldOptions &o, double deadline, ncclComm_t &world,
+                     WorldInfo &info) {
   const HostBootstrap &h = o.host;
   if (!h.firstFailed || !h.broadcast)
     return Status::error("Bootstrap::Host needs the caller's collectives");
@@ -361,8 +360,7 @@ Status ncclWorld(const WorldOptions &o, ncclComm_t &world, WorldInfo &info) {
     MPI_Finalized(&finalized);
     bool underMpirun = envSet("OMPI_COMM_WORLD_SIZE") || envSet("PMIX_RANK") ||
                        envSet("PMI_SIZE");
-    if ((initialized && !finalized) ||
-        (underMpirun && !envSet("MASTER_ADDR")))
+    if ((initialized && !finalized) || (underMpirun && !envSet("MASTER_ADDR")))
       b = Bootstrap::Mpi;
     else {
       b = Bootstrap::Env;
@@ -372,9 +370,9 @@ Status ncclWorld(const WorldOptions &o, ncclComm_t &world, WorldInfo &info) {
   }
   if (b == Bootstrap::Host)
     return worldOverHost(o, deadline, world, info);
-  Status s = b == Bootstrap::Mpi ? worldOverMpi(o, deadline, world, info)
-                                 : worldOverEnv(o, single, deadline, world,
-                                                info);
+  Status s = b == Bootstrap::Mpi
+                 ? worldOverMpi(o, deadline, world, info)
+                 : worldOverEnv(o, single, deadline, world, info);
   return s;
 }
 

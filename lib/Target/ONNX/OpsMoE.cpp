@@ -899,7 +899,8 @@ void lamina::onnx::noteRoutingHistograms(const GraphProto &graph,
     };
     notes.push_back(
         "node " + label(n) + " (ScatterElements without a reduction) " +
-        "writes at the picks of TopK " + label(*topk) + ", which repeat: later writes replace earlier ones, so it marks "
+        "writes at the picks of TopK " + label(*topk) +
+        ", which repeat: later writes replace earlier ones, so it marks "
         "the experts a batch hit instead of counting their tokens (how "
         "TorchScript exports torch.histc in the routers' load-balancing "
         "loss). Lamina computes what the file says, so this loss term "

@@ -720,8 +720,7 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
   if (fuseGelu)
     pm.addNestedPass<func::FuncOp>(lamina::graph::createGraphFuseGelu());
   if (fuseAttention)
-    pm.addNestedPass<func::FuncOp>(
-        lamina::graph::createGraphFuseAttention());
+    pm.addNestedPass<func::FuncOp>(lamina::graph::createGraphFuseAttention());
   if (causalLm)
     pm.addPass(lamina::graph::createGraphAddLoss());
   pm.addPass(lamina::graph::createGraphAutodiff());

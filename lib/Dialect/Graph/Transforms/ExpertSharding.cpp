@@ -37,11 +37,11 @@ LoopSpace expertSpace(Operation *op, bool gradient) {
           e = s.add(utils::IteratorType::parallel),
           r2 = s.add(utils::IteratorType::parallel, true),
           r1 = s.add(utils::IteratorType::parallel, true);
-  s.map(ctx, {t, h});      // input
-  s.map(ctx, {t, j});      // indices
-  s.map(ctx, {t, j});      // weights
-  s.map(ctx, {e, r2, h});  // gate_up
-  s.map(ctx, {e, h, r1});  // down
+  s.map(ctx, {t, h});     // input
+  s.map(ctx, {t, j});     // indices
+  s.map(ctx, {t, j});     // weights
+  s.map(ctx, {e, r2, h}); // gate_up
+  s.map(ctx, {e, h, r1}); // down
   if (gradient) {
     s.map(ctx, {t, h});     // grad_result
     s.map(ctx, {t, h});     // grad_input

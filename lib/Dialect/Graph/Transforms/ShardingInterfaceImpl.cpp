@@ -195,26 +195,26 @@ Value scalar(OpBuilder &b, Location loc, Type element, int64_t value) {
 }
 
 std::tuple<Value, Value, Value> Block::local(Value ids) {
-    auto idsType = cast<RankedTensorType>(ids.getType());
-    Type i64 = idsType.getElementType();
-    Value index = shard::ProcessLinearIndexOp::create(b, loc, grid);
-    Value first = arith::IndexCastOp::create(b, loc, i64, index);
-    first = tensor::FromElementsOp::create(b, loc, tensorOf({}, i64),
-                                           ValueRange{first});
-    first = MulOp::create(b, loc, first, scalar(b, loc, i64, size));
-    Value shifted = SubOp::create(b, loc, ids, first);
-    Value zero = scalar(b, loc, i64, 0);
-    Value in = AndOp::create(
-        b, loc, GreaterEqualOp::create(b, loc, shifted, zero),
-        LessOp::create(b, loc, shifted, scalar(b, loc, i64, size)));
-    Value safe = SelectOp::create(b, loc, in, shifted,
-                                  BroadcastOp::create(b, loc, idsType, zero));
-    return {shifted, in, safe};
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  Type i64 = idsType.getElementType();
+  Value index = shard::ProcessLinearIndexOp::create(b, loc, grid);
+  Value first = arith::IndexCastOp::create(b, loc, i64, index);
+  first = tensor::FromElementsOp::create(b, loc, tensorOf({}, i64),
+                                         ValueRange{first});
+  first = MulOp::create(b, loc, first, scalar(b, loc, i64, size));
+  Value shifted = SubOp::create(b, loc, ids, first);
+  Value zero = scalar(b, loc, i64, 0);
+  Value in =
+      AndOp::create(b, loc, GreaterEqualOp::create(b, loc, shifted, zero),
+                    LessOp::create(b, loc, shifted, scalar(b, loc, i64, size)));
+  Value safe = SelectOp::create(b, loc, in, shifted,
+                                BroadcastOp::create(b, loc, idsType, zero));
+  return {shifted, in, safe};
 }
 
 Value Block::allReduce(Value v, shard::ReductionKind kind) {
-    return shard::AllReduceOp::create(b, loc, v.getType(), grid.getSymName(),
-                                      axes, v, kind);
+  return shard::AllReduceOp::create(b, loc, v.getType(), grid.getSymName(),
+                                    axes, v, kind);
 }
 
 FailureOr<Block> blockOf(Operation *op, OpBuilder &b, const shard::Sharding &s,

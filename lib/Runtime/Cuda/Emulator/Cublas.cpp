@@ -1,4 +1,5 @@
-//===- Cublas.cpp - the cuBLAS calls, on the host --------------------------===//
+//===- Cublas.cpp - the cuBLAS calls, on the host
+//--------------------------===//
 //
 // The part of the cuBLAS API that lib/Runtime/Cuda/GroupedGemm.cpp calls,
 // for lamina_cuda_emulated: a handle holding its stream, and
@@ -43,7 +44,8 @@ void run(const Gemm &g) {
       float acc = 0.0f;
       if (g.alpha != 0.0f)
         for (int q = 0; q < g.k; ++q)
-          acc += at(g.A, g.transA, i, q, g.lda) * at(g.B, g.transB, q, j, g.ldb);
+          acc +=
+              at(g.A, g.transA, i, q, g.lda) * at(g.B, g.transB, q, j, g.ldb);
       float &c = g.C[i + int64_t(j) * g.ldc];
       c = g.alpha * acc + (g.beta != 0.0f ? g.beta * c : 0.0f);
     }
@@ -74,22 +76,32 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
 
 const char *cublasGetStatusName(cublasStatus_t s) {
   switch (s) {
-  case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-  case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-  case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-  case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-  default: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  default:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
 }
 
 const char *cublasGetStatusString(cublasStatus_t s) {
   switch (s) {
-  case CUBLAS_STATUS_SUCCESS: return "success";
-  case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-  case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-  case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used "
-                                           "as an argument";
-  default: return "the functionality is not supported (emulator)";
+  case CUBLAS_STATUS_SUCCESS:
+    return "success";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "the library was not initialized";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "the resource allocation failed";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "an invalid numeric value was used "
+           "as an argument";
+  default:
+    return "the functionality is not supported (emulator)";
   }
 }
 

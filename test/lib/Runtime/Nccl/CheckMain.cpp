@@ -802,17 +802,25 @@ int main(int argc, char **argv) {
   };
   const Case cases[] = {
       {"all-reduce f32 world, in place",
-       [](Check &c) { return allReduceF32(c, c.groups.world, (1u << 20) + 3, true); }},
+       [](Check &c) {
+         return allReduceF32(c, c.groups.world, (1u << 20) + 3, true);
+       }},
       {"all-reduce f32 world, out of place",
        [](Check &c) { return allReduceF32(c, c.groups.world, 65537, false); }},
       {"all-reduce bf16 world",
        [](Check &c) { return allReduceBf16(c, c.groups.world, 65537); }},
       {"all-reduce f32 dp group",
-       [](Check &c) { return allReduceF32(c, c.groups.dpGroup, 100003, true); }},
+       [](Check &c) {
+         return allReduceF32(c, c.groups.dpGroup, 100003, true);
+       }},
       {"reduce-scatter f32 world",
-       [](Check &c) { return reduceScatterF32(c, c.groups.world, 4099, false); }},
+       [](Check &c) {
+         return reduceScatterF32(c, c.groups.world, 4099, false);
+       }},
       {"reduce-scatter f32 dp group, in place",
-       [](Check &c) { return reduceScatterF32(c, c.groups.dpGroup, 4099, true); }},
+       [](Check &c) {
+         return reduceScatterF32(c, c.groups.dpGroup, 4099, true);
+       }},
       {"all-gather f32 world",
        [](Check &c) { return allGatherF32(c, c.groups.world, 4099, false); }},
       {"all-gather f32 dp group, in place",
