@@ -187,37 +187,13 @@ Status CommStreams::sendRecv(Channel &ch, const void *sendBuf, size_t sendBytes,
             std::to_string(recvPeer);
   what += " on " + ch.name + " (rank " + std::to_string(ch.rank) + " of " +
           std::to_string(ch.size) + ")";
-  int slot;
-  if (Status s = begin(ch, compute, what, slot); !s.ok())
-    return s;
-  ncclResult_t r = ncclGroupStart();
-  if (r != ncclSuccess) {
-    release(slot);
-    return Status::error(what + ": " + ncclText("ncclGroupStart", r, ch.comm));
-  }
-  const char *failed = nullptr;
-  ncclResult_t first = ncclSuccess;
-  if (sendPeer >= 0) {
-    r = ncclSend(sendBuf, sendBytes, ncclUint8, sendPeer, ch.comm, ch.stream);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      failed = "ncclSend";
-      first = r;
-    }
-  }
-  if (recvPeer >= 0 && !failed) {
-    r = ncclRecv(recvBuf, recvBytes, ncclUint8, recvPeer, ch.comm, ch.stream);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      failed = "ncclRecv";
-      first = r;
-    }
-  }
-  // The group is always closed, even after a failed call inside it.
-  r = ncclGroupEnd();
-  if (failed) {
-    release(slot);
-    return Status::error(what + ": " + ncclText(failed, first, ch.comm));
-  }
-  Status st = finish(ch, slot, r, "ncclGroupEnd", out);
+  std::vector<Transfer> transfers;
+  if (sendPeer >= 0)
+    transfers.push_back({true, const_cast<void *>(sendBuf), sendBytes,
+                         sendPeer});
+  if (recvPeer >= 0)
+    transfers.push_back({false, recvBuf, recvBytes, recvPeer});
+  Status st = group(ch, transfers, compute, what, out);
   if (st.ok() && sendPeer >= 0)
     ch.p2pBytesSent += sendBytes;
   return st;
@@ -247,6 +223,23 @@ Status CommStreams::allToAll(Channel &ch, const void *send,
                      std::to_string(got) + " in on " + ch.name + " (rank " +
                      std::to_string(ch.rank) + " of " +
                      std::to_string(ch.size) + ")";
+  std::vector<Transfer> transfers;
+  for (size_t q = 0; q < n; ++q) {
+    if (sendBytes[q])
+      transfers.push_back({true,
+                           const_cast<char *>(static_cast<const char *>(send)) +
+                               sendOffsets[q],
+                           sendBytes[q], int(q)});
+    if (recvBytes[q])
+      transfers.push_back({false, static_cast<char *>(recv) + recvOffsets[q],
+                           recvBytes[q], int(q)});
+  }
+  return group(ch, transfers, compute, what, out);
+}
+
+Status CommStreams::group(Channel &ch, const std::vector<Transfer> &transfers,
+                          cudaStream_t compute, const std::string &what,
+                          CommHandle &out) {
   int slot;
   if (Status s = begin(ch, compute, what, slot); !s.ok())
     return s;
@@ -257,18 +250,13 @@ Status CommStreams::allToAll(Channel &ch, const void *send,
   }
   const char *failed = nullptr;
   ncclResult_t first = ncclSuccess;
-  for (size_t q = 0; q < n && !failed; ++q) {
-    if (sendBytes[q]) {
-      r = ncclSend(static_cast<const char *>(send) + sendOffsets[q],
-                   sendBytes[q], ncclUint8, int(q), ch.comm, ch.stream);
-      if (r != ncclSuccess && r != ncclInProgress)
-        failed = "ncclSend", first = r;
-    }
-    if (recvBytes[q] && !failed) {
-      r = ncclRecv(static_cast<char *>(recv) + recvOffsets[q], recvBytes[q],
-                   ncclUint8, int(q), ch.comm, ch.stream);
-      if (r != ncclSuccess && r != ncclInProgress)
-        failed = "ncclRecv", first = r;
+  for (const Transfer &t : transfers) {
+    r = t.send ? ncclSend(t.buf, t.bytes, ncclUint8, t.peer, ch.comm, ch.stream)
+               : ncclRecv(t.buf, t.bytes, ncclUint8, t.peer, ch.comm, ch.stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      failed = t.send ? "ncclSend" : "ncclRecv";
+      first = r;
+      break;
     }
   }
   // The group is always closed, even after a failed call inside it.

@@ -130,9 +130,10 @@ struct ExpertsBlock {
   int64_t expertsHit = 0;
 };
 
-class Matcher {
-public:
-  explicit Matcher(GraphProto &graph) : graph(graph) {
+/// Who writes and who reads each value of a graph, and its initializers:
+/// what both matchers walk.
+struct GraphIndex {
+  explicit GraphIndex(const GraphProto &graph) : graph(graph) {
     for (int i = 0; i < graph.node_size(); ++i) {
       for (const std::string &out : graph.node(i).output())
         producer[out] = i;
@@ -148,6 +149,18 @@ public:
     auto it = producer.find(v);
     return it == producer.end() ? -1 : it->second;
   }
+
+  const GraphProto &graph;
+  llvm::StringMap<int> producer;
+  llvm::StringMap<std::vector<int>> consumers;
+  llvm::StringMap<const ::onnx::TensorProto *> initializers;
+};
+
+class Matcher : GraphIndex {
+public:
+  explicit Matcher(const GraphProto &graph) : GraphIndex(graph) {}
+  using GraphIndex::node;
+  using GraphIndex::producerOf;
 
   /// An index_add: an Add of a ScatterElements result.
   bool addsScatter(int n) const {
@@ -343,11 +356,6 @@ private:
     block.expertsHit = hits;
     return "";
   }
-
-  GraphProto &graph;
-  llvm::StringMap<int> producer;
-  llvm::StringMap<std::vector<int>> consumers;
-  llvm::StringMap<const ::onnx::TensorProto *> initializers;
 };
 
 //===----------------------------------------------------------------------===//
@@ -374,20 +382,10 @@ struct BatchedBlock {
   std::string tokens, picks, weights, gateUp, down, module;
 };
 
-class BatchedMatcher {
+class BatchedMatcher : GraphIndex {
 public:
-  explicit BatchedMatcher(const GraphProto &graph) : graph(graph) {
-    for (int i = 0; i < graph.node_size(); ++i) {
-      for (const std::string &out : graph.node(i).output())
-        producer[out] = i;
-      for (const std::string &in : graph.node(i).input())
-        consumers[in].push_back(i);
-    }
-    for (const auto &t : graph.initializer())
-      initializers[t.name()] = &t;
-  }
-
-  const NodeProto &node(int i) const { return graph.node(i); }
+  explicit BatchedMatcher(const GraphProto &graph) : GraphIndex(graph) {}
+  using GraphIndex::node;
 
   /// The gathers of rank-3 initializers by TopK node `topk`'s picks (the
   /// experts' weights of one batched block), in graph order.
@@ -551,10 +549,7 @@ public:
   }
 
 private:
-  int producerOf(const std::string &v) const {
-    auto it = producer.find(v);
-    return it == producer.end() ? -1 : it->second;
-  }
+  using GraphIndex::producerOf;
   /// The producer of `v` if it is an `op` node.
   int producerOf(const std::string &v, llvm::StringRef op) const {
     int p = producerOf(v);
@@ -718,11 +713,6 @@ private:
     }
     return "";
   }
-
-  const GraphProto &graph;
-  llvm::StringMap<int> producer;
-  llvm::StringMap<std::vector<int>> consumers;
-  llvm::StringMap<const ::onnx::TensorProto *> initializers;
 };
 
 /// Drops the nodes whose outputs nothing reads (what only the removed loop
@@ -857,10 +847,7 @@ lamina::onnx::recognizeBatchedExperts(GraphProto &graph,
 
 void lamina::onnx::noteRoutingHistograms(const GraphProto &graph,
                                          std::vector<std::string> &notes) {
-  llvm::StringMap<int> producer;
-  for (int i = 0; i < graph.node_size(); ++i)
-    for (const std::string &out : graph.node(i).output())
-      producer[out] = i;
+  GraphIndex index(graph);
   for (const NodeProto &n : graph.node()) {
     if (n.op_type() != "ScatterElements" || n.input_size() < 3)
       continue;
@@ -874,10 +861,10 @@ void lamina::onnx::noteRoutingHistograms(const GraphProto &graph,
     std::string v = n.input(1);
     const NodeProto *topk = nullptr;
     for (int depth = 0; depth < 8; ++depth) {
-      auto it = producer.find(v);
-      if (it == producer.end())
+      int at = index.producerOf(v);
+      if (at < 0)
         break;
-      const NodeProto &p = graph.node(it->second);
+      const NodeProto &p = graph.node(at);
       if (p.op_type() == "TopK") {
         if (p.output_size() > 1 && p.output(1) == v)
           topk = &p;

@@ -339,6 +339,17 @@ private:
   Status acquire(int &slot);
   Status begin(Channel &ch, cudaStream_t compute, const std::string &what,
                int &slot);
+  /// One point-to-point transfer of a group.
+  struct Transfer {
+    bool send;
+    void *buf;
+    size_t bytes;
+    int peer;
+  };
+  /// The transfers in one ncclGroupStart/End on `ch`, after begin().
+  Status group(Channel &ch, const std::vector<Transfer> &transfers,
+               cudaStream_t compute, const std::string &what,
+               CommHandle &out);
   Status finish(Channel &ch, int slot, ncclResult_t r, const char *call,
                 CommHandle &out);
   Status enqueued(Channel &ch, ncclResult_t r, const char *call,
