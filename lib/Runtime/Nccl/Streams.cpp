@@ -189,8 +189,8 @@ Status CommStreams::sendRecv(Channel &ch, const void *sendBuf, size_t sendBytes,
           std::to_string(ch.size) + ")";
   std::vector<Transfer> transfers;
   if (sendPeer >= 0)
-    transfers.push_back({true, const_cast<void *>(sendBuf), sendBytes,
-                         sendPeer});
+    transfers.push_back(
+        {true, const_cast<void *>(sendBuf), sendBytes, sendPeer});
   if (recvPeer >= 0)
     transfers.push_back({false, recvBuf, recvBytes, recvPeer});
   Status st = group(ch, transfers, compute, what, out);
@@ -226,10 +226,10 @@ Status CommStreams::allToAll(Channel &ch, const void *send,
   std::vector<Transfer> transfers;
   for (size_t q = 0; q < n; ++q) {
     if (sendBytes[q])
-      transfers.push_back({true,
-                           const_cast<char *>(static_cast<const char *>(send)) +
-                               sendOffsets[q],
-                           sendBytes[q], int(q)});
+      transfers.push_back(
+          {true,
+           const_cast<char *>(static_cast<const char *>(send)) + sendOffsets[q],
+           sendBytes[q], int(q)});
     if (recvBytes[q])
       transfers.push_back({false, static_cast<char *>(recv) + recvOffsets[q],
                            recvBytes[q], int(q)});
@@ -251,8 +251,9 @@ Status CommStreams::group(Channel &ch, const std::vector<Transfer> &transfers,
   const char *failed = nullptr;
   ncclResult_t first = ncclSuccess;
   for (const Transfer &t : transfers) {
-    r = t.send ? ncclSend(t.buf, t.bytes, ncclUint8, t.peer, ch.comm, ch.stream)
-               : ncclRecv(t.buf, t.bytes, ncclUint8, t.peer, ch.comm, ch.stream);
+    r = t.send
+            ? ncclSend(t.buf, t.bytes, ncclUint8, t.peer, ch.comm, ch.stream)
+            : ncclRecv(t.buf, t.bytes, ncclUint8, t.peer, ch.comm, ch.stream);
     if (r != ncclSuccess && r != ncclInProgress) {
       failed = t.send ? "ncclSend" : "ncclRecv";
       first = r;

@@ -348,8 +348,7 @@ private:
   };
   /// The transfers in one ncclGroupStart/End on `ch`, after begin().
   Status group(Channel &ch, const std::vector<Transfer> &transfers,
-               cudaStream_t compute, const std::string &what,
-               CommHandle &out);
+               cudaStream_t compute, const std::string &what, CommHandle &out);
   Status finish(Channel &ch, int slot, ncclResult_t r, const char *call,
                 CommHandle &out);
   Status enqueued(Channel &ch, ncclResult_t r, const char *call,
