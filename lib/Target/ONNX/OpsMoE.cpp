@@ -149,6 +149,18 @@ struct GraphIndex {
     auto it = producer.find(v);
     return it == producer.end() ? -1 : it->second;
   }
+  /// Walks back from `v` through layout ops to the value they reshape.
+  std::string throughLayout(std::string v) const {
+    static const llvm::StringSet<> layout = {
+        "Unsqueeze", "Flatten", "Reshape", "Cast", "Identity", "Squeeze"};
+    // At most one step per node: a cyclic file does not loop forever.
+    for (int steps = 0, p = producerOf(v);
+         steps < graph.node_size() && p >= 0 &&
+         layout.contains(node(p).op_type()) && node(p).input_size() > 0;
+         ++steps, p = producerOf(v))
+      v = node(p).input(0);
+    return v;
+  }
 
   const GraphProto &graph;
   llvm::StringMap<int> producer;
@@ -257,20 +269,7 @@ public:
     return operands(oneHot, inBlock, block);
   }
 
-private:
 public:
-  /// Walks back from `v` through layout ops to the value they reshape.
-  std::string throughLayout(std::string v) const {
-    static const llvm::StringSet<> layout = {
-        "Unsqueeze", "Flatten", "Reshape", "Cast", "Identity", "Squeeze"};
-    // At most one step per node: a cyclic file does not loop forever.
-    for (int steps = 0, p = producerOf(v);
-         steps < graph.node_size() && p >= 0 &&
-         layout.contains(node(p).op_type()) && node(p).input_size() > 0;
-         ++steps, p = producerOf(v))
-      v = node(p).input(0);
-    return v;
-  }
 
   /// Whether node i is a router's one-hot: of a TopK's indices.
   bool isRoutingOneHot(int i) const {
@@ -402,7 +401,7 @@ public:
       auto init = initializers.find(nd.input(0));
       if (init == initializers.end() || init->second->dims_size() != 3)
         continue;
-      if (layoutSource(nd.input(1)) == picks)
+      if (throughLayout(nd.input(1)) == picks)
         found.push_back(n);
     }
     return found;
@@ -581,18 +580,6 @@ private:
            "): expected " + want;
   }
 
-  /// The value `v` is a layout op chain of (Reshape, Unsqueeze, Squeeze,
-  /// Flatten, Cast, Identity), walked back to its source.
-  std::string layoutSource(std::string v) const {
-    static const llvm::StringSet<> layout = {
-        "Unsqueeze", "Flatten", "Reshape", "Cast", "Identity", "Squeeze"};
-    for (int steps = 0, p = producerOf(v);
-         steps < graph.node_size() && p >= 0 &&
-         layout.contains(node(p).op_type()) && node(p).input_size() > 0;
-         ++steps, p = producerOf(v))
-      v = node(p).input(0);
-    return v;
-  }
 
   /// `v` = Reshape(src, [-1]) (row-major: pair t k + j); sets `src`.
   std::string flatten(int reader, const std::string &v, std::string &src) {
@@ -857,26 +844,13 @@ void lamina::onnx::noteRoutingHistograms(const GraphProto &graph,
         accumulates = true;
     if (accumulates)
       continue;
-    // The indices, through shape-only ops, a TopK's picks?
-    std::string v = n.input(1);
+    // The indices, through layout ops, a TopK's picks?
+    std::string picks = index.throughLayout(n.input(1));
+    int at = index.producerOf(picks);
     const NodeProto *topk = nullptr;
-    for (int depth = 0; depth < 8; ++depth) {
-      int at = index.producerOf(v);
-      if (at < 0)
-        break;
-      const NodeProto &p = graph.node(at);
-      if (p.op_type() == "TopK") {
-        if (p.output_size() > 1 && p.output(1) == v)
-          topk = &p;
-        break;
-      }
-      if (!llvm::is_contained({"Reshape", "Flatten", "Unsqueeze", "Squeeze",
-                               "Cast", "Identity"},
-                              p.op_type()) ||
-          p.input_size() < 1)
-        break;
-      v = p.input(0);
-    }
+    if (at >= 0 && graph.node(at).op_type() == "TopK" &&
+        graph.node(at).output_size() > 1 && graph.node(at).output(1) == picks)
+      topk = &graph.node(at);
     if (!topk)
       continue;
     // Unnamed nodes (hand-written files) by their first output.
