@@ -270,7 +270,6 @@ public:
   }
 
 public:
-
   /// Whether node i is a router's one-hot: of a TopK's indices.
   bool isRoutingOneHot(int i) const {
     const NodeProto &n = node(i);
@@ -579,7 +578,6 @@ private:
     return "at node '" + node(n).name() + "' (" + node(n).op_type() +
            "): expected " + want;
   }
-
 
   /// `v` = Reshape(src, [-1]) (row-major: pair t k + j); sets `src`.
   std::string flatten(int reader, const std::string &v, std::string &src) {
