@@ -290,12 +290,13 @@ static std::string describeDistProgram(ModuleOp module) {
       if (auto p = f->getAttrOfType<IntegerAttr>("rt.step_pp");
           p && !f->hasAttr("rt.forward_only"))
         stepBytes[p.getInt()] = bytes.getInt();
-    auto outlined = f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+    auto outlined =
+        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
     auto arena = f->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
     if (!outlined || !arena)
       return;
-    auto &entry = modules[outlined.getAs<IntegerAttr>("module").getInt()];
-    entry.first = outlined.getAs<StringAttr>("name").str();
+    auto &entry = modules[outlined.getModule()];
+    entry.first = outlined.getName().str();
     entry.second = std::max(entry.second, arena.getInt());
   });
   std::string out;

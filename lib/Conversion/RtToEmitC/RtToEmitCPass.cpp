@@ -11,6 +11,7 @@
 #include "StepFunctions.h"
 
 #include "lamina/Conversion/Passes.h"
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 
@@ -644,18 +645,18 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   std::map<int64_t, Info> modules;
   std::set<std::string> inputs;
   for (func::FuncOp f : funcs) {
-    auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined");
+    auto outlined =
+        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       return f.emitError("convert-rt-to-emitc: mode=dist needs the functions "
                          "of dist-outline-modules; @")
              << f.getName() << " has no 'dist.outlined'";
-    int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
-    Info &info = modules[k];
-    info.name = outlined.getAs<StringAttr>("name").getValue().str();
-    info.numIn = outlined.getAs<IntegerAttr>("num_in").getInt();
-    info.numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
-    info.numResiduals = outlined.getAs<IntegerAttr>("num_residuals").getInt();
-    info.copiesOnly &= bool(outlined.get("copies_only"));
+    Info &info = modules[outlined.getModule()];
+    info.name = outlined.getName().str();
+    info.numIn = outlined.getNumIn();
+    info.numOut = outlined.getNumOut();
+    info.numResiduals = outlined.getNumResiduals();
+    info.copiesOnly &= outlined.getCopiesOnly();
     entry = f;
     for (unsigned i = 1; i < f.getNumArguments(); ++i) {
       auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
@@ -919,9 +920,9 @@ struct ConvertRtToEmitCPass
     module->removeAttr(rt_ir::kDistAttr);
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)
-      if (auto outlined = f->getAttrOfType<DictionaryAttr>("dist.outlined"))
-        if (auto r = outlined.getAs<BoolAttr>("recompute"))
-          opts.recompute = r.getValue();
+      if (auto outlined = f->getAttrOfType<dist::OutlinedAttr>(
+              dist::DistDialect::kOutlinedAttr))
+        opts.recompute = outlined.getRecompute();
     opts.lossKind = lossKindEnumerator(train);
     opts.labelsInput = train.getLabels().str();
     opts.vocab = train.getVocab();

@@ -12,8 +12,8 @@ module {
 // A module without its outlined functions.
 // expected-error @below {{dist-build-steps: module 1 has no outlined forward function (run dist-outline-modules)}}
 module {
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
 dist.schedule "gpipe" modules = 2, pp = 1, dp = 1, micro_batches = 1, zero = 0, placement = [0, 0] {
   dist.rank 0 {
     dist.forward 0, 0
@@ -26,10 +26,10 @@ dist.schedule "gpipe" modules = 2, pp = 1, dp = 1, micro_batches = 1, zero = 0, 
 
 // A backward before its forward: the step has nothing to pass it.
 module {
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @fwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}) -> tensor<f32> attributes {dist.outlined = {module = 1 : i64, name = "layer.1", num_in = 1 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}, tensor<f32> {graph.kind = "cotangent", graph.name = "grad:loss"}) -> (tensor<2x4xf32>, tensor<4x4xf32>) attributes {dist.outlined = {module = 1 : i64, name = "layer.1", num_in = 1 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @fwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}) -> tensor<f32> attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 1, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}, tensor<f32> {graph.kind = "cotangent", graph.name = "grad:loss"}) -> (tensor<2x4xf32>, tensor<4x4xf32>) attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 1, num_out = 1, num_residuals = 0, recompute = true>}
 dist.schedule "gpipe" modules = 2, pp = 1, dp = 1, micro_batches = 1, zero = 0, placement = [0, 0] {
   dist.rank 0 {
     dist.forward 0, 0
@@ -46,10 +46,10 @@ dist.schedule "gpipe" modules = 2, pp = 1, dp = 1, micro_batches = 1, zero = 0, 
 
 // A forward whose boundary input is neither computed nor received.
 module {
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @fwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}) -> tensor<f32> attributes {dist.outlined = {module = 1 : i64, name = "layer.1", num_in = 1 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}, tensor<f32> {graph.kind = "cotangent", graph.name = "grad:loss"}) -> (tensor<2x4xf32>, tensor<4x4xf32>) attributes {dist.outlined = {module = 1 : i64, name = "layer.1", num_in = 1 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @fwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}) -> tensor<f32> attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 1, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_1(tensor<2x4xf32> {graph.kind = "boundary", graph.name = "b"}, tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w1"}, tensor<f32> {graph.kind = "cotangent", graph.name = "grad:loss"}) -> (tensor<2x4xf32>, tensor<4x4xf32>) attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 1, num_out = 1, num_residuals = 0, recompute = true>}
 dist.schedule "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, placement = [0, 1] {
   dist.rank 0 {
     dist.forward 0, 0

@@ -15,7 +15,7 @@
 // CHECK-SAME: %arg4: tensor<8x4xbf16> {graph.kind = "param_copy", graph.name = "e"}
 // CHECK-SAME: %arg5: tensor<4x4xbf16> {graph.kind = "param_copy", graph.name = "w"}
 // CHECK-SAME: %arg6: tensor<4xbf16> {graph.kind = "param_copy", graph.name = "g"})
-// CHECK-SAME: dist.outlined = {copies_only
+// CHECK-SAME: dist.outlined = #dist.outlined<{{.*}}copies_only = true>
 // CHECK-NEXT: %[[G:.*]] = graph.cast %arg6 : tensor<4xbf16> to tensor<4xf32>
 // CHECK-NEXT: %[[ROWS:.*]] = graph.gather %arg4, %arg0 {axis = 0 : i64} : (tensor<8x4xbf16>, tensor<2xi64>) -> tensor<2x4xbf16>
 // CHECK-NEXT: %[[X:.*]] = graph.cast %[[ROWS]] : tensor<2x4xbf16> to tensor<2x4xf32>
@@ -26,7 +26,7 @@
 // CHECK-NOT: %arg3
 // CHECK-LABEL: func.func @bwd_0
 // CHECK-SAME: %arg6: tensor<4xbf16> {graph.kind = "param_copy", graph.name = "g"}, %arg7: tensor<2x4xf32> {graph.kind = "cotangent"
-// CHECK-SAME: dist.outlined = {copies_only
+// CHECK-SAME: dist.outlined = #dist.outlined<{{.*}}copies_only = true>
 // CHECK-DAG: %[[G:.*]] = graph.cast %arg6 : tensor<4xbf16> to tensor<4xf32>
 // CHECK-DAG: %[[W:.*]] = graph.cast %arg5 : tensor<4x4xbf16> to tensor<4x4xf32>
 // CHECK: %[[A:.*]] = graph.mul %arg7, %[[G]]
@@ -40,7 +40,7 @@ func.func @fwd_0(%ids: tensor<2xi64> {graph.kind = "input", graph.name = "ids"},
                  %e: tensor<8x4xf32> {graph.kind = "trainable", graph.name = "e"},
                  %w: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w"},
                  %g: tensor<4xf32> {graph.kind = "trainable", graph.name = "g"})
-    -> tensor<2x4xbf16> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+    -> tensor<2x4xbf16> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0>} {
   %x = graph.gather %e, %ids {axis = 0 : i64} : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
   %xg = graph.mul %x, %g : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %xb = graph.cast %xg : tensor<2x4xf32> to tensor<2x4xbf16>
@@ -53,7 +53,7 @@ func.func @bwd_0(%ids: tensor<2xi64> {graph.kind = "input", graph.name = "ids"},
                  %w: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w"},
                  %g: tensor<4xf32> {graph.kind = "trainable", graph.name = "g"},
                  %dy: tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "cotangent:0"})
-    -> (tensor<2x4xf32>, tensor<2x4xf16>) attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+    -> (tensor<2x4xf32>, tensor<2x4xf16>) attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0>} {
   %a = graph.mul %dy, %g : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %b = graph.mul %a, %g : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %wh = graph.cast %w : tensor<4x4xf32> to tensor<4x4xf16>

@@ -30,7 +30,7 @@
 func.func @fwd_0(%x: tensor<2x4xf32> {graph.kind = "input", graph.name = "x"},
                  %w: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w"},
                  %b: tensor<4xf32> {graph.kind = "trainable", graph.name = "b"})
-    -> tensor<2x4xbf16> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+    -> tensor<2x4xbf16> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0>} {
   %xb = graph.cast %x : tensor<2x4xf32> to tensor<2x4xbf16>
   %wb = graph.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
   %y = graph.matmul %xb, %wb : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
@@ -40,7 +40,7 @@ func.func @bwd_0(%x: tensor<2x4xf32> {graph.kind = "input", graph.name = "x"},
                  %w: tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w"},
                  %b: tensor<4xf32> {graph.kind = "trainable", graph.name = "b"},
                  %dy: tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "cotangent:0"})
-    -> (tensor<2x4xbf16>, tensor<2x4xf32>) attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+    -> (tensor<2x4xbf16>, tensor<2x4xf32>) attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0>} {
   %xb = graph.cast %x : tensor<2x4xf32> to tensor<2x4xbf16>
   %wb = graph.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
   %bb = graph.cast %b : tensor<4xf32> to tensor<4xbf16>
@@ -50,12 +50,12 @@ func.func @bwd_0(%x: tensor<2x4xf32> {graph.kind = "input", graph.name = "x"},
   return %z, %g : tensor<2x4xbf16>, tensor<2x4xf32>
 }
 func.func @fwd_1(%c: tensor<4xf32> {graph.kind = "trainable", graph.name = "c"})
-    -> tensor<4xf32> attributes {dist.outlined = {module = 1 : i64, name = "layer.1", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+    -> tensor<4xf32> attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 0, num_out = 1, num_residuals = 0>} {
   %d = graph.add %c, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %d : tensor<4xf32>
 }
 func.func @bwd_1(%c: tensor<4xf32> {graph.kind = "trainable", graph.name = "c"})
-    -> tensor<4xf32> attributes {dist.outlined = {module = 1 : i64, name = "layer.1", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+    -> tensor<4xf32> attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 0, num_out = 1, num_residuals = 0>} {
   return %c : tensor<4xf32>
 }
 
@@ -66,12 +66,12 @@ func.func @bwd_1(%c: tensor<4xf32> {graph.kind = "trainable", graph.name = "c"})
 // expected-error @+1 {{module 0 lacks @fwd_0 or @bwd_0, or the backward does not start with the forward's arguments}}
 module {
   func.func @fwd_0(%w: tensor<4xf32> {graph.kind = "trainable", graph.name = "w"})
-      -> tensor<4xbf16> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+      -> tensor<4xbf16> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0>} {
     %wb = graph.cast %w : tensor<4xf32> to tensor<4xbf16>
     return %wb : tensor<4xbf16>
   }
   func.func @bwd_0(%w: tensor<4xf32> {graph.kind = "trainable", graph.name = "v"})
-      -> tensor<4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+      -> tensor<4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0>} {
     return %w : tensor<4xf32>
   }
 }

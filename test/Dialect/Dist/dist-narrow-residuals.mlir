@@ -36,7 +36,7 @@ func.func @fwd_0(%x: tensor<4x8xbf16> {graph.kind = "input", graph.name = "x"},
                  %v: tensor<8x10xbf16> {graph.kind = "param_copy", graph.name = "v"})
     -> (tensor<4xf32>, tensor<4x6xf32>, tensor<4x10xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
     attributes {graph.output_names = ["loss", "residual:0", "residual:1", "residual:2", "residual:3"],
-                dist.outlined = {module = 0 : i64, name = "head", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 4 : i64}} {
+                dist.outlined = #dist.outlined<module = 0, name = "head", num_in = 0, num_out = 1, num_residuals = 4>} {
   %h = graph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x6xbf16>) -> tensor<4x6xf32>
   %g = graph.gelu %h : tensor<4x6xf32>
   %logits = graph.matmul %x, %v : (tensor<4x8xbf16>, tensor<8x10xbf16>) -> tensor<4x10xf32>
@@ -56,7 +56,7 @@ func.func @bwd_0(%x: tensor<4x8xbf16> {graph.kind = "input", graph.name = "x"},
                  %dl: tensor<4xf32> {graph.kind = "cotangent", graph.name = "cotangent:0"})
     -> (tensor<6x4xf32>, tensor<4x10xbf16>, tensor<6x6xf32>, tensor<4x6xf32>)
     attributes {graph.output_names = ["a", "b", "c", "d"],
-                dist.outlined = {module = 0 : i64, name = "head", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 4 : i64}} {
+                dist.outlined = #dist.outlined<module = 0, name = "head", num_in = 0, num_out = 1, num_residuals = 4>} {
   %d = graph.mul %r0, %r0 : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
   %e = graph.neg %d : tensor<4x6xf32>
   %c = graph.transpose %e {perm = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<6x4xf32>

@@ -127,3 +127,23 @@ func.func @bad_body() attributes {
 func.func @unknown() attributes {dist.stage = 1} {
   return
 }
+
+// -----
+// An outlined module function's counts are non-negative.
+// expected-error @+1 {{dist.outlined: module, num_in, num_out and num_residuals must be non-negative}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m", num_in = -1, num_out = 1, num_residuals = 0>}
+
+// -----
+// An outlined module has a name.
+// expected-error @+1 {{dist.outlined: module 0 needs a name}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "", num_in = 0, num_out = 1, num_residuals = 0>}
+
+// -----
+// The contract is a #dist.outlined (no longer a dictionary).
+// expected-error @+1 {{'dist.outlined' must be a #dist.outlined on a func.func}}
+func.func private @fwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}}
+
+// -----
+// Every count is given.
+// expected-error @+1 {{struct is missing required parameter: num_residuals}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m", num_in = 0, num_out = 1>}

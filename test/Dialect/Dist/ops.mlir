@@ -36,3 +36,13 @@ func.func @modular(%x: tensor<4xf32>) -> tensor<4xf32> attributes {
   %2 = graph.neg %1 {dist.module = 2 : i64} : tensor<4xf32>
   return %2 : tensor<4xf32>
 }
+
+// An outlined module function's contract (dist-outline-modules): recompute
+// is printed only when false, copies_only only when true; the keys may come
+// in any order.
+// CHECK-LABEL: func.func private @fwd_0
+// CHECK-SAME: dist.outlined = #dist.outlined<module = 0, name = "embedding+layer.0", num_in = 0, num_out = 1, num_residuals = 0>
+// CHECK-LABEL: func.func private @bwd_1
+// CHECK-SAME: dist.outlined = #dist.outlined<module = 1, name = "head", num_in = 1, num_out = 1, num_residuals = 2, recompute = false, copies_only = true>
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "embedding+layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_1() attributes {dist.outlined = #dist.outlined<copies_only = true, recompute = false, num_residuals = 2, num_out = 1, num_in = 1, name = "head", module = 1>}

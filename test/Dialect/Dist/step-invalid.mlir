@@ -66,8 +66,8 @@ dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, p
 // -----
 
 // A module called on a rank the placement does not give it.
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
 dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, placement = [0, 1] {
   dist.step 0 {
   }
@@ -82,8 +82,8 @@ dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, p
 // -----
 
 // A call whose operand does not match the callee.
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
 dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, placement = [0, 1] {
   dist.step 0 {
     %w = dist.param "trainable" "w0" : tensor<4x4xf32>
@@ -98,8 +98,8 @@ dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, p
 // -----
 
 // A call with too few operands.
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
 dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, placement = [0, 1] {
   dist.step 0 {
     %w = dist.param "trainable" "w0" : tensor<4x4xf32>
@@ -127,8 +127,8 @@ dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, p
 // -----
 
 // A value used before it is produced: a backward before its forward.
-func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
-func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = {module = 0 : i64, name = "layer.0", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64, recompute = true}}
+func.func private @fwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}) -> tensor<2x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
+func.func private @bwd_0(tensor<4x4xf32> {graph.kind = "trainable", graph.name = "w0"}, tensor<2x4xf32> {graph.kind = "input", graph.name = "x"}, tensor<2x4xf32> {graph.kind = "cotangent", graph.name = "grad:b"}) -> tensor<4x4xf32> attributes {dist.outlined = #dist.outlined<module = 0, name = "layer.0", num_in = 0, num_out = 1, num_residuals = 0, recompute = true>}
 dist.program "gpipe" modules = 2, pp = 2, dp = 1, micro_batches = 1, zero = 0, placement = [0, 1] {
   dist.step 0 {
     %w = dist.param "trainable" "w0" : tensor<4x4xf32>

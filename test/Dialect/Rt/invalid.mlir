@@ -100,7 +100,7 @@ func.func @negative_offset(%s: !rt.step) {
 // -----
 
 // Buffers the callee has no use for.
-func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = #dist.outlined<module = 0, name = "m", num_in = 0, num_out = 1, num_residuals = 0>} {
   return
 }
 func.func @residuals_of_recompute(%s: !rt.step) {
@@ -111,7 +111,7 @@ func.func @residuals_of_recompute(%s: !rt.step) {
 
 // -----
 
-func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = #dist.outlined<module = 0, name = "m", num_in = 0, num_out = 1, num_residuals = 0>} {
   return
 }
 func.func @cotangent_of_forward(%s: !rt.step) {

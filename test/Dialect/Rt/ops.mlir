@@ -31,10 +31,10 @@ func.func @forward(%arena: !rt.arena, %x: memref<4xf32>) -> memref<4xf32> {
 // CHECK-NEXT: rt.step_gather_shared %{{.*}} "wte"
 // CHECK-NEXT: rt.step_wait_weights %{{.*}} 0
 // CHECK-NEXT: rt.step_wait_shared_gather %{{.*}} "wte"
-func.func @bwd_1(%a: !rt.arena, %g: memref<4xf32> {graph.kind = "cotangent"}) attributes {dist.outlined = {module = 1 : i64, name = "m1", num_in = 1 : i64, num_out = 1 : i64, num_residuals = 2 : i64}} {
+func.func @bwd_1(%a: !rt.arena, %g: memref<4xf32> {graph.kind = "cotangent"}) attributes {dist.outlined = #dist.outlined<module = 1, name = "m1", num_in = 1, num_out = 1, num_residuals = 2>} {
   return
 }
-func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = {module = 0 : i64, name = "m", num_in = 0 : i64, num_out = 1 : i64, num_residuals = 0 : i64}} {
+func.func @fwd_0(%a: !rt.arena) attributes {dist.outlined = #dist.outlined<module = 0, name = "m", num_in = 0, num_out = 1, num_residuals = 0>} {
   return
 }
 func.func @step(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {

@@ -6,10 +6,10 @@
 // RUN: lamina-opt %s -rt-post-receives | FileCheck %s
 // RUN: lamina-opt %s -rt-post-receives -rt-post-receives | FileCheck %s
 
-func.func private @fwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m0", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @bwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m0", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @fwd_1() attributes {dist.outlined = {module = 1 : i64, name = "m1", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @bwd_1() attributes {dist.outlined = {module = 1 : i64, name = "m1", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m0", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @bwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m0", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @fwd_1() attributes {dist.outlined = #dist.outlined<module = 1, name = "m1", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @bwd_1() attributes {dist.outlined = #dist.outlined<module = 1, name = "m1", num_in = 0, num_out = 0, num_residuals = 0>}
 
 // Rank 0 of 1F1B over 2 ranks, 2 micro-batches: the gradients of boundary 0.
 // CHECK-LABEL: func.func @lamina_step_0(

@@ -9,12 +9,12 @@
 // RUN: lamina-opt %s -rt-retire-reductions | FileCheck %s
 // RUN: lamina-opt %s -rt-retire-reductions -rt-retire-reductions | FileCheck %s
 
-func.func private @fwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m0", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @bwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m0", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @fwd_1() attributes {dist.outlined = {module = 1 : i64, name = "m1", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @bwd_1() attributes {dist.outlined = {module = 1 : i64, name = "m1", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @fwd_2() attributes {dist.outlined = {module = 2 : i64, name = "m2", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
-func.func private @bwd_2() attributes {dist.outlined = {module = 2 : i64, name = "m2", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m0", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @bwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m0", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @fwd_1() attributes {dist.outlined = #dist.outlined<module = 1, name = "m1", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @bwd_1() attributes {dist.outlined = #dist.outlined<module = 1, name = "m1", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @fwd_2() attributes {dist.outlined = #dist.outlined<module = 2, name = "m2", num_in = 0, num_out = 0, num_residuals = 0>}
+func.func private @bwd_2() attributes {dist.outlined = #dist.outlined<module = 2, name = "m2", num_in = 0, num_out = 0, num_residuals = 0>}
 
 // CHECK-LABEL: func.func @lamina_step_0(
 // CHECK:       rt.step_reduce_scatter %{{.*}} 2

@@ -12,7 +12,7 @@ func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64} {
 
 // Rank 0 waits for its first send before starting the second, which rank 1
 // receives first: each waits for the other forever.
-func.func private @fwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m0", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m0", num_in = 0, num_out = 0, num_residuals = 0>}
 // expected-error @+1 {{rt-verify-steps: the training step's waits would deadlock: pipeline rank 0 waits forever at its call 2 (wait_send 0, micro-batch 0, peer 1); pipeline rank 1 waits forever at its call 0 (recv 0, micro-batch 1, peer 0)}}
 func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64, rt.step_zero = 0 : i64} {
   rt.step_call %s @fwd_0[0]
@@ -39,7 +39,7 @@ func.func @lamina_step_1(%s: !rt.step) attributes {rt.step_pp = 1 : i64, rt.step
 // -----
 
 // A step function calls only outlined module functions.
-func.func private @fwd_0() attributes {dist.outlined = {module = 0 : i64, name = "m0", num_in = 0 : i64, num_out = 0 : i64, num_residuals = 0 : i64}}
+func.func private @fwd_0() attributes {dist.outlined = #dist.outlined<module = 0, name = "m0", num_in = 0, num_out = 0, num_residuals = 0>}
 func.func @lamina_step_0(%s: !rt.step) attributes {rt.step_pp = 0 : i64, rt.step_zero = 0 : i64} {
   // expected-error @+1 {{calls @helper, which is no outlined module function}}
   rt.step_call %s @helper[0]

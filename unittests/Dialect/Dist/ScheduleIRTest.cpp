@@ -199,11 +199,11 @@ std::string outlinedModules(int L) {
                        std::to_string(k) + "\"}";
     bool last = k + 1 == L;
     std::string out = last ? "tensor<f32>" : "tensor<2x4xf32>";
-    std::string outlined = "{dist.outlined = {module = " + std::to_string(k) +
-                           " : i64, name = \"layer\", num_in = " +
-                           std::to_string(k ? 1 : 0) +
-                           " : i64, num_out = 1 : i64, num_residuals = 1 : "
-                           "i64, recompute = false}}";
+    std::string outlined =
+        "{dist.outlined = #dist.outlined<module = " + std::to_string(k) +
+        ", name = \"layer\", num_in = " + std::to_string(k ? 1 : 0) +
+        ", num_out = 1, num_residuals = 1, recompute = "
+        "false>}";
     os << "func.func private @fwd_" << k << "(" << args << ") -> (" << out
        << ", tensor<2x4xf32>) attributes " << outlined << "\n";
     os << "func.func private @bwd_" << k << "(" << args

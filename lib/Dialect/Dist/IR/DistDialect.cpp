@@ -60,6 +60,19 @@ PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t pp,
   return success();
 }
 
+LogicalResult OutlinedAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t module, StringRef name,
+                                   int64_t numIn, int64_t numOut,
+                                   int64_t numResiduals, bool recompute,
+                                   bool copiesOnly) {
+  if (module < 0 || numIn < 0 || numOut < 0 || numResiduals < 0)
+    return emitError() << "dist.outlined: module, num_in, num_out and "
+                          "num_residuals must be non-negative";
+  if (name.empty())
+    return emitError() << "dist.outlined: module " << module << " needs a name";
+  return success();
+}
+
 namespace {
 ArrayAttr chainOf(Operation *func) {
   return func ? func->getAttrOfType<ArrayAttr>(DistDialect::kChainAttr)
@@ -193,22 +206,11 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kOutlinedAttr) {
-    // {module, name, num_in, num_out, num_residuals[, recompute]} on an
-    // outlined module function (dist-outline-modules).
-    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-    if (!isa<func::FuncOp>(op) || !dict)
-      return op->emitError() << "'dist.outlined' must be a dictionary on a "
-                                "func.func";
-    for (StringRef key : {"module", "num_in", "num_out", "num_residuals"}) {
-      auto v = dict.getAs<IntegerAttr>(key);
-      if (!v || v.getInt() < 0)
-        return op->emitError() << "'dist.outlined' needs a non-negative "
-                                  "integer '" << key << "'";
-    }
-    if (!dict.getAs<StringAttr>("name"))
-      return op->emitError() << "'dist.outlined' needs a string 'name'";
-    if (Attribute r = dict.get("recompute"); r && !isa<BoolAttr>(r))
-      return op->emitError() << "'dist.outlined' 'recompute' must be a bool";
+    // On an outlined module function (dist-outline-modules); the
+    // attribute's own verifier checks its values.
+    if (!isa<func::FuncOp>(op) || !isa<OutlinedAttr>(attr.getValue()))
+      return op->emitError() << "'dist.outlined' must be a #dist.outlined on "
+                                "a func.func";
     return success();
   }
   if (name == kNumModulesAttr) {

@@ -382,15 +382,14 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError() << "calls @" << getCallee()
                          << ", which is not a function";
   auto outlined =
-      callee->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
-  auto module = outlined ? outlined.getAs<IntegerAttr>("module") : nullptr;
-  if (!module)
+      callee->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
+  if (!outlined)
     return emitOpError() << "calls @" << getCallee()
                          << ", which is not an outlined module function "
                             "(no 'dist.outlined')";
   auto program = (*this)->getParentOfType<ProgramOp>();
-  int64_t k = module.getInt();
-  if (k < 0 || k >= program.getNumModules())
+  int64_t k = outlined.getModule();
+  if (k >= program.getNumModules())
     return emitOpError() << "calls module " << k << " of a program of "
                          << program.getNumModules() << " modules";
   int64_t self = (*this)->getParentOfType<StepOp>().getPpRank();
@@ -409,9 +408,8 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &tables) {
 
 int64_t CallOp::getModule() {
   func::FuncOp callee = calleeOf(*this, getCalleeAttr());
-  return callee->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr)
-      .getAs<IntegerAttr>("module")
-      .getInt();
+  return callee->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr)
+      .getModule();
 }
 
 bool CallOp::isBackward() {

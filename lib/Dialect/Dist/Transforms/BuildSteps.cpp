@@ -330,10 +330,11 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
                                                     const schedule::Schedule &s) {
     SmallVector<ModuleFns> fns(s.config.numModules);
     for (auto f : module.getOps<func::FuncOp>()) {
-      auto outlined = f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
+      auto outlined =
+          f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
       if (!outlined)
         continue;
-      int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
+      int64_t k = outlined.getModule();
       if (k < 0 || k >= int64_t(fns.size())) {
         f.emitError("dist-build-steps: @")
             << f.getName() << " is module " << k << " of a schedule of "
@@ -343,8 +344,8 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
       ModuleFns &m = fns[k];
       bool backward = !argTypesOfKind(f, graph::kKindCotangent).empty();
       (backward ? m.bwd : m.fwd) = f;
-      m.numIn = outlined.getAs<IntegerAttr>("num_in").getInt();
-      m.numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
+      m.numIn = outlined.getNumIn();
+      m.numOut = outlined.getNumOut();
     }
     for (auto [k, m] : llvm::enumerate(fns))
       if (!m.fwd || !m.bwd) {

@@ -51,11 +51,12 @@ struct DistHoistParamCasts
       // The runtime's licence to leave the f32 weights unbound.
       if (*type && graph::readsNoTrainable(fwd) && graph::readsNoTrainable(bwd))
         for (func::FuncOp f : {fwd, bwd}) {
-          NamedAttrList outlined(
-              f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr));
-          outlined.set("copies_only", UnitAttr::get(&getContext()));
+          auto o = f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
           f->setAttr(DistDialect::kOutlinedAttr,
-                     outlined.getDictionary(&getContext()));
+                     OutlinedAttr::get(&getContext(), o.getModule(),
+                                       o.getName(), o.getNumIn(), o.getNumOut(),
+                                       o.getNumResiduals(), o.getRecompute(),
+                                       /*copiesOnly=*/true));
         }
       numHoisted += hoisted;
       if (hoisted)

@@ -23,12 +23,10 @@ std::map<int64_t, std::pair<func::FuncOp, func::FuncOp>>
 dist::moduleFunctions(ModuleOp module) {
   std::map<int64_t, std::pair<func::FuncOp, func::FuncOp>> pairs;
   for (func::FuncOp f : module.getOps<func::FuncOp>()) {
-    auto outlined =
-        f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
-    auto k = outlined ? outlined.getAs<IntegerAttr>("module") : IntegerAttr();
-    if (!k)
+    auto outlined = f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
+    if (!outlined)
       continue;
-    auto &[fwd, bwd] = pairs[k.getInt()];
+    auto &[fwd, bwd] = pairs[outlined.getModule()];
     (f.getSymName().starts_with("bwd_") ? bwd : fwd) = f;
   }
   return pairs;

@@ -391,13 +391,9 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
   bwd.setFunctionType(FunctionType::get(ctx, bentry.getArgumentTypes(), {}));
   setArgAttrs(bwd, bwdExtra);
   finish(bwd, *grads, gradNames);
-  auto outlined = b.getDictionaryAttr(
-      {b.getNamedAttr("module", b.getI64IntegerAttr(k)),
-       b.getNamedAttr("name", b.getStringAttr(part.name)),
-       b.getNamedAttr("num_in", b.getI64IntegerAttr(numIn)),
-       b.getNamedAttr("num_out", b.getI64IntegerAttr(part.boundaryOut.size())),
-       b.getNamedAttr("num_residuals", b.getI64IntegerAttr(residuals.size())),
-       b.getNamedAttr("recompute", b.getBoolAttr(recompute))});
+  auto outlined =
+      OutlinedAttr::get(ctx, k, part.name, numIn, part.boundaryOut.size(),
+                        residuals.size(), recompute, /*copiesOnly=*/false);
   bwd->setAttr(DistDialect::kOutlinedAttr, outlined);
 
   // Forward: boundary outputs, then residuals.

@@ -89,10 +89,10 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
       std::vector<double> cost(count, 0.0);
       for (auto f : module.getOps<func::FuncOp>()) {
         auto outlined =
-            f->getAttrOfType<DictionaryAttr>(DistDialect::kOutlinedAttr);
+            f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
         if (!outlined)
           continue;
-        int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
+        int64_t k = outlined.getModule();
         f.walk([&](graph::CostOpInterface op) {
           cost[k] += static_cast<double>(op.getFlops());
         });

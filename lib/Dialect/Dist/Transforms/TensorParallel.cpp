@@ -431,13 +431,11 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
 
   LogicalResult planModule(MLIRContext *ctx, func::FuncOp fwd,
                            func::FuncOp bwd) {
-    auto outlined =
-        fwd->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
-    auto numOutAttr =
-        outlined ? outlined.getAs<IntegerAttr>("num_out") : IntegerAttr();
-    if (!numOutAttr)
-      return fwd.emitError("dist-tp-plan: no dist.outlined num_out");
-    unsigned numOut = unsigned(numOutAttr.getInt());
+    auto outlined = fwd->getAttrOfType<dist::OutlinedAttr>(
+        dist::DistDialect::kOutlinedAttr);
+    if (!outlined)
+      return fwd.emitError("dist-tp-plan: no dist.outlined");
+    unsigned numOut = unsigned(outlined.getNumOut());
 
     // The GEMMs with a trainable right operand, then the column/row pairs.
     std::map<Operation *, WeightUse> weights;
@@ -981,11 +979,10 @@ dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
           counted.insert(argString(fwd, i, graph::kNameAttr)).second)
         out.params[size_t(k)] += double(
             cast<ShapedType>(fwd.getArgumentTypes()[i]).getNumElements());
-    auto outlined = fwd->getAttrOfType<DictionaryAttr>("dist.outlined");
-    auto numOut =
-        outlined ? outlined.getAs<IntegerAttr>("num_out") : IntegerAttr();
-    if (numOut && k + 1 < numModules)
-      for (int64_t j = 0; j < numOut.getInt(); ++j)
+    auto outlined = fwd->getAttrOfType<dist::OutlinedAttr>(
+        dist::DistDialect::kOutlinedAttr);
+    if (outlined && k + 1 < numModules)
+      for (int64_t j = 0; j < outlined.getNumOut(); ++j)
         out.boundaryBytes[size_t(k)] += size(
             fwd.getBody().front().getTerminator()->getOperand(unsigned(j)));
     for (func::FuncOp f : {fwd, bwd}) {

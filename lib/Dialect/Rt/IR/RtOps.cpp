@@ -1,6 +1,7 @@
 //===- RtOps.cpp - rt dialect verifiers -----------------------------------===//
 
 #include "lamina/Dialect/Rt/IR/RtOps.h"
+#include "lamina/Dialect/Dist/IR/DistDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -115,12 +116,12 @@ StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                                                              getCalleeAttr());
   if (!fn)
     return emitOpError("calls '") << getCallee() << "', which is no function";
-  auto outlined = fn->getAttrOfType<DictionaryAttr>("dist.outlined");
+  auto outlined =
+      fn->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
   if (!outlined)
     return emitOpError("calls @")
            << getCallee() << ", which is no outlined module function";
-  auto residuals = outlined.getAs<IntegerAttr>("num_residuals");
-  if (getResiduals() && residuals && residuals.getInt() == 0)
+  if (getResiduals() && outlined.getNumResiduals() == 0)
     return emitOpError("has residuals at ")
            << *getResiduals() << " but @" << getCallee()
            << " keeps none (its backward recomputes)";

@@ -20,12 +20,12 @@ Callees calleesOf(ModuleOp module) {
   Callees out;
   for (auto f : module.getOps<func::FuncOp>()) {
     auto outlined =
-        f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
-    auto k = outlined ? outlined.getAs<IntegerAttr>("module") : IntegerAttr();
-    if (!k)
+        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
+    if (!outlined)
       continue;
     if (f.getName().starts_with("fwd_") || f.getName().starts_with("bwd_"))
-      out[f.getName().str()] = {k.getInt(), f.getName().starts_with("bwd_")};
+      out[f.getName().str()] = {outlined.getModule(),
+                                f.getName().starts_with("bwd_")};
   }
   return out;
 }
@@ -162,11 +162,11 @@ void applyEdits(func::FuncOp f, const StepOps &step,
 /// of every module's forward.
 template <typename F> static void forEachForwardArg(ModuleOp module, F &&f) {
   for (auto fwd : module.getOps<func::FuncOp>()) {
-    auto outlined =
-        fwd->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+    auto outlined = fwd->getAttrOfType<dist::OutlinedAttr>(
+        dist::DistDialect::kOutlinedAttr);
     if (!outlined || !fwd.getName().starts_with("fwd_"))
       continue;
-    int k = int(outlined.getAs<IntegerAttr>("module").getInt());
+    int k = int(outlined.getModule());
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
       if (auto name = fwd.getArgAttrOfType<StringAttr>(i, graph::kNameAttr))
         f(k, fwd, i, name.str());
@@ -218,11 +218,11 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
   std::set<std::pair<int64_t, std::string>> counted; // once per module
   for (auto f : module.getOps<func::FuncOp>()) {
     auto outlined =
-        f->getAttrOfType<DictionaryAttr>(dist::DistDialect::kOutlinedAttr);
+        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       continue;
-    int64_t k = outlined.getAs<IntegerAttr>("module").getInt();
-    int64_t numOut = outlined.getAs<IntegerAttr>("num_out").getInt();
+    int64_t k = outlined.getModule();
+    int64_t numOut = outlined.getNumOut();
     bool bwd = f.getName().starts_with("bwd_");
     if (k < 0 || k >= numModules || (!bwd && !f.getName().starts_with("fwd_")))
       return f.emitError("@") << f.getName() << " is no module function of the "

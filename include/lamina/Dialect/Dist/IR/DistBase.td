@@ -30,7 +30,10 @@ def Dist_Dialect : Dialect {
     * `dist.discovery = "names" | "metadata" | "structure" | "regex" | "none"`: how the
       chain was found;
     * `dist.placement = #dist.placement<...>` on the function: the pipeline
-      rank of each module.
+      rank of each module;
+    * `dist.outlined = #dist.outlined<...>` on each outlined module function
+      (`@fwd_k`, `@bwd_k`, dist-outline-modules): its module and the counts
+      of its contract.
 
     And ops for the schedule of one training step: `dist.schedule` holds a
     `dist.rank` per global rank, each an ordered list of actions

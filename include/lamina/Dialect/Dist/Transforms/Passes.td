@@ -336,7 +336,7 @@ def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
     ```mlir
     func.func @fwd_1(%x: tensor<2x16x64xf32> {graph.kind = "boundary", graph.name = "boundary:0:0"},
                      %w: tensor<64x64xf32> {graph.kind = "trainable", graph.name = "h.1.attn.w"}, ...)
-        -> tensor<2x16x64xf32> attributes {dist.module = 1 : i64, dist.num_in = 1 : i64, ...}
+        -> tensor<2x16x64xf32> attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 1, num_out = 1, num_residuals = 0>}
     ```
   }];
   let dependentDialects = ["::lamina::dist::DistDialect"];
@@ -380,7 +380,7 @@ def DistHoistParamCasts : Pass<"dist-hoist-param-casts", "mlir::ModuleOp"> {
 
     With `every-read=bf16` (or f16), every weight a module reads gets a
     copy and every read goes through it (graph::hoistParamCasts); both
-    functions' `dist.outlined` dictionaries then say `copies_only`, and
+    functions' `#dist.outlined` then say `copies_only = true`, and
     the runtime leaves the f32 weight arguments unbound. That is what lets
     ZeRO 3 all-gather the copies (half the bytes of f32) instead of the
     f32 weights.
