@@ -118,6 +118,12 @@ std::string describeConfig(const PlanConfig &c) {
   return os.str();
 }
 
+int expertSplit(const ModuleDesc &m, const PlanConfig &c) {
+  if (c.ep > 1)
+    return c.ep;
+  return c.tp > 1 && m.experts > 0 && m.experts % c.tp == 0 ? c.tp : 1;
+}
+
 double moeImbalance(const ModuleDesc &m, const PlanConfig &c) {
   if (c.ep <= 1 || m.experts <= 0 || m.expertsPerToken <= 0)
     return 1;
@@ -308,11 +314,6 @@ private:
   }
   /// Seconds of rank r's tied-parameter collectives (in the optimizer step).
   double tiedSyncTime(int r) const;
-  /// Whether module m's experts are split over the tensor-parallel group
-  /// (as dist-tp-plan splits them: without --ep, when t divides E).
-  bool expertsOverTp(const ModuleDesc &m) const {
-    return c.tp > 1 && c.ep == 1 && m.experts > 0 && m.experts % c.tp == 0;
-  }
   /// The replicas holding each expert block (ep > 1): dp / ep.
   int expertHolders() const { return c.ep > 1 ? c.dp / c.ep : 1; }
   /// Whether they each update a part of it (ZeRO >= 1), as tied ones do.
@@ -415,10 +416,10 @@ void Evaluator::buildStages() {
       // through its experts (ep == 1: f = 1, one GPU's FLOPs).
       if (m.expertParams > 0) {
         const double f = moeImbalance(m, c);
-        const double split = expertsOverTp(m) ? t : 1;
-        const double experts =
-            std::min(desc.expertFlops(m), m.matmulFlops) * k / gemm / split;
-        compute += f * experts - experts * split / t;
+        const double whole =
+            std::min(desc.expertFlops(m), m.matmulFlops) * k / gemm;
+        const double experts = c.ep > 1 ? whole : whole / expertSplit(m, c);
+        compute += f * experts - whole / t; // instead of the share above
         st.expertForward += f * experts;
         if (isLayer(m))
           layerExperts += f * experts;
@@ -441,7 +442,7 @@ void Evaluator::buildStages() {
       // The experts: E / t of them on each tensor-parallel rank when --ep
       // does not split them, else E / ep whole on every rank.
       st.params += (m.params - m.expertParams) / t +
-                   double(m.expertParams) / (expertsOverTp(m) ? t : c.ep);
+                   double(m.expertParams) / expertSplit(m, c);
       // Expert parallelism: each micro-batch's rows go to the ranks holding
       // their experts and back (two all-to-alls forward, two backward, two
       // more when the backward recomputes the forward).

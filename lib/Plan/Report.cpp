@@ -138,11 +138,7 @@ std::string formatTextReport(const Plan &p, const ModelDesc &desc) {
          std::to_string(first->expertsPerToken) +
          "): " + count(desc.activeParams()) + " of the " +
          count(desc.totalParams()) + " parameters active per token";
-    // Split over replicas by --ep, else over the tensor-parallel group.
-    const int split = c.ep > 1                                 ? c.ep
-                      : c.tp > 1 && first->experts % c.tp == 0 ? c.tp
-                                                               : 1;
-    if (split > 1)
+    if (const int split = expertSplit(*first, c); split > 1)
       o += "; " + std::to_string(first->experts / split) +
            (first->experts / split == 1 ? " expert" : " experts") +
            " per GPU (--" + (c.ep > 1 ? "ep " : "tp ") + std::to_string(split) +

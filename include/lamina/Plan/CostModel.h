@@ -240,6 +240,10 @@ struct EvaluateOptions {
 /// times the mean), so 1 with ep == 1 (one GPU runs every expert, its
 /// FLOPs the same however the tokens are routed) and for dense modules.
 double moeImbalance(const ModuleDesc &m, const PlanConfig &config);
+/// How many GPUs share module m's experts, each holding its block whole:
+/// --ep's replicas, else the tensor-parallel group when it divides them
+/// (dist-tp-plan's split), else 1.
+int expertSplit(const ModuleDesc &m, const PlanConfig &config);
 
 /// Checks --moe-imbalance: a finite factor >= 1, above 1 only for a model
 /// with mixture-of-experts layers.
