@@ -17,6 +17,7 @@
 
 #include "lamina/Runtime/Cuda/Kernels.h"
 #include "lamina/Runtime/Cuda/Optimizer.h"
+#include "lamina/Support/Json.h"
 
 #include <cuda_runtime.h>
 
@@ -47,6 +48,27 @@ void check(const char *what, const Status &s) {
 }
 
 size_t sizeOf(DType t) { return t == DType::F32 ? 4 : 2; }
+
+/// One result: a JSON object on one line of stdout, printed when it goes out
+/// of scope (cuda_kernels_bench.py reads a line a result). Figures keep the
+/// digits the report shows.
+struct Line {
+  std::string text;
+  lamina::json::Writer w{text, lamina::json::Layout::Inline};
+  explicit Line(const char *kind) { w.beginObject().field("kind", kind); }
+  Line &fixed(const char *key, double v, int decimals) {
+    w.key(key).fixedValue(v, decimals);
+    return *this;
+  }
+  Line &shape(int64_t rows, int64_t cols) {
+    w.key("shape").beginArray().value(rows).value(cols).endArray();
+    return *this;
+  }
+  ~Line() {
+    w.endObject();
+    std::printf("%s\n", text.c_str());
+  }
+};
 
 /// `count` values in [-1, 1) of type t (random, not zeros: tensor cores draw
 /// less power, and so may clock higher, on zeros).
@@ -118,13 +140,12 @@ void timeAndPrint(const char *name, DType t, int64_t batch, int64_t m,
                   100;
   check("sync", cudaStreamSynchronize(s));
   double ms = timeIt(s, 3, reps, call);
-  std::printf("{\"kind\": \"matmul\", \"name\": \"%s\", \"dtype\": \"%s\", "
-              "\"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, "
-              "\"ms\": %.4f, \"tflops\": %.1f, \"first_call_host_ms\": %.3f, "
-              "\"host_us_per_call\": %.2f}\n",
-              name, dtypeName(t), (long long)batch, (long long)m,
-              (long long)n, (long long)k, ms, flops / ms / 1e9, firstHostMs,
-              hostUs);
+  Line line("matmul");
+  line.w.field("name", name).field("dtype", dtypeName(t)).field("batch", batch)
+      .field("m", m).field("n", n).field("k", k);
+  line.fixed("ms", ms, 4).fixed("tflops", flops / ms / 1e9, 1);
+  line.fixed("first_call_host_ms", firstHostMs, 3)
+      .fixed("host_us_per_call", hostUs, 2);
 }
 
 struct Gemm {
@@ -196,10 +217,11 @@ void benchReduce(int64_t rows, int64_t cols, DType t, cudaStream_t s,
     check("reduce", cu::reduce(ReduceOp::Sum, ti, &axis, 1, false, to, s));
   });
   double bytes = double(rows * cols + cols) * double(sizeOf(t));
-  std::printf("{\"kind\": \"reduce\", \"shape\": [%lld, %lld], \"axes\": [0], "
-              "\"dtype\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f}\n",
-              (long long)rows, (long long)cols, dtypeName(t), ms,
-              bytes / ms / 1e6);
+  Line line("reduce");
+  line.shape(rows, cols);
+  line.w.key("axes").beginArray().value(0).endArray();
+  line.w.field("dtype", dtypeName(t));
+  line.fixed("ms", ms, 4).fixed("gbps", bytes / ms / 1e6, 1);
 }
 /// The GELU backward of a [rows, cols] activation with its bias gradient
 /// and the bf16 operand of its matmuls (what graph-fuse-elementwise makes
@@ -227,10 +249,9 @@ void benchFusedSum(int64_t rows, int64_t cols, cudaStream_t s, int reps) {
   });
   // Bytes the fused kernel must move: two f32 inputs, the bf16 result.
   double bytes = double(rows * cols) * 10;
-  std::printf("{\"kind\": \"fused_sum\", \"shape\": [%lld, %lld], "
-              "\"unfused_ms\": %.4f, \"fused_ms\": %.4f, \"gbps\": %.1f}\n",
-              (long long)rows, (long long)cols, unfused, fused,
-              bytes / fused / 1e6);
+  Line line("fused_sum");
+  line.shape(rows, cols).fixed("unfused_ms", unfused, 4);
+  line.fixed("fused_ms", fused, 4).fixed("gbps", bytes / fused / 1e6, 1);
 }
 
 /// The 1B step's layer norm at [rows, n]: the forward (f32 in, bf16 out)
@@ -262,11 +283,11 @@ void benchNorm(int64_t rows, int64_t n, cudaStream_t s, int reps) {
                                                      &tdg, &tdb, &tadd, s));
     });
     double elements = double(rows * n);
-    std::printf("{\"kind\": \"norm\", \"path\": \"%s\", \"shape\": "
-                "[%lld, %lld], \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
-                "\"fwd_gbps\": %.1f, \"bwd_gbps\": %.1f}\n",
-                path, (long long)rows, (long long)n, fwd, bwd,
-                elements * 6 / fwd / 1e6, elements * 16 / bwd / 1e6);
+    Line line("norm");
+    line.w.field("path", path);
+    line.shape(rows, n).fixed("fwd_ms", fwd, 4).fixed("bwd_ms", bwd, 4);
+    line.fixed("fwd_gbps", elements * 6 / fwd / 1e6, 1)
+        .fixed("bwd_gbps", elements * 16 / bwd / 1e6, 1);
   }
   unsetenv("LAMINA_CUDA_NORM");
 }
@@ -300,13 +321,11 @@ void benchCrossEntropy(int64_t rows, int64_t v, cudaStream_t s, int reps) {
             cu::softmaxCrossEntropyBackward(tx, tlab, tgl, -100, tg, s));
     });
     double elements = double(rows * v), size = double(sizeOf(t));
-    std::printf("{\"kind\": \"cross_entropy\", \"logits\": \"%s\", "
-                "\"shape\": [%lld, %lld], \"fwd_ms\": %.4f, "
-                "\"bwd_ms\": %.4f, \"fwd_gbps\": %.1f, "
-                "\"bwd_gbps\": %.1f}\n",
-                dtypeName(t), (long long)rows, (long long)v, fwd, bwd,
-                elements * size / fwd / 1e6,
-                elements * (size + 2) / bwd / 1e6);
+    Line line("cross_entropy");
+    line.w.field("logits", dtypeName(t));
+    line.shape(rows, v).fixed("fwd_ms", fwd, 4).fixed("bwd_ms", bwd, 4);
+    line.fixed("fwd_gbps", elements * size / fwd / 1e6, 1)
+        .fixed("bwd_gbps", elements * (size + 2) / bwd / 1e6, 1);
   }
 }
 /// The AdamW update after the 1B step, its 196 parameters' shapes (97 with
@@ -372,11 +391,14 @@ void benchAdamW(cudaStream_t s, int reps) {
     check("adamw", cu::optimizerSteps(1e-4f, step, updates.data(),
                                       int(updates.size()), s));
   });
-  std::printf("{\"kind\": \"adamw\", \"tensors\": %zu, \"params\": %.0f, "
-              "\"per_tensor_ms\": %.4f, \"multi_ms\": %.4f, "
-              "\"per_tensor_gbps\": %.1f, \"multi_gbps\": %.1f}\n",
-              updates.size(), params, perTensor, multi, bytes / perTensor / 1e6,
-              bytes / multi / 1e6);
+  {
+    Line line("adamw");
+    line.w.field("tensors", updates.size());
+    line.fixed("params", params, 0).fixed("per_tensor_ms", perTensor, 4);
+    line.fixed("multi_ms", multi, 4)
+        .fixed("per_tensor_gbps", bytes / perTensor / 1e6, 1)
+        .fixed("multi_gbps", bytes / multi / 1e6, 1);
+  }
   for (void *p : owned)
     cudaFree(p);
 }

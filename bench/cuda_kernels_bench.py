@@ -34,7 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def link_libraries(build):
-    """lamina-cuda-tests' LINK_LIBRARIES from build.ninja, minus GoogleTest."""
+    """lamina-cuda-tests' LINK_LIBRARIES from build.ninja, minus GoogleTest,
+    with LaminaSupport."""
     text = open(os.path.join(build, "build.ninja")).read()
     m = re.search(r"^build bin/lamina-cuda-tests:.*?\n((?:  .*\n)*)", text,
                   re.M)
@@ -48,7 +49,8 @@ def link_libraries(build):
         if a.startswith("lib/"):
             a = os.path.join(build, a)
         out.append(a)
-    return out
+    # The results' JSON writer (lamina/Support/Json.h).
+    return out + [os.path.join(build, "lib", "libLaminaSupport.a")]
 
 
 def main():

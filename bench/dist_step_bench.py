@@ -13,18 +13,27 @@ without start-up and evaluations) and the ratio test / baseline.
     python3 bench/dist_step_bench.py --lamina build/bin/lamina \\
         --baseline /work/old/build/bin/lamina --workdir /tmp/dsb
 
-Only 2 ranks per configuration by default: the CI machine has 2 cores.
+A change to the runtime alone (the compiler's output the same, as diffing
+model.cpp shows) is measured with --baseline-libs DIR instead: both programs
+are the test lamina's model.cpp, the baseline's linked against DIR/lib,
+DIR/third_party and DIR/include (the runtime libraries and headers of the
+baseline commit, copied from its build and tree).
+
+One single-process configuration (the host program, no mpirun) and the
+distributed ones; only 2 ranks each: the CI machine has 2 cores.
 """
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 
 CONFIGS = [
-    # name, lamina compile flags, ranks
+    # name, lamina compile flags, ranks (0: one process, no mpirun)
+    ("host, one process", [], 0),
     ("1f1b pp 2, m 4", ["--pp", "2", "--micro-batches", "4",
                         "--schedule", "1f1b"], 2),
     ("breadth-first pp 2, m 4", ["--pp", "2", "--micro-batches", "4",
@@ -44,10 +53,30 @@ def run(cmd, **kw):
     return proc.stdout
 
 
+def relink(prog, libs):
+    """Rebuilds prog's ./run against the runtime in `libs` (--baseline-libs):
+    build.sh names the libraries and headers by absolute path."""
+    script = os.path.join(prog, "build.sh")
+    with open(script) as f:
+        text = f.read()
+    build = re.search(r"'([^']*)/lib/liblamina_runtime\.a'", text).group(1)
+    include = re.search(r"-I'([^']*)'", text).group(1)
+    text = text.replace("-I'%s'" % include,
+                        "-I'%s'" % os.path.join(libs, "include"))
+    text = text.replace("'%s/" % build, "'%s/" % libs)
+    with open(script, "w") as f:
+        f.write(text)
+    run(["sh", script])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lamina", required=True, help="the lamina under test")
-    ap.add_argument("--baseline", required=True, help="the baseline lamina")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--baseline", help="the baseline lamina")
+    which.add_argument("--baseline-libs", metavar="DIR",
+                       help="the baseline runtime: DIR/lib, DIR/third_party "
+                       "and DIR/include of the baseline commit")
     ap.add_argument("--workdir", default="/tmp/dist_step_bench")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
@@ -80,24 +109,32 @@ def main():
     print("|---|---|---|---|")
     for name, flags, ranks in CONFIGS:
         progs = {}
-        for which, lamina in (("baseline", args.baseline),
+        tag = name.split()[0].replace(",", "")
+        for which, lamina in (("baseline", args.baseline or args.lamina),
                               ("test", args.lamina)):
-            out = os.path.join(args.workdir, which + "-" +
-                               name.split()[0].replace(",", ""))
+            out = os.path.join(args.workdir, which + "-" + tag)
             run([lamina, "compile", model, "--mode", "train", "--loss",
                  "causal-lm", "--logits", "logits", "--quiet", "-o", out] +
                 flags)
             progs[which] = out
+        if args.baseline_libs:
+            relink(progs["baseline"], os.path.abspath(args.baseline_libs))
         times = {"baseline": [], "test": []}
         for r in range(args.repeats):
             for which in ("baseline", "test") if r % 2 == 0 else \
                     ("test", "baseline"):
                 stats = os.path.join(progs[which], "stats.json")
-                run(mpirun + ["-np", str(ranks),
-                              os.path.join(progs[which], "run"), "--data",
-                              data, "--steps", str(args.steps), "--seed",
-                              "1", "--log-every", str(args.steps), "--stats",
-                              stats])
+                cmd = [os.path.join(progs[which], "run"), "--data", data,
+                       "--steps", str(args.steps), "--seed", "1",
+                       "--log-every", str(args.steps)]
+                if not ranks:
+                    # One process has no --stats: its last log line's
+                    # tokens/s counts the training loop alone too.
+                    out = run(cmd)
+                    rate = float(re.findall(r"tokens/s (\S+)", out)[-1])
+                    times[which].append(args.batch * args.seq / rate)
+                    continue
+                run(mpirun + ["-np", str(ranks)] + cmd + ["--stats", stats])
                 with open(stats) as f:
                     rank0 = json.load(f)["ranks"][0]
                 times[which].append(rank0["wall_seconds"] / args.steps)
