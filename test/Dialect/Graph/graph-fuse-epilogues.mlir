@@ -357,3 +357,21 @@ func.func @narrow_norm_gradient(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %h: tens
   %k:2 = graph.rms_norm_grad %x, %s, %r {axis = 1 : i64, epsilon = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
   return %a#0, %a#1, %b#0, %c#0, %f#0, %n, %r, %k#0 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// The swap's own transposes are not swapped again (the driver visits only
+// the ops there were), though one reads a product only it reads.
+// CHECK-LABEL: func.func @swap_once
+// CHECK: %[[M:.*]] = graph.matmul %arg0, %arg1 : {{.*}} -> tensor<4x16xf32>
+// CHECK-NEXT: %[[L:.*]] = graph.transpose %[[M]] {perm = array<i64: 1, 0>}
+// CHECK-NEXT: %[[R:.*]] = graph.transpose %arg2 {perm = array<i64: 1, 0>}
+// CHECK-NEXT: %[[P:.*]] = graph.matmul %[[L]], %[[R]] : {{.*}} -> tensor<16x16xf32>
+// CHECK-NEXT: graph.slice %[[P]]
+func.func @swap_once(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<16x4xf32>) -> tensor<4x16xf32> {
+  %m1 = graph.matmul %a, %b : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %m = graph.matmul %c, %m1 : (tensor<16x4xf32>, tensor<4x16xf32>) -> tensor<16x16xf32>
+  %t = graph.transpose %m {perm = array<i64: 1, 0>} : tensor<16x16xf32> -> tensor<16x16xf32>
+  %s = graph.slice %t {sizes = array<i64: 4, 16>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : tensor<16x16xf32> -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}

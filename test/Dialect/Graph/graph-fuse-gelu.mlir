@@ -77,3 +77,23 @@ func.func @wrong_constant(%x: tensor<4xf32>) -> tensor<4xf32> {
   %4 = graph.mul %3, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return %4 : tensor<4xf32>
 }
+
+// -----
+
+// Only the chain goes: an op the function leaves unread stays (the pass
+// erases no dead op but the chain's).
+// CHECK-LABEL: func.func @unread_op_stays
+// CHECK: graph.neg
+// CHECK: graph.gelu
+func.func @unread_op_stays(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %unread = graph.neg %x : tensor<4xf32>
+  %r2 = graph.constant dense<1.41421354> : tensor<f32>
+  %0 = graph.div %x, %r2 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = graph.erf %0 : tensor<4xf32>
+  %one = graph.constant dense<1.000000e+00> : tensor<f32>
+  %2 = graph.add %1, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %3 = graph.mul %x, %2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %half = graph.constant dense<5.000000e-01> : tensor<f32>
+  %4 = graph.mul %3, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %4 : tensor<4xf32>
+}

@@ -12,6 +12,7 @@
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <cmath>
 #include <optional>
@@ -82,12 +83,13 @@ template <typename OpT> mlir::Value otherThan(mlir::Operation *op, mlir::Value v
 
 /// Erases what of `ops` became dead, users before producers, in as many
 /// rounds as the chain's order needs.
-inline void eraseDead(llvm::SmallVectorImpl<mlir::Operation *> &ops) {
+inline void eraseDead(mlir::RewriterBase &rewriter,
+                      llvm::SmallVectorImpl<mlir::Operation *> &ops) {
   for (bool changed = true; changed;) {
     changed = false;
     for (mlir::Operation *&op : ops)
       if (op && op->use_empty()) {
-        op->erase();
+        rewriter.eraseOp(op);
         op = nullptr;
         changed = true;
       }

@@ -7,11 +7,12 @@
 // concat (half the bytes moved, one cast instead of one per piece), a
 // narrow cast of a widened narrow value is that value, and a sum or mean of
 // a widened narrow value reads the narrow value (a bias gradient); and a
-// norm whose f32 result is only narrowed stores the narrow result itself. Plain
-// walks rather than a greedy rewrite: no pattern creates another instance of
-// itself.
+// norm whose f32 result is only narrowed stores the narrow result itself.
+// Each rewrite is a pattern, run by the greedy driver in that order.
 //
 //===----------------------------------------------------------------------===//
+
+#include "FusionDriver.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Autodiff.h"
@@ -60,114 +61,154 @@ Value narrowSource(OpBuilder &b, Value v) {
 
 /// concat(widen(x_i)...) -> widen(concat(x_i...)), every x_i of one narrow
 /// type.
-void foldConcatCasts(Operation *root, llvm::Statistic &count) {
-  SmallVector<ConcatOp> concats;
-  root->walk([&](ConcatOp c) { concats.push_back(c); });
-  for (ConcatOp c : concats) {
+struct FoldConcatCasts : OpRewritePattern<ConcatOp> {
+  FoldConcatCasts(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(ConcatOp c,
+                                PatternRewriter &rewriter) const override {
     Type narrow =
         c.getInputs().empty() ? Type() : widenedFrom(c.getInputs()[0]);
     if (!narrow || !llvm::all_of(c.getInputs(), [&](Value in) {
           return widenedFrom(in) == narrow;
         }))
-      continue;
-    OpBuilder b(c);
+      return failure();
+    rewriter.setInsertionPoint(c);
     SmallVector<Value> inputs;
     for (Value in : c.getInputs())
-      inputs.push_back(narrowSource(b, in));
-    auto joined = ConcatOp::create(b, c.getLoc(), inputs, c.getAxisAttr());
-    auto wide = CastOp::create(b, c.getLoc(), c.getType(), joined);
-    c.getResult().replaceAllUsesWith(wide.getResult());
-    c.erase();
+      inputs.push_back(narrowSource(rewriter, in));
+    auto joined =
+        ConcatOp::create(rewriter, c.getLoc(), inputs, c.getAxisAttr());
+    auto wide = CastOp::create(rewriter, c.getLoc(), c.getType(), joined);
+    rewriter.replaceOp(c, wide.getResult());
     ++count;
+    return success();
   }
-}
+
+  llvm::Statistic &count;
+};
 
 /// cast(cast(x : T) : f32) : T -> x for an f16/bf16 T (exact).
-void foldRoundTrips(Operation *root, llvm::Statistic &count) {
-  root->walk([&](CastOp c) {
+struct FoldRoundTrip : OpRewritePattern<CastOp> {
+  FoldRoundTrip(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(CastOp c,
+                                PatternRewriter &rewriter) const override {
     auto inner = c.getInput().getDefiningOp<CastOp>();
-    if (inner && elementOf(c.getInput()).isF32() &&
-        isNarrowFloat(elementOf(c.getResult())) &&
-        inner.getInput().getType() == c.getType()) {
-      c.getResult().replaceAllUsesWith(inner.getInput());
-      ++count;
-    }
-  });
-}
+    if (!inner || !elementOf(c.getInput()).isF32() ||
+        !isNarrowFloat(elementOf(c.getResult())) ||
+        inner.getInput().getType() != c.getType())
+      return failure();
+    rewriter.replaceOp(c, inner.getInput());
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
 
 /// reduce_sum / reduce_mean of cast(x : T) : f32 -> the reduction of x
 /// with an f32 result, for an f16/bf16 T (exact: the kernels accumulate the
 /// widened elements in f32 either way).
 template <typename ReduceOpT>
-void foldReduceCasts(Operation *root, llvm::Statistic &count) {
-  SmallVector<ReduceOpT> reductions;
-  root->walk([&](ReduceOpT r) { reductions.push_back(r); });
-  for (ReduceOpT r : reductions) {
+struct FoldReduceCast : OpRewritePattern<ReduceOpT> {
+  FoldReduceCast(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern<ReduceOpT>(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(ReduceOpT r,
+                                PatternRewriter &rewriter) const override {
     auto c = r.getInput().template getDefiningOp<CastOp>();
     if (!c || !elementOf(r.getResult()).isF32() || !widenedFrom(c.getResult()))
-      continue;
-    OpBuilder b(r);
-    auto narrow = ReduceOpT::create(b, r.getLoc(), r.getType(), c.getInput(),
-                                    r.getAxesAttr(), r.getKeepdimsAttr());
-    r.getResult().replaceAllUsesWith(narrow.getResult());
-    r.erase();
+      return failure();
+    rewriter.replaceOpWithNewOp<ReduceOpT>(
+        r, r.getType(), c.getInput(), r.getAxesAttr(), r.getKeepdimsAttr());
     ++count;
+    return success();
   }
-}
+
+  llvm::Statistic &count;
+};
 
 /// cast(norm(x) : f32) : T -> norm(x) : T for an f16/bf16 T when the f32
 /// result has no other use: the kernel rounds its f32 value once, as the
 /// cast does (the normalised activations a bf16 matmul reads).
-void foldNormCasts(Operation *root, llvm::Statistic &count) {
-  SmallVector<CastOp> casts;
-  root->walk([&](CastOp c) { casts.push_back(c); });
-  for (CastOp c : casts) {
+struct FoldNormCast : OpRewritePattern<CastOp> {
+  FoldNormCast(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(CastOp c,
+                                PatternRewriter &rewriter) const override {
     Operation *norm = c.getInput().getDefiningOp();
     if (!norm || !isa<LayerNormOp, RMSNormOp>(norm) ||
         !c.getInput().hasOneUse() || !elementOf(c.getInput()).isF32() ||
         !isNarrowFloat(elementOf(c.getResult())))
-      continue;
-    OpBuilder b(norm);
+      return failure();
+    rewriter.setInsertionPoint(norm);
     OperationState state(norm->getLoc(), norm->getName(), norm->getOperands(),
                          TypeRange{c.getType()}, norm->getAttrs());
-    Operation *narrow = b.create(state);
-    c.getResult().replaceAllUsesWith(narrow->getResult(0));
-    c.erase();
-    norm->erase();
+    Operation *narrow = rewriter.create(state);
+    rewriter.replaceOp(c, narrow->getResult(0));
+    rewriter.eraseOp(norm);
     ++count;
+    return success();
   }
-}
+
+  llvm::Statistic &count;
+};
+
+/// cast(matmul(a, b) : f16/bf16) : f32 -> matmul(a, b) : f32 when the
+/// narrow product has no other use.
+struct FoldMatMulCast : OpRewritePattern<CastOp> {
+  FoldMatMulCast(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(CastOp c,
+                                PatternRewriter &rewriter) const override {
+    auto matmul = c.getInput().getDefiningOp<MatMulOp>();
+    auto to = cast<RankedTensorType>(c.getType());
+    Type from = elementOf(c.getInput());
+    if (!matmul || !matmul->hasOneUse() || !to.getElementType().isF32() ||
+        !isNarrowFloat(from))
+      return failure();
+    rewriter.setInsertionPoint(matmul);
+    // The matmul's location: plans and diagnostics keep naming its node.
+    auto wide = MatMulOp::create(rewriter, matmul.getLoc(), to, matmul.getLhs(),
+                                 matmul.getRhs());
+    rewriter.replaceOp(c, wide.getResult());
+    rewriter.eraseOp(matmul);
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
 
 struct GraphFoldMatMulCasts
     : lamina::graph::impl::GraphFoldMatMulCastsBase<GraphFoldMatMulCasts> {
   void runOnOperation() override {
-    foldConcatCasts(getOperation(), numConcats);
-    foldRoundTrips(getOperation(), numRoundTrips);
-    foldReduceCasts<ReduceSumOp>(getOperation(), numReductions);
-    foldReduceCasts<ReduceMeanOp>(getOperation(), numReductions);
-    foldNormCasts(getOperation(), numNorms);
-    SmallVector<CastOp> casts;
-    getOperation().walk([&](CastOp c) { casts.push_back(c); });
-    for (CastOp c : casts) {
-      auto matmul = c.getInput().getDefiningOp<MatMulOp>();
-      auto to = cast<RankedTensorType>(c.getType());
-      Type from =
-          cast<RankedTensorType>(c.getInput().getType()).getElementType();
-      if (!matmul || !matmul->hasOneUse() || !to.getElementType().isF32() ||
-          !(from.isF16() || from.isBF16()))
-        continue;
-      OpBuilder b(matmul);
-      // The matmul's location: plans and diagnostics keep naming its node.
-      auto wide = MatMulOp::create(b, matmul.getLoc(), to, matmul.getLhs(),
-                                   matmul.getRhs());
-      c.getResult().replaceAllUsesWith(wide.getResult());
-      c.erase();
-      matmul.erase();
-      ++numFolded;
-    }
+    // One rewrite at a time, in this order, each over the ops there are
+    // when it starts: it sees what the ones before made (a concat's new
+    // widening cast, a round trip removed).
+    if (failed(run<ConcatOp, FoldConcatCasts>(numConcats)) ||
+        failed(run<CastOp, FoldRoundTrip>(numRoundTrips)) ||
+        failed(run<ReduceSumOp, FoldReduceCast<ReduceSumOp>>(numReductions)) ||
+        failed(
+            run<ReduceMeanOp, FoldReduceCast<ReduceMeanOp>>(numReductions)) ||
+        failed(run<CastOp, FoldNormCast>(numNorms)) ||
+        failed(run<CastOp, FoldMatMulCast>(numFolded)))
+      return signalPassFailure();
     // What the rewrites left unused (a dead op would still run).
     for (Block &block : getOperation().getBody())
       eraseDeadOps(block);
+  }
+
+  template <typename AnchorOp, typename Pattern>
+  LogicalResult run(llvm::Statistic &count) {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<Pattern>(&getContext(), count);
+    return applyFusionPatterns(anchorsOf<AnchorOp>(getOperation()),
+                               std::move(patterns));
   }
 };
 } // namespace

@@ -1,6 +1,6 @@
 //===- FuseAttention.cpp - attention chains -> graph.attention ------------===//
 //
-// A matcher anchored at each softmax: walked down to the scores matmul
+// A pattern anchored at each softmax: walked down to the scores matmul
 // (masks, then the scale) and up to the matmul with v. Only the shapes and
 // orders exporters write are matched; anything else is left as it is, which
 // is always correct.
@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ChainMatch.h"
+#include "FusionDriver.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/IR/Literal.h"
@@ -18,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 
 #include <cmath>
@@ -544,7 +546,7 @@ Value seqMajorSource(Value v) {
 /// back: the op becomes seq_major, reading and writing those values, and
 /// the transposes go (the projections' layout; no head transposes forward
 /// or, after autodiff, backward).
-bool makeSeqMajor(AttentionOp at) {
+bool makeSeqMajor(RewriterBase &rewriter, AttentionOp at) {
   Value q = seqMajorSource(at.getQ()), k = seqMajorSource(at.getK()),
         v = seqMajorSource(at.getV());
   if (at.getSeqMajor() || !q || !k || !v || at.getOut().use_empty() ||
@@ -553,101 +555,128 @@ bool makeSeqMajor(AttentionOp at) {
         return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3};
       }))
     return false;
-  OpBuilder b(at);
+  rewriter.setInsertionPoint(at);
   SmallVector<int64_t> outShape(typeOf(at.getOut()).getShape());
   std::swap(outShape[1], outShape[2]);
   auto seq = AttentionOp::create(
-      b, at.getLoc(),
+      rewriter, at.getLoc(),
       TypeRange{typeOf(at.getOut()).clone(outShape), at.getLse().getType()}, q,
       k, v, at.getBias(), at.getScaleAttr(), at.getCausalAttr(),
-      b.getUnitAttr());
-  for (Operation *user : llvm::make_early_inc_range(at.getOut().getUsers())) {
-    user->getResult(0).replaceAllUsesWith(seq.getOut());
-    user->erase();
-  }
-  at.getLse().replaceAllUsesWith(seq.getLse());
-  at.erase();
+      rewriter.getUnitAttr());
+  for (Operation *user : llvm::make_early_inc_range(at.getOut().getUsers()))
+    rewriter.replaceOp(user, seq.getOut());
+  rewriter.replaceAllUsesWith(at.getLse(), seq.getLse());
+  rewriter.eraseOp(at);
   return true;
 }
+
+/// What the pattern counts, for the pass's statistics and remarks.
+struct FusionState {
+  FusionState(llvm::Statistic &fused, llvm::Statistic &causal,
+              llvm::Statistic &seqMajor)
+      : fused(fused), causal(causal), seqMajor(seqMajor) {}
+
+  MaskCache cache;
+  /// Unfused chains by reason (the first node, how many), each softmax
+  /// once.
+  std::map<std::string, std::pair<std::string, int>> unfused;
+  llvm::DenseSet<Operation *> reported;
+  /// The causal masks whose fill was taken as -inf.
+  int largeFills = 0;
+  double largestFill = -std::numeric_limits<double>::infinity();
+  llvm::Statistic &fused, &causal, &seqMajor;
+};
+
+/// The chain anchored at a softmax -> one graph.attention at its output
+/// matmul (seq_major when its operands and users allow).
+struct FuseAttentionChain : OpRewritePattern<SoftmaxOp> {
+  FuseAttentionChain(MLIRContext *ctx, FusionState &state)
+      : OpRewritePattern(ctx), state(state) {}
+
+  LogicalResult matchAndRewrite(SoftmaxOp softmax,
+                                PatternRewriter &rewriter) const override {
+    std::string why;
+    std::optional<Match> m = matchChain(softmax, state.cache, why);
+    if (!m) {
+      if (!why.empty() && state.reported.insert(softmax).second) {
+        auto &entry = state.unfused[why];
+        if (entry.second++ == 0)
+          entry.first = nodeNameOf(softmax);
+      }
+      return failure();
+    }
+    if (m->causal && m->causalFill > kMaskedBelow) {
+      ++state.largeFills;
+      state.largestFill = std::max(state.largestFill, m->causalFill);
+    }
+    rewriter.setInsertionPoint(m->output);
+    Location loc = m->scores.getLoc();
+    Value keys = untransposeKeys(rewriter, loc, m->kT);
+    Value k = sharedKvHeads(keys);
+    Value v = sharedKvHeads(m->v);
+    if (typeOf(k).getShape()[1] != typeOf(v).getShape()[1]) {
+      // Only one of them shares heads: read both repeated.
+      k = keys;
+      v = m->v;
+    }
+    auto qt = typeOf(m->q);
+    Type lseElement = qt.getElementType().isF64() ? qt.getElementType()
+                                                  : Type(rewriter.getF32Type());
+    auto lseType = RankedTensorType::get(qt.getShape().drop_back(), lseElement);
+    if (m->boolMask) {
+      Type element = typeOf(m->output.getResult()).getElementType();
+      auto scalar = [&](double x) -> Value {
+        auto t = RankedTensorType::get({}, element);
+        return ConstantOp::create(rewriter, loc,
+                                  cast<ElementsAttr>(DenseElementsAttr::get(
+                                      t, rewriter.getFloatAttr(element, x))));
+      };
+      Value fill = scalar(m->fill), zero = scalar(0);
+      m->bias = m->keepIsTrue
+                    ? SelectOp::create(rewriter, loc, m->boolMask, zero, fill)
+                    : SelectOp::create(rewriter, loc, m->boolMask, fill, zero);
+    }
+    auto attention = AttentionOp::create(
+        rewriter, loc, TypeRange{m->output.getType(), lseType}, m->q, k, v,
+        m->bias, rewriter.getF64FloatAttr(m->scale),
+        m->causal ? rewriter.getUnitAttr() : UnitAttr());
+    rewriter.replaceAllUsesWith(m->output.getResult(), attention.getOut());
+    for (Operation *op : m->chain)
+      rewriter.eraseOp(op);
+    state.seqMajor += makeSeqMajor(rewriter, attention);
+    ++state.fused;
+    if (m->causal)
+      ++state.causal;
+    return success();
+  }
+
+  FusionState &state;
+};
 
 struct GraphFuseAttention
     : lamina::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    MaskCache cache;
-    SmallVector<SoftmaxOp> softmaxes;
-    func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
+    FusionState state(numFused, numCausal, numSeqMajor);
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseAttentionChain>(&getContext(), state);
     bool changed = false;
-    // Unfused chains by reason (the first node, how many), and the
-    // causal masks whose fill was taken as -inf.
-    std::map<std::string, std::pair<std::string, int>> unfused;
-    int largeFills = 0;
-    double largestFill = -std::numeric_limits<double>::infinity();
-    for (SoftmaxOp softmax : softmaxes) {
-      std::string why;
-      std::optional<Match> m = matchChain(softmax, cache, why);
-      if (!m) {
-        if (!why.empty()) {
-          auto &entry = unfused[why];
-          if (entry.second++ == 0)
-            entry.first = nodeNameOf(softmax);
-        }
-        continue;
-      }
-      if (m->causal && m->causalFill > kMaskedBelow) {
-        ++largeFills;
-        largestFill = std::max(largestFill, m->causalFill);
-      }
-      OpBuilder b(m->output);
-      Location loc = m->scores.getLoc();
-      Value k = sharedKvHeads(untransposeKeys(b, loc, m->kT));
-      Value v = sharedKvHeads(m->v);
-      if (typeOf(k).getShape()[1] != typeOf(v).getShape()[1]) {
-        // Only one of them shares heads: read both repeated.
-        k = untransposeKeys(b, loc, m->kT);
-        v = m->v;
-      }
-      auto qt = typeOf(m->q);
-      Type lseElement = qt.getElementType().isF64() ? qt.getElementType()
-                                                    : Type(b.getF32Type());
-      auto lseType =
-          RankedTensorType::get(qt.getShape().drop_back(), lseElement);
-      if (m->boolMask) {
-        Type element = typeOf(m->output.getResult()).getElementType();
-        auto scalar = [&](double x) -> Value {
-          auto t = RankedTensorType::get({}, element);
-          return ConstantOp::create(b, loc,
-                                    cast<ElementsAttr>(DenseElementsAttr::get(
-                                        t, b.getFloatAttr(element, x))));
-        };
-        Value fill = scalar(m->fill), zero = scalar(0);
-        m->bias = m->keepIsTrue
-                      ? SelectOp::create(b, loc, m->boolMask, zero, fill)
-                      : SelectOp::create(b, loc, m->boolMask, fill, zero);
-      }
-      auto attention =
-          AttentionOp::create(b, loc, TypeRange{m->output.getType(), lseType},
-                              m->q, k, v, m->bias, b.getF64FloatAttr(m->scale),
-                              m->causal ? b.getUnitAttr() : UnitAttr());
-      m->output.getResult().replaceAllUsesWith(attention.getOut());
-      for (Operation *op : m->chain)
-        op->erase();
-      numSeqMajor += makeSeqMajor(attention);
-      ++numFused;
-      if (m->causal)
-        ++numCausal;
-      changed = true;
-    }
+    if (failed(applyFusionPatterns(anchorsOf<SoftmaxOp>(func),
+                                   std::move(patterns), &changed)))
+      return signalPassFailure();
     // Say what the fusion changed and what it left (issue: no silent
     // performance cliffs, no silent change of what the model computes).
-    if (largeFills)
-      func.emitRemark()
-          << largeFills << " attention chain" << (largeFills > 1 ? "s" : "")
-          << " fused with a causal mask filling " << number(largestFill)
-          << " taken as -inf: the probabilities are the model's while "
-             "every row's largest kept score exceeds the fill by "
-          << number(kUnderflow) << " (exp underflows to 0 in f32)";
-    for (const auto &[why, where] : unfused)
+    if (state.largeFills)
+      func.emitRemark() << state.largeFills << " attention chain"
+                        << (state.largeFills > 1 ? "s" : "")
+                        << " fused with a causal mask filling "
+                        << number(state.largestFill)
+                        << " taken as -inf: the probabilities are the model's "
+                           "while every row's largest kept score exceeds the "
+                           "fill by "
+                        << number(kUnderflow)
+                        << " (exp underflows to 0 in f32)";
+    for (const auto &[why, where] : state.unfused)
       func.emitRemark() << "attention at " << where.first
                         << (where.second > 1
                                 ? " (and " + std::to_string(where.second - 1) +

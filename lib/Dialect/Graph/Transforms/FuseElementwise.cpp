@@ -17,7 +17,17 @@
 // bf16 given casts (its steps would change type). A group needs one step
 // that is not a cast.
 //
+// The grouping stays a walk, not a rewrite pattern: it is a partition of
+// the block, not a local match. Which group an op joins depends on the
+// groups rooted after it (the first that can take it does), and the greedy
+// driver would visit a group's input producers right after its rewrite
+// (re-queued as operands of erased ops), before the ops between them and
+// the root, so other groups would form. The bias-gradient sums that follow
+// (FuseSum) are local, and a pattern.
+//
 //===----------------------------------------------------------------------===//
+
+#include "FusionDriver.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
@@ -79,99 +89,113 @@ SmallVector<Value> groupInputs(const llvm::SetVector<Operation *> &members) {
   return inputs.takeVector();
 }
 
+/// keepdims false over the leading dims (at least one, not all) of an f32
+/// value, to more than one column (a single total is the reductions'
+/// other kernel, with its own order).
+bool isLeadingSum(ReduceSumOp sum) {
+  auto type = cast<RankedTensorType>(sum.getInput().getType());
+  ArrayRef<int64_t> axes = sum.getAxes();
+  if (!type.getElementType().isF32() || sum.getKeepdims() ||
+      !elementOf(sum.getResult()).isF32() || axes.empty() ||
+      int64_t(axes.size()) >= type.getRank() ||
+      cast<RankedTensorType>(sum.getType()).getNumElements() < 2)
+    return false;
+  for (auto [i, a] : llvm::enumerate(axes))
+    if (a != int64_t(i))
+      return false;
+  return true;
+}
+
+/// The first f32 -> f16/bf16 cast of `x`, or null.
+CastOp narrowingUser(Value x) {
+  for (Operation *user : x.getUsers())
+    if (isNarrowingCast(user))
+      return cast<CastOp>(user);
+  return CastOp();
+}
+
+/// An f32 value used by a sum over its leading dims (a bias gradient) and
+/// a narrowing cast (the operand of that bias's matmuls) gets both from
+/// one fused_elementwise with two results. When nothing else reads the
+/// value and a chain (a fused group or one step op) makes it, the chain
+/// joins and the f32 tensor is never stored; otherwise (a norm's input
+/// gradient, read on by the residual path) the op has no steps and reads
+/// the value once instead of twice.
+struct FuseSum : OpRewritePattern<ReduceSumOp> {
+  FuseSum(MLIRContext *ctx, llvm::Statistic &sums)
+      : OpRewritePattern(ctx), sums(sums) {}
+
+  LogicalResult matchAndRewrite(ReduceSumOp sum,
+                                PatternRewriter &rewriter) const override {
+    Value x = sum.getInput();
+    CastOp narrow;
+    if (!isLeadingSum(sum) || !(narrow = narrowingUser(x)))
+      return failure();
+    Operation *chain = x.getDefiningOp();
+    auto f = dyn_cast_or_null<FusedElementwiseOp>(chain);
+    bool join = chain && ((f && !f.getSum()) || isFusable(chain)) &&
+                std::distance(x.use_begin(), x.use_end()) == 2;
+    SmallVector<Value> inputs{x};
+    SmallVector<Attribute> names;
+    SmallVector<int64_t> lhs, rhs;
+    Operation *at = sum->isBeforeInBlock(narrow) ? sum.getOperation()
+                                                 : narrow.getOperation();
+    SmallVector<Location> locs{sum.getLoc(), narrow.getLoc()};
+    if (join && f) {
+      inputs.assign(f.getInputs().begin(), f.getInputs().end());
+      names.assign(f.getOps().begin(), f.getOps().end());
+      llvm::append_range(lhs, f.getLhs());
+      llvm::append_range(rhs, f.getRhs());
+    } else if (join) { // one step on the op's distinct operands
+      llvm::SetVector<Value> distinct(chain->operand_begin(),
+                                      chain->operand_end());
+      inputs.assign(distinct.begin(), distinct.end());
+      auto reg = [&](Value v) {
+        return int64_t(llvm::find(distinct, v) - distinct.begin());
+      };
+      names.push_back(StringAttr::get(chain->getContext(),
+                                      FusedElementwiseOp::stepOf(chain)));
+      lhs.push_back(reg(chain->getOperand(0)));
+      rhs.push_back(chain->getNumOperands() == 2 ? reg(chain->getOperand(1))
+                                                 : -1);
+    }
+    if (join) {
+      at = chain;
+      locs.insert(locs.begin(), chain->getLoc());
+    }
+    rewriter.setInsertionPoint(at);
+    auto merged = FusedElementwiseOp::create(
+        rewriter, FusedLoc::get(x.getContext(), locs),
+        narrow.getResult().getType(), sum.getResult().getType(), inputs,
+        rewriter.getArrayAttr(names), rewriter.getDenseI64ArrayAttr(lhs),
+        rewriter.getDenseI64ArrayAttr(rhs));
+    rewriter.replaceOp(narrow, merged.getResult());
+    rewriter.replaceOp(sum, merged.getSum());
+    if (join)
+      rewriter.eraseOp(chain);
+    ++sums;
+    return success();
+  }
+
+  llvm::Statistic &sums;
+};
+
 struct GraphFuseElementwise
     : lamina::graph::impl::GraphFuseElementwiseBase<GraphFuseElementwise> {
   void runOnOperation() override {
+    RewritePatternSet sumSet(&getContext());
+    sumSet.add<FuseSum>(&getContext(), numSums);
+    FrozenRewritePatternSet sums(std::move(sumSet));
     for (Block &block : getOperation().getBody()) {
       fuseBlock(block);
-      fuseSums(block);
+      // Then each bias gradient sum with its narrowing cast (FuseSum).
+      SmallVector<Operation *> anchors;
+      for (ReduceSumOp sum : block.getOps<ReduceSumOp>())
+        if (!isOpTriviallyDead(sum))
+          anchors.push_back(sum);
+      if (failed(applyFusionPatterns(anchors, sums)))
+        return signalPassFailure();
     }
-  }
-
-  /// An f32 value used by a sum over its leading dims (a bias gradient)
-  /// and a narrowing cast (the operand of that bias's matmuls) gets both
-  /// from one fused_elementwise with two results. When nothing else reads
-  /// the value and a chain (a fused group or one step op) makes it, the
-  /// chain joins and the f32 tensor is never stored; otherwise (a norm's
-  /// input gradient, read on by the residual path) the op has no steps and
-  /// reads the value once instead of twice.
-  void fuseSums(Block &block) {
-    SmallVector<ReduceSumOp> sums(block.getOps<ReduceSumOp>());
-    for (ReduceSumOp sum : sums) {
-      Value x = sum.getInput();
-      CastOp narrow;
-      if (!isLeadingSum(sum) || !(narrow = narrowingUser(x)))
-        continue;
-      Operation *chain = x.getDefiningOp();
-      auto f = dyn_cast_or_null<FusedElementwiseOp>(chain);
-      bool join = chain && ((f && !f.getSum()) || isFusable(chain)) &&
-                  std::distance(x.use_begin(), x.use_end()) == 2;
-      SmallVector<Value> inputs{x};
-      SmallVector<Attribute> names;
-      SmallVector<int64_t> lhs, rhs;
-      Operation *at = sum->isBeforeInBlock(narrow) ? sum.getOperation()
-                                                   : narrow.getOperation();
-      SmallVector<Location> locs{sum.getLoc(), narrow.getLoc()};
-      if (join && f) {
-        inputs.assign(f.getInputs().begin(), f.getInputs().end());
-        names.assign(f.getOps().begin(), f.getOps().end());
-        llvm::append_range(lhs, f.getLhs());
-        llvm::append_range(rhs, f.getRhs());
-      } else if (join) { // one step on the op's distinct operands
-        llvm::SetVector<Value> distinct(chain->operand_begin(),
-                                        chain->operand_end());
-        inputs.assign(distinct.begin(), distinct.end());
-        auto reg = [&](Value v) {
-          return int64_t(llvm::find(distinct, v) - distinct.begin());
-        };
-        names.push_back(StringAttr::get(chain->getContext(),
-                                        FusedElementwiseOp::stepOf(chain)));
-        lhs.push_back(reg(chain->getOperand(0)));
-        rhs.push_back(chain->getNumOperands() == 2 ? reg(chain->getOperand(1))
-                                                   : -1);
-      }
-      if (join) {
-        at = chain;
-        locs.insert(locs.begin(), chain->getLoc());
-      }
-      OpBuilder b(at);
-      auto merged = FusedElementwiseOp::create(
-          b, FusedLoc::get(x.getContext(), locs), narrow.getResult().getType(),
-          sum.getResult().getType(), inputs, b.getArrayAttr(names),
-          b.getDenseI64ArrayAttr(lhs), b.getDenseI64ArrayAttr(rhs));
-      narrow.getResult().replaceAllUsesWith(merged.getResult());
-      sum.getResult().replaceAllUsesWith(merged.getSum());
-      narrow.erase();
-      sum.erase();
-      if (join)
-        chain->erase();
-      ++numSums;
-    }
-  }
-
-  /// keepdims false over the leading dims (at least one, not all) of an f32
-  /// value, to more than one column (a single total is the reductions'
-  /// other kernel, with its own order).
-  static bool isLeadingSum(ReduceSumOp sum) {
-    auto type = cast<RankedTensorType>(sum.getInput().getType());
-    ArrayRef<int64_t> axes = sum.getAxes();
-    if (!type.getElementType().isF32() || sum.getKeepdims() ||
-        !elementOf(sum.getResult()).isF32() || axes.empty() ||
-        int64_t(axes.size()) >= type.getRank() ||
-        cast<RankedTensorType>(sum.getType()).getNumElements() < 2)
-      return false;
-    for (auto [i, a] : llvm::enumerate(axes))
-      if (a != int64_t(i))
-        return false;
-    return true;
-  }
-
-  /// The first f32 -> f16/bf16 cast of `x`, or null.
-  static CastOp narrowingUser(Value x) {
-    for (Operation *user : x.getUsers())
-      if (isNarrowingCast(user))
-        return cast<CastOp>(user);
-    return CastOp();
   }
 
   void fuseBlock(Block &block) {

@@ -5,15 +5,19 @@
 // graph.fused_matmul, and a narrowing cast of its f32 result into its
 // result type, so the BLAS call's epilogue does them; and the add that
 // accumulates a norm's input gradient with the residual's into the norm's
-// gradient kernel. One walk in program order: the inner add of
+// gradient kernel. Patterns, run by the greedy driver over a block's adds,
+// casts and transposes in program order: the inner add of
 // add(add(matmul, b), r) is fused first, so the outer one finds a
-// fused_matmul with a free addend. Then a product (of narrow operands)
-// that only elementwise steps read is stored narrow (narrowActivation),
-// and so is one only cross-entropy reads (narrowLogits).
+// fused_matmul with a free addend. Then, over its products, a product (of
+// narrow operands) that only elementwise steps read is stored narrow
+// (narrowActivation), and so is one only cross-entropy reads
+// (narrowLogits). narrowResiduals, across a module's two functions, stays
+// a walk.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lamina/Dialect/Graph/Transforms/FuseEpilogues.h"
+#include "FusionDriver.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Autodiff.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
@@ -81,16 +85,16 @@ Value buildProduct(OpBuilder &b, const Product &p, RankedTensorType type) {
 
 /// Replaces `old` and the product it reads with the fused product of
 /// `type` at `old`, after every operand.
-void replaceWithFused(Operation *old, const Product &p, RankedTensorType type) {
-  OpBuilder b(old);
-  Value fused = buildProduct(b, p, type);
-  old->getResult(0).replaceAllUsesWith(fused);
-  old->erase();
-  p.op->erase();
+void replaceWithFused(RewriterBase &rewriter, Operation *old, const Product &p,
+                      RankedTensorType type) {
+  rewriter.setInsertionPoint(old);
+  Value fused = buildProduct(rewriter, p, type);
+  rewriter.replaceOp(old, fused);
+  rewriter.eraseOp(p.op);
 }
 
 /// add(product, row) -> bias; add(product, value of its type) -> addend.
-bool fuseAdd(AddOp add) {
+bool fuseAdd(RewriterBase &rewriter, AddOp add) {
   RankedTensorType type = add.getType();
   Block *block = add->getBlock();
   for (auto [mine, other] : {std::pair(add.getLhs(), add.getRhs()),
@@ -104,7 +108,7 @@ bool fuseAdd(AddOp add) {
       p->addend = other;
     else
       continue;
-    replaceWithFused(add, *p, type);
+    replaceWithFused(rewriter, add, *p, type);
     return true;
   }
   return false;
@@ -131,7 +135,7 @@ Value narrowBias(OpBuilder &b, Value bias, Type narrow) {
 /// accumulator rounded once, as the cast would. The bias is rounded to T
 /// first (cuBLASLt reads it in the output's type); an addend only moves
 /// when it is itself a widened T value (exact).
-bool narrowResult(CastOp c) {
+bool narrowResult(RewriterBase &rewriter, CastOp c) {
   RankedTensorType to = c.getType();
   Type narrow = to.getElementType();
   // The LM head's gradient: the cross-entropy gradient kernel stores it
@@ -139,13 +143,12 @@ bool narrowResult(CastOp c) {
   if (auto grad = c.getInput().getDefiningOp<SoftmaxCrossEntropyGradOp>();
       grad && grad->hasOneUse() && (narrow.isF16() || narrow.isBF16()) &&
       typeOf(c.getInput()).getElementType().isF32()) {
-    OpBuilder b(c);
+    rewriter.setInsertionPoint(c);
     auto narrowed = SoftmaxCrossEntropyGradOp::create(
-        b, grad.getLoc(), to, grad.getLogits(), grad.getLabels(),
+        rewriter, grad.getLoc(), to, grad.getLogits(), grad.getLabels(),
         grad.getGradLoss(), grad.getIgnoreIndexAttr());
-    c.getResult().replaceAllUsesWith(narrowed.getResult());
-    c.erase();
-    grad.erase();
+    rewriter.replaceOp(c, narrowed.getResult());
+    rewriter.eraseOp(grad);
     return true;
   }
   std::optional<Product> p = soleProduct(c.getInput(), c->getBlock());
@@ -159,10 +162,10 @@ bool narrowResult(CastOp c) {
       return false;
   }
   if (p->bias) {
-    OpBuilder b(c);
-    p->bias = narrowBias(b, p->bias, narrow);
+    rewriter.setInsertionPoint(c);
+    p->bias = narrowBias(rewriter, p->bias, narrow);
   }
-  replaceWithFused(c, *p, to);
+  replaceWithFused(rewriter, c, *p, to);
   return true;
 }
 
@@ -228,12 +231,12 @@ Value buildNarrow(OpBuilder &b, Product p, RankedTensorType wide) {
 /// The reads `uses` (of an f32 value of type `wide`) read `narrow` through
 /// a widening cast each, at `loc` (graph-fuse-elementwise absorbs each as
 /// a widening load).
-void widenReads(ArrayRef<OpOperand *> uses, Value narrow, Type wide,
-                Location loc) {
-  OpBuilder b(narrow.getContext());
+void widenReads(RewriterBase &rewriter, ArrayRef<OpOperand *> uses,
+                Value narrow, Type wide, Location loc) {
   for (OpOperand *use : uses) {
-    b.setInsertionPoint(use->getOwner());
-    use->set(CastOp::create(b, loc, wide, narrow));
+    rewriter.setInsertionPoint(use->getOwner());
+    Value widened = CastOp::create(rewriter, loc, wide, narrow);
+    rewriter.modifyOpInPlace(use->getOwner(), [&] { use->set(widened); });
   }
 }
 
@@ -260,15 +263,15 @@ bool readOnlyElementwise(Value v) {
 /// autocast stores these activations (an MLP's hidden pre-activation, the
 /// gradient of its output) in bf16 likewise; it makes one more rounding
 /// than the f32 product, and halves their traffic.
-bool narrowActivation(Operation *op) {
+bool narrowActivation(RewriterBase &rewriter, Operation *op) {
   std::optional<Product> p = narrowableProduct(op);
   Value result = op->getResult(0);
   if (!p || !readOnlyElementwise(result))
     return false;
-  OpBuilder b(op);
-  Value stored = buildNarrow(b, *p, typeOf(result));
-  widenReads(usesOf(result), stored, result.getType(), op->getLoc());
-  op->erase();
+  rewriter.setInsertionPoint(op);
+  Value stored = buildNarrow(rewriter, *p, typeOf(result));
+  widenReads(rewriter, usesOf(result), stored, result.getType(), op->getLoc());
+  rewriter.eraseOp(op);
   return true;
 }
 
@@ -279,7 +282,7 @@ bool narrowActivation(Operation *op) {
 /// T gradient of the matmul its output feeds likewise; the f32 product is
 /// neither written nor read ([tokens, hidden] at every norm of a
 /// transformer's backward).
-bool narrowNormGradient(Operation *op) {
+bool narrowNormGradient(RewriterBase &rewriter, Operation *op) {
   std::optional<Product> p = narrowableProduct(op);
   Value result = op->getResult(0);
   if (!p || result.use_empty() ||
@@ -288,17 +291,18 @@ bool narrowNormGradient(Operation *op) {
                use.getOperandNumber() == 2; // grad_result
       }))
     return false;
-  OpBuilder b(op);
-  result.replaceAllUsesWith(buildNarrow(b, *p, typeOf(result)));
-  op->erase();
+  rewriter.setInsertionPoint(op);
+  rewriter.replaceOp(op, buildNarrow(rewriter, *p, typeOf(result)));
   return true;
 }
 
 /// `f`'s type after its entry block's arguments or its results changed.
-void syncFunctionType(func::FuncOp f) {
+void syncFunctionType(RewriterBase &rewriter, func::FuncOp f) {
   auto ret = cast<func::ReturnOp>(f.front().getTerminator());
-  f.setFunctionType(FunctionType::get(
-      f.getContext(), f.front().getArgumentTypes(), ret.getOperandTypes()));
+  rewriter.modifyOpInPlace(f, [&] {
+    f.setFunctionType(FunctionType::get(
+        f.getContext(), f.front().getArgumentTypes(), ret.getOperandTypes()));
+  });
 }
 
 /// A product of T operands (no addend) whose f32 result only cross-entropy
@@ -310,7 +314,7 @@ void syncFunctionType(func::FuncOp f) {
 /// PyTorch's autocast stores an LM head's logits in bf16 likewise: one
 /// rounding more than the f32 product, and the step's largest activation
 /// ([tokens, vocabulary]) written once and read twice at half the bytes.
-bool narrowLogits(Operation *op,
+bool narrowLogits(RewriterBase &rewriter, Operation *op,
                   llvm::function_ref<bool(StringRef)> residual = nullptr) {
   std::optional<Product> p = narrowableProduct(op);
   if (!p)
@@ -341,17 +345,17 @@ bool narrowLogits(Operation *op,
   }
   if (!read)
     return false;
-  OpBuilder b(op);
-  Value stored = buildNarrow(b, *p, typeOf(result));
+  rewriter.setInsertionPoint(op);
+  Value stored = buildNarrow(rewriter, *p, typeOf(result));
   Operation *ret = nullptr;
   for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
     if (isa<func::ReturnOp>(use.getOwner()))
       ret = use.getOwner();
-    use.set(stored);
+    rewriter.modifyOpInPlace(use.getOwner(), [&] { use.set(stored); });
   }
-  op->erase();
+  rewriter.eraseOp(op);
   if (ret)
-    syncFunctionType(ret->getParentOfType<func::FuncOp>());
+    syncFunctionType(rewriter, ret->getParentOfType<func::FuncOp>());
   return true;
 }
 
@@ -362,7 +366,7 @@ bool narrowLogits(Operation *op,
 /// backward arguments only elementwise steps read likewise -> stored as T
 /// in both functions, each read widened. The backward's type is left to
 /// the caller.
-bool narrowResidualActivation(Operation *op,
+bool narrowResidualActivation(RewriterBase &rewriter, Operation *op,
                               const llvm::StringMap<BlockArgument> &residuals) {
   std::optional<Product> p = narrowableProduct(op);
   if (!p)
@@ -386,20 +390,20 @@ bool narrowResidualActivation(Operation *op,
   }
   if (args.empty())
     return false;
-  OpBuilder b(op);
-  Value stored = buildNarrow(b, *p, typeOf(result));
+  rewriter.setInsertionPoint(op);
+  Value stored = buildNarrow(rewriter, *p, typeOf(result));
   auto fwd = op->getParentOfType<func::FuncOp>();
   for (OpOperand &use : llvm::make_early_inc_range(result.getUses()))
     if (isa<func::ReturnOp>(use.getOwner()))
-      use.set(stored);
-  widenReads(usesOf(result), stored, result.getType(), op->getLoc());
-  op->erase();
-  syncFunctionType(fwd);
+      rewriter.modifyOpInPlace(use.getOwner(), [&] { use.set(stored); });
+  widenReads(rewriter, usesOf(result), stored, result.getType(), op->getLoc());
+  rewriter.eraseOp(op);
+  syncFunctionType(rewriter, fwd);
   for (BlockArgument a : args) { // the backward's argument likewise
     RankedTensorType wide = typeOf(a);
     SmallVector<OpOperand *> uses = usesOf(a);
     a.setType(wide.clone(typeOf(stored).getElementType()));
-    widenReads(uses, a, wide, a.getLoc());
+    widenReads(rewriter, uses, a, wide, a.getLoc());
   }
   return true;
 }
@@ -431,7 +435,7 @@ Operation *withAddend(OpBuilder &b, Operation *norm, Value addend) {
 /// kernel adds `other` itself. The new op goes where the old one was when
 /// `other` is defined before it, else at the add when the parameter
 /// gradients are read only after the add.
-bool fuseNormGradAdd(AddOp add) {
+bool fuseNormGradAdd(RewriterBase &rewriter, AddOp add) {
   RankedTensorType type = add.getType();
   for (auto [mine, other] : {std::pair(add.getLhs(), add.getRhs()),
                              std::pair(add.getRhs(), add.getLhs())}) {
@@ -453,14 +457,14 @@ bool fuseNormGradAdd(AddOp add) {
         });
     if (!otherFirst && !paramsAfter)
       continue;
-    OpBuilder b(otherFirst ? norm : add.getOperation());
-    Operation *fused = withAddend(b, norm, other);
-    add.getResult().replaceAllUsesWith(fused->getResult(0));
+    rewriter.setInsertionPoint(otherFirst ? norm : add.getOperation());
+    Operation *fused = withAddend(rewriter, norm, other);
+    rewriter.replaceAllUsesWith(add.getResult(), fused->getResult(0));
     for (auto [from, to] : llvm::zip_equal(norm->getResults().drop_front(),
                                            fused->getResults().drop_front()))
-      from.replaceAllUsesWith(to);
-    add.erase();
-    norm->erase();
+      rewriter.replaceAllUsesWith(from, to);
+    rewriter.eraseOp(add);
+    rewriter.eraseOp(norm);
     return true;
   }
   return false;
@@ -471,23 +475,23 @@ bool fuseNormGradAdd(AddOp add) {
 /// wanted (the tied LM head's weight gradient). The operands' transposes
 /// fold into the GEMM's flags (convert-graph-to-rt), so no kernel moves the
 /// result.
-bool swapTransposedProduct(TransposeOp t) {
+bool swapTransposedProduct(RewriterBase &rewriter, TransposeOp t) {
   auto m = t.getInput().getDefiningOp<MatMulOp>();
   if (!m || !m->hasOneUse() || !t.swapsLastTwoDims() ||
       typeOf(m.getLhs()).getRank() < 2 || typeOf(m.getRhs()).getRank() < 2)
     return false;
-  OpBuilder b(t);
+  rewriter.setInsertionPoint(t);
   auto transposed = [&](Value v) -> Value {
     return TransposeOp::create(
-        b, m.getLoc(), v, TransposeOp::lastTwoDimsSwap(typeOf(v).getRank()));
+        rewriter, m.getLoc(), v,
+        TransposeOp::lastTwoDimsSwap(typeOf(v).getRank()));
   };
   Value lhs = transposed(m.getRhs());
   Value rhs = transposed(m.getLhs());
   Value product =
-      MatMulOp::create(b, m.getLoc(), t.getType(), lhs, rhs).getResult();
-  t.getResult().replaceAllUsesWith(product);
-  t.erase();
-  m.erase();
+      MatMulOp::create(rewriter, m.getLoc(), t.getType(), lhs, rhs).getResult();
+  rewriter.replaceOp(t, product);
+  rewriter.eraseOp(m);
   return true;
 }
 
@@ -506,13 +510,14 @@ unsigned lamina::graph::narrowResiduals(func::FuncOp fwd, func::FuncOp bwd) {
     if (isa<MatMulOp, FusedMatMulOp>(op))
       products.push_back(op);
   });
+  IRRewriter rewriter(fwd.getContext());
   unsigned narrowed = 0;
   for (Operation *op : products) {
     std::optional<Product> p = narrowableProduct(op);
     if (!p)
       continue;
     Type narrow = typeOf(p->lhs).getElementType();
-    if (narrowResidualActivation(op, residuals)) {
+    if (narrowResidualActivation(rewriter, op, residuals)) {
       ++narrowed;
       continue;
     }
@@ -525,54 +530,124 @@ unsigned lamina::graph::narrowResiduals(func::FuncOp fwd, func::FuncOp bwd) {
       args.push_back(it->second);
       return true;
     };
-    if (!narrowLogits(op, residual))
+    if (!narrowLogits(rewriter, op, residual))
       continue;
     for (BlockArgument a : args)
       a.setType(typeOf(a).clone(narrow));
     ++narrowed;
   }
-  syncFunctionType(bwd);
+  syncFunctionType(rewriter, bwd);
   return narrowed;
 }
 
 namespace {
+/// add(product, x) into the product's epilogue, or add(norm gradient, x)
+/// into the norm's gradient kernel.
+struct FuseAdd : OpRewritePattern<AddOp> {
+  FuseAdd(MLIRContext *ctx, llvm::Statistic &adds, llvm::Statistic &normGrads)
+      : OpRewritePattern(ctx), adds(adds), normGrads(normGrads) {}
+
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    if (fuseAdd(rewriter, add)) {
+      ++adds;
+      return success();
+    }
+    if (fuseNormGradAdd(rewriter, add)) {
+      ++normGrads;
+      return success();
+    }
+    return failure();
+  }
+
+  llvm::Statistic &adds, &normGrads;
+};
+
+/// A narrowing cast of a product's (or a cross-entropy gradient's) f32
+/// result into its result type.
+struct NarrowResult : OpRewritePattern<CastOp> {
+  NarrowResult(MLIRContext *ctx, llvm::Statistic &narrowed)
+      : OpRewritePattern(ctx), narrowed(narrowed) {}
+
+  LogicalResult matchAndRewrite(CastOp c,
+                                PatternRewriter &rewriter) const override {
+    if (!narrowResult(rewriter, c))
+      return failure();
+    ++narrowed;
+    return success();
+  }
+
+  llvm::Statistic &narrowed;
+};
+
+struct SwapTransposedProduct : OpRewritePattern<TransposeOp> {
+  SwapTransposedProduct(MLIRContext *ctx, llvm::Statistic &swapped)
+      : OpRewritePattern(ctx), swapped(swapped) {}
+
+  LogicalResult matchAndRewrite(TransposeOp t,
+                                PatternRewriter &rewriter) const override {
+    if (!swapTransposedProduct(rewriter, t))
+      return failure();
+    ++swapped;
+    return success();
+  }
+
+  llvm::Statistic &swapped;
+};
+
+/// A product of narrow operands stored narrow, by what reads it.
+template <typename ProductOp>
+struct NarrowProduct : OpRewritePattern<ProductOp> {
+  NarrowProduct(MLIRContext *ctx, llvm::Statistic &activations,
+                llvm::Statistic &normGradients, llvm::Statistic &logits)
+      : OpRewritePattern<ProductOp>(ctx), activations(activations),
+        normGradients(normGradients), logits(logits) {}
+
+  LogicalResult matchAndRewrite(ProductOp op,
+                                PatternRewriter &rewriter) const override {
+    if (narrowActivation(rewriter, op))
+      ++activations;
+    else if (narrowNormGradient(rewriter, op))
+      ++normGradients;
+    else if (narrowLogits(rewriter, op))
+      ++logits;
+    else
+      return failure();
+    return success();
+  }
+
+  llvm::Statistic &activations, &normGradients, &logits;
+};
+
 struct GraphFuseEpilogues
     : lamina::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
   void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    RewritePatternSet epilogueSet(ctx);
+    epilogueSet.add<FuseAdd>(ctx, numAdds, numNormGrads);
+    epilogueSet.add<NarrowResult>(ctx, numNarrowed);
+    epilogueSet.add<SwapTransposedProduct>(ctx, numSwapped);
+    FrozenRewritePatternSet epilogues(std::move(epilogueSet));
+    RewritePatternSet narrowSet(ctx);
+    narrowSet.add<NarrowProduct<MatMulOp>, NarrowProduct<FusedMatMulOp>>(
+        ctx, numActivations, numNormGradients, numLogits);
+    FrozenRewritePatternSet narrow(std::move(narrowSet));
     for (Block &block : getOperation().getBody()) {
+      // Each rewrite erases only the visited op and the product or norm
+      // gradient before it (neither is an anchor).
       SmallVector<Operation *> candidates;
       for (Operation &op : block)
-        if (isa<AddOp, CastOp, TransposeOp>(op))
+        if (isa<AddOp, CastOp, TransposeOp>(op) && !isOpTriviallyDead(&op))
           candidates.push_back(&op);
-      // Each rewrite erases only the visited op and the product or norm
-      // gradient before it (neither is a candidate).
-      for (Operation *op : candidates) {
-        if (auto add = dyn_cast<AddOp>(op)) {
-          if (fuseAdd(add))
-            ++numAdds;
-          else if (fuseNormGradAdd(add))
-            ++numNormGrads;
-          continue;
-        }
-        if (auto t = dyn_cast<TransposeOp>(op)) {
-          numSwapped += swapTransposedProduct(t);
-          continue;
-        }
-        numNarrowed += narrowResult(cast<CastOp>(op));
-      }
+      if (failed(applyFusionPatterns(candidates, epilogues)))
+        return signalPassFailure();
       // After the epilogues: a product with an addend stays f32.
       SmallVector<Operation *> products;
       for (Operation &op : block)
-        if (isa<MatMulOp, FusedMatMulOp>(op))
+        if (isa<MatMulOp, FusedMatMulOp>(op) && !isOpTriviallyDead(&op))
           products.push_back(&op);
-      for (Operation *op : products) {
-        if (narrowActivation(op))
-          ++numActivations;
-        else if (narrowNormGradient(op))
-          ++numNormGradients;
-        else
-          numLogits += narrowLogits(op);
-      }
+      if (failed(applyFusionPatterns(products, narrow)))
+        return signalPassFailure();
       eraseDeadOps(block);
     }
   }

@@ -1,11 +1,13 @@
 //===- FuseGelu.cpp - elementwise GELU chains -> graph.gelu ---------------===//
 //
-// A matcher, not a pattern set: each chain is anchored at its tanh or erf
-// and walked outwards, so commuted operands are handled once, in one place.
+// One pattern per anchor, not one per spelling: each chain is anchored at
+// its tanh or erf and walked outwards, so commuted operands are handled
+// once, in one place.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ChainMatch.h"
+#include "FusionDriver.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
@@ -14,6 +16,7 @@
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace lamina::graph {
 #define GEN_PASS_DEF_GRAPHFUSEGELU
@@ -116,25 +119,37 @@ std::optional<Chain> matchGelu(Operation *fn, bool tanh) {
   return chain;
 }
 
+/// The chain anchored at a tanh or erf -> one graph.gelu at its last op.
+template <typename FnOp> struct FuseGeluChain : OpRewritePattern<FnOp> {
+  FuseGeluChain(MLIRContext *ctx, llvm::Statistic &fused)
+      : OpRewritePattern<FnOp>(ctx), fused(fused) {}
+
+  LogicalResult matchAndRewrite(FnOp fn,
+                                PatternRewriter &rewriter) const override {
+    constexpr bool tanh = std::is_same_v<FnOp, TanhOp>;
+    std::optional<Chain> chain = matchGelu(fn, tanh);
+    if (!chain)
+      return failure();
+    rewriter.setInsertionPoint(chain->root);
+    auto gelu = GeluOp::create(rewriter, chain->root->getLoc(),
+                               chain->x.getType(), chain->x, tanh);
+    rewriter.replaceOp(chain->root, gelu.getResult());
+    eraseDead(rewriter, chain->ops);
+    ++fused;
+    return success();
+  }
+
+  llvm::Statistic &fused;
+};
+
 struct GraphFuseGelu : lamina::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
   void runOnOperation() override {
-    SmallVector<Operation *> anchors;
-    getOperation().walk([&](Operation *op) {
-      if (isa<TanhOp, ErfOp>(op))
-        anchors.push_back(op);
-    });
-    for (Operation *fn : anchors) {
-      std::optional<Chain> chain = matchGelu(fn, isa<TanhOp>(fn));
-      if (!chain)
-        continue;
-      OpBuilder b(chain->root);
-      auto gelu = GeluOp::create(b, chain->root->getLoc(), chain->x.getType(),
-                                 chain->x, isa<TanhOp>(fn));
-      chain->root->getResult(0).replaceAllUsesWith(gelu.getResult());
-      chain->root->erase();
-      eraseDead(chain->ops);
-      ++numFused;
-    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseGeluChain<TanhOp>, FuseGeluChain<ErfOp>>(&getContext(),
+                                                              numFused);
+    if (failed(applyFusionPatterns(anchorsOf<TanhOp, ErfOp>(getOperation()),
+                                   std::move(patterns))))
+      signalPassFailure();
   }
 };
 } // namespace

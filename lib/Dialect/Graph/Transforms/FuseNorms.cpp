@@ -1,12 +1,13 @@
 //===- FuseNorms.cpp - written-out norms -> graph.layer_norm / rms_norm ---===//
 //
-// A matcher anchored at each reduce_mean over the last dim (keepdims): the
+// A pattern anchored at each reduce_mean over the last dim (keepdims): the
 // exporters' spellings of LayerNorm (opsets without LayerNormalization) and
 // of RMSNorm (every LLaMA-style export) are walked outwards from it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ChainMatch.h"
+#include "FusionDriver.h"
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
@@ -160,50 +161,59 @@ std::optional<Norm> matchRMSNorm(ReduceMeanOp mean) {
   return n;
 }
 
+/// The LayerNorm or RMSNorm anchored at a row mean -> one graph.layer_norm
+/// or graph.rms_norm at its last op. A LayerNorm's second mean is an anchor
+/// too: it fails the match, or is erased with its chain first.
+struct FuseNormChain : OpRewritePattern<ReduceMeanOp> {
+  FuseNormChain(MLIRContext *ctx, llvm::Statistic &layer, llvm::Statistic &rms)
+      : OpRewritePattern(ctx), layer(layer), rms(rms) {}
+
+  LogicalResult matchAndRewrite(ReduceMeanOp mean,
+                                PatternRewriter &rewriter) const override {
+    if (!isRowMean(mean) ||
+        !isa<FloatType>(typeOf(mean.getInput()).getElementType()))
+      return failure();
+    std::optional<Norm> n = matchLayerNorm(mean);
+    if (!n)
+      n = matchRMSNorm(mean);
+    if (!n)
+      return failure();
+    rewriter.setInsertionPoint(n->root);
+    Location loc = n->root->getLoc();
+    int64_t axis = typeOf(n->x).getRank() - 1;
+    IntegerAttr axisAttr = rewriter.getI64IntegerAttr(axis);
+    FloatAttr epsilon = rewriter.getF64FloatAttr(n->epsilon);
+    Value fused =
+        n->rms ? RMSNormOp::create(rewriter, loc, n->x.getType(), n->x,
+                                   n->scale, axisAttr, epsilon)
+                     .getResult()
+               : LayerNormOp::create(rewriter, loc, n->x.getType(), n->x,
+                                     n->scale, n->bias, axisAttr, epsilon)
+                     .getResult();
+    // The chain's scalar constants (2, eps, 1) go too unless read elsewhere.
+    n->ops.push_back(n->root);
+    for (size_t k = 0, e = n->ops.size(); k < e; ++k)
+      for (Value operand : n->ops[k]->getOperands())
+        if (auto c = operand.getDefiningOp<ConstantOp>();
+            c && !llvm::is_contained(n->ops, c.getOperation()))
+          n->ops.push_back(c);
+    rewriter.replaceAllUsesWith(n->root->getResult(0), fused);
+    eraseDead(rewriter, n->ops);
+    ++(n->rms ? rms : layer);
+    return success();
+  }
+
+  llvm::Statistic &layer, &rms;
+};
+
 struct GraphFuseNorms
     : lamina::graph::impl::GraphFuseNormsBase<GraphFuseNorms> {
   void runOnOperation() override {
-    SmallVector<ReduceMeanOp> anchors;
-    getOperation().walk([&](ReduceMeanOp op) {
-      if (isRowMean(op) && isa<FloatType>(typeOf(op.getInput()).getElementType()))
-        anchors.push_back(op);
-    });
-    // A LayerNorm's second mean is an anchor too: it fails the match and
-    // is skipped once erased.
-    llvm::DenseSet<Operation *> erased;
-    for (ReduceMeanOp mean : anchors) {
-      if (erased.contains(mean))
-        continue;
-      std::optional<Norm> n = matchLayerNorm(mean);
-      if (!n)
-        n = matchRMSNorm(mean);
-      if (!n)
-        continue;
-      OpBuilder b(n->root);
-      Location loc = n->root->getLoc();
-      int64_t axis = typeOf(n->x).getRank() - 1;
-      Value fused =
-          n->rms ? RMSNormOp::create(b, loc, n->x.getType(), n->x, n->scale,
-                                     b.getI64IntegerAttr(axis),
-                                     b.getF64FloatAttr(n->epsilon))
-                       .getResult()
-                 : LayerNormOp::create(b, loc, n->x.getType(), n->x, n->scale,
-                                       n->bias, b.getI64IntegerAttr(axis),
-                                       b.getF64FloatAttr(n->epsilon))
-                       .getResult();
-      n->root->getResult(0).replaceAllUsesWith(fused);
-      n->ops.push_back(n->root);
-      // The chain's scalar constants (2, eps, 1) go too unless read elsewhere.
-      for (size_t k = 0, e = n->ops.size(); k < e; ++k)
-        for (Value operand : n->ops[k]->getOperands())
-          if (auto c = operand.getDefiningOp<ConstantOp>();
-              c && !llvm::is_contained(n->ops, c.getOperation()))
-            n->ops.push_back(c);
-      for (Operation *op : n->ops)
-        erased.insert(op);
-      eraseDead(n->ops);
-      ++(n->rms ? numRMS : numLayer);
-    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseNormChain>(&getContext(), numLayer, numRMS);
+    if (failed(applyFusionPatterns(anchorsOf<ReduceMeanOp>(getOperation()),
+                                   std::move(patterns))))
+      signalPassFailure();
   }
 };
 } // namespace

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FusionDriver.h"
+
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
@@ -57,28 +59,27 @@ bool feedsConcat(Value g, ConcatOp concat, unsigned index) {
          concat->getOperand(index) == reshape.getResult();
 }
 
-struct GraphPackAttention
-    : lamina::graph::impl::GraphPackAttentionBase<GraphPackAttention> {
-  void runOnOperation() override {
-    SmallVector<AttentionOp> candidates;
-    getOperation().walk([&](AttentionOp a) { candidates.push_back(a); });
-    for (AttentionOp a : candidates)
-      pack(a);
-  }
+/// A seq_major attention on three slices of one fused projection (and its
+/// gradient, if any) -> graph.packed_attention (graph.packed_attention_grad).
+struct PackAttention : OpRewritePattern<AttentionOp> {
+  PackAttention(MLIRContext *ctx, llvm::Statistic &packed,
+                llvm::Statistic &packedGrads)
+      : OpRewritePattern(ctx), numPacked(packed), numPackedGrads(packedGrads) {}
 
-  void pack(AttentionOp a) {
+  LogicalResult matchAndRewrite(AttentionOp a,
+                                PatternRewriter &rewriter) const override {
     if (!a.getSeqMajor() || a.getBias())
-      return;
+      return failure();
     RankedTensorType qt = typeOf(a.getQ()), kt = typeOf(a.getK()),
                      vt = typeOf(a.getV());
     int64_t h = qt.getShape()[2], hk = kt.getShape()[2], d = qt.getShape()[3];
     if (vt.getShape()[3] != d || vt.getShape()[2] != hk)
-      return;
+      return failure();
     Value x = sliceOf(a.getQ(), 0);
     if (!x || sliceOf(a.getK(), h * d) != x ||
         sliceOf(a.getV(), (h + hk) * d) != x ||
         typeOf(x).getShape()[2] != (h + 2 * hk) * d)
-      return;
+      return failure();
     // The gradient, if any, must read this op's q, k, v, out and lse, and
     // nothing else may read q, k, v.
     AttentionGradOp grad;
@@ -88,7 +89,7 @@ struct GraphPackAttention
           continue;
         auto g = dyn_cast<AttentionGradOp>(user);
         if (!g || (grad && g != grad))
-          return;
+          return failure();
         grad = g;
       }
     ConcatOp concat;
@@ -98,54 +99,69 @@ struct GraphPackAttention
           grad.getLse() != a.getLse() || grad.getBias() ||
           !grad.getSeqMajor() || grad.getScale() != a.getScale() ||
           grad.getCausal() != a.getCausal() || !grad.getGradQ().hasOneUse())
-        return;
+        return failure();
       auto reshape = dyn_cast<ReshapeOp>(*grad.getGradQ().getUsers().begin());
       if (!reshape || !reshape->hasOneUse())
-        return;
+        return failure();
       concat = dyn_cast<ConcatOp>(*reshape->getUsers().begin());
       if (!concat || concat->getNumOperands() != 3 || concat.getAxis() != 2 ||
           concat.getType() != typeOf(x) ||
           !feedsConcat(grad.getGradQ(), concat, 0) ||
           !feedsConcat(grad.getGradK(), concat, 1) ||
           !feedsConcat(grad.getGradV(), concat, 2))
-        return;
+        return failure();
     }
-    OpBuilder b(a);
+    rewriter.setInsertionPoint(a);
     auto packed = PackedAttentionOp::create(
-        b, a.getLoc(), a.getOut().getType(), a.getLse().getType(), x,
-        b.getI64IntegerAttr(h), b.getI64IntegerAttr(hk), a.getScaleAttr(),
-        a.getCausalAttr());
-    a.getOut().replaceAllUsesWith(packed.getOut());
-    a.getLse().replaceAllUsesWith(packed.getLse());
+        rewriter, a.getLoc(), a.getOut().getType(), a.getLse().getType(), x,
+        rewriter.getI64IntegerAttr(h), rewriter.getI64IntegerAttr(hk),
+        a.getScaleAttr(), a.getCausalAttr());
+    rewriter.replaceAllUsesWith(a.getOut(), packed.getOut());
+    rewriter.replaceAllUsesWith(a.getLse(), packed.getLse());
     ++numPacked;
     if (grad) {
-      b.setInsertionPoint(concat);
+      rewriter.setInsertionPoint(concat);
       auto g = PackedAttentionGradOp::create(
-          b, grad.getLoc(), concat.getType(), x, packed.getOut(),
-          packed.getLse(), grad.getGradOut(), b.getI64IntegerAttr(h),
-          b.getI64IntegerAttr(hk), grad.getScaleAttr(), grad.getCausalAttr());
-      concat.getResult().replaceAllUsesWith(g.getGradQkv());
+          rewriter, grad.getLoc(), concat.getType(), x, packed.getOut(),
+          packed.getLse(), grad.getGradOut(), rewriter.getI64IntegerAttr(h),
+          rewriter.getI64IntegerAttr(hk), grad.getScaleAttr(),
+          grad.getCausalAttr());
+      rewriter.replaceAllUsesWith(concat.getResult(), g.getGradQkv());
       SmallVector<Operation *> reshapes(concat->getOperands().size());
       for (auto [i, v] : llvm::enumerate(concat->getOperands()))
         reshapes[i] = v.getDefiningOp();
-      concat.erase();
+      rewriter.eraseOp(concat);
       for (Operation *r : reshapes)
-        r->erase();
-      grad.erase();
+        rewriter.eraseOp(r);
+      rewriter.eraseOp(grad);
       ++numPackedGrads;
     }
     SmallVector<Value> views{a.getQ(), a.getK(), a.getV()};
-    a.erase();
+    rewriter.eraseOp(a);
     // The reshapes and slices q, k and v came from, now unread.
     for (Value view : views) {
       Operation *reshape = view.getDefiningOp();
       if (!reshape->use_empty())
         continue;
       Operation *slice = reshape->getOperand(0).getDefiningOp();
-      reshape->erase();
+      rewriter.eraseOp(reshape);
       if (slice->use_empty())
-        slice->erase();
+        rewriter.eraseOp(slice);
     }
+    return success();
+  }
+
+  llvm::Statistic &numPacked, &numPackedGrads;
+};
+
+struct GraphPackAttention
+    : lamina::graph::impl::GraphPackAttentionBase<GraphPackAttention> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<PackAttention>(&getContext(), numPacked, numPackedGrads);
+    if (failed(applyFusionPatterns(anchorsOf<AttentionOp>(getOperation()),
+                                   std::move(patterns))))
+      signalPassFailure();
   }
 };
 } // namespace
