@@ -236,7 +236,7 @@ static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
 }
 
 static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
-  pm.addPass(createConvertGraphToRt());
+  pm.addNestedPass<func::FuncOp>(createConvertGraphToRt());
   // Each pipeline rank's step as a function of step-library calls, then
   // the overlap decided on it: receives posted ahead, sends and ZeRO 2-3's
   // reduce-scatters waited for early, the waits proven deadlock-free, and

@@ -5,14 +5,18 @@
 
 include "mlir/Pass/PassBase.td"
 
-def ConvertGraphToRt : Pass<"convert-graph-to-rt", "mlir::ModuleOp"> {
-  let summary = "Bufferize graph functions onto a planned arena and call the "
+def ConvertGraphToRt : Pass<"convert-graph-to-rt", "mlir::func::FuncOp"> {
+  let summary = "Bufferize a graph function onto a planned arena and call the "
                 "runtime's kernels";
   let description = [{
-    Turns every `func.func` of graph ops into one that takes an `!rt.arena`
+    Turns a `func.func` of graph ops into one that takes an `!rt.arena`
     first, then its arguments as memrefs, and returns memrefs. Every result
     of a graph op becomes an `rt.view` of the arena at an offset chosen by a
     static memory plan, and the op becomes an `rt.call` of its host kernel.
+    The plan is computed first; then a dialect conversion (tensors to
+    memrefs, one pattern per op family) rewrites the function in place.
+    A graph function calls no other (the `dist` ops that name functions are
+    outside them), so each is lowered on its own, in parallel.
 
     The memory plan: each value lives from the op that defines it to its last
     use (results to the end). Values are placed largest first at the lowest

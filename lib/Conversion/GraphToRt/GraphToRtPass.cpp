@@ -1,23 +1,24 @@
 //===- GraphToRtPass.cpp - bufferize graph functions onto an arena --------===//
 //
-// One walk over each function's single block: lifetimes of the op results,
-// storage classes (values that share bytes on purpose), the arena plan
-// (MemoryPlan.h), then a new function of rt ops built op by op. See the
-// pass description in include/lamina/Conversion/Passes.td.
+// A dialect conversion per function: tensors become memrefs, the signature
+// gains the arena, and one pattern per op family (GraphToRt.h) replaces each
+// op by views of its results at the offsets of the function's BufferPlan and
+// an rt.call of its kernel. See the pass description in
+// include/lamina/Conversion/Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
+#include "BufferPlan.h"
+
 #include "lamina/Conversion/GraphToRt/GraphToRt.h"
-#include "lamina/Schedule/MemoryPlan.h"
 #include "lamina/Conversion/Passes.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Rt/IR/RtOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/SmallPtrSet.h"
-#include "llvm/Support/MathExtras.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 namespace lamina {
 #define GEN_PASS_DEF_CONVERTGRAPHTORT
@@ -27,312 +28,319 @@ namespace lamina {
 using namespace mlir;
 using namespace lamina;
 
-static MemRefType bufferType(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return MemRefType::get(tensor.getShape(), tensor.getElementType());
-}
-
-/// Bytes of a static tensor or memref (i1 is one byte per element, as the
-/// runtime stores it).
-static int64_t byteSize(Type type) {
-  auto shaped = cast<ShapedType>(type);
-  Type elt = shaped.getElementType();
-  int64_t width = elt.isInteger(1) ? 8 : elt.getIntOrFloatBitWidth();
-  return shaped.getNumElements() * ((width + 7) / 8);
-}
-
-/// Whether `use` is the lhs or rhs of a matmul (which can read it
-/// transposed), not a fused matmul's bias or addend.
-static bool isMatMulOperand(OpOperand &use) {
-  return isa<graph::MatMulOp, graph::FusedMatMulOp>(use.getOwner()) &&
-         use.getOperandNumber() < 2;
-}
-
 namespace {
-/// Values that share storage (a reshape and its input; an in-place result
-/// and the operand it overwrites) form one storage class with one lifetime.
-struct StorageClass {
-  int64_t bytes = 0;
-  int64_t first = 0, last = 0;
+/// A static tensor becomes a memref of its shape; every other type (the
+/// group rank's scalars, the arena, memrefs) stays.
+class BufferTypeConverter : public TypeConverter {
+public:
+  BufferTypeConverter() {
+    addConversion([](Type type) { return type; });
+    addConversion([](RankedTensorType type) -> Type {
+      return MemRefType::get(type.getShape(), type.getElementType());
+    });
+  }
 };
 
-class FunctionBufferizer {
-public:
-  FunctionBufferizer(func::FuncOp func, int64_t &numAliased)
-      : func(func), numAliased(numAliased) {}
+/// What one function's patterns share: the plan they read, the arena that
+/// the signature pattern adds, the calls they emit.
+struct LoweringState {
+  const BufferPlan &plan;
+  Value arena;
+  int64_t numCalls = 0;
+};
 
-  LogicalResult run(int64_t &numCalls);
+/// Replaces the function's signature: the arena first, then the arguments
+/// as memrefs (their attributes kept); the plan's sizes as attributes.
+class FuncSignaturePattern : public OpConversionPattern<func::FuncOp> {
+public:
+  FuncSignaturePattern(const TypeConverter &converter, MLIRContext *ctx,
+                       LoweringState &state)
+      : OpConversionPattern(converter, ctx), state(state) {}
+
+  LogicalResult
+  matchAndRewrite(func::FuncOp func, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    const TypeConverter &converter = *getTypeConverter();
+    TypeConverter::SignatureConversion signature(func.getNumArguments());
+    signature.addInputs(rt_ir::ArenaType::get(func.getContext()));
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+      signature.addInputs(i, converter.convertType(type));
+    SmallVector<Type> results;
+    if (failed(converter.convertTypes(func.getResultTypes(), results)))
+      return failure();
+    SmallVector<DictionaryAttr> argAttrs;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      argAttrs.push_back(func.getArgAttrDict(i));
+
+    Block *entry = rewriter.applySignatureConversion(&func.getBody().front(),
+                                                     signature, &converter);
+    state.arena = entry->getArgument(0);
+    // An added argument has no location of its own: the function's.
+    state.arena.setLoc(func.getLoc());
+    rewriter.modifyOpInPlace(func, [&] {
+      func.removeArgAttrsAttr();
+      func.removeResAttrsAttr();
+      func.setFunctionType(
+          rewriter.getFunctionType(signature.getConvertedTypes(), results));
+      for (auto [i, attrs] : llvm::enumerate(argAttrs))
+        func.setArgAttrs(i + 1, attrs);
+      func->setAttr(rt_ir::kArenaBytesAttr,
+                    rewriter.getI64IntegerAttr(state.plan.getArenaBytes()));
+      func->setAttr(rt_ir::kTensorBytesAttr,
+                    rewriter.getI64IntegerAttr(state.plan.getTensorBytes()));
+    });
+    return success();
+  }
 
 private:
-  LogicalResult assignClasses();
-  func::FuncOp buildRtFunction(int64_t &numCalls);
-
-  func::FuncOp func;
-  int64_t &numAliased;
-  SmallVector<Operation *> ops;               // the body without terminator
-  llvm::DenseMap<Value, int64_t> lastUse;     // op index; ops.size() = end
-  llvm::DenseMap<Value, unsigned> classOf;    // arena values only
-  // Transposes of the last two dims that only feed matmuls: never computed;
-  // the matmuls read their input with a BLAS transposition flag.
-  llvm::SmallPtrSet<Operation *, 8> foldedTransposes;
-  // Reshapes that are views of their input's bytes: no kernel call.
-  llvm::SmallPtrSet<Operation *, 8> viewReshapes;
-  SmallVector<StorageClass> classes;
-  SmallVector<unsigned> returnCopies;         // class per copied result
-  MemoryPlan plan;
-  int64_t tensorBytes = 0; // every value on its own, aligned
+  LoweringState &state;
 };
-} // namespace
 
-LogicalResult FunctionBufferizer::assignClasses() {
-  Block &body = func.getBody().front();
-  for (Operation &op : body.without_terminator())
-    if (!isGroupRankScalar(&op))
-      ops.push_back(&op);
-  int64_t end = int64_t(ops.size());
-  for (auto [i, op] : llvm::enumerate(ops))
-    for (Value v : op->getOperands())
-      lastUse[v] = int64_t(i);
-  Operation *terminator = body.getTerminator();
-  for (Value v : terminator->getOperands())
-    lastUse[v] = end;
-  // Last op first, so that a transpose read only by matmuls and by
-  // transposes that fold folds too (the tied LM head: its transposed bf16
-  // weight, and the transpose of that for the input gradient's matmul).
-  for (Operation *op : llvm::reverse(ops)) {
-    auto t = dyn_cast<graph::TransposeOp>(op);
-    if (!t || !t.swapsLastTwoDims() || t->use_empty() ||
-        !llvm::all_of(t->getUses(), [&](OpOperand &use) {
-          return isMatMulOperand(use) ||
-                 foldedTransposes.contains(use.getOwner());
-        }))
-      continue;
-    foldedTransposes.insert(op);
-    // The input is read where the transposed value would have been.
-    int64_t &inputLast = lastUse[t.getInput()];
-    inputLast = std::max(inputLast, lastUse.lookup(t.getResult()));
-  }
-
-  for (auto [index, op] : llvm::enumerate(ops)) {
-    int64_t i = int64_t(index);
-    if (op->getNumResults() == 0 || op->getNumRegions() != 0)
-      return op->emitError("cannot lower ")
-             << describeOrigin(op) << ": not a graph op with results";
-    if (isa<graph::ConstantOp>(op) || foldedTransposes.count(op))
-      continue;
-    if (op->getNumResults() > 1) {
-      // Several results (the fused backward ops): each its own storage.
-      for (Value result : op->getResults()) {
-        int64_t bytes = byteSize(result.getType());
-        tensorBytes += llvm::alignTo(bytes, rt_ir::kArenaAlignment);
-        classOf[result] = classes.size();
-        classes.push_back({bytes, i, std::max(lastUse.lookup(result), i)});
-      }
-      continue;
-    }
-    Value result = op->getResult(0);
-    int64_t bytes = byteSize(result.getType());
-    tensorBytes += llvm::alignTo(bytes, rt_ir::kArenaAlignment);
-    int64_t last = lastUse.lookup(result);
-    if (last < i) // unused: still written, so it needs room during the op
-      last = i;
-    auto join = [&](unsigned cls) {
-      classOf[result] = cls;
-      classes[cls].last = std::max(classes[cls].last, last);
-      ++numAliased;
-    };
-    // A reshape is a view of its input's bytes.
-    if (isa<graph::ReshapeOp>(op) && classOf.count(op->getOperand(0))) {
-      join(classOf[op->getOperand(0)]);
-      viewReshapes.insert(op);
-      continue;
-    }
-    // Overwrite an operand whose storage dies here, when the kernel allows
-    // it and no other operand reads the same storage with another mapping.
-    std::optional<unsigned> inPlace;
-    for (auto [k, operand] : llvm::enumerate(op->getOperands())) {
-      auto it = classOf.find(operand);
-      if (it == classOf.end() || !kernelAllowsInPlace(op, unsigned(k)))
-        continue;
-      auto operandType = cast<ShapedType>(operand.getType());
-      auto resultType = cast<ShapedType>(result.getType());
-      if (classes[it->second].last != i ||
-          operandType.getShape() != resultType.getShape() ||
-          byteSize(operandType) != bytes)
-        continue;
-      bool otherReader = llvm::any_of(op->getOperands(), [&](Value other) {
-        return other != operand && classOf.lookup(other) == it->second &&
-               classOf.count(other);
-      });
-      if (!otherReader) {
-        inPlace = it->second;
-        break;
-      }
-    }
-    if (inPlace) {
-      join(*inPlace);
-      continue;
-    }
-    classOf[result] = classes.size();
-    classes.push_back({bytes, i, last});
-  }
-  // Results that are arguments or constants are copied into the arena, so
-  // every output has an arena offset.
-  for (Value v : terminator->getOperands())
-    if (!classOf.count(v)) {
-      returnCopies.push_back(classes.size());
-      classes.push_back({byteSize(v.getType()), end, end});
-      tensorBytes += llvm::alignTo(byteSize(v.getType()), rt_ir::kArenaAlignment);
-    }
-
-  std::vector<BufferRequest> requests;
-  for (const StorageClass &c : classes)
-    requests.push_back({c.bytes, c.first, c.last});
-  plan = planMemory(requests, rt_ir::kArenaAlignment);
-  return success();
+/// The arena views of an op's results at their planned offsets.
+SmallVector<Value> createResultViews(OpBuilder &b, Operation *op,
+                                     const TypeConverter &converter,
+                                     const LoweringState &state) {
+  SmallVector<Value> views;
+  for (Value result : op->getResults())
+    views.push_back(rt_ir::ViewOp::create(
+        b, op->getLoc(), converter.convertType(result.getType()), state.arena,
+        b.getI64IntegerAttr(state.plan.getOffset(result))));
+  return views;
 }
 
-func::FuncOp FunctionBufferizer::buildRtFunction(int64_t &numCalls) {
-  MLIRContext *ctx = func.getContext();
-  OpBuilder b(func);
-  Block &oldBody = func.getBody().front();
-  auto *terminator = oldBody.getTerminator();
+/// Replaces an op by the views of its results and one rt.call of its
+/// kernel with its operands' buffers, then the views; each subclass says
+/// which call.
+class KernelCallPattern : public ConversionPattern {
+public:
+  template <typename... Args>
+  KernelCallPattern(LoweringState &state, Args &&...args)
+      : ConversionPattern(std::forward<Args>(args)...), state(state) {}
 
-  SmallVector<Type> argTypes{rt_ir::ArenaType::get(ctx)};
-  for (Type t : func.getArgumentTypes())
-    argTypes.push_back(bufferType(t));
-  SmallVector<Type> resultTypes;
-  for (Type t : func.getResultTypes())
-    resultTypes.push_back(bufferType(t));
-  auto newFunc = func::FuncOp::create(
-      b, func.getLoc(), func.getName(), b.getFunctionType(argTypes, resultTypes));
-  for (NamedAttribute attr : func->getAttrs())
-    if (attr.getName() != func.getFunctionTypeAttrName() &&
-        attr.getName() != func.getSymNameAttrName() &&
-        attr.getName() != func.getArgAttrsAttrName() &&
-        attr.getName() != func.getResAttrsAttrName())
-      newFunc->setAttr(attr.getName(), attr.getValue());
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    newFunc.setArgAttrs(i + 1, func.getArgAttrDict(i));
-  newFunc->setAttr(rt_ir::kArenaBytesAttr, b.getI64IntegerAttr(plan.peakBytes));
-  newFunc->setAttr(rt_ir::kTensorBytesAttr,
-                   b.getI64IntegerAttr(tensorBytes));
-
-  Block *body = newFunc.addEntryBlock();
-  b.setInsertionPointToStart(body);
-  Value arena = body->getArgument(0);
-  llvm::DenseMap<Value, Value> buffer;
-  for (BlockArgument arg : oldBody.getArguments())
-    buffer[arg] = body->getArgument(arg.getArgNumber() + 1);
-  auto view = [&](Location loc, unsigned cls, Type type) -> Value {
-    return rt_ir::ViewOp::create(b, loc, bufferType(type), arena,
-                                 b.getI64IntegerAttr(plan.offsets[cls]));
-  };
-
-  for (Operation *op : ops) {
-    Value result = op->getResult(0);
-    if (auto c = dyn_cast<graph::ConstantOp>(op)) {
-      buffer[result] = rt_ir::ConstantOp::create(
-          b, op->getLoc(), bufferType(result.getType()), c.getValue());
-      continue;
+  LogicalResult
+  matchAndRewrite(Operation *op, ArrayRef<ValueRange> operands,
+                  ConversionPatternRewriter &rewriter) const final {
+    std::optional<KernelCall> call = getCall(op, rewriter);
+    if (!call)
+      return rewriter.notifyMatchFailure(op, "no kernel of this family");
+    SmallVector<Value> buffers;
+    for (auto [value, converted] :
+         llvm::zip_equal(op->getOperands(), operands)) {
+      if (!isa<RankedTensorType>(value.getType()))
+        continue; // the group rank's scalar: the call computes it
+      // A folded transpose has no buffer: read the one it transposes.
+      Value stored = state.plan.getStoredValue(value).first;
+      buffers.push_back(stored == value ? converted.front()
+                                        : rewriter.getRemappedValue(stored));
     }
-    if (foldedTransposes.count(op)) {
-      buffer[result] = buffer.lookup(op->getOperand(0));
-      continue;
-    }
-    SmallVector<Value> outs;
-    for (Value r : op->getResults()) {
-      outs.push_back(view(op->getLoc(), classOf[r], r.getType()));
-      buffer[r] = outs.back();
-    }
-    if (viewReshapes.count(op))
-      continue; // an aliasing view: nothing to compute
-    // Whether a matmul reads `v` transposed: an odd number of folded
-    // transposes between it and the buffer it reads.
-    auto folded = [&](Value v) {
-      bool odd = false;
-      for (Operation *def = v.getDefiningOp();
-           def && foldedTransposes.count(def);
-           def = def->getOperand(0).getDefiningOp())
-        odd = !odd;
-      return odd;
-    };
-    std::optional<KernelCall> call =
-        isa<graph::MatMulOp, graph::FusedMatMulOp>(op)
-            ? getMatMulCall(op, b, folded(op->getOperand(0)),
-                            folded(op->getOperand(1)))
-            : getKernelCall(op, b);
-    SmallVector<Value> operands;
-    for (Value v : op->getOperands())
-      if (isa<RankedTensorType>(v.getType())) // not the group rank's scalar
-        operands.push_back(buffer.lookup(v));
-    operands.append(outs);
-    rt_ir::CallOp::create(b, op->getLoc(), call->callee,
-                          b.getArrayAttr(call->args), describeOrigin(op),
-                          operands);
-    ++numCalls;
+    SmallVector<Value> views =
+        createResultViews(rewriter, op, *getTypeConverter(), state);
+    buffers.append(views);
+    rt_ir::CallOp::create(rewriter, op->getLoc(), call->callee,
+                          rewriter.getArrayAttr(call->args), describeOrigin(op),
+                          buffers);
+    ++state.numCalls;
+    rewriter.replaceOp(op, views);
+    return success();
   }
 
-  SmallVector<Value> results;
-  unsigned copy = 0;
-  for (Value v : terminator->getOperands()) {
-    if (classOf.count(v)) {
-      results.push_back(buffer.lookup(v));
-      continue;
-    }
-    Value out = view(terminator->getLoc(), returnCopies[copy++], v.getType());
-    rt_ir::CallOp::create(
-        b, terminator->getLoc(), "lamina::rt::reshape",
-        b.getArrayAttr({b.getIndexAttr(0), b.getIndexAttr(1)}),
-        "the copy of a result that is an argument or a constant",
-        ValueRange{buffer.lookup(v), out});
-    ++numCalls;
-    results.push_back(out);
+protected:
+  virtual std::optional<KernelCall> getCall(Operation *op,
+                                            Builder &b) const = 0;
+
+  LoweringState &state;
+};
+
+/// Every op of one family (any op type: the family's function is the
+/// matcher).
+class FamilyPattern : public KernelCallPattern {
+public:
+  FamilyPattern(const TypeConverter &converter, MLIRContext *ctx,
+                LoweringState &state, const KernelFamily &family)
+      : KernelCallPattern(state, converter, MatchAnyOpTypeTag(),
+                          /*benefit=*/1, ctx),
+        family(family) {
+    setDebugName(family.name);
   }
-  func::ReturnOp::create(b, terminator->getLoc(), results);
-  return newFunc;
+
+protected:
+  std::optional<KernelCall> getCall(Operation *op, Builder &b) const override {
+    return family.call(op, b);
+  }
+
+private:
+  const KernelFamily &family;
+};
+
+/// A matmul, reading an operand of folded transposes untransposed with
+/// BLAS's transposition flag.
+class MatMulPattern : public KernelCallPattern {
+public:
+  MatMulPattern(const TypeConverter &converter, MLIRContext *ctx,
+                LoweringState &state, StringRef opName)
+      : KernelCallPattern(state, converter, opName, /*benefit=*/1, ctx) {}
+
+protected:
+  std::optional<KernelCall> getCall(Operation *op, Builder &b) const override {
+    const BufferPlan &plan = state.plan;
+    return getMatMulCall(op, b, plan.getStoredValue(op->getOperand(0)).second,
+                         plan.getStoredValue(op->getOperand(1)).second);
+  }
+};
+
+/// What the plan computes without a kernel: a folded transpose and the
+/// group rank's scalars vanish (their readers' calls take their place), a
+/// view reshape becomes its view. Before the families, which would call
+/// the transpose and reshape kernels.
+class NoCallPattern : public ConversionPattern {
+public:
+  NoCallPattern(const TypeConverter &converter, MLIRContext *ctx,
+                LoweringState &state, StringRef opName)
+      : ConversionPattern(converter, opName, /*benefit=*/2, ctx), state(state) {
+  }
+
+  LogicalResult
+  matchAndRewrite(Operation *op, ArrayRef<ValueRange>,
+                  ConversionPatternRewriter &rewriter) const override {
+    const BufferPlan &plan = state.plan;
+    if (plan.isFoldedTranspose(op) || plan.isGroupRankScalar(op)) {
+      rewriter.eraseOp(op);
+      return success();
+    }
+    if (!plan.isViewReshape(op))
+      return failure();
+    rewriter.replaceOp(
+        op, createResultViews(rewriter, op, *getTypeConverter(), state));
+    return success();
+  }
+
+private:
+  LoweringState &state;
+};
+
+/// A constant becomes read-only static storage.
+class ConstantPattern : public OpConversionPattern<graph::ConstantOp> {
+public:
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(graph::ConstantOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<rt_ir::ConstantOp>(
+        op, getTypeConverter()->convertType(op.getType()), op.getValue());
+    return success();
+  }
+};
+
+/// Returns the buffers; a returned argument or constant is first copied to
+/// its planned offset, so that every output has one.
+class ReturnPattern : public OpConversionPattern<func::ReturnOp> {
+public:
+  ReturnPattern(const TypeConverter &converter, MLIRContext *ctx,
+                LoweringState &state)
+      : OpConversionPattern(converter, ctx), state(state) {}
+
+  LogicalResult
+  matchAndRewrite(func::ReturnOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    SmallVector<Value> results;
+    for (auto [i, buffer] : llvm::enumerate(adaptor.getOperands())) {
+      std::optional<int64_t> copyOffset = state.plan.getCopyOffset(i);
+      if (!copyOffset) {
+        results.push_back(buffer);
+        continue;
+      }
+      Value copy = rt_ir::ViewOp::create(
+          rewriter, op.getLoc(), buffer.getType(), state.arena,
+          rewriter.getI64IntegerAttr(*copyOffset));
+      rt_ir::CallOp::create(
+          rewriter, op.getLoc(), "lamina::rt::reshape",
+          rewriter.getArrayAttr(
+              {rewriter.getIndexAttr(0), rewriter.getIndexAttr(1)}),
+          "the copy of a result that is an argument or a constant",
+          ValueRange{buffer, copy});
+      ++state.numCalls;
+      results.push_back(copy);
+    }
+    rewriter.replaceOpWithNewOp<func::ReturnOp>(op, results);
+    return success();
+  }
+
+private:
+  LoweringState &state;
+};
+
+void populateGraphToRtPatterns(RewritePatternSet &patterns,
+                               const TypeConverter &converter,
+                               LoweringState &state) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<FuncSignaturePattern, ReturnPattern>(converter, ctx, state);
+  patterns.add<ConstantPattern>(converter, ctx);
+  for (StringRef name : {graph::MatMulOp::getOperationName(),
+                         graph::FusedMatMulOp::getOperationName()})
+    patterns.add<MatMulPattern>(converter, ctx, state, name);
+  for (StringRef name : {graph::TransposeOp::getOperationName(),
+                         graph::ReshapeOp::getOperationName(),
+                         shard::ProcessLinearIndexOp::getOperationName(),
+                         arith::IndexCastOp::getOperationName()})
+    patterns.add<NoCallPattern>(converter, ctx, state, name);
+  for (const KernelFamily &family : getKernelFamilies())
+    patterns.add<FamilyPattern>(converter, ctx, state, family);
 }
 
-LogicalResult FunctionBufferizer::run(int64_t &numCalls) {
+/// The function's checks: one block, static tensors at its boundary.
+LogicalResult checkSignature(func::FuncOp func) {
   if (!func.getBody().hasOneBlock())
     return func.emitError("convert-graph-to-rt needs single-block functions");
   for (Type t : llvm::concat<const Type>(func.getArgumentTypes(),
-                                          func.getResultTypes())) {
+                                         func.getResultTypes())) {
     auto tensor = dyn_cast<RankedTensorType>(t);
     if (!tensor || !tensor.hasStaticShape())
       return func.emitError("argument or result type ")
              << t << " is not a static tensor";
   }
-  if (failed(assignClasses()))
-    return failure();
-  // Every op must have a kernel before anything is rewritten.
-  OpBuilder probe(func.getContext());
-  bool missing = false;
-  for (Operation *op : ops)
-    if (!isa<graph::ConstantOp>(op) && !getKernelCall(op, probe)) {
-      op->emitError("no host kernel for ") << describeOrigin(op);
-      missing = true;
-    }
-  if (missing)
-    return failure();
-  buildRtFunction(numCalls);
-  func.erase();
   return success();
 }
 
-namespace {
 struct ConvertGraphToRtPass
     : public lamina::impl::ConvertGraphToRtBase<ConvertGraphToRtPass> {
   void runOnOperation() override {
-    SmallVector<func::FuncOp> funcs(getOperation().getOps<func::FuncOp>());
-    int64_t calls = 0, aliased = 0;
-    for (func::FuncOp f : funcs) {
-      FunctionBufferizer bufferizer(f, aliased);
-      if (failed(bufferizer.run(calls)))
-        return signalPassFailure();
-    }
-    numCalls += calls;
-    numAliased += aliased;
+    func::FuncOp func = getOperation();
+    if (failed(checkSignature(func)))
+      return signalPassFailure();
+    std::optional<BufferPlan> plan = BufferPlan::build(func);
+    if (!plan)
+      return signalPassFailure();
+    // Every op must have a kernel before anything is rewritten.
+    Builder probe(func.getContext());
+    bool missing = false;
+    for (Operation *op : plan->getOps())
+      if (!isa<graph::ConstantOp>(op) && !getKernelCall(op, probe)) {
+        op->emitError("no host kernel for ") << describeOrigin(op);
+        missing = true;
+      }
+    if (missing)
+      return signalPassFailure();
+
+    BufferTypeConverter converter;
+    LoweringState state{*plan};
+    RewritePatternSet patterns(&getContext());
+    populateGraphToRtPatterns(patterns, converter, state);
+    ConversionTarget target(getContext());
+    target.addLegalDialect<rt_ir::RtDialect>();
+    target.addDynamicallyLegalOp<func::FuncOp>([](func::FuncOp f) {
+      return f.getNumArguments() != 0 &&
+             isa<rt_ir::ArenaType>(f.getArgumentTypes().front());
+    });
+    target.addDynamicallyLegalOp<func::ReturnOp>(
+        [&](func::ReturnOp op) { return converter.isLegal(op); });
+    ConversionConfig config;
+    // Lower the ops as written: a folder would change the planned values.
+    config.foldingMode = DialectConversionFoldingMode::Never;
+    if (failed(applyFullConversion(func, target, std::move(patterns), config)))
+      return signalPassFailure();
+    numCalls += state.numCalls;
+    numAliased += plan->getNumAliased();
   }
 };
 } // namespace

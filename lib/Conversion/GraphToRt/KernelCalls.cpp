@@ -1,9 +1,9 @@
 //===- KernelCalls.cpp - which host kernel each graph op runs -------------===//
 //
-// Signatures are those of include/lamina/Runtime/Kernels.h, or of the small
-// adapters in include/lamina/Runtime/Generated.h where a kernel's C++
-// signature cannot be written as a flat argument list (optional tensors,
-// variadic inputs).
+// One function per op family (GraphToRt.h). Signatures are those of
+// include/lamina/Runtime/Kernels.h, or of the small adapters in
+// include/lamina/Runtime/Generated.h where a kernel's C++ signature cannot be
+// written as a flat argument list (optional tensors, variadic inputs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,9 +155,16 @@ KernelCall lamina::getMatMulCall(Operation *op, Builder &b, bool transposeLhs,
                  c.flag(transposeLhs), c.flag(transposeRhs)});
 }
 
-std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
+namespace {
+using Result = std::optional<KernelCall>;
+
+Result noCall(Operation *) { return std::nullopt; }
+} // namespace
+
+/// Unary, binary, compare, select, cast and fused chains: elementwise with
+/// broadcasting.
+static Result elementwiseCall(Operation *op, Builder &b) {
   CallBuilder c(op, b);
-  using Result = std::optional<KernelCall>;
   return llvm::TypeSwitch<Operation *, Result>(op)
       // Unary.
       .Case([&](NegOp) { return c.unary("Neg"); })
@@ -200,9 +207,24 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("cast", {c.in(0), c.out()});
       })
       .Case([&](FusedElementwiseOp o) { return c.fused(o); })
-      // Contraction, normalisation.
-      .Case<MatMulOp, FusedMatMulOp>(
-          [&](Operation *o) { return getMatMulCall(o, b, false, false); })
+      .Default(noCall);
+}
+
+/// Reductions, the softmaxes and the norms (and their gradients).
+static Result reductionCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      // Reductions.
+      .Case([&](ReduceSumOp o) { return c.reduce("Sum", o); })
+      .Case([&](ReduceMeanOp o) { return c.reduce("Mean", o); })
+      .Case([&](ReduceMaxOp o) { return c.reduce("Max", o); })
+      .Case([&](ReduceProdOp o) { return c.reduce("Prod", o); })
+      .Case([&](CumSumOp o) {
+        return c.call("cumsum", {c.in(0), c.i64(o.getAxis()),
+                                 c.flag(o.getExclusive()),
+                                 c.flag(o.getReverse()), c.out()});
+      })
+      // Normalisation.
       .Case([&](SoftmaxOp o) {
         return c.call("softmax", {c.in(0), c.i64(o.getAxis()), c.out()});
       })
@@ -243,6 +265,13 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                        c.f64(o.getEpsilonAttr().getValueAsDouble()), c.out(0),
                        c.out(1)});
       })
+      .Default(noCall);
+}
+
+/// Fused attention and its gradient.
+static Result attentionCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  return llvm::TypeSwitch<Operation *, Result>(op)
       .Case([&](AttentionOp o) {
         Attribute bias = o.getBias() ? c.in(3) : Attribute(b.getUnitAttr());
         return c.call("gen::attention",
@@ -273,6 +302,13 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                        c.f64(o.getScaleAttr().getValueAsDouble()),
                        c.flag(o.getCausal()), c.out(0)});
       })
+      .Default(noCall);
+}
+
+/// The fused losses.
+static Result lossCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  return llvm::TypeSwitch<Operation *, Result>(op)
       .Case([&](SoftmaxCrossEntropyOp o) {
         return c.call("softmaxCrossEntropy",
                       {c.in(0), c.in(1), c.i64(o.getIgnoreIndex()), c.out()});
@@ -282,7 +318,14 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                       {c.in(0), c.in(1), c.in(2), c.i64(o.getIgnoreIndex()),
                        c.out()});
       })
-      // Vision: the window attributes as arrays, the bias optional.
+      .Default(noCall);
+}
+
+/// Convolution and pooling.
+static Result visionCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      // The window attributes as arrays, the bias optional.
       .Case([&](ConvOp o) {
         Attribute bias = o.getBias() ? c.in(2) : Attribute(b.getUnitAttr());
         return c.call("gen::conv",
@@ -335,17 +378,13 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
                        c.array(o.getPads()), c.flag(o.getCountIncludePad()),
                        c.out()});
       })
-      // Reductions.
-      .Case([&](ReduceSumOp o) { return c.reduce("Sum", o); })
-      .Case([&](ReduceMeanOp o) { return c.reduce("Mean", o); })
-      .Case([&](ReduceMaxOp o) { return c.reduce("Max", o); })
-      .Case([&](ReduceProdOp o) { return c.reduce("Prod", o); })
-      .Case([&](CumSumOp o) {
-        return c.call("cumsum", {c.in(0), c.i64(o.getAxis()),
-                                 c.flag(o.getExclusive()),
-                                 c.flag(o.getReverse()), c.out()});
-      })
-      // Data movement.
+      .Default(noCall);
+}
+
+/// Data movement: layout, slicing, gather and scatter.
+static Result movementCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  return llvm::TypeSwitch<Operation *, Result>(op)
       .Case([&](ReshapeOp) {
         return c.call("reshape", {c.in(0), c.out()});
       })
@@ -373,7 +412,35 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
         return c.call("trilu", {c.in(0), c.i64(o.getK()),
                                 c.flag(o.getUpper()), c.out()});
       })
-      // Mixture of experts.
+      // Gather / scatter.
+      .Case([&](GatherOp o) {
+        return c.call("gather",
+                      {c.in(0), c.in(1), c.i64(o.getAxis()), c.out()});
+      })
+      .Case([&](GatherNDOp o) {
+        return c.call("gatherND",
+                      {c.in(0), c.in(1), c.i64(o.getBatchDims()), c.out()});
+      })
+      .Case([&](ScatterNDOp o) -> Result {
+        static const std::pair<StringRef, StringRef> kReductions[] = {
+            {"none", "None"}, {"add", "Add"}, {"mul", "Mul"},
+            {"max", "Max"},   {"min", "Min"}};
+        for (auto [name, enumerator] : kReductions)
+          if (o.getReduction() == name)
+            return c.call("scatterND",
+                          {c.in(0), c.in(1), c.in(2),
+                           c.enumerator(("lamina::rt::ScatterReduction::" +
+                                         enumerator).str()),
+                           c.out()});
+        return std::nullopt;
+      })
+      .Default(noCall);
+}
+
+/// Mixture of experts: routing, the experts, expert parallelism.
+static Result moeCall(Operation *op, Builder &b) {
+  CallBuilder c(op, b);
+  return llvm::TypeSwitch<Operation *, Result>(op)
       .Case([&](TopKOp o) {
         return c.call("topk", {c.in(0), c.i64(o.getK()), c.out(0), c.out(1)});
       })
@@ -408,29 +475,25 @@ std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
       .Case([&](MoEExchangeOp) {
         return c.call("ep::exchange", {c.in(0), c.in(1), c.out(0), c.out(1)});
       })
-      // Gather / scatter.
-      .Case([&](GatherOp o) {
-        return c.call("gather",
-                      {c.in(0), c.in(1), c.i64(o.getAxis()), c.out()});
-      })
-      .Case([&](GatherNDOp o) {
-        return c.call("gatherND",
-                      {c.in(0), c.in(1), c.i64(o.getBatchDims()), c.out()});
-      })
-      .Case([&](ScatterNDOp o) -> Result {
-        static const std::pair<StringRef, StringRef> kReductions[] = {
-            {"none", "None"}, {"add", "Add"}, {"mul", "Mul"},
-            {"max", "Max"},   {"min", "Min"}};
-        for (auto [name, enumerator] : kReductions)
-          if (o.getReduction() == name)
-            return c.call("scatterND",
-                          {c.in(0), c.in(1), c.in(2),
-                           c.enumerator(("lamina::rt::ScatterReduction::" +
-                                         enumerator).str()),
-                           c.out()});
-        return std::nullopt;
-      })
-      .Default([&](Operation *op) { return getCollectiveCall(op, b); });
+      .Default(noCall);
+}
+
+ArrayRef<KernelFamily> lamina::getKernelFamilies() {
+  static const KernelFamily kFamilies[] = {
+      {"elementwise", elementwiseCall}, {"reduction", reductionCall},
+      {"attention", attentionCall},     {"loss", lossCall},
+      {"vision", visionCall},           {"movement", movementCall},
+      {"moe", moeCall},                 {"collective", getCollectiveCall}};
+  return kFamilies;
+}
+
+std::optional<KernelCall> lamina::getKernelCall(Operation *op, Builder &b) {
+  if (isa<MatMulOp, FusedMatMulOp>(op))
+    return getMatMulCall(op, b, false, false);
+  for (const KernelFamily &family : getKernelFamilies())
+    if (std::optional<KernelCall> call = family.call(op, b))
+      return call;
+  return std::nullopt;
 }
 
 bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {

@@ -233,3 +233,17 @@ func.func @attention_bf16(%q: tensor<1x2x4x8xbf16> {graph.name = "q", graph.kind
   %o, %lse = graph.attention %q, %q, %q {causal, scale = 0.5 : f64} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>)
   return %o : tensor<1x2x4x8xbf16>
 }
+
+// -----
+
+// Every op without a host kernel is an error before anything is rewritten
+// (the runtime's group reduces only sum and max).
+shard.grid @tp(shape = 2)
+func.func @no_kernel(%x: tensor<4xf32> {graph.name = "x", graph.kind = "input"}) -> tensor<4xf32> {
+  %0 = graph.exp %x : tensor<4xf32>
+  // expected-error @+1 {{no host kernel for}}
+  %1 = shard.all_reduce %0 on @tp grid_axes = [0] reduction = min : tensor<4xf32> -> tensor<4xf32>
+  // expected-error @+1 {{no host kernel for}}
+  %2 = shard.all_reduce %1 on @tp grid_axes = [0] reduction = min : tensor<4xf32> -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}

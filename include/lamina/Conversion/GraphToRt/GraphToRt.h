@@ -1,7 +1,8 @@
 //===- GraphToRt.h - graph ops -> runtime kernel calls ----------*- C++ -*-===//
 //
 // The one place that says which host kernel each graph op runs and how its
-// attributes become the kernel's arguments. The static memory plan that
+// attributes become the kernel's arguments, by op family; convert-graph-to-rt
+// lowers each family with one conversion pattern. The static memory plan that
 // decides where buffers live is in MemoryPlan.h.
 //
 //===----------------------------------------------------------------------===//
@@ -11,7 +12,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <optional>
 #include <string>
@@ -26,7 +29,21 @@ struct KernelCall {
   llvm::SmallVector<mlir::Attribute> args;
 };
 
-/// The kernel call of a graph op; nullopt when the op has no host kernel.
+/// One family of ops (elementwise, reductions and norms, movement, ...):
+/// `call` gives the kernel call of an op of the family, nullopt for an op of
+/// another family or one without a host kernel.
+struct KernelFamily {
+  llvm::StringLiteral name;
+  std::optional<KernelCall> (*call)(mlir::Operation *op,
+                                    mlir::Builder &builder);
+};
+
+/// Every family but the matmuls, whose flags depend on the memory plan
+/// (getMatMulCall). No op is in two families.
+llvm::ArrayRef<KernelFamily> getKernelFamilies();
+
+/// The kernel call of a graph op (a matmul's operands untransposed); nullopt
+/// when the op has no host kernel.
 std::optional<KernelCall> getKernelCall(mlir::Operation *op,
                                         mlir::Builder &builder);
 
