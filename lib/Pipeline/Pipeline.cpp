@@ -70,12 +70,17 @@ std::string CompileOptions::everyRead() const {
   return copiesOnly ? std::string(precision) : std::string();
 }
 
-// Passes that rewrite one function and read nothing outside it run nested
-// on func.func (in parallel over the functions); those that look up a
-// function by name, create, erase or pair functions, or write the module's
-// attributes stay on the module (docs/architecture.md lists which).
+// Passes that rewrite one function and read nothing outside it but the
+// module's attributes run nested on func.func (in parallel over the
+// functions; the training preparation acts on the entry function alone,
+// graph.entry); those that create, rename, erase or pair functions, or write
+// the module's attributes stay on the module (docs/architecture.md lists
+// which).
 static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
-  pm.addNestedPass<func::FuncOp>(graph::createGraphVerifyImported());
+  // One nest: each function verified, prepared (the preparation passes act
+  // on the entry function only) and fused in turn.
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(graph::createGraphVerifyImported());
   if (o.train()) {
     // What the exporters wrote that PyTorch does not train, and the inputs
     // a window of packed tokens fixes (folded through the masks, so the
@@ -83,13 +88,13 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
     graph::GraphFillWindowInputsOptions fill;
     fill.labels = o.labels;
     fill.keep.assign(o.keepInputs.begin(), o.keepInputs.end());
-    pm.addPass(graph::createGraphFillWindowInputs(fill));
+    fn.addPass(graph::createGraphFillWindowInputs(fill));
     if (!o.freeze.empty())
-      pm.addPass(graph::createGraphFreeze({o.freeze}));
+      fn.addPass(graph::createGraphFreeze({o.freeze}));
     if (!o.asExported) {
       graph::GraphFreezeBuffersOptions buffers;
       buffers.buffers.assign(o.knownBuffers.begin(), o.knownBuffers.end());
-      pm.addPass(graph::createGraphFreezeBuffers(buffers));
+      fn.addPass(graph::createGraphFreezeBuffers(buffers));
     }
     if (!o.paddingIdx.empty() || !o.knownPaddingIdx.empty() ||
         !o.unknownPadding.empty()) {
@@ -99,13 +104,12 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
                                   o.knownPaddingIdx.end());
       pads.unknownPadding.assign(o.unknownPadding.begin(),
                                  o.unknownPadding.end());
-      pm.addPass(graph::createGraphMarkPadding(pads));
+      fn.addPass(graph::createGraphMarkPadding(pads));
     }
   }
   // Attention, the written-out norms and GELU fused before autocast and
   // autodiff: one low-precision op and its gradient rule, not the
   // differentiated chain and its intermediates.
-  OpPassManager &fn = pm.nest<func::FuncOp>();
   if (o.fuseAttention)
     fn.addPass(graph::createGraphFuseAttention());
   fn.addPass(graph::createGraphFuseNorms());
@@ -128,7 +132,8 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   loss.ignoreIndex = o.ignoreIndex;
   pm.addPass(graph::createGraphAddLoss(loss));
   if (o.moeAuxLoss != 0.0)
-    pm.addPass(graph::createGraphAddMoEAuxLoss({o.moeAuxLoss}));
+    pm.addNestedPass<func::FuncOp>(
+        graph::createGraphAddMoEAuxLoss({o.moeAuxLoss}));
   if (o.dist()) {
     // A fused projection stored as each rank's share of its parts, so
     // that it splits as a column GEMM (autodiff follows the regrouping).

@@ -170,12 +170,12 @@ int main(int argc, char **argv) {
     if (!asExported) {
       graph::GraphFreezeBuffersOptions buffers;
       buffers.buffers.assign(restored.buffers.begin(), restored.buffers.end());
-      pm.addPass(graph::createGraphFreezeBuffers(buffers));
+      pm.addNestedPass<func::FuncOp>(graph::createGraphFreezeBuffers(buffers));
       if (!restored.paddingIndices.empty()) {
         graph::GraphMarkPaddingOptions pads;
         for (const auto &[table, index] : restored.paddingIndices)
           pads.knownPaddingIdx.push_back(table + "=" + std::to_string(index));
-        pm.addPass(graph::createGraphMarkPadding(pads));
+        pm.addNestedPass<func::FuncOp>(graph::createGraphMarkPadding(pads));
       }
     }
     graph::GraphAddLossOptions lossOptions;

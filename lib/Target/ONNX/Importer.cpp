@@ -832,6 +832,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     if (isOpTriviallyDead(&op))
       op.erase();
   func->setAttr(graph::kOutputNamesAttr, builder.getArrayAttr(outputNames));
+  // What the training-preparation passes act on, whatever its name.
+  graph::setEntryFunction(func);
   if (failed(mlir::verify(*module)))
     return {};
   return module;

@@ -47,6 +47,46 @@ TrainAttr lamina::graph::trainAttrOf(Operation *module) {
   return module ? module->getAttrOfType<TrainAttr>(kTrainAttr) : TrainAttr();
 }
 
+static constexpr StringLiteral kEntryAttr =
+    GraphDialect::EntryAttrHelper::getNameStr();
+
+static bool isMarkedEntry(Operation *op) {
+  return isa<func::FuncOp>(op) && op->hasAttrOfType<UnitAttr>(kEntryAttr);
+}
+
+bool lamina::graph::isEntryFunction(Operation *op) {
+  auto func = dyn_cast<func::FuncOp>(op);
+  if (!func)
+    return false;
+  if (isMarkedEntry(func))
+    return true;
+  if (func.getSymName() != "forward")
+    return false;
+  if (Block *block = func->getBlock())
+    for (Operation &other : *block)
+      if (isMarkedEntry(&other))
+        return false;
+  return true;
+}
+
+func::FuncOp lamina::graph::entryFunctionOf(Operation *module) {
+  func::FuncOp forward;
+  for (auto func : module->getRegion(0).getOps<func::FuncOp>()) {
+    if (isMarkedEntry(func))
+      return func;
+    if (func.getSymName() == "forward")
+      forward = func;
+  }
+  return forward;
+}
+
+void lamina::graph::setEntryFunction(Operation *func, bool entry) {
+  if (entry)
+    func->setAttr(kEntryAttr, UnitAttr::get(func->getContext()));
+  else
+    func->removeAttr(kEntryAttr);
+}
+
 Operation *GraphDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                              Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
@@ -107,6 +147,19 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     if (!isa<ModuleOp>(op) || !isa<TrainAttr>(attr.getValue()))
       return op->emitError() << "'" << kTrainAttr
                              << "' must be a #graph.train on the module";
+    return success();
+  }
+  if (attr.getName() == kEntryAttr) {
+    if (!isa<func::FuncOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kEntryAttr
+                             << "' must be a unit attribute on a func.func";
+    // The passes act on one entry; two would make the choice arbitrary.
+    // Reported on the second.
+    for (Operation *other = op->getPrevNode(); other;
+         other = other->getPrevNode())
+      if (isMarkedEntry(other))
+        return op->emitError()
+               << "'" << kEntryAttr << "' on more than one function";
     return success();
   }
   if (attr.getName() != kOutputNamesAttr)

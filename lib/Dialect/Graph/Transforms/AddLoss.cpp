@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lamina/Dialect/Graph/IR/GraphDialect.h"
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 #include "lamina/Dialect/Graph/Transforms/Passes.h"
 
@@ -51,9 +52,12 @@ struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
   using Base::Base;
 
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
+    // On the module: the loss is recorded there (graph.train), for the
+    // later passes and the code generator.
+    func::FuncOp forward = entryFunctionOf(getOperation());
     if (!forward || !forward.getBody().hasOneBlock()) {
-      getOperation().emitError("graph-add-loss: no single-block func.func @forward");
+      getOperation().emitError("graph-add-loss: no single-block entry "
+                               "function (graph.entry, or @forward)");
       return signalPassFailure();
     }
     if (kind == "output") {

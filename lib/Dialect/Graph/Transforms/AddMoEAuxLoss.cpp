@@ -40,14 +40,14 @@ struct GraphAddMoEAuxLoss
   using GraphAddMoEAuxLossBase::GraphAddMoEAuxLossBase;
 
   void runOnOperation() override {
-    if (coef == 0.0)
+    func::FuncOp f = getOperation();
+    if (coef == 0.0 || !isEntryFunction(f))
       return;
-    ModuleOp module = getOperation();
-    TrainAttr train = trainAttrOf(module);
-    auto f = module.lookupSymbol<func::FuncOp>("forward");
-    if (!train || !f) {
-      module.emitError("graph-add-moe-aux-loss: needs @forward with its "
-                       "loss (run graph-add-loss first)");
+    // Only read here: graph-add-loss wrote it on the module.
+    TrainAttr train = trainAttrOf(f->getParentOp());
+    if (!train || !f.getBody().hasOneBlock()) {
+      f.emitError("graph-add-moe-aux-loss: needs a one-block entry function "
+                  "and its loss (run graph-add-loss first)");
       return signalPassFailure();
     }
     // The routers: top-k picks that a graph.moe reads, on [T, E] probs.

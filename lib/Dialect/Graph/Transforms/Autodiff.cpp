@@ -217,9 +217,10 @@ struct GraphAutodiff
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    func::FuncOp forward = entryFunctionOf(module);
     if (!forward) {
-      module.emitError("graph-autodiff: no func.func @forward");
+      module.emitError("graph-autodiff: no entry function (graph.entry, or "
+                       "@forward)");
       return signalPassFailure();
     }
     if (module.lookupSymbol("train_step")) {
@@ -238,6 +239,7 @@ struct GraphAutodiff
     builder.setInsertionPointAfter(forward);
     auto step = cast<func::FuncOp>(builder.clone(*forward));
     step.setSymName("train_step");
+    setEntryFunction(step, false);
     if (failed(differentiate(step, *lossIndex))) {
       step.erase();
       return signalPassFailure();

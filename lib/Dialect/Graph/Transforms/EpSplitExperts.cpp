@@ -50,7 +50,7 @@ struct GraphEpSplitExperts
     SmallVector<MoEOp> layers;
     f.walk([&](MoEOp m) { layers.push_back(m); });
     // The model's forward: --ep on a model without experts is a mistake.
-    if (layers.empty() && f.getSymName() == "forward") {
+    if (layers.empty() && isEntryFunction(f)) {
       f.emitError("--ep ") << unsigned(ranks)
                            << ": the model has no mixture-of-experts layer "
                               "(an experts' loop Lamina recognises as "

@@ -2,8 +2,10 @@
 //
 // graph-fill-window-inputs, graph-freeze, graph-freeze-buffers,
 // graph-mark-padding and graph-eval-step: what `lamina compile --mode train`
-// does to an imported export around the loss and autodiff. Each says what it
-// changed as a remark on @forward (the compile's summary prints them).
+// does to an imported export around the loss and autodiff. Each acts on the
+// entry function (graph.entry, or an unmarked @forward) and says what it
+// changed as a remark on it (the compile's summary prints them). All but
+// graph-eval-step run on func.func, skipping the other functions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,14 +37,11 @@ using namespace mlir;
 using namespace lamina::graph;
 
 namespace {
-/// The module's single-block @forward, or an error naming `pass`.
-func::FuncOp forwardOf(ModuleOp module, StringRef pass) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!forward || !forward.getBody().hasOneBlock()) {
-    module.emitError() << pass << ": no single-block func.func @forward";
-    return {};
-  }
-  return forward;
+/// The func.func passes' check of the entry they act on.
+LogicalResult checkOneBlock(func::FuncOp entry, StringRef pass) {
+  if (entry.getBody().hasOneBlock())
+    return success();
+  return entry.emitError() << pass << ": the entry function must be one block";
 }
 
 StringRef argName(func::FuncOp f, unsigned i) {
@@ -59,8 +58,10 @@ struct GraphFillWindowInputs
     : lamina::graph::impl::GraphFillWindowInputsBase<GraphFillWindowInputs> {
   using Base::Base;
   void runOnOperation() override {
-    func::FuncOp forward = forwardOf(getOperation(), getArgument());
-    if (!forward)
+    func::FuncOp forward = getOperation();
+    if (!isEntryFunction(forward))
+      return;
+    if (failed(checkOneBlock(forward, getArgument())))
       return signalPassFailure();
     for (const std::string &name : keep) {
       bool found = false;
@@ -128,8 +129,10 @@ struct GraphFillWindowInputs
 struct GraphFreeze : lamina::graph::impl::GraphFreezeBase<GraphFreeze> {
   using Base::Base;
   void runOnOperation() override {
-    func::FuncOp forward = forwardOf(getOperation(), getArgument());
-    if (!forward)
+    func::FuncOp forward = getOperation();
+    if (!isEntryFunction(forward))
+      return;
+    if (failed(checkOneBlock(forward, getArgument())))
       return signalPassFailure();
     llvm::Regex re(regex);
     if (std::string err; regex.empty() || !re.isValid(err)) {
@@ -181,8 +184,10 @@ bool isKnownBuffer(StringRef name) {
 struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
   using Base::Base;
   void runOnOperation() override {
-    func::FuncOp forward = forwardOf(getOperation(), getArgument());
-    if (!forward)
+    func::FuncOp forward = getOperation();
+    if (!isEntryFunction(forward))
+      return;
+    if (failed(checkOneBlock(forward, getArgument())))
       return signalPassFailure();
     Builder b(forward.getContext());
     std::set<std::string> marked(buffers.begin(), buffers.end());
@@ -200,8 +205,10 @@ struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFre
 struct GraphMarkPadding : lamina::graph::impl::GraphMarkPaddingBase<GraphMarkPadding> {
   using Base::Base;
   void runOnOperation() override {
-    func::FuncOp forward = forwardOf(getOperation(), getArgument());
-    if (!forward)
+    func::FuncOp forward = getOperation();
+    if (!isEntryFunction(forward))
+      return;
+    if (failed(checkOneBlock(forward, getArgument())))
       return signalPassFailure();
     // User flags first: those must each find a lookup.
     struct Pad {
@@ -271,9 +278,12 @@ struct GraphMarkPadding : lamina::graph::impl::GraphMarkPaddingBase<GraphMarkPad
 struct GraphEvalStep : lamina::graph::impl::GraphEvalStepBase<GraphEvalStep> {
   using Base::Base;
   void runOnOperation() override {
-    func::FuncOp forward = forwardOf(getOperation(), getArgument());
-    if (!forward)
+    func::FuncOp forward = entryFunctionOf(getOperation());
+    if (!forward || !forward.getBody().hasOneBlock()) {
+      getOperation().emitError("graph-eval-step: no single-block entry "
+                               "function (graph.entry, or @forward)");
       return signalPassFailure();
+    }
     std::string lossName = loss;
     if (TrainAttr train = trainAttrOf(getOperation()); train && lossName.empty())
       lossName = train.getOutput().str();
@@ -296,6 +306,8 @@ struct GraphEvalStep : lamina::graph::impl::GraphEvalStepBase<GraphEvalStep> {
     Builder b(forward.getContext());
     forward->setAttr(kOutputNamesAttr, b.getStrArrayAttr({lossName}));
     forward.setSymName(name);
+    // No longer the forward pass the preparation passes act on.
+    setEntryFunction(forward, false);
     // What only the dropped outputs read.
     IRRewriter rewriter(forward.getContext());
     (void)runRegionDCE(rewriter, forward.getBody());

@@ -26,7 +26,14 @@ def Graph_Dialect : Dialect {
     (`input`, `trainable` or `constant`); the function carries
     `graph.output_names`. A training module carries `graph.train`
     (`#graph.train<...>`: the loss the program computes).
+
+    The function the importer creates (the model's forward pass) carries the
+    unit attribute `graph.entry`: the passes that prepare it for training
+    act on it, not on a function of a given name. In a module none of whose
+    functions carries it (IR written by hand), `@forward` is the entry.
   }];
+  // graph.entry; the accessors are GraphDialect::getEntryAttrHelper().
+  let discardableAttrs = (ins UnitAttr:$entry);
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
   let hasRegionArgAttrVerify = 1;

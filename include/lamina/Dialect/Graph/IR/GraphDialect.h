@@ -5,6 +5,16 @@
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Operation.h"
+
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
+namespace lamina::graph {
+// The generated graph.entry helper (GraphBase.td) names it unqualified.
+using ::mlir::UnitAttr;
+} // namespace lamina::graph
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h.inc"
 #include "lamina/Dialect/Graph/IR/GraphEnums.h.inc"
@@ -54,6 +64,17 @@ inline constexpr llvm::StringLiteral kEpSplitAttr = "graph.ep_split";
 
 /// The module's `graph.train`, or null before graph-add-loss.
 TrainAttr trainAttrOf(mlir::Operation *module);
+
+/// Whether `op` is the model's entry function, the forward pass that the
+/// training-preparation passes act on: a func.func marked `graph.entry` (the
+/// importer marks the function it creates) or, in a module where no function
+/// is marked (IR written by hand), the one named `forward`. Only that
+/// fallback reads the other functions, so the importer's output never does.
+bool isEntryFunction(mlir::Operation *op);
+/// The module's entry function (as isEntryFunction), or null.
+mlir::func::FuncOp entryFunctionOf(mlir::Operation *module);
+/// Marks `func` as the entry, or (`entry` false) removes the mark.
+void setEntryFunction(mlir::Operation *func, bool entry = true);
 } // namespace lamina::graph
 
 #endif

@@ -472,7 +472,9 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
     so the gradient ops are ordinary graph ops that later phases cost and
     lower. Its results are the loss followed by the gradient of every
     `trainable` argument, in argument order, named
-    `["loss", "grad:<param>", ...]` in `graph.output_names`. `@forward` stays.
+    `["loss", "grad:<param>", ...]` in `graph.output_names`. `@forward` (the
+    entry function) stays, and stays the entry. A pass on the module: it
+    adds a function.
 
     Gradients flow only through float values that depend on a trainable
     argument: integer and boolean tensors, indices and conditions are
@@ -555,7 +557,8 @@ def GraphAddLoss : Pass<"graph-add-loss", "mlir::ModuleOp"> {
     Either way the module gets `graph.train` (`#graph.train<...>`): the
     loss kind and output, the labels input, the vocabulary (the logits'
     last dim) and the ignored label, which the later passes and
-    `convert-rt-to-emitc` read instead of options.
+    `convert-rt-to-emitc` read instead of options. Writing it is why the
+    pass runs on the module, not on the function.
 
     ```mlir
     // kind=causal-lm on logits: tensor<2x8x64xf32>, input_ids: tensor<2x8xi64>
@@ -590,10 +593,13 @@ def GraphAddLoss : Pass<"graph-add-loss", "mlir::ModuleOp"> {
 // --loss) do to an imported export before the loss and autodiff, so both
 // train what PyTorch trains (docs/training.md). Each reports what it changed
 // as a remark on @forward, which `lamina compile` prints in its summary.
+// `@forward` is the entry function: the one marked `graph.entry` (the
+// importer marks the function it creates) or, where no function is marked,
+// the one named `forward`. The passes on func.func skip every other one.
 //===----------------------------------------------------------------------===//
 
 def GraphFillWindowInputs
-    : Pass<"graph-fill-window-inputs", "mlir::ModuleOp"> {
+    : Pass<"graph-fill-window-inputs", "mlir::func::FuncOp"> {
   let summary = "Makes the mask, position and segment inputs of a window of "
                 "packed tokens constants";
   let description = [{
@@ -689,7 +695,8 @@ def GraphEpSplitExperts
   ];
 }
 
-def GraphAddMoEAuxLoss : Pass<"graph-add-moe-aux-loss", "mlir::ModuleOp"> {
+def GraphAddMoEAuxLoss
+    : Pass<"graph-add-moe-aux-loss", "mlir::func::FuncOp"> {
   let summary = "Adds the mixture-of-experts routers' load-balancing loss";
   let description = [{
     `lamina compile --moe-aux-loss COEF`, after graph-add-loss: the
@@ -700,7 +707,8 @@ def GraphAddMoEAuxLoss : Pass<"graph-add-moe-aux-loss", "mlir::ModuleOp"> {
     all layers whose pick `j` is expert `e`, `P` their mean probability
     of `e`. What Transformers adds with `output_router_logits=True` and
     `router_aux_loss_coef`. A remark says what was added; a model without
-    a router is an error.
+    a router is an error. It reads the module's `graph.train` and changes
+    only the entry function.
   }];
   let options = [
     Option<"coef", "coef", "double", /*default=*/"0.0",
@@ -708,7 +716,7 @@ def GraphAddMoEAuxLoss : Pass<"graph-add-moe-aux-loss", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFreeze : Pass<"graph-freeze", "mlir::ModuleOp"> {
+def GraphFreeze : Pass<"graph-freeze", "mlir::func::FuncOp"> {
   let summary = "Trainable arguments whose name matches a regex become "
                 "constants";
   let description = [{
@@ -724,7 +732,8 @@ def GraphFreeze : Pass<"graph-freeze", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphFreezeBuffers : Pass<"graph-freeze-buffers", "mlir::ModuleOp"> {
+def GraphFreezeBuffers
+    : Pass<"graph-freeze-buffers", "mlir::func::FuncOp"> {
   let summary = "Buffers that exporters write as initializers are not "
                 "trained";
   let description = [{
@@ -742,7 +751,7 @@ def GraphFreezeBuffers : Pass<"graph-freeze-buffers", "mlir::ModuleOp"> {
   ];
 }
 
-def GraphMarkPadding : Pass<"graph-mark-padding", "mlir::ModuleOp"> {
+def GraphMarkPadding : Pass<"graph-mark-padding", "mlir::func::FuncOp"> {
   let summary = "Embedding lookups of PyTorch's padding index train nothing";
   let description = [{
     Sets `padding_idx` on every axis-0 `graph.gather` of `@forward` whose
@@ -780,8 +789,9 @@ def GraphEvalStep : Pass<"graph-eval-step", "mlir::ModuleOp"> {
   let description = [{
     After `graph-add-loss` and `graph-autodiff`: `@forward` keeps only its
     loss output (graph.train's, or the option's) and what it reads, and is
-    renamed `name`. A training program computes validation losses with it
-    (`run --eval-data`) without the gradients.
+    renamed `name`, no longer the entry (`graph.entry` goes). A training
+    program computes validation losses with it (`run --eval-data`) without
+    the gradients. Renaming a symbol of the module keeps it on the module.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
