@@ -176,13 +176,13 @@ std::string lamina::eval::loadInitializers(ModuleOp module, StringRef modelPath,
   onnx::TensorReader reader(dir.empty() ? "." : dir);
   MLIRContext *ctx = module.getContext();
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-    auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+    auto kind = func.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
     // Initializers only: not inputs, nor an outlined module's boundary
     // values, residuals and cotangents.
     if (!kind || !name ||
-        (kind.getValue() != graph::kKindTrainable &&
-         kind.getValue() != graph::kKindConstant))
+        (kind.getValue() != ir::graph::kKindTrainable &&
+         kind.getValue() != ir::graph::kKindConstant))
       continue;
     auto it = inits.find(name.getValue());
     if (it == inits.end())
@@ -232,7 +232,7 @@ static std::string where(Operation *op) {
 }
 
 namespace {
-using graph::ConstantOp;
+using ir::graph::ConstantOp;
 /// Runs one op's kernel; nullopt when the op has no kernel here.
 struct Runner {
   Operation *op;
@@ -251,7 +251,7 @@ struct Runner {
   }
 
   std::optional<rt::Status> run() {
-    using namespace graph;
+    using namespace ir::graph;
     using U = rt::UnaryOp;
     using B = rt::BinaryOp;
     using C = rt::CompareOp;
@@ -506,7 +506,7 @@ runOp(Operation &op, llvm::DenseMap<Value, const HostTensor *> &env,
   if (op.getNumResults() == 0)
     return "cannot evaluate " + where(&op) + ": an op without results";
   std::vector<std::unique_ptr<HostTensor>> results;
-  if (auto c = dyn_cast<graph::ConstantOp>(op)) {
+  if (auto c = dyn_cast<ir::graph::ConstantOp>(op)) {
     results.push_back(std::make_unique<HostTensor>());
     if (std::string err = fromElementsAttr(c.getValue(), *results.back());
         !err.empty())
@@ -543,7 +543,7 @@ static std::string bindArgs(func::FuncOp func,
                             llvm::DenseMap<Value, const HostTensor *> &env) {
   for (BlockArgument arg : func.getBody().front().getArguments()) {
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kNameAttr);
+                                                  ir::graph::kNameAttr);
     if (!name)
       return "argument #" + std::to_string(arg.getArgNumber()) +
              " has no graph.name";
@@ -563,7 +563,7 @@ static void
 collectOutputs(func::FuncOp func, func::ReturnOp ret,
                const llvm::DenseMap<Value, const HostTensor *> &env,
                std::vector<std::pair<std::string, HostTensor>> &outputs) {
-  auto names = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+  auto names = func->getAttrOfType<ArrayAttr>(ir::graph::kOutputNamesAttr);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     std::string name = "output_" + std::to_string(i);
     if (names && i < names.size())

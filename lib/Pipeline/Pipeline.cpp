@@ -80,106 +80,106 @@ static void addGraphPhase(OpPassManager &pm, const CompileOptions &o) {
   // One nest: each function verified, prepared (the preparation passes act
   // on the entry function only) and fused in turn.
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  fn.addPass(graph::createGraphVerifyImported());
+  fn.addPass(ir::graph::createGraphVerifyImported());
   if (o.train()) {
     // What the exporters wrote that PyTorch does not train, and the inputs
     // a window of packed tokens fixes (folded through the masks, so the
     // attention fusion sees a causal mask).
-    graph::GraphFillWindowInputsOptions fill;
+    ir::graph::GraphFillWindowInputsOptions fill;
     fill.labels = o.labels;
     fill.keep.assign(o.keepInputs.begin(), o.keepInputs.end());
-    fn.addPass(graph::createGraphFillWindowInputs(fill));
+    fn.addPass(ir::graph::createGraphFillWindowInputs(fill));
     if (!o.freeze.empty())
-      fn.addPass(graph::createGraphFreeze({o.freeze}));
+      fn.addPass(ir::graph::createGraphFreeze({o.freeze}));
     if (!o.asExported) {
-      graph::GraphFreezeBuffersOptions buffers;
+      ir::graph::GraphFreezeBuffersOptions buffers;
       buffers.buffers.assign(o.knownBuffers.begin(), o.knownBuffers.end());
-      fn.addPass(graph::createGraphFreezeBuffers(buffers));
+      fn.addPass(ir::graph::createGraphFreezeBuffers(buffers));
     }
     if (!o.paddingIdx.empty() || !o.knownPaddingIdx.empty() ||
         !o.unknownPadding.empty()) {
-      graph::GraphMarkPaddingOptions pads;
+      ir::graph::GraphMarkPaddingOptions pads;
       pads.paddingIdx.assign(o.paddingIdx.begin(), o.paddingIdx.end());
       pads.knownPaddingIdx.assign(o.knownPaddingIdx.begin(),
                                   o.knownPaddingIdx.end());
       pads.unknownPadding.assign(o.unknownPadding.begin(),
                                  o.unknownPadding.end());
-      fn.addPass(graph::createGraphMarkPadding(pads));
+      fn.addPass(ir::graph::createGraphMarkPadding(pads));
     }
   }
   // Attention, the written-out norms and GELU fused before autocast and
   // autodiff: one low-precision op and its gradient rule, not the
   // differentiated chain and its intermediates.
   if (o.fuseAttention)
-    fn.addPass(graph::createGraphFuseAttention());
-  fn.addPass(graph::createGraphFuseNorms());
+    fn.addPass(ir::graph::createGraphFuseAttention());
+  fn.addPass(ir::graph::createGraphFuseNorms());
   if (o.train())
-    fn.addPass(graph::createGraphFuseGelu());
+    fn.addPass(ir::graph::createGraphFuseGelu());
   // Mixed precision on @forward: autodiff then makes the backward's
   // matmuls low-precision too; parameters stay f32.
   if (o.precision != "f32")
-    fn.addPass(graph::createGraphAutocast({o.precision}));
+    fn.addPass(ir::graph::createGraphAutocast({o.precision}));
 }
 
 static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   if (!o.train())
     return;
-  graph::GraphAddLossOptions loss;
+  ir::graph::GraphAddLossOptions loss;
   loss.kind = o.lossOutput.empty() ? std::string(o.loss) : "output";
   loss.logits = o.logits;
   loss.labels = o.labels;
   loss.output = o.lossOutput;
   loss.ignoreIndex = o.ignoreIndex;
-  pm.addPass(graph::createGraphAddLoss(loss));
+  pm.addPass(ir::graph::createGraphAddLoss(loss));
   if (o.moeAuxLoss != 0.0)
     pm.addNestedPass<func::FuncOp>(
-        graph::createGraphAddMoEAuxLoss({o.moeAuxLoss}));
+        ir::graph::createGraphAddMoEAuxLoss({o.moeAuxLoss}));
   if (o.dist()) {
     // A fused projection stored as each rank's share of its parts, so
     // that it splits as a column GEMM (autodiff follows the regrouping).
     if (o.tp > 1) {
-      graph::GraphTpRegroupProjectionsOptions regroup;
+      ir::graph::GraphTpRegroupProjectionsOptions regroup;
       regroup.tp = unsigned(o.tp);
       pm.addNestedPass<func::FuncOp>(
-          graph::createGraphTpRegroupProjections(regroup));
+          ir::graph::createGraphTpRegroupProjections(regroup));
     }
     // Expert parallelism: each MoE layer's experts split over the
     // replicas, its tokens sent to them by all-to-alls (autodiff gives the
     // backward's).
     if (o.ep > 1) {
-      graph::GraphEpSplitExpertsOptions experts;
+      ir::graph::GraphEpSplitExpertsOptions experts;
       experts.ranks = unsigned(o.ep);
-      pm.addNestedPass<func::FuncOp>(graph::createGraphEpSplitExperts(experts));
+      pm.addNestedPass<func::FuncOp>(ir::graph::createGraphEpSplitExperts(experts));
     }
-    dist::DistOutlineModulesOptions outline;
+    ir::dist::DistOutlineModulesOptions outline;
     outline.recompute = o.recomputeModules();
-    pm.addPass(dist::createDistOutlineModules(outline));
+    pm.addPass(ir::dist::createDistOutlineModules(outline));
     // Tensor parallelism: each module's forward and backward split over
     // the group (Megatron's pairs, from the dataflow), then one rank's
     // SPMD form with its collectives (upstream's shard-partition), the
     // partial sums of a group added before one all-reduce.
     if (o.tp > 1) {
-      dist::DistTpPlanOptions plan;
+      ir::dist::DistTpPlanOptions plan;
       plan.tp = unsigned(o.tp);
       plan.sequenceParallel = o.sequenceParallel;
       plan.replicate = o.tpReplicate;
-      pm.addPass(dist::createDistTpPlan(plan));
+      pm.addPass(ir::dist::createDistTpPlan(plan));
       OpPassManager &fn = pm.nest<func::FuncOp>();
       fn.addPass(shard::createPartition());
       // One gather of a value every column GEMM of a group reads.
       fn.addPass(createCSEPass());
-      fn.addPass(dist::createDistTpCombineSums());
+      fn.addPass(ir::dist::createDistTpCombineSums());
     }
     return;
   }
-  graph::GraphAutodiffOptions autodiff;
+  ir::graph::GraphAutodiffOptions autodiff;
   // The logits stay available to `run --dump-outputs`.
   autodiff.keepOutputs = true;
-  pm.addPass(graph::createGraphAutodiff(autodiff));
-  pm.addPass(graph::createGraphVerifyTrainStep());
+  pm.addPass(ir::graph::createGraphAutodiff(autodiff));
+  pm.addPass(ir::graph::createGraphVerifyTrainStep());
   // The forward, reduced to its loss, is the evaluation entry
   // (`run --eval-data`): validation losses without the gradients.
-  pm.addPass(graph::createGraphEvalStep());
+  pm.addPass(ir::graph::createGraphEvalStep());
 }
 
 static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
@@ -188,12 +188,12 @@ static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
   // The one placement of the modules on the pipeline ranks, which the
   // schedule reads; then the schedule over them, as IR: compute order,
   // communication, then the deadlock/matching simulation.
-  dist::DistPartitionOptions place;
+  ir::dist::DistPartitionOptions place;
   place.pp = o.pp;
   place.placement =
       o.schedule == "gpipe" || o.schedule == "1f1b" ? "contiguous" : "modular";
-  pm.addPass(dist::createDistPartition(place));
-  dist::DistScheduleOptions sched;
+  pm.addPass(ir::dist::createDistPartition(place));
+  ir::dist::DistScheduleOptions sched;
   sched.scheduleKind = o.schedule;
   sched.pp = o.pp;
   sched.dp = o.dp;
@@ -201,43 +201,43 @@ static void addDistPhase(OpPassManager &pm, const CompileOptions &o) {
   sched.zero = o.zero;
   // The evaluation step (run --eval-data) too, verified like the training.
   sched.eval = true;
-  pm.addPass(dist::createDistSchedule(sched));
-  pm.addPass(dist::createDistInsertComm());
-  pm.addPass(dist::createDistPrefetchGathers());
-  pm.addPass(dist::createDistVerifySchedule());
+  pm.addPass(ir::dist::createDistSchedule(sched));
+  pm.addPass(ir::dist::createDistInsertComm());
+  pm.addPass(ir::dist::createDistPrefetchGathers());
+  pm.addPass(ir::dist::createDistVerifySchedule());
   // Each pipeline rank's step over values, built from the functions as
   // the kernels will run them (the opt phase); the same simulation again.
-  pm.addPass(dist::createDistBuildSteps());
-  pm.addPass(dist::createDistVerifySchedule());
+  pm.addPass(ir::dist::createDistBuildSteps());
+  pm.addPass(ir::dist::createDistVerifySchedule());
 }
 
 static void addFusePhase(OpPassManager &pm, const CompileOptions &o) {
   bool lowPrecision = o.precision != "f32";
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  fn.addPass(graph::createGraphFuseGelu());
+  fn.addPass(ir::graph::createGraphFuseGelu());
   // Last on the graph: after autodiff and autocast (no gradient rule).
   if (lowPrecision)
-    fn.addPass(graph::createGraphFoldMatMulCasts());
+    fn.addPass(ir::graph::createGraphFoldMatMulCasts());
   // Bias and residual adds into the GEMM's epilogue (and gradient sums
   // into the norms' backward), before elementwise fusion would take them.
-  fn.addPass(graph::createGraphFuseEpilogues());
+  fn.addPass(ir::graph::createGraphFuseEpilogues());
   // What a module keeps for its backward, narrowed as above.
   if (o.dist() && lowPrecision)
-    pm.addPass(dist::createDistNarrowResiduals());
+    pm.addPass(ir::dist::createDistNarrowResiduals());
   // The weights' (and the epilogues' biases') low-precision copies come
   // from the optimizer's kernel, not from casts in every step; ZeRO 3
   // gathers the copies when they are all the functions read.
   std::string everyRead = o.everyRead();
   if (o.train() && !o.dist() && lowPrecision && o.paramCopies)
-    pm.addPass(graph::createGraphHoistParamCasts({everyRead}));
+    pm.addPass(ir::graph::createGraphHoistParamCasts({everyRead}));
   bool distCopies = o.effectiveZero() < 3 || !everyRead.empty();
   if (o.dist() && lowPrecision && o.paramCopies && distCopies)
-    pm.addPass(dist::createDistHoistParamCasts({everyRead}));
+    pm.addPass(ir::dist::createDistHoistParamCasts({everyRead}));
   // cuDNN reads q, k and v from the fused projection at a row stride.
   OpPassManager &last = pm.nest<func::FuncOp>();
   if (o.cuda())
-    last.addPass(graph::createGraphPackAttention());
-  last.addPass(graph::createGraphFuseElementwise());
+    last.addPass(ir::graph::createGraphPackAttention());
+  last.addPass(ir::graph::createGraphFuseElementwise());
 }
 
 static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
@@ -249,13 +249,13 @@ static void addRtPhase(OpPassManager &pm, const CompileOptions &o) {
   if (o.dist()) {
     pm.addPass(createConvertDistToRt());
     OpPassManager &fn = pm.nest<func::FuncOp>();
-    fn.addPass(rt_ir::createRtPostReceives());
-    fn.addPass(rt_ir::createRtWaitSends());
-    fn.addPass(rt_ir::createRtRetireReductions());
-    pm.addPass(rt_ir::createRtVerifySteps());
-    rt_ir::RtPlanStepBuffersOptions buffers;
+    fn.addPass(ir::rt::createRtPostReceives());
+    fn.addPass(ir::rt::createRtWaitSends());
+    fn.addPass(ir::rt::createRtRetireReductions());
+    pm.addPass(ir::rt::createRtVerifySteps());
+    ir::rt::RtPlanStepBuffersOptions buffers;
     buffers.target = o.target;
-    pm.addPass(rt_ir::createRtPlanStepBuffers(buffers));
+    pm.addPass(ir::rt::createRtPlanStepBuffers(buffers));
   }
 }
 

@@ -168,23 +168,23 @@ int main(int argc, char **argv) {
     // without the fusions (the evaluator runs the ops as written).
     PassManager pm(&context);
     if (!asExported) {
-      graph::GraphFreezeBuffersOptions buffers;
+      ir::graph::GraphFreezeBuffersOptions buffers;
       buffers.buffers.assign(restored.buffers.begin(), restored.buffers.end());
-      pm.addNestedPass<func::FuncOp>(graph::createGraphFreezeBuffers(buffers));
+      pm.addNestedPass<func::FuncOp>(ir::graph::createGraphFreezeBuffers(buffers));
       if (!restored.paddingIndices.empty()) {
-        graph::GraphMarkPaddingOptions pads;
+        ir::graph::GraphMarkPaddingOptions pads;
         for (const auto &[table, index] : restored.paddingIndices)
           pads.knownPaddingIdx.push_back(table + "=" + std::to_string(index));
-        pm.addNestedPass<func::FuncOp>(graph::createGraphMarkPadding(pads));
+        pm.addNestedPass<func::FuncOp>(ir::graph::createGraphMarkPadding(pads));
       }
     }
-    graph::GraphAddLossOptions lossOptions;
+    ir::graph::GraphAddLossOptions lossOptions;
     lossOptions.kind = lossKind.empty() ? std::string("output") : lossKind.getValue();
     lossOptions.logits = logitsName;
     lossOptions.labels = labelsName;
     lossOptions.output = lossOutput;
-    pm.addPass(graph::createGraphAddLoss(lossOptions));
-    pm.addPass(graph::createGraphAutodiff());
+    pm.addPass(ir::graph::createGraphAddLoss(lossOptions));
+    pm.addPass(ir::graph::createGraphAutodiff());
     if (failed(pm.run(*module)))
       return 1;
     evalFunction = "train_step";
@@ -203,9 +203,9 @@ int main(int argc, char **argv) {
   // The function's inputs, in order.
   std::vector<std::pair<std::string, Type>> expected;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-    auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-    if (kind && name && kind.getValue() == graph::kKindInput)
+    auto kind = func.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
+    if (kind && name && kind.getValue() == ir::graph::kKindInput)
       expected.emplace_back(name.getValue().str(), func.getArgument(i).getType());
   }
   auto expectedNames = [&] {

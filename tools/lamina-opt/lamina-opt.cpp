@@ -19,18 +19,18 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<lamina::dist::DistDialect, lamina::graph::GraphDialect,
-                  lamina::rt_ir::RtDialect, mlir::func::FuncDialect,
+  registry.insert<lamina::ir::dist::DistDialect, lamina::ir::graph::GraphDialect,
+                  lamina::ir::rt::RtDialect, mlir::func::FuncDialect,
                   mlir::memref::MemRefDialect, mlir::emitc::EmitCDialect,
                   mlir::shard::ShardDialect>();
   // Upstream's sharding passes over the graph ops' sharding rules (the
   // tensor-parallel work, docs/tp-design.md).
-  lamina::graph::registerShardingInterfaceExternalModels(registry);
+  lamina::ir::graph::registerShardingInterfaceExternalModels(registry);
   mlir::shard::registerShardPasses();
   mlir::registerTransformsPasses();
-  lamina::graph::registerGraphPasses();
-  lamina::dist::registerDistPasses();
-  lamina::rt_ir::registerRtPasses();
+  lamina::ir::graph::registerGraphPasses();
+  lamina::ir::dist::registerDistPasses();
+  lamina::ir::rt::registerRtPasses();
   lamina::registerConversionPasses();
   // lamina compile's phases: --lamina-graph ... --lamina-emitc.
   lamina::registerPipelines();

@@ -255,26 +255,26 @@ static PlanFigures readFigures(ModuleOp module) {
   PlanFigures f;
   module.walk([&](func::FuncOp func) {
     if (func.getName() == "eval_step") {
-      if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr))
+      if (auto a = func->getAttrOfType<IntegerAttr>(ir::rt::kArenaBytesAttr))
         f.evalArenaBytes = a.getInt();
-      func.walk([&](rt_ir::CallOp) { ++f.evalCalls; });
+      func.walk([&](ir::rt::CallOp) { ++f.evalCalls; });
       return;
     }
-    if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr))
+    if (auto a = func->getAttrOfType<IntegerAttr>(ir::rt::kArenaBytesAttr))
       f.arenaBytes += a.getInt();
-    if (auto a = func->getAttrOfType<IntegerAttr>(rt_ir::kTensorBytesAttr))
+    if (auto a = func->getAttrOfType<IntegerAttr>(ir::rt::kTensorBytesAttr))
       f.tensorBytes += a.getInt();
     for (unsigned i = 1; i < func.getNumArguments(); ++i) {
-      auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+      auto kind = func.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
       auto type = dyn_cast<MemRefType>(func.getArgumentTypes()[i]);
-      if (!kind || kind.getValue() == graph::kKindInput || !type)
+      if (!kind || kind.getValue() == ir::graph::kKindInput || !type)
         continue;
       int64_t bytes = type.getNumElements() *
                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-      (kind.getValue() == graph::kKindParamCopy ? f.copyBytes
+      (kind.getValue() == ir::graph::kKindParamCopy ? f.copyBytes
                                                  : f.weightBytes) += bytes;
     }
-    func.walk([&](rt_ir::CallOp) { ++f.calls; });
+    func.walk([&](ir::rt::CallOp) { ++f.calls; });
   });
   return f;
 }
@@ -291,8 +291,8 @@ static std::string describeDistProgram(ModuleOp module) {
           p && !f->hasAttr("rt.forward_only"))
         stepBytes[p.getInt()] = bytes.getInt();
     auto outlined =
-        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
-    auto arena = f->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
+        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
+    auto arena = f->getAttrOfType<IntegerAttr>(ir::rt::kArenaBytesAttr);
     if (!outlined || !arena)
       return;
     auto &entry = modules[outlined.getModule()];
@@ -303,7 +303,7 @@ static std::string describeDistProgram(ModuleOp module) {
   llvm::raw_string_ostream os(out);
   // The placement convert-dist-to-rt recorded (the evaluation step runs on
   // the same one).
-  if (auto dist = module->getAttrOfType<rt_ir::DistAttr>(rt_ir::kDistAttr)) {
+  if (auto dist = module->getAttrOfType<ir::rt::DistAttr>(ir::rt::kDistAttr)) {
     ArrayRef<int64_t> placement = dist.getPlacement().asArrayRef();
     int64_t ranks = 0;
     for (int64_t r : placement)
@@ -706,9 +706,9 @@ int runCompile() {
 
   DialectRegistry registry;
   onnx::registerImportDialects(registry);
-  registry.insert<rt_ir::RtDialect, emitc::EmitCDialect>();
+  registry.insert<ir::rt::RtDialect, emitc::EmitCDialect>();
   // --tp: upstream's sharding passes over the graph ops' rules.
-  graph::registerShardingInterfaceExternalModels(registry);
+  ir::graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // What the passes changed (filled inputs, frozen buffers, padding

@@ -72,18 +72,18 @@ static void printSummary(ModuleOp module, llvm::raw_ostream &os) {
     int64_t params[3] = {0, 0, 0}, elements[3] = {0, 0, 0};
     os << "  inputs:\n";
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
-      auto kind = func.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-      auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      auto kind = func.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
+      auto name = func.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
       auto type = cast<RankedTensorType>(arg.getType());
-      int k = kind.getValue() == graph::kKindInput      ? 0
-              : kind.getValue() == graph::kKindTrainable ? 1
+      int k = kind.getValue() == ir::graph::kKindInput      ? 0
+              : kind.getValue() == ir::graph::kKindTrainable ? 1
                                                          : 2;
       ++params[k];
       elements[k] += type.getNumElements();
       if (k == 0)
         os << "    " << name.getValue() << ": " << type << "\n";
     }
-    auto names = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+    auto names = func->getAttrOfType<ArrayAttr>(ir::graph::kOutputNamesAttr);
     os << "  outputs:\n";
     for (auto [name, type] : llvm::zip(names, func.getResultTypes()))
       os << "    " << cast<StringAttr>(name).getValue() << ": " << type << "\n";
@@ -93,12 +93,12 @@ static void printSummary(ModuleOp module, llvm::raw_ostream &os) {
     llvm::MapVector<StringRef, int> histogram;
     int total = 0;
     int64_t flops = 0, matmulFlops = 0, bytes = 0;
-    func.walk([&](graph::CostOpInterface op) {
+    func.walk([&](ir::graph::CostOpInterface op) {
       ++histogram[op->getName().getStringRef()];
       ++total;
       flops += op.getFlops();
       bytes += op.getBytesAccessed();
-      if (isa<graph::MatMulOp>(op))
+      if (isa<ir::graph::MatMulOp>(op))
         matmulFlops += op.getFlops();
     });
     os << "  forward cost: " << flops << " FLOPs (" << matmulFlops
@@ -142,7 +142,7 @@ int runImport() {
   pm.enableVerifier(false);
   TimingScope verifyTimer = root.nest("graph-verify-imported");
   pm.enableTiming(verifyTimer);
-  pm.addNestedPass<func::FuncOp>(graph::createGraphVerifyImported());
+  pm.addNestedPass<func::FuncOp>(ir::graph::createGraphVerifyImported());
   if (failed(pm.run(*module)))
     return 1;
 

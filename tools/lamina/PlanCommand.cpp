@@ -196,7 +196,7 @@ std::vector<int64_t> compiledResiduals, compiledBoundaries;
 
 /// With --tp: the compiled modules' tensor-parallel bytes per
 /// micro-batch, parameters and boundaries, as one rank has them.
-dist::CompiledModules compiledTensorParallel;
+ir::dist::CompiledModules compiledTensorParallel;
 
 /// Whether to outline (and split) the model as lamina compile does: for
 /// the residuals without recompute, for the split modules with --tp.
@@ -250,18 +250,18 @@ bool compileModules(MLIRContext &context, llvm::StringRef path,
   if (failed(pm.run(*module)))
     return false;
   if (tp > 1)
-    compiledTensorParallel = dist::describeCompiledModules(*module);
+    compiledTensorParallel = ir::dist::describeCompiledModules(*module);
   if (recompute != "none")
     return true;
   auto modules =
-      (*module)->getAttrOfType<IntegerAttr>(dist::DistDialect::kNumModulesAttr);
+      (*module)->getAttrOfType<IntegerAttr>(ir::dist::DistDialect::kNumModulesAttr);
   if (!modules) {
     llvm::errs() << "lamina plan: the outlined model has no modules\n";
     return false;
   }
   std::vector<int64_t> flat;
   FailureOr<schedule::StepBufferSizes> sizes =
-      rt_ir::stepBufferSizes(*module, int(modules.getInt()), 0, 1, false, flat);
+      ir::rt::stepBufferSizes(*module, int(modules.getInt()), 0, 1, false, flat);
   if (failed(sizes))
     return false;
   compiledResiduals = sizes->residual;
@@ -283,7 +283,7 @@ std::optional<plan::ModelDesc> describe() {
   onnx::registerImportDialects(registry);
   // --tp with the loss flags: upstream's sharding passes over the graph
   // ops' rules, as lamina compile runs them.
-  graph::registerShardingInterfaceExternalModels(registry);
+  ir::graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // Diagnostics name the ONNX node or flag; the IR dump is lamina-opt's.
@@ -328,9 +328,9 @@ std::optional<plan::ModelDesc> describe() {
   addPhasePasses(pm, Phase::Graph, graphOptions);
   if (failed(pm.run(*module)))
     return std::nullopt;
-  dist::DescribeOptions describeOptions;
+  ir::dist::DescribeOptions describeOptions;
   describeOptions.moduleRegex = moduleRegex;
-  FailureOr<plan::ModelDesc> desc = dist::describeModel(*module, describeOptions);
+  FailureOr<plan::ModelDesc> desc = ir::dist::describeModel(*module, describeOptions);
   if (failed(desc))
     return std::nullopt;
   if (wantsCompiledModules() &&

@@ -60,7 +60,7 @@ def ConvertGraphToRt : Pass<"convert-graph-to-rt", "mlir::func::FuncOp"> {
         : memref<2x8x32xf32>, memref<2x8x32xf32>
     ```
   }];
-  let dependentDialects = ["::lamina::rt_ir::RtDialect",
+  let dependentDialects = ["::lamina::ir::rt::RtDialect",
                            "::mlir::memref::MemRefDialect"];
   let statistics = [
     Statistic<"numCalls", "kernel-calls", "Kernel calls emitted">,
@@ -119,7 +119,7 @@ def ConvertDistToRt : Pass<"convert-dist-to-rt", "mlir::ModuleOp"> {
     }
     ```
   }];
-  let dependentDialects = ["::lamina::rt_ir::RtDialect",
+  let dependentDialects = ["::lamina::ir::rt::RtDialect",
                            "::mlir::func::FuncDialect"];
 }
 

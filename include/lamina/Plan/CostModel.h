@@ -222,7 +222,7 @@ struct EvaluateOptions {
   /// estimated by each module's activation bytes.
   std::vector<int64_t> residualBytes, boundaryBytes;
   /// With tp > 1, per schedule module as `lamina compile --tp` splits it
-  /// (`lamina plan --tp --loss ...`, dist::describeCompiledModules): the
+  /// (`lamina plan --tp --loss ...`, ir::dist::describeCompiledModules): the
   /// bytes its forward and its backward move on tensor-parallel
   /// collectives per micro-batch and their ring steps (latencies), the
   /// trainable elements one rank holds, and the bytes of its boundary

@@ -40,11 +40,11 @@ struct ConvertDistToRtPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<dist::ProgramOp> programs(module.getOps<dist::ProgramOp>());
+    SmallVector<ir::dist::ProgramOp> programs(module.getOps<ir::dist::ProgramOp>());
     if (programs.empty())
       return;
     int training = 0;
-    for (dist::ProgramOp p : programs)
+    for (ir::dist::ProgramOp p : programs)
       training += !p.getForwardOnly();
     if (training != 1 || programs.size() > 2) {
       mlir::emitError(module.getLoc())
@@ -67,21 +67,21 @@ struct ConvertDistToRtPass
       grid.erase();
     }
     OpBuilder b(module.getContext());
-    Type stepType = rt_ir::StepType::get(module.getContext());
+    Type stepType = ir::rt::StepType::get(module.getContext());
     std::map<std::string, std::vector<int>> readerMap =
-        rt_ir::readersOf(module);
+        ir::rt::readersOf(module);
     std::vector<std::pair<std::string, std::vector<int>>> readers(
         readerMap.begin(), readerMap.end());
     std::map<std::string, std::pair<int, int64_t>> experts =
-        rt_ir::expertBlocksOf(module);
-    for (dist::ProgramOp program : programs) {
-      FailureOr<sch::Schedule> sched = dist::readSchedule(program);
+        ir::rt::expertBlocksOf(module);
+    for (ir::dist::ProgramOp program : programs) {
+      FailureOr<sch::Schedule> sched = ir::dist::readSchedule(program);
       if (failed(sched))
         return signalPassFailure();
       const int pp = sched->config.pipelineRanks;
       // The callee of each (module, backward), from the steps' calls.
       std::map<std::pair<int64_t, bool>, FlatSymbolRefAttr> fns;
-      program.walk([&](dist::CallOp call) {
+      program.walk([&](ir::dist::CallOp call) {
         fns[{call.getModule(), call.isBackward()}] = call.getCalleeAttr();
       });
       bool eval = program.getForwardOnly();
@@ -92,11 +92,11 @@ struct ConvertDistToRtPass
       // Each module's flat parameter layout, for rt.dist (the sizes of
       // ZeRO's buffers follow from it; the runtime checks its own).
       std::vector<int64_t> flat;
-      if (failed(rt_ir::stepBufferSizes(module, cfg.numModules, zero,
+      if (failed(ir::rt::stepBufferSizes(module, cfg.numModules, zero,
                                         cfg.dataParallel, false, flat)))
         return signalPassFailure();
       b.setInsertionPoint(program);
-      for (auto step : program.getBody().front().getOps<dist::StepOp>()) {
+      for (auto step : program.getBody().front().getOps<ir::dist::StepOp>()) {
         int64_t p = step.getPpRank();
         std::vector<sch::SharedParam> shared = sch::sharedParamsOf(
             int(p), cfg.dataParallel, zero, readers, sched->placement.rankOf);
@@ -117,10 +117,10 @@ struct ConvertDistToRtPass
             (eval ? "lamina_eval_step_" : "lamina_step_") + std::to_string(p);
         auto fn = func::FuncOp::create(b, step.getLoc(), name,
                                        b.getFunctionType({stepType}, {}));
-        fn->setAttr(rt_ir::kStepPpAttr, b.getI64IntegerAttr(p));
-        fn->setAttr(rt_ir::kStepZeroAttr, b.getI64IntegerAttr(zero));
+        fn->setAttr(ir::rt::kStepPpAttr, b.getI64IntegerAttr(p));
+        fn->setAttr(ir::rt::kStepZeroAttr, b.getI64IntegerAttr(zero));
         if (eval)
-          fn->setAttr(rt_ir::kForwardOnlyAttr, b.getUnitAttr());
+          fn->setAttr(ir::rt::kForwardOnlyAttr, b.getUnitAttr());
         OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
         for (const sch::StepCall &c : calls) {
           FlatSymbolRefAttr callee;
@@ -134,7 +134,7 @@ struct ConvertDistToRtPass
             }
             callee = it->second;
           }
-          rt_ir::buildStepOp(body, step.getLoc(), fn.getArgument(0), c, callee);
+          ir::rt::buildStepOp(body, step.getLoc(), fn.getArgument(0), c, callee);
         }
         func::ReturnOp::create(body, step.getLoc());
       }
@@ -144,15 +144,15 @@ struct ConvertDistToRtPass
                                        sched->placement.rankOf.end());
         // Each module's flat layout: rt-plan-step-buffers sizes ZeRO's
         // buffers from it; the runtime checks its own.
-        module->setAttr(rt_ir::kDistAttr,
-                        rt_ir::DistAttr::get(
+        module->setAttr(ir::rt::kDistAttr,
+                        ir::rt::DistAttr::get(
                             module.getContext(), program.getKind(),
                             c.numModules, pp, c.dataParallel, c.microBatches,
                             c.zeroLevel, b.getDenseI64ArrayAttr(placement),
                             b.getDenseI64ArrayAttr(flat), tp));
       }
     }
-    for (dist::ProgramOp program : programs)
+    for (ir::dist::ProgramOp program : programs)
       program.erase();
   }
 };

@@ -30,7 +30,7 @@ static int64_t byteSize(Type type) {
 /// Whether `use` is the lhs or rhs of a matmul (which can read it
 /// transposed), not a fused matmul's bias or addend.
 static bool isMatMulOperand(OpOperand &use) {
-  return isa<graph::MatMulOp, graph::FusedMatMulOp>(use.getOwner()) &&
+  return isa<ir::graph::MatMulOp, ir::graph::FusedMatMulOp>(use.getOwner()) &&
          use.getOperandNumber() < 2;
 }
 
@@ -90,7 +90,7 @@ LogicalResult BufferPlan::assign(func::FuncOp func) {
   // transposes that fold folds too (the tied LM head: its transposed bf16
   // weight, and the transpose of that for the input gradient's matmul).
   for (Operation *op : llvm::reverse(ops)) {
-    auto t = dyn_cast<graph::TransposeOp>(op);
+    auto t = dyn_cast<ir::graph::TransposeOp>(op);
     if (!t || !t.swapsLastTwoDims() || t->use_empty() ||
         !llvm::all_of(t->getUses(), [&](OpOperand &use) {
           return isMatMulOperand(use) ||
@@ -110,13 +110,13 @@ LogicalResult BufferPlan::assign(func::FuncOp func) {
     if (op->getNumResults() == 0 || op->getNumRegions() != 0)
       return op->emitError("cannot lower ")
              << describeOrigin(op) << ": not a graph op with results";
-    if (isa<graph::ConstantOp>(op) || foldedTransposes.count(op))
+    if (isa<ir::graph::ConstantOp>(op) || foldedTransposes.count(op))
       continue;
     if (op->getNumResults() > 1) {
       // Several results (the fused backward ops): each its own storage.
       for (Value result : op->getResults()) {
         int64_t bytes = byteSize(result.getType());
-        tensorBytes += llvm::alignTo(bytes, rt_ir::kArenaAlignment);
+        tensorBytes += llvm::alignTo(bytes, ir::rt::kArenaAlignment);
         classOf[result] = classes.size();
         classes.push_back({bytes, i, std::max(lastUse.lookup(result), i)});
       }
@@ -124,7 +124,7 @@ LogicalResult BufferPlan::assign(func::FuncOp func) {
     }
     Value result = op->getResult(0);
     int64_t bytes = byteSize(result.getType());
-    tensorBytes += llvm::alignTo(bytes, rt_ir::kArenaAlignment);
+    tensorBytes += llvm::alignTo(bytes, ir::rt::kArenaAlignment);
     int64_t last = lastUse.lookup(result);
     if (last < i) // unused: still written, so it needs room during the op
       last = i;
@@ -134,7 +134,7 @@ LogicalResult BufferPlan::assign(func::FuncOp func) {
       ++numAliased;
     };
     // A reshape is a view of its input's bytes.
-    if (isa<graph::ReshapeOp>(op) && classOf.count(op->getOperand(0))) {
+    if (isa<ir::graph::ReshapeOp>(op) && classOf.count(op->getOperand(0))) {
       join(classOf[op->getOperand(0)]);
       viewReshapes.insert(op);
       continue;
@@ -178,13 +178,13 @@ LogicalResult BufferPlan::assign(func::FuncOp func) {
     }
     copyClasses.push_back(classes.size());
     classes.push_back({byteSize(v.getType()), end, end});
-    tensorBytes += llvm::alignTo(byteSize(v.getType()), rt_ir::kArenaAlignment);
+    tensorBytes += llvm::alignTo(byteSize(v.getType()), ir::rt::kArenaAlignment);
   }
 
   std::vector<BufferRequest> requests;
   for (const StorageClass &c : classes)
     requests.push_back({c.bytes, c.first, c.last});
-  MemoryPlan plan = planMemory(requests, rt_ir::kArenaAlignment);
+  MemoryPlan plan = planMemory(requests, ir::rt::kArenaAlignment);
   arenaBytes = plan.peakBytes;
   for (auto [value, cls] : classOf)
     offsets[value] = plan.offsets[cls];

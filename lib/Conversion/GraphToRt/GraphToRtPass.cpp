@@ -62,7 +62,7 @@ public:
                   ConversionPatternRewriter &rewriter) const override {
     const TypeConverter &converter = *getTypeConverter();
     TypeConverter::SignatureConversion signature(func.getNumArguments());
-    signature.addInputs(rt_ir::ArenaType::get(func.getContext()));
+    signature.addInputs(ir::rt::ArenaType::get(func.getContext()));
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
       signature.addInputs(i, converter.convertType(type));
     SmallVector<Type> results;
@@ -84,9 +84,9 @@ public:
           rewriter.getFunctionType(signature.getConvertedTypes(), results));
       for (auto [i, attrs] : llvm::enumerate(argAttrs))
         func.setArgAttrs(i + 1, attrs);
-      func->setAttr(rt_ir::kArenaBytesAttr,
+      func->setAttr(ir::rt::kArenaBytesAttr,
                     rewriter.getI64IntegerAttr(state.plan.getArenaBytes()));
-      func->setAttr(rt_ir::kTensorBytesAttr,
+      func->setAttr(ir::rt::kTensorBytesAttr,
                     rewriter.getI64IntegerAttr(state.plan.getTensorBytes()));
     });
     return success();
@@ -102,7 +102,7 @@ SmallVector<Value> createResultViews(OpBuilder &b, Operation *op,
                                      const LoweringState &state) {
   SmallVector<Value> views;
   for (Value result : op->getResults())
-    views.push_back(rt_ir::ViewOp::create(
+    views.push_back(ir::rt::ViewOp::create(
         b, op->getLoc(), converter.convertType(result.getType()), state.arena,
         b.getI64IntegerAttr(state.plan.getOffset(result))));
   return views;
@@ -136,7 +136,7 @@ public:
     SmallVector<Value> views =
         createResultViews(rewriter, op, *getTypeConverter(), state);
     buffers.append(views);
-    rt_ir::CallOp::create(rewriter, op->getLoc(), call->callee,
+    ir::rt::CallOp::create(rewriter, op->getLoc(), call->callee,
                           rewriter.getArrayAttr(call->args), describeOrigin(op),
                           buffers);
     ++state.numCalls;
@@ -219,14 +219,14 @@ private:
 };
 
 /// A constant becomes read-only static storage.
-class ConstantPattern : public OpConversionPattern<graph::ConstantOp> {
+class ConstantPattern : public OpConversionPattern<ir::graph::ConstantOp> {
 public:
   using OpConversionPattern::OpConversionPattern;
 
   LogicalResult
-  matchAndRewrite(graph::ConstantOp op, OpAdaptor,
+  matchAndRewrite(ir::graph::ConstantOp op, OpAdaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<rt_ir::ConstantOp>(
+    rewriter.replaceOpWithNewOp<ir::rt::ConstantOp>(
         op, getTypeConverter()->convertType(op.getType()), op.getValue());
     return success();
   }
@@ -250,10 +250,10 @@ public:
         results.push_back(buffer);
         continue;
       }
-      Value copy = rt_ir::ViewOp::create(
+      Value copy = ir::rt::ViewOp::create(
           rewriter, op.getLoc(), buffer.getType(), state.arena,
           rewriter.getI64IntegerAttr(*copyOffset));
-      rt_ir::CallOp::create(
+      ir::rt::CallOp::create(
           rewriter, op.getLoc(), "lamina::rt::reshape",
           rewriter.getArrayAttr(
               {rewriter.getIndexAttr(0), rewriter.getIndexAttr(1)}),
@@ -276,11 +276,11 @@ void populateGraphToRtPatterns(RewritePatternSet &patterns,
   MLIRContext *ctx = patterns.getContext();
   patterns.add<FuncSignaturePattern, ReturnPattern>(converter, ctx, state);
   patterns.add<ConstantPattern>(converter, ctx);
-  for (StringRef name : {graph::MatMulOp::getOperationName(),
-                         graph::FusedMatMulOp::getOperationName()})
+  for (StringRef name : {ir::graph::MatMulOp::getOperationName(),
+                         ir::graph::FusedMatMulOp::getOperationName()})
     patterns.add<MatMulPattern>(converter, ctx, state, name);
-  for (StringRef name : {graph::TransposeOp::getOperationName(),
-                         graph::ReshapeOp::getOperationName(),
+  for (StringRef name : {ir::graph::TransposeOp::getOperationName(),
+                         ir::graph::ReshapeOp::getOperationName(),
                          shard::ProcessLinearIndexOp::getOperationName(),
                          arith::IndexCastOp::getOperationName()})
     patterns.add<NoCallPattern>(converter, ctx, state, name);
@@ -315,7 +315,7 @@ struct ConvertGraphToRtPass
     Builder probe(func.getContext());
     bool missing = false;
     for (Operation *op : plan->getOps())
-      if (!isa<graph::ConstantOp>(op) && !getKernelCall(op, probe)) {
+      if (!isa<ir::graph::ConstantOp>(op) && !getKernelCall(op, probe)) {
         op->emitError("no host kernel for ") << describeOrigin(op);
         missing = true;
       }
@@ -327,10 +327,10 @@ struct ConvertGraphToRtPass
     RewritePatternSet patterns(&getContext());
     populateGraphToRtPatterns(patterns, converter, state);
     ConversionTarget target(getContext());
-    target.addLegalDialect<rt_ir::RtDialect>();
+    target.addLegalDialect<ir::rt::RtDialect>();
     target.addDynamicallyLegalOp<func::FuncOp>([](func::FuncOp f) {
       return f.getNumArguments() != 0 &&
-             isa<rt_ir::ArenaType>(f.getArgumentTypes().front());
+             isa<ir::rt::ArenaType>(f.getArgumentTypes().front());
     });
     target.addDynamicallyLegalOp<func::ReturnOp>(
         [&](func::ReturnOp op) { return converter.isLegal(op); });

@@ -21,7 +21,7 @@
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 /// Builds one call: buffer references and literals in C++ argument order.
@@ -523,6 +523,6 @@ bool lamina::kernelAllowsInPlace(Operation *op, unsigned operand) {
 }
 
 std::string lamina::describeOrigin(Operation *op) {
-  return graph::nodeNameOf(op) + " (" + op->getName().getStringRef().str() +
+  return ir::graph::nodeNameOf(op) + " (" + op->getName().getStringRef().str() +
          ")";
 }

@@ -136,12 +136,12 @@ private:
     int64_t numWords = 0;
     bool splat = false;
   };
-  ConstantGlobal constantGlobal(rt_ir::ConstantOp op);
+  ConstantGlobal constantGlobal(ir::rt::ConstantOp op);
 
   LogicalResult emitBody(emitc::FuncOp func);
   /// Emits `calls` as the body of `func`, each buffer's Tensor made where
   /// the part first uses it.
-  void emitPart(emitc::FuncOp func, ArrayRef<rt_ir::CallOp> calls);
+  void emitPart(emitc::FuncOp func, ArrayRef<ir::rt::CallOp> calls);
   /// The Tensor of rt buffer `v` (an entry argument, arena view or
   /// constant) in the part being emitted.
   Value tensorFor(Value v);
@@ -150,7 +150,7 @@ private:
   LogicalResult checkEntry();
   /// `entry` as `static void lamina_<name>(const Tensor *, void *)`.
   FailureOr<emitc::FuncOp> emitFunction();
-  void emitCall(rt_ir::CallOp call);
+  void emitCall(ir::rt::CallOp call);
   void emitSpecAndMain(emitc::FuncOp func, StringRef evalSpec);
   /// The ProgramSpec (or FunctionSpec) initialiser of `entry`, emitted as
   /// `func`, whose tables are named prefix_args and prefix_outputs.
@@ -210,7 +210,7 @@ Value ProgramEmitter::getGlobal(StringRef name, int64_t size) {
 /// (f16, bf16, i1 as one byte) keeps its exact bits and 8-byte alignment.
 /// Splats over 64 bytes keep one element.
 ProgramEmitter::ConstantGlobal
-ProgramEmitter::constantGlobal(rt_ir::ConstantOp op) {
+ProgramEmitter::constantGlobal(ir::rt::ConstantOp op) {
   auto dense = cast<DenseElementsAttr>(op.getValue());
   MemRefType type = op.getResult().getType();
   Type elt = type.getElementType();
@@ -258,7 +258,7 @@ static std::string cudaCallee(StringRef callee) {
   return ("lamina::rt::cuda::" + callee.drop_front(prefix.size())).str();
 }
 
-void ProgramEmitter::emitCall(rt_ir::CallOp call) {
+void ProgramEmitter::emitCall(ir::rt::CallOp call) {
   SmallVector<Value> operands;
   for (Value v : call.getBuffers())
     operands.push_back(tensorFor(v));
@@ -331,11 +331,11 @@ Value ProgramEmitter::tensorFor(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     t = makeTensor(entry.getLoc(), "lamina::rt::gen::arg", argsPtr,
                    opaque(std::to_string(arg.getArgNumber() - 1)), type);
-  } else if (auto view = v.getDefiningOp<rt_ir::ViewOp>()) {
+  } else if (auto view = v.getDefiningOp<ir::rt::ViewOp>()) {
     t = makeTensor(view.getLoc(), "lamina::rt::gen::view", arena,
                    opaque(std::to_string(view.getOffset())), type);
   } else {
-    auto c = v.getDefiningOp<rt_ir::ConstantOp>();
+    auto c = v.getDefiningOp<ir::rt::ConstantOp>();
     const ConstantGlobal &g = constants.lookup(c);
     auto words =
         emitc::ArrayType::get({g.numWords}, b.getIntegerType(64, false));
@@ -350,7 +350,7 @@ Value ProgramEmitter::tensorFor(Value v) {
 }
 
 void ProgramEmitter::emitPart(emitc::FuncOp func,
-                              ArrayRef<rt_ir::CallOp> calls) {
+                              ArrayRef<ir::rt::CallOp> calls) {
   Block *body = func.addEntryBlock();
   b.setInsertionPointToStart(body);
   argsPtr = body->getArgument(0);
@@ -364,19 +364,19 @@ void ProgramEmitter::emitPart(emitc::FuncOp func,
                  TypeRange{emitc::OpaqueType::get(ctx(), "cudaStream_t")},
                  "lamina::rt::cuda::currentStream", ValueRange{})
                  .getResult(0);
-  for (rt_ir::CallOp call : calls)
+  for (ir::rt::CallOp call : calls)
     emitCall(call);
   emitc::ReturnOp::create(b, entry.getLoc(), Value());
 }
 
 LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
-  SmallVector<rt_ir::CallOp> calls;
+  SmallVector<ir::rt::CallOp> calls;
   for (Operation &op : entry.getBody().front()) {
-    if (auto c = dyn_cast<rt_ir::ConstantOp>(op))
+    if (auto c = dyn_cast<ir::rt::ConstantOp>(op))
       constants[c] = constantGlobal(c);
-    else if (auto call = dyn_cast<rt_ir::CallOp>(op))
+    else if (auto call = dyn_cast<ir::rt::CallOp>(op))
       calls.push_back(call);
-    else if (!isa<rt_ir::ViewOp, func::ReturnOp>(op))
+    else if (!isa<ir::rt::ViewOp, func::ReturnOp>(op))
       return op.emitError("convert-rt-to-emitc: unexpected op ") << op.getName();
   }
   int64_t perPart = std::max<int64_t>(1, callsPerFunction);
@@ -394,7 +394,7 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
                                         func.getFunctionType());
       part.setSpecifiersAttr(
           fb.getStrArrayAttr({"__attribute__((noinline)) static"}));
-      emitPart(part, ArrayRef<rt_ir::CallOp>(calls).slice(
+      emitPart(part, ArrayRef<ir::rt::CallOp>(calls).slice(
                          begin, std::min<int64_t>(perPart,
                                                   calls.size() - begin)));
       names.push_back(name);
@@ -413,14 +413,14 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
 
 /// The runtime's ArgKind enumerator for a `graph.kind` value.
 static StringRef argKindEnumerator(StringAttr kind) {
-  if (!kind || kind.getValue() == graph::kKindInput)
+  if (!kind || kind.getValue() == ir::graph::kKindInput)
     return "Input";
   return llvm::StringSwitch<StringRef>(kind.getValue())
-      .Case(graph::kKindTrainable, "Trainable")
-      .Case(graph::kKindBoundary, "Boundary")
-      .Case(graph::kKindResidual, "Residual")
-      .Case(graph::kKindCotangent, "Cotangent")
-      .Case(graph::kKindParamCopy, "ParamCopy")
+      .Case(ir::graph::kKindTrainable, "Trainable")
+      .Case(ir::graph::kKindBoundary, "Boundary")
+      .Case(ir::graph::kKindResidual, "Residual")
+      .Case(ir::graph::kKindCotangent, "Cotangent")
+      .Case(ir::graph::kKindParamCopy, "ParamCopy")
       .Default("Constant");
 }
 
@@ -439,17 +439,17 @@ std::string ProgramEmitter::argsTable(StringRef name) {
   std::string args;
   unsigned numArgs = entry.getNumArguments() - 1;
   for (unsigned i = 0; i < numArgs; ++i) {
-    auto argName = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kNameAttr);
-    auto kind = entry.getArgAttrOfType<StringAttr>(i + 1, graph::kKindAttr);
+    auto argName = entry.getArgAttrOfType<StringAttr>(i + 1, ir::graph::kNameAttr);
+    auto kind = entry.getArgAttrOfType<StringAttr>(i + 1, ir::graph::kKindAttr);
     auto t = cast<MemRefType>(entry.getArgumentTypes()[i + 1]);
     std::string shape = i64Global(t.getShape());
     std::string n = argName ? argName.getValue().str() : "arg" + std::to_string(i);
     auto split =
-        entry.getArgAttrOfType<IntegerAttr>(i + 1, graph::kTpSplitAttr);
+        entry.getArgAttrOfType<IntegerAttr>(i + 1, ir::graph::kTpSplitAttr);
     auto parts =
-        entry.getArgAttrOfType<DenseI64ArrayAttr>(i + 1, graph::kTpPartsAttr);
+        entry.getArgAttrOfType<DenseI64ArrayAttr>(i + 1, ir::graph::kTpPartsAttr);
     auto experts =
-        entry.getArgAttrOfType<IntegerAttr>(i + 1, graph::kEpSplitAttr);
+        entry.getArgAttrOfType<IntegerAttr>(i + 1, ir::graph::kEpSplitAttr);
     std::string layout;
     if (split)
       layout = ", " + std::to_string(split.getInt());
@@ -470,10 +470,10 @@ std::string ProgramEmitter::argsTable(StringRef name) {
 std::string ProgramEmitter::outputsTable(StringRef name) {
   std::string outputs;
   auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
-  auto names = entry->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+  auto names = entry->getAttrOfType<ArrayAttr>(ir::graph::kOutputNamesAttr);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto type = cast<MemRefType>(v.getType());
-    auto view = v.getDefiningOp<rt_ir::ViewOp>();
+    auto view = v.getDefiningOp<ir::rt::ViewOp>();
     std::string outName = "output_" + std::to_string(i);
     if (names && i < names.size())
       if (auto s = dyn_cast<StringAttr>(names[i]))
@@ -494,7 +494,7 @@ std::string ProgramEmitter::specInitializer(emitc::FuncOp func, StringRef first,
                                             StringRef prefix) {
   std::string argsName = argsTable((prefix + "_args").str());
   std::string outputsName = outputsTable((prefix + "_outputs").str());
-  auto arenaBytes = entry->getAttrOfType<IntegerAttr>(rt_ir::kArenaBytesAttr);
+  auto arenaBytes = entry->getAttrOfType<IntegerAttr>(ir::rt::kArenaBytesAttr);
   return llvm::formatv(
       "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}}", first, argsName,
       entry.getNumArguments() - 1, outputsName,
@@ -550,7 +550,7 @@ LogicalResult ProgramEmitter::checkEntry() {
     if (auto m = dyn_cast<MemRefType>(t); !m || dtypeEnumerator(m.getElementType()).empty())
       return entry.emitError("convert-rt-to-emitc: unsupported argument type ") << t;
   for (Value v : entry.getBody().front().getTerminator()->getOperands())
-    if (!v.getDefiningOp<rt_ir::ViewOp>())
+    if (!v.getDefiningOp<ir::rt::ViewOp>())
       return entry.emitError("convert-rt-to-emitc: results must be arena views "
                              "(run convert-graph-to-rt)");
   return success();
@@ -582,7 +582,7 @@ static LogicalResult checkSameArguments(func::FuncOp eval, func::FuncOp entry) {
            << eval.getName() << " does not take @" << entry.getName()
            << "'s arguments";
   for (unsigned i = 1; i < entry.getNumArguments(); ++i)
-    for (StringRef attr : {graph::kNameAttr, graph::kKindAttr})
+    for (StringRef attr : {ir::graph::kNameAttr, ir::graph::kKindAttr})
       if (eval.getArgAttr(i, attr) != entry.getArgAttr(i, attr))
         return eval.emitError("convert-rt-to-emitc: argument #")
                << i - 1 << " of the evaluation entry @" << eval.getName()
@@ -646,7 +646,7 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   std::set<std::string> inputs;
   for (func::FuncOp f : funcs) {
     auto outlined =
-        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
+        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       return f.emitError("convert-rt-to-emitc: mode=dist needs the functions "
                          "of dist-outline-modules; @")
@@ -659,9 +659,9 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
     info.copiesOnly &= outlined.getCopiesOnly();
     entry = f;
     for (unsigned i = 1; i < f.getNumArguments(); ++i) {
-      auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-      if (kind && kind.getValue() == graph::kKindInput && name)
+      auto kind = f.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
+      auto name = f.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
+      if (kind && kind.getValue() == ir::graph::kKindInput && name)
         inputs.insert(name.getValue().str());
     }
     FailureOr<emitc::FuncOp> func = emitFunction();
@@ -803,8 +803,8 @@ struct ConvertRtToEmitCPass
     // distributed program, graph.train a training one.
     std::string mode = this->mode;
     if (mode.empty())
-      mode = module->hasAttr(rt_ir::kDistAttr) ? "dist"
-             : graph::trainAttrOf(module)      ? "train"
+      mode = module->hasAttr(ir::rt::kDistAttr) ? "dist"
+             : ir::graph::trainAttrOf(module)      ? "train"
                                                : "inference";
     if (mode != "inference" && mode != "train" && mode != "dist") {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be "
@@ -812,7 +812,7 @@ struct ConvertRtToEmitCPass
           << mode << "'";
       return signalPassFailure();
     }
-    graph::TrainAttr train = graph::trainAttrOf(module);
+    ir::graph::TrainAttr train = ir::graph::trainAttrOf(module);
     if (mode != "inference" && !train) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=")
           << mode << " needs the module's graph.train (the loss the program "
@@ -821,7 +821,7 @@ struct ConvertRtToEmitCPass
     }
     // Consumed here, as the schedule is: the C++ program holds it.
     if (train)
-      module->removeAttr(graph::kTrainAttr);
+      module->removeAttr(ir::graph::kTrainAttr);
     if (mode == "dist")
       return runDist(module, train);
     std::string entryName = this->entryName,
@@ -864,13 +864,13 @@ struct ConvertRtToEmitCPass
   }
 
   /// The runtime's LossKind enumerator for graph.train's loss.
-  static std::string lossKindEnumerator(graph::TrainAttr train) {
+  static std::string lossKindEnumerator(ir::graph::TrainAttr train) {
     switch (train.getLoss()) {
-    case graph::LossKind::CausalLM:
+    case ir::graph::LossKind::CausalLM:
       return "CausalLM";
-    case graph::LossKind::CrossEntropy:
+    case ir::graph::LossKind::CrossEntropy:
       return "CrossEntropy";
-    case graph::LossKind::Output:
+    case ir::graph::LossKind::Output:
       return "Output";
     }
     llvm_unreachable("LossKind");
@@ -878,13 +878,13 @@ struct ConvertRtToEmitCPass
 
   LogicalResult checkRtFunction(func::FuncOp f) {
     if (f.getNumArguments() == 0 ||
-        !isa<rt_ir::ArenaType>(f.getArgumentTypes()[0]))
+        !isa<ir::rt::ArenaType>(f.getArgumentTypes()[0]))
       return f.emitError("convert-rt-to-emitc: @")
              << f.getName() << " is not an rt function (run convert-graph-to-rt)";
     return success();
   }
 
-  void runDist(ModuleOp module, graph::TrainAttr train) {
+  void runDist(ModuleOp module, ir::graph::TrainAttr train) {
     // The module functions; the step functions are lowered after them.
     SmallVector<func::FuncOp> funcs;
     for (auto f : module.getOps<func::FuncOp>())
@@ -898,7 +898,7 @@ struct ConvertRtToEmitCPass
       if (failed(checkRtFunction(f)))
         return signalPassFailure();
     ProgramEmitter::DistOptions opts;
-    auto dist = module->getAttrOfType<rt_ir::DistAttr>(rt_ir::kDistAttr);
+    auto dist = module->getAttrOfType<ir::rt::DistAttr>(ir::rt::kDistAttr);
     if (!dist) {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode=dist needs "
                                        "the module's rt.dist and step "
@@ -917,11 +917,11 @@ struct ConvertRtToEmitCPass
     ArrayRef<int64_t> flat = dist.getFlatParams().asArrayRef();
     opts.placement.assign(placement.begin(), placement.end());
     opts.flatParams.assign(flat.begin(), flat.end());
-    module->removeAttr(rt_ir::kDistAttr);
+    module->removeAttr(ir::rt::kDistAttr);
     // dist-outline-modules recorded whether the backwards recompute.
     for (func::FuncOp f : funcs)
-      if (auto outlined = f->getAttrOfType<dist::OutlinedAttr>(
-              dist::DistDialect::kOutlinedAttr))
+      if (auto outlined = f->getAttrOfType<ir::dist::OutlinedAttr>(
+              ir::dist::DistDialect::kOutlinedAttr))
         opts.recompute = outlined.getRecompute();
     opts.lossKind = lossKindEnumerator(train);
     opts.labelsInput = train.getLabels().str();

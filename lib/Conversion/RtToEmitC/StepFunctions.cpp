@@ -54,7 +54,7 @@ public:
       std::string callee = calleeOf(&op);
       LogicalResult r =
           llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-              .Case([&](rt_ir::StepCallOp c) -> LogicalResult {
+              .Case([&](ir::rt::StepCallOp c) -> LogicalResult {
                 auto it = callees.find(c.getCallee().str());
                 if (it == callees.end())
                   return c.emitError("convert-rt-to-emitc: @")
@@ -74,12 +74,12 @@ public:
                 call(loc, bwd ? "backward" : "forward", args);
                 return success();
               })
-              .Case<rt_ir::StepSendOp, rt_ir::StepPostRecvOp, rt_ir::StepRecvOp,
-                    rt_ir::StepWaitSendOp>([&](auto t) -> LogicalResult {
+              .Case<ir::rt::StepSendOp, ir::rt::StepPostRecvOp, ir::rt::StepRecvOp,
+                    ir::rt::StepWaitSendOp>([&](auto t) -> LogicalResult {
                 Tag tag{t.getGradient(), t.getBoundary(), t.getMb()};
-                if (isa<rt_ir::StepSendOp>(&op))
+                if (isa<ir::rt::StepSendOp>(&op))
                   sent[{p, t.getPeer()}].push_back(tag);
-                else if (isa<rt_ir::StepRecvOp>(&op))
+                else if (isa<ir::rt::StepRecvOp>(&op))
                   received[{t.getPeer(), p}].push_back(tag);
                 SmallVector<Attribute> args = {
                     emitc::OpaqueAttr::get(
@@ -88,7 +88,7 @@ public:
                                  : "lamina::rt::step::Payload::Activation"),
                     num(t.getBoundary()), num(t.getMb()), num(t.getPeer())};
                 if constexpr (!std::is_same_v<decltype(t),
-                                              rt_ir::StepWaitSendOp>) {
+                                              ir::rt::StepWaitSendOp>) {
                   if (!t.getOffset())
                     return t.emitError("convert-rt-to-emitc: the transfer "
                                        "has no step-buffer offset (run "
@@ -98,33 +98,33 @@ public:
                 call(loc, callee, args);
                 return success();
               })
-              .Case<rt_ir::StepAllReduceOp, rt_ir::StepUseWeightsOp,
-                    rt_ir::StepWaitGradientsOp, rt_ir::StepWaitWeightsOp>(
+              .Case<ir::rt::StepAllReduceOp, ir::rt::StepUseWeightsOp,
+                    ir::rt::StepWaitGradientsOp, ir::rt::StepWaitWeightsOp>(
                   [&](auto c) {
                     call(loc, callee, {num(c.getModule())});
                     return success();
                   })
               // ZeRO's step-buffer offsets, -1 where the call has none.
-              .Case<rt_ir::StepAllGatherOp, rt_ir::StepAccumulateOp>(
+              .Case<ir::rt::StepAllGatherOp, ir::rt::StepAccumulateOp>(
                   [&](auto c) {
                     call(loc, callee,
                          {num(c.getModule()), num(c.getOffset().value_or(-1))});
                     return success();
                   })
-              .Case([&](rt_ir::StepReduceScatterOp c) {
+              .Case([&](ir::rt::StepReduceScatterOp c) {
                 call(loc, callee,
                      {num(c.getModule()), num(c.getFull().value_or(-1)),
                       num(c.getPart().value_or(-1))});
                 return success();
               })
-              .Case<rt_ir::StepSumSharedOp, rt_ir::StepWaitSharedSumOp,
-                    rt_ir::StepGatherSharedOp, rt_ir::StepWaitSharedGatherOp>(
+              .Case<ir::rt::StepSumSharedOp, ir::rt::StepWaitSharedSumOp,
+                    ir::rt::StepGatherSharedOp, ir::rt::StepWaitSharedGatherOp>(
                   [&](auto c) {
                     call(loc, callee,
                          {emitc::OpaqueAttr::get(ctx, cString(c.getParam()))});
                     return success();
                   })
-              .Case([&](rt_ir::StepOptimizerOp) {
+              .Case([&](ir::rt::StepOptimizerOp) {
                 call(loc, callee, {});
                 return success();
               })

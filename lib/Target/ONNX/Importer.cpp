@@ -99,8 +99,8 @@ public:
   /// Makes `v`, if it is a trainable initializer's argument, a constant.
   void keepConstant(Value v) {
     for (Argument &a : arguments)
-      if (a.value == v && a.kind == graph::kKindTrainable)
-        a.kind = graph::kKindConstant;
+      if (a.value == v && a.kind == ir::graph::kKindTrainable)
+        a.kind = ir::graph::kKindConstant;
   }
 
   MLIRContext *ctx;
@@ -247,7 +247,7 @@ LogicalResult ModelImporter::bindInputs(Scope &scope) {
     }
     Value arg = body->addArgument(RankedTensorType::get(shape, elementType),
                                   nodeLoc(input.name()));
-    arguments.push_back({input.name(), graph::kKindInput, arg});
+    arguments.push_back({input.name(), ir::graph::kKindInput, arg});
     scope.slots[input.name()].tensor = arg;
   }
   if (!unbound.empty()) {
@@ -486,7 +486,7 @@ Value ModelImporter::materializeInitializer(const TensorProto &tensor) {
   if ((isFloat && type.getNumElements() > 1) || bytes > kMaxConstantBytes) {
     value = body->addArgument(type, loc);
     arguments.push_back({tensor.name(),
-                         isFloat ? graph::kKindTrainable : graph::kKindConstant,
+                         isFloat ? ir::graph::kKindTrainable : ir::graph::kKindConstant,
                          value});
   } else {
     DenseElementsAttr attr;
@@ -496,7 +496,7 @@ Value ModelImporter::materializeInitializer(const TensorProto &tensor) {
     }
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(body);
-    value = graph::ConstantOp::create(builder, loc, attr);
+    value = ir::graph::ConstantOp::create(builder, loc, attr);
   }
   materialized[tensor.name()] = value;
   return value;
@@ -675,7 +675,7 @@ LogicalResult ModelImporter::bindGraphInitializers(const GraphProto &graph,
     DenseElementsAttr attr;
     if (std::string err = reader.read(t, type, attr); !err.empty())
       return emitError(loc) << "initializer '" << t.name() << "': " << err;
-    scope.slots[t.name()].tensor = graph::ConstantOp::create(builder, loc, attr);
+    scope.slots[t.name()].tensor = ir::graph::ConstantOp::create(builder, loc, attr);
   }
   return success();
 }
@@ -791,7 +791,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     initOrder[t.name()] = i;
   SmallVector<Argument> ordered(arguments.begin(), arguments.end());
   llvm::stable_sort(ordered, [&](const Argument &a, const Argument &b) {
-    bool pa = a.kind != graph::kKindInput, pb = b.kind != graph::kKindInput;
+    bool pa = a.kind != ir::graph::kKindInput, pb = b.kind != ir::graph::kKindInput;
     if (pa != pb)
       return pa;
     return pa && initOrder.lookup(a.name) < initOrder.lookup(b.name);
@@ -813,8 +813,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     a.value.replaceAllUsesWith(entry->getArgument(i));
     remap[a.value] = entry->getArgument(i);
     NamedAttribute attrs[] = {
-        builder.getNamedAttr(graph::kNameAttr, builder.getStringAttr(a.name)),
-        builder.getNamedAttr(graph::kKindAttr, builder.getStringAttr(a.kind))};
+        builder.getNamedAttr(ir::graph::kNameAttr, builder.getStringAttr(a.name)),
+        builder.getNamedAttr(ir::graph::kKindAttr, builder.getStringAttr(a.kind))};
     argAttrs.push_back(builder.getDictionaryAttr(attrs));
   }
   func.setAllArgAttrs(argAttrs);
@@ -831,9 +831,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
     if (isOpTriviallyDead(&op))
       op.erase();
-  func->setAttr(graph::kOutputNamesAttr, builder.getArrayAttr(outputNames));
+  func->setAttr(ir::graph::kOutputNamesAttr, builder.getArrayAttr(outputNames));
   // What the training-preparation passes act on, whatever its name.
-  graph::setEntryFunction(func);
+  ir::graph::setEntryFunction(func);
   if (failed(mlir::verify(*module)))
     return {};
   return module;
@@ -844,7 +844,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
 //===----------------------------------------------------------------------===//
 
 void lamina::onnx::registerImportDialects(DialectRegistry &registry) {
-  registry.insert<graph::GraphDialect, func::FuncDialect>();
+  registry.insert<ir::graph::GraphDialect, func::FuncDialect>();
 }
 
 std::string lamina::onnx::parseDimBinding(StringRef text, ImportOptions &options,
@@ -870,7 +870,7 @@ OwningOpRef<ModuleOp>
 lamina::onnx::importModelBytes(MLIRContext &context, StringRef bytes,
                                StringRef baseDir, StringRef displayName,
                                const ImportOptions &options) {
-  context.loadDialect<graph::GraphDialect, func::FuncDialect>();
+  context.loadDialect<ir::graph::GraphDialect, func::FuncDialect>();
   ::onnx::ModelProto model;
   if (std::string err = parseModel(bytes, model); !err.empty()) {
     emitError(FileLineColLoc::get(&context, displayName, 0, 0))

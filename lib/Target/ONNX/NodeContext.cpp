@@ -161,7 +161,7 @@ Value NodeContext::finish(Operation *op, bool infer) {
 
 Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
   auto type = llvm::cast<RankedTensorType>(v.getType());
-  return build<graph::ReshapeOp>(
+  return build<ir::graph::ReshapeOp>(
       RankedTensorType::get(shape, type.getElementType()), v);
 }
 
@@ -169,11 +169,11 @@ Value NodeContext::cast(Value v, Type elementType) {
   auto type = llvm::cast<RankedTensorType>(v.getType());
   if (type.getElementType() == elementType)
     return v;
-  return build<graph::CastOp>(type.clone(elementType), v);
+  return build<ir::graph::CastOp>(type.clone(elementType), v);
 }
 
 Value NodeContext::constantOf(DenseElementsAttr value) {
-  return graph::ConstantOp::create(b, loc, value);
+  return ir::graph::ConstantOp::create(b, loc, value);
 }
 
 Value NodeContext::scalar(double value, Type elementType) {

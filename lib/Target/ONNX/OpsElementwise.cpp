@@ -39,7 +39,7 @@ LogicalResult importPow(NodeContext &ctx) {
     return failure();
   // ONNX lets the exponent have its own type; graph ops share one.
   Value exponent = ctx.cast(b, ctx.inputType(0).getElementType());
-  Value r = exponent ? ctx.build<graph::PowOp>(Type(), a, exponent) : Value();
+  Value r = exponent ? ctx.build<ir::graph::PowOp>(Type(), a, exponent) : Value();
   return ctx.result(r);
 }
 
@@ -53,7 +53,7 @@ LogicalResult importWhere(NodeContext &ctx) {
   if (ctx.inputType(1).getElementType() != ctx.inputType(2).getElementType())
     return ctx.error() << "X " << ctx.inputType(1) << " and Y "
                        << ctx.inputType(2) << " must have one element type";
-  Value r = ctx.build<graph::SelectOp>(Type(), c, a, b);
+  Value r = ctx.build<ir::graph::SelectOp>(Type(), c, a, b);
   return ctx.result(r);
 }
 
@@ -123,31 +123,31 @@ LogicalResult importDropout(NodeContext &ctx) {
 LogicalResult importClip(NodeContext &ctx) {
   Value r = ctx.input(0);
   if (r && ctx.has(1))
-    r = ctx.input(1) ? ctx.build<graph::MaxOp>(Type(), r, ctx.input(1)) : Value();
+    r = ctx.input(1) ? ctx.build<ir::graph::MaxOp>(Type(), r, ctx.input(1)) : Value();
   if (r && ctx.has(2))
-    r = ctx.input(2) ? ctx.build<graph::MinOp>(Type(), r, ctx.input(2)) : Value();
+    r = ctx.input(2) ? ctx.build<ir::graph::MinOp>(Type(), r, ctx.input(2)) : Value();
   return ctx.result(r);
 }
 
 /// Mean of the inputs: their sum over the count.
 LogicalResult importMean(NodeContext &ctx) {
-  if (failed(variadic<graph::AddOp>(ctx)))
+  if (failed(variadic<ir::graph::AddOp>(ctx)))
     return failure();
   Value sum = ctx.outputs[0].tensor;
   auto type = cast<RankedTensorType>(sum.getType());
   if (!isa<FloatType>(type.getElementType()))
     return ctx.error() << "Mean needs floating-point inputs";
   Value n = ctx.scalar(static_cast<double>(ctx.numInputs()), type.getElementType());
-  return ctx.result(ctx.build<graph::DivOp>(Type(), sum, n));
+  return ctx.result(ctx.build<ir::graph::DivOp>(Type(), sum, n));
 }
 
 /// LeakyRelu and PRelu: relu(x) + slope * min(x, 0).
 Value leaky(NodeContext &ctx, Value x, Value slope) {
   Type et = cast<RankedTensorType>(x.getType()).getElementType();
-  Value pos = ctx.build<graph::ReluOp>(x.getType(), x);
-  Value neg = ctx.build<graph::MinOp>(Type(), x, ctx.scalar(0.0, et));
-  Value scaled = neg ? ctx.build<graph::MulOp>(Type(), neg, slope) : Value();
-  return pos && scaled ? ctx.build<graph::AddOp>(Type(), pos, scaled) : Value();
+  Value pos = ctx.build<ir::graph::ReluOp>(x.getType(), x);
+  Value neg = ctx.build<ir::graph::MinOp>(Type(), x, ctx.scalar(0.0, et));
+  Value scaled = neg ? ctx.build<ir::graph::MulOp>(Type(), neg, slope) : Value();
+  return pos && scaled ? ctx.build<ir::graph::AddOp>(Type(), pos, scaled) : Value();
 }
 
 LogicalResult importLeakyRelu(NodeContext &ctx) {
@@ -171,10 +171,10 @@ LogicalResult importHardSigmoid(NodeContext &ctx) {
   if (!x)
     return failure();
   Type et = ctx.inputType(0).getElementType();
-  Value r = ctx.build<graph::MulOp>(Type(), x, ctx.scalar(ctx.attrFloat("alpha", 0.2f), et));
-  r = r ? ctx.build<graph::AddOp>(Type(), r, ctx.scalar(ctx.attrFloat("beta", 0.5f), et)) : Value();
-  r = r ? ctx.build<graph::MaxOp>(Type(), r, ctx.scalar(0.0, et)) : Value();
-  r = r ? ctx.build<graph::MinOp>(Type(), r, ctx.scalar(1.0, et)) : Value();
+  Value r = ctx.build<ir::graph::MulOp>(Type(), x, ctx.scalar(ctx.attrFloat("alpha", 0.2f), et));
+  r = r ? ctx.build<ir::graph::AddOp>(Type(), r, ctx.scalar(ctx.attrFloat("beta", 0.5f), et)) : Value();
+  r = r ? ctx.build<ir::graph::MaxOp>(Type(), r, ctx.scalar(0.0, et)) : Value();
+  r = r ? ctx.build<ir::graph::MinOp>(Type(), r, ctx.scalar(1.0, et)) : Value();
   return ctx.result(r);
 }
 
@@ -185,41 +185,41 @@ LogicalResult importGelu(NodeContext &ctx) {
   std::string approx = ctx.attrString("approximate", "none");
   if (approx != "none" && approx != "tanh")
     return ctx.error() << "unknown approximate='" << approx << "'";
-  Value r = ctx.build<graph::GeluOp>(x.getType(), x, approx == "tanh");
+  Value r = ctx.build<ir::graph::GeluOp>(x.getType(), x, approx == "tanh");
   return ctx.result(r);
 }
 } // namespace
 
 void lamina::onnx::registerElementwiseOps(OpRegistry &r) {
-  r.add("Neg", unary<graph::NegOp>);
-  r.add("Abs", unary<graph::AbsOp>);
-  r.add("Exp", unary<graph::ExpOp>);
-  r.add("Log", unary<graph::LogOp>);
-  r.add("Sqrt", unary<graph::SqrtOp>);
-  r.add("Reciprocal", unary<graph::ReciprocalOp>);
-  r.add("Tanh", unary<graph::TanhOp>);
-  r.add("Erf", unary<graph::ErfOp>);
-  r.add("Sigmoid", unary<graph::SigmoidOp>);
-  r.add("Relu", unary<graph::ReluOp>);
-  r.add("Cos", unary<graph::CosOp>);
-  r.add("Sin", unary<graph::SinOp>);
-  r.add("Not", unary<graph::NotOp>);
+  r.add("Neg", unary<ir::graph::NegOp>);
+  r.add("Abs", unary<ir::graph::AbsOp>);
+  r.add("Exp", unary<ir::graph::ExpOp>);
+  r.add("Log", unary<ir::graph::LogOp>);
+  r.add("Sqrt", unary<ir::graph::SqrtOp>);
+  r.add("Reciprocal", unary<ir::graph::ReciprocalOp>);
+  r.add("Tanh", unary<ir::graph::TanhOp>);
+  r.add("Erf", unary<ir::graph::ErfOp>);
+  r.add("Sigmoid", unary<ir::graph::SigmoidOp>);
+  r.add("Relu", unary<ir::graph::ReluOp>);
+  r.add("Cos", unary<ir::graph::CosOp>);
+  r.add("Sin", unary<ir::graph::SinOp>);
+  r.add("Not", unary<ir::graph::NotOp>);
   r.add("Gelu", importGelu);
-  r.add("Add", binary<graph::AddOp>);
-  r.add("Sub", binary<graph::SubOp>);
-  r.add("Mul", binary<graph::MulOp>);
-  r.add("Div", binary<graph::DivOp>);
+  r.add("Add", binary<ir::graph::AddOp>);
+  r.add("Sub", binary<ir::graph::SubOp>);
+  r.add("Mul", binary<ir::graph::MulOp>);
+  r.add("Div", binary<ir::graph::DivOp>);
   r.add("Pow", importPow);
-  r.add("And", binary<graph::AndOp>);
-  r.add("Or", binary<graph::OrOp>);
-  r.add("Equal", binary<graph::EqualOp>);
-  r.add("Greater", binary<graph::GreaterOp>);
-  r.add("GreaterOrEqual", binary<graph::GreaterEqualOp>);
-  r.add("Less", binary<graph::LessOp>);
-  r.add("LessOrEqual", binary<graph::LessEqualOp>);
-  r.add("Sum", variadic<graph::AddOp>);
-  r.add("Min", variadic<graph::MinOp>);
-  r.add("Max", variadic<graph::MaxOp>);
+  r.add("And", binary<ir::graph::AndOp>);
+  r.add("Or", binary<ir::graph::OrOp>);
+  r.add("Equal", binary<ir::graph::EqualOp>);
+  r.add("Greater", binary<ir::graph::GreaterOp>);
+  r.add("GreaterOrEqual", binary<ir::graph::GreaterEqualOp>);
+  r.add("Less", binary<ir::graph::LessOp>);
+  r.add("LessOrEqual", binary<ir::graph::LessEqualOp>);
+  r.add("Sum", variadic<ir::graph::AddOp>);
+  r.add("Min", variadic<ir::graph::MinOp>);
+  r.add("Max", variadic<ir::graph::MaxOp>);
   r.add("Mean", importMean);
   r.add("Clip", importClip);
   r.add("LeakyRelu", importLeakyRelu);

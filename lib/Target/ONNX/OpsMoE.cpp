@@ -72,7 +72,7 @@ LogicalResult importTopK(NodeContext &ctx) {
                        << type.getShape().back() << "]";
   SmallVector<int64_t> shape(type.getShape());
   shape.back() = k;
-  auto op = graph::TopKOp::create(
+  auto op = ir::graph::TopKOp::create(
       ctx.b, ctx.loc, RankedTensorType::get(shape, type.getElementType()),
       RankedTensorType::get(shape, ctx.b.getI64Type()), x,
       ctx.b.getI64IntegerAttr(k));
@@ -103,7 +103,7 @@ LogicalResult importMoEExperts(NodeContext &ctx) {
                        << ", not [tokens, hidden]";
   in[2] = ctx.cast(in[2], tokens.getElementType());
   return ctx.result(
-      ctx.build<graph::MoEOp>(tokens, in[0], in[1], in[2], in[3], in[4]));
+      ctx.build<ir::graph::MoEOp>(tokens, in[0], in[1], in[2], in[3], in[4]));
 }
 
 //===----------------------------------------------------------------------===//

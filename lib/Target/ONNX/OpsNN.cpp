@@ -27,7 +27,7 @@ LogicalResult importMatMul(NodeContext &ctx) {
     a = ctx.reshape(a, {1, at.getDimSize(0)});
   if (vecB)
     b = ctx.reshape(b, {bt.getDimSize(0), 1});
-  Value r = a && b ? ctx.build<graph::MatMulOp>(Type(), a, b) : Value();
+  Value r = a && b ? ctx.build<ir::graph::MatMulOp>(Type(), a, b) : Value();
   if (!r)
     return failure();
   if (vecA || vecB) {
@@ -43,7 +43,7 @@ LogicalResult importMatMul(NodeContext &ctx) {
 }
 
 Value transpose2d(NodeContext &ctx, Value v) {
-  return ctx.build<graph::TransposeOp>(Type(), v, ArrayRef<int64_t>{1, 0});
+  return ctx.build<ir::graph::TransposeOp>(Type(), v, ArrayRef<int64_t>{1, 0});
 }
 
 /// Gemm: alpha * op(A) op(B) + beta * C, as matmul, mul and add.
@@ -57,18 +57,18 @@ LogicalResult importGemm(NodeContext &ctx) {
     a = transpose2d(ctx, a);
   if (ctx.attrInt("transB", 0))
     b = transpose2d(ctx, b);
-  Value r = a && b ? ctx.build<graph::MatMulOp>(Type(), a, b) : Value();
+  Value r = a && b ? ctx.build<ir::graph::MatMulOp>(Type(), a, b) : Value();
   if (!r)
     return failure();
   Type et = ctx.inputType(0).getElementType();
   float alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
   if (alpha != 1.0f)
-    r = ctx.build<graph::MulOp>(Type(), r, ctx.scalar(alpha, et));
+    r = ctx.build<ir::graph::MulOp>(Type(), r, ctx.scalar(alpha, et));
   if (r && ctx.has(2) && beta != 0.0f) {
     Value c = ctx.input(2);
     if (c && beta != 1.0f)
-      c = ctx.build<graph::MulOp>(Type(), c, ctx.scalar(beta, et));
-    r = c ? ctx.build<graph::AddOp>(Type(), r, c) : Value();
+      c = ctx.build<ir::graph::MulOp>(Type(), c, ctx.scalar(beta, et));
+    r = c ? ctx.build<ir::graph::AddOp>(Type(), r, c) : Value();
   }
   return ctx.result(r);
 }
@@ -129,7 +129,7 @@ Value fitNormParam(NodeContext &ctx, Value v, int64_t axis, StringRef what) {
                 << "] (axis " << axis << ")";
     return {};
   }
-  return ctx.build<graph::BroadcastOp>(t.clone(normShape), v);
+  return ctx.build<ir::graph::BroadcastOp>(t.clone(normShape), v);
 }
 
 /// LayerNormalization's optional Mean and InvStdDev outputs, in
@@ -145,14 +145,14 @@ LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
   for (int64_t d = axis; d < rank; ++d)
     axes.push_back(d);
   Value xs = ctx.cast(x, stash);
-  Value mean = xs ? ctx.build<graph::ReduceMeanOp>(Type(), xs, axes, true) : Value();
-  Value diff = mean ? ctx.build<graph::SubOp>(Type(), xs, mean) : Value();
-  Value sq = diff ? ctx.build<graph::MulOp>(Type(), diff, diff) : Value();
-  Value var = sq ? ctx.build<graph::ReduceMeanOp>(Type(), sq, axes, true) : Value();
-  Value shifted = var ? ctx.build<graph::AddOp>(Type(), var, ctx.scalar(epsilon, stash))
+  Value mean = xs ? ctx.build<ir::graph::ReduceMeanOp>(Type(), xs, axes, true) : Value();
+  Value diff = mean ? ctx.build<ir::graph::SubOp>(Type(), xs, mean) : Value();
+  Value sq = diff ? ctx.build<ir::graph::MulOp>(Type(), diff, diff) : Value();
+  Value var = sq ? ctx.build<ir::graph::ReduceMeanOp>(Type(), sq, axes, true) : Value();
+  Value shifted = var ? ctx.build<ir::graph::AddOp>(Type(), var, ctx.scalar(epsilon, stash))
                       : Value();
-  Value root = shifted ? ctx.build<graph::SqrtOp>(shifted.getType(), shifted) : Value();
-  Value inv = root ? ctx.build<graph::ReciprocalOp>(root.getType(), root) : Value();
+  Value root = shifted ? ctx.build<ir::graph::SqrtOp>(shifted.getType(), shifted) : Value();
+  Value inv = root ? ctx.build<ir::graph::ReciprocalOp>(root.getType(), root) : Value();
   if (!inv)
     return failure();
   ctx.setOutput(1, mean);
@@ -179,7 +179,7 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
     bias = fitNormParam(ctx, bias, *axis, "bias");
   if (!scale || (ctx.has(2) && !bias))
     return failure();
-  Value r = ctx.build<graph::LayerNormOp>(
+  Value r = ctx.build<ir::graph::LayerNormOp>(
       x.getType(), x, scale, bias, ctx.b.getI64IntegerAttr(*axis),
       ctx.b.getF64FloatAttr(epsilon));
   return ctx.result(r);
@@ -195,7 +195,7 @@ LogicalResult importRMSNorm(NodeContext &ctx) {
   if (!axis)
     return failure();
   scale = fitNormParam(ctx, scale, *axis, "scale");
-  Value r = scale ? ctx.build<graph::RMSNormOp>(
+  Value r = scale ? ctx.build<ir::graph::RMSNormOp>(
                         x.getType(), x, scale, ctx.b.getI64IntegerAttr(*axis),
                         ctx.b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)))
                   : Value();
@@ -257,16 +257,16 @@ template <typename Unary> Value map(NodeContext &ctx, Value v) {
 }
 
 Value sumSquares(NodeContext &ctx, Value x, ArrayRef<int64_t> axes, bool keep) {
-  Value sq = ctx.build<graph::MulOp>(Type(), x, x);
-  return sq ? ctx.build<graph::ReduceSumOp>(Type(), sq, axes, keep) : Value();
+  Value sq = ctx.build<ir::graph::MulOp>(Type(), x, x);
+  return sq ? ctx.build<ir::graph::ReduceSumOp>(Type(), sq, axes, keep) : Value();
 }
 
 LogicalResult importReduceMin(NodeContext &ctx) {
   return importReduction(ctx, 18, [](NodeContext &c, Value x,
                                      ArrayRef<int64_t> axes, bool keep) {
-    Value neg = map<graph::NegOp>(c, x);
-    Value m = neg ? c.build<graph::ReduceMaxOp>(Type(), neg, axes, keep) : Value();
-    return map<graph::NegOp>(c, m);
+    Value neg = map<ir::graph::NegOp>(c, x);
+    Value m = neg ? c.build<ir::graph::ReduceMaxOp>(Type(), neg, axes, keep) : Value();
+    return map<ir::graph::NegOp>(c, m);
   });
 }
 
@@ -277,23 +277,23 @@ LogicalResult importReduceSumSquare(NodeContext &ctx) {
 LogicalResult importReduceL2(NodeContext &ctx) {
   return importReduction(ctx, 18, [](NodeContext &c, Value x,
                                      ArrayRef<int64_t> axes, bool keep) {
-    return map<graph::SqrtOp>(c, sumSquares(c, x, axes, keep));
+    return map<ir::graph::SqrtOp>(c, sumSquares(c, x, axes, keep));
   });
 }
 
 LogicalResult importReduceL1(NodeContext &ctx) {
   return importReduction(ctx, 18, [](NodeContext &c, Value x,
                                      ArrayRef<int64_t> axes, bool keep) {
-    Value a = map<graph::AbsOp>(c, x);
-    return a ? c.build<graph::ReduceSumOp>(Type(), a, axes, keep) : Value();
+    Value a = map<ir::graph::AbsOp>(c, x);
+    return a ? c.build<ir::graph::ReduceSumOp>(Type(), a, axes, keep) : Value();
   });
 }
 
 LogicalResult importReduceLogSum(NodeContext &ctx) {
   return importReduction(ctx, 18, [](NodeContext &c, Value x,
                                      ArrayRef<int64_t> axes, bool keep) {
-    Value s = c.build<graph::ReduceSumOp>(Type(), x, axes, keep);
-    return map<graph::LogOp>(c, s);
+    Value s = c.build<ir::graph::ReduceSumOp>(Type(), x, axes, keep);
+    return map<ir::graph::LogOp>(c, s);
   });
 }
 
@@ -302,12 +302,12 @@ LogicalResult importReduceLogSum(NodeContext &ctx) {
 LogicalResult importReduceLogSumExp(NodeContext &ctx) {
   return importReduction(ctx, 18, [](NodeContext &c, Value x,
                                      ArrayRef<int64_t> axes, bool keep) {
-    Value m = c.build<graph::ReduceMaxOp>(Type(), x, axes, true);
-    Value shifted = m ? c.build<graph::SubOp>(Type(), x, m) : Value();
-    Value s = map<graph::ExpOp>(c, shifted);
-    Value sum = s ? c.build<graph::ReduceSumOp>(Type(), s, axes, true) : Value();
-    Value r = map<graph::LogOp>(c, sum);
-    r = r ? c.build<graph::AddOp>(Type(), r, m) : Value();
+    Value m = c.build<ir::graph::ReduceMaxOp>(Type(), x, axes, true);
+    Value shifted = m ? c.build<ir::graph::SubOp>(Type(), x, m) : Value();
+    Value s = map<ir::graph::ExpOp>(c, shifted);
+    Value sum = s ? c.build<ir::graph::ReduceSumOp>(Type(), s, axes, true) : Value();
+    Value r = map<ir::graph::LogOp>(c, sum);
+    r = r ? c.build<ir::graph::AddOp>(Type(), r, m) : Value();
     if (!r || keep)
       return r;
     SmallVector<int64_t> shape;
@@ -328,7 +328,7 @@ LogicalResult importCumSum(NodeContext &ctx) {
   auto axis = ctx.axis((*axisValues)[0], ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  Value r = ctx.build<graph::CumSumOp>(x.getType(), x, *axis,
+  Value r = ctx.build<ir::graph::CumSumOp>(x.getType(), x, *axis,
                                        ctx.attrInt("exclusive", 0) != 0,
                                        ctx.attrInt("reverse", 0) != 0);
   return ctx.result(r);
@@ -387,13 +387,13 @@ LogicalResult importClassLoss(NodeContext &ctx, bool softmax) {
   bool needMask = hasIgnore && (!softmax || weights || reduction == "mean");
   Value ignored, safeLabels = labels;
   if (needMask) {
-    ignored = ctx.build<graph::EqualOp>(
+    ignored = ctx.build<ir::graph::EqualOp>(
         Type(), labels, ctx.scalar(double(ignoreIndex), lt.getElementType()));
     if (!ignored)
       return failure();
   }
   if (needMask && (!softmax || weights)) {
-    safeLabels = ctx.build<graph::SelectOp>(
+    safeLabels = ctx.build<ir::graph::SelectOp>(
         Type(), ignored, ctx.scalar(0, lt.getElementType()), labels);
     if (!safeLabels)
       return failure();
@@ -407,28 +407,28 @@ LogicalResult importClassLoss(NodeContext &ctx, bool softmax) {
       for (int64_t d = 2; d < rank; ++d)
         perm.push_back(d);
       perm.push_back(1);
-      logits = ctx.build<graph::TransposeOp>(Type(), scores, perm);
+      logits = ctx.build<ir::graph::TransposeOp>(Type(), scores, perm);
     }
     Type lossElem = et.isF16() || et.isBF16() ? Float32Type::get(et.getContext())
                                               : et;
-    loss = logits ? ctx.build<graph::SoftmaxCrossEntropyOp>(
+    loss = logits ? ctx.build<ir::graph::SoftmaxCrossEntropyOp>(
                         RankedTensorType::get(lossShape, lossElem), logits,
                         labels, ignoreIndex)
                   : Value();
     if (loss && ctx.wantsOutput(1))
-      ctx.setOutput(1, ctx.build<graph::LogSoftmaxOp>(st, scores, int64_t(1)));
+      ctx.setOutput(1, ctx.build<ir::graph::LogSoftmaxOp>(st, scores, int64_t(1)));
   } else {
     SmallVector<int64_t> column(lossShape);
     column.insert(column.begin() + 1, 1);
     Value at = ctx.reshape(safeLabels, column);
     Value tuples = at ? elementTuples(ctx, at, 1) : Value();
-    Value picked = tuples ? ctx.build<graph::GatherNDOp>(Type(), scores, tuples,
+    Value picked = tuples ? ctx.build<ir::graph::GatherNDOp>(Type(), scores, tuples,
                                                          int64_t(0))
                           : Value();
     picked = picked ? ctx.reshape(picked, lossShape) : Value();
-    loss = map<graph::NegOp>(ctx, picked);
+    loss = map<ir::graph::NegOp>(ctx, picked);
     if (loss && hasIgnore)
-      loss = ctx.build<graph::SelectOp>(Type(), ignored,
+      loss = ctx.build<ir::graph::SelectOp>(Type(), ignored,
                                         ctx.scalar(0, et), loss);
   }
   if (!loss)
@@ -438,30 +438,30 @@ LogicalResult importClassLoss(NodeContext &ctx, bool softmax) {
   // Per-position weights: weights[label], 0 where ignored.
   Value w;
   if (weights) {
-    w = ctx.build<graph::GatherOp>(Type(), ctx.cast(weights, lossElem),
+    w = ctx.build<ir::graph::GatherOp>(Type(), ctx.cast(weights, lossElem),
                                    safeLabels, int64_t(0), nullptr);
     if (w && hasIgnore)
-      w = ctx.build<graph::SelectOp>(Type(), ignored, ctx.scalar(0, lossElem), w);
-    loss = w ? ctx.build<graph::MulOp>(Type(), loss, w) : Value();
+      w = ctx.build<ir::graph::SelectOp>(Type(), ignored, ctx.scalar(0, lossElem), w);
+    loss = w ? ctx.build<ir::graph::MulOp>(Type(), loss, w) : Value();
   }
   SmallVector<int64_t> all;
   for (int64_t d = 0; d < int64_t(lossShape.size()); ++d)
     all.push_back(d);
   if (loss && reduction != "none") {
-    Value sum = ctx.build<graph::ReduceSumOp>(Type(), loss, all, false);
+    Value sum = ctx.build<ir::graph::ReduceSumOp>(Type(), loss, all, false);
     Value denom;
     if (reduction == "mean" && weights) {
-      denom = ctx.build<graph::ReduceSumOp>(Type(), w, all, false);
+      denom = ctx.build<ir::graph::ReduceSumOp>(Type(), w, all, false);
     } else if (reduction == "mean" && hasIgnore) {
-      Value kept = ctx.build<graph::NotOp>(ignored.getType(), ignored);
+      Value kept = ctx.build<ir::graph::NotOp>(ignored.getType(), ignored);
       kept = kept ? ctx.cast(kept, lossElem) : Value();
-      denom = kept ? ctx.build<graph::ReduceSumOp>(Type(), kept, all, false)
+      denom = kept ? ctx.build<ir::graph::ReduceSumOp>(Type(), kept, all, false)
                    : Value();
     } else if (reduction == "mean") {
       denom = ctx.scalar(double(lt.getNumElements()), lossElem);
     }
     loss = sum && (reduction == "sum" || denom)
-               ? (denom ? ctx.build<graph::DivOp>(Type(), sum, denom) : sum)
+               ? (denom ? ctx.build<ir::graph::DivOp>(Type(), sum, denom) : sum)
                : Value();
   }
   return ctx.result(loss ? ctx.cast(loss, et) : Value());
@@ -478,14 +478,14 @@ LogicalResult importNegativeLogLikelihoodLoss(NodeContext &ctx) {
 void lamina::onnx::registerNNOps(OpRegistry &r) {
   r.add("MatMul", importMatMul);
   r.add("Gemm", importGemm);
-  r.add("Softmax", importSoftmax<graph::SoftmaxOp>);
-  r.add("LogSoftmax", importSoftmax<graph::LogSoftmaxOp>);
+  r.add("Softmax", importSoftmax<ir::graph::SoftmaxOp>);
+  r.add("LogSoftmax", importSoftmax<ir::graph::LogSoftmaxOp>);
   r.add("LayerNormalization", importLayerNorm);
   r.add("RMSNormalization", importRMSNorm);
-  r.add("ReduceSum", importReduce<graph::ReduceSumOp, 13>);
-  r.add("ReduceMean", importReduce<graph::ReduceMeanOp, 18>);
-  r.add("ReduceMax", importReduce<graph::ReduceMaxOp, 18>);
-  r.add("ReduceProd", importReduce<graph::ReduceProdOp, 18>);
+  r.add("ReduceSum", importReduce<ir::graph::ReduceSumOp, 13>);
+  r.add("ReduceMean", importReduce<ir::graph::ReduceMeanOp, 18>);
+  r.add("ReduceMax", importReduce<ir::graph::ReduceMaxOp, 18>);
+  r.add("ReduceProd", importReduce<ir::graph::ReduceProdOp, 18>);
   r.add("ReduceMin", importReduceMin);
   r.add("ReduceSumSquare", importReduceSumSquare);
   r.add("ReduceL1", importReduceL1);

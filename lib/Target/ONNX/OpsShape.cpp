@@ -221,7 +221,7 @@ LogicalResult importConcatFromSequence(NodeContext &ctx) {
     }
     parts.push_back(v);
   }
-  Value r = ctx.build<graph::ConcatOp>(Type(), parts, *axis);
+  Value r = ctx.build<ir::graph::ConcatOp>(Type(), parts, *axis);
   return ctx.result(r);
 }
 } // namespace

@@ -133,7 +133,7 @@ LogicalResult importTranspose(NodeContext &ctx) {
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
-  return ctx.result(ctx.build<graph::TransposeOp>(Type(), x, perm));
+  return ctx.result(ctx.build<ir::graph::TransposeOp>(Type(), x, perm));
 }
 
 LogicalResult importConcat(NodeContext &ctx) {
@@ -149,7 +149,7 @@ LogicalResult importConcat(NodeContext &ctx) {
   auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  return ctx.result(ctx.build<graph::ConcatOp>(Type(), inputs, *axis));
+  return ctx.result(ctx.build<ir::graph::ConcatOp>(Type(), inputs, *axis));
 }
 
 /// One slice along `axis` of `x`: [start, start + size).
@@ -159,7 +159,7 @@ Value sliceAxis(NodeContext &ctx, Value x, int64_t axis, int64_t start,
   SmallVector<int64_t> starts(shape.size(), 0), sizes(shape), steps(shape.size(), 1);
   starts[axis] = start;
   sizes[axis] = size;
-  return ctx.build<graph::SliceOp>(Type(), x, starts, sizes, steps);
+  return ctx.build<ir::graph::SliceOp>(Type(), x, starts, sizes, steps);
 }
 
 LogicalResult importSplit(NodeContext &ctx) {
@@ -282,7 +282,7 @@ LogicalResult importSlice(NodeContext &ctx) {
     auto type = ctx.inputType(0).clone(oSizes);
     return ctx.result(ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
   }
-  return ctx.result(ctx.build<graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
+  return ctx.result(ctx.build<ir::graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
 }
 
 /// Pad (opset 11 on: pads, constant_value and, from 18, axes as inputs),
@@ -362,7 +362,7 @@ LogicalResult importPad(NodeContext &ctx) {
     if (after > 0)
       parts.push_back(block(after));
     if (parts.size() > 1)
-      v = ctx.build<graph::ConcatOp>(Type(), parts, axis);
+      v = ctx.build<ir::graph::ConcatOp>(Type(), parts, axis);
     if (!v)
       return failure();
   }
@@ -374,10 +374,10 @@ LogicalResult importExpand(NodeContext &ctx) {
   auto shape = ctx.constInts(1);
   if (!x || !shape)
     return failure();
-  auto merged = graph::broadcastShapes(ctx.inputShape(0), *shape);
+  auto merged = ir::graph::broadcastShapes(ctx.inputShape(0), *shape);
   if (!merged || checkedNumElements(*merged) < 0)
     return ctx.error() << "input does not broadcast to the requested shape";
-  return ctx.result(ctx.build<graph::BroadcastOp>(
+  return ctx.result(ctx.build<ir::graph::BroadcastOp>(
                        ctx.inputType(0).clone(*merged), x));
 }
 
@@ -397,7 +397,7 @@ LogicalResult importTile(NodeContext &ctx) {
   }
   if (checkedNumElements(out) < 0)
     return ctx.error() << "the tiled result is too large";
-  return ctx.result(ctx.build<graph::TileOp>(Type(), x, *repeats));
+  return ctx.result(ctx.build<ir::graph::TileOp>(Type(), x, *repeats));
 }
 
 LogicalResult importTrilu(NodeContext &ctx) {
@@ -413,7 +413,7 @@ LogicalResult importTrilu(NodeContext &ctx) {
       return kv ? ctx.error() << "k must hold one value" : failure();
     k = (*kv)[0];
   }
-  return ctx.result(ctx.build<graph::TriluOp>(x.getType(), x, k,
+  return ctx.result(ctx.build<ir::graph::TriluOp>(x.getType(), x, k,
                                              ctx.attrInt("upper", 1) != 0));
 }
 
@@ -424,7 +424,7 @@ LogicalResult importGather(NodeContext &ctx) {
   auto axis = ctx.axis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
   if (!axis)
     return failure();
-  return ctx.result(ctx.build<graph::GatherOp>(Type(), data, indices, *axis,
+  return ctx.result(ctx.build<ir::graph::GatherOp>(Type(), data, indices, *axis,
                                                /*padding_idx=*/nullptr));
 }
 
@@ -432,7 +432,7 @@ LogicalResult importGatherND(NodeContext &ctx) {
   Value data = ctx.input(0), indices = ctx.input(1);
   if (!data || !indices)
     return failure();
-  return ctx.result(ctx.build<graph::GatherNDOp>(Type(), data, indices,
+  return ctx.result(ctx.build<ir::graph::GatherNDOp>(Type(), data, indices,
                                                 ctx.attrInt("batch_dims", 0)));
 }
 
@@ -440,7 +440,7 @@ LogicalResult importGatherND(NodeContext &ctx) {
 /// same rule for repeated positions), or an error naming it.
 std::optional<std::string> scatterReduction(NodeContext &ctx) {
   std::string reduction = ctx.attrString("reduction", "none");
-  if (graph::ScatterNDOp::isReduction(reduction))
+  if (ir::graph::ScatterNDOp::isReduction(reduction))
     return reduction;
   std::string shown;
   llvm::raw_string_ostream os(shown);
@@ -458,7 +458,7 @@ LogicalResult importScatterND(NodeContext &ctx) {
   if (!reduction)
     return failure();
   RankedTensorType want =
-      graph::ScatterNDOp::updatesType(ctx.inputType(0), ctx.inputType(1));
+      ir::graph::ScatterNDOp::updatesType(ctx.inputType(0), ctx.inputType(1));
   if (!want)
     return ctx.error() << "indices " << ctx.inputType(1)
                        << " need a last dim of at most the data rank ("
@@ -466,7 +466,7 @@ LogicalResult importScatterND(NodeContext &ctx) {
   if (ctx.inputType(2) != want)
     return ctx.error() << "updates " << ctx.inputType(2) << " should be "
                        << want << " (indices' leading dims, then data's)";
-  return ctx.result(ctx.build<graph::ScatterNDOp>(data.getType(), data, indices,
+  return ctx.result(ctx.build<ir::graph::ScatterNDOp>(data.getType(), data, indices,
                                                   updates, *reduction));
 }
 /// GatherElements/ScatterElements: indices of data's rank whose dims fit
@@ -501,7 +501,7 @@ LogicalResult importGatherElements(NodeContext &ctx) {
   if (type.getNumElements() == 0)
     return ctx.result(ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
   Value tuples = elementTuples(ctx, indices, *axis);
-  return ctx.result(tuples ? ctx.build<graph::GatherNDOp>(Type(), data, tuples,
+  return ctx.result(tuples ? ctx.build<ir::graph::GatherNDOp>(Type(), data, tuples,
                                                          int64_t(0))
                            : Value());
 }
@@ -525,7 +525,7 @@ LogicalResult importScatterElements(NodeContext &ctx) {
   if (ctx.inputType(1).getNumElements() == 0)
     return ctx.result(data);
   Value tuples = elementTuples(ctx, indices, *axis);
-  return ctx.result(tuples ? ctx.build<graph::ScatterNDOp>(data.getType(), data,
+  return ctx.result(tuples ? ctx.build<ir::graph::ScatterNDOp>(data.getType(), data,
                                                           tuples, updates,
                                                           *reduction)
                            : Value());
@@ -554,7 +554,7 @@ Value lamina::onnx::elementTuples(NodeContext &ctx, Value indices,
       auto iotaType = RankedTensorType::get(iotaShape, et);
       part = ctx.constantOf(DenseElementsAttr::get(iotaType, values));
       if (iotaType != type)
-        part = ctx.build<graph::BroadcastOp>(type, part);
+        part = ctx.build<ir::graph::BroadcastOp>(type, part);
     }
     part = part ? ctx.reshape(part, column) : Value();
     if (!part)
@@ -563,7 +563,7 @@ Value lamina::onnx::elementTuples(NodeContext &ctx, Value indices,
   }
   if (parts.size() == 1)
     return parts[0];
-  return ctx.build<graph::ConcatOp>(Type(), parts, rank);
+  return ctx.build<ir::graph::ConcatOp>(Type(), parts, rank);
 }
 
 void lamina::onnx::registerTensorOps(OpRegistry &r) {

@@ -138,7 +138,7 @@ LogicalResult importConv(NodeContext &ctx) {
   Value bias = ctx.has(2) ? ctx.input(2) : Value();
   if (ctx.has(2) && !bias)
     return failure();
-  return ctx.result(ctx.build<graph::ConvOp>(
+  return ctx.result(ctx.build<ir::graph::ConvOp>(
       Type(), x, w, bias, window->strides, window->dilations, window->pads,
       ctx.attrInt("group", 1)));
 }
@@ -151,7 +151,7 @@ LogicalResult importMaxPool(NodeContext &ctx) {
                            /*hasDilations=*/true, /*hasCeilMode=*/true);
   if (!window)
     return failure();
-  Value y = ctx.build<graph::MaxPoolOp>(Type(), x, window->kernel,
+  Value y = ctx.build<ir::graph::MaxPoolOp>(Type(), x, window->kernel,
                                         window->strides, window->dilations,
                                         window->pads, window->ceilMode);
   if (!y)
@@ -163,7 +163,7 @@ LogicalResult importMaxPool(NodeContext &ctx) {
   if (order != 0 && order != 1)
     return ctx.error() << "storage_order must be 0 or 1, got " << order;
   auto type = cast<RankedTensorType>(y.getType());
-  Value indices = ctx.build<graph::MaxPoolIndicesOp>(
+  Value indices = ctx.build<ir::graph::MaxPoolIndicesOp>(
       type.clone(ctx.b.getI64Type()), x, window->kernel, window->strides,
       window->dilations, window->pads, window->ceilMode, order == 1);
   if (!indices)
@@ -182,7 +182,7 @@ LogicalResult importAveragePool(NodeContext &ctx) {
                            /*hasCeilMode=*/true);
   if (!window)
     return failure();
-  return ctx.result(ctx.build<graph::AvgPoolOp>(
+  return ctx.result(ctx.build<ir::graph::AvgPoolOp>(
       Type(), x, window->kernel, window->strides, window->dilations,
       window->pads, window->ceilMode,
       ctx.attrInt("count_include_pad", 0) != 0));
@@ -260,31 +260,31 @@ LogicalResult importBatchNorm(NodeContext &ctx) {
   for (int64_t d = 2; d < rank; ++d)
     axes.push_back(d);
   if (training) {
-    batchMean = ctx.build<graph::ReduceMeanOp>(Type(), x, axes, true);
+    batchMean = ctx.build<ir::graph::ReduceMeanOp>(Type(), x, axes, true);
     centred =
-        batchMean ? ctx.build<graph::SubOp>(Type(), x, batchMean) : Value();
-    Value sq = centred ? ctx.build<graph::MulOp>(Type(), centred, centred)
+        batchMean ? ctx.build<ir::graph::SubOp>(Type(), x, batchMean) : Value();
+    Value sq = centred ? ctx.build<ir::graph::MulOp>(Type(), centred, centred)
                        : Value();
-    batchVar = sq ? ctx.build<graph::ReduceMeanOp>(Type(), sq, axes, true)
+    batchVar = sq ? ctx.build<ir::graph::ReduceMeanOp>(Type(), sq, axes, true)
                   : Value();
     m = batchMean;
     v = batchVar;
   } else {
     m = perChannel(mean);
     v = perChannel(var);
-    centred = m ? ctx.build<graph::SubOp>(Type(), x, m) : Value();
+    centred = m ? ctx.build<ir::graph::SubOp>(Type(), x, m) : Value();
   }
   if (!m || !v || !centred)
     return failure();
   // y = (x - m) * (scale / sqrt(v + eps)) + bias.
-  Value shifted = ctx.build<graph::AddOp>(Type(), v, ctx.scalar(epsilon, element));
-  Value root = shifted ? ctx.build<graph::SqrtOp>(shifted.getType(), shifted)
+  Value shifted = ctx.build<ir::graph::AddOp>(Type(), v, ctx.scalar(epsilon, element));
+  Value root = shifted ? ctx.build<ir::graph::SqrtOp>(shifted.getType(), shifted)
                        : Value();
   Value s = perChannel(scale), b = perChannel(bias);
-  Value factor = root && s ? ctx.build<graph::DivOp>(Type(), s, root) : Value();
+  Value factor = root && s ? ctx.build<ir::graph::DivOp>(Type(), s, root) : Value();
   Value scaled =
-      factor ? ctx.build<graph::MulOp>(Type(), centred, factor) : Value();
-  Value y = scaled && b ? ctx.build<graph::AddOp>(Type(), scaled, b) : Value();
+      factor ? ctx.build<ir::graph::MulOp>(Type(), centred, factor) : Value();
+  Value y = scaled && b ? ctx.build<ir::graph::AddOp>(Type(), scaled, b) : Value();
   if (!y)
     return failure();
   ctx.setOutput(0, y);
@@ -298,13 +298,13 @@ LogicalResult importBatchNorm(NodeContext &ctx) {
   auto running = [&](Value input, Value batch) -> Value {
     Value b = flat(batch);
     Type t = ctx.inputType(3).getElementType();
-    Value kept = b ? ctx.build<graph::MulOp>(Type(), input,
+    Value kept = b ? ctx.build<ir::graph::MulOp>(Type(), input,
                                              ctx.scalar(momentum, t))
                    : Value();
-    Value added = kept ? ctx.build<graph::MulOp>(
+    Value added = kept ? ctx.build<ir::graph::MulOp>(
                              Type(), b, ctx.scalar(1.0 - momentum, t))
                        : Value();
-    return added ? ctx.build<graph::AddOp>(Type(), kept, added) : Value();
+    return added ? ctx.build<ir::graph::AddOp>(Type(), kept, added) : Value();
   };
   std::pair<size_t, std::function<Value()>> outputs[] = {
       {1, [&] { return running(mean, batchMean); }},
@@ -327,7 +327,7 @@ void lamina::onnx::registerVisionOps(OpRegistry &r) {
   r.add("Conv", importConv);
   r.add("MaxPool", importMaxPool);
   r.add("AveragePool", importAveragePool);
-  r.add("GlobalAveragePool", importGlobalPool<graph::ReduceMeanOp>);
-  r.add("GlobalMaxPool", importGlobalPool<graph::ReduceMaxOp>);
+  r.add("GlobalAveragePool", importGlobalPool<ir::graph::ReduceMeanOp>);
+  r.add("GlobalMaxPool", importGlobalPool<ir::graph::ReduceMaxOp>);
   r.add("BatchNormalization", importBatchNorm);
 }

@@ -99,7 +99,7 @@ Layout layoutOf(func::FuncOp f) {
 }
 
 std::string argName(func::FuncOp f, unsigned i) {
-  auto s = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+  auto s = f.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
   return s ? s.getValue().str() : "";
 }
 
@@ -161,10 +161,10 @@ int main(int argc, char **argv) {
                               "tensor parallelism against one "
                               "process, numerically\n");
   DialectRegistry registry;
-  registry.insert<dist::DistDialect, graph::GraphDialect, func::FuncDialect,
+  registry.insert<ir::dist::DistDialect, ir::graph::GraphDialect, func::FuncDialect,
                   arith::ArithDialect, shard::ShardDialect,
                   tensor::TensorDialect>();
-  graph::registerShardingInterfaceExternalModels(registry);
+  ir::graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> whole = parseSourceFile<ModuleOp>(trainPath, &ctx);
@@ -172,10 +172,10 @@ int main(int argc, char **argv) {
     return 1;
   OwningOpRef<ModuleOp> spmd = whole->clone();
   PassManager plan(&ctx);
-  dist::DistTpPlanOptions options;
+  ir::dist::DistTpPlanOptions options;
   options.tp = tp;
   options.sequenceParallel = sequenceParallel;
-  plan.addPass(dist::createDistTpPlan(options));
+  plan.addPass(ir::dist::createDistTpPlan(options));
   if (failed(plan.run(*spmd)))
     return 1;
   std::map<std::string, Layout> layouts;
@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
   PassManager partition(&ctx);
   partition.addNestedPass<func::FuncOp>(shard::createPartition());
   partition.addNestedPass<func::FuncOp>(createCSEPass());
-  partition.addNestedPass<func::FuncOp>(dist::createDistTpCombineSums());
+  partition.addNestedPass<func::FuncOp>(ir::dist::createDistTpCombineSums());
   if (failed(partition.run(*spmd)))
     return 1;
 

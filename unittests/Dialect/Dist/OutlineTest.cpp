@@ -67,24 +67,24 @@ double maxRelDiff(const HostTensor &a, const HostTensor &b) {
 void checkOutline(bool recompute) {
   DialectRegistry registry;
   lamina::onnx::registerImportDialects(registry);
-  registry.insert<lamina::dist::DistDialect>();
+  registry.insert<lamina::ir::dist::DistDialect>();
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> reference = load(ctx), outlined = load(ctx);
   ASSERT_TRUE(reference && outlined);
 
   PassManager ad(&ctx);
-  ad.addPass(lamina::graph::createGraphAddLoss());
-  ad.addPass(lamina::graph::createGraphAutodiff());
+  ad.addPass(lamina::ir::graph::createGraphAddLoss());
+  ad.addPass(lamina::ir::graph::createGraphAutodiff());
   ASSERT_TRUE(succeeded(ad.run(*reference)));
   PassManager split(&ctx);
-  split.addPass(lamina::graph::createGraphAddLoss());
-  lamina::dist::DistOutlineModulesOptions options;
+  split.addPass(lamina::ir::graph::createGraphAddLoss());
+  lamina::ir::dist::DistOutlineModulesOptions options;
   options.recompute = recompute;
-  split.addPass(lamina::dist::createDistOutlineModules(options));
+  split.addPass(lamina::ir::dist::createDistOutlineModules(options));
   ASSERT_TRUE(succeeded(split.run(*outlined)));
   auto numModules = (*outlined)->getAttrOfType<IntegerAttr>(
-      lamina::dist::DistDialect::kNumModulesAttr);
+      lamina::ir::dist::DistDialect::kNumModulesAttr);
   ASSERT_TRUE(numModules);
   const int64_t L = numModules.getInt();
   ASSERT_EQ(L, 2); // one per block; embedding and head merged
@@ -97,15 +97,15 @@ void checkOutline(bool recompute) {
   auto step = reference->lookupSymbol<func::FuncOp>("train_step");
   std::mt19937 rng(11);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<StringAttr>(i, lamina::graph::kKindAttr);
-    if (!kind || kind.getValue() != lamina::graph::kKindInput)
+    auto kind = step.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kKindAttr);
+    if (!kind || kind.getValue() != lamina::ir::graph::kKindInput)
       continue;
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     HostTensor ids(lamina::rt::DType::I64,
                    {type.getShape().begin(), type.getShape().end()});
     for (int64_t j = 0; j < ids.numElements(); ++j)
       static_cast<int64_t *>(ids.data())[j] = int64_t(rng() % 32);
-    args[step.getArgAttrOfType<StringAttr>(i, lamina::graph::kNameAttr).str()] =
+    args[step.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kNameAttr).str()] =
         ids;
   }
   Outputs expected;

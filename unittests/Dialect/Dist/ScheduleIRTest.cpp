@@ -132,22 +132,22 @@ TEST(ScheduleSplit, LoweringRefusesNonComputeLists) {
 /// dist-schedule for `c`, dist-insert-comm, dist-prefetch-gathers,
 /// dist-verify-schedule.
 void addSchedulePasses(PassManager &pm, const ScheduleConfig &c) {
-  dist::DistScheduleOptions options;
+  ir::dist::DistScheduleOptions options;
   options.scheduleKind = scheduleKindName(c.kind);
   options.pp = c.pipelineRanks;
   options.dp = c.dataParallel;
   options.microBatches = c.microBatches;
   options.zero = c.zeroLevel;
   options.modules = c.numModules;
-  pm.addPass(dist::createDistSchedule(options));
-  pm.addPass(dist::createDistInsertComm());
-  pm.addPass(dist::createDistPrefetchGathers());
-  pm.addPass(dist::createDistVerifySchedule());
+  pm.addPass(ir::dist::createDistSchedule(options));
+  pm.addPass(ir::dist::createDistInsertComm());
+  pm.addPass(ir::dist::createDistPrefetchGathers());
+  pm.addPass(ir::dist::createDistVerifySchedule());
 }
 
 class ScheduleIRTest : public ::testing::Test {
 protected:
-  ScheduleIRTest() { ctx.loadDialect<dist::DistDialect, func::FuncDialect>(); }
+  ScheduleIRTest() { ctx.loadDialect<ir::dist::DistDialect, func::FuncDialect>(); }
   MLIRContext ctx;
 };
 
@@ -157,14 +157,14 @@ TEST_F(ScheduleIRTest, BuildPrintParseRead) {
     OpBuilder b(&ctx);
     OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
     b.setInsertionPointToEnd(module->getBody());
-    dist::buildSchedule(b, b.getUnknownLoc(), s);
+    ir::dist::buildSchedule(b, b.getUnknownLoc(), s);
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
     OwningOpRef<ModuleOp> parsed = parseSourceString<ModuleOp>(text, &ctx);
     ASSERT_TRUE(parsed) << name(c);
-    auto op = *parsed->getOps<dist::ScheduleOp>().begin();
-    FailureOr<Schedule> read = dist::readSchedule(op);
+    auto op = *parsed->getOps<ir::dist::ScheduleOp>().begin();
+    FailureOr<Schedule> read = ir::dist::readSchedule(op);
     ASSERT_TRUE(succeeded(read)) << name(c);
     expectSame(*read, s, name(c));
   }
@@ -176,8 +176,8 @@ TEST_F(ScheduleIRTest, PassesEqualGenerateSchedule) {
     PassManager pm(&ctx);
     addSchedulePasses(pm, c);
     ASSERT_TRUE(succeeded(pm.run(*module))) << name(c);
-    auto op = *module->getOps<dist::ScheduleOp>().begin();
-    FailureOr<Schedule> read = dist::readSchedule(op);
+    auto op = *module->getOps<ir::dist::ScheduleOp>().begin();
+    FailureOr<Schedule> read = ir::dist::readSchedule(op);
     ASSERT_TRUE(succeeded(read)) << name(c);
     expectSame(*read, *generateSchedule(c), name(c));
   }
@@ -223,18 +223,18 @@ TEST_F(ScheduleIRTest, StepsRunTheSchedule) {
     ASSERT_TRUE(module) << name(c);
     PassManager pm(&ctx);
     addSchedulePasses(pm, c);
-    pm.addPass(dist::createDistBuildSteps());
-    pm.addPass(dist::createDistVerifySchedule());
+    pm.addPass(ir::dist::createDistBuildSteps());
+    pm.addPass(ir::dist::createDistVerifySchedule());
     ASSERT_TRUE(succeeded(pm.run(*module))) << name(c);
-    EXPECT_TRUE(module->getOps<dist::ScheduleOp>().empty()) << name(c);
+    EXPECT_TRUE(module->getOps<ir::dist::ScheduleOp>().empty()) << name(c);
     // Printed and parsed back (the verifiers run again), then read.
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
     OwningOpRef<ModuleOp> parsed = parseSourceString<ModuleOp>(text, &ctx);
     ASSERT_TRUE(parsed) << name(c);
-    auto program = *parsed->getOps<dist::ProgramOp>().begin();
-    FailureOr<Schedule> read = dist::readSchedule(program);
+    auto program = *parsed->getOps<ir::dist::ProgramOp>().begin();
+    FailureOr<Schedule> read = ir::dist::readSchedule(program);
     ASSERT_TRUE(succeeded(read)) << name(c);
     expectSame(*read, *generateSchedule(c), name(c));
   }
@@ -250,12 +250,12 @@ TEST_F(ScheduleIRTest, VerifyErrorLandsOnTheNamedAction) {
   OpBuilder b(&ctx);
   OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
   b.setInsertionPointToEnd(module->getBody());
-  auto op = dist::buildSchedule(b, b.getUnknownLoc(), s);
-  Operation *send = dist::findAction(op, 0, 1);
+  auto op = ir::dist::buildSchedule(b, b.getUnknownLoc(), s);
+  Operation *send = ir::dist::findAction(op, 0, 1);
   ASSERT_TRUE(send);
-  EXPECT_TRUE(isa<dist::SendOp>(send));
-  EXPECT_EQ(dist::findAction(op, 0, 99), nullptr);
-  EXPECT_EQ(dist::findAction(op, 7, 0), nullptr);
+  EXPECT_TRUE(isa<ir::dist::SendOp>(send));
+  EXPECT_EQ(ir::dist::findAction(op, 0, 99), nullptr);
+  EXPECT_EQ(ir::dist::findAction(op, 7, 0), nullptr);
   send->setLoc(NameLoc::get(b.getStringAttr("the send")));
   Location reported = b.getUnknownLoc();
   std::string message;
@@ -264,7 +264,7 @@ TEST_F(ScheduleIRTest, VerifyErrorLandsOnTheNamedAction) {
     message = diag.str();
     return success();
   });
-  (void)dist::emitScheduleError(op, st.message());
+  (void)ir::dist::emitScheduleError(op, st.message());
   EXPECT_EQ(reported, send->getLoc());
   EXPECT_EQ(message, st.message());
 }

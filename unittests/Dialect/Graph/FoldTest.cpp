@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 class FoldTest : public ::testing::Test {

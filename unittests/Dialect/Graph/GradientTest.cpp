@@ -135,7 +135,7 @@ double numericGradient(ModuleOp module, std::map<std::string, HostTensor> &args,
 /// A context with the dialects the cases use.
 std::unique_ptr<MLIRContext> makeContext() {
   DialectRegistry registry;
-  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  registry.insert<func::FuncDialect, lamina::ir::graph::GraphDialect>();
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
   return context;
@@ -151,7 +151,7 @@ OwningOpRef<ModuleOp> trainStep(MLIRContext &context, const Case &c) {
     return nullptr;
   }
   PassManager pm(&context);
-  pm.addPass(lamina::graph::createGraphAutodiff());
+  pm.addPass(lamina::ir::graph::createGraphAutodiff());
   if (failed(pm.run(*module))) {
     ADD_FAILURE() << text;
     return nullptr;
@@ -633,7 +633,7 @@ TEST(GradientTest, ScatterNDTies) {
   for (const char *reduction : {"max", "min"}) {
     SCOPED_TRACE(reduction);
     DialectRegistry registry;
-    registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+    registry.insert<func::FuncDialect, lamina::ir::graph::GraphDialect>();
     MLIRContext context(registry);
     Case c{"ties",
            {{"d", {3}}, {"i", {3, 1}, "input", 0, 0, {0, 0, 1}, "i64"}, {"u", {3}}},
@@ -645,7 +645,7 @@ TEST(GradientTest, ScatterNDTies) {
     OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(moduleText(c), &context);
     ASSERT_TRUE(module);
     PassManager pm(&context);
-    pm.addPass(lamina::graph::createGraphAutodiff());
+    pm.addPass(lamina::ir::graph::createGraphAutodiff());
     ASSERT_TRUE(succeeded(pm.run(*module)));
     auto tensor = [](std::vector<double> v) {
       HostTensor t(lamina::rt::DType::F64, {int64_t(v.size())});
@@ -708,7 +708,7 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
     text.replace(at, 3, "f64");
 
   DialectRegistry registry;
-  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  registry.insert<func::FuncDialect, lamina::ir::graph::GraphDialect>();
   MLIRContext context(registry);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   ASSERT_TRUE(module);
@@ -718,12 +718,12 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
   Builder attrs(&context);
   PassManager pm(&context);
   if (fuseGelu)
-    pm.addNestedPass<func::FuncOp>(lamina::graph::createGraphFuseGelu());
+    pm.addNestedPass<func::FuncOp>(lamina::ir::graph::createGraphFuseGelu());
   if (fuseAttention)
-    pm.addNestedPass<func::FuncOp>(lamina::graph::createGraphFuseAttention());
+    pm.addNestedPass<func::FuncOp>(lamina::ir::graph::createGraphFuseAttention());
   if (causalLm)
-    pm.addPass(lamina::graph::createGraphAddLoss());
-  pm.addPass(lamina::graph::createGraphAutodiff());
+    pm.addPass(lamina::ir::graph::createGraphAddLoss());
+  pm.addPass(lamina::ir::graph::createGraphAutodiff());
   if (!causalLm) {
     // Append the weights argument %r and the scalar loss.
     Type logitsType = forward.getResultTypes()[0];
@@ -731,28 +731,28 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
     ASSERT_TRUE(succeeded(forward.insertArgument(
         rIndex, logitsType,
         attrs.getDictionaryAttr(
-            {attrs.getNamedAttr(lamina::graph::kKindAttr, attrs.getStringAttr("input")),
-             attrs.getNamedAttr(lamina::graph::kNameAttr, attrs.getStringAttr("r"))}),
+            {attrs.getNamedAttr(lamina::ir::graph::kKindAttr, attrs.getStringAttr("input")),
+             attrs.getNamedAttr(lamina::ir::graph::kNameAttr, attrs.getStringAttr("r"))}),
         forward.getLoc())));
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     OpBuilder b(ret);
-    Value weighted = lamina::graph::MulOp::create(b, ret.getLoc(), ret.getOperand(0),
+    Value weighted = lamina::ir::graph::MulOp::create(b, ret.getLoc(), ret.getOperand(0),
                                                   forward.getArgument(rIndex));
     int64_t rank = cast<RankedTensorType>(logitsType).getRank();
     SmallVector<int64_t> all(rank);
     std::iota(all.begin(), all.end(), 0);
-    Value sum = lamina::graph::ReduceSumOp::create(
+    Value sum = lamina::ir::graph::ReduceSumOp::create(
         b, ret.getLoc(), weighted, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
     ret->setOperands(sum);
     forward.setFunctionType(FunctionType::get(
         &context, forward.getArgumentTypes(), {sum.getType()}));
-    forward->setAttr(lamina::graph::kOutputNamesAttr,
+    forward->setAttr(lamina::ir::graph::kOutputNamesAttr,
                      attrs.getStrArrayAttr({"loss"}));
   }
   ASSERT_TRUE(succeeded(pm.run(*module)));
-  auto gelus = forward.getBody().getOps<lamina::graph::GeluOp>();
+  auto gelus = forward.getBody().getOps<lamina::ir::graph::GeluOp>();
   EXPECT_EQ(std::distance(gelus.begin(), gelus.end()), fuseGelu ? 1 : 0);
-  auto attentions = forward.getBody().getOps<lamina::graph::AttentionOp>();
+  auto attentions = forward.getBody().getOps<lamina::ir::graph::AttentionOp>();
   EXPECT_EQ(std::distance(attentions.begin(), attentions.end()),
             fuseAttention ? 1 : 0);
 
@@ -762,7 +762,7 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
     std::string name =
-        forward.getArgAttrOfType<StringAttr>(i, lamina::graph::kNameAttr).str();
+        forward.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kNameAttr).str();
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     if (isa<IntegerType>(type.getElementType())) {
       HostTensor ids(lamina::rt::DType::I64, shape);
@@ -773,8 +773,8 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
       continue;
     }
     args[name] = randomTensor(shape, -0.5, 0.5, rng);
-    auto kind = forward.getArgAttrOfType<StringAttr>(i, lamina::graph::kKindAttr);
-    if (kind && kind.getValue() == lamina::graph::kKindTrainable)
+    auto kind = forward.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kKindAttr);
+    if (kind && kind.getValue() == lamina::ir::graph::kKindTrainable)
       params.push_back(name);
   }
   ASSERT_EQ(params.size(), 16u);
@@ -824,7 +824,7 @@ TEST(GradientTest, TinyGpt2FusedAttention) {
 /// crossEntropy() and its gradient the central differences.
 TEST(GradientTest, CrossEntropyIgnoreIndex) {
   DialectRegistry registry;
-  registry.insert<func::FuncDialect, lamina::graph::GraphDialect>();
+  registry.insert<func::FuncDialect, lamina::ir::graph::GraphDialect>();
   MLIRContext context(registry);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
     func.func @forward(%w: tensor<4x5xf64> {graph.kind = "trainable", graph.name = "w"},
@@ -836,12 +836,12 @@ TEST(GradientTest, CrossEntropyIgnoreIndex) {
     })mlir", &context);
   ASSERT_TRUE(module);
   PassManager pm(&context);
-  lamina::graph::GraphAddLossOptions options;
+  lamina::ir::graph::GraphAddLossOptions options;
   options.kind = "cross-entropy";
   options.labels = "y";
   options.ignoreIndex = -1;
-  pm.addPass(lamina::graph::createGraphAddLoss(options));
-  pm.addPass(lamina::graph::createGraphAutodiff());
+  pm.addPass(lamina::ir::graph::createGraphAddLoss(options));
+  pm.addPass(lamina::ir::graph::createGraphAutodiff());
   ASSERT_TRUE(succeeded(pm.run(*module)));
 
   std::mt19937 rng(3);

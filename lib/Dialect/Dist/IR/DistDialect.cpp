@@ -17,7 +17,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 #include "lamina/Dialect/Dist/IR/DistDialect.cpp.inc"
 #include "lamina/Dialect/Dist/IR/DistEnums.cpp.inc"

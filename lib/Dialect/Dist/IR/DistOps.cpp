@@ -19,7 +19,7 @@
 #include <tuple>
 
 using namespace mlir;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 #define GET_OP_CLASSES
 #include "lamina/Dialect/Dist/IR/DistOps.cpp.inc"

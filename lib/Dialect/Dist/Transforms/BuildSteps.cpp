@@ -17,14 +17,14 @@
 
 #include <map>
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTBUILDSTEPS
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 using schedule::Action;
 using schedule::ActionKind;
 using schedule::Payload;
@@ -38,7 +38,7 @@ struct ModuleFns {
 };
 
 StringRef argKind(func::FuncOp f, unsigned i) {
-  auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
+  auto kind = f.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
   return kind ? kind.getValue() : StringRef();
 }
 
@@ -127,7 +127,7 @@ private:
   /// The gradients of module k's outputs for `mb`.
   FailureOr<SmallVector<Value>> cotangents(int64_t k, int64_t mb) {
     if (k + 1 == int64_t(fns.size())) {
-      SmallVector<Type> types = argTypesOfKind(fns[k].bwd, graph::kKindCotangent);
+      SmallVector<Type> types = argTypesOfKind(fns[k].bwd, ir::graph::kKindCotangent);
       if (types.size() != 1)
         return failure();
       return SmallVector<Value>{LossWeightOp::create(b, loc, types[0], mb)};
@@ -153,8 +153,8 @@ private:
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i) {
       StringRef kind = argKind(fwd, i);
       Type type = fwd.getArgumentTypes()[i];
-      auto name = fwd.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
-      if (kind == graph::kKindBoundary) {
+      auto name = fwd.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
+      if (kind == ir::graph::kKindBoundary) {
         if (nextBoundary == 0) {
           FailureOr<SmallVector<Value>> in = boundaryInputs(k, mb);
           if (failed(in))
@@ -168,11 +168,11 @@ private:
           return "the forward of " + where(k, mb) + " takes more boundary "
                  "values than module " + std::to_string(k - 1) + " produces";
         operands.push_back(boundary[nextBoundary++]);
-      } else if (kind == graph::kKindInput && name) {
+      } else if (kind == ir::graph::kKindInput && name) {
         operands.push_back(batch(name.getValue(), mb, type));
-      } else if ((kind == graph::kKindTrainable ||
-                  kind == graph::kKindConstant ||
-                  kind == graph::kKindParamCopy) &&
+      } else if ((kind == ir::graph::kKindTrainable ||
+                  kind == ir::graph::kKindConstant ||
+                  kind == ir::graph::kKindParamCopy) &&
                  name) {
         operands.push_back(param(kind, name.getValue(), type));
       } else {
@@ -246,8 +246,8 @@ private:
     const int64_t bnd = a.module, mb = a.microBatch;
     bool activation = a.payload == Payload::Activation;
     SmallVector<Type> types =
-        activation ? argTypesOfKind(fns[bnd + 1].fwd, graph::kKindBoundary)
-                   : argTypesOfKind(fns[bnd].bwd, graph::kKindCotangent);
+        activation ? argTypesOfKind(fns[bnd + 1].fwd, ir::graph::kKindBoundary)
+                   : argTypesOfKind(fns[bnd].bwd, ir::graph::kKindCotangent);
     auto op = P2PRecvOp::create(b, loc, types, payload(a), bnd, mb, a.peer);
     SmallVector<Value> values(op.getResults());
     if (activation)
@@ -271,7 +271,7 @@ private:
   std::map<Key, SmallVector<Value>> received, receivedGrads;
 };
 
-struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
+struct DistBuildSteps : ir::dist::impl::DistBuildStepsBase<DistBuildSteps> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -342,7 +342,7 @@ struct DistBuildSteps : dist::impl::DistBuildStepsBase<DistBuildSteps> {
         return failure();
       }
       ModuleFns &m = fns[k];
-      bool backward = !argTypesOfKind(f, graph::kKindCotangent).empty();
+      bool backward = !argTypesOfKind(f, ir::graph::kKindCotangent).empty();
       (backward ? m.bwd : m.fwd) = f;
       m.numIn = outlined.getNumIn();
       m.numOut = outlined.getNumOut();

@@ -53,7 +53,7 @@ std::string modelName(ModuleOp module) {
 } // namespace
 
 FailureOr<plan::ModelDesc>
-lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
+lamina::ir::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   auto func = module.lookupSymbol<func::FuncOp>(options.functionName);
   if (!func)
     return mlir::emitError(module.getLoc())
@@ -84,9 +84,9 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   std::optional<ArrayRef<int64_t>> dims;
   for (BlockArgument arg : func.getArguments()) {
     auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kKindAttr);
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ir::graph::kKindAttr);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!kind || kind.getValue() != graph::kKindInput || !type)
+    if (!kind || kind.getValue() != ir::graph::kKindInput || !type)
       continue;
     if (type.getElementType().isInteger() && type.getRank() >= 2) {
       dims = type.getShape();
@@ -104,19 +104,19 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   // Costs and activations.
   for (Operation &op : func.getBody().front().without_terminator()) {
     plan::ModuleDesc &md = desc.modules[chain->moduleOfOp(&op)];
-    if (auto cost = dyn_cast<graph::CostOpInterface>(&op)) {
+    if (auto cost = dyn_cast<ir::graph::CostOpInterface>(&op)) {
       double flops = static_cast<double>(cost.getFlops());
       md.forwardFlops += flops;
       md.forwardBytes += static_cast<double>(cost.getBytesAccessed());
       // Fused attention and the experts are GEMMs too (tensor cores on a
       // GPU).
-      if (isa<graph::MatMulOp, graph::AttentionOp, graph::MoEOp>(op)) {
+      if (isa<ir::graph::MatMulOp, ir::graph::AttentionOp, ir::graph::MoEOp>(op)) {
         md.matmulFlops += flops;
         md.matmulBytes += static_cast<double>(cost.getBytesAccessed());
       }
     }
     // A mixture-of-experts layer: what expert parallelism sends.
-    if (auto moe = dyn_cast<graph::MoEOp>(op)) {
+    if (auto moe = dyn_cast<ir::graph::MoEOp>(op)) {
       auto picks = cast<RankedTensorType>(moe.getIndices().getType());
       md.experts =
           cast<RankedTensorType>(moe.getGateUp().getType()).getDimSize(0);
@@ -139,10 +139,10 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
   // tensors (dynamo's all-ones norm weights), the model has one per layer.
   for (BlockArgument arg : func.getArguments()) {
     auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kKindAttr);
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ir::graph::kKindAttr);
     if (!kind ||
-        (kind.getValue() != graph::kKindTrainable &&
-         kind.getValue() != graph::kKindConstant) ||
+        (kind.getValue() != ir::graph::kKindTrainable &&
+         kind.getValue() != ir::graph::kKindConstant) ||
         arg.use_empty())
       continue;
     int first = static_cast<int>(n);
@@ -160,13 +160,13 @@ lamina::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
     auto type = cast<ShapedType>(arg.getType());
     // A tied parameter (read by several modules, not one copy per layer).
     if (layers.size() == 1 && readers.size() > 1 &&
-        kind.getValue() == graph::kKindTrainable)
+        kind.getValue() == ir::graph::kKindTrainable)
       desc.sharedParams.push_back(
           {valueName(arg), type.getNumElements(),
            std::vector<int>(readers.begin(), readers.end())});
     // The experts' weights: what graph.moe alone reads as gate_up or down.
     bool experts = llvm::all_of(arg.getUses(), [&](OpOperand &use) {
-      return isa<graph::MoEOp>(use.getOwner()) && use.getOperandNumber() >= 3;
+      return isa<ir::graph::MoEOp>(use.getOwner()) && use.getOperandNumber() >= 3;
     });
     for (int m : layers) {
       desc.modules[m].params += type.getNumElements();

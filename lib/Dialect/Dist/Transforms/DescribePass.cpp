@@ -6,10 +6,10 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTDESCRIBEMODEL
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
@@ -28,14 +28,14 @@ const char *roleName(plan::ModuleRole role) {
 }
 
 struct DistDescribeModel
-    : dist::impl::DistDescribeModelBase<DistDescribeModel> {
+    : ir::dist::impl::DistDescribeModelBase<DistDescribeModel> {
   using Base::Base;
   void runOnOperation() override {
-    dist::DescribeOptions options;
+    ir::dist::DescribeOptions options;
     options.moduleRegex = moduleRegex;
     options.functionName = functionName;
     FailureOr<plan::ModelDesc> desc =
-        dist::describeModel(getOperation(), options);
+        ir::dist::describeModel(getOperation(), options);
     if (failed(desc))
       return signalPassFailure();
     llvm::raw_ostream &os = llvm::outs();

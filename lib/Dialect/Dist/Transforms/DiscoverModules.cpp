@@ -6,14 +6,14 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTDISCOVERMODULES
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 namespace {
 ModuleKind kindOf(plan::ModuleRole role) {
@@ -29,7 +29,7 @@ ModuleKind kindOf(plan::ModuleRole role) {
 }
 
 struct DistDiscoverModules
-    : dist::impl::DistDiscoverModulesBase<DistDiscoverModules> {
+    : ir::dist::impl::DistDiscoverModulesBase<DistDiscoverModules> {
   using Base::Base;
   void runOnOperation() override {
     auto func = getOperation().lookupSymbol<func::FuncOp>(functionName);

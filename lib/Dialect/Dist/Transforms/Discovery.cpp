@@ -33,7 +33,7 @@
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 namespace {
 
@@ -186,12 +186,12 @@ struct Discoverer {
   int head() const { return numLayers + 1; }
 
   bool isParam(unsigned arg) const {
-    auto kind = func.getArgAttrOfType<StringAttr>(arg, graph::kKindAttr);
-    return kind && (kind.getValue() == graph::kKindTrainable ||
-                    kind.getValue() == graph::kKindConstant);
+    auto kind = func.getArgAttrOfType<StringAttr>(arg, ir::graph::kKindAttr);
+    return kind && (kind.getValue() == ir::graph::kKindTrainable ||
+                    kind.getValue() == ir::graph::kKindConstant);
   }
   StringRef argName(unsigned arg) const {
-    auto name = func.getArgAttrOfType<StringAttr>(arg, graph::kNameAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(arg, ir::graph::kNameAttr);
     return name ? name.getValue() : StringRef();
   }
 
@@ -555,7 +555,7 @@ struct Discoverer {
 //===----------------------------------------------------------------------===//
 
 bool isNorm(Operation *op) {
-  return isa<graph::LayerNormOp, graph::RMSNormOp>(op);
+  return isa<ir::graph::LayerNormOp, ir::graph::RMSNormOp>(op);
 }
 
 /// Whether `target`'s value reaches `from` backwards, searching only ops at
@@ -588,7 +588,7 @@ bool Discoverer::seedFromStructure() {
   };
   SmallVector<Residual> residuals;
   for (Operation *op : ops) {
-    auto add = dyn_cast<graph::AddOp>(op);
+    auto add = dyn_cast<ir::graph::AddOp>(op);
     if (!add)
       continue;
     for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
@@ -707,11 +707,11 @@ bool Discoverer::seedFromStructure() {
 
 } // namespace
 
-std::string lamina::dist::valueName(Value value) {
+std::string lamina::ir::dist::valueName(Value value) {
   if (auto arg = dyn_cast<BlockArgument>(value)) {
     if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
       if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        graph::kNameAttr))
+                                                        ir::graph::kNameAttr))
         return name.getValue().str();
     return "argument " + std::to_string(arg.getArgNumber());
   }
@@ -738,8 +738,8 @@ static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
   bool hasEmbedding = chain.modules.front().role == plan::ModuleRole::Embedding;
   for (BlockArgument arg : func.getArguments()) {
     auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kKindAttr);
-    if (!kind || kind.getValue() != graph::kKindInput)
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ir::graph::kKindAttr);
+    if (!kind || kind.getValue() != ir::graph::kKindInput)
       continue;
     // With an embedding the stream enters there; whatever else a layer reads
     // from the inputs (a mask, position ids) is a side input.
@@ -754,7 +754,7 @@ static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
           chain.sharedValues.push_back(r);
 }
 
-FailureOr<ModuleChain> lamina::dist::chainFromAttributes(func::FuncOp func) {
+FailureOr<ModuleChain> lamina::ir::dist::chainFromAttributes(func::FuncOp func) {
   auto modules = func->getAttrOfType<ArrayAttr>(DistDialect::kChainAttr);
   if (!modules || modules.empty())
     return mlir::emitError(func.getLoc())
@@ -787,7 +787,7 @@ FailureOr<ModuleChain> lamina::dist::chainFromAttributes(func::FuncOp func) {
   return chain;
 }
 
-FailureOr<ModuleChain> lamina::dist::discoverModules(func::FuncOp func,
+FailureOr<ModuleChain> lamina::ir::dist::discoverModules(func::FuncOp func,
                                                      StringRef moduleRegex) {
   if (func.isExternal())
     return mlir::emitError(func.getLoc())

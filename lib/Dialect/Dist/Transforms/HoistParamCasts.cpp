@@ -1,6 +1,6 @@
 //===- HoistParamCasts.cpp - module functions' parameter copies -----------===//
 //
-// See the pass description in Passes.td: graph::hoistParamCasts over each
+// See the pass description in Passes.td: ir::graph::hoistParamCasts over each
 // module's forward and backward, the copies placed where the runtime's
 // binding of the forward's arguments (lib/Runtime/Dist) finds them in
 // both.
@@ -15,24 +15,24 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTHOISTPARAMCASTS
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 namespace {
 struct DistHoistParamCasts
-    : lamina::dist::impl::DistHoistParamCastsBase<DistHoistParamCasts> {
+    : lamina::ir::dist::impl::DistHoistParamCastsBase<DistHoistParamCasts> {
   using Base::Base;
 
   void runOnOperation() override {
     auto pairs = moduleFunctions(getOperation());
     FailureOr<Type> type =
-        graph::everyReadType(getOperation(), getArgument(), everyRead);
+        ir::graph::everyReadType(getOperation(), getArgument(), everyRead);
     if (failed(type))
       return signalPassFailure();
     for (auto &[k, pair] : pairs) {
@@ -46,10 +46,10 @@ struct DistHoistParamCasts
         return signalPassFailure();
       }
       unsigned at = fwd.getNumArguments(), hoisted = 0;
-      if (failed(graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted, *type)))
+      if (failed(ir::graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted, *type)))
         return signalPassFailure();
       // The runtime's licence to leave the f32 weights unbound.
-      if (*type && graph::readsNoTrainable(fwd) && graph::readsNoTrainable(bwd))
+      if (*type && ir::graph::readsNoTrainable(fwd) && ir::graph::readsNoTrainable(bwd))
         for (func::FuncOp f : {fwd, bwd}) {
           auto o = f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
           f->setAttr(DistDialect::kOutlinedAttr,

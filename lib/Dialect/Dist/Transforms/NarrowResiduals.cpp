@@ -1,6 +1,6 @@
 //===- NarrowResiduals.cpp - a module's kept products in bf16 -------------===//
 //
-// See the pass description in Passes.td: graph::narrowResiduals over
+// See the pass description in Passes.td: ir::graph::narrowResiduals over
 // each module's forward and backward; and moduleFunctions, the pairing it
 // shares with dist-hoist-param-casts.
 //
@@ -11,16 +11,16 @@
 #include "lamina/Dialect/Dist/Transforms/Passes.h"
 #include "lamina/Dialect/Graph/Transforms/FuseEpilogues.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTNARROWRESIDUALS
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
 
 std::map<int64_t, std::pair<func::FuncOp, func::FuncOp>>
-dist::moduleFunctions(ModuleOp module) {
+ir::dist::moduleFunctions(ModuleOp module) {
   std::map<int64_t, std::pair<func::FuncOp, func::FuncOp>> pairs;
   for (func::FuncOp f : module.getOps<func::FuncOp>()) {
     auto outlined = f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
@@ -34,11 +34,11 @@ dist::moduleFunctions(ModuleOp module) {
 
 namespace {
 struct DistNarrowResiduals
-    : dist::impl::DistNarrowResidualsBase<DistNarrowResiduals> {
+    : ir::dist::impl::DistNarrowResidualsBase<DistNarrowResiduals> {
   void runOnOperation() override {
-    for (auto &[k, pair] : dist::moduleFunctions(getOperation()))
+    for (auto &[k, pair] : ir::dist::moduleFunctions(getOperation()))
       if (pair.first && pair.second)
-        numNarrowed += graph::narrowResiduals(pair.first, pair.second);
+        numNarrowed += ir::graph::narrowResiduals(pair.first, pair.second);
   }
 };
 } // namespace

@@ -24,17 +24,17 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTOUTLINEMODULES
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 namespace {
-using graph::kKindBoundary, graph::kKindResidual, graph::kKindCotangent;
+using ir::graph::kKindBoundary, ir::graph::kKindResidual, ir::graph::kKindCotangent;
 
 bool isFloatTensor(Value v) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
@@ -51,7 +51,7 @@ struct ModulePart {
 };
 
 struct DistOutlineModules
-    : dist::impl::DistOutlineModulesBase<DistOutlineModules> {
+    : ir::dist::impl::DistOutlineModulesBase<DistOutlineModules> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -83,7 +83,7 @@ struct DistOutlineModules
 /// The loss output: named `lossName`, else the only scalar.
 static FailureOr<Value> findLoss(func::FuncOp forward, StringRef lossName) {
   auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
-  auto names = forward->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttr);
+  auto names = forward->getAttrOfType<ArrayAttr>(ir::graph::kOutputNamesAttr);
   std::optional<unsigned> found;
   unsigned scalars = 0;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
@@ -105,7 +105,7 @@ FailureOr<SmallVector<ModulePart>>
 DistOutlineModules::split(func::FuncOp forward) {
   // graph-add-loss recorded which output the loss is.
   std::string lossName = this->loss;
-  if (auto train = graph::trainAttrOf(forward->getParentOp());
+  if (auto train = ir::graph::trainAttrOf(forward->getParentOp());
       train && lossName.empty())
     lossName = train.getOutput().str();
   FailureOr<Value> loss =
@@ -151,8 +151,8 @@ DistOutlineModules::split(func::FuncOp forward) {
   llvm::DenseSet<Value> dependent;
   for (BlockArgument arg : body.getArguments())
     if (auto kind = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         graph::kKindAttr);
-        kind && kind.getValue() == graph::kKindTrainable)
+                                                         ir::graph::kKindAttr);
+        kind && kind.getValue() == ir::graph::kKindTrainable)
       dependent.insert(arg);
   llvm::DenseMap<Operation *, int> partOf;
   for (Operation &op : body.without_terminator()) {
@@ -249,8 +249,8 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
   SmallVector<DictionaryAttr> argAttrs;
   auto named = [&](StringRef kind, const std::string &name) {
     return DictionaryAttr::get(
-        ctx, {b.getNamedAttr(graph::kKindAttr, b.getStringAttr(kind)),
-              b.getNamedAttr(graph::kNameAttr, b.getStringAttr(name))});
+        ctx, {b.getNamedAttr(ir::graph::kKindAttr, b.getStringAttr(kind)),
+              b.getNamedAttr(ir::graph::kNameAttr, b.getStringAttr(name))});
   };
   for (auto [i, v] : llvm::enumerate(part.boundaryIn)) {
     argTypes.push_back(v.getType());
@@ -265,8 +265,8 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
   SmallVector<unsigned> trainable; // positions in the signature
   for (auto [i, a] : llvm::enumerate(args))
     if (auto kind = forward.getArgAttrOfType<StringAttr>(a.getArgNumber(),
-                                                         graph::kKindAttr);
-        kind && kind.getValue() == graph::kKindTrainable)
+                                                         ir::graph::kKindAttr);
+        kind && kind.getValue() == ir::graph::kKindTrainable)
       trainable.push_back(numIn + i);
 
   // Clones the part's ops into a new function's entry block.
@@ -301,8 +301,8 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
     SmallVector<Attribute> attrs;
     for (const std::string &n : names)
       attrs.push_back(b.getStringAttr(n));
-    f->setAttr(graph::kOutputNamesAttr, b.getArrayAttr(attrs));
-    graph::eraseDeadOps(entry);
+    f->setAttr(ir::graph::kOutputNamesAttr, b.getArrayAttr(attrs));
+    ir::graph::eraseDeadOps(entry);
   };
   std::vector<std::string> outNames;
   for (unsigned i = 0; i < part.boundaryOut.size(); ++i)
@@ -336,7 +336,7 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
     wrt.push_back(bentry.getArgument(i));
   OpBuilder bb = OpBuilder::atBlockEnd(&bentry);
   FailureOr<SmallVector<Value>> grads =
-      graph::buildReverse(bb, forwardOps, outputs, seeds, wrt);
+      ir::graph::buildReverse(bb, forwardOps, outputs, seeds, wrt);
   if (failed(grads))
     return failure();
   std::vector<std::string> gradNames;
@@ -345,7 +345,7 @@ LogicalResult DistOutlineModules::outline(OpBuilder &b, func::FuncOp forward,
                         std::to_string(i));
   for (unsigned i : trainable) {
     auto name = forward.getArgAttrOfType<StringAttr>(
-        args[i - numIn].getArgNumber(), graph::kNameAttr);
+        args[i - numIn].getArgNumber(), ir::graph::kNameAttr);
     gradNames.push_back("grad:" + (name ? name.str() : "arg" + std::to_string(i)));
   }
 

@@ -11,17 +11,17 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTPARTITION
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 namespace {
-struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
+struct DistPartition : ir::dist::impl::DistPartitionBase<DistPartition> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -93,7 +93,7 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
         if (!outlined)
           continue;
         int64_t k = outlined.getModule();
-        f.walk([&](graph::CostOpInterface op) {
+        f.walk([&](ir::graph::CostOpInterface op) {
           cost[k] += static_cast<double>(op.getFlops());
         });
       }
@@ -138,7 +138,7 @@ struct DistPartition : dist::impl::DistPartitionBase<DistPartition> {
       // Forward FLOPs per module; a heavy embedding or head counts like the
       // layers it displaces.
       std::vector<double> cost(numModules, 0.0);
-      func.walk([&](graph::CostOpInterface op) {
+      func.walk([&](ir::graph::CostOpInterface op) {
         if (auto m = op->getAttrOfType<IntegerAttr>(DistDialect::kModuleAttr))
           cost[m.getInt()] += static_cast<double>(op.getFlops());
       });

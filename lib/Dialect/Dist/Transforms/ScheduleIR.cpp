@@ -15,7 +15,7 @@
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 using schedule::Action;
 using schedule::ActionKind;
 using schedule::Payload;
@@ -152,7 +152,7 @@ void buildAction(OpBuilder &b, Location loc, const Action &a) {
 }
 } // namespace
 
-FailureOr<schedule::Schedule> dist::readSchedule(ScheduleOp op) {
+FailureOr<schedule::Schedule> ir::dist::readSchedule(ScheduleOp op) {
   if (failed(mlir::verify(op)))
     return failure();
   schedule::Schedule s = configOf(op);
@@ -164,7 +164,7 @@ FailureOr<schedule::Schedule> dist::readSchedule(ScheduleOp op) {
   return s;
 }
 
-FailureOr<schedule::Schedule> dist::readSchedule(ProgramOp op) {
+FailureOr<schedule::Schedule> ir::dist::readSchedule(ProgramOp op) {
   if (failed(mlir::verify(op)))
     return failure();
   schedule::Schedule s = configOf(op);
@@ -185,7 +185,7 @@ FailureOr<schedule::Schedule> dist::readSchedule(ProgramOp op) {
   return s;
 }
 
-ScheduleOp dist::buildSchedule(OpBuilder &builder, Location loc,
+ScheduleOp ir::dist::buildSchedule(OpBuilder &builder, Location loc,
                                const schedule::Schedule &s) {
   OpBuilder::InsertionGuard guard(builder);
   const schedule::ScheduleConfig &c = s.config;
@@ -207,7 +207,7 @@ ScheduleOp dist::buildSchedule(OpBuilder &builder, Location loc,
 }
 
 schedule::Expected<ScheduleOp>
-dist::buildComputeSchedule(OpBuilder &builder, Location loc,
+ir::dist::buildComputeSchedule(OpBuilder &builder, Location loc,
                            const schedule::ScheduleConfig &config) {
   schedule::Expected<schedule::Schedule> compute =
       schedule::generateComputeOrder(config);
@@ -216,7 +216,7 @@ dist::buildComputeSchedule(OpBuilder &builder, Location loc,
   return buildSchedule(builder, loc, *compute);
 }
 
-Operation *dist::findAction(ScheduleOp op, int64_t rank, int64_t index) {
+Operation *ir::dist::findAction(ScheduleOp op, int64_t rank, int64_t index) {
   for (auto r : op.getBody().front().getOps<RankOp>()) {
     if (r.getRank() != rank)
       continue;
@@ -228,7 +228,7 @@ Operation *dist::findAction(ScheduleOp op, int64_t rank, int64_t index) {
   return nullptr;
 }
 
-InFlightDiagnostic dist::emitScheduleError(ScheduleOp op, StringRef message) {
+InFlightDiagnostic ir::dist::emitScheduleError(ScheduleOp op, StringRef message) {
   return emitOnNamedOp(
       op, message,
       [&](int64_t rank, int64_t index) { return findAction(op, rank, index); },
@@ -240,7 +240,7 @@ InFlightDiagnostic dist::emitScheduleError(ScheduleOp op, StringRef message) {
       });
 }
 
-InFlightDiagnostic dist::emitScheduleError(ProgramOp op, StringRef message) {
+InFlightDiagnostic ir::dist::emitScheduleError(ProgramOp op, StringRef message) {
   auto stepOf = [&](int64_t rank) { return op.getStep(rank % op.getPp()); };
   return emitOnNamedOp(
       op, message,

@@ -14,17 +14,17 @@
 
 #include <climits>
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTSCHEDULE
 #define GEN_PASS_DEF_DISTINSERTCOMM
 #define GEN_PASS_DEF_DISTPREFETCHGATHERS
 #define GEN_PASS_DEF_DISTVERIFYSCHEDULE
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
-using namespace lamina::dist;
+using namespace lamina::ir::dist;
 
 namespace {
 SmallVector<ScheduleOp> schedulesIn(ModuleOp module) {
@@ -33,7 +33,7 @@ SmallVector<ScheduleOp> schedulesIn(ModuleOp module) {
   return ops;
 }
 
-struct DistSchedule : dist::impl::DistScheduleBase<DistSchedule> {
+struct DistSchedule : ir::dist::impl::DistScheduleBase<DistSchedule> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -146,7 +146,7 @@ struct DistSchedule : dist::impl::DistScheduleBase<DistSchedule> {
   }
 };
 
-struct DistInsertComm : dist::impl::DistInsertCommBase<DistInsertComm> {
+struct DistInsertComm : ir::dist::impl::DistInsertCommBase<DistInsertComm> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -177,7 +177,7 @@ struct DistInsertComm : dist::impl::DistInsertCommBase<DistInsertComm> {
 };
 
 struct DistPrefetchGathers
-    : dist::impl::DistPrefetchGathersBase<DistPrefetchGathers> {
+    : ir::dist::impl::DistPrefetchGathersBase<DistPrefetchGathers> {
   void runOnOperation() override {
     for (ScheduleOp op : schedulesIn(getOperation())) {
       if (op.getForwardOnly())
@@ -202,7 +202,7 @@ struct DistPrefetchGathers
 };
 
 struct DistVerifySchedule
-    : dist::impl::DistVerifyScheduleBase<DistVerifySchedule> {
+    : ir::dist::impl::DistVerifyScheduleBase<DistVerifySchedule> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -28,11 +28,11 @@
 #include <numeric>
 #include <optional>
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DEF_DISTTPPLAN
 #define GEN_PASS_DEF_DISTTPCOMBINESUMS
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 using namespace mlir;
 using namespace lamina;
@@ -56,17 +56,17 @@ struct WeightUse {
   int64_t outDim;
 };
 
-std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f,
+std::optional<WeightUse> weightOf(ir::graph::MatMulOp mm, func::FuncOp f,
                                   bool residualsToo = false) {
   Value v = mm.getRhs();
   int64_t outDim = 1;
   while (Operation *def = v.getDefiningOp()) {
-    if (auto t = dyn_cast<graph::TransposeOp>(def)) {
+    if (auto t = dyn_cast<ir::graph::TransposeOp>(def)) {
       if (t.getPerm().size() != 2 || t.getPerm()[0] != 1)
         return std::nullopt;
       outDim = 1 - outDim;
       v = t.getInput();
-    } else if (auto c = dyn_cast<graph::CastOp>(def)) {
+    } else if (auto c = dyn_cast<ir::graph::CastOp>(def)) {
       v = c.getInput();
     } else if (auto ann = dyn_cast<shard::ShardOp>(def)) {
       v = ann.getSrc();
@@ -88,9 +88,9 @@ std::optional<WeightUse> weightOf(graph::MatMulOp mm, func::FuncOp f,
 /// the elementwise ops (those the elementwise fusion takes), casts, the
 /// layout ops and attention.
 bool carriesSplit(Operation *op) {
-  return !graph::FusedElementwiseOp::stepOf(op).empty() ||
-         isa<graph::ReshapeOp, graph::TransposeOp, graph::SliceOp,
-             graph::ConcatOp, graph::AttentionOp, graph::CastOp>(op);
+  return !ir::graph::FusedElementwiseOp::stepOf(op).empty() ||
+         isa<ir::graph::ReshapeOp, ir::graph::TransposeOp, ir::graph::SliceOp,
+             ir::graph::ConcatOp, ir::graph::AttentionOp, ir::graph::CastOp>(op);
 }
 
 /// Where `gemm`'s output goes: the GEMMs whose contraction it reaches
@@ -98,7 +98,7 @@ bool carriesSplit(Operation *op) {
 /// logits; failure where something else stops it (a norm, the module's
 /// boundary output). Residual outputs are fine: the backward reads them
 /// split.
-LogicalResult pairedGemms(graph::MatMulOp gemm,
+LogicalResult pairedGemms(ir::graph::MatMulOp gemm,
                           const llvm::DenseSet<Operation *> &weightGemms,
                           unsigned numBoundaryOut,
                           llvm::SetVector<Operation *> &rows, bool &toLoss,
@@ -121,14 +121,14 @@ LogicalResult pairedGemms(graph::MatMulOp gemm,
         continue;
       }
       // The LM head's logits: the cross-entropy splits over the vocabulary.
-      if (isa<graph::SoftmaxCrossEntropyOp>(user) &&
+      if (isa<ir::graph::SoftmaxCrossEntropyOp>(user) &&
           use.getOperandNumber() == 0) {
         toLoss = true;
         continue;
       }
       if (!carriesSplit(user))
         return failure();
-      if (isa<graph::AttentionOp>(user))
+      if (isa<ir::graph::AttentionOp>(user))
         attentions.insert(user);
       for (Value r : user->getResults())
         work.push_back(r);
@@ -276,7 +276,7 @@ void recordSplits(func::FuncOp f) {
     ArrayRef<shard::GridAxesAttr> axes = shardingOf(arg).getSplitAxes();
     for (auto [dim, a] : llvm::enumerate(axes))
       if (!a.asArrayRef().empty())
-        f.setArgAttr(arg.getArgNumber(), graph::kTpSplitAttr,
+        f.setArgAttr(arg.getArgNumber(), ir::graph::kTpSplitAttr,
                      IntegerAttr::get(IntegerType::get(f.getContext(), 64),
                                       int64_t(dim)));
   }
@@ -297,9 +297,9 @@ Value relayout(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t a,
   std::swap(perm[size_t(dim)], perm[size_t(dim) + 1]);
   Type element = type.getElementType();
   Value x =
-      graph::ReshapeOp::create(b, loc, RankedTensorType::get(view, element), v);
-  x = graph::TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
-  return graph::ReshapeOp::create(b, loc, type, x);
+      ir::graph::ReshapeOp::create(b, loc, RankedTensorType::get(view, element), v);
+  x = ir::graph::TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
+  return ir::graph::ReshapeOp::create(b, loc, type, x);
 }
 
 /// A regrouped projection the plan keeps whole reads the initializer's
@@ -312,7 +312,7 @@ void undoRegroup(func::FuncOp fwd, func::FuncOp bwd, StringRef name,
   for (func::FuncOp f : {fwd, bwd}) {
     for (BlockArgument arg : f.getArguments()) {
       if (argString(f, arg.getArgNumber(), "graph.name") != name ||
-          !f.getArgAttr(arg.getArgNumber(), graph::kTpPartsAttr))
+          !f.getArgAttr(arg.getArgNumber(), ir::graph::kTpPartsAttr))
         continue;
       SmallVector<OpOperand *> uses;
       for (OpOperand &use : arg.getUses())
@@ -321,7 +321,7 @@ void undoRegroup(func::FuncOp fwd, func::FuncOp bwd, StringRef name,
       Value regrouped = relayout(b, arg.getLoc(), arg, dim, parts, t);
       for (OpOperand *use : uses)
         use->set(regrouped);
-      f.removeArgAttr(arg.getArgNumber(), graph::kTpPartsAttr);
+      f.removeArgAttr(arg.getArgNumber(), ir::graph::kTpPartsAttr);
     }
   }
   auto ret = cast<func::ReturnOp>(bwd.getBody().front().getTerminator());
@@ -341,10 +341,10 @@ void undoRegroup(func::FuncOp fwd, func::FuncOp bwd, StringRef name,
 LogicalResult checkRegrouped(func::FuncOp f) {
   for (BlockArgument arg : f.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto parts = f.getArgAttrOfType<DenseI64ArrayAttr>(i, graph::kTpPartsAttr);
+    auto parts = f.getArgAttrOfType<DenseI64ArrayAttr>(i, ir::graph::kTpPartsAttr);
     if (!parts)
       continue;
-    auto dim = f.getArgAttrOfType<IntegerAttr>(i, graph::kTpSplitAttr);
+    auto dim = f.getArgAttrOfType<IntegerAttr>(i, ir::graph::kTpSplitAttr);
     if (!dim || dim.getInt() != parts[0])
       return f.emitError("dist-tp-plan: the fused projection '")
              << argString(f, i, "graph.name")
@@ -394,7 +394,7 @@ LogicalResult checkPartitionable(func::FuncOp f) {
   return failure(walk.wasInterrupted());
 }
 
-struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
+struct DistTpPlan : ir::dist::impl::DistTpPlanBase<DistTpPlan> {
   using DistTpPlanBase::DistTpPlanBase;
 
   void runOnOperation() override {
@@ -407,7 +407,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       shard::GridOp::create(b, module.getLoc(), kGrid,
                             ArrayRef<int64_t>{int64_t(tp)});
     }
-    for (auto &[k, pair] : dist::moduleFunctions(module)) {
+    for (auto &[k, pair] : ir::dist::moduleFunctions(module)) {
       auto [fwd, bwd] = pair;
       if (!fwd || !bwd) {
         module.emitError("dist-tp-plan: module ")
@@ -419,7 +419,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         return signalPassFailure();
       // Expert parallelism's layers run whole on the group (ExpertSharding
       // splits the others' experts, planModule says so).
-      fwd.walk([&](graph::MoEDispatchOp op) {
+      fwd.walk([&](ir::graph::MoEDispatchOp op) {
         op->emitRemark("dist-tp-plan: the mixture-of-experts layer at ")
             << op->getLoc()
             << " runs whole on every tensor-parallel rank (its share of the "
@@ -431,8 +431,8 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
 
   LogicalResult planModule(MLIRContext *ctx, func::FuncOp fwd,
                            func::FuncOp bwd) {
-    auto outlined = fwd->getAttrOfType<dist::OutlinedAttr>(
-        dist::DistDialect::kOutlinedAttr);
+    auto outlined = fwd->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       return fwd.emitError("dist-tp-plan: no dist.outlined");
     unsigned numOut = unsigned(outlined.getNumOut());
@@ -440,7 +440,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     // The GEMMs with a trainable right operand, then the column/row pairs.
     std::map<Operation *, WeightUse> weights;
     llvm::DenseSet<Operation *> weightGemms;
-    fwd.walk([&](graph::MatMulOp mm) {
+    fwd.walk([&](ir::graph::MatMulOp mm) {
       if (std::optional<WeightUse> w = weightOf(mm, fwd)) {
         weights.emplace(mm, *w);
         weightGemms.insert(mm);
@@ -454,7 +454,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     for (auto &[gemm, use] : weights) {
       Group g;
       bool toLoss = false;
-      if (succeeded(pairedGemms(cast<graph::MatMulOp>(gemm), weightGemms,
+      if (succeeded(pairedGemms(cast<ir::graph::MatMulOp>(gemm), weightGemms,
                                 numOut, g.rows, toLoss, g.attentions)) &&
           (!g.rows.empty() || toLoss))
         candidates.emplace(gemm, std::move(g));
@@ -492,7 +492,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         return failure();
     // The embedding: a table's rows (the vocabulary) split, as the tied LM
     // head's columns are.
-    WalkResult tables = fwd.walk([&](graph::GatherOp g) {
+    WalkResult tables = fwd.walk([&](ir::graph::GatherOp g) {
       auto arg = dyn_cast<BlockArgument>(g.getData());
       if (g.getAxis() != 0 || g.getPaddingIdx() || !arg ||
           arg.getOwner() != &fwd.getBody().front() ||
@@ -515,13 +515,13 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     // rank E/t of them whole, ExpertSharding.cpp), unless --ep already
     // splits them over replicas (then every rank holds its replica's
     // block whole), --tp-replicate names them, or t does not divide E.
-    WalkResult experts = fwd.walk([&](graph::MoEOp moe) {
+    WalkResult experts = fwd.walk([&](ir::graph::MoEOp moe) {
       SmallVector<BlockArgument> params;
       for (Value v : {moe.getGateUp(), moe.getDown()}) {
         auto arg = dyn_cast<BlockArgument>(v);
         if (!arg || arg.getOwner() != &fwd.getBody().front() ||
             argString(fwd, arg.getArgNumber(), "graph.kind") != "trainable" ||
-            fwd.getArgAttr(arg.getArgNumber(), graph::kEpSplitAttr))
+            fwd.getArgAttr(arg.getArgNumber(), ir::graph::kEpSplitAttr))
           return WalkResult::advance();
         params.push_back(arg);
       }
@@ -568,7 +568,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
       auto arg = dyn_cast<BlockArgument>(v);
       return arg && arg.getOwner() == &fwd.getBody().front()
                  ? fwd.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
-                                                           graph::kTpPartsAttr)
+                                                           ir::graph::kTpPartsAttr)
                  : DenseI64ArrayAttr();
     };
     auto splitOnParts = [&](BlockArgument arg) {
@@ -581,9 +581,9 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
         continue;
       bool split = splitOnParts(arg);
       for (Operation *user : arg.getUsers())
-        if (auto add = dyn_cast<graph::AddOp>(user))
+        if (auto add = dyn_cast<ir::graph::AddOp>(user))
           for (Value side : add->getOperands())
-            if (auto mm = side.getDefiningOp<graph::MatMulOp>();
+            if (auto mm = side.getDefiningOp<ir::graph::MatMulOp>();
                 mm && weights.count(mm) && partsOf(weights.at(mm).arg))
               split |= splitOnParts(weights.at(mm).arg);
       if (!split)
@@ -711,7 +711,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     auto matches = [&](Operation *gemm) {
       return !replicate.empty() && named.match(nameOf(gemm));
     };
-    auto headsOf = [](graph::AttentionOp a, Value v) {
+    auto headsOf = [](ir::graph::AttentionOp a, Value v) {
       return cast<RankedTensorType>(v.getType())
           .getDimSize(a.getSeqMajor() ? 2 : 1);
     };
@@ -720,7 +720,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
     for (auto &[gemm, g] : candidates) {
       bool keep = matches(gemm) || llvm::any_of(g.rows, matches);
       for (Operation *op : g.attentions) {
-        auto a = cast<graph::AttentionOp>(op);
+        auto a = cast<ir::graph::AttentionOp>(op);
         int64_t q = headsOf(a, a.getQ()), kv = headsOf(a, a.getK());
         if (q % tp == 0 && kv % tp == 0)
           continue;
@@ -765,7 +765,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
                             llvm::function_ref<shard::Sharding(unsigned)> of) {
     MLIRContext *ctx = f.getContext();
     OpBuilder b(ctx);
-    f.walk([&](graph::GatherOp g) {
+    f.walk([&](ir::graph::GatherOp g) {
       // The table as pinned (annotateArg).
       Value data = g.getData();
       if (auto pin = data.getDefiningOp<shard::ShardOp>())
@@ -801,7 +801,7 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
                           llvm::function_ref<shard::Sharding(unsigned)> of) {
     MLIRContext *ctx = f.getContext();
     OpBuilder b(ctx);
-    f.walk([&](graph::MatMulOp mm) {
+    f.walk([&](ir::graph::MatMulOp mm) {
       // A backward without recomputation reads the forward's transposed
       // weights as residuals.
       std::optional<WeightUse> w = weightOf(mm, f, /*residualsToo=*/true);
@@ -895,10 +895,10 @@ struct DistTpPlan : dist::impl::DistTpPlanBase<DistTpPlan> {
 };
 
 /// add(all_reduce(a), all_reduce(b)) -> all_reduce(add(a, b)).
-struct CombineSums : OpRewritePattern<graph::AddOp> {
+struct CombineSums : OpRewritePattern<ir::graph::AddOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(graph::AddOp add,
+  LogicalResult matchAndRewrite(ir::graph::AddOp add,
                                 PatternRewriter &rewriter) const override {
     auto a = add.getLhs().getDefiningOp<shard::AllReduceOp>();
     auto b = add.getRhs().getDefiningOp<shard::AllReduceOp>();
@@ -909,7 +909,7 @@ struct CombineSums : OpRewritePattern<graph::AddOp> {
         a.getInput().getType() != add.getType() ||
         b.getInput().getType() != add.getType() || a.getType() != add.getType())
       return failure();
-    Value sum = graph::AddOp::create(rewriter, add.getLoc(), add.getType(),
+    Value sum = ir::graph::AddOp::create(rewriter, add.getLoc(), add.getType(),
                                      a.getInput(), b.getInput());
     rewriter.replaceOpWithNewOp<shard::AllReduceOp>(
         add, add.getType(), a.getGridAttr(), a.getGridAxesAttr(), sum,
@@ -938,7 +938,7 @@ struct SliceOfSum : OpRewritePattern<shard::AllSliceOp> {
 };
 
 struct DistTpCombineSums
-    : dist::impl::DistTpCombineSumsBase<DistTpCombineSums> {
+    : ir::dist::impl::DistTpCombineSumsBase<DistTpCombineSums> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<CombineSums, SliceOfSum>(&getContext());
@@ -949,8 +949,8 @@ struct DistTpCombineSums
 
 } // namespace
 
-dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
-  auto functions = dist::moduleFunctions(module);
+ir::dist::CompiledModules lamina::ir::dist::describeCompiledModules(ModuleOp module) {
+  auto functions = ir::dist::moduleFunctions(module);
   int64_t numModules = 0;
   for (auto &[k, pair] : functions)
     numModules = std::max(numModules, k + 1);
@@ -975,12 +975,12 @@ dist::CompiledModules lamina::dist::describeCompiledModules(ModuleOp module) {
     if (!fwd)
       continue;
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (argString(fwd, i, graph::kKindAttr) == graph::kKindTrainable &&
-          counted.insert(argString(fwd, i, graph::kNameAttr)).second)
+      if (argString(fwd, i, ir::graph::kKindAttr) == ir::graph::kKindTrainable &&
+          counted.insert(argString(fwd, i, ir::graph::kNameAttr)).second)
         out.params[size_t(k)] += double(
             cast<ShapedType>(fwd.getArgumentTypes()[i]).getNumElements());
-    auto outlined = fwd->getAttrOfType<dist::OutlinedAttr>(
-        dist::DistDialect::kOutlinedAttr);
+    auto outlined = fwd->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     if (outlined && k + 1 < numModules)
       for (int64_t j = 0; j < outlined.getNumOut(); ++j)
         out.boundaryBytes[size_t(k)] += size(

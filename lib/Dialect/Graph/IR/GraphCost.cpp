@@ -11,7 +11,7 @@
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 int64_t elements(Value v) {
@@ -24,7 +24,7 @@ int64_t bytes(Type t) {
 }
 } // namespace
 
-int64_t lamina::graph::detail::operandAndResultBytes(Operation *op) {
+int64_t lamina::ir::graph::detail::operandAndResultBytes(Operation *op) {
   int64_t total = 0;
   for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
     total += bytes(t);

@@ -10,7 +10,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.cpp.inc"
 #include "lamina/Dialect/Graph/IR/GraphEnums.cpp.inc"
@@ -43,7 +43,7 @@ LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-TrainAttr lamina::graph::trainAttrOf(Operation *module) {
+TrainAttr lamina::ir::graph::trainAttrOf(Operation *module) {
   return module ? module->getAttrOfType<TrainAttr>(kTrainAttr) : TrainAttr();
 }
 
@@ -54,7 +54,7 @@ static bool isMarkedEntry(Operation *op) {
   return isa<func::FuncOp>(op) && op->hasAttrOfType<UnitAttr>(kEntryAttr);
 }
 
-bool lamina::graph::isEntryFunction(Operation *op) {
+bool lamina::ir::graph::isEntryFunction(Operation *op) {
   auto func = dyn_cast<func::FuncOp>(op);
   if (!func)
     return false;
@@ -69,7 +69,7 @@ bool lamina::graph::isEntryFunction(Operation *op) {
   return true;
 }
 
-func::FuncOp lamina::graph::entryFunctionOf(Operation *module) {
+func::FuncOp lamina::ir::graph::entryFunctionOf(Operation *module) {
   func::FuncOp forward;
   for (auto func : module->getRegion(0).getOps<func::FuncOp>()) {
     if (isMarkedEntry(func))
@@ -80,7 +80,7 @@ func::FuncOp lamina::graph::entryFunctionOf(Operation *module) {
   return forward;
 }
 
-void lamina::graph::setEntryFunction(Operation *func, bool entry) {
+void lamina::ir::graph::setEntryFunction(Operation *func, bool entry) {
   if (entry)
     func->setAttr(kEntryAttr, UnitAttr::get(func->getContext()));
   else
@@ -177,7 +177,7 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
-std::string lamina::graph::nodeNameOf(Operation *op) {
+std::string lamina::ir::graph::nodeNameOf(Operation *op) {
   Location loc = op->getLoc();
   while (auto callsite = dyn_cast<CallSiteLoc>(loc))
     loc = callsite.getCallee();

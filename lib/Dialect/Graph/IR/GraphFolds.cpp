@@ -12,7 +12,7 @@
 #include <cmath>
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 using FloatFn = std::function<double(ArrayRef<double>)>;

@@ -22,7 +22,7 @@
 #include <cmath>
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -415,7 +415,7 @@ LogicalResult AvgPoolOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-bool lamina::graph::dependsOnTrainable(Value v) {
+bool lamina::ir::graph::dependsOnTrainable(Value v) {
   SmallVector<Value> work = {v};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {

@@ -13,7 +13,7 @@
 #include <algorithm>
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }

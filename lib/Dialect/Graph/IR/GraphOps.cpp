@@ -8,7 +8,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 /// Emits an inference error at `loc` when there is one, and fails.
@@ -32,7 +32,7 @@ LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
 } // namespace
 
 std::optional<SmallVector<int64_t>>
-lamina::graph::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+lamina::ir::graph::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> out(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -45,7 +45,7 @@ lamina::graph::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return out;
 }
 
-LogicalResult lamina::graph::inferBroadcastResult(
+LogicalResult lamina::ir::graph::inferBroadcastResult(
     std::optional<Location> loc, ValueRange operands, bool predicate,
     SmallVectorImpl<Type> &types) {
   // The first operand of a select is its condition; its element type is i1.
@@ -71,7 +71,7 @@ LogicalResult lamina::graph::inferBroadcastResult(
   return success();
 }
 
-LogicalResult lamina::graph::inferReduceResult(std::optional<Location> loc,
+LogicalResult lamina::ir::graph::inferReduceResult(std::optional<Location> loc,
                                                Value input,
                                                ArrayRef<int64_t> axes,
                                                bool keepdims,
@@ -136,7 +136,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                      tensorType(adaptor.getRhs()), types);
 }
 
-bool lamina::graph::narrowOrSameResult(TypeRange inferred, TypeRange actual) {
+bool lamina::ir::graph::narrowOrSameResult(TypeRange inferred, TypeRange actual) {
   if (inferred.size() != 1 || actual.size() != 1)
     return false;
   if (inferred.front() == actual.front())
@@ -284,7 +284,7 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *,
 // Vision
 //===----------------------------------------------------------------------===//
 
-LogicalResult lamina::graph::inferWindow(std::optional<Location> loc,
+LogicalResult lamina::ir::graph::inferWindow(std::optional<Location> loc,
                                          RankedTensorType input,
                                          ArrayRef<int64_t> kernel,
                                          ArrayRef<int64_t> strides,
@@ -322,7 +322,7 @@ LogicalResult lamina::graph::inferWindow(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult lamina::graph::inferConv(std::optional<Location> loc,
+LogicalResult lamina::ir::graph::inferConv(std::optional<Location> loc,
                                        RankedTensorType input,
                                        RankedTensorType weight,
                                        ArrayRef<int64_t> strides,

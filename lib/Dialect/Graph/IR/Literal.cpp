@@ -3,16 +3,16 @@
 #include "lamina/Dialect/Graph/IR/Literal.h"
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
-SmallVector<int64_t> lamina::graph::stridesOf(ArrayRef<int64_t> shape) {
+SmallVector<int64_t> lamina::ir::graph::stridesOf(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size(), 1);
   for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * shape[d + 1];
   return strides;
 }
 
-void lamina::graph::forEachIndex(
+void lamina::ir::graph::forEachIndex(
     ArrayRef<int64_t> shape,
     function_ref<void(ArrayRef<int64_t>, int64_t)> fn) {
   int64_t total = 1;

@@ -16,13 +16,13 @@
 
 #include <numeric>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHADDLOSS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -48,7 +48,7 @@ Value dropOne(ImplicitLocOpBuilder &b, Value v, int64_t d, bool dropFront) {
                          b.getDenseI64ArrayAttr(steps));
 }
 
-struct GraphAddLoss : lamina::graph::impl::GraphAddLossBase<GraphAddLoss> {
+struct GraphAddLoss : lamina::ir::graph::impl::GraphAddLossBase<GraphAddLoss> {
   using Base::Base;
 
   void runOnOperation() override {

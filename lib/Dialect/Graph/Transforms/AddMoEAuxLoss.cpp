@@ -19,13 +19,13 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/FormatVariadic.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHADDMOEAUXLOSS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 
@@ -36,7 +36,7 @@ Value constant(ImplicitLocOpBuilder &b, RankedTensorType type,
 }
 
 struct GraphAddMoEAuxLoss
-    : lamina::graph::impl::GraphAddMoEAuxLossBase<GraphAddMoEAuxLoss> {
+    : lamina::ir::graph::impl::GraphAddMoEAuxLossBase<GraphAddMoEAuxLoss> {
   using GraphAddMoEAuxLossBase::GraphAddMoEAuxLossBase;
 
   void runOnOperation() override {

@@ -19,13 +19,13 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHAUTOCAST
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 bool isF32Tensor(Value v) {
@@ -128,7 +128,7 @@ private:
   llvm::DenseMap<Value, Value> cache;
 };
 
-struct GraphAutocast : lamina::graph::impl::GraphAutocastBase<GraphAutocast> {
+struct GraphAutocast : lamina::ir::graph::impl::GraphAutocastBase<GraphAutocast> {
   using Base::Base;
 
   void runOnOperation() override {

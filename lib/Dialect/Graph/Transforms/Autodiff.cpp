@@ -19,13 +19,13 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHAUTODIFF
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 bool isFloatTensor(Value v) {
@@ -125,13 +125,13 @@ Value accumulate(OpBuilder &b, Location loc, Value x, Value y) {
 
 } // namespace
 
-void lamina::graph::eraseDeadOps(Block &block) {
+void lamina::ir::graph::eraseDeadOps(Block &block) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
     if (isOpTriviallyDead(&op))
       op.erase();
 }
 
-Value lamina::graph::splatConstant(OpBuilder &b, Location loc, Type type,
+Value lamina::ir::graph::splatConstant(OpBuilder &b, Location loc, Type type,
                                    double value) {
   auto ranked = cast<RankedTensorType>(type);
   auto attr = DenseElementsAttr::get(
@@ -140,7 +140,7 @@ Value lamina::graph::splatConstant(OpBuilder &b, Location loc, Type type,
 }
 
 FailureOr<SmallVector<Value>>
-lamina::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
+lamina::ir::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
                             ValueRange outputs, ValueRange seeds,
                             ValueRange wrt) {
   llvm::DenseSet<Value> active;
@@ -212,7 +212,7 @@ lamina::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
 
 namespace {
 struct GraphAutodiff
-    : lamina::graph::impl::GraphAutodiffBase<GraphAutodiff> {
+    : lamina::ir::graph::impl::GraphAutodiffBase<GraphAutodiff> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <optional>
 
-namespace lamina::graph::chain {
+namespace lamina::ir::graph::chain {
 
 /// The value every element of a splat constant has (float, integer or
 /// i1), as a double.
@@ -96,6 +96,6 @@ inline void eraseDead(mlir::RewriterBase &rewriter,
   }
 }
 
-} // namespace lamina::graph::chain
+} // namespace lamina::ir::graph::chain
 
 #endif // LAMINA_LIB_DIALECT_GRAPH_TRANSFORMS_CHAINMATCH_H

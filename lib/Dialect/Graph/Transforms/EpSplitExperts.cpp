@@ -17,13 +17,13 @@
 
 #include <algorithm>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHEPSPLITEXPERTS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 
@@ -40,7 +40,7 @@ BlockArgument expertWeights(func::FuncOp f, MoEOp moe, Value v) {
 }
 
 struct GraphEpSplitExperts
-    : lamina::graph::impl::GraphEpSplitExpertsBase<GraphEpSplitExperts> {
+    : lamina::ir::graph::impl::GraphEpSplitExpertsBase<GraphEpSplitExperts> {
   using GraphEpSplitExpertsBase::GraphEpSplitExpertsBase;
 
   void runOnOperation() override {

@@ -22,7 +22,7 @@
 
 #include "lamina/Dialect/Graph/IR/GraphOps.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 namespace {
 using namespace sharding;
 
@@ -131,4 +131,4 @@ void attachExpertShardingModels(MLIRContext *ctx) {
   MoEGradOp::attachInterface<ExpertSharding<MoEGradOp>>(*ctx);
 }
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph

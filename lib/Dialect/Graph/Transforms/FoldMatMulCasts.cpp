@@ -21,13 +21,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFOLDMATMULCASTS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 bool isNarrowFloat(Type t) { return t.isF16() || t.isBF16(); }
@@ -185,7 +185,7 @@ struct FoldMatMulCast : OpRewritePattern<CastOp> {
 };
 
 struct GraphFoldMatMulCasts
-    : lamina::graph::impl::GraphFoldMatMulCastsBase<GraphFoldMatMulCasts> {
+    : lamina::ir::graph::impl::GraphFoldMatMulCastsBase<GraphFoldMatMulCasts> {
   void runOnOperation() override {
     // One rewrite at a time, in this order, each over the ops there are
     // when it starts: it sees what the ones before made (a concat's new

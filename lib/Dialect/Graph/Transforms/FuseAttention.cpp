@@ -30,13 +30,13 @@
 #include <optional>
 #include <tuple>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFUSEATTENTION
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 /// Fill values at or below this mask a score as surely as -inf does: exp of
@@ -654,7 +654,7 @@ struct FuseAttentionChain : OpRewritePattern<SoftmaxOp> {
 };
 
 struct GraphFuseAttention
-    : lamina::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
+    : lamina::ir::graph::impl::GraphFuseAttentionBase<GraphFuseAttention> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     FusionState state(numFused, numCausal, numSeqMajor);

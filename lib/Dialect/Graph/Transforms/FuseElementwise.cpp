@@ -35,13 +35,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SetVector.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFUSEELEMENTWISE
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 bool isHalfFloat(Type t) { return t.isF16() || t.isBF16(); }
@@ -181,7 +181,7 @@ struct FuseSum : OpRewritePattern<ReduceSumOp> {
 };
 
 struct GraphFuseElementwise
-    : lamina::graph::impl::GraphFuseElementwiseBase<GraphFuseElementwise> {
+    : lamina::ir::graph::impl::GraphFuseElementwiseBase<GraphFuseElementwise> {
   void runOnOperation() override {
     RewritePatternSet sumSet(&getContext());
     sumSet.add<FuseSum>(&getContext(), numSums);

@@ -27,13 +27,13 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFUSEEPILOGUES
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -497,7 +497,7 @@ bool swapTransposedProduct(RewriterBase &rewriter, TransposeOp t) {
 
 } // namespace
 
-unsigned lamina::graph::narrowResiduals(func::FuncOp fwd, func::FuncOp bwd) {
+unsigned lamina::ir::graph::narrowResiduals(func::FuncOp fwd, func::FuncOp bwd) {
   llvm::StringMap<BlockArgument> residuals;
   for (BlockArgument a : bwd.getArguments()) {
     auto kind = bwd.getArgAttrOfType<StringAttr>(a.getArgNumber(), kKindAttr);
@@ -620,7 +620,7 @@ struct NarrowProduct : OpRewritePattern<ProductOp> {
 };
 
 struct GraphFuseEpilogues
-    : lamina::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
+    : lamina::ir::graph::impl::GraphFuseEpiloguesBase<GraphFuseEpilogues> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     RewritePatternSet epilogueSet(ctx);

@@ -18,16 +18,16 @@
 #include <cmath>
 #include <type_traits>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFUSEGELU
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
-using namespace lamina::graph::chain;
+using namespace lamina::ir::graph::chain;
 
 struct Chain {
   Value x;
@@ -142,7 +142,7 @@ template <typename FnOp> struct FuseGeluChain : OpRewritePattern<FnOp> {
   llvm::Statistic &fused;
 };
 
-struct GraphFuseGelu : lamina::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
+struct GraphFuseGelu : lamina::ir::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseGeluChain<TanhOp>, FuseGeluChain<ErfOp>>(&getContext(),

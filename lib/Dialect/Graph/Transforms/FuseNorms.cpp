@@ -15,14 +15,14 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFUSENORMS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
-using namespace lamina::graph::chain;
+using namespace lamina::ir::graph;
+using namespace lamina::ir::graph::chain;
 
 namespace {
 
@@ -207,7 +207,7 @@ struct FuseNormChain : OpRewritePattern<ReduceMeanOp> {
 };
 
 struct GraphFuseNorms
-    : lamina::graph::impl::GraphFuseNormsBase<GraphFuseNorms> {
+    : lamina::ir::graph::impl::GraphFuseNormsBase<GraphFuseNorms> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseNormChain>(&getContext(), numLayer, numRMS);

@@ -26,7 +26,7 @@
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 
 /// The live ops of types OpTs under `root`, in program order (a walk).
 template <typename... OpTs>
@@ -54,6 +54,6 @@ applyFusionPatterns(llvm::ArrayRef<mlir::Operation *> anchors,
   return mlir::applyOpPatternsGreedily(worklist, patterns, config, changed);
 }
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_LIB_DIALECT_GRAPH_TRANSFORMS_FUSIONDRIVER_H

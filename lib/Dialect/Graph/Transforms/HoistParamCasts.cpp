@@ -17,13 +17,13 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHHOISTPARAMCASTS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 /// A trainable argument (by name) and the type of its narrow copy.
@@ -97,7 +97,7 @@ void readThroughCopy(Value weight, Value copy) {
 }
 } // namespace
 
-FailureOr<Type> lamina::graph::everyReadType(Operation *op, StringRef pass,
+FailureOr<Type> lamina::ir::graph::everyReadType(Operation *op, StringRef pass,
                                              StringRef name) {
   if (name.empty())
     return Type();
@@ -109,14 +109,14 @@ FailureOr<Type> lamina::graph::everyReadType(Operation *op, StringRef pass,
                          << "', not bf16 or f16";
 }
 
-bool lamina::graph::readsNoTrainable(func::FuncOp f) {
+bool lamina::ir::graph::readsNoTrainable(func::FuncOp f) {
   for (auto [name, arg] : trainableF32(f))
     if (!arg.use_empty())
       return false;
   return true;
 }
 
-LogicalResult lamina::graph::hoistParamCasts(ArrayRef<func::FuncOp> funcs,
+LogicalResult lamina::ir::graph::hoistParamCasts(ArrayRef<func::FuncOp> funcs,
                                              ArrayRef<unsigned> positions,
                                              unsigned &hoisted,
                                              Type everyRead) {
@@ -159,7 +159,7 @@ LogicalResult lamina::graph::hoistParamCasts(ArrayRef<func::FuncOp> funcs,
 
 namespace {
 struct GraphHoistParamCasts
-    : lamina::graph::impl::GraphHoistParamCastsBase<GraphHoistParamCasts> {
+    : lamina::ir::graph::impl::GraphHoistParamCastsBase<GraphHoistParamCasts> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -14,13 +14,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHPACKATTENTION
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 RankedTensorType typeOf(Value v) {
@@ -155,7 +155,7 @@ struct PackAttention : OpRewritePattern<AttentionOp> {
 };
 
 struct GraphPackAttention
-    : lamina::graph::impl::GraphPackAttentionBase<GraphPackAttention> {
+    : lamina::ir::graph::impl::GraphPackAttentionBase<GraphPackAttention> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<PackAttention>(&getContext(), numPacked, numPackedGrads);

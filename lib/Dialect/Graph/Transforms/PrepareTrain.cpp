@@ -24,17 +24,17 @@
 
 #include <set>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHFILLWINDOWINPUTS
 #define GEN_PASS_DEF_GRAPHFREEZE
 #define GEN_PASS_DEF_GRAPHFREEZEBUFFERS
 #define GEN_PASS_DEF_GRAPHMARKPADDING
 #define GEN_PASS_DEF_GRAPHEVALSTEP
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 /// The func.func passes' check of the entry they act on.
@@ -55,7 +55,7 @@ bool isKind(func::FuncOp f, unsigned i, StringRef kind) {
 }
 
 struct GraphFillWindowInputs
-    : lamina::graph::impl::GraphFillWindowInputsBase<GraphFillWindowInputs> {
+    : lamina::ir::graph::impl::GraphFillWindowInputsBase<GraphFillWindowInputs> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -126,7 +126,7 @@ struct GraphFillWindowInputs
   }
 };
 
-struct GraphFreeze : lamina::graph::impl::GraphFreezeBase<GraphFreeze> {
+struct GraphFreeze : lamina::ir::graph::impl::GraphFreezeBase<GraphFreeze> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -181,7 +181,7 @@ bool isKnownBuffer(StringRef name) {
   return false;
 }
 
-struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
+struct GraphFreezeBuffers : lamina::ir::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -202,7 +202,7 @@ struct GraphFreezeBuffers : lamina::graph::impl::GraphFreezeBuffersBase<GraphFre
   }
 };
 
-struct GraphMarkPadding : lamina::graph::impl::GraphMarkPaddingBase<GraphMarkPadding> {
+struct GraphMarkPadding : lamina::ir::graph::impl::GraphMarkPaddingBase<GraphMarkPadding> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -275,7 +275,7 @@ struct GraphMarkPadding : lamina::graph::impl::GraphMarkPaddingBase<GraphMarkPad
   }
 };
 
-struct GraphEvalStep : lamina::graph::impl::GraphEvalStepBase<GraphEvalStep> {
+struct GraphEvalStep : lamina::ir::graph::impl::GraphEvalStepBase<GraphEvalStep> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = entryFunctionOf(getOperation());

@@ -33,7 +33,7 @@
 using namespace mlir;
 namespace shard = mlir::shard;
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 // The helpers ShardingModels.h declares (and documents).
 namespace sharding {
 
@@ -629,4 +629,4 @@ void registerShardingInterfaceExternalModels(DialectRegistry &registry) {
   });
 }
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph

@@ -22,7 +22,7 @@
 
 #include <tuple>
 
-namespace lamina::graph::sharding {
+namespace lamina::ir::graph::sharding {
 
 using namespace mlir;
 
@@ -189,15 +189,15 @@ private:
   const Model &model() const { return static_cast<const Model &>(*this); }
 };
 
-} // namespace lamina::graph::sharding
+} // namespace lamina::ir::graph::sharding
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 /// The models of VocabParallel.cpp: the embedding, its gradient and the
 /// cross-entropy over a vocabulary split across the group.
 void attachVocabParallelModels(mlir::MLIRContext *ctx);
 /// The models of ExpertSharding.cpp: a mixture-of-experts layer and its
 /// gradient with the experts split over the group.
 void attachExpertShardingModels(mlir::MLIRContext *ctx);
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_LIB_DIALECT_GRAPH_TRANSFORMS_SHARDINGMODELS_H

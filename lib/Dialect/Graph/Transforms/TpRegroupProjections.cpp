@@ -15,13 +15,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHTPREGROUPPROJECTIONS
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 
@@ -104,7 +104,7 @@ std::optional<Projection> match(func::FuncOp f, MatMulOp mm, int64_t tp) {
 }
 
 struct GraphTpRegroupProjections
-    : lamina::graph::impl::GraphTpRegroupProjectionsBase<
+    : lamina::ir::graph::impl::GraphTpRegroupProjectionsBase<
           GraphTpRegroupProjections> {
   using GraphTpRegroupProjectionsBase::GraphTpRegroupProjectionsBase;
 

@@ -6,17 +6,17 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHVERIFYIMPORTED
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 struct GraphVerifyImported
-    : lamina::graph::impl::GraphVerifyImportedBase<GraphVerifyImported> {
+    : lamina::ir::graph::impl::GraphVerifyImportedBase<GraphVerifyImported> {
   void runOnOperation() override {
     if (failed(verifyFunc(getOperation())))
       signalPassFailure();

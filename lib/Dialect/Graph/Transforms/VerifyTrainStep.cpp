@@ -5,17 +5,17 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DEF_GRAPHVERIFYTRAINSTEP
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 using namespace mlir;
-using namespace lamina::graph;
+using namespace lamina::ir::graph;
 
 namespace {
 struct GraphVerifyTrainStep
-    : lamina::graph::impl::GraphVerifyTrainStepBase<GraphVerifyTrainStep> {
+    : lamina::ir::graph::impl::GraphVerifyTrainStepBase<GraphVerifyTrainStep> {
   void runOnOperation() override {
     auto step = getOperation().lookupSymbol<func::FuncOp>("train_step");
     if (!step) {

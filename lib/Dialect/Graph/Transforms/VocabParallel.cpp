@@ -27,7 +27,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 namespace {
 using namespace sharding;
 
@@ -337,4 +337,4 @@ void attachVocabParallelModels(MLIRContext *ctx) {
       CrossEntropySharding<SoftmaxCrossEntropyGradOp>>(*ctx);
 }
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph

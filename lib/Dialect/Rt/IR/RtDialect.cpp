@@ -8,7 +8,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
-using namespace lamina::rt_ir;
+using namespace lamina::ir::rt;
 
 #include "lamina/Dialect/Rt/IR/RtDialect.cpp.inc"
 

@@ -9,7 +9,7 @@
 #include "llvm/ADT/SmallBitVector.h"
 
 using namespace mlir;
-using namespace lamina::rt_ir;
+using namespace lamina::ir::rt;
 
 /// Buffers are dense row-major with static shapes: what the runtime's Tensor
 /// view can describe.
@@ -117,7 +117,7 @@ StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!fn)
     return emitOpError("calls '") << getCallee() << "', which is no function";
   auto outlined =
-      fn->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
+      fn->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
   if (!outlined)
     return emitOpError("calls @")
            << getCallee() << ", which is no outlined module function";

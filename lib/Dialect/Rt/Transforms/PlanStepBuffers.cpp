@@ -10,13 +10,13 @@
 #include "lamina/Dialect/Rt/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/Transforms/StepIR.h"
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 #define GEN_PASS_DEF_RTPLANSTEPBUFFERS
 #include "lamina/Dialect/Rt/Transforms/Passes.h.inc"
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt
 
 using namespace mlir;
-using namespace lamina::rt_ir;
+using namespace lamina::ir::rt;
 namespace sch = lamina::schedule;
 
 namespace {
@@ -31,7 +31,7 @@ void setOffset(Operation *op, StringRef name, int64_t offset) {
 }
 
 struct RtPlanStepBuffersPass
-    : public lamina::rt_ir::impl::RtPlanStepBuffersBase<RtPlanStepBuffersPass> {
+    : public lamina::ir::rt::impl::RtPlanStepBuffersBase<RtPlanStepBuffersPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();

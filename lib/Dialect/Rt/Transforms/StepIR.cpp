@@ -12,7 +12,7 @@
 using namespace mlir;
 namespace sch = lamina::schedule;
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 
 bool isStepFunction(func::FuncOp f) { return f->hasAttr(kStepPpAttr); }
 
@@ -20,7 +20,7 @@ Callees calleesOf(ModuleOp module) {
   Callees out;
   for (auto f : module.getOps<func::FuncOp>()) {
     auto outlined =
-        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
+        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       continue;
     if (f.getName().starts_with("fwd_") || f.getName().starts_with("bwd_"))
@@ -162,13 +162,13 @@ void applyEdits(func::FuncOp f, const StepOps &step,
 /// of every module's forward.
 template <typename F> static void forEachForwardArg(ModuleOp module, F &&f) {
   for (auto fwd : module.getOps<func::FuncOp>()) {
-    auto outlined = fwd->getAttrOfType<dist::OutlinedAttr>(
-        dist::DistDialect::kOutlinedAttr);
+    auto outlined = fwd->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined || !fwd.getName().starts_with("fwd_"))
       continue;
     int k = int(outlined.getModule());
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, graph::kNameAttr))
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr))
         f(k, fwd, i, name.str());
   }
 }
@@ -177,8 +177,8 @@ std::map<std::string, std::vector<int>> readersOf(ModuleOp module) {
   std::map<std::string, std::vector<int>> readers;
   forEachForwardArg(
       module, [&](int k, func::FuncOp f, unsigned i, const std::string &name) {
-        auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-        if (kind && kind.getValue() == graph::kKindTrainable)
+        auto kind = f.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
+        if (kind && kind.getValue() == ir::graph::kKindTrainable)
           readers[name].push_back(k);
       });
   return readers;
@@ -188,7 +188,7 @@ std::map<std::string, std::pair<int, int64_t>> expertBlocksOf(ModuleOp module) {
   std::map<std::string, std::pair<int, int64_t>> out;
   forEachForwardArg(module, [&](int k, func::FuncOp f, unsigned i,
                                 const std::string &name) {
-    if (auto ranks = f.getArgAttrOfType<IntegerAttr>(i, graph::kEpSplitAttr))
+    if (auto ranks = f.getArgAttrOfType<IntegerAttr>(i, ir::graph::kEpSplitAttr))
       out[name] = {k, ranks.getInt()};
   });
   return out;
@@ -218,7 +218,7 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
   std::set<std::pair<int64_t, std::string>> counted; // once per module
   for (auto f : module.getOps<func::FuncOp>()) {
     auto outlined =
-        f->getAttrOfType<dist::OutlinedAttr>(dist::DistDialect::kOutlinedAttr);
+        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       continue;
     int64_t k = outlined.getModule();
@@ -252,8 +252,8 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
     if (!bwd)
       sizes.residual[size_t(k)] = sch::packedBytes(rest);
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      auto kind = f.getArgAttrOfType<StringAttr>(i, graph::kKindAttr);
-      auto name = f.getArgAttrOfType<StringAttr>(i, graph::kNameAttr);
+      auto kind = f.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
+      auto name = f.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
       auto type = dyn_cast<ShapedType>(f.getArgument(i).getType());
       if (!kind || !name || !type)
         continue;
@@ -263,12 +263,12 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
         distinct.insert(it->second.begin(), it->second.end());
       // Shared (kept whole) and split experts (each replica's block) are
       // held outside the layout.
-      if (distinct.size() > 1 || f.getArgAttr(i, graph::kEpSplitAttr))
+      if (distinct.size() > 1 || f.getArgAttr(i, ir::graph::kEpSplitAttr))
         continue;
-      if (kind.getValue() == graph::kKindTrainable && !bwd &&
+      if (kind.getValue() == ir::graph::kKindTrainable && !bwd &&
           counted.insert({k, name.str()}).second)
         flat[size_t(k)] += type.getNumElements();
-      else if (kind.getValue() == graph::kKindParamCopy)
+      else if (kind.getValue() == ir::graph::kKindParamCopy)
         copyWidth[size_t(k)] = (type.getElementTypeBitWidth() + 7) / 8;
     }
   }
@@ -288,4 +288,4 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
   return sizes;
 }
 
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt

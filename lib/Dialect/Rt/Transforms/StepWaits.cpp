@@ -10,15 +10,15 @@
 #include "lamina/Dialect/Rt/Transforms/Passes.h"
 #include "lamina/Dialect/Rt/Transforms/StepIR.h"
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 #define GEN_PASS_DEF_RTPOSTRECEIVES
 #define GEN_PASS_DEF_RTWAITSENDS
 #define GEN_PASS_DEF_RTRETIREREDUCTIONS
 #include "lamina/Dialect/Rt/Transforms/Passes.h.inc"
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt
 
 using namespace mlir;
-using namespace lamina::rt_ir;
+using namespace lamina::ir::rt;
 namespace sch = lamina::schedule;
 
 namespace {
@@ -36,7 +36,7 @@ LogicalResult editStep(func::FuncOp f, Decide decide) {
 }
 
 struct RtPostReceivesPass
-    : public lamina::rt_ir::impl::RtPostReceivesBase<RtPostReceivesPass> {
+    : public lamina::ir::rt::impl::RtPostReceivesBase<RtPostReceivesPass> {
   void runOnOperation() override {
     if (failed(editStep(getOperation(), [](const StepOps &s) {
           return sch::postReceives(s.calls);
@@ -46,7 +46,7 @@ struct RtPostReceivesPass
 };
 
 struct RtWaitSendsPass
-    : public lamina::rt_ir::impl::RtWaitSendsBase<RtWaitSendsPass> {
+    : public lamina::ir::rt::impl::RtWaitSendsBase<RtWaitSendsPass> {
   void runOnOperation() override {
     if (failed(editStep(getOperation(), [](const StepOps &s) {
           return sch::waitSends(s.calls);
@@ -56,7 +56,7 @@ struct RtWaitSendsPass
 };
 
 struct RtRetireReductionsPass
-    : public lamina::rt_ir::impl::RtRetireReductionsBase<
+    : public lamina::ir::rt::impl::RtRetireReductionsBase<
           RtRetireReductionsPass> {
   void runOnOperation() override {
     func::FuncOp f = getOperation();

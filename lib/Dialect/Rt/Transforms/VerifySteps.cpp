@@ -5,19 +5,19 @@
 
 #include <map>
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 #define GEN_PASS_DEF_RTVERIFYSTEPS
 #include "lamina/Dialect/Rt/Transforms/Passes.h.inc"
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt
 
 using namespace mlir;
-using namespace lamina::rt_ir;
+using namespace lamina::ir::rt;
 namespace sch = lamina::schedule;
 
 namespace {
 
 struct RtVerifyStepsPass
-    : public lamina::rt_ir::impl::RtVerifyStepsBase<RtVerifyStepsPass> {
+    : public lamina::ir::rt::impl::RtVerifyStepsBase<RtVerifyStepsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Callees callees = calleesOf(module);

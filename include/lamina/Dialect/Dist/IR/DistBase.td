@@ -17,7 +17,7 @@ include "mlir/IR/EnumAttr.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
-  let cppNamespace = "::lamina::dist";
+  let cppNamespace = "::lamina::ir::dist";
   let summary = "Modules, ranks and placements for distributed training";
   let description = [{
     Attributes that annotate a `func.func` over the graph dialect:
@@ -59,7 +59,7 @@ def Dist_ModuleKind : I32EnumAttr<"ModuleKind", "role of a module in the chain",
     I32EnumAttrCase<"Layer", 1, "layer">,
     I32EnumAttrCase<"Head", 2, "head">,
   ]> {
-  let cppNamespace = "::lamina::dist";
+  let cppNamespace = "::lamina::ir::dist";
   let genSpecializedAttr = 0;
 }
 
@@ -68,7 +68,7 @@ def Dist_PlacementKind : I32EnumAttr<"PlacementKind", "how modules map to ranks"
     I32EnumAttrCase<"Modular", 1, "modular">,
     I32EnumAttrCase<"Balanced", 2, "balanced">,
   ]> {
-  let cppNamespace = "::lamina::dist";
+  let cppNamespace = "::lamina::ir::dist";
   let genSpecializedAttr = 0;
 }
 

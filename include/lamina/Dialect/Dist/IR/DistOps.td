@@ -30,7 +30,7 @@ def Dist_TransferPayload : I32EnumAttr<"TransferPayload",
     I32EnumAttrCase<"Activation", 0, "activation">,
     I32EnumAttrCase<"Gradient", 1, "gradient">,
   ]> {
-  let cppNamespace = "::lamina::dist";
+  let cppNamespace = "::lamina::ir::dist";
 }
 
 def Dist_ScheduleOp : Dist_Op<"schedule", [NoTerminator, SingleBlock,

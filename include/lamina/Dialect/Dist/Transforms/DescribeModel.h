@@ -16,7 +16,7 @@
 
 #include <string>
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 
 struct DescribeOptions {
   /// Overrides discovery: a regex whose first capture group, applied to
@@ -33,6 +33,6 @@ struct DescribeOptions {
 mlir::FailureOr<plan::ModelDesc> describeModel(mlir::ModuleOp module,
                                                const DescribeOptions &options);
 
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 #endif // LAMINA_DIALECT_DIST_TRANSFORMS_DESCRIBEMODEL_H

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 
 struct ChainModule {
   std::string name; ///< "embedding", "layer.3", "head"
@@ -64,6 +64,6 @@ mlir::FailureOr<ModuleChain> chainFromAttributes(mlir::func::FuncOp func);
 /// of the defining op's location (its ONNX node).
 std::string valueName(mlir::Value value);
 
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 #endif // LAMINA_DIALECT_DIST_TRANSFORMS_DISCOVERY_H

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 
 /// Module k's @fwd_k and @bwd_k by k, as dist-outline-modules records the
 /// index on both (`dist.outlined`); a missing one is null.
@@ -37,6 +37,6 @@ struct CompiledModules {
 };
 CompiledModules describeCompiledModules(mlir::ModuleOp module);
 
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 #endif // LAMINA_DIALECT_DIST_TRANSFORMS_MODULEFUNCTIONS_H

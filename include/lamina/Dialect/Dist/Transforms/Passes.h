@@ -8,12 +8,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 #define GEN_PASS_DECL
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "lamina/Dialect/Dist/Transforms/Passes.h.inc"
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 #endif

@@ -28,7 +28,7 @@ def DistDiscoverModules : Pass<"dist-discover-modules", "mlir::ModuleOp"> {
       %0 = graph.gather %arg0, %arg5 {axis = 0 : i64, dist.module = 0 : i64} ...
     ```
   }];
-  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let dependentDialects = ["::lamina::ir::dist::DistDialect"];
   let options = [
     Option<"moduleRegex", "module-regex", "std::string", /*default=*/"",
            "Regex whose first capture group names a layer (overrides "
@@ -72,7 +72,7 @@ def DistPartition : Pass<"dist-partition", "mlir::ModuleOp"> {
                                      ranks = [0, 0, 0, 0, 1, 1, 2, 2, 2]>
     ```
   }];
-  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let dependentDialects = ["::lamina::ir::dist::DistDialect"];
   let options = [
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
     Option<"placement", "placement", "std::string", /*default=*/"\"contiguous\"",
@@ -154,7 +154,7 @@ def DistSchedule : Pass<"dist-schedule", "mlir::ModuleOp"> {
     }
     ```
   }];
-  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let dependentDialects = ["::lamina::ir::dist::DistDialect"];
   let options = [
     Option<"scheduleKind", "schedule", "std::string",
            /*default=*/"\"breadth-first\"",
@@ -304,7 +304,7 @@ def DistBuildSteps : Pass<"dist-build-steps", "mlir::ModuleOp"> {
     }
     ```
   }];
-  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let dependentDialects = ["::lamina::ir::dist::DistDialect"];
 }
 
 def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
@@ -339,7 +339,7 @@ def DistOutlineModules : Pass<"dist-outline-modules", "mlir::ModuleOp"> {
         -> tensor<2x16x64xf32> attributes {dist.outlined = #dist.outlined<module = 1, name = "layer.1", num_in = 1, num_out = 1, num_residuals = 0>}
     ```
   }];
-  let dependentDialects = ["::lamina::dist::DistDialect"];
+  let dependentDialects = ["::lamina::ir::dist::DistDialect"];
   let options = [
     Option<"recompute", "recompute", "bool", /*default=*/"true",
            "Backward functions recompute the module's forward (keep only "
@@ -379,7 +379,7 @@ def DistHoistParamCasts : Pass<"dist-hoist-param-casts", "mlir::ModuleOp"> {
     every weight. After dist-outline-modules and autocast.
 
     With `every-read=bf16` (or f16), every weight a module reads gets a
-    copy and every read goes through it (graph::hoistParamCasts); both
+    copy and every read goes through it (ir::graph::hoistParamCasts); both
     functions' `#dist.outlined` then say `copies_only = true`, and
     the runtime leaves the f32 weight arguments unbound. That is what lets
     ZeRO 3 all-gather the copies (half the bytes of f32) instead of the
@@ -407,7 +407,7 @@ def DistNarrowResiduals : Pass<"dist-narrow-residuals", "mlir::ModuleOp"> {
     `@fwd_k` returns as `residual:N` is stored in its operands' type when
     its other readers there and the readers of `@bwd_k`'s argument
     `residual:N` would allow it in one function, and the argument takes the
-    type too (graph::narrowResiduals). The module then computes what one
+    type too (ir::graph::narrowResiduals). The module then computes what one
     function computes (a backward recomputing the forward, a single-process
     step), and keeps half the bytes of those values per micro-batch in
     flight: the logits ([tokens, vocabulary], a language model's largest

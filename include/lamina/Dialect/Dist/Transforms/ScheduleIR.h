@@ -16,7 +16,7 @@
 
 #include "mlir/IR/Builders.h"
 
-namespace lamina::dist {
+namespace lamina::ir::dist {
 
 /// The schedule an op holds: config (kind, L, p, d, m, zero; no module
 /// costs), placement, and `ranks[g]` = the actions of `dist.rank g` in order.
@@ -56,6 +56,6 @@ mlir::InFlightDiagnostic emitScheduleError(ScheduleOp op,
 mlir::InFlightDiagnostic emitScheduleError(ProgramOp op,
                                            llvm::StringRef message);
 
-} // namespace lamina::dist
+} // namespace lamina::ir::dist
 
 #endif // LAMINA_DIALECT_DIST_TRANSFORMS_SCHEDULEIR_H

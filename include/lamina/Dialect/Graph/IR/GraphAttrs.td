@@ -11,7 +11,7 @@ def Graph_LossKind : I32EnumAttr<"LossKind", "what a training program's loss is"
     I32EnumAttrCase<"CrossEntropy", 1, "cross_entropy">,
     I32EnumAttrCase<"Output", 2, "output">,
   ]> {
-  let cppNamespace = "::lamina::graph";
+  let cppNamespace = "::lamina::ir::graph";
   let genSpecializedAttr = 0;
 }
 

@@ -14,7 +14,7 @@ include "lamina/Dialect/Graph/IR/GraphInterfaces.td"
 
 def Graph_Dialect : Dialect {
   let name = "graph";
-  let cppNamespace = "::lamina::graph";
+  let cppNamespace = "::lamina::ir::graph";
   let summary = "Static-shape tensor ops for training programs";
   let description = [{
     The `graph` dialect holds a model as a function of static-shape tensors.

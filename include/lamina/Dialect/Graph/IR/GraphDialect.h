@@ -11,10 +11,10 @@ namespace mlir::func {
 class FuncOp;
 } // namespace mlir::func
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 // The generated graph.entry helper (GraphBase.td) names it unqualified.
 using ::mlir::UnitAttr;
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #include "lamina/Dialect/Graph/IR/GraphDialect.h.inc"
 #include "lamina/Dialect/Graph/IR/GraphEnums.h.inc"
@@ -22,7 +22,7 @@ using ::mlir::UnitAttr;
 #define GET_ATTRDEF_CLASSES
 #include "lamina/Dialect/Graph/IR/GraphAttrs.h.inc"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 /// Argument attributes on the functions the importer produces.
 inline constexpr llvm::StringLiteral kNameAttr = "graph.name";
 inline constexpr llvm::StringLiteral kKindAttr = "graph.kind";
@@ -75,6 +75,6 @@ bool isEntryFunction(mlir::Operation *op);
 mlir::func::FuncOp entryFunctionOf(mlir::Operation *module);
 /// Marks `func` as the entry, or (`entry` false) removes the mark.
 void setEntryFunction(mlir::Operation *func, bool entry = true);
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif

@@ -5,7 +5,7 @@
 include "mlir/IR/OpBase.td"
 
 def Graph_CostOpInterface : OpInterface<"CostOpInterface"> {
-  let cppNamespace = "::lamina::graph";
+  let cppNamespace = "::lamina::ir::graph";
   let description = [{
     What one execution of the op costs, read by the cost model: floating-point
     operations (a multiply and an add count as two, so a GEMM is `2*M*N*K`)
@@ -17,13 +17,13 @@ def Graph_CostOpInterface : OpInterface<"CostOpInterface"> {
                     "int64_t", "getFlops">,
     InterfaceMethod<"Bytes read (operands) and written (results).",
                     "int64_t", "getBytesAccessed", (ins), [{}], [{
-      return ::lamina::graph::detail::operandAndResultBytes($_op);
+      return ::lamina::ir::graph::detail::operandAndResultBytes($_op);
     }]>,
   ];
 }
 
 def Graph_GradientOpInterface : OpInterface<"GradientOpInterface"> {
-  let cppNamespace = "::lamina::graph";
+  let cppNamespace = "::lamina::ir::graph";
   let description = [{
     How an op differentiates (reverse mode), read by `graph-autodiff`. Given
     the gradient of the loss with respect to each result (a null Value means

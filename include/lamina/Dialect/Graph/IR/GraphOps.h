@@ -9,7 +9,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 /// Numpy broadcast of two static shapes; nullopt when they are incompatible.
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
@@ -53,12 +53,12 @@ llvm::LogicalResult inferConv(std::optional<mlir::Location> loc,
                               llvm::ArrayRef<int64_t> dilations,
                               llvm::ArrayRef<int64_t> pads, int64_t group,
                               llvm::SmallVectorImpl<mlir::Type> &types);
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
-namespace lamina::graph::detail {
+namespace lamina::ir::graph::detail {
 /// Bytes of all operands and results (the default memory traffic).
 int64_t operandAndResultBytes(mlir::Operation *op);
-} // namespace lamina::graph::detail
+} // namespace lamina::ir::graph::detail
 
 #include "lamina/Dialect/Graph/IR/GraphInterfaces.h.inc"
 

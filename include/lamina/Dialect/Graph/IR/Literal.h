@@ -15,7 +15,7 @@
 
 #include <functional>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 
 /// Largest non-splat tensor a fold produces or reads, in elements: shape
 /// arithmetic is tiny; folding e.g. a large mask would bloat the IR instead.
@@ -54,6 +54,6 @@ llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
 void forEachIndex(llvm::ArrayRef<int64_t> shape,
                   llvm::function_ref<void(llvm::ArrayRef<int64_t>, int64_t)> fn);
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif

@@ -13,10 +13,10 @@
 
 #include <string>
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 /// "node 'NAME'" for the ONNX node `op` came from, else its location as
 /// MLIR prints it.
 std::string nodeNameOf(mlir::Operation *op);
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_DIALECT_GRAPH_IR_NODENAME_H

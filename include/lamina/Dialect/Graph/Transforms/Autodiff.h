@@ -12,7 +12,7 @@
 
 #include "mlir/IR/Builders.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 
 /// Appends at `b`'s insertion point the reverse pass of `forwardOps` (in
 /// program order). `outputs[i]` receives the cotangent `seeds[i]` (same
@@ -34,6 +34,6 @@ mlir::Value splatConstant(mlir::OpBuilder &b, mlir::Location loc,
 /// rewrite chains and leave their old pieces behind.
 void eraseDeadOps(mlir::Block &block);
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_DIALECT_GRAPH_TRANSFORMS_AUTODIFF_H

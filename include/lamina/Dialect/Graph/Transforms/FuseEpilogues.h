@@ -11,7 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 
 /// Values a forward keeps for its backward (a distributed module without
 /// recomputation) stored narrow, as graph-fuse-epilogues stores them
@@ -28,6 +28,6 @@ namespace lamina::graph {
 /// Returns how many products were narrowed.
 unsigned narrowResiduals(mlir::func::FuncOp fwd, mlir::func::FuncOp bwd);
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_DIALECT_GRAPH_TRANSFORMS_FUSEEPILOGUES_H

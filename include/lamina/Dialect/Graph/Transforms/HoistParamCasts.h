@@ -12,7 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 
 /// Every f16/bf16 cast of a trainable f32 argument of `funcs` is replaced
 /// by an argument of the cast's type, named after the parameter, of kind
@@ -44,6 +44,6 @@ everyReadType(mlir::Operation *op, llvm::StringRef pass, llvm::StringRef name);
 /// hoistParamCasts with `everyRead`).
 bool readsNoTrainable(mlir::func::FuncOp f);
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_DIALECT_GRAPH_TRANSFORMS_HOISTPARAMCASTS_H

@@ -6,12 +6,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 #define GEN_PASS_DECL
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "lamina/Dialect/Graph/Transforms/Passes.h.inc"
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif

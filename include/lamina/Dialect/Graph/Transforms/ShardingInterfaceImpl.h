@@ -19,12 +19,12 @@ namespace mlir {
 class DialectRegistry;
 } // namespace mlir
 
-namespace lamina::graph {
+namespace lamina::ir::graph {
 
 /// Attaches the sharding models to the graph ops when the graph dialect
 /// loads.
 void registerShardingInterfaceExternalModels(mlir::DialectRegistry &registry);
 
-} // namespace lamina::graph
+} // namespace lamina::ir::graph
 
 #endif // LAMINA_DIALECT_GRAPH_TRANSFORMS_SHARDINGINTERFACEIMPL_H

@@ -10,7 +10,7 @@
 #define GET_ATTRDEF_CLASSES
 #include "lamina/Dialect/Rt/IR/RtAttrs.h.inc"
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 /// The module attribute of a distributed program (a DistAttr, written by
 /// convert-dist-to-rt).
 inline constexpr llvm::StringLiteral kDistAttr = "rt.dist";
@@ -20,6 +20,6 @@ inline constexpr llvm::StringLiteral kTensorBytesAttr = "rt.tensor_bytes";
 /// Alignment of every arena offset (a cache line; also what vector loads and
 /// CUDA want).
 inline constexpr int64_t kArenaAlignment = 64;
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt
 
 #endif

@@ -17,7 +17,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Rt_Dialect : Dialect {
   let name = "rt";
-  let cppNamespace = "::lamina::rt_ir";
+  let cppNamespace = "::lamina::ir::rt";
   let summary = "Runtime calls on arena buffers";
   let description = [{
     A function in the rt dialect takes an `!rt.arena` (the scratch memory of

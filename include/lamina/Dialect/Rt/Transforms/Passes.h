@@ -8,12 +8,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 #define GEN_PASS_DECL
 #include "lamina/Dialect/Rt/Transforms/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "lamina/Dialect/Rt/Transforms/Passes.h.inc"
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt
 
 #endif

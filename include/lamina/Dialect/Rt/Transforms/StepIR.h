@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-namespace lamina::rt_ir {
+namespace lamina::ir::rt {
 
 /// Attributes of a step function: its pipeline rank (what makes a
 /// `func.func` a step function), its effective ZeRO level, and its step
@@ -85,6 +85,6 @@ mlir::FailureOr<schedule::StepBufferSizes>
 stepBufferSizes(mlir::ModuleOp module, int numModules, int zero, int dp,
                 bool padded, std::vector<int64_t> &flat);
 
-} // namespace lamina::rt_ir
+} // namespace lamina::ir::rt
 
 #endif // LAMINA_DIALECT_RT_TRANSFORMS_STEPIR_H
