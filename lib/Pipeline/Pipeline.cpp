@@ -149,7 +149,8 @@ static void addTrainPhase(OpPassManager &pm, const CompileOptions &o) {
     if (o.ep > 1) {
       ir::graph::GraphEpSplitExpertsOptions experts;
       experts.ranks = unsigned(o.ep);
-      pm.addNestedPass<func::FuncOp>(ir::graph::createGraphEpSplitExperts(experts));
+      pm.addNestedPass<func::FuncOp>(
+          ir::graph::createGraphEpSplitExperts(experts));
     }
     ir::dist::DistOutlineModulesOptions outline;
     outline.recompute = o.recomputeModules();

@@ -170,7 +170,8 @@ int main(int argc, char **argv) {
     if (!asExported) {
       ir::graph::GraphFreezeBuffersOptions buffers;
       buffers.buffers.assign(restored.buffers.begin(), restored.buffers.end());
-      pm.addNestedPass<func::FuncOp>(ir::graph::createGraphFreezeBuffers(buffers));
+      pm.addNestedPass<func::FuncOp>(
+          ir::graph::createGraphFreezeBuffers(buffers));
       if (!restored.paddingIndices.empty()) {
         ir::graph::GraphMarkPaddingOptions pads;
         for (const auto &[table, index] : restored.paddingIndices)

@@ -19,10 +19,10 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<lamina::ir::dist::DistDialect, lamina::ir::graph::GraphDialect,
-                  lamina::ir::rt::RtDialect, mlir::func::FuncDialect,
-                  mlir::memref::MemRefDialect, mlir::emitc::EmitCDialect,
-                  mlir::shard::ShardDialect>();
+  registry.insert<lamina::ir::dist::DistDialect,
+                  lamina::ir::graph::GraphDialect, lamina::ir::rt::RtDialect,
+                  mlir::func::FuncDialect, mlir::memref::MemRefDialect,
+                  mlir::emitc::EmitCDialect, mlir::shard::ShardDialect>();
   // Upstream's sharding passes over the graph ops' sharding rules (the
   // tensor-parallel work, docs/tp-design.md).
   lamina::ir::graph::registerShardingInterfaceExternalModels(registry);

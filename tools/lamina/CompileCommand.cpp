@@ -272,7 +272,7 @@ static PlanFigures readFigures(ModuleOp module) {
       int64_t bytes = type.getNumElements() *
                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
       (kind.getValue() == ir::graph::kKindParamCopy ? f.copyBytes
-                                                 : f.weightBytes) += bytes;
+                                                    : f.weightBytes) += bytes;
     }
     func.walk([&](ir::rt::CallOp) { ++f.calls; });
   });
@@ -290,8 +290,8 @@ static std::string describeDistProgram(ModuleOp module) {
       if (auto p = f->getAttrOfType<IntegerAttr>("rt.step_pp");
           p && !f->hasAttr("rt.forward_only"))
         stepBytes[p.getInt()] = bytes.getInt();
-    auto outlined =
-        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
+    auto outlined = f->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     auto arena = f->getAttrOfType<IntegerAttr>(ir::rt::kArenaBytesAttr);
     if (!outlined || !arena)
       return;

@@ -75,9 +75,9 @@ static void printSummary(ModuleOp module, llvm::raw_ostream &os) {
       auto kind = func.getArgAttrOfType<StringAttr>(i, ir::graph::kKindAttr);
       auto name = func.getArgAttrOfType<StringAttr>(i, ir::graph::kNameAttr);
       auto type = cast<RankedTensorType>(arg.getType());
-      int k = kind.getValue() == ir::graph::kKindInput      ? 0
+      int k = kind.getValue() == ir::graph::kKindInput       ? 0
               : kind.getValue() == ir::graph::kKindTrainable ? 1
-                                                         : 2;
+                                                             : 2;
       ++params[k];
       elements[k] += type.getNumElements();
       if (k == 0)

@@ -253,15 +253,15 @@ bool compileModules(MLIRContext &context, llvm::StringRef path,
     compiledTensorParallel = ir::dist::describeCompiledModules(*module);
   if (recompute != "none")
     return true;
-  auto modules =
-      (*module)->getAttrOfType<IntegerAttr>(ir::dist::DistDialect::kNumModulesAttr);
+  auto modules = (*module)->getAttrOfType<IntegerAttr>(
+      ir::dist::DistDialect::kNumModulesAttr);
   if (!modules) {
     llvm::errs() << "lamina plan: the outlined model has no modules\n";
     return false;
   }
   std::vector<int64_t> flat;
-  FailureOr<schedule::StepBufferSizes> sizes =
-      ir::rt::stepBufferSizes(*module, int(modules.getInt()), 0, 1, false, flat);
+  FailureOr<schedule::StepBufferSizes> sizes = ir::rt::stepBufferSizes(
+      *module, int(modules.getInt()), 0, 1, false, flat);
   if (failed(sizes))
     return false;
   compiledResiduals = sizes->residual;
@@ -330,7 +330,8 @@ std::optional<plan::ModelDesc> describe() {
     return std::nullopt;
   ir::dist::DescribeOptions describeOptions;
   describeOptions.moduleRegex = moduleRegex;
-  FailureOr<plan::ModelDesc> desc = ir::dist::describeModel(*module, describeOptions);
+  FailureOr<plan::ModelDesc> desc =
+      ir::dist::describeModel(*module, describeOptions);
   if (failed(desc))
     return std::nullopt;
   if (wantsCompiledModules() &&

@@ -40,7 +40,8 @@ struct ConvertDistToRtPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<ir::dist::ProgramOp> programs(module.getOps<ir::dist::ProgramOp>());
+    SmallVector<ir::dist::ProgramOp> programs(
+        module.getOps<ir::dist::ProgramOp>());
     if (programs.empty())
       return;
     int training = 0;
@@ -93,7 +94,7 @@ struct ConvertDistToRtPass
       // ZeRO's buffers follow from it; the runtime checks its own).
       std::vector<int64_t> flat;
       if (failed(ir::rt::stepBufferSizes(module, cfg.numModules, zero,
-                                        cfg.dataParallel, false, flat)))
+                                         cfg.dataParallel, false, flat)))
         return signalPassFailure();
       b.setInsertionPoint(program);
       for (auto step : program.getBody().front().getOps<ir::dist::StepOp>()) {
@@ -134,7 +135,8 @@ struct ConvertDistToRtPass
             }
             callee = it->second;
           }
-          ir::rt::buildStepOp(body, step.getLoc(), fn.getArgument(0), c, callee);
+          ir::rt::buildStepOp(body, step.getLoc(), fn.getArgument(0), c,
+                              callee);
         }
         func::ReturnOp::create(body, step.getLoc());
       }

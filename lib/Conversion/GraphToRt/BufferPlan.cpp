@@ -178,7 +178,8 @@ LogicalResult BufferPlan::assign(func::FuncOp func) {
     }
     copyClasses.push_back(classes.size());
     classes.push_back({byteSize(v.getType()), end, end});
-    tensorBytes += llvm::alignTo(byteSize(v.getType()), ir::rt::kArenaAlignment);
+    tensorBytes +=
+        llvm::alignTo(byteSize(v.getType()), ir::rt::kArenaAlignment);
   }
 
   std::vector<BufferRequest> requests;

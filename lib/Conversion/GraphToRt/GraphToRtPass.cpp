@@ -137,8 +137,8 @@ public:
         createResultViews(rewriter, op, *getTypeConverter(), state);
     buffers.append(views);
     ir::rt::CallOp::create(rewriter, op->getLoc(), call->callee,
-                          rewriter.getArrayAttr(call->args), describeOrigin(op),
-                          buffers);
+                           rewriter.getArrayAttr(call->args),
+                           describeOrigin(op), buffers);
     ++state.numCalls;
     rewriter.replaceOp(op, views);
     return success();

@@ -220,9 +220,9 @@ static Result reductionCall(Operation *op, Builder &b) {
       .Case([&](ReduceMaxOp o) { return c.reduce("Max", o); })
       .Case([&](ReduceProdOp o) { return c.reduce("Prod", o); })
       .Case([&](CumSumOp o) {
-        return c.call("cumsum", {c.in(0), c.i64(o.getAxis()),
-                                 c.flag(o.getExclusive()),
-                                 c.flag(o.getReverse()), c.out()});
+        return c.call("cumsum",
+                      {c.in(0), c.i64(o.getAxis()), c.flag(o.getExclusive()),
+                       c.flag(o.getReverse()), c.out()});
       })
       // Normalisation.
       .Case([&](SoftmaxOp o) {
@@ -423,15 +423,19 @@ static Result movementCall(Operation *op, Builder &b) {
       })
       .Case([&](ScatterNDOp o) -> Result {
         static const std::pair<StringRef, StringRef> kReductions[] = {
-            {"none", "None"}, {"add", "Add"}, {"mul", "Mul"},
-            {"max", "Max"},   {"min", "Min"}};
+            {"none", "None"},
+            {"add", "Add"},
+            {"mul", "Mul"},
+            {"max", "Max"},
+            {"min", "Min"}};
         for (auto [name, enumerator] : kReductions)
           if (o.getReduction() == name)
-            return c.call("scatterND",
-                          {c.in(0), c.in(1), c.in(2),
-                           c.enumerator(("lamina::rt::ScatterReduction::" +
-                                         enumerator).str()),
-                           c.out()});
+            return c.call(
+                "scatterND",
+                {c.in(0), c.in(1), c.in(2),
+                 c.enumerator(
+                     ("lamina::rt::ScatterReduction::" + enumerator).str()),
+                 c.out()});
         return std::nullopt;
       })
       .Default(noCall);
@@ -479,11 +483,14 @@ static Result moeCall(Operation *op, Builder &b) {
 }
 
 ArrayRef<KernelFamily> lamina::getKernelFamilies() {
-  static const KernelFamily kFamilies[] = {
-      {"elementwise", elementwiseCall}, {"reduction", reductionCall},
-      {"attention", attentionCall},     {"loss", lossCall},
-      {"vision", visionCall},           {"movement", movementCall},
-      {"moe", moeCall},                 {"collective", getCollectiveCall}};
+  static const KernelFamily kFamilies[] = {{"elementwise", elementwiseCall},
+                                           {"reduction", reductionCall},
+                                           {"attention", attentionCall},
+                                           {"loss", lossCall},
+                                           {"vision", visionCall},
+                                           {"movement", movementCall},
+                                           {"moe", moeCall},
+                                           {"collective", getCollectiveCall}};
   return kFamilies;
 }
 

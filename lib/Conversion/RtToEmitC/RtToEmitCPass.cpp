@@ -394,9 +394,9 @@ LogicalResult ProgramEmitter::emitBody(emitc::FuncOp func) {
                                         func.getFunctionType());
       part.setSpecifiersAttr(
           fb.getStrArrayAttr({"__attribute__((noinline)) static"}));
-      emitPart(part, ArrayRef<ir::rt::CallOp>(calls).slice(
-                         begin, std::min<int64_t>(perPart,
-                                                  calls.size() - begin)));
+      emitPart(part,
+               ArrayRef<ir::rt::CallOp>(calls).slice(
+                   begin, std::min<int64_t>(perPart, calls.size() - begin)));
       names.push_back(name);
     }
     Block *body = func.addEntryBlock();
@@ -439,15 +439,16 @@ std::string ProgramEmitter::argsTable(StringRef name) {
   std::string args;
   unsigned numArgs = entry.getNumArguments() - 1;
   for (unsigned i = 0; i < numArgs; ++i) {
-    auto argName = entry.getArgAttrOfType<StringAttr>(i + 1, ir::graph::kNameAttr);
+    auto argName =
+        entry.getArgAttrOfType<StringAttr>(i + 1, ir::graph::kNameAttr);
     auto kind = entry.getArgAttrOfType<StringAttr>(i + 1, ir::graph::kKindAttr);
     auto t = cast<MemRefType>(entry.getArgumentTypes()[i + 1]);
     std::string shape = i64Global(t.getShape());
     std::string n = argName ? argName.getValue().str() : "arg" + std::to_string(i);
     auto split =
         entry.getArgAttrOfType<IntegerAttr>(i + 1, ir::graph::kTpSplitAttr);
-    auto parts =
-        entry.getArgAttrOfType<DenseI64ArrayAttr>(i + 1, ir::graph::kTpPartsAttr);
+    auto parts = entry.getArgAttrOfType<DenseI64ArrayAttr>(
+        i + 1, ir::graph::kTpPartsAttr);
     auto experts =
         entry.getArgAttrOfType<IntegerAttr>(i + 1, ir::graph::kEpSplitAttr);
     std::string layout;
@@ -645,8 +646,8 @@ LogicalResult ProgramEmitter::runDist(ArrayRef<func::FuncOp> funcs,
   std::map<int64_t, Info> modules;
   std::set<std::string> inputs;
   for (func::FuncOp f : funcs) {
-    auto outlined =
-        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
+    auto outlined = f->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       return f.emitError("convert-rt-to-emitc: mode=dist needs the functions "
                          "of dist-outline-modules; @")
@@ -804,8 +805,8 @@ struct ConvertRtToEmitCPass
     std::string mode = this->mode;
     if (mode.empty())
       mode = module->hasAttr(ir::rt::kDistAttr) ? "dist"
-             : ir::graph::trainAttrOf(module)      ? "train"
-                                               : "inference";
+             : ir::graph::trainAttrOf(module)   ? "train"
+                                                : "inference";
     if (mode != "inference" && mode != "train" && mode != "dist") {
       mlir::emitError(module.getLoc(), "convert-rt-to-emitc: mode must be "
                                        "inference, train or dist, got '")

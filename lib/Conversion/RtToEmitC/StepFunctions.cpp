@@ -74,7 +74,8 @@ public:
                 call(loc, bwd ? "backward" : "forward", args);
                 return success();
               })
-              .Case<ir::rt::StepSendOp, ir::rt::StepPostRecvOp, ir::rt::StepRecvOp,
+              .Case<ir::rt::StepSendOp, ir::rt::StepPostRecvOp,
+                    ir::rt::StepRecvOp,
                     ir::rt::StepWaitSendOp>([&](auto t) -> LogicalResult {
                 Tag tag{t.getGradient(), t.getBoundary(), t.getMb()};
                 if (isa<ir::rt::StepSendOp>(&op))

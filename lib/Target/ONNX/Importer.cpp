@@ -485,9 +485,10 @@ Value ModelImporter::materializeInitializer(const TensorProto &tensor) {
   Value value;
   if ((isFloat && type.getNumElements() > 1) || bytes > kMaxConstantBytes) {
     value = body->addArgument(type, loc);
-    arguments.push_back({tensor.name(),
-                         isFloat ? ir::graph::kKindTrainable : ir::graph::kKindConstant,
-                         value});
+    arguments.push_back(
+        {tensor.name(),
+         isFloat ? ir::graph::kKindTrainable : ir::graph::kKindConstant,
+         value});
   } else {
     DenseElementsAttr attr;
     if (std::string err = reader.read(tensor, type, attr); !err.empty()) {
@@ -675,7 +676,8 @@ LogicalResult ModelImporter::bindGraphInitializers(const GraphProto &graph,
     DenseElementsAttr attr;
     if (std::string err = reader.read(t, type, attr); !err.empty())
       return emitError(loc) << "initializer '" << t.name() << "': " << err;
-    scope.slots[t.name()].tensor = ir::graph::ConstantOp::create(builder, loc, attr);
+    scope.slots[t.name()].tensor =
+        ir::graph::ConstantOp::create(builder, loc, attr);
   }
   return success();
 }
@@ -791,7 +793,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     initOrder[t.name()] = i;
   SmallVector<Argument> ordered(arguments.begin(), arguments.end());
   llvm::stable_sort(ordered, [&](const Argument &a, const Argument &b) {
-    bool pa = a.kind != ir::graph::kKindInput, pb = b.kind != ir::graph::kKindInput;
+    bool pa = a.kind != ir::graph::kKindInput,
+         pb = b.kind != ir::graph::kKindInput;
     if (pa != pb)
       return pa;
     return pa && initOrder.lookup(a.name) < initOrder.lookup(b.name);
@@ -813,8 +816,10 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     a.value.replaceAllUsesWith(entry->getArgument(i));
     remap[a.value] = entry->getArgument(i);
     NamedAttribute attrs[] = {
-        builder.getNamedAttr(ir::graph::kNameAttr, builder.getStringAttr(a.name)),
-        builder.getNamedAttr(ir::graph::kKindAttr, builder.getStringAttr(a.kind))};
+        builder.getNamedAttr(ir::graph::kNameAttr,
+                             builder.getStringAttr(a.name)),
+        builder.getNamedAttr(ir::graph::kKindAttr,
+                             builder.getStringAttr(a.kind))};
     argAttrs.push_back(builder.getDictionaryAttr(attrs));
   }
   func.setAllArgAttrs(argAttrs);

@@ -39,7 +39,8 @@ LogicalResult importPow(NodeContext &ctx) {
     return failure();
   // ONNX lets the exponent have its own type; graph ops share one.
   Value exponent = ctx.cast(b, ctx.inputType(0).getElementType());
-  Value r = exponent ? ctx.build<ir::graph::PowOp>(Type(), a, exponent) : Value();
+  Value r =
+      exponent ? ctx.build<ir::graph::PowOp>(Type(), a, exponent) : Value();
   return ctx.result(r);
 }
 
@@ -123,9 +124,11 @@ LogicalResult importDropout(NodeContext &ctx) {
 LogicalResult importClip(NodeContext &ctx) {
   Value r = ctx.input(0);
   if (r && ctx.has(1))
-    r = ctx.input(1) ? ctx.build<ir::graph::MaxOp>(Type(), r, ctx.input(1)) : Value();
+    r = ctx.input(1) ? ctx.build<ir::graph::MaxOp>(Type(), r, ctx.input(1))
+                     : Value();
   if (r && ctx.has(2))
-    r = ctx.input(2) ? ctx.build<ir::graph::MinOp>(Type(), r, ctx.input(2)) : Value();
+    r = ctx.input(2) ? ctx.build<ir::graph::MinOp>(Type(), r, ctx.input(2))
+                     : Value();
   return ctx.result(r);
 }
 
@@ -146,8 +149,10 @@ Value leaky(NodeContext &ctx, Value x, Value slope) {
   Type et = cast<RankedTensorType>(x.getType()).getElementType();
   Value pos = ctx.build<ir::graph::ReluOp>(x.getType(), x);
   Value neg = ctx.build<ir::graph::MinOp>(Type(), x, ctx.scalar(0.0, et));
-  Value scaled = neg ? ctx.build<ir::graph::MulOp>(Type(), neg, slope) : Value();
-  return pos && scaled ? ctx.build<ir::graph::AddOp>(Type(), pos, scaled) : Value();
+  Value scaled =
+      neg ? ctx.build<ir::graph::MulOp>(Type(), neg, slope) : Value();
+  return pos && scaled ? ctx.build<ir::graph::AddOp>(Type(), pos, scaled)
+                       : Value();
 }
 
 LogicalResult importLeakyRelu(NodeContext &ctx) {
@@ -171,8 +176,11 @@ LogicalResult importHardSigmoid(NodeContext &ctx) {
   if (!x)
     return failure();
   Type et = ctx.inputType(0).getElementType();
-  Value r = ctx.build<ir::graph::MulOp>(Type(), x, ctx.scalar(ctx.attrFloat("alpha", 0.2f), et));
-  r = r ? ctx.build<ir::graph::AddOp>(Type(), r, ctx.scalar(ctx.attrFloat("beta", 0.5f), et)) : Value();
+  Value r = ctx.build<ir::graph::MulOp>(
+      Type(), x, ctx.scalar(ctx.attrFloat("alpha", 0.2f), et));
+  r = r ? ctx.build<ir::graph::AddOp>(
+              Type(), r, ctx.scalar(ctx.attrFloat("beta", 0.5f), et))
+        : Value();
   r = r ? ctx.build<ir::graph::MaxOp>(Type(), r, ctx.scalar(0.0, et)) : Value();
   r = r ? ctx.build<ir::graph::MinOp>(Type(), r, ctx.scalar(1.0, et)) : Value();
   return ctx.result(r);

@@ -145,14 +145,20 @@ LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
   for (int64_t d = axis; d < rank; ++d)
     axes.push_back(d);
   Value xs = ctx.cast(x, stash);
-  Value mean = xs ? ctx.build<ir::graph::ReduceMeanOp>(Type(), xs, axes, true) : Value();
+  Value mean =
+      xs ? ctx.build<ir::graph::ReduceMeanOp>(Type(), xs, axes, true) : Value();
   Value diff = mean ? ctx.build<ir::graph::SubOp>(Type(), xs, mean) : Value();
   Value sq = diff ? ctx.build<ir::graph::MulOp>(Type(), diff, diff) : Value();
-  Value var = sq ? ctx.build<ir::graph::ReduceMeanOp>(Type(), sq, axes, true) : Value();
-  Value shifted = var ? ctx.build<ir::graph::AddOp>(Type(), var, ctx.scalar(epsilon, stash))
-                      : Value();
-  Value root = shifted ? ctx.build<ir::graph::SqrtOp>(shifted.getType(), shifted) : Value();
-  Value inv = root ? ctx.build<ir::graph::ReciprocalOp>(root.getType(), root) : Value();
+  Value var =
+      sq ? ctx.build<ir::graph::ReduceMeanOp>(Type(), sq, axes, true) : Value();
+  Value shifted =
+      var ? ctx.build<ir::graph::AddOp>(Type(), var, ctx.scalar(epsilon, stash))
+          : Value();
+  Value root = shifted
+                   ? ctx.build<ir::graph::SqrtOp>(shifted.getType(), shifted)
+                   : Value();
+  Value inv =
+      root ? ctx.build<ir::graph::ReciprocalOp>(root.getType(), root) : Value();
   if (!inv)
     return failure();
   ctx.setOutput(1, mean);
@@ -179,9 +185,9 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
     bias = fitNormParam(ctx, bias, *axis, "bias");
   if (!scale || (ctx.has(2) && !bias))
     return failure();
-  Value r = ctx.build<ir::graph::LayerNormOp>(
-      x.getType(), x, scale, bias, ctx.b.getI64IntegerAttr(*axis),
-      ctx.b.getF64FloatAttr(epsilon));
+  Value r = ctx.build<ir::graph::LayerNormOp>(x.getType(), x, scale, bias,
+                                              ctx.b.getI64IntegerAttr(*axis),
+                                              ctx.b.getF64FloatAttr(epsilon));
   return ctx.result(r);
 }
 
@@ -258,16 +264,18 @@ template <typename Unary> Value map(NodeContext &ctx, Value v) {
 
 Value sumSquares(NodeContext &ctx, Value x, ArrayRef<int64_t> axes, bool keep) {
   Value sq = ctx.build<ir::graph::MulOp>(Type(), x, x);
-  return sq ? ctx.build<ir::graph::ReduceSumOp>(Type(), sq, axes, keep) : Value();
+  return sq ? ctx.build<ir::graph::ReduceSumOp>(Type(), sq, axes, keep)
+            : Value();
 }
 
 LogicalResult importReduceMin(NodeContext &ctx) {
-  return importReduction(ctx, 18, [](NodeContext &c, Value x,
-                                     ArrayRef<int64_t> axes, bool keep) {
-    Value neg = map<ir::graph::NegOp>(c, x);
-    Value m = neg ? c.build<ir::graph::ReduceMaxOp>(Type(), neg, axes, keep) : Value();
-    return map<ir::graph::NegOp>(c, m);
-  });
+  return importReduction(
+      ctx, 18, [](NodeContext &c, Value x, ArrayRef<int64_t> axes, bool keep) {
+        Value neg = map<ir::graph::NegOp>(c, x);
+        Value m = neg ? c.build<ir::graph::ReduceMaxOp>(Type(), neg, axes, keep)
+                      : Value();
+        return map<ir::graph::NegOp>(c, m);
+      });
 }
 
 LogicalResult importReduceSumSquare(NodeContext &ctx) {
@@ -275,47 +283,49 @@ LogicalResult importReduceSumSquare(NodeContext &ctx) {
 }
 
 LogicalResult importReduceL2(NodeContext &ctx) {
-  return importReduction(ctx, 18, [](NodeContext &c, Value x,
-                                     ArrayRef<int64_t> axes, bool keep) {
-    return map<ir::graph::SqrtOp>(c, sumSquares(c, x, axes, keep));
-  });
+  return importReduction(
+      ctx, 18, [](NodeContext &c, Value x, ArrayRef<int64_t> axes, bool keep) {
+        return map<ir::graph::SqrtOp>(c, sumSquares(c, x, axes, keep));
+      });
 }
 
 LogicalResult importReduceL1(NodeContext &ctx) {
-  return importReduction(ctx, 18, [](NodeContext &c, Value x,
-                                     ArrayRef<int64_t> axes, bool keep) {
-    Value a = map<ir::graph::AbsOp>(c, x);
-    return a ? c.build<ir::graph::ReduceSumOp>(Type(), a, axes, keep) : Value();
-  });
+  return importReduction(
+      ctx, 18, [](NodeContext &c, Value x, ArrayRef<int64_t> axes, bool keep) {
+        Value a = map<ir::graph::AbsOp>(c, x);
+        return a ? c.build<ir::graph::ReduceSumOp>(Type(), a, axes, keep)
+                 : Value();
+      });
 }
 
 LogicalResult importReduceLogSum(NodeContext &ctx) {
-  return importReduction(ctx, 18, [](NodeContext &c, Value x,
-                                     ArrayRef<int64_t> axes, bool keep) {
-    Value s = c.build<ir::graph::ReduceSumOp>(Type(), x, axes, keep);
-    return map<ir::graph::LogOp>(c, s);
-  });
+  return importReduction(
+      ctx, 18, [](NodeContext &c, Value x, ArrayRef<int64_t> axes, bool keep) {
+        Value s = c.build<ir::graph::ReduceSumOp>(Type(), x, axes, keep);
+        return map<ir::graph::LogOp>(c, s);
+      });
 }
 
 /// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m the maximum, so
 /// large inputs do not overflow.
 LogicalResult importReduceLogSumExp(NodeContext &ctx) {
-  return importReduction(ctx, 18, [](NodeContext &c, Value x,
-                                     ArrayRef<int64_t> axes, bool keep) {
-    Value m = c.build<ir::graph::ReduceMaxOp>(Type(), x, axes, true);
-    Value shifted = m ? c.build<ir::graph::SubOp>(Type(), x, m) : Value();
-    Value s = map<ir::graph::ExpOp>(c, shifted);
-    Value sum = s ? c.build<ir::graph::ReduceSumOp>(Type(), s, axes, true) : Value();
-    Value r = map<ir::graph::LogOp>(c, sum);
-    r = r ? c.build<ir::graph::AddOp>(Type(), r, m) : Value();
-    if (!r || keep)
-      return r;
-    SmallVector<int64_t> shape;
-    for (auto [d, size] : llvm::enumerate(c.inputShape(0)))
-      if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
-        shape.push_back(size);
-    return c.reshape(r, shape);
-  });
+  return importReduction(
+      ctx, 18, [](NodeContext &c, Value x, ArrayRef<int64_t> axes, bool keep) {
+        Value m = c.build<ir::graph::ReduceMaxOp>(Type(), x, axes, true);
+        Value shifted = m ? c.build<ir::graph::SubOp>(Type(), x, m) : Value();
+        Value s = map<ir::graph::ExpOp>(c, shifted);
+        Value sum = s ? c.build<ir::graph::ReduceSumOp>(Type(), s, axes, true)
+                      : Value();
+        Value r = map<ir::graph::LogOp>(c, sum);
+        r = r ? c.build<ir::graph::AddOp>(Type(), r, m) : Value();
+        if (!r || keep)
+          return r;
+        SmallVector<int64_t> shape;
+        for (auto [d, size] : llvm::enumerate(c.inputShape(0)))
+          if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+            shape.push_back(size);
+        return c.reshape(r, shape);
+      });
 }
 
 LogicalResult importCumSum(NodeContext &ctx) {
@@ -329,8 +339,8 @@ LogicalResult importCumSum(NodeContext &ctx) {
   if (!axis)
     return failure();
   Value r = ctx.build<ir::graph::CumSumOp>(x.getType(), x, *axis,
-                                       ctx.attrInt("exclusive", 0) != 0,
-                                       ctx.attrInt("reverse", 0) != 0);
+                                           ctx.attrInt("exclusive", 0) != 0,
+                                           ctx.attrInt("reverse", 0) != 0);
   return ctx.result(r);
 }
 /// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (opset 12, 13):
@@ -416,20 +426,21 @@ LogicalResult importClassLoss(NodeContext &ctx, bool softmax) {
                         labels, ignoreIndex)
                   : Value();
     if (loss && ctx.wantsOutput(1))
-      ctx.setOutput(1, ctx.build<ir::graph::LogSoftmaxOp>(st, scores, int64_t(1)));
+      ctx.setOutput(1,
+                    ctx.build<ir::graph::LogSoftmaxOp>(st, scores, int64_t(1)));
   } else {
     SmallVector<int64_t> column(lossShape);
     column.insert(column.begin() + 1, 1);
     Value at = ctx.reshape(safeLabels, column);
     Value tuples = at ? elementTuples(ctx, at, 1) : Value();
-    Value picked = tuples ? ctx.build<ir::graph::GatherNDOp>(Type(), scores, tuples,
-                                                         int64_t(0))
+    Value picked = tuples ? ctx.build<ir::graph::GatherNDOp>(Type(), scores,
+                                                             tuples, int64_t(0))
                           : Value();
     picked = picked ? ctx.reshape(picked, lossShape) : Value();
     loss = map<ir::graph::NegOp>(ctx, picked);
     if (loss && hasIgnore)
-      loss = ctx.build<ir::graph::SelectOp>(Type(), ignored,
-                                        ctx.scalar(0, et), loss);
+      loss = ctx.build<ir::graph::SelectOp>(Type(), ignored, ctx.scalar(0, et),
+                                            loss);
   }
   if (!loss)
     return failure();
@@ -439,9 +450,10 @@ LogicalResult importClassLoss(NodeContext &ctx, bool softmax) {
   Value w;
   if (weights) {
     w = ctx.build<ir::graph::GatherOp>(Type(), ctx.cast(weights, lossElem),
-                                   safeLabels, int64_t(0), nullptr);
+                                       safeLabels, int64_t(0), nullptr);
     if (w && hasIgnore)
-      w = ctx.build<ir::graph::SelectOp>(Type(), ignored, ctx.scalar(0, lossElem), w);
+      w = ctx.build<ir::graph::SelectOp>(Type(), ignored,
+                                         ctx.scalar(0, lossElem), w);
     loss = w ? ctx.build<ir::graph::MulOp>(Type(), loss, w) : Value();
   }
   SmallVector<int64_t> all;

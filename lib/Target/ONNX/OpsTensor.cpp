@@ -282,7 +282,8 @@ LogicalResult importSlice(NodeContext &ctx) {
     auto type = ctx.inputType(0).clone(oSizes);
     return ctx.result(ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
   }
-  return ctx.result(ctx.build<ir::graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
+  return ctx.result(
+      ctx.build<ir::graph::SliceOp>(Type(), x, oStarts, oSizes, oSteps));
 }
 
 /// Pad (opset 11 on: pads, constant_value and, from 18, axes as inputs),
@@ -377,8 +378,8 @@ LogicalResult importExpand(NodeContext &ctx) {
   auto merged = ir::graph::broadcastShapes(ctx.inputShape(0), *shape);
   if (!merged || checkedNumElements(*merged) < 0)
     return ctx.error() << "input does not broadcast to the requested shape";
-  return ctx.result(ctx.build<ir::graph::BroadcastOp>(
-                       ctx.inputType(0).clone(*merged), x));
+  return ctx.result(
+      ctx.build<ir::graph::BroadcastOp>(ctx.inputType(0).clone(*merged), x));
 }
 
 LogicalResult importTile(NodeContext &ctx) {
@@ -413,8 +414,8 @@ LogicalResult importTrilu(NodeContext &ctx) {
       return kv ? ctx.error() << "k must hold one value" : failure();
     k = (*kv)[0];
   }
-  return ctx.result(ctx.build<ir::graph::TriluOp>(x.getType(), x, k,
-                                             ctx.attrInt("upper", 1) != 0));
+  return ctx.result(ctx.build<ir::graph::TriluOp>(
+      x.getType(), x, k, ctx.attrInt("upper", 1) != 0));
 }
 
 LogicalResult importGather(NodeContext &ctx) {
@@ -425,15 +426,15 @@ LogicalResult importGather(NodeContext &ctx) {
   if (!axis)
     return failure();
   return ctx.result(ctx.build<ir::graph::GatherOp>(Type(), data, indices, *axis,
-                                               /*padding_idx=*/nullptr));
+                                                   /*padding_idx=*/nullptr));
 }
 
 LogicalResult importGatherND(NodeContext &ctx) {
   Value data = ctx.input(0), indices = ctx.input(1);
   if (!data || !indices)
     return failure();
-  return ctx.result(ctx.build<ir::graph::GatherNDOp>(Type(), data, indices,
-                                                ctx.attrInt("batch_dims", 0)));
+  return ctx.result(ctx.build<ir::graph::GatherNDOp>(
+      Type(), data, indices, ctx.attrInt("batch_dims", 0)));
 }
 
 /// ScatterND's and ScatterElements' `reduction` (the same set, with the
@@ -466,8 +467,8 @@ LogicalResult importScatterND(NodeContext &ctx) {
   if (ctx.inputType(2) != want)
     return ctx.error() << "updates " << ctx.inputType(2) << " should be "
                        << want << " (indices' leading dims, then data's)";
-  return ctx.result(ctx.build<ir::graph::ScatterNDOp>(data.getType(), data, indices,
-                                                  updates, *reduction));
+  return ctx.result(ctx.build<ir::graph::ScatterNDOp>(
+      data.getType(), data, indices, updates, *reduction));
 }
 /// GatherElements/ScatterElements: indices of data's rank whose dims fit
 /// data's except along `axis` (onnxruntime's check); the normalised axis.
@@ -501,8 +502,8 @@ LogicalResult importGatherElements(NodeContext &ctx) {
   if (type.getNumElements() == 0)
     return ctx.result(ctx.constantOf(DenseElementsAttr::get(type, ArrayRef<Attribute>())));
   Value tuples = elementTuples(ctx, indices, *axis);
-  return ctx.result(tuples ? ctx.build<ir::graph::GatherNDOp>(Type(), data, tuples,
-                                                         int64_t(0))
+  return ctx.result(tuples ? ctx.build<ir::graph::GatherNDOp>(
+                                 Type(), data, tuples, int64_t(0))
                            : Value());
 }
 
@@ -525,10 +526,10 @@ LogicalResult importScatterElements(NodeContext &ctx) {
   if (ctx.inputType(1).getNumElements() == 0)
     return ctx.result(data);
   Value tuples = elementTuples(ctx, indices, *axis);
-  return ctx.result(tuples ? ctx.build<ir::graph::ScatterNDOp>(data.getType(), data,
-                                                          tuples, updates,
-                                                          *reduction)
-                           : Value());
+  return ctx.result(tuples
+                        ? ctx.build<ir::graph::ScatterNDOp>(
+                              data.getType(), data, tuples, updates, *reduction)
+                        : Value());
 }
 } // namespace
 

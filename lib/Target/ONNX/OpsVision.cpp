@@ -152,8 +152,8 @@ LogicalResult importMaxPool(NodeContext &ctx) {
   if (!window)
     return failure();
   Value y = ctx.build<ir::graph::MaxPoolOp>(Type(), x, window->kernel,
-                                        window->strides, window->dilations,
-                                        window->pads, window->ceilMode);
+                                            window->strides, window->dilations,
+                                            window->pads, window->ceilMode);
   if (!y)
     return failure();
   ctx.setOutput(0, y);
@@ -277,14 +277,18 @@ LogicalResult importBatchNorm(NodeContext &ctx) {
   if (!m || !v || !centred)
     return failure();
   // y = (x - m) * (scale / sqrt(v + eps)) + bias.
-  Value shifted = ctx.build<ir::graph::AddOp>(Type(), v, ctx.scalar(epsilon, element));
-  Value root = shifted ? ctx.build<ir::graph::SqrtOp>(shifted.getType(), shifted)
-                       : Value();
+  Value shifted =
+      ctx.build<ir::graph::AddOp>(Type(), v, ctx.scalar(epsilon, element));
+  Value root = shifted
+                   ? ctx.build<ir::graph::SqrtOp>(shifted.getType(), shifted)
+                   : Value();
   Value s = perChannel(scale), b = perChannel(bias);
-  Value factor = root && s ? ctx.build<ir::graph::DivOp>(Type(), s, root) : Value();
+  Value factor =
+      root && s ? ctx.build<ir::graph::DivOp>(Type(), s, root) : Value();
   Value scaled =
       factor ? ctx.build<ir::graph::MulOp>(Type(), centred, factor) : Value();
-  Value y = scaled && b ? ctx.build<ir::graph::AddOp>(Type(), scaled, b) : Value();
+  Value y =
+      scaled && b ? ctx.build<ir::graph::AddOp>(Type(), scaled, b) : Value();
   if (!y)
     return failure();
   ctx.setOutput(0, y);
@@ -298,9 +302,9 @@ LogicalResult importBatchNorm(NodeContext &ctx) {
   auto running = [&](Value input, Value batch) -> Value {
     Value b = flat(batch);
     Type t = ctx.inputType(3).getElementType();
-    Value kept = b ? ctx.build<ir::graph::MulOp>(Type(), input,
-                                             ctx.scalar(momentum, t))
-                   : Value();
+    Value kept =
+        b ? ctx.build<ir::graph::MulOp>(Type(), input, ctx.scalar(momentum, t))
+          : Value();
     Value added = kept ? ctx.build<ir::graph::MulOp>(
                              Type(), b, ctx.scalar(1.0 - momentum, t))
                        : Value();

@@ -161,8 +161,8 @@ int main(int argc, char **argv) {
                               "tensor parallelism against one "
                               "process, numerically\n");
   DialectRegistry registry;
-  registry.insert<ir::dist::DistDialect, ir::graph::GraphDialect, func::FuncDialect,
-                  arith::ArithDialect, shard::ShardDialect,
+  registry.insert<ir::dist::DistDialect, ir::graph::GraphDialect,
+                  func::FuncDialect, arith::ArithDialect, shard::ShardDialect,
                   tensor::TensorDialect>();
   ir::graph::registerShardingInterfaceExternalModels(registry);
   MLIRContext ctx(registry);

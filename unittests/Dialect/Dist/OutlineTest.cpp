@@ -97,7 +97,8 @@ void checkOutline(bool recompute) {
   auto step = reference->lookupSymbol<func::FuncOp>("train_step");
   std::mt19937 rng(11);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kKindAttr);
+    auto kind =
+        step.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kKindAttr);
     if (!kind || kind.getValue() != lamina::ir::graph::kKindInput)
       continue;
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
@@ -105,8 +106,8 @@ void checkOutline(bool recompute) {
                    {type.getShape().begin(), type.getShape().end()});
     for (int64_t j = 0; j < ids.numElements(); ++j)
       static_cast<int64_t *>(ids.data())[j] = int64_t(rng() % 32);
-    args[step.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kNameAttr).str()] =
-        ids;
+    args[step.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kNameAttr)
+             .str()] = ids;
   }
   Outputs expected;
   ASSERT_EQ(lamina::eval::evaluate(*reference, args, expected, "train_step"), "");

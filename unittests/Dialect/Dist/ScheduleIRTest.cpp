@@ -147,7 +147,9 @@ void addSchedulePasses(PassManager &pm, const ScheduleConfig &c) {
 
 class ScheduleIRTest : public ::testing::Test {
 protected:
-  ScheduleIRTest() { ctx.loadDialect<ir::dist::DistDialect, func::FuncDialect>(); }
+  ScheduleIRTest() {
+    ctx.loadDialect<ir::dist::DistDialect, func::FuncDialect>();
+  }
   MLIRContext ctx;
 };
 

@@ -720,7 +720,8 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
   if (fuseGelu)
     pm.addNestedPass<func::FuncOp>(lamina::ir::graph::createGraphFuseGelu());
   if (fuseAttention)
-    pm.addNestedPass<func::FuncOp>(lamina::ir::graph::createGraphFuseAttention());
+    pm.addNestedPass<func::FuncOp>(
+        lamina::ir::graph::createGraphFuseAttention());
   if (causalLm)
     pm.addPass(lamina::ir::graph::createGraphAddLoss());
   pm.addPass(lamina::ir::graph::createGraphAutodiff());
@@ -731,18 +732,21 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
     ASSERT_TRUE(succeeded(forward.insertArgument(
         rIndex, logitsType,
         attrs.getDictionaryAttr(
-            {attrs.getNamedAttr(lamina::ir::graph::kKindAttr, attrs.getStringAttr("input")),
-             attrs.getNamedAttr(lamina::ir::graph::kNameAttr, attrs.getStringAttr("r"))}),
+            {attrs.getNamedAttr(lamina::ir::graph::kKindAttr,
+                                attrs.getStringAttr("input")),
+             attrs.getNamedAttr(lamina::ir::graph::kNameAttr,
+                                attrs.getStringAttr("r"))}),
         forward.getLoc())));
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     OpBuilder b(ret);
-    Value weighted = lamina::ir::graph::MulOp::create(b, ret.getLoc(), ret.getOperand(0),
-                                                  forward.getArgument(rIndex));
+    Value weighted = lamina::ir::graph::MulOp::create(
+        b, ret.getLoc(), ret.getOperand(0), forward.getArgument(rIndex));
     int64_t rank = cast<RankedTensorType>(logitsType).getRank();
     SmallVector<int64_t> all(rank);
     std::iota(all.begin(), all.end(), 0);
     Value sum = lamina::ir::graph::ReduceSumOp::create(
-        b, ret.getLoc(), weighted, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
+        b, ret.getLoc(), weighted, b.getDenseI64ArrayAttr(all),
+        b.getBoolAttr(false));
     ret->setOperands(sum);
     forward.setFunctionType(FunctionType::get(
         &context, forward.getArgumentTypes(), {sum.getType()}));
@@ -762,7 +766,8 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
     std::string name =
-        forward.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kNameAttr).str();
+        forward.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kNameAttr)
+            .str();
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     if (isa<IntegerType>(type.getElementType())) {
       HostTensor ids(lamina::rt::DType::I64, shape);
@@ -773,7 +778,8 @@ void checkTinyGpt2(bool fuseGelu, bool causalLm = false,
       continue;
     }
     args[name] = randomTensor(shape, -0.5, 0.5, rng);
-    auto kind = forward.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kKindAttr);
+    auto kind =
+        forward.getArgAttrOfType<StringAttr>(i, lamina::ir::graph::kKindAttr);
     if (kind && kind.getValue() == lamina::ir::graph::kKindTrainable)
       params.push_back(name);
   }

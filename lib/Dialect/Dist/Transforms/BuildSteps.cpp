@@ -127,7 +127,8 @@ private:
   /// The gradients of module k's outputs for `mb`.
   FailureOr<SmallVector<Value>> cotangents(int64_t k, int64_t mb) {
     if (k + 1 == int64_t(fns.size())) {
-      SmallVector<Type> types = argTypesOfKind(fns[k].bwd, ir::graph::kKindCotangent);
+      SmallVector<Type> types =
+          argTypesOfKind(fns[k].bwd, ir::graph::kKindCotangent);
       if (types.size() != 1)
         return failure();
       return SmallVector<Value>{LossWeightOp::create(b, loc, types[0], mb)};

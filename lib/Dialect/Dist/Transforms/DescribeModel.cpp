@@ -53,7 +53,8 @@ std::string modelName(ModuleOp module) {
 } // namespace
 
 FailureOr<plan::ModelDesc>
-lamina::ir::dist::describeModel(ModuleOp module, const DescribeOptions &options) {
+lamina::ir::dist::describeModel(ModuleOp module,
+                                const DescribeOptions &options) {
   auto func = module.lookupSymbol<func::FuncOp>(options.functionName);
   if (!func)
     return mlir::emitError(module.getLoc())
@@ -83,8 +84,8 @@ lamina::ir::dist::describeModel(ModuleOp module, const DescribeOptions &options)
   // (token ids); otherwise the first input's leading dims.
   std::optional<ArrayRef<int64_t>> dims;
   for (BlockArgument arg : func.getArguments()) {
-    auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ir::graph::kKindAttr);
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  ir::graph::kKindAttr);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!kind || kind.getValue() != ir::graph::kKindInput || !type)
       continue;
@@ -110,7 +111,8 @@ lamina::ir::dist::describeModel(ModuleOp module, const DescribeOptions &options)
       md.forwardBytes += static_cast<double>(cost.getBytesAccessed());
       // Fused attention and the experts are GEMMs too (tensor cores on a
       // GPU).
-      if (isa<ir::graph::MatMulOp, ir::graph::AttentionOp, ir::graph::MoEOp>(op)) {
+      if (isa<ir::graph::MatMulOp, ir::graph::AttentionOp, ir::graph::MoEOp>(
+              op)) {
         md.matmulFlops += flops;
         md.matmulBytes += static_cast<double>(cost.getBytesAccessed());
       }
@@ -138,8 +140,8 @@ lamina::ir::dist::describeModel(ModuleOp module, const DescribeOptions &options)
   // read by several layers is counted in each: exporters merge equal
   // tensors (dynamo's all-ones norm weights), the model has one per layer.
   for (BlockArgument arg : func.getArguments()) {
-    auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ir::graph::kKindAttr);
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  ir::graph::kKindAttr);
     if (!kind ||
         (kind.getValue() != ir::graph::kKindTrainable &&
          kind.getValue() != ir::graph::kKindConstant) ||
@@ -166,7 +168,8 @@ lamina::ir::dist::describeModel(ModuleOp module, const DescribeOptions &options)
            std::vector<int>(readers.begin(), readers.end())});
     // The experts' weights: what graph.moe alone reads as gate_up or down.
     bool experts = llvm::all_of(arg.getUses(), [&](OpOperand &use) {
-      return isa<ir::graph::MoEOp>(use.getOwner()) && use.getOperandNumber() >= 3;
+      return isa<ir::graph::MoEOp>(use.getOwner()) &&
+             use.getOperandNumber() >= 3;
     });
     for (int m : layers) {
       desc.modules[m].params += type.getNumElements();

@@ -737,8 +737,8 @@ static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
   };
   bool hasEmbedding = chain.modules.front().role == plan::ModuleRole::Embedding;
   for (BlockArgument arg : func.getArguments()) {
-    auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ir::graph::kKindAttr);
+    auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  ir::graph::kKindAttr);
     if (!kind || kind.getValue() != ir::graph::kKindInput)
       continue;
     // With an embedding the stream enters there; whatever else a layer reads
@@ -754,7 +754,8 @@ static void findSharedValues(func::FuncOp func, ModuleChain &chain) {
           chain.sharedValues.push_back(r);
 }
 
-FailureOr<ModuleChain> lamina::ir::dist::chainFromAttributes(func::FuncOp func) {
+FailureOr<ModuleChain>
+lamina::ir::dist::chainFromAttributes(func::FuncOp func) {
   auto modules = func->getAttrOfType<ArrayAttr>(DistDialect::kChainAttr);
   if (!modules || modules.empty())
     return mlir::emitError(func.getLoc())
@@ -787,8 +788,8 @@ FailureOr<ModuleChain> lamina::ir::dist::chainFromAttributes(func::FuncOp func) 
   return chain;
 }
 
-FailureOr<ModuleChain> lamina::ir::dist::discoverModules(func::FuncOp func,
-                                                     StringRef moduleRegex) {
+FailureOr<ModuleChain>
+lamina::ir::dist::discoverModules(func::FuncOp func, StringRef moduleRegex) {
   if (func.isExternal())
     return mlir::emitError(func.getLoc())
            << "@" << func.getSymName() << " has no body to split into modules";

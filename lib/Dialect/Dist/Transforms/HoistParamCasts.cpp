@@ -46,10 +46,12 @@ struct DistHoistParamCasts
         return signalPassFailure();
       }
       unsigned at = fwd.getNumArguments(), hoisted = 0;
-      if (failed(ir::graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted, *type)))
+      if (failed(
+              ir::graph::hoistParamCasts({fwd, bwd}, {at, at}, hoisted, *type)))
         return signalPassFailure();
       // The runtime's licence to leave the f32 weights unbound.
-      if (*type && ir::graph::readsNoTrainable(fwd) && ir::graph::readsNoTrainable(bwd))
+      if (*type && ir::graph::readsNoTrainable(fwd) &&
+          ir::graph::readsNoTrainable(bwd))
         for (func::FuncOp f : {fwd, bwd}) {
           auto o = f->getAttrOfType<OutlinedAttr>(DistDialect::kOutlinedAttr);
           f->setAttr(DistDialect::kOutlinedAttr,

@@ -34,7 +34,8 @@ using namespace lamina;
 using namespace lamina::ir::dist;
 
 namespace {
-using ir::graph::kKindBoundary, ir::graph::kKindResidual, ir::graph::kKindCotangent;
+using ir::graph::kKindBoundary, ir::graph::kKindResidual,
+    ir::graph::kKindCotangent;
 
 bool isFloatTensor(Value v) {
   auto type = dyn_cast<RankedTensorType>(v.getType());

@@ -186,7 +186,7 @@ FailureOr<schedule::Schedule> ir::dist::readSchedule(ProgramOp op) {
 }
 
 ScheduleOp ir::dist::buildSchedule(OpBuilder &builder, Location loc,
-                               const schedule::Schedule &s) {
+                                   const schedule::Schedule &s) {
   OpBuilder::InsertionGuard guard(builder);
   const schedule::ScheduleConfig &c = s.config;
   SmallVector<int64_t> placement(s.placement.rankOf.begin(),
@@ -208,7 +208,7 @@ ScheduleOp ir::dist::buildSchedule(OpBuilder &builder, Location loc,
 
 schedule::Expected<ScheduleOp>
 ir::dist::buildComputeSchedule(OpBuilder &builder, Location loc,
-                           const schedule::ScheduleConfig &config) {
+                               const schedule::ScheduleConfig &config) {
   schedule::Expected<schedule::Schedule> compute =
       schedule::generateComputeOrder(config);
   if (!compute)
@@ -228,7 +228,8 @@ Operation *ir::dist::findAction(ScheduleOp op, int64_t rank, int64_t index) {
   return nullptr;
 }
 
-InFlightDiagnostic ir::dist::emitScheduleError(ScheduleOp op, StringRef message) {
+InFlightDiagnostic ir::dist::emitScheduleError(ScheduleOp op,
+                                               StringRef message) {
   return emitOnNamedOp(
       op, message,
       [&](int64_t rank, int64_t index) { return findAction(op, rank, index); },
@@ -240,7 +241,8 @@ InFlightDiagnostic ir::dist::emitScheduleError(ScheduleOp op, StringRef message)
       });
 }
 
-InFlightDiagnostic ir::dist::emitScheduleError(ProgramOp op, StringRef message) {
+InFlightDiagnostic ir::dist::emitScheduleError(ProgramOp op,
+                                               StringRef message) {
   auto stepOf = [&](int64_t rank) { return op.getStep(rank % op.getPp()); };
   return emitOnNamedOp(
       op, message,

@@ -90,7 +90,8 @@ std::optional<WeightUse> weightOf(ir::graph::MatMulOp mm, func::FuncOp f,
 bool carriesSplit(Operation *op) {
   return !ir::graph::FusedElementwiseOp::stepOf(op).empty() ||
          isa<ir::graph::ReshapeOp, ir::graph::TransposeOp, ir::graph::SliceOp,
-             ir::graph::ConcatOp, ir::graph::AttentionOp, ir::graph::CastOp>(op);
+             ir::graph::ConcatOp, ir::graph::AttentionOp, ir::graph::CastOp>(
+             op);
 }
 
 /// Where `gemm`'s output goes: the GEMMs whose contraction it reaches
@@ -296,8 +297,8 @@ Value relayout(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t a,
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[size_t(dim)], perm[size_t(dim) + 1]);
   Type element = type.getElementType();
-  Value x =
-      ir::graph::ReshapeOp::create(b, loc, RankedTensorType::get(view, element), v);
+  Value x = ir::graph::ReshapeOp::create(
+      b, loc, RankedTensorType::get(view, element), v);
   x = ir::graph::TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
   return ir::graph::ReshapeOp::create(b, loc, type, x);
 }
@@ -341,7 +342,8 @@ void undoRegroup(func::FuncOp fwd, func::FuncOp bwd, StringRef name,
 LogicalResult checkRegrouped(func::FuncOp f) {
   for (BlockArgument arg : f.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto parts = f.getArgAttrOfType<DenseI64ArrayAttr>(i, ir::graph::kTpPartsAttr);
+    auto parts =
+        f.getArgAttrOfType<DenseI64ArrayAttr>(i, ir::graph::kTpPartsAttr);
     if (!parts)
       continue;
     auto dim = f.getArgAttrOfType<IntegerAttr>(i, ir::graph::kTpSplitAttr);
@@ -567,8 +569,8 @@ struct DistTpPlan : ir::dist::impl::DistTpPlanBase<DistTpPlan> {
     auto partsOf = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
       return arg && arg.getOwner() == &fwd.getBody().front()
-                 ? fwd.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
-                                                           ir::graph::kTpPartsAttr)
+                 ? fwd.getArgAttrOfType<DenseI64ArrayAttr>(
+                       arg.getArgNumber(), ir::graph::kTpPartsAttr)
                  : DenseI64ArrayAttr();
     };
     auto splitOnParts = [&](BlockArgument arg) {
@@ -910,7 +912,7 @@ struct CombineSums : OpRewritePattern<ir::graph::AddOp> {
         b.getInput().getType() != add.getType() || a.getType() != add.getType())
       return failure();
     Value sum = ir::graph::AddOp::create(rewriter, add.getLoc(), add.getType(),
-                                     a.getInput(), b.getInput());
+                                         a.getInput(), b.getInput());
     rewriter.replaceOpWithNewOp<shard::AllReduceOp>(
         add, add.getType(), a.getGridAttr(), a.getGridAxesAttr(), sum,
         a.getReductionAttr());
@@ -949,7 +951,8 @@ struct DistTpCombineSums
 
 } // namespace
 
-ir::dist::CompiledModules lamina::ir::dist::describeCompiledModules(ModuleOp module) {
+ir::dist::CompiledModules
+lamina::ir::dist::describeCompiledModules(ModuleOp module) {
   auto functions = ir::dist::moduleFunctions(module);
   int64_t numModules = 0;
   for (auto &[k, pair] : functions)
@@ -975,7 +978,8 @@ ir::dist::CompiledModules lamina::ir::dist::describeCompiledModules(ModuleOp mod
     if (!fwd)
       continue;
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (argString(fwd, i, ir::graph::kKindAttr) == ir::graph::kKindTrainable &&
+      if (argString(fwd, i, ir::graph::kKindAttr) ==
+              ir::graph::kKindTrainable &&
           counted.insert(argString(fwd, i, ir::graph::kNameAttr)).second)
         out.params[size_t(k)] += double(
             cast<ShapedType>(fwd.getArgumentTypes()[i]).getNumElements());

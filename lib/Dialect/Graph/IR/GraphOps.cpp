@@ -45,9 +45,10 @@ lamina::ir::graph::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return out;
 }
 
-LogicalResult lamina::ir::graph::inferBroadcastResult(
-    std::optional<Location> loc, ValueRange operands, bool predicate,
-    SmallVectorImpl<Type> &types) {
+LogicalResult
+lamina::ir::graph::inferBroadcastResult(std::optional<Location> loc,
+                                        ValueRange operands, bool predicate,
+                                        SmallVectorImpl<Type> &types) {
   // The first operand of a select is its condition; its element type is i1.
   Type elementType;
   SmallVector<int64_t> shape;
@@ -71,11 +72,10 @@ LogicalResult lamina::ir::graph::inferBroadcastResult(
   return success();
 }
 
-LogicalResult lamina::ir::graph::inferReduceResult(std::optional<Location> loc,
-                                               Value input,
-                                               ArrayRef<int64_t> axes,
-                                               bool keepdims,
-                                               SmallVectorImpl<Type> &types) {
+LogicalResult
+lamina::ir::graph::inferReduceResult(std::optional<Location> loc, Value input,
+                                     ArrayRef<int64_t> axes, bool keepdims,
+                                     SmallVectorImpl<Type> &types) {
   auto type = tensorType(input);
   int64_t rank = type.getRank();
   for (auto [i, axis] : llvm::enumerate(axes)) {
@@ -136,7 +136,8 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                      tensorType(adaptor.getRhs()), types);
 }
 
-bool lamina::ir::graph::narrowOrSameResult(TypeRange inferred, TypeRange actual) {
+bool lamina::ir::graph::narrowOrSameResult(TypeRange inferred,
+                                           TypeRange actual) {
   if (inferred.size() != 1 || actual.size() != 1)
     return false;
   if (inferred.front() == actual.front())
@@ -284,13 +285,11 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *,
 // Vision
 //===----------------------------------------------------------------------===//
 
-LogicalResult lamina::ir::graph::inferWindow(std::optional<Location> loc,
-                                         RankedTensorType input,
-                                         ArrayRef<int64_t> kernel,
-                                         ArrayRef<int64_t> strides,
-                                         ArrayRef<int64_t> dilations,
-                                         ArrayRef<int64_t> pads, bool ceilMode,
-                                         SmallVectorImpl<int64_t> &spatial) {
+LogicalResult lamina::ir::graph::inferWindow(
+    std::optional<Location> loc, RankedTensorType input,
+    ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads, bool ceilMode,
+    SmallVectorImpl<int64_t> &spatial) {
   int64_t rank = input.getRank();
   if (rank < 3 || rank > 5)
     return inferError(loc, "window ops take [N, C, S...] with 1 to 3 "
@@ -322,13 +321,11 @@ LogicalResult lamina::ir::graph::inferWindow(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult lamina::ir::graph::inferConv(std::optional<Location> loc,
-                                       RankedTensorType input,
-                                       RankedTensorType weight,
-                                       ArrayRef<int64_t> strides,
-                                       ArrayRef<int64_t> dilations,
-                                       ArrayRef<int64_t> pads, int64_t group,
-                                       SmallVectorImpl<Type> &types) {
+LogicalResult lamina::ir::graph::inferConv(
+    std::optional<Location> loc, RankedTensorType input,
+    RankedTensorType weight, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads, int64_t group,
+    SmallVectorImpl<Type> &types) {
   if (weight.getRank() != input.getRank())
     return inferError(loc, "conv weight must have the input's rank");
   if (weight.getElementType() != input.getElementType())

@@ -128,7 +128,8 @@ private:
   llvm::DenseMap<Value, Value> cache;
 };
 
-struct GraphAutocast : lamina::ir::graph::impl::GraphAutocastBase<GraphAutocast> {
+struct GraphAutocast
+    : lamina::ir::graph::impl::GraphAutocastBase<GraphAutocast> {
   using Base::Base;
 
   void runOnOperation() override {

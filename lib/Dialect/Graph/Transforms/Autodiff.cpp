@@ -132,7 +132,7 @@ void lamina::ir::graph::eraseDeadOps(Block &block) {
 }
 
 Value lamina::ir::graph::splatConstant(OpBuilder &b, Location loc, Type type,
-                                   double value) {
+                                       double value) {
   auto ranked = cast<RankedTensorType>(type);
   auto attr = DenseElementsAttr::get(
       ranked, b.getFloatAttr(ranked.getElementType(), value));
@@ -141,8 +141,8 @@ Value lamina::ir::graph::splatConstant(OpBuilder &b, Location loc, Type type,
 
 FailureOr<SmallVector<Value>>
 lamina::ir::graph::buildReverse(OpBuilder &b, ArrayRef<Operation *> forwardOps,
-                            ValueRange outputs, ValueRange seeds,
-                            ValueRange wrt) {
+                                ValueRange outputs, ValueRange seeds,
+                                ValueRange wrt) {
   llvm::DenseSet<Value> active;
   for (Value v : wrt)
     if (isFloatTensor(v))

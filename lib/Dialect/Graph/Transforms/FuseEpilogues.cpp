@@ -497,7 +497,8 @@ bool swapTransposedProduct(RewriterBase &rewriter, TransposeOp t) {
 
 } // namespace
 
-unsigned lamina::ir::graph::narrowResiduals(func::FuncOp fwd, func::FuncOp bwd) {
+unsigned lamina::ir::graph::narrowResiduals(func::FuncOp fwd,
+                                            func::FuncOp bwd) {
   llvm::StringMap<BlockArgument> residuals;
   for (BlockArgument a : bwd.getArguments()) {
     auto kind = bwd.getArgAttrOfType<StringAttr>(a.getArgNumber(), kKindAttr);

@@ -142,7 +142,8 @@ template <typename FnOp> struct FuseGeluChain : OpRewritePattern<FnOp> {
   llvm::Statistic &fused;
 };
 
-struct GraphFuseGelu : lamina::ir::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
+struct GraphFuseGelu
+    : lamina::ir::graph::impl::GraphFuseGeluBase<GraphFuseGelu> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseGeluChain<TanhOp>, FuseGeluChain<ErfOp>>(&getContext(),

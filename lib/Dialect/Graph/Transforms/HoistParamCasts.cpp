@@ -98,7 +98,7 @@ void readThroughCopy(Value weight, Value copy) {
 } // namespace
 
 FailureOr<Type> lamina::ir::graph::everyReadType(Operation *op, StringRef pass,
-                                             StringRef name) {
+                                                 StringRef name) {
   if (name.empty())
     return Type();
   if (name == "bf16")
@@ -117,9 +117,9 @@ bool lamina::ir::graph::readsNoTrainable(func::FuncOp f) {
 }
 
 LogicalResult lamina::ir::graph::hoistParamCasts(ArrayRef<func::FuncOp> funcs,
-                                             ArrayRef<unsigned> positions,
-                                             unsigned &hoisted,
-                                             Type everyRead) {
+                                                 ArrayRef<unsigned> positions,
+                                                 unsigned &hoisted,
+                                                 Type everyRead) {
   hoisted = 0;
   // Each function's casts, and their union in a deterministic order.
   SmallVector<CastsByKey> casts;

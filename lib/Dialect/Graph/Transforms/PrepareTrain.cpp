@@ -55,7 +55,8 @@ bool isKind(func::FuncOp f, unsigned i, StringRef kind) {
 }
 
 struct GraphFillWindowInputs
-    : lamina::ir::graph::impl::GraphFillWindowInputsBase<GraphFillWindowInputs> {
+    : lamina::ir::graph::impl::GraphFillWindowInputsBase<
+          GraphFillWindowInputs> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -181,7 +182,8 @@ bool isKnownBuffer(StringRef name) {
   return false;
 }
 
-struct GraphFreezeBuffers : lamina::ir::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
+struct GraphFreezeBuffers
+    : lamina::ir::graph::impl::GraphFreezeBuffersBase<GraphFreezeBuffers> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -202,7 +204,8 @@ struct GraphFreezeBuffers : lamina::ir::graph::impl::GraphFreezeBuffersBase<Grap
   }
 };
 
-struct GraphMarkPadding : lamina::ir::graph::impl::GraphMarkPaddingBase<GraphMarkPadding> {
+struct GraphMarkPadding
+    : lamina::ir::graph::impl::GraphMarkPaddingBase<GraphMarkPadding> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = getOperation();
@@ -275,7 +278,8 @@ struct GraphMarkPadding : lamina::ir::graph::impl::GraphMarkPaddingBase<GraphMar
   }
 };
 
-struct GraphEvalStep : lamina::ir::graph::impl::GraphEvalStepBase<GraphEvalStep> {
+struct GraphEvalStep
+    : lamina::ir::graph::impl::GraphEvalStepBase<GraphEvalStep> {
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp forward = entryFunctionOf(getOperation());

@@ -116,8 +116,8 @@ StepCallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                                                              getCalleeAttr());
   if (!fn)
     return emitOpError("calls '") << getCallee() << "', which is no function";
-  auto outlined =
-      fn->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
+  auto outlined = fn->getAttrOfType<ir::dist::OutlinedAttr>(
+      ir::dist::DistDialect::kOutlinedAttr);
   if (!outlined)
     return emitOpError("calls @")
            << getCallee() << ", which is no outlined module function";

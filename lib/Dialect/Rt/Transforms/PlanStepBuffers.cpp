@@ -31,7 +31,8 @@ void setOffset(Operation *op, StringRef name, int64_t offset) {
 }
 
 struct RtPlanStepBuffersPass
-    : public lamina::ir::rt::impl::RtPlanStepBuffersBase<RtPlanStepBuffersPass> {
+    : public lamina::ir::rt::impl::RtPlanStepBuffersBase<
+          RtPlanStepBuffersPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();

@@ -19,8 +19,8 @@ bool isStepFunction(func::FuncOp f) { return f->hasAttr(kStepPpAttr); }
 Callees calleesOf(ModuleOp module) {
   Callees out;
   for (auto f : module.getOps<func::FuncOp>()) {
-    auto outlined =
-        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
+    auto outlined = f->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       continue;
     if (f.getName().starts_with("fwd_") || f.getName().starts_with("bwd_"))
@@ -186,11 +186,12 @@ std::map<std::string, std::vector<int>> readersOf(ModuleOp module) {
 
 std::map<std::string, std::pair<int, int64_t>> expertBlocksOf(ModuleOp module) {
   std::map<std::string, std::pair<int, int64_t>> out;
-  forEachForwardArg(module, [&](int k, func::FuncOp f, unsigned i,
-                                const std::string &name) {
-    if (auto ranks = f.getArgAttrOfType<IntegerAttr>(i, ir::graph::kEpSplitAttr))
-      out[name] = {k, ranks.getInt()};
-  });
+  forEachForwardArg(
+      module, [&](int k, func::FuncOp f, unsigned i, const std::string &name) {
+        if (auto ranks =
+                f.getArgAttrOfType<IntegerAttr>(i, ir::graph::kEpSplitAttr))
+          out[name] = {k, ranks.getInt()};
+      });
   return out;
 }
 
@@ -217,8 +218,8 @@ FailureOr<sch::StepBufferSizes> stepBufferSizes(ModuleOp module, int numModules,
   std::vector<int64_t> copyWidth(size_t(numModules), 0);
   std::set<std::pair<int64_t, std::string>> counted; // once per module
   for (auto f : module.getOps<func::FuncOp>()) {
-    auto outlined =
-        f->getAttrOfType<ir::dist::OutlinedAttr>(ir::dist::DistDialect::kOutlinedAttr);
+    auto outlined = f->getAttrOfType<ir::dist::OutlinedAttr>(
+        ir::dist::DistDialect::kOutlinedAttr);
     if (!outlined)
       continue;
     int64_t k = outlined.getModule();
