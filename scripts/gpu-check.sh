@@ -6,7 +6,8 @@
 #   a. configure + build with CUDA (scripts/build.sh, -j$JOBS): lamina and
 #      the CUDA test binaries only, not the whole tree;
 #   b. the CUDA kernel tests (lamina-cuda-tests: every test must run, none
-#      skip) and `lit $BUILD/test/Runtime/Cuda` (the cuda-gpu feature on);
+#      skip) and `lit $BUILD/test/Runtime/Cuda $BUILD/test/Runtime/Dist/Nccl`
+#      (the cuda-gpu feature on);
 #   c. the tiny GPT of test/e2e/train-tiny-gpt.test trained on the GPU
 #      (--target cuda) and on the host, f32 and bf16, losses compared step
 #      by step, with validation losses and --grad-accum (bench/gpu_vs_host.py);
@@ -225,7 +226,7 @@ build_targets() {
   ninja -C "$build" -j"$jobs" lamina-cuda-tests || return 1
   # Whatever else the CUDA lit tests run (lamina-opt, ...), if it is a target.
   local extra=() t
-  for t in $(grep -ho 'lamina-[a-z0-9-]*' "$root"/test/Runtime/Cuda/*.test "$root"/test/e2e/cuda-*.test 2>/dev/null | sort -u); do
+  for t in $(grep -ho 'lamina-[a-z0-9-]*' "$root"/test/Runtime/Cuda/*.test "$root"/test/Runtime/Dist/Nccl/*.test "$root"/test/e2e/cuda-*.test 2>/dev/null | sort -u); do
     ninja -C "$build" -t query "$t" >/dev/null 2>&1 && extra+=("$t")
   done
   if [ ${#extra[@]} -gt 0 ]; then ninja -C "$build" -j"$jobs" "${extra[@]}" || return 1; fi
@@ -299,7 +300,8 @@ kernel_tests() {
 }
 lit_tests() {
   [ -n "$lit_bin" ] || { echo "no lit"; return 1; }
-  "$lit_bin" -sv --show-unsupported "$build/test/Runtime/Cuda" > "$OUT/logs/lit-cuda.out" 2>&1
+  "$lit_bin" -sv --show-unsupported "$build/test/Runtime/Cuda" \
+    "$build/test/Runtime/Dist/Nccl" > "$OUT/logs/lit-cuda.out" 2>&1
   local rc=$?
   tail -n 30 "$OUT/logs/lit-cuda.out"
   [ "$rc" -eq 0 ] || return 1
@@ -312,7 +314,7 @@ lit_tests() {
   fi
 }
 # --bundle (no lit there): lamina-nccl-check on one rank, as
-# test/Runtime/Cuda/nccl-gpu.test runs it, with and without torchrun's
+# test/Runtime/Dist/Nccl/nccl-gpu.test runs it, with and without torchrun's
 # variables.
 nccl_check() {
   local rc=0

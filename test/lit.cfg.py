@@ -45,7 +45,7 @@ if subprocess.call([python, "-c", "import onnx, onnxruntime"],
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")
 
-# MPI programs (distributed training, test/Runtime/dist-*.test): mpirun may
+# MPI programs (distributed training, test/Runtime/Dist/dist-*.test): mpirun may
 # run as root, start more ranks than cores, and yields when idle.
 _mpirun = shutil.which("mpirun")
 if _mpirun:

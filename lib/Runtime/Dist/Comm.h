@@ -9,7 +9,7 @@
 //
 // The data plane's transport (MpiComm.cpp) and the MPI control plane
 // (MpiControl.cpp). Private to lamina_dist (and its unit test,
-// test/Runtime/dist-comm.test).
+// test/Runtime/Dist/dist-comm.test).
 //
 //===----------------------------------------------------------------------===//
 

@@ -27,7 +27,7 @@
 #ifndef LAMINA_LIB_RUNTIME_DIST_CONTROLPLANE_H
 #define LAMINA_LIB_RUNTIME_DIST_CONTROLPLANE_H
 
-#include "lamina/Runtime/Launch.h"
+#include "lamina/Runtime/Dist/Launch.h"
 #include "lamina/Runtime/Status.h"
 
 #include <chrono>

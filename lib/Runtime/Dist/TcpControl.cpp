@@ -8,9 +8,10 @@
 // and answers. A star is enough: the control plane moves a few bytes per
 // step; --export's parameters travel to rank 0 directly.
 //
-// Frame: kind (u32), tag (u32), length (u64), big-endian, then the payload.
-// The ranks call the operations in the same order, so a frame of another
-// kind or tag means they are out of step: an error, not a guess.
+// Frames and waits are lamina_transport's (lamina/Runtime/Dist/Transport.h:
+// a 16-byte header of kind, tag and length, then the payload). The ranks
+// call the operations in the same order, so a frame of another kind or tag
+// means they are out of step: an error, not a guess.
 //
 // Failures: a closed connection, a timeout, or a peer's abort frame print
 // "error: rank G: <what>: <why>; rank R may have died" and abort, which
@@ -21,18 +22,18 @@
 
 #include "ControlPlane.h"
 
+#include "lamina/Runtime/Dist/Transport.h"
+
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 using namespace lamina::rt;
 using namespace lamina::rt::dist;
+using namespace lamina::rt::dist::transport;
 
 namespace {
 
@@ -67,52 +68,7 @@ const char *kindName(uint32_t k) {
   return "unknown message";
 }
 
-constexpr size_t kHeader = 16;
-/// The largest frame accepted: a trace or a parameter, not garbage.
-constexpr uint64_t kMaxFrame = uint64_t(1) << 40;
-
-void putBE(unsigned char *p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i)
-    p[i] = static_cast<unsigned char>(v >> (8 * (bytes - 1 - i)));
-}
-uint64_t getBE(const unsigned char *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = v << 8 | p[i];
-  return v;
-}
-
-struct Header {
-  uint32_t kind = 0, tag = 0;
-  uint64_t length = 0;
-};
-
-void packHeader(const Header &h, unsigned char *p) {
-  putBE(p, h.kind, 4);
-  putBE(p + 4, h.tag, 4);
-  putBE(p + 8, h.length, 8);
-}
-Header unpackHeader(const unsigned char *p) {
-  return Header{uint32_t(getBE(p, 4)), uint32_t(getBE(p + 4, 4)),
-                getBE(p + 8, 8)};
-}
-
-std::string secondsText(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
-}
-
 std::string rankText(int r) { return "rank " + std::to_string(r); }
-
-/// One peer's frame being read by rank 0's poll loop.
-struct Incoming {
-  unsigned char head[kHeader];
-  size_t got = 0; ///< bytes of header + payload read so far
-  Header h;
-  std::string payload;
-  bool done = false;
-};
 
 class TcpControl final : public ControlPlane {
 public:
@@ -129,8 +85,8 @@ public:
   }
 
   Status connect(double timeoutSeconds) override {
-    Status s = connectStar(env, port, kControlPlanePurpose, timeoutSeconds,
-                           links);
+    Status s =
+        connectStar(env, port, kControlPlanePurpose, timeoutSeconds, links);
     if (!s.ok())
       return Status::error("the control plane's rendezvous: " + s.message());
     return s;
@@ -139,15 +95,14 @@ public:
   int allMin(int v, const std::string &what, const std::string &) override {
     unsigned char b[8];
     putBE(b, uint64_t(int64_t(v)), 8);
-    std::string r = reduce(kMin, kMinResult, std::string((char *)b, 8), what,
-                           [](const std::vector<std::string> &all) {
-                             int64_t m = INT64_MAX;
-                             for (const std::string &s : all)
-                               m = std::min(
-                                   m, int64_t(getBE(
-                                          (const unsigned char *)s.data(), 8)));
-                             return m;
-                           });
+    std::string r = reduce(
+        kMin, kMinResult, std::string((char *)b, 8), what,
+        [](const std::vector<std::string> &all) {
+          int64_t m = INT64_MAX;
+          for (const std::string &s : all)
+            m = std::min(m, int64_t(getBE((const unsigned char *)s.data(), 8)));
+          return m;
+        });
     return int(int64_t(getBE((const unsigned char *)r.data(), 8)));
   }
 
@@ -207,9 +162,7 @@ public:
     recvFrame(from, kBytes, uint32_t(tag), data, n, what);
   }
 
-  void barrier() override {
-    allMin(0, "the barrier did not complete", "");
-  }
+  void barrier() override { allMin(0, "the barrier did not complete", ""); }
 
   [[noreturn]] void abort(const std::string &message) override {
     std::fflush(stdout);
@@ -218,11 +171,12 @@ public:
     // Tell the peers why their connection ends (best effort: a frame that
     // does not fit the socket buffer now is dropped), then close, so every
     // rank blocked on this one sees it at once.
-    unsigned char head[kHeader];
+    unsigned char head[kFrameHeaderSize];
     packHeader({kAbort, uint32_t(env.rank), 0}, head);
     for (Socket &s : links)
       if (s.valid()) {
-        (void)::send(s.fd(), head, kHeader, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)::send(s.fd(), head, kFrameHeaderSize,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
         ::shutdown(s.fd(), SHUT_RDWR);
         s.close();
       }
@@ -240,8 +194,9 @@ private:
   void checkPair(int peer, const std::string &what) {
     if (peer < 0 || peer >= env.worldSize || peer == env.rank ||
         (env.rank != 0 && peer != 0))
-      abort(what + ": the TCP control plane connects every rank with rank 0 "
-                   "only, not rank " +
+      abort(what +
+            ": the TCP control plane connects every rank with rank 0 "
+            "only, not rank " +
             std::to_string(env.rank) + " with rank " + std::to_string(peer));
   }
 
@@ -251,19 +206,10 @@ private:
     abort(what + ": " + why + "; " + rankText(peer) + " may have died");
   }
 
-  void sendFrame(int peer, const Header &h, const void *data,
+  void sendFrame(int peer, const FrameHeader &h, const void *data,
                  const std::string &what) {
-    // Small frames in one write (one segment); large ones after the header.
-    std::vector<unsigned char> frame(kHeader);
-    packHeader(h, frame.data());
-    bool whole = h.length <= 65536;
-    if (whole && h.length)
-      frame.insert(frame.end(), static_cast<const unsigned char *>(data),
-                   static_cast<const unsigned char *>(data) + h.length);
-    Status s =
-        sendAll(link(peer), frame.data(), frame.size(), timeout, rankText(peer));
-    if (s.ok() && !whole)
-      s = sendAll(link(peer), data, size_t(h.length), timeout, rankText(peer));
+    Status s = transport::sendFrame(link(peer), h, data,
+                                    Deadline::after(timeout), rankText(peer));
     if (!s.ok())
       failed(what, peer, s.message());
   }
@@ -272,24 +218,23 @@ private:
   /// into `data`.
   void recvFrame(int peer, uint32_t kind, uint32_t tag, void *data, size_t n,
                  const std::string &what) {
-    unsigned char head[kHeader];
     // Rank 0 reports a dead peer within the timeout; the others wait a
     // little longer for its answer, so that its message, which names the
     // dead rank, comes first.
-    double t = env.rank == 0 ? timeout : timeout + 5;
-    Status s = recvAll(link(peer), head, kHeader, t, rankText(peer));
+    Deadline deadline = Deadline::after(env.rank == 0 ? timeout : timeout + 5);
+    FrameHeader h;
+    Status s = recvHeader(link(peer), h, deadline, rankText(peer));
     if (!s.ok())
       failed(what, peer, s.message());
-    Header h = unpackHeader(head);
     checkHeader(peer, h, kind, tag, n, what);
     if (n) {
-      s = recvAll(link(peer), data, n, t, rankText(peer));
+      s = recvAll(link(peer), data, n, deadline, rankText(peer));
       if (!s.ok())
         failed(what, peer, s.message());
     }
   }
 
-  void checkHeader(int peer, const Header &h, uint32_t kind, uint32_t tag,
+  void checkHeader(int peer, const FrameHeader &h, uint32_t kind, uint32_t tag,
                    uint64_t n, const std::string &what) {
     if (h.kind == kAbort)
       abort(what + ": " + rankText(peer) + " ended the job (see its error)");
@@ -299,87 +244,54 @@ private:
             " (tag " + std::to_string(tag) +
             ") was expected: the ranks are out of step");
     if (n != UINT64_MAX && h.length != n)
-      abort(what + ": " + rankText(peer) + " sent " +
-            std::to_string(h.length) + " bytes where " + std::to_string(n) +
-            " were expected");
-    if (h.length > kMaxFrame)
+      abort(what + ": " + rankText(peer) + " sent " + std::to_string(h.length) +
+            " bytes where " + std::to_string(n) + " were expected");
+    if (h.length > kMaxFrameLength)
       abort(what + ": " + rankText(peer) + " announced " +
             std::to_string(h.length) + " bytes");
   }
 
-  /// Rank 0: one frame of `kind` from every other rank, read as they come
-  /// (poll over all of them under one deadline). By rank; [0] is empty.
+  /// Rank 0: one frame of `kind` (`n` bytes, any when 0) from every other
+  /// rank, read as they come under one deadline, so that the first dead
+  /// peer is named, not the first slow one. By rank; [0] is empty.
   std::vector<std::string> collect(uint32_t kind, uint64_t n,
                                    const std::string &what) {
-    std::vector<Incoming> in(size_t(env.worldSize));
-    in[0].done = true;
-    int pending = env.worldSize - 1;
-    double deadline = now() + timeout;
-    while (pending > 0) {
-      std::vector<pollfd> fds;
-      std::vector<int> who;
-      for (int r = 1; r < env.worldSize; ++r)
-        if (!in[size_t(r)].done) {
-          fds.push_back({links[size_t(r)].fd(), POLLIN, 0});
-          who.push_back(r);
-        }
-      double left = deadline - now();
-      int ms = left <= 0 ? 0 : int(std::min(left * 1000 + 1, 1e9));
-      int k = ::poll(fds.data(), fds.size(), ms);
-      if (k < 0 && errno == EINTR)
-        continue;
-      if (k < 0)
-        abort(what + ": poll: " + std::strerror(errno));
-      if (k == 0) {
-        std::string missing;
-        for (int r : who)
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        abort(what + " after " + secondsText(timeout) + ": nothing from rank" +
-              (who.size() > 1 ? "s " : " ") + missing + "; " +
-              rankText(who[0]) + " may have died");
-      }
-      for (size_t i = 0; i < fds.size(); ++i)
-        if (fds[i].revents)
-          if (readSome(who[i], in[size_t(who[i])], kind, n, what))
-            --pending;
-    }
     std::vector<std::string> out(size_t(env.worldSize));
-    for (int r = 1; r < env.worldSize; ++r)
-      out[size_t(r)] = std::move(in[size_t(r)].payload);
-    return out;
-  }
-
-  /// What a readable socket has of `r`'s frame; true once it is complete.
-  bool readSome(int r, Incoming &m, uint32_t kind, uint64_t n,
-                const std::string &what) {
-    for (;;) {
-      bool inHeader = m.got < kHeader;
-      size_t want = inHeader ? kHeader - m.got
-                             : size_t(m.h.length) - (m.got - kHeader);
-      if (want == 0) {
-        m.done = true;
-        return true;
-      }
-      char *dst = inHeader ? reinterpret_cast<char *>(m.head) + m.got
-                           : m.payload.data() + (m.got - kHeader);
-      ssize_t k = ::recv(links[size_t(r)].fd(), dst, want, 0);
-      if (k == 0)
-        failed(what, r, rankText(r) + " closed the connection");
-      if (k < 0) {
-        if (errno == EINTR)
-          continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-          return false;
-        failed(what, r, "reading from " + rankText(r) + ": " +
-                            std::strerror(errno));
-      }
-      m.got += size_t(k);
-      if (inHeader && m.got == kHeader) {
-        m.h = unpackHeader(m.head);
-        checkHeader(r, m.h, kind, 0, n ? n : UINT64_MAX, what);
-        m.payload.resize(size_t(m.h.length));
-      }
+    std::vector<Transfer> in;
+    for (int r = 1; r < env.worldSize; ++r) {
+      Transfer t;
+      t.fd = links[size_t(r)].fd();
+      t.peer = r;
+      t.kind = kind;
+      t.bytes = n ? size_t(n) : kAnyLength;
+      t.into = &out[size_t(r)];
+      in.push_back(t);
     }
+    ExchangeFailure why;
+    Status s = exchangeFrames(in, Deadline::after(timeout), &why);
+    if (s.ok())
+      return out;
+    switch (why.reason) {
+    case ExchangeFailure::TimedOut: {
+      std::string missing;
+      for (int r : why.pending)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      abort(what + " after " + secondsText(timeout) + ": nothing from rank" +
+            (why.pending.size() > 1 ? "s " : " ") + missing + "; " +
+            rankText(why.pending[0]) + " may have died");
+    }
+    case ExchangeFailure::BadHeader:
+      checkHeader(why.peer, why.header, kind, 0, n ? n : UINT64_MAX, what);
+      break;
+    case ExchangeFailure::Closed:
+    case ExchangeFailure::SystemError:
+      if (why.peer >= 0)
+        failed(what, why.peer, s.message());
+      break;
+    default:
+      break;
+    }
+    abort(what + ": " + s.message());
   }
 
   /// An all-reduce of 8-byte values through rank 0: `op` combines every
@@ -414,4 +326,3 @@ lamina::rt::dist::makeTcpControl(const LaunchEnv &env, int port,
                                  std::function<void()> beforeExit) {
   return std::make_unique<TcpControl>(env, port, std::move(beforeExit));
 }
-

@@ -1,4 +1,4 @@
-"""Checks for the distributed runtime's tests (test/Runtime/dist-*.test).
+"""Checks for the distributed runtime's tests (test/Runtime/Dist/dist-*.test).
 
   losses A.log B.log [rtol]   the losses B logs agree with A's (B may be
                               a resumed run: a part of A's steps)

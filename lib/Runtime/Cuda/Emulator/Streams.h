@@ -9,7 +9,7 @@
 // another stream needs it -- so a host read, a stream or an event the
 // program forgot to wait for sees stale data here just as it would on a
 // GPU that had not got there yet. Streams that carry communication (the
-// NCCL emulator's, lib/Runtime/Nccl/Emulator) have a worker thread that
+// NCCL emulator's, lib/Runtime/Dist/Nccl/Emulator) have a worker thread that
 // runs their queue at once, so operations progress while the host runs
 // ahead, as NCCL's kernels do.
 //

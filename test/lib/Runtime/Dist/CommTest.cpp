@@ -5,7 +5,7 @@
 // reduce-scatter and all-gather counts) and their ring volumes, and a
 // receive that times out. `--hang T`: rank 1 never sends and rank 0 waits
 // with a T-second deadline: the error and MPI_Abort path
-// (test/Runtime/dist-comm.test).
+// (test/Runtime/Dist/dist-comm.test).
 //
 //===----------------------------------------------------------------------===//
 

@@ -10,7 +10,7 @@
 // and a message naming the peer (never a hang: every wait is bounded by
 // --timeout, 1 s by default).
 // Prints one line per case with the first error line of rank 0 and of the
-// last rank (test/Runtime/control-tcp.test).
+// last rank (test/Runtime/Dist/control-tcp.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,7 +133,7 @@ struct Result {
 };
 
 Result runCase(Fault fault) {
-  int port = lamina::rt::freeLoopbackPort();
+  int port = lamina::rt::dist::freeLoopbackPort();
   Result res;
   std::vector<pid_t> pids;
   std::vector<int> pipes;

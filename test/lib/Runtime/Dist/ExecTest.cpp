@@ -8,7 +8,7 @@
 // step buffer of planStepBuffers), and
 // distTrainMain. Run with `--pp P --dp D --m M --b B --zero Z --schedule S`
 // before the training flags; the same model with pp = dp = m = 1 and batch
-// B*M*D is the single-process reference (test/Runtime/dist-exec.test).
+// B*M*D is the single-process reference (test/Runtime/Dist/dist-exec.test).
 //
 //===----------------------------------------------------------------------===//
 
