@@ -564,38 +564,6 @@ struct FuseAdd : OpRewritePattern<AddOp> {
   llvm::Statistic &adds, &normGrads;
 };
 
-/// A narrowing cast of a product's (or a cross-entropy gradient's) f32
-/// result into its result type.
-struct NarrowResult : OpRewritePattern<CastOp> {
-  NarrowResult(MLIRContext *ctx, llvm::Statistic &narrowed)
-      : OpRewritePattern(ctx), narrowed(narrowed) {}
-
-  LogicalResult matchAndRewrite(CastOp c,
-                                PatternRewriter &rewriter) const override {
-    if (!narrowResult(rewriter, c))
-      return failure();
-    ++narrowed;
-    return success();
-  }
-
-  llvm::Statistic &narrowed;
-};
-
-struct SwapTransposedProduct : OpRewritePattern<TransposeOp> {
-  SwapTransposedProduct(MLIRContext *ctx, llvm::Statistic &swapped)
-      : OpRewritePattern(ctx), swapped(swapped) {}
-
-  LogicalResult matchAndRewrite(TransposeOp t,
-                                PatternRewriter &rewriter) const override {
-    if (!swapTransposedProduct(rewriter, t))
-      return failure();
-    ++swapped;
-    return success();
-  }
-
-  llvm::Statistic &swapped;
-};
-
 /// A product of narrow operands stored narrow, by what reads it.
 template <typename ProductOp>
 struct NarrowProduct : OpRewritePattern<ProductOp> {
@@ -626,8 +594,11 @@ struct GraphFuseEpilogues
     MLIRContext *ctx = &getContext();
     RewritePatternSet epilogueSet(ctx);
     epilogueSet.add<FuseAdd>(ctx, numAdds, numNormGrads);
-    epilogueSet.add<NarrowResult>(ctx, numNarrowed);
-    epilogueSet.add<SwapTransposedProduct>(ctx, numSwapped);
+    // A narrowing cast of a product's (or a cross-entropy gradient's) f32
+    // result into its result type; a transposed product swapped.
+    epilogueSet.add<FunctionPattern<CastOp>>(ctx, narrowResult, numNarrowed);
+    epilogueSet.add<FunctionPattern<TransposeOp>>(ctx, swapTransposedProduct,
+                                                  numSwapped);
     FrozenRewritePatternSet epilogues(std::move(epilogueSet));
     RewritePatternSet narrowSet(ctx);
     narrowSet.add<NarrowProduct<MatMulOp>, NarrowProduct<FusedMatMulOp>>(

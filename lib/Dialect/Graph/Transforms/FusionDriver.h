@@ -22,9 +22,11 @@
 #ifndef LAMINA_LIB_DIALECT_GRAPH_TRANSFORMS_FUSIONDRIVER_H
 #define LAMINA_LIB_DIALECT_GRAPH_TRANSFORMS_FUSIONDRIVER_H
 
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/Statistic.h"
 
 namespace lamina::ir::graph {
 
@@ -38,6 +40,27 @@ llvm::SmallVector<mlir::Operation *> anchorsOf(mlir::Operation *root) {
   });
   return anchors;
 }
+
+/// A pattern that is one rewrite function, `rewrite(rewriter, op)` returning
+/// whether it changed anything, counted in `count`.
+template <typename OpT>
+struct FunctionPattern : mlir::OpRewritePattern<OpT> {
+  using Rewrite = bool (*)(mlir::RewriterBase &, OpT);
+  FunctionPattern(mlir::MLIRContext *ctx, Rewrite rewrite,
+                  llvm::Statistic &count)
+      : mlir::OpRewritePattern<OpT>(ctx), rewrite(rewrite), count(count) {}
+
+  mlir::LogicalResult
+  matchAndRewrite(OpT op, mlir::PatternRewriter &rewriter) const override {
+    if (!rewrite(rewriter, op))
+      return mlir::failure();
+    ++count;
+    return mlir::success();
+  }
+
+  Rewrite rewrite;
+  llvm::Statistic &count;
+};
 
 /// Applies `patterns` to `anchors` (in program order), each tried once
 /// unless a rewrite changes it or what it reads. `changed`, when given,
