@@ -43,8 +43,7 @@ llvm::SmallVector<mlir::Operation *> anchorsOf(mlir::Operation *root) {
 
 /// A pattern that is one rewrite function, `rewrite(rewriter, op)` returning
 /// whether it changed anything, counted in `count`.
-template <typename OpT>
-struct FunctionPattern : mlir::OpRewritePattern<OpT> {
+template <typename OpT> struct FunctionPattern : mlir::OpRewritePattern<OpT> {
   using Rewrite = bool (*)(mlir::RewriterBase &, OpT);
   FunctionPattern(mlir::MLIRContext *ctx, Rewrite rewrite,
                   llvm::Statistic &count)
