@@ -217,8 +217,7 @@ public:
   /// destroyed with the others: the distributed runtime's groups of shared
   /// parameters and its directed point-to-point pairs. `out` is null for
   /// color -1.
-  Status addChannel(int color, int key, const std::string &name,
-                    Channel *&out);
+  Status addChannel(int color, int key, const std::string &name, Channel *&out);
 
   /// What the destructor does, with its errors (ncclCommFinalize bounded by
   /// the timeout, then ncclCommDestroy; ncclCommAbort when finalizing

@@ -86,8 +86,8 @@ public:
     ncclComm_t world = nullptr;
     if (Status s = nccl::ncclWorld(options, world, info); !s.ok())
       return s;
-    if (Status s = nccl::NcclGroups::create(world, 1, info.size,
-                                            timeoutSeconds, groups);
+    if (Status s = nccl::NcclGroups::create(world, 1, info.size, timeoutSeconds,
+                                            groups);
         !s.ok())
       return s;
     streams = std::make_unique<nccl::CommStreams>(groups, timeoutSeconds);
@@ -170,9 +170,9 @@ public:
   Status allReduceDouble(double *buf, int count, int group,
                          Request &out) override {
     nccl::CommHandle h;
-    if (Status s = streams->allReduce(*channels.at(size_t(group)), buf, buf,
-                                      size_t(count), nccl::DType::F64,
-                                      compute, h);
+    if (Status s =
+            streams->allReduce(*channels.at(size_t(group)), buf, buf,
+                               size_t(count), nccl::DType::F64, compute, h);
         !s.ok())
       return s;
     out = add(h);
@@ -183,9 +183,9 @@ public:
                        Request &out) override {
     nccl::Channel &ch = *channels.at(size_t(group));
     nccl::CommHandle h;
-    if (Status s = streams->reduceScatter(ch, send, recv,
-                                          size_t(layout.shardCapacity),
-                                          nccl::DType::F32, compute, h);
+    if (Status s =
+            streams->reduceScatter(ch, send, recv, size_t(layout.shardCapacity),
+                                   nccl::DType::F32, compute, h);
         !s.ok())
       return s;
     collectiveBytes += ringVolume(ch, layout);
@@ -297,8 +297,7 @@ private:
   }
   Status noPair(const char *verb, int peer, int tag) {
     return Status::error("internal: a " + std::string(verb) + " rank " +
-                         std::to_string(peer) + " (tag " +
-                         std::to_string(tag) +
+                         std::to_string(peer) + " (tag " + std::to_string(tag) +
                          ") the action lists do not contain");
   }
   /// (n-1)/n of the unpadded vector, as the MPI communicator counts.
@@ -322,8 +321,8 @@ private:
   int64_t nextId = 0;
 };
 
-Status NcclCommunicator::connect(
-    const std::vector<std::pair<int, int>> &edges) {
+Status
+NcclCommunicator::connect(const std::vector<std::pair<int, int>> &edges) {
   // Rounds of disjoint pairs, the same on every rank: one split each.
   std::set<std::pair<int, int>> unique(edges.begin(), edges.end());
   std::vector<std::pair<int, int>> left(unique.begin(), unique.end());
@@ -351,9 +350,10 @@ Status NcclCommunicator::connect(
         key = round[i].first == me ? 0 : 1;
       }
     nccl::Channel *ch = nullptr;
-    std::string name = color < 0 ? "p2p (none)"
-                                 : "p2p " + std::to_string(round[size_t(color)].first) +
-                                       ">" + std::to_string(round[size_t(color)].second);
+    std::string name =
+        color < 0 ? "p2p (none)"
+                  : "p2p " + std::to_string(round[size_t(color)].first) + ">" +
+                        std::to_string(round[size_t(color)].second);
     if (Status s = groups.addChannel(color, key, name, ch); !s.ok())
       return s;
     if (!ch)
@@ -391,8 +391,8 @@ int lamina::rt::cuda::distTrainMain(int argc, char **argv,
   // cuda::device() takes the GPU LOCAL_RANK names: give it the launcher's
   // local rank (mpirun, MPICH's hydra, srun) when torchrun's is absent.
   if (!std::getenv("LOCAL_RANK"))
-    for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                            "SLURM_LOCALID"})
+    for (const char *var :
+         {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
       if (const char *v = std::getenv(var)) {
         ::setenv("LOCAL_RANK", v, 0);
         break;

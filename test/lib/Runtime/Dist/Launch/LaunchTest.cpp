@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-using lamina::rt::dist::LaunchEnv;
 using lamina::rt::Status;
+using lamina::rt::dist::LaunchEnv;
 
 namespace {
 
@@ -49,11 +49,18 @@ struct Outcome {
   double seconds = 0;
 };
 
-const char *const kAllVars[] = {
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID",
-    "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT",
-    "LAMINA_CONTROL_PORT"};
+const char *const kAllVars[] = {"RANK",
+                                "WORLD_SIZE",
+                                "LOCAL_RANK",
+                                "OMPI_COMM_WORLD_RANK",
+                                "OMPI_COMM_WORLD_SIZE",
+                                "OMPI_COMM_WORLD_LOCAL_RANK",
+                                "SLURM_PROCID",
+                                "SLURM_NTASKS",
+                                "SLURM_LOCALID",
+                                "MASTER_ADDR",
+                                "MASTER_PORT",
+                                "LAMINA_CONTROL_PORT"};
 
 /// Connects to 127.0.0.1:port (retrying for a second) and sends junk.
 std::string beStranger(int port) {
@@ -89,7 +96,8 @@ std::string runChild(const Child &c, const unsigned char *expected,
   std::vector<unsigned char> buf(c.n, 0);
   if (env.rank == 0)
     std::memcpy(buf.data(), expected, std::min(c.n, kBytes));
-  if (Status s = lamina::rt::dist::broadcastBytes(env, buf.data(), c.n, timeout);
+  if (Status s =
+          lamina::rt::dist::broadcastBytes(env, buf.data(), c.n, timeout);
       !s.ok())
     return s.message();
   if (c.n != kBytes || std::memcmp(buf.data(), expected, kBytes) != 0)
@@ -139,9 +147,9 @@ Outcome runChildren(const std::vector<Child> &children,
       text = "child died (status " + std::to_string(status) + ")";
     out.errors.push_back(text);
   }
-  out.seconds = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return out;
 }
 
@@ -209,9 +217,8 @@ void expectSuccess(const std::string &style, int world, double timeout,
       ok = false;
     }
   if (ok)
-    std::printf("ok: %s%s broadcast of %zu bytes to %d ranks\n",
-                style.c_str(), controlPort ? " (LAMINA_CONTROL_PORT)" : "",
-                kBytes, world);
+    std::printf("ok: %s%s broadcast of %zu bytes to %d ranks\n", style.c_str(),
+                controlPort ? " (LAMINA_CONTROL_PORT)" : "", kBytes, world);
   else
     ++failures;
 }
@@ -295,9 +302,9 @@ int main(int argc, char **argv) {
   Vars slurm = varsFor("slurm", 0, 2, 1234);
   slurm.erase(slurm.begin() + 2); // SLURM_LOCALID
   expectEnvError("missing SLURM_LOCALID", slurm);
-  expectEnvError("malformed OMPI_COMM_WORLD_SIZE",
-                 {{"OMPI_COMM_WORLD_RANK", "0"},
-                  {"OMPI_COMM_WORLD_SIZE", "4x"}});
+  expectEnvError(
+      "malformed OMPI_COMM_WORLD_SIZE",
+      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4x"}});
 
   // The rendezvous, with a 1 s deadline.
   const double slack = 1 + 2.0;

@@ -46,18 +46,19 @@ struct Options {
 };
 
 [[noreturn]] void usage(int code) {
-  std::fprintf(code ? stderr : stdout,
-               "usage: lamina-nccl-check [--pp P] [--comm-timeout S] [--init-timeout S] "
-               "[--bootstrap auto|mpi|env] [--device D] [--overlap-count N] "
-               "[--no-overlap] [--fault-rank R] | --print-grid PP DP\n"
-               "Checks lamina_nccl's operations on every rank's GPU (one "
-               "rank per GPU; alone, under mpirun, or with torchrun-style "
-               "RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT; the id "
-               "travels on MASTER_PORT + 1 or LAMINA_CONTROL_PORT).\n"
-               "--fault-rank R: after the checks, rank R skips an all-reduce "
-               "the others issue; they must report the timeout and exit 1.\n"
-               "--print-grid PP DP: prints and checks the communicator "
-               "splits of that grid (no GPU needed) and exits.\n");
+  std::fprintf(
+      code ? stderr : stdout,
+      "usage: lamina-nccl-check [--pp P] [--comm-timeout S] [--init-timeout S] "
+      "[--bootstrap auto|mpi|env] [--device D] [--overlap-count N] "
+      "[--no-overlap] [--fault-rank R] | --print-grid PP DP\n"
+      "Checks lamina_nccl's operations on every rank's GPU (one "
+      "rank per GPU; alone, under mpirun, or with torchrun-style "
+      "RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT; the id "
+      "travels on MASTER_PORT + 1 or LAMINA_CONTROL_PORT).\n"
+      "--fault-rank R: after the checks, rank R skips an all-reduce "
+      "the others issue; they must report the timeout and exit 1.\n"
+      "--print-grid PP DP: prints and checks the communicator "
+      "splits of that grid (no GPU needed) and exits.\n");
   std::exit(code);
 }
 
@@ -187,8 +188,7 @@ struct Check {
   double expectWorldColl = 0, expectDpColl = 0;
   uint64_t expectWorldP2p = 0, expectPipeP2p = 0;
 
-  template <typename T>
-  Status upload(T *dev, const std::vector<T> &host) {
+  template <typename T> Status upload(T *dev, const std::vector<T> &host) {
     return cudaTry("cudaMemcpyAsync (host to device)",
                    cudaMemcpyAsync(dev, host.data(), host.size() * sizeof(T),
                                    cudaMemcpyHostToDevice, compute));
@@ -204,13 +204,13 @@ struct Check {
   Status finishOp(CommHandle &h) { return streams.wait(h, compute); }
 };
 
-Status compare(const std::vector<float> &got,
-               const std::vector<float> &expect, const std::string &what) {
+Status compare(const std::vector<float> &got, const std::vector<float> &expect,
+               const std::string &what) {
   for (size_t i = 0; i < got.size(); ++i)
     if (got[i] != expect[i]) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, ": element %zu is %.9g, expected %.9g",
-                    i, double(got[i]), double(expect[i]));
+      std::snprintf(buf, sizeof buf, ": element %zu is %.9g, expected %.9g", i,
+                    double(got[i]), double(expect[i]));
       return Status::error(what + buf);
     }
   return Status::success();
@@ -318,7 +318,8 @@ Status allGatherF32(Check &c, Channel &ch, size_t per, bool inPlace) {
     mine[i] = float(r) * 10000.0f + float(i % 1000) + 0.5f;
   for (int q = 0; q < n; ++q)
     for (size_t i = 0; i < per; ++i)
-      expect[size_t(q) * per + i] = float(q) * 10000.0f + float(i % 1000) + 0.5f;
+      expect[size_t(q) * per + i] =
+          float(q) * 10000.0f + float(i % 1000) + 0.5f;
   DeviceBuffer send, recv;
   TRY(send.allocate(per * 4));
   TRY(recv.allocate(total * 4));
@@ -333,8 +334,8 @@ Status allGatherF32(Check &c, Channel &ch, size_t per, bool inPlace) {
     TRY(c.upload(src, mine));
   }
   CommHandle h;
-  TRY(c.streams.allGather(ch, src, recv.as<float>(), per, DType::F32,
-                          c.compute, h));
+  TRY(c.streams.allGather(ch, src, recv.as<float>(), per, DType::F32, c.compute,
+                          h));
   TRY(c.finishOp(h));
   TRY(c.download(out, recv.as<float>(), "all-gather check"));
   (&ch == &c.groups.world ? c.expectWorldColl : c.expectDpColl) +=
@@ -358,8 +359,8 @@ Status ring(Check &c, size_t count) {
   TRY(recv.allocate(count * 4));
   TRY(c.upload(send.as<float>(), mine));
   CommHandle h;
-  TRY(c.streams.sendRecv(ch, send.as<float>(), count * 4, to,
-                         recv.as<float>(), count * 4, from, c.compute, h));
+  TRY(c.streams.sendRecv(ch, send.as<float>(), count * 4, to, recv.as<float>(),
+                         count * 4, from, c.compute, h));
   TRY(c.finishOp(h));
   TRY(c.download(out, recv.as<float>(), "send/recv ring check"));
   c.expectWorldP2p += count * 4;
@@ -420,8 +421,7 @@ Status pipeline(Check &c, size_t count) {
   auto grad = [](int worldRank, size_t i) {
     return -float(worldRank) * 1000.0f - float(i % 1000) - 0.5f;
   };
-  std::vector<float> actOut(count), gradOut(count), actIn(count),
-      gradIn(count);
+  std::vector<float> actOut(count), gradOut(count), actIn(count), gradIn(count);
   for (size_t i = 0; i < count; ++i) {
     actOut[i] = act(c.rank, i);
     gradOut[i] = grad(c.rank, i);
@@ -455,10 +455,9 @@ Status pipeline(Check &c, size_t count) {
       expect[i] = act(c.rank - 1, i);
     TRY(compare(actIn, expect, "activation from the previous stage"));
     if (g.pipePrev.p2pBytesSent != count * 4)
-      return Status::error("pipe-prev counted " +
-                           std::to_string(g.pipePrev.p2pBytesSent) +
-                           " bytes sent, expected " +
-                           std::to_string(count * 4));
+      return Status::error(
+          "pipe-prev counted " + std::to_string(g.pipePrev.p2pBytesSent) +
+          " bytes sent, expected " + std::to_string(count * 4));
   }
   if (g.pipeNext.valid()) {
     TRY(c.download(gradIn, dGradIn.as<float>(), "pipeline check"));
@@ -467,10 +466,9 @@ Status pipeline(Check &c, size_t count) {
       expect[i] = grad(c.rank + 1, i);
     TRY(compare(gradIn, expect, "gradient from the next stage"));
     if (g.pipeNext.p2pBytesSent != count * 4)
-      return Status::error("pipe-next counted " +
-                           std::to_string(g.pipeNext.p2pBytesSent) +
-                           " bytes sent, expected " +
-                           std::to_string(count * 4));
+      return Status::error(
+          "pipe-next counted " + std::to_string(g.pipeNext.p2pBytesSent) +
+          " bytes sent, expected " + std::to_string(count * 4));
   }
   return Status::success();
 }
@@ -652,8 +650,8 @@ int printGrid(int pp, int dp) {
               splits == 1 ? "" : "s");
   for (int g = 0; g < n; ++g) {
     const GridPlace &p = places[size_t(g)];
-    std::printf("rank %d: stage %d replica %d; dp color %d key %d", g,
-                p.stage, p.replica, p.dpColor, p.dpKey);
+    std::printf("rank %d: stage %d replica %d; dp color %d key %d", g, p.stage,
+                p.replica, p.dpColor, p.dpKey);
     for (int parity = 0; parity < splits; ++parity) {
       if (p.edge[parity] < 0)
         std::printf("; %s: none", parity ? "odd" : "even");
@@ -704,18 +702,16 @@ int printGrid(int pp, int dp) {
       int e = p.edge[parity];
       if (pair.size() != 2 || pair[0] != p.replica * pp + e ||
           pair[1] != p.replica * pp + e + 1)
-        error = "the pipeline pair of rank " + std::to_string(g) +
-                " (edge " + std::to_string(e) + ") is wrong";
+        error = "the pipeline pair of rank " + std::to_string(g) + " (edge " +
+                std::to_string(e) + ") is wrong";
     }
     int expect = (p.stage > 0 ? 1 : 0) + (p.stage + 1 < pp ? 1 : 0);
     if (error.empty() && pairs != expect)
-      error = "rank " + std::to_string(g) + " is in " +
-              std::to_string(pairs) + " pipeline pairs, not " +
-              std::to_string(expect);
+      error = "rank " + std::to_string(g) + " is in " + std::to_string(pairs) +
+              " pipeline pairs, not " + std::to_string(expect);
   }
   if (!error.empty()) {
-    std::fprintf(stderr, "lamina-nccl-check: error: grid: %s\n",
-                 error.c_str());
+    std::fprintf(stderr, "lamina-nccl-check: error: grid: %s\n", error.c_str());
     return 1;
   }
   std::printf("grid pp %d x dp %d: ok\n", pp, dp);
@@ -735,8 +731,9 @@ int main(int argc, char **argv) {
   WorldInfo info;
   if (Status s = ncclWorld(o.world, worldComm, info); !s.ok()) {
     // The rank is known once the launcher was read.
-    std::string who =
-        info.bootstrap.empty() ? "" : "rank " + std::to_string(info.rank) + ": ";
+    std::string who = info.bootstrap.empty()
+                          ? ""
+                          : "rank " + std::to_string(info.rank) + ": ";
     std::fprintf(stderr, "lamina-nccl-check: error: %s%s\n", who.c_str(),
                  s.message().c_str());
     return 1;
@@ -762,8 +759,8 @@ int main(int argc, char **argv) {
   int dp = size / pp;
 
   NcclGroups groups;
-  if (Status s = NcclGroups::create(worldComm, pp, dp,
-                                    o.world.timeoutSeconds, groups);
+  if (Status s =
+          NcclGroups::create(worldComm, pp, dp, o.world.timeoutSeconds, groups);
       !s.ok())
     fail(s.message());
   CommStreams streams(groups, o.commTimeout);
@@ -886,9 +883,9 @@ int main(int argc, char **argv) {
     if (Status s = buf.allocate(4096); !s.ok())
       fail(s.message());
     CommHandle h;
-    if (Status s = streams.allReduce(groups.world, buf.as<float>(),
-                                     buf.as<float>(), 1024, DType::F32,
-                                     compute, h);
+    if (Status s =
+            streams.allReduce(groups.world, buf.as<float>(), buf.as<float>(),
+                              1024, DType::F32, compute, h);
         !s.ok())
       fail(s.message());
     if (Status s = streams.waitHost(h); !s.ok())
@@ -919,8 +916,7 @@ int main(int argc, char **argv) {
       fail("final agreement: " + std::to_string(host[0]) + " of " +
            std::to_string(size) + " ranks passed");
   }
-  if (Status s = streams.syncStream(compute, "final synchronisation");
-      !s.ok())
+  if (Status s = streams.syncStream(compute, "final synchronisation"); !s.ok())
     fail(s.message());
   if (cudaError_t e = cudaStreamDestroy(compute); e != cudaSuccess)
     fail(cudaText("cudaStreamDestroy (compute)", e));
