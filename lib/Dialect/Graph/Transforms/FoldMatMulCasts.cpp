@@ -61,18 +61,16 @@ Value narrowSource(OpBuilder &b, Value v) {
 
 /// concat(widen(x_i)...) -> widen(concat(x_i...)), every x_i of one narrow
 /// type.
-struct FoldConcatCasts : OpRewritePattern<ConcatOp> {
-  FoldConcatCasts(MLIRContext *ctx, llvm::Statistic &count)
-      : OpRewritePattern(ctx), count(count) {}
+struct FoldConcatCasts : CountedPattern<ConcatOp> {
+  using CountedPattern<ConcatOp>::CountedPattern;
 
-  LogicalResult matchAndRewrite(ConcatOp c,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(ConcatOp c, PatternRewriter &rewriter) const override {
     Type narrow =
         c.getInputs().empty() ? Type() : widenedFrom(c.getInputs()[0]);
     if (!narrow || !llvm::all_of(c.getInputs(), [&](Value in) {
           return widenedFrom(in) == narrow;
         }))
-      return failure();
+      return false;
     rewriter.setInsertionPoint(c);
     SmallVector<Value> inputs;
     for (Value in : c.getInputs())
@@ -81,107 +79,84 @@ struct FoldConcatCasts : OpRewritePattern<ConcatOp> {
         ConcatOp::create(rewriter, c.getLoc(), inputs, c.getAxisAttr());
     auto wide = CastOp::create(rewriter, c.getLoc(), c.getType(), joined);
     rewriter.replaceOp(c, wide.getResult());
-    ++count;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &count;
 };
 
 /// cast(cast(x : T) : f32) : T -> x for an f16/bf16 T (exact).
-struct FoldRoundTrip : OpRewritePattern<CastOp> {
-  FoldRoundTrip(MLIRContext *ctx, llvm::Statistic &count)
-      : OpRewritePattern(ctx), count(count) {}
+struct FoldRoundTrip : CountedPattern<CastOp> {
+  using CountedPattern<CastOp>::CountedPattern;
 
-  LogicalResult matchAndRewrite(CastOp c,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(CastOp c, PatternRewriter &rewriter) const override {
     auto inner = c.getInput().getDefiningOp<CastOp>();
     if (!inner || !elementOf(c.getInput()).isF32() ||
         !isNarrowFloat(elementOf(c.getResult())) ||
         inner.getInput().getType() != c.getType())
-      return failure();
+      return false;
     rewriter.replaceOp(c, inner.getInput());
-    ++count;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &count;
 };
 
 /// reduce_sum / reduce_mean of cast(x : T) : f32 -> the reduction of x
 /// with an f32 result, for an f16/bf16 T (exact: the kernels accumulate the
 /// widened elements in f32 either way).
 template <typename ReduceOpT>
-struct FoldReduceCast : OpRewritePattern<ReduceOpT> {
-  FoldReduceCast(MLIRContext *ctx, llvm::Statistic &count)
-      : OpRewritePattern<ReduceOpT>(ctx), count(count) {}
+struct FoldReduceCast : CountedPattern<ReduceOpT> {
+  using CountedPattern<ReduceOpT>::CountedPattern;
 
-  LogicalResult matchAndRewrite(ReduceOpT r,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(ReduceOpT r, PatternRewriter &rewriter) const override {
     auto c = r.getInput().template getDefiningOp<CastOp>();
     if (!c || !elementOf(r.getResult()).isF32() || !widenedFrom(c.getResult()))
-      return failure();
+      return false;
     rewriter.replaceOpWithNewOp<ReduceOpT>(
         r, r.getType(), c.getInput(), r.getAxesAttr(), r.getKeepdimsAttr());
-    ++count;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &count;
 };
 
 /// cast(norm(x) : f32) : T -> norm(x) : T for an f16/bf16 T when the f32
 /// result has no other use: the kernel rounds its f32 value once, as the
 /// cast does (the normalised activations a bf16 matmul reads).
-struct FoldNormCast : OpRewritePattern<CastOp> {
-  FoldNormCast(MLIRContext *ctx, llvm::Statistic &count)
-      : OpRewritePattern(ctx), count(count) {}
+struct FoldNormCast : CountedPattern<CastOp> {
+  using CountedPattern<CastOp>::CountedPattern;
 
-  LogicalResult matchAndRewrite(CastOp c,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(CastOp c, PatternRewriter &rewriter) const override {
     Operation *norm = c.getInput().getDefiningOp();
     if (!norm || !isa<LayerNormOp, RMSNormOp>(norm) ||
         !c.getInput().hasOneUse() || !elementOf(c.getInput()).isF32() ||
         !isNarrowFloat(elementOf(c.getResult())))
-      return failure();
+      return false;
     rewriter.setInsertionPoint(norm);
     OperationState state(norm->getLoc(), norm->getName(), norm->getOperands(),
                          TypeRange{c.getType()}, norm->getAttrs());
     Operation *narrow = rewriter.create(state);
     rewriter.replaceOp(c, narrow->getResult(0));
     rewriter.eraseOp(norm);
-    ++count;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &count;
 };
 
 /// cast(matmul(a, b) : f16/bf16) : f32 -> matmul(a, b) : f32 when the
 /// narrow product has no other use.
-struct FoldMatMulCast : OpRewritePattern<CastOp> {
-  FoldMatMulCast(MLIRContext *ctx, llvm::Statistic &count)
-      : OpRewritePattern(ctx), count(count) {}
+struct FoldMatMulCast : CountedPattern<CastOp> {
+  using CountedPattern<CastOp>::CountedPattern;
 
-  LogicalResult matchAndRewrite(CastOp c,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(CastOp c, PatternRewriter &rewriter) const override {
     auto matmul = c.getInput().getDefiningOp<MatMulOp>();
     auto to = cast<RankedTensorType>(c.getType());
     Type from = elementOf(c.getInput());
     if (!matmul || !matmul->hasOneUse() || !to.getElementType().isF32() ||
         !isNarrowFloat(from))
-      return failure();
+      return false;
     rewriter.setInsertionPoint(matmul);
     // The matmul's location: plans and diagnostics keep naming its node.
     auto wide = MatMulOp::create(rewriter, matmul.getLoc(), to, matmul.getLhs(),
                                  matmul.getRhs());
     rewriter.replaceOp(c, wide.getResult());
     rewriter.eraseOp(matmul);
-    ++count;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &count;
 };
 
 struct GraphFoldMatMulCasts

@@ -121,16 +121,14 @@ CastOp narrowingUser(Value x) {
 /// joins and the f32 tensor is never stored; otherwise (a norm's input
 /// gradient, read on by the residual path) the op has no steps and reads
 /// the value once instead of twice.
-struct FuseSum : OpRewritePattern<ReduceSumOp> {
-  FuseSum(MLIRContext *ctx, llvm::Statistic &sums)
-      : OpRewritePattern(ctx), sums(sums) {}
+struct FuseSum : CountedPattern<ReduceSumOp> {
+  using CountedPattern::CountedPattern;
 
-  LogicalResult matchAndRewrite(ReduceSumOp sum,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(ReduceSumOp sum, PatternRewriter &rewriter) const override {
     Value x = sum.getInput();
     CastOp narrow;
     if (!isLeadingSum(sum) || !(narrow = narrowingUser(x)))
-      return failure();
+      return false;
     Operation *chain = x.getDefiningOp();
     auto f = dyn_cast_or_null<FusedElementwiseOp>(chain);
     bool join = chain && ((f && !f.getSum()) || isFusable(chain)) &&
@@ -173,11 +171,8 @@ struct FuseSum : OpRewritePattern<ReduceSumOp> {
     rewriter.replaceOp(sum, merged.getSum());
     if (join)
       rewriter.eraseOp(chain);
-    ++sums;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &sums;
 };
 
 struct GraphFuseElementwise

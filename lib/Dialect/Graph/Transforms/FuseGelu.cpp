@@ -120,26 +120,21 @@ std::optional<Chain> matchGelu(Operation *fn, bool tanh) {
 }
 
 /// The chain anchored at a tanh or erf -> one graph.gelu at its last op.
-template <typename FnOp> struct FuseGeluChain : OpRewritePattern<FnOp> {
-  FuseGeluChain(MLIRContext *ctx, llvm::Statistic &fused)
-      : OpRewritePattern<FnOp>(ctx), fused(fused) {}
+template <typename FnOp> struct FuseGeluChain : CountedPattern<FnOp> {
+  using CountedPattern<FnOp>::CountedPattern;
 
-  LogicalResult matchAndRewrite(FnOp fn,
-                                PatternRewriter &rewriter) const override {
+  bool rewrite(FnOp fn, PatternRewriter &rewriter) const override {
     constexpr bool tanh = std::is_same_v<FnOp, TanhOp>;
     std::optional<Chain> chain = matchGelu(fn, tanh);
     if (!chain)
-      return failure();
+      return false;
     rewriter.setInsertionPoint(chain->root);
     auto gelu = GeluOp::create(rewriter, chain->root->getLoc(),
                                chain->x.getType(), chain->x, tanh);
     rewriter.replaceOp(chain->root, gelu.getResult());
     eraseDead(rewriter, chain->ops);
-    ++fused;
-    return success();
+    return true;
   }
-
-  llvm::Statistic &fused;
 };
 
 struct GraphFuseGelu

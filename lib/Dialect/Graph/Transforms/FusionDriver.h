@@ -41,24 +41,36 @@ llvm::SmallVector<mlir::Operation *> anchorsOf(mlir::Operation *root) {
   return anchors;
 }
 
-/// A pattern that is one rewrite function, `rewrite(rewriter, op)` returning
-/// whether it changed anything, counted in `count`.
-template <typename OpT> struct FunctionPattern : mlir::OpRewritePattern<OpT> {
-  using Rewrite = bool (*)(mlir::RewriterBase &, OpT);
-  FunctionPattern(mlir::MLIRContext *ctx, Rewrite rewrite,
-                  llvm::Statistic &count)
-      : mlir::OpRewritePattern<OpT>(ctx), rewrite(rewrite), count(count) {}
+/// A pattern whose rewrite says whether it changed anything, counted in
+/// `count` when it did.
+template <typename OpT>
+struct CountedPattern : mlir::OpRewritePattern<OpT> {
+  CountedPattern(mlir::MLIRContext *ctx, llvm::Statistic &count)
+      : mlir::OpRewritePattern<OpT>(ctx), count(count) {}
 
   mlir::LogicalResult
-  matchAndRewrite(OpT op, mlir::PatternRewriter &rewriter) const override {
-    if (!rewrite(rewriter, op))
+  matchAndRewrite(OpT op, mlir::PatternRewriter &rewriter) const final {
+    if (!rewrite(op, rewriter))
       return mlir::failure();
     ++count;
     return mlir::success();
   }
+  virtual bool rewrite(OpT op, mlir::PatternRewriter &rewriter) const = 0;
 
-  Rewrite rewrite;
   llvm::Statistic &count;
+};
+
+/// A counted pattern that is one rewrite function.
+template <typename OpT>
+struct FunctionPattern : CountedPattern<OpT> {
+  using Rewrite = bool (*)(mlir::RewriterBase &, OpT);
+  FunctionPattern(mlir::MLIRContext *ctx, Rewrite fn, llvm::Statistic &count)
+      : CountedPattern<OpT>(ctx, count), fn(fn) {}
+  bool rewrite(OpT op, mlir::PatternRewriter &rewriter) const override {
+    return fn(rewriter, op);
+  }
+
+  Rewrite fn;
 };
 
 /// Applies `patterns` to `anchors` (in program order), each tried once
