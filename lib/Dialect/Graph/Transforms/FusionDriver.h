@@ -43,8 +43,7 @@ llvm::SmallVector<mlir::Operation *> anchorsOf(mlir::Operation *root) {
 
 /// A pattern whose rewrite says whether it changed anything, counted in
 /// `count` when it did.
-template <typename OpT>
-struct CountedPattern : mlir::OpRewritePattern<OpT> {
+template <typename OpT> struct CountedPattern : mlir::OpRewritePattern<OpT> {
   CountedPattern(mlir::MLIRContext *ctx, llvm::Statistic &count)
       : mlir::OpRewritePattern<OpT>(ctx), count(count) {}
 
@@ -61,8 +60,7 @@ struct CountedPattern : mlir::OpRewritePattern<OpT> {
 };
 
 /// A counted pattern that is one rewrite function.
-template <typename OpT>
-struct FunctionPattern : CountedPattern<OpT> {
+template <typename OpT> struct FunctionPattern : CountedPattern<OpT> {
   using Rewrite = bool (*)(mlir::RewriterBase &, OpT);
   FunctionPattern(mlir::MLIRContext *ctx, Rewrite fn, llvm::Statistic &count)
       : CountedPattern<OpT>(ctx, count), fn(fn) {}
